@@ -1,0 +1,64 @@
+//===- TfmDialect.td - The tfm dialect and its base classes -*- tablegen -*-===//
+//
+// The tfm dialect describes Transformer computations on statically shaped
+// tensors. This file holds the dialect record, the op base classes and the
+// type constraints every op shares.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_IR_TFMDIALECT_TD
+#define TFM_IR_TFMDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Tfm_Dialect : Dialect {
+  let name = "tfm";
+  let summary = "a dialect of Transformer operations on static tensors";
+  let description = [{
+    The `tfm` dialect models the operations of encoder, decoder and
+    encoder-decoder Transformers: projections, attention, normalization,
+    embeddings, losses, and the fused forms that the fusion passes produce.
+    Every op works on ranked tensors with static shapes. Floating-point
+    element types are f32, bf16 and f16; indices are i32 or i64; boolean
+    masks are i1.
+  }];
+  let cppNamespace = "::mlir::tfm";
+}
+
+//===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+// Static shapes are a dialect-wide invariant; checking it in one trait gives
+// every op the same, explicit diagnostic instead of a generic type mismatch.
+def Tfm_StaticShapes : NativeOpTrait<"StaticShapes"> {
+  let cppNamespace = "::mlir::tfm::OpTrait";
+}
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Tfm_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Tfm_Dialect, mnemonic, !listconcat([Tfm_StaticShapes], traits)>;
+
+// Ops without side effects, which the greedy driver may fold, CSE and erase.
+class Tfm_PureOp<string mnemonic, list<Trait> traits = []>
+    : Tfm_Op<mnemonic, !listconcat(traits, [Pure])>;
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Tfm_Float : AnyTypeOf<[F32, BF16, F16]>;
+def Tfm_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def Tfm_IndexTensor : RankedTensorOf<[I32, I64]>;
+def Tfm_NumericTensor : RankedTensorOf<[F32, BF16, F16, I32, I64]>;
+def Tfm_AnyTensor : RankedTensorOf<[F32, BF16, F16, I32, I64, I1]>;
+// A mask is boolean (true = attend) or additive (added to the scores).
+def Tfm_MaskTensor : RankedTensorOf<[I1, F32, BF16, F16]>;
+
+#endif // TFM_IR_TFMDIALECT_TD

@@ -1,0 +1,518 @@
+//===- TfmOps.td - Operations of the tfm dialect ------------*- tablegen -*-===//
+//
+// Shape rules are written once, in TypeInference.cpp, and reached from both
+// the verifiers and InferTypeOpInterface. Semantics are fixed by the reference
+// interpreter (compiler/lib/Reference), which every lowering is tested against.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_IR_TFMOPS_TD
+#define TFM_IR_TFMOPS_TD
+
+include "tfm/IR/TfmDialect.td"
+include "tfm/IR/TfmAttrs.td"
+include "mlir/IR/CommonAttrConstraints.td"
+
+//===----------------------------------------------------------------------===//
+// Projections
+//===----------------------------------------------------------------------===//
+
+def Tfm_MatmulOp : Tfm_PureOp<"matmul",
+    [InferTypeOpAdaptor]> {
+  let summary = "batched matrix product with optional transposes";
+  let description = [{
+    Multiplies the two innermost dimensions of `lhs` and `rhs`; the leading
+    (batch) dimensions broadcast as in numpy.
+
+    Shape rules: both operands have rank >= 2. With `transpose_lhs` the last
+    two dimensions of `lhs` are read as `[K, M]` instead of `[M, K]`; with
+    `transpose_rhs`, `rhs` is read as `[N, K]` instead of `[K, N]`. The
+    contracting sizes must agree, the batch dimensions must broadcast, and the
+    result is `[broadcast(batch)..., M, N]`. All element types are equal.
+
+    ```mlir
+    %s = tfm.matmul %q, %k transpose_rhs
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$lhs, Tfm_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_LinearOp : Tfm_PureOp<"linear",
+    [InferTypeOpAdaptor]> {
+  let summary = "affine projection x·Wᵀ + b, with an optional activation";
+  let description = [{
+    Computes `activation(input · weightᵀ + bias)` over the last dimension of
+    `input`, as `torch.nn.Linear` does. A bias with an activation is what
+    `tfm-fuse-bias-activation` produces.
+
+    Shape rules: `input` is `[..., K]` (rank >= 1), `weight` is `[N, K]`,
+    `bias`, when present, is `[N]`; the result is `[..., N]`. All element
+    types are equal.
+
+    ```mlir
+    %y = tfm.linear %x, %w, %b activation = gelu
+        : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Optional<Tfm_FloatTensor>:$bias,
+                       DefaultValuedAttr<Tfm_Activation,
+                                         "::mlir::tfm::Activation::none">:$activation);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? (`activation` `=` $activation^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic
+//===----------------------------------------------------------------------===//
+
+class Tfm_BinaryOp<string mnemonic, string expr, list<Trait> traits = []>
+    : Tfm_PureOp<mnemonic,
+                 !listconcat(traits, [InferTypeOpAdaptor])> {
+  let summary = "elementwise " # expr # " with numpy broadcasting";
+  let description = [{
+    Computes `}] # expr # [{` elementwise.
+
+    Shape rules: the operands have the same element type; their shapes
+    broadcast as in numpy (dimensions aligned from the right, each pair equal
+    or one of them 1), and the result has the broadcast shape.
+
+    ```mlir
+    %r = tfm.}] # mnemonic # [{ %x, %y
+        : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_NumericTensor:$lhs, Tfm_NumericTensor:$rhs);
+  let results = (outs Tfm_NumericTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+
+def Tfm_AddOp : Tfm_BinaryOp<"add", "lhs + rhs", [Commutative]>;
+def Tfm_SubOp : Tfm_BinaryOp<"sub", "lhs - rhs">;
+def Tfm_MulOp : Tfm_BinaryOp<"mul", "lhs * rhs", [Commutative]>;
+def Tfm_DivOp : Tfm_BinaryOp<"div", "lhs / rhs">;
+
+//===----------------------------------------------------------------------===//
+// Activations and normalization
+//===----------------------------------------------------------------------===//
+
+def Tfm_ReluOp : Tfm_PureOp<"relu",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "rectified linear unit, max(x, 0)";
+  let description = [{
+    Shape rules: the result has the type of the input.
+
+    ```mlir
+    %y = tfm.relu %x : tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasFolder = 1;
+}
+
+def Tfm_GeluOp : Tfm_PureOp<"gelu",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "gaussian error linear unit, exact or with the tanh approximation";
+  let description = [{
+    With `approximate = none` (the default) computes
+    `0.5·x·(1 + erf(x/√2))`; with `approximate = tanh` computes
+    `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, as PyTorch does.
+
+    Shape rules: the result has the type of the input.
+
+    ```mlir
+    %y = tfm.gelu %x approximate = tanh : tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input,
+                       DefaultValuedAttr<Tfm_GeluApproximation,
+                           "::mlir::tfm::GeluApproximation::none">:$approximate);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`approximate` `=` $approximate^)? attr-dict `:` type($input)
+  }];
+}
+
+def Tfm_SoftmaxOp : Tfm_PureOp<"softmax",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    Computes `exp(x - max(x)) / sum(exp(x - max(x)))` along `axis`
+    (negative values count from the back; the default is -1). A slice whose
+    entries are all -inf yields NaN, as the unfused decomposition does.
+
+    Shape rules: `-rank <= axis < rank`; the result has the type of the input.
+
+    ```mlir
+    %p = tfm.softmax %s axis = -1 : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`axis` `=` $axis^)? attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
+    [InferTypeOpAdaptor]> {
+  let summary = "layer normalization over the trailing dimensions";
+  let description = [{
+    Normalizes `input` over the dimensions `[axis, rank)` to zero mean and
+    unit (biased) variance, then applies `scale` and the optional `bias`:
+    `(x - mean) / sqrt(var + epsilon) · scale + bias`, as ONNX
+    LayerNormalization and `torch.nn.LayerNorm` do.
+
+    Shape rules: `-rank <= axis < rank`; `scale` and `bias` have exactly the
+    normalized shape `input.shape[axis:]`; `epsilon > 0`. The result has the
+    type of the input.
+
+    ```mlir
+    %y = tfm.layer_norm %x, %gamma, %beta {epsilon = 1.0e-05}
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$scale,
+                       Optional<Tfm_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+def Tfm_EmbeddingOp : Tfm_PureOp<"embedding",
+    [InferTypeOpAdaptor]> {
+  let summary = "gathers rows of an embedding table by index";
+  let description = [{
+    `result[i..., :] = table[indices[i...], :]`. An index outside
+    `[0, V)` is an error at run time.
+
+    Shape rules: `table` is `[V, D]`, `indices` is any shape `[I...]` of i32
+    or i64; the result is `[I..., D]` with the table's element type.
+
+    ```mlir
+    %e = tfm.embedding %table, %ids
+        : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$table, Tfm_IndexTensor:$indices);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_PositionalEncodingOp : Tfm_PureOp<"positional_encoding"> {
+  let summary = "the sinusoidal position table of the Transformer paper";
+  let description = [{
+    Produces the `[S, D]` table
+    `PE[p, 2i] = sin(p / 10000^(2i/D))`, `PE[p, 2i+1] = cos(p / 10000^(2i/D))`.
+    Add it to the token embeddings to encode positions.
+
+    Shape rules: the result is a rank-2 float tensor with an even `D`.
+
+    ```mlir
+    %pe = tfm.positional_encoding : tensor<8x16xf32>
+    ```
+  }];
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Tfm_TransposeOp : Tfm_PureOp<"transpose",
+    [InferTypeOpAdaptor]> {
+  let summary = "permutes the dimensions of a tensor";
+  let description = [{
+    `result.shape[i] = input.shape[permutation[i]]`, as numpy's `transpose`.
+
+    Shape rules: `permutation` is a permutation of `[0, rank)`.
+
+    ```mlir
+    %t = tfm.transpose %x permutation = [0, 2, 1, 3]
+        : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `permutation` `=` $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tfm_ReshapeOp : Tfm_PureOp<"reshape"> {
+  let summary = "reinterprets a tensor with another shape of the same size";
+  let description = [{
+    Keeps the elements in row-major order and gives them the result's shape.
+
+    Shape rules: the element types are equal and the element counts are equal.
+
+    ```mlir
+    %r = tfm.reshape %x : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tfm_ConcatOp : Tfm_PureOp<"concat",
+    [InferTypeOpAdaptor]> {
+  let summary = "joins tensors along one axis";
+  let description = [{
+    Shape rules: at least one input; all inputs have the same rank and
+    element type, and equal sizes in every dimension but `axis`
+    (`-rank <= axis < rank`). The result's `axis` size is the sum.
+
+    ```mlir
+    %c = tfm.concat %a, %b axis = 1
+        : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Tfm_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+
+def Tfm_SplitOp : Tfm_PureOp<"split",
+    [InferTypeOpAdaptor]> {
+  let summary = "cuts a tensor into consecutive pieces along one axis";
+  let description = [{
+    Result `i` holds `sizes[i]` consecutive slices of `input` along `axis`.
+
+    Shape rules: `-rank <= axis < rank`; every size is positive and the sizes
+    add up to `input.shape[axis]`; there is one result per size.
+
+    ```mlir
+    %q, %k, %v = tfm.split %qkv axis = 2 sizes = [16, 16, 16]
+        : tensor<2x8x48xf32> -> tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Tfm_AnyTensor>:$results);
+  let assemblyFormat = [{
+    $input `axis` `=` $axis `sizes` `=` $sizes attr-dict `:` type($input) `->` type($results)
+  }];
+  let hasFolder = 1;
+}
+
+def Tfm_DropoutOp : Tfm_PureOp<"dropout",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "zeroes elements at random in training; the identity otherwise";
+  let description = [{
+    Without `training` this is the identity (and folds away). With `training`,
+    element `i` is kept when `u(seed, i) >= rate`, where `u` is the counter-based
+    generator of `runtime/include/tfm/CounterRNG.h`, and kept elements are
+    scaled by `1 / (1 - rate)`. The same seed gives the same mask on every
+    backend, so a training step is reproducible.
+
+    Shape rules: `0 <= rate < 1`; the result has the type of the input.
+
+    ```mlir
+    %y = tfm.dropout %x training {rate = 1.0e-01, seed = 7 : i64} : tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "0.1">:$rate,
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       UnitAttr:$training);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`training` $training^)? attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and loss
+//===----------------------------------------------------------------------===//
+
+def Tfm_AttentionOp : Tfm_PureOp<"attention",
+    [InferTypeOpAdaptor]> {
+  let summary = "scaled dot-product attention with an optional mask";
+  let description = [{
+    Computes `softmax(scale · query · keyᵀ ⊕ mask) · value` over the last
+    axis, where `⊕` adds an additive (float) mask or, for an i1 mask, keeps
+    the scores where the mask is true and sets the others to -inf. With
+    `causal`, score `(i, j)` is also dropped when `j > i` (the top-left
+    aligned lower triangle, as PyTorch's `is_causal`). `scale` defaults to
+    `1/sqrt(D)`.
+
+    Shape rules: `query` is `[B..., Sq, D]`, `key` is `[B..., Sk, D]`,
+    `value` is `[B..., Sk, Dv]`, with equal batch dimensions `B...`; the mask
+    broadcasts to `[B..., Sq, Sk]`. The result is `[B..., Sq, Dv]`.
+
+    ```mlir
+    %o = tfm.attention %q, %k, %v, mask %m causal
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xi1>)
+        -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$query, Tfm_FloatTensor:$key,
+                       Tfm_FloatTensor:$value, Optional<Tfm_MaskTensor>:$mask,
+                       OptionalAttr<F64Attr>:$scale, UnitAttr:$causal);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`,` `mask` $mask^)? (`causal` $causal^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_CrossEntropyOp : Tfm_PureOp<"cross_entropy",
+    [InferTypeOpAdaptor]> {
+  let summary = "mean cross-entropy over the last axis, with label smoothing";
+  let description = [{
+    For each position `t` whose label is not `ignore_index`, with
+    `p = log_softmax(logits[t])` over `K` classes:
+    `loss_t = -(1 - ε)·p[label_t] - (ε/K)·Σ_k p[k]`, which is PyTorch's
+    label smoothing (target = (1-ε)·one-hot + ε/K). The result is the mean of
+    `loss_t` over the positions that are not ignored.
+
+    Shape rules: `logits` is `[T..., K]`, `labels` is `[T...]` of i32 or i64;
+    `0 <= label_smoothing <= 1`. The result is a rank-0 tensor of the logits'
+    element type.
+
+    ```mlir
+    %l = tfm.cross_entropy %logits, %labels {label_smoothing = 1.0e-01}
+        : (tensor<2x8x100xf32>, tensor<2x8xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IndexTensor:$labels,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops (produced by the fusion passes; names are fixed)
+//===----------------------------------------------------------------------===//
+
+def Tfm_QKVProjectionOp : Tfm_PureOp<"qkv_projection",
+    [InferTypeOpAdaptor]> {
+  let summary = "one GEMM over concatenated projection weights, split into its parts";
+  let description = [{
+    Computes `y = input · weightᵀ + bias` once and splits the last dimension
+    of `y` into consecutive parts of `sizes`. Three parts are Q, K and V; two
+    parts are the K and V of cross-attention, which read the encoder memory.
+
+    Shape rules: `input` is `[..., K]`, `weight` is `[Σsizes, K]`, `bias`,
+    when present, is `[Σsizes]`; there are two or three positive sizes, and
+    result `i` is `[..., sizes[i]]`.
+
+    ```mlir
+    %q, %k, %v = tfm.qkv_projection %x, %w, %b sizes = [16, 16, 16]
+        : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Optional<Tfm_FloatTensor>:$bias, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Tfm_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `sizes` `=` $sizes
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_MaskedSoftmaxOp : Tfm_PureOp<"masked_softmax",
+    [InferTypeOpAdaptor]> {
+  let summary = "scale, mask and softmax over the last axis in one op";
+  let description = [{
+    Computes `softmax(scale · input ⊕ mask)` over the last axis. With
+    `mask_kind = additive` the (float) mask is added; with `boolean` the
+    scores where the i1 mask is false become -inf; with `none` there is no
+    mask. With `causal`, entry `(i, j)` of the last two dimensions is also
+    dropped when `j > i`.
+
+    Shape rules: `input` has rank >= 1, and rank >= 2 with `causal`; the mask
+    broadcasts to the input's shape, and its element type agrees with
+    `mask_kind` (float for additive, i1 for boolean, absent for none). The
+    result has the input's type.
+
+    ```mlir
+    %p = tfm.masked_softmax %s, mask %m mask_kind = additive causal {scale = 2.5e-01}
+        : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Optional<Tfm_MaskTensor>:$mask,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       DefaultValuedAttr<Tfm_MaskKind,
+                                         "::mlir::tfm::MaskKind::none">:$mask_kind,
+                       UnitAttr:$causal);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` `mask` $mask^)? (`mask_kind` `=` $mask_kind^)? (`causal` $causal^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm"> {
+  let summary = "residual add followed by layer normalization";
+  let description = [{
+    Computes `s = input + residual` (numpy broadcasting) and
+    `layer_norm(s, scale, bias)` over `[axis, rank)`. The optional second
+    result is `s` itself, for pre-LN residual streams where the sum also
+    feeds the next residual.
+
+    Shape rules: those of `tfm.add` for `s`, then those of `tfm.layer_norm`
+    on `s`. The results have the type of `s`.
+
+    ```mlir
+    %y, %s = tfm.add_layer_norm %x, %r, %gamma, %beta {epsilon = 1.0e-05}
+        : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$residual,
+                       Tfm_FloatTensor:$scale, Optional<Tfm_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Tfm_FloatTensor:$output, Optional<Tfm_FloatTensor>:$sum);
+  let assemblyFormat = [{
+    $input `,` $residual `,` $scale (`,` $bias^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TFM_IR_TFMOPS_TD

@@ -1,0 +1,83 @@
+//===- TypeInference.h - Shape and type rules of tfm ops --------*- C++ -*-===//
+//
+// Every shape rule of the dialect lives here, once. The verifiers and the
+// InferTypeOpInterface implementations both call these functions, so the
+// builder's inferred type and the verifier's check can never disagree.
+// Each function emits its diagnostic at `loc` when one is given.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_IR_TYPEINFERENCE_H
+#define TFM_IR_TYPEINFERENCE_H
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeRange.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include <optional>
+
+namespace mlir::tfm {
+
+/// Where and on behalf of which op a shape rule reports.
+struct ShapeDiag {
+  std::optional<Location> loc;
+  StringRef opName; // e.g. "tfm.matmul"
+
+  template <typename... Args>
+  LogicalResult fail(Args &&...args) const {
+    return emitOptionalError(loc, "'", opName, "' op ",
+                             std::forward<Args>(args)...);
+  }
+};
+
+/// Returns `v`'s type as a ranked, static tensor, or fails naming `what`.
+FailureOr<RankedTensorType> staticTensor(const ShapeDiag &d, Type t,
+                                         StringRef what);
+
+/// Normalizes an axis in [-rank, rank) to [0, rank), or fails naming `what`.
+FailureOr<int64_t> normalizeAxis(const ShapeDiag &d, int64_t axis,
+                                 int64_t rank, StringRef what);
+
+/// The numpy broadcast of two shapes, or failure naming both operands.
+FailureOr<SmallVector<int64_t>> broadcastShapes(const ShapeDiag &d,
+                                                ArrayRef<int64_t> a,
+                                                StringRef aName,
+                                                ArrayRef<int64_t> b,
+                                                StringRef bName);
+
+/// Whether `from` broadcasts to exactly `to` (numpy rules, one direction).
+bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
+
+FailureOr<Type> inferMatmulType(const ShapeDiag &d, Type lhs, Type rhs,
+                                bool transposeLhs, bool transposeRhs);
+FailureOr<Type> inferLinearType(const ShapeDiag &d, Type input, Type weight,
+                                Type bias);
+FailureOr<Type> inferBroadcastType(const ShapeDiag &d, Type lhs, Type rhs,
+                                   StringRef lhsName = "lhs",
+                                   StringRef rhsName = "rhs");
+FailureOr<Type> inferLayerNormType(const ShapeDiag &d, Type input, Type scale,
+                                   Type bias, int64_t axis, double epsilon);
+FailureOr<Type> inferEmbeddingType(const ShapeDiag &d, Type table,
+                                   Type indices);
+FailureOr<Type> inferTransposeType(const ShapeDiag &d, Type input,
+                                   ArrayRef<int64_t> permutation);
+FailureOr<Type> inferConcatType(const ShapeDiag &d, TypeRange inputs,
+                                int64_t axis);
+LogicalResult inferSplitTypes(const ShapeDiag &d, Type input, int64_t axis,
+                              ArrayRef<int64_t> sizes,
+                              SmallVectorImpl<Type> &results);
+FailureOr<Type> inferAttentionType(const ShapeDiag &d, Type query, Type key,
+                                   Type value, Type mask,
+                                   std::optional<double> scale);
+FailureOr<Type> inferCrossEntropyType(const ShapeDiag &d, Type logits,
+                                      Type labels, double labelSmoothing);
+LogicalResult inferQKVProjectionTypes(const ShapeDiag &d, Type input,
+                                      Type weight, Type bias,
+                                      ArrayRef<int64_t> sizes,
+                                      SmallVectorImpl<Type> &results);
+FailureOr<Type> inferMaskedSoftmaxType(const ShapeDiag &d, Type input,
+                                       Type mask, bool causal);
+
+} // namespace mlir::tfm
+
+#endif // TFM_IR_TYPEINFERENCE_H

@@ -1,0 +1,142 @@
+//===- TfmCanonicalize.cpp - Folders and canonicalizations of tfm ---------===//
+//
+// Only rewrites that are obviously profitable and always legal live here; the
+// fusion passes rely on canonicalization to strip exporter noise (identity
+// transposes, chained reshapes, additions of zero) before they match.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/IR/TfmOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+/// Whether `attr` is a splat constant equal to `value`.
+static bool isSplatOf(Attribute attr, double value) {
+  auto splat = dyn_cast_or_null<SplatElementsAttr>(attr);
+  if (!splat)
+    return false;
+  Type elt = splat.getElementType();
+  if (isa<FloatType>(elt))
+    return splat.getSplatValue<APFloat>().convertToDouble() == value;
+  if (elt.isIntOrIndex())
+    return splat.getSplatValue<APInt>().getSExtValue() ==
+           static_cast<int64_t>(value);
+  return false;
+}
+
+/// Folds `x op c` to `x` when `c` is the splat identity and broadcasting does
+/// not change `x`'s type.
+static OpFoldResult foldRightIdentity(Operation *op, Value lhs, Attribute rhs,
+                                      double identity) {
+  if (lhs.getType() == op->getResult(0).getType() && isSplatOf(rhs, identity))
+    return lhs;
+  return {};
+}
+
+OpFoldResult AddOp::fold(FoldAdaptor a) {
+  if (OpFoldResult r = foldRightIdentity(*this, getLhs(), a.getRhs(), 0.0))
+    return r;
+  return foldRightIdentity(*this, getRhs(), a.getLhs(), 0.0);
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor a) {
+  return foldRightIdentity(*this, getLhs(), a.getRhs(), 0.0);
+}
+
+OpFoldResult MulOp::fold(FoldAdaptor a) {
+  if (OpFoldResult r = foldRightIdentity(*this, getLhs(), a.getRhs(), 1.0))
+    return r;
+  return foldRightIdentity(*this, getRhs(), a.getLhs(), 1.0);
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor a) {
+  return foldRightIdentity(*this, getLhs(), a.getRhs(), 1.0);
+}
+
+OpFoldResult ReluOp::fold(FoldAdaptor) {
+  // relu is idempotent.
+  if (getInput().getDefiningOp<ReluOp>())
+    return getInput();
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  for (auto [i, p] : llvm::enumerate(getPermutation()))
+    if (static_cast<int64_t>(i) != p)
+      return {};
+  return getInput();
+}
+
+namespace {
+/// transpose(transpose(x, p1), p2) -> transpose(x, p1 ∘ p2).
+struct ComposeTransposes : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<TransposeOp>();
+    if (!inner)
+      return rewriter.notifyMatchFailure(op, "input is not a transpose");
+    ArrayRef<int64_t> p1 = inner.getPermutation(), p2 = op.getPermutation();
+    SmallVector<int64_t> composed;
+    for (int64_t p : p2)
+      composed.push_back(p1[p]);
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(),
+                                             inner.getInput(), composed);
+    return success();
+  }
+};
+
+/// reshape(reshape(x)) -> reshape(x): only the final shape matters.
+struct ComposeReshapes : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<ReshapeOp>();
+    if (!inner)
+      return rewriter.notifyMatchFailure(op, "input is not a reshape");
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), inner.getInput());
+    return success();
+  }
+};
+} // namespace
+
+void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ComposeTransposes>(context);
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                            MLIRContext *context) {
+  results.add<ComposeReshapes>(context);
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1)
+    return getInputs().front();
+  return {};
+}
+
+LogicalResult SplitOp::fold(FoldAdaptor, SmallVectorImpl<OpFoldResult> &out) {
+  if (getSizes().size() != 1)
+    return failure();
+  out.push_back(getInput());
+  return success();
+}
+
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  // Outside training, and at rate 0, dropout is the identity.
+  if (!getTraining() || getRate().isZero())
+    return getInput();
+  return {};
+}

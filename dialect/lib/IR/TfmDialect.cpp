@@ -1,0 +1,43 @@
+//===- TfmDialect.cpp - The tfm dialect -----------------------------------===//
+
+#include "tfm/IR/TfmDialect.h"
+#include "tfm/IR/TfmOps.h"
+#include "tfm/IR/TypeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+#include "tfm/IR/TfmDialect.cpp.inc"
+#include "tfm/IR/TfmEnums.cpp.inc"
+
+void TfmDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "tfm/IR/TfmOps.cpp.inc"
+      >();
+}
+
+LogicalResult mlir::tfm::OpTrait::verifyStaticShapes(Operation *op) {
+  auto check = [&](Type t, StringRef kind, unsigned idx) -> LogicalResult {
+    auto ranked = dyn_cast<RankedTensorType>(t);
+    if (!ranked)
+      return success(); // Left to the op's type constraints.
+    for (auto [i, dim] : llvm::enumerate(ranked.getShape()))
+      if (ShapedType::isDynamic(dim))
+        return op->emitOpError()
+               << kind << " #" << idx << " has a dynamic dimension at index "
+               << i << " in '" << t << "'; tfm requires static shapes";
+    return success();
+  };
+  for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
+    if (failed(check(t, "operand", i)))
+      return failure();
+  for (auto [i, t] : llvm::enumerate(op->getResultTypes()))
+    if (failed(check(t, "result", i)))
+      return failure();
+  return success();
+}

@@ -1,0 +1,253 @@
+//===- TfmOps.cpp - Operations of the tfm dialect -------------------------===//
+//
+// Type inference and verifiers. The rules themselves are in
+// TypeInference.cpp; this file only adapts ops to them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/IR/TfmOps.h"
+#include "tfm/IR/TypeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+/// Appends a single inferred type, or propagates the failure.
+static LogicalResult push(FailureOr<Type> t, SmallVectorImpl<Type> &out) {
+  if (failed(t))
+    return failure();
+  out.push_back(*t);
+  return success();
+}
+
+/// Checks `op`'s result types against the types its shape rule infers; used
+/// by ops whose result count cannot be inferred from operands alone.
+static LogicalResult verifyResultTypes(Operation *op, TypeRange expected) {
+  TypeRange actual = op->getResultTypes();
+  for (auto [i, want] : llvm::enumerate(expected))
+    if (actual[i] != want)
+      return op->emitOpError()
+             << "result #" << i << " has type '" << actual[i]
+             << "' but the operands imply '" << want << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Type inference
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return push(inferMatmulType({loc, getOperationName()}, a.getLhs().getType(),
+                              a.getRhs().getType(), a.getTransposeLhs(),
+                              a.getTransposeRhs()),
+              out);
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  Type bias = a.getBias() ? a.getBias().getType() : Type();
+  return push(inferLinearType({loc, getOperationName()},
+                              a.getInput().getType(), a.getWeight().getType(),
+                              bias),
+              out);
+}
+
+#define TFM_BINARY_INFER(OP)                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> loc, Adaptor a,   \
+                                     SmallVectorImpl<Type> &out) {             \
+    return push(inferBroadcastType({loc, getOperationName()},                  \
+                                   a.getLhs().getType(),                       \
+                                   a.getRhs().getType()),                      \
+                out);                                                          \
+  }
+TFM_BINARY_INFER(AddOp)
+TFM_BINARY_INFER(SubOp)
+TFM_BINARY_INFER(MulOp)
+TFM_BINARY_INFER(DivOp)
+#undef TFM_BINARY_INFER
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  Type bias = a.getBias() ? a.getBias().getType() : Type();
+  return push(inferLayerNormType({loc, getOperationName()},
+                                 a.getInput().getType(),
+                                 a.getScale().getType(), bias,
+                                 static_cast<int64_t>(a.getAxis()),
+                                 a.getEpsilon().convertToDouble()),
+              out);
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return push(inferEmbeddingType({loc, getOperationName()},
+                                 a.getTable().getType(),
+                                 a.getIndices().getType()),
+              out);
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return push(inferTransposeType({loc, getOperationName()},
+                                 a.getInput().getType(), a.getPermutation()),
+              out);
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return push(inferConcatType({loc, getOperationName()},
+                              a.getInputs().getTypes(),
+                              static_cast<int64_t>(a.getAxis())),
+              out);
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor a,
+                                        SmallVectorImpl<Type> &out) {
+  return inferSplitTypes({loc, getOperationName()}, a.getInput().getType(),
+                         static_cast<int64_t>(a.getAxis()), a.getSizes(), out);
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  Type mask = a.getMask() ? a.getMask().getType() : Type();
+  std::optional<double> scale;
+  if (auto s = a.getScaleAttr())
+    scale = s.getValueAsDouble();
+  return push(inferAttentionType({loc, getOperationName()},
+                                 a.getQuery().getType(), a.getKey().getType(),
+                                 a.getValue().getType(), mask, scale),
+              out);
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor a,
+                                               SmallVectorImpl<Type> &out) {
+  return push(inferCrossEntropyType({loc, getOperationName()},
+                                    a.getLogits().getType(),
+                                    a.getLabels().getType(),
+                                    a.getLabelSmoothing().convertToDouble()),
+              out);
+}
+
+LogicalResult QKVProjectionOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor a,
+                                                SmallVectorImpl<Type> &out) {
+  Type bias = a.getBias() ? a.getBias().getType() : Type();
+  return inferQKVProjectionTypes({loc, getOperationName()},
+                                 a.getInput().getType(),
+                                 a.getWeight().getType(), bias, a.getSizes(),
+                                 out);
+}
+
+LogicalResult MaskedSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor a,
+                                                SmallVectorImpl<Type> &out) {
+  Type mask = a.getMask() ? a.getMask().getType() : Type();
+  return push(inferMaskedSoftmaxType({loc, getOperationName()},
+                                     a.getInput().getType(), mask,
+                                     a.getCausal()),
+              out);
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  return normalizeAxis({getLoc(), getOperationName()},
+                       static_cast<int64_t>(getAxis()),
+                       getType().getRank(), "axis");
+}
+
+LogicalResult PositionalEncodingOp::verify() {
+  RankedTensorType t = getType();
+  if (t.getRank() != 2)
+    return emitOpError() << "result must be [S, D] (rank 2), got '" << t
+                         << "'";
+  if (t.getDimSize(1) % 2 != 0)
+    return emitOpError() << "model dimension D = " << t.getDimSize(1)
+                         << " must be even (sin and cos alternate)";
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result element type '" << out.getElementType()
+                         << "' differs from the input's '"
+                         << in.getElementType() << "'";
+  if (in.hasStaticShape() && out.hasStaticShape() &&
+      in.getNumElements() != out.getNumElements())
+    return emitOpError() << "input '" << in << "' has " << in.getNumElements()
+                         << " elements but result '" << out << "' has "
+                         << out.getNumElements();
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0 && rate < 1))
+    return emitOpError() << "'rate' must be in [0, 1), got " << rate;
+  return success();
+}
+
+LogicalResult MaskedSoftmaxOp::verify() {
+  MaskKind kind = getMaskKind();
+  Value mask = getMask();
+  if (!mask && kind != MaskKind::none)
+    return emitOpError() << "mask_kind is '" << stringifyMaskKind(kind)
+                         << "' but there is no 'mask' operand";
+  if (mask) {
+    bool isBool = getElementTypeOrSelf(mask.getType()).isInteger(1);
+    MaskKind implied = isBool ? MaskKind::boolean : MaskKind::additive;
+    if (kind != implied)
+      return emitOpError() << "mask_kind is '" << stringifyMaskKind(kind)
+                           << "' but the 'mask' of type '" << mask.getType()
+                           << "' is " << stringifyMaskKind(implied);
+  }
+  return success();
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  ShapeDiag d{getLoc(), getOperationName()};
+  auto sum = inferBroadcastType(d, getInput().getType(),
+                                getResidual().getType(), "input", "residual");
+  if (failed(sum))
+    return failure();
+  Type bias = getBias() ? getBias().getType() : Type();
+  auto norm = inferLayerNormType(d, *sum, getScale().getType(), bias,
+                                 static_cast<int64_t>(getAxis()),
+                                 getEpsilon().convertToDouble());
+  if (failed(norm))
+    return failure();
+  SmallVector<Type> expected{*norm};
+  if (getSum())
+    expected.push_back(*sum);
+  return verifyResultTypes(*this, expected);
+}
+
+#define GET_OP_CLASSES
+#include "tfm/IR/TfmOps.cpp.inc"

@@ -1,0 +1,426 @@
+//===- TypeInference.cpp - Shape and type rules of tfm ops ----------------===//
+//
+// Messages name the operand and print the offending values, because the
+// first reader of a shape error is usually looking at an exporter's graph,
+// not at this code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/IR/TypeInference.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+/// Prints a shape as `[2, 3, 4]` in diagnostics.
+std::string fmtShape(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return os.str();
+}
+
+std::string fmtType(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "'" << t << "'";
+  return os.str();
+}
+
+LogicalResult sameElementType(const ShapeDiag &d, RankedTensorType a,
+                              StringRef aName, RankedTensorType b,
+                              StringRef bName) {
+  if (a.getElementType() == b.getElementType())
+    return success();
+  return d.fail("operand '", bName, "' has element type ",
+                fmtType(b.getElementType()), " but '", aName, "' has ",
+                fmtType(a.getElementType()));
+}
+} // namespace
+
+FailureOr<RankedTensorType> mlir::tfm::staticTensor(const ShapeDiag &d, Type t,
+                                                    StringRef what) {
+  auto ranked = dyn_cast_or_null<RankedTensorType>(t);
+  if (!ranked)
+    return d.fail("'", what, "' must be a ranked tensor, got ", fmtType(t));
+  for (auto [i, dim] : llvm::enumerate(ranked.getShape()))
+    if (ShapedType::isDynamic(dim))
+      return d.fail("'", what, "' has a dynamic dimension at index ", i,
+                    " in ", fmtType(t),
+                    "; tfm requires static shapes");
+  return ranked;
+}
+
+FailureOr<int64_t> mlir::tfm::normalizeAxis(const ShapeDiag &d, int64_t axis,
+                                            int64_t rank, StringRef what) {
+  if (axis < -rank || axis >= rank)
+    return d.fail("'", what, "' = ", axis, " is out of range [", -rank, ", ",
+                  rank, ") for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+FailureOr<SmallVector<int64_t>>
+mlir::tfm::broadcastShapes(const ShapeDiag &d, ArrayRef<int64_t> a,
+                           StringRef aName, ArrayRef<int64_t> b,
+                           StringRef bName) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return d.fail("shapes of '", aName, "' ", fmtShape(a), " and '", bName,
+                    "' ", fmtShape(b), " do not broadcast: ", da, " vs ", db,
+                    " at result dimension ", i);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+bool mlir::tfm::broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  if (from.size() > to.size())
+    return false;
+  size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i])
+      return false;
+  return true;
+}
+
+FailureOr<Type> mlir::tfm::inferMatmulType(const ShapeDiag &d, Type lhsT,
+                                           Type rhsT, bool transposeLhs,
+                                           bool transposeRhs) {
+  auto lhs = staticTensor(d, lhsT, "lhs");
+  auto rhs = staticTensor(d, rhsT, "rhs");
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  if (lhs->getRank() < 2 || rhs->getRank() < 2)
+    return d.fail("operands must have rank >= 2, got lhs ", fmtType(*lhs),
+                  " and rhs ", fmtType(*rhs));
+  if (failed(sameElementType(d, *lhs, "lhs", *rhs, "rhs")))
+    return failure();
+  ArrayRef<int64_t> ls = lhs->getShape(), rs = rhs->getShape();
+  int64_t m = transposeLhs ? ls.back() : ls[ls.size() - 2];
+  int64_t kl = transposeLhs ? ls[ls.size() - 2] : ls.back();
+  int64_t kr = transposeRhs ? rs.back() : rs[rs.size() - 2];
+  int64_t n = transposeRhs ? rs[rs.size() - 2] : rs.back();
+  if (kl != kr)
+    return d.fail("contracting dimensions differ: lhs ", fmtType(*lhs),
+                  " has K = ", kl, ", rhs ", fmtType(*rhs), " has K = ", kr,
+                  " (transpose_lhs = ", transposeLhs,
+                  ", transpose_rhs = ", transposeRhs, ")");
+  auto batch = broadcastShapes(d, ls.drop_back(2), "lhs batch",
+                               rs.drop_back(2), "rhs batch");
+  if (failed(batch))
+    return failure();
+  SmallVector<int64_t> shape(*batch);
+  shape.push_back(m);
+  shape.push_back(n);
+  return Type(RankedTensorType::get(shape, lhs->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferLinearType(const ShapeDiag &d, Type inputT,
+                                           Type weightT, Type biasT) {
+  auto input = staticTensor(d, inputT, "input");
+  auto weight = staticTensor(d, weightT, "weight");
+  if (failed(input) || failed(weight))
+    return failure();
+  if (input->getRank() < 1)
+    return d.fail("'input' must have rank >= 1, got ", fmtType(*input));
+  if (weight->getRank() != 2)
+    return d.fail("'weight' must be [N, K] (rank 2), got ", fmtType(*weight));
+  if (failed(sameElementType(d, *input, "input", *weight, "weight")))
+    return failure();
+  int64_t k = input->getShape().back();
+  int64_t n = weight->getDimSize(0);
+  if (weight->getDimSize(1) != k)
+    return d.fail("'weight' ", fmtType(*weight), " must be [N, ", k,
+                  "] to match the last dimension of 'input' ",
+                  fmtType(*input));
+  if (biasT) {
+    auto bias = staticTensor(d, biasT, "bias");
+    if (failed(bias) ||
+        failed(sameElementType(d, *input, "input", *bias, "bias")))
+      return failure();
+    if (bias->getRank() != 1 || bias->getDimSize(0) != n)
+      return d.fail("'bias' ", fmtType(*bias), " must be [", n,
+                    "], the output features of 'weight'");
+  }
+  SmallVector<int64_t> shape(input->getShape());
+  shape.back() = n;
+  return Type(RankedTensorType::get(shape, input->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferBroadcastType(const ShapeDiag &d, Type lhsT,
+                                              Type rhsT, StringRef lhsName,
+                                              StringRef rhsName) {
+  auto lhs = staticTensor(d, lhsT, lhsName);
+  auto rhs = staticTensor(d, rhsT, rhsName);
+  if (failed(lhs) || failed(rhs) ||
+      failed(sameElementType(d, *lhs, lhsName, *rhs, rhsName)))
+    return failure();
+  auto shape = broadcastShapes(d, lhs->getShape(), lhsName, rhs->getShape(),
+                               rhsName);
+  if (failed(shape))
+    return failure();
+  return Type(RankedTensorType::get(*shape, lhs->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferLayerNormType(const ShapeDiag &d, Type inputT,
+                                              Type scaleT, Type biasT,
+                                              int64_t axis, double epsilon) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  if (input->getRank() < 1)
+    return d.fail("'input' must have rank >= 1, got ", fmtType(*input));
+  auto ax = normalizeAxis(d, axis, input->getRank(), "axis");
+  if (failed(ax))
+    return failure();
+  if (!(epsilon > 0))
+    return d.fail("'epsilon' must be positive, got ", epsilon);
+  ArrayRef<int64_t> normalized = input->getShape().drop_front(*ax);
+  auto checkParam = [&](Type t, StringRef name) -> LogicalResult {
+    auto p = staticTensor(d, t, name);
+    if (failed(p) || failed(sameElementType(d, *input, "input", *p, name)))
+      return failure();
+    if (p->getShape() != normalized)
+      return d.fail("'", name, "' ", fmtType(*p),
+                    " must have the normalized shape ", fmtShape(normalized),
+                    " of 'input' ", fmtType(*input), " from axis ", *ax);
+    return success();
+  };
+  if (failed(checkParam(scaleT, "scale")) ||
+      (biasT && failed(checkParam(biasT, "bias"))))
+    return failure();
+  return Type(*input);
+}
+
+FailureOr<Type> mlir::tfm::inferEmbeddingType(const ShapeDiag &d, Type tableT,
+                                              Type indicesT) {
+  auto table = staticTensor(d, tableT, "table");
+  auto indices = staticTensor(d, indicesT, "indices");
+  if (failed(table) || failed(indices))
+    return failure();
+  if (table->getRank() != 2)
+    return d.fail("'table' must be [V, D] (rank 2), got ", fmtType(*table));
+  SmallVector<int64_t> shape(indices->getShape());
+  shape.push_back(table->getDimSize(1));
+  return Type(RankedTensorType::get(shape, table->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferTransposeType(const ShapeDiag &d, Type inputT,
+                                              ArrayRef<int64_t> perm) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  int64_t rank = input->getRank();
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return d.fail("'permutation' ", fmtShape(perm), " has ", perm.size(),
+                  " entries but 'input' ", fmtType(*input), " has rank ",
+                  rank);
+  llvm::SmallBitVector seen(rank);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen.test(p))
+      return d.fail("'permutation' ", fmtShape(perm),
+                    " is not a permutation of [0, ", rank, ")");
+    seen.set(p);
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(input->getDimSize(p));
+  return Type(RankedTensorType::get(shape, input->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferConcatType(const ShapeDiag &d,
+                                           TypeRange inputs, int64_t axis) {
+  if (inputs.empty())
+    return d.fail("needs at least one input");
+  auto first = staticTensor(d, inputs.front(), "inputs[0]");
+  if (failed(first))
+    return failure();
+  auto ax = normalizeAxis(d, axis, first->getRank(), "axis");
+  if (failed(ax))
+    return failure();
+  SmallVector<int64_t> shape(first->getShape());
+  for (auto [i, t] : llvm::enumerate(inputs.drop_front())) {
+    std::string name = "inputs[" + std::to_string(i + 1) + "]";
+    auto in = staticTensor(d, t, name);
+    if (failed(in) || failed(sameElementType(d, *first, "inputs[0]", *in,
+                                             name)))
+      return failure();
+    if (in->getRank() != first->getRank())
+      return d.fail("'", name, "' ", fmtType(*in), " has rank ",
+                    in->getRank(), " but 'inputs[0]' ", fmtType(*first),
+                    " has rank ", first->getRank());
+    for (int64_t dim = 0; dim < in->getRank(); ++dim) {
+      if (dim == *ax)
+        continue;
+      if (in->getDimSize(dim) != first->getDimSize(dim))
+        return d.fail("'", name, "' ", fmtType(*in),
+                      " differs from 'inputs[0]' ", fmtType(*first),
+                      " in dimension ", dim, " (", in->getDimSize(dim),
+                      " vs ", first->getDimSize(dim),
+                      "), which is not the concatenation axis ", *ax);
+    }
+    shape[*ax] += in->getDimSize(*ax);
+  }
+  return Type(RankedTensorType::get(shape, first->getElementType()));
+}
+
+LogicalResult mlir::tfm::inferSplitTypes(const ShapeDiag &d, Type inputT,
+                                         int64_t axis, ArrayRef<int64_t> sizes,
+                                         SmallVectorImpl<Type> &results) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  auto ax = normalizeAxis(d, axis, input->getRank(), "axis");
+  if (failed(ax))
+    return failure();
+  if (sizes.empty())
+    return d.fail("'sizes' must not be empty");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s <= 0)
+      return d.fail("'sizes' ", fmtShape(sizes),
+                    " must all be positive");
+    total += s;
+  }
+  if (total != input->getDimSize(*ax))
+    return d.fail("'sizes' ", fmtShape(sizes), " add up to ", total,
+                  " but 'input' ", fmtType(*input), " has ",
+                  input->getDimSize(*ax), " along axis ", *ax);
+  for (int64_t s : sizes) {
+    SmallVector<int64_t> shape(input->getShape());
+    shape[*ax] = s;
+    results.push_back(RankedTensorType::get(shape, input->getElementType()));
+  }
+  return success();
+}
+
+/// Checks that a mask broadcasts to `target` and, for a float mask, that its
+/// element type matches the scores'.
+static LogicalResult checkMask(const ShapeDiag &d, RankedTensorType mask,
+                               RankedTensorType scores,
+                               ArrayRef<int64_t> target) {
+  if (!mask.getElementType().isInteger(1) &&
+      mask.getElementType() != scores.getElementType())
+    return d.fail("additive 'mask' has element type ",
+                  fmtType(mask.getElementType()), " but the scores have ",
+                  fmtType(scores.getElementType()));
+  if (!broadcastsTo(mask.getShape(), target))
+    return d.fail("'mask' ", fmtType(mask), " does not broadcast to the ",
+                  "scores' shape ", fmtShape(target));
+  return success();
+}
+
+FailureOr<Type> mlir::tfm::inferAttentionType(const ShapeDiag &d, Type queryT,
+                                              Type keyT, Type valueT,
+                                              Type maskT,
+                                              std::optional<double> scale) {
+  auto q = staticTensor(d, queryT, "query");
+  auto k = staticTensor(d, keyT, "key");
+  auto v = staticTensor(d, valueT, "value");
+  if (failed(q) || failed(k) || failed(v))
+    return failure();
+  if (q->getRank() < 2 || q->getRank() != k->getRank() ||
+      q->getRank() != v->getRank())
+    return d.fail("'query', 'key' and 'value' must have one rank >= 2, got ",
+                  fmtType(*q), ", ", fmtType(*k), " and ", fmtType(*v));
+  if (failed(sameElementType(d, *q, "query", *k, "key")) ||
+      failed(sameElementType(d, *q, "query", *v, "value")))
+    return failure();
+  ArrayRef<int64_t> qs = q->getShape(), ks = k->getShape(),
+                    vs = v->getShape();
+  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
+    return d.fail("batch dimensions differ: query ", fmtType(*q), ", key ",
+                  fmtType(*k), ", value ", fmtType(*v));
+  if (qs.back() != ks.back())
+    return d.fail("head dimension of 'query' (", qs.back(),
+                  ") differs from that of 'key' (", ks.back(), ")");
+  if (ks[ks.size() - 2] != vs[vs.size() - 2])
+    return d.fail("'key' has ", ks[ks.size() - 2], " positions but 'value' has ",
+                  vs[vs.size() - 2]);
+  if (scale && !(*scale > 0))
+    return d.fail("'scale' must be positive, got ", *scale);
+  SmallVector<int64_t> scores(qs.drop_back());
+  scores.push_back(ks[ks.size() - 2]);
+  if (maskT) {
+    auto mask = staticTensor(d, maskT, "mask");
+    if (failed(mask) || failed(checkMask(d, *mask, *q, scores)))
+      return failure();
+  }
+  SmallVector<int64_t> shape(qs.drop_back());
+  shape.push_back(vs.back());
+  return Type(RankedTensorType::get(shape, q->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferCrossEntropyType(const ShapeDiag &d,
+                                                 Type logitsT, Type labelsT,
+                                                 double labelSmoothing) {
+  auto logits = staticTensor(d, logitsT, "logits");
+  auto labels = staticTensor(d, labelsT, "labels");
+  if (failed(logits) || failed(labels))
+    return failure();
+  if (logits->getRank() < 1)
+    return d.fail("'logits' must have rank >= 1, got ", fmtType(*logits));
+  if (labels->getShape() != logits->getShape().drop_back())
+    return d.fail("'labels' ", fmtType(*labels), " must have the shape ",
+                  fmtShape(logits->getShape().drop_back()),
+                  " of 'logits' ", fmtType(*logits), " without its class axis");
+  if (!(labelSmoothing >= 0 && labelSmoothing <= 1))
+    return d.fail("'label_smoothing' must be in [0, 1], got ", labelSmoothing);
+  return Type(RankedTensorType::get({}, logits->getElementType()));
+}
+
+LogicalResult mlir::tfm::inferQKVProjectionTypes(
+    const ShapeDiag &d, Type inputT, Type weightT, Type biasT,
+    ArrayRef<int64_t> sizes, SmallVectorImpl<Type> &results) {
+  if (sizes.size() != 2 && sizes.size() != 3)
+    return d.fail("'sizes' ", fmtShape(sizes),
+                  " must have 3 entries (Q, K, V) or 2 (K, V)");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s <= 0)
+      return d.fail("'sizes' ", fmtShape(sizes), " must all be positive");
+    total += s;
+  }
+  auto fused = inferLinearType(d, inputT, weightT, biasT);
+  if (failed(fused))
+    return failure();
+  auto fusedType = cast<RankedTensorType>(*fused);
+  if (fusedType.getShape().back() != total)
+    return d.fail("'weight' ", fmtType(weightT), " has ",
+                  fusedType.getShape().back(),
+                  " output features but 'sizes' ", fmtShape(sizes),
+                  " add up to ", total);
+  for (int64_t s : sizes) {
+    SmallVector<int64_t> shape(fusedType.getShape());
+    shape.back() = s;
+    results.push_back(RankedTensorType::get(shape, fusedType.getElementType()));
+  }
+  return success();
+}
+
+FailureOr<Type> mlir::tfm::inferMaskedSoftmaxType(const ShapeDiag &d,
+                                                  Type inputT, Type maskT,
+                                                  bool causal) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  int64_t minRank = causal ? 2 : 1;
+  if (input->getRank() < minRank)
+    return d.fail("'input' ", fmtType(*input), " must have rank >= ", minRank,
+                  causal ? " with 'causal'" : "");
+  if (maskT) {
+    auto mask = staticTensor(d, maskT, "mask");
+    if (failed(mask) ||
+        failed(checkMask(d, *mask, *input, input->getShape())))
+      return failure();
+  }
+  return Type(*input);
+}

@@ -1,0 +1,164 @@
+// RUN: tfm-opt %s | tfm-opt | FileCheck %s
+// RUN: tfm-opt %s --mlir-print-op-generic | tfm-opt | FileCheck %s
+
+// Tests that matmul round-trips with and without transpose flags and with
+// broadcast batch dimensions.
+// CHECK-LABEL: func.func @matmul
+func.func @matmul(%a: tensor<2x4x8x16xf32>, %b: tensor<2x4x8x16xf32>, %c: tensor<16x5xf32>)
+    -> (tensor<2x4x8x8xf32>, tensor<2x4x16x16xf32>, tensor<2x4x8x5xf32>) {
+  // CHECK: tfm.matmul %{{.+}}, %{{.+}} transpose_rhs : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+  %0 = tfm.matmul %a, %b transpose_rhs : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: tfm.matmul %{{.+}}, %{{.+}} transpose_lhs : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %1 = tfm.matmul %a, %b transpose_lhs : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  // CHECK: tfm.matmul %{{.+}}, %{{.+}} : (tensor<2x4x8x16xf32>, tensor<16x5xf32>) -> tensor<2x4x8x5xf32>
+  %2 = tfm.matmul %a, %c : (tensor<2x4x8x16xf32>, tensor<16x5xf32>) -> tensor<2x4x8x5xf32>
+  return %0, %1, %2 : tensor<2x4x8x8xf32>, tensor<2x4x16x16xf32>, tensor<2x4x8x5xf32>
+}
+
+// Tests that linear round-trips with and without bias and activation, in
+// every float element type.
+// CHECK-LABEL: func.func @linear
+func.func @linear(%x: tensor<2x8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>,
+                  %xh: tensor<8x16xbf16>, %wh: tensor<4x16xbf16>, %xf: tensor<16xf16>, %wf: tensor<4x16xf16>)
+    -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<8x4xbf16>, tensor<4xf16>) {
+  // CHECK: tfm.linear %{{.+}}, %{{.+}}, %{{.+}} activation = gelu : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %0 = tfm.linear %x, %w, %b activation = gelu : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  // CHECK: tfm.linear %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %1 = tfm.linear %x, %w, %b : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  // CHECK: tfm.linear %{{.+}}, %{{.+}} activation = relu : (tensor<8x16xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
+  %2 = tfm.linear %xh, %wh activation = relu : (tensor<8x16xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
+  // CHECK: tfm.linear %{{.+}}, %{{.+}} activation = gelu_tanh : (tensor<16xf16>, tensor<4x16xf16>) -> tensor<4xf16>
+  %3 = tfm.linear %xf, %wf activation = gelu_tanh : (tensor<16xf16>, tensor<4x16xf16>) -> tensor<4xf16>
+  return %0, %1, %2, %3 : tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<8x4xbf16>, tensor<4xf16>
+}
+
+// Tests that the four broadcasting binary ops round-trip, on floats and
+// integers.
+// CHECK-LABEL: func.func @binary
+func.func @binary(%x: tensor<2x8x16xf32>, %y: tensor<16xf32>, %i: tensor<4xi64>, %j: tensor<1xi64>)
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<4xi64>) {
+  // CHECK: tfm.add %{{.+}}, %{{.+}} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %0 = tfm.add %x, %y : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.sub %{{.+}}, %{{.+}} : (tensor<16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %1 = tfm.sub %y, %x : (tensor<16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.mul
+  %2 = tfm.mul %x, %x : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.div
+  %3 = tfm.div %x, %y : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.add %{{.+}}, %{{.+}} : (tensor<4xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %4 = tfm.add %i, %j : (tensor<4xi64>, tensor<1xi64>) -> tensor<4xi64>
+  return %0, %1, %2, %3, %4 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<4xi64>
+}
+
+// Tests that the activations, softmax and dropout round-trip with their
+// attributes.
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<2x16xf32>) -> (tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>) {
+  // CHECK: tfm.relu %{{.+}} : tensor<2x16xf32>
+  %0 = tfm.relu %x : tensor<2x16xf32>
+  // CHECK: tfm.gelu %{{.+}} : tensor<2x16xf32>
+  %1 = tfm.gelu %x : tensor<2x16xf32>
+  // CHECK: tfm.gelu %{{.+}} approximate = tanh : tensor<2x16xf32>
+  %2 = tfm.gelu %x approximate = tanh : tensor<2x16xf32>
+  // CHECK: tfm.softmax %{{.+}} : tensor<2x16xf32>
+  %3 = tfm.softmax %x : tensor<2x16xf32>
+  // CHECK: tfm.softmax %{{.+}} axis = 0 : tensor<2x16xf32>
+  %4 = tfm.softmax %x axis = 0 : tensor<2x16xf32>
+  // CHECK: tfm.dropout %{{.+}} training {rate = 2.500000e-01 : f64, seed = 7 : i64} : tensor<2x16xf32>
+  %5 = tfm.dropout %x training {rate = 0.25 : f64, seed = 7 : i64} : tensor<2x16xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
+}
+
+// Tests that layer_norm round-trips with one and several normalized
+// dimensions, with and without bias.
+// CHECK-LABEL: func.func @layer_norm
+func.func @layer_norm(%x: tensor<2x8x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>, %g2: tensor<8x16xf32>)
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: tfm.layer_norm %{{.+}}, %{{.+}}, %{{.+}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %0 = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-6 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.layer_norm %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+  %1 = tfm.layer_norm %x, %g2 {axis = 1 : i64} : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+  return %0, %1 : tensor<2x8x16xf32>, tensor<2x8x16xf32>
+}
+
+// Tests that embedding and positional_encoding round-trip.
+// CHECK-LABEL: func.func @embeddings
+func.func @embeddings(%t: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %ids32: tensor<8xi32>)
+    -> (tensor<2x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
+  // CHECK: tfm.embedding %{{.+}}, %{{.+}} : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+  %0 = tfm.embedding %t, %ids : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.embedding %{{.+}}, %{{.+}} : (tensor<100x16xf32>, tensor<8xi32>) -> tensor<8x16xf32>
+  %1 = tfm.embedding %t, %ids32 : (tensor<100x16xf32>, tensor<8xi32>) -> tensor<8x16xf32>
+  // CHECK: tfm.positional_encoding : tensor<8x16xf32>
+  %2 = tfm.positional_encoding : tensor<8x16xf32>
+  return %0, %1, %2 : tensor<2x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// Tests that the data-movement ops round-trip, on floats, indices and masks.
+// CHECK-LABEL: func.func @data_movement
+func.func @data_movement(%x: tensor<2x8x64xf32>, %m: tensor<2x8xi1>, %i: tensor<3xi64>)
+    -> (tensor<2x8x4x16xf32>, tensor<2x4x8x16xf32>, tensor<8x2xi1>, tensor<2x8x128xf32>, tensor<6xi64>,
+        tensor<2x8x16xf32>, tensor<2x8x48xf32>) {
+  // CHECK: tfm.reshape %{{.+}} : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  %0 = tfm.reshape %x : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  // CHECK: tfm.transpose %{{.+}} permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %1 = tfm.transpose %0 permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  // CHECK: tfm.transpose %{{.+}} permutation = [1, 0] : tensor<2x8xi1> -> tensor<8x2xi1>
+  %2 = tfm.transpose %m permutation = [1, 0] : tensor<2x8xi1> -> tensor<8x2xi1>
+  // CHECK: tfm.concat %{{.+}}, %{{.+}} axis = -1 : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x128xf32>
+  %3 = tfm.concat %x, %x axis = -1 : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x128xf32>
+  // CHECK: tfm.concat %{{.+}}, %{{.+}} axis = 0 : (tensor<3xi64>, tensor<3xi64>) -> tensor<6xi64>
+  %4 = tfm.concat %i, %i axis = 0 : (tensor<3xi64>, tensor<3xi64>) -> tensor<6xi64>
+  // CHECK: tfm.split %{{.+}} axis = 2 sizes = [16, 48] : tensor<2x8x64xf32> -> tensor<2x8x16xf32>, tensor<2x8x48xf32>
+  %5:2 = tfm.split %x axis = 2 sizes = [16, 48] : tensor<2x8x64xf32> -> tensor<2x8x16xf32>, tensor<2x8x48xf32>
+  return %0, %1, %2, %3, %4, %5#0, %5#1 : tensor<2x8x4x16xf32>, tensor<2x4x8x16xf32>, tensor<8x2xi1>, tensor<2x8x128xf32>, tensor<6xi64>,
+        tensor<2x8x16xf32>, tensor<2x8x48xf32>
+}
+
+// Tests that attention round-trips without a mask, with a boolean and an
+// additive mask, with causal and with an explicit scale.
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %v: tensor<2x4x6x32xf32>,
+                     %bm: tensor<2x1x1x6xi1>, %am: tensor<8x6xf32>)
+    -> (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) {
+  // CHECK: tfm.attention %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x32xf32>) -> tensor<2x4x8x32xf32>
+  %0 = tfm.attention %q, %k, %v : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x32xf32>) -> tensor<2x4x8x32xf32>
+  // CHECK: tfm.attention %{{.+}}, %{{.+}}, %{{.+}}, mask %{{.+}} causal : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x32xf32>, tensor<2x1x1x6xi1>) -> tensor<2x4x8x32xf32>
+  %1 = tfm.attention %q, %k, %v, mask %bm causal : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x32xf32>, tensor<2x1x1x6xi1>) -> tensor<2x4x8x32xf32>
+  // CHECK: tfm.attention %{{.+}}, %{{.+}}, %{{.+}}, mask %{{.+}} {scale = 5.000000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x32xf32>, tensor<8x6xf32>) -> tensor<2x4x8x32xf32>
+  %2 = tfm.attention %q, %k, %v, mask %am {scale = 0.5 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x32xf32>, tensor<8x6xf32>) -> tensor<2x4x8x32xf32>
+  return %0, %1, %2 : tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>
+}
+
+// Tests that cross_entropy round-trips with its defaults and with label
+// smoothing and an ignore index.
+// CHECK-LABEL: func.func @cross_entropy
+func.func @cross_entropy(%l: tensor<2x8x100xf32>, %y: tensor<2x8xi64>) -> (tensor<f32>, tensor<f32>) {
+  // CHECK: tfm.cross_entropy %{{.+}}, %{{.+}} : (tensor<2x8x100xf32>, tensor<2x8xi64>) -> tensor<f32>
+  %0 = tfm.cross_entropy %l, %y : (tensor<2x8x100xf32>, tensor<2x8xi64>) -> tensor<f32>
+  // CHECK: tfm.cross_entropy %{{.+}}, %{{.+}} {ignore_index = 0 : i64, label_smoothing = 1.000000e-01 : f64}
+  %1 = tfm.cross_entropy %l, %y {ignore_index = 0 : i64, label_smoothing = 0.1 : f64} : (tensor<2x8x100xf32>, tensor<2x8xi64>) -> tensor<f32>
+  return %0, %1 : tensor<f32>, tensor<f32>
+}
+
+// Tests that the fused ops round-trip in each of their forms.
+// CHECK-LABEL: func.func @fused
+func.func @fused(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<48xf32>, %wkv: tensor<32x16xf32>,
+                 %s: tensor<2x4x8x8xf32>, %am: tensor<2x1x1x8xf32>, %bm: tensor<8x8xi1>, %g: tensor<16xf32>, %beta: tensor<16xf32>)
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: tfm.qkv_projection %{{.+}}, %{{.+}}, %{{.+}} sizes = [16, 16, 16] : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %q, %k, %v = tfm.qkv_projection %x, %w, %b sizes = [16, 16, 16] : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // CHECK: tfm.qkv_projection %{{.+}}, %{{.+}} sizes = [16, 16] : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %k2, %v2 = tfm.qkv_projection %x, %wkv sizes = [16, 16] : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // CHECK: tfm.masked_softmax %{{.+}}, mask %{{.+}} mask_kind = additive causal {scale = 2.500000e-01 : f64} : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
+  %p0 = tfm.masked_softmax %s, mask %am mask_kind = additive causal {scale = 0.25 : f64} : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: tfm.masked_softmax %{{.+}}, mask %{{.+}} mask_kind = boolean : (tensor<2x4x8x8xf32>, tensor<8x8xi1>) -> tensor<2x4x8x8xf32>
+  %p1 = tfm.masked_softmax %s, mask %bm mask_kind = boolean : (tensor<2x4x8x8xf32>, tensor<8x8xi1>) -> tensor<2x4x8x8xf32>
+  // CHECK: tfm.masked_softmax %{{.+}} causal {scale = 1.250000e-01 : f64} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %p2 = tfm.masked_softmax %s causal {scale = 0.125 : f64} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: tfm.add_layer_norm %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %n0 = tfm.add_layer_norm %q, %k, %g, %beta : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.add_layer_norm %{{.+}}, %{{.+}}, %{{.+}} {epsilon = 9.9999999999999998E-13 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %n1, %sum = tfm.add_layer_norm %n0, %v, %g {epsilon = 1.0e-12 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  return %k2, %v2, %p0, %p1, %p2, %n1, %sum : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+}

@@ -1,0 +1,23 @@
+# -*- Python -*-
+# lit configuration of the tfm test suite.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "TFM"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tfm_obj_root, "test")
+# Inputs/ holds files that RUN lines read; fixtures are data, not tests.
+config.excludes = ["Inputs", "fixtures", "unittests", "CMakeLists.txt", "lit.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%tfm_src_root", config.tfm_src_root))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["tfm-opt", "tfmc"],
+                                   [config.tfm_tools_dir, config.llvm_tools_dir])
