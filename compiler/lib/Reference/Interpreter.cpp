@@ -1,0 +1,683 @@
+//===- Interpreter.cpp - The reference interpreter of tfm -----------------===//
+//
+// Each op is a direct transcription of its definition in TfmOps.td, with
+// plain nested loops and a numpy broadcasting map. Shapes are taken from the
+// op's (verified) result types, so the loops never have to re-derive them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Reference/Interpreter.h"
+#include "tfm/CounterRNG.h"
+#include "tfm/IR/TfmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::tfm::reference;
+
+namespace mlir::tfm::reference {
+
+const char *elementKindName(ElementKind kind) {
+  switch (kind) {
+  case ElementKind::F32:
+    return "f32";
+  case ElementKind::F16:
+    return "f16";
+  case ElementKind::BF16:
+    return "bf16";
+  case ElementKind::F64:
+    return "f64";
+  case ElementKind::I1:
+    return "i1";
+  case ElementKind::I32:
+    return "i32";
+  case ElementKind::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+std::string Tensor::typeString() const {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + elementKindName(kind) + ">";
+}
+
+FailureOr<ElementKind> elementKindOf(Type type) {
+  if (type.isF32())
+    return ElementKind::F32;
+  if (type.isF16())
+    return ElementKind::F16;
+  if (type.isBF16())
+    return ElementKind::BF16;
+  if (type.isF64())
+    return ElementKind::F64;
+  if (type.isInteger(1))
+    return ElementKind::I1;
+  if (type.isInteger(32))
+    return ElementKind::I32;
+  if (type.isInteger(64))
+    return ElementKind::I64;
+  return failure();
+}
+
+} // namespace mlir::tfm::reference
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// For every element of `out` (row-major), the flat index of the element of
+/// `in` that numpy broadcasting reads.
+std::vector<int64_t> broadcastMap(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
+  size_t lead = out.size() - in.size();
+  std::vector<int64_t> inStrides = stridesOf(in);
+  std::vector<int64_t> idx(out.size(), 0);
+  std::vector<int64_t> map(product(out));
+  for (int64_t &src : map) {
+    src = 0;
+    for (size_t d = 0; d < in.size(); ++d)
+      if (in[d] != 1)
+        src += idx[lead + d] * inStrides[d];
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < out[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return map;
+}
+
+Tensor tensorOfType(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return Tensor(*mlir::tfm::reference::elementKindOf(t.getElementType()),
+                std::vector<int64_t>(t.getShape().begin(), t.getShape().end()));
+}
+
+int64_t normalizedAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+double gelu(double x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5 * x *
+           (1.0 + std::tanh(std::sqrt(2.0 / M_PI) *
+                            (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+double activate(double x, mlir::tfm::Activation act) {
+  switch (act) {
+  case mlir::tfm::Activation::none:
+    return x;
+  case mlir::tfm::Activation::relu:
+    return x > 0 ? x : 0.0;
+  case mlir::tfm::Activation::gelu:
+    return gelu(x, /*tanhApprox=*/false);
+  case mlir::tfm::Activation::gelu_tanh:
+    return gelu(x, /*tanhApprox=*/true);
+  }
+  return x;
+}
+
+/// Softmax over the innermost dimension of length `len`, in place.
+void softmaxRows(std::vector<double> &data, int64_t len) {
+  for (size_t row = 0; row < data.size(); row += len) {
+    double *x = data.data() + row;
+    double mx = kNegInf;
+    for (int64_t i = 0; i < len; ++i)
+      mx = std::max(mx, x[i]);
+    double sum = 0;
+    for (int64_t i = 0; i < len; ++i)
+      sum += (x[i] = std::exp(x[i] - mx));
+    for (int64_t i = 0; i < len; ++i)
+      x[i] /= sum;
+  }
+}
+
+Tensor matmul(const Tensor &a, const Tensor &b, bool ta, bool tb, Type outT) {
+  Tensor out = tensorOfType(outT);
+  int64_t r = out.rank();
+  int64_t m = out.shape[r - 2], n = out.shape[r - 1];
+  int64_t k = ta ? a.shape[a.rank() - 2] : a.shape.back();
+  ArrayRef<int64_t> outBatch = ArrayRef<int64_t>(out.shape).drop_back(2);
+  std::vector<int64_t> aBatch =
+      broadcastMap(ArrayRef<int64_t>(a.shape).drop_back(2), outBatch);
+  std::vector<int64_t> bBatch =
+      broadcastMap(ArrayRef<int64_t>(b.shape).drop_back(2), outBatch);
+  for (size_t bi = 0; bi < aBatch.size(); ++bi) {
+    const double *A = a.data.data() + aBatch[bi] * m * k;
+    const double *B = b.data.data() + bBatch[bi] * k * n;
+    double *C = out.data.data() + bi * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (ta ? A[p * m + i] : A[i * k + p]) *
+                 (tb ? B[j * k + p] : B[p * n + j]);
+        C[i * n + j] = acc;
+      }
+  }
+  return out;
+}
+
+/// x·Wᵀ + b over the last dimension, then an activation.
+Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias,
+              mlir::tfm::Activation act, std::vector<int64_t> outShape) {
+  int64_t k = x.shape.back(), n = w.shape[0];
+  int64_t rows = x.numElements() / k;
+  Tensor out(x.kind, std::move(outShape));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias ? bias->data[j] : 0.0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += x.data[r * k + p] * w.data[j * k + p];
+      out.data[r * n + j] = activate(acc, act);
+    }
+  return out;
+}
+
+/// Splits `in` along `axis` into consecutive pieces of `sizes`.
+std::vector<Tensor> split(const Tensor &in, int64_t axis,
+                          ArrayRef<int64_t> sizes) {
+  int64_t outer = product(ArrayRef<int64_t>(in.shape).take_front(axis));
+  int64_t inner = product(ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
+  int64_t total = in.shape[axis];
+  std::vector<Tensor> outs;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    std::vector<int64_t> shape = in.shape;
+    shape[axis] = size;
+    Tensor out(in.kind, shape);
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy_n(in.data.begin() + (o * total + offset) * inner, size * inner,
+                  out.data.begin() + o * size * inner);
+    offset += size;
+    outs.push_back(std::move(out));
+  }
+  return outs;
+}
+
+Tensor layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+                 int64_t axis, double eps) {
+  int64_t inner = product(ArrayRef<int64_t>(x.shape).drop_front(axis));
+  Tensor out(x.kind, x.shape);
+  for (size_t row = 0; row < x.data.size(); row += inner) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      mean += x.data[row + i];
+    mean /= inner;
+    for (int64_t i = 0; i < inner; ++i)
+      var += (x.data[row + i] - mean) * (x.data[row + i] - mean);
+    var /= inner;
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < inner; ++i)
+      out.data[row + i] = (x.data[row + i] - mean) * inv * scale.data[i] +
+                          (bias ? bias->data[i] : 0.0);
+  }
+  return out;
+}
+
+Tensor binary(const Tensor &a, const Tensor &b, Type outT,
+              double (*f)(double, double)) {
+  Tensor out = tensorOfType(outT);
+  std::vector<int64_t> am = broadcastMap(a.shape, out.shape);
+  std::vector<int64_t> bm = broadcastMap(b.shape, out.shape);
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = f(a.data[am[i]], b.data[bm[i]]);
+  return out;
+}
+
+/// softmax(scale·x ⊕ mask) over the last axis, with an optional causal
+/// triangle over the last two axes: the one definition behind attention and
+/// masked_softmax.
+Tensor maskedSoftmax(const Tensor &x, const Tensor *mask, bool booleanMask,
+                     bool causal, double scale) {
+  Tensor out(x.kind, x.shape);
+  int64_t cols = x.shape.back();
+  int64_t rows = x.rank() >= 2 ? x.shape[x.rank() - 2] : 1;
+  std::vector<int64_t> mm;
+  if (mask)
+    mm = broadcastMap(mask->shape, x.shape);
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    double s = scale * x.data[i];
+    if (mask) {
+      double m = mask->data[mm[i]];
+      s = booleanMask ? (m != 0 ? s : kNegInf) : s + m;
+    }
+    int64_t col = i % cols, row = (i / cols) % rows;
+    if (causal && col > row)
+      s = kNegInf;
+    out.data[i] = s;
+  }
+  softmaxRows(out.data, cols);
+  return out;
+}
+
+double toDouble(APFloat v) {
+  bool losesInfo = false;
+  v.convert(APFloat::IEEEdouble(), llvm::RoundingMode::NearestTiesToEven, &losesInfo);
+  return v.convertToDouble();
+}
+
+/// Evaluates the ops of one function body.
+class Frame {
+public:
+  explicit Frame(llvm::function_ref<FailureOr<std::vector<Tensor>>(
+                     func::FuncOp, const std::vector<Tensor> &)>
+                     call)
+      : call(call) {}
+
+  FailureOr<std::vector<Tensor>> run(func::FuncOp fn,
+                                     const std::vector<Tensor> &args);
+
+private:
+  const Tensor &get(Value v) { return env.find(v)->second; }
+  const Tensor *getOptional(Value v) { return v ? &get(v) : nullptr; }
+  void set(Value v, Tensor t) { env[v] = std::move(t); }
+
+  LogicalResult eval(Operation *op);
+  LogicalResult evalConstant(arith::ConstantOp op);
+
+  llvm::function_ref<FailureOr<std::vector<Tensor>>(
+      func::FuncOp, const std::vector<Tensor> &)>
+      call;
+  DenseMap<Value, Tensor> env;
+  std::vector<Tensor> returned;
+};
+
+FailureOr<std::vector<Tensor>> Frame::run(func::FuncOp fn,
+                                          const std::vector<Tensor> &args) {
+  if (fn.isExternal())
+    return fn.emitError() << "cannot evaluate external function '"
+                          << fn.getSymName() << "'";
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError() << "the reference interpreter needs a function "
+                             "body of one block";
+  Block &body = fn.getBody().front();
+  if (args.size() != body.getNumArguments())
+    return fn.emitError() << "function '" << fn.getSymName() << "' takes "
+                          << body.getNumArguments() << " arguments but "
+                          << args.size() << " were given";
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || failed(mlir::tfm::reference::elementKindOf(type.getElementType())))
+      return fn.emitError() << "argument #" << i << " of type '"
+                            << arg.getType()
+                            << "' is not a supported tensor type";
+    Tensor expected = tensorOfType(type);
+    if (expected.shape != args[i].shape || expected.kind != args[i].kind)
+      return fn.emitError() << "argument #" << i << " must be '" << type
+                            << "' but the value given is '"
+                            << args[i].typeString() << "'";
+    set(arg, args[i]);
+  }
+  for (Operation &op : body)
+    if (failed(eval(&op)))
+      return failure();
+  return std::move(returned);
+}
+
+LogicalResult Frame::evalConstant(arith::ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  auto type = dyn_cast<RankedTensorType>(op.getType());
+  if (!dense || !type || failed(mlir::tfm::reference::elementKindOf(type.getElementType())))
+    return op.emitError() << "the reference interpreter evaluates only dense "
+                             "tensor constants, not '"
+                          << op.getValue() << "'";
+  Tensor t = tensorOfType(type);
+  Type elt = type.getElementType();
+  size_t i = 0;
+  if (isa<FloatType>(elt)) {
+    for (APFloat v : dense.getValues<APFloat>())
+      t.data[i++] = toDouble(v);
+  } else if (elt.isInteger(1)) {
+    for (bool v : dense.getValues<bool>())
+      t.data[i++] = v ? 1.0 : 0.0;
+  } else {
+    for (APInt v : dense.getValues<APInt>())
+      t.data[i++] = static_cast<double>(v.getSExtValue());
+  }
+  set(op.getResult(), std::move(t));
+  return success();
+}
+
+LogicalResult Frame::eval(Operation *op) {
+  using mlir::tfm::MaskKind;
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](arith::ConstantOp c) { return evalConstant(c); })
+      .Case([&](func::ReturnOp r) {
+        for (Value v : r.getOperands())
+          returned.push_back(get(v));
+        return success();
+      })
+      .Case([&](func::CallOp c) -> LogicalResult {
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            c, c.getCalleeAttr());
+        if (!callee)
+          return c.emitError() << "unknown callee '" << c.getCallee() << "'";
+        std::vector<Tensor> args;
+        for (Value v : c.getOperands())
+          args.push_back(get(v));
+        auto results = call(callee, args);
+        if (failed(results))
+          return failure();
+        for (auto [r, t] : llvm::zip(c.getResults(), *results))
+          set(r, std::move(t));
+        return success();
+      })
+      .Case([&](mlir::tfm::MatmulOp m) {
+        set(m, matmul(get(m.getLhs()), get(m.getRhs()), m.getTransposeLhs(),
+                      m.getTransposeRhs(), m.getType()));
+        return success();
+      })
+      .Case([&](mlir::tfm::LinearOp l) {
+        set(l, linear(get(l.getInput()), get(l.getWeight()),
+                      getOptional(l.getBias()), l.getActivation(),
+                      tensorOfType(l.getType()).shape));
+        return success();
+      })
+      .Case([&](mlir::tfm::AddOp b) {
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      [](double x, double y) { return x + y; }));
+        return success();
+      })
+      .Case([&](mlir::tfm::SubOp b) {
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      [](double x, double y) { return x - y; }));
+        return success();
+      })
+      .Case([&](mlir::tfm::MulOp b) {
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      [](double x, double y) { return x * y; }));
+        return success();
+      })
+      .Case([&](mlir::tfm::DivOp b) {
+        bool isInt = b.getType().getElementType().isInteger();
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      isInt ? +[](double x, double y) { return std::trunc(x / y); }
+                            : +[](double x, double y) { return x / y; }));
+        return success();
+      })
+      .Case([&](mlir::tfm::ReluOp r) {
+        Tensor t = get(r.getInput());
+        for (double &x : t.data)
+          x = x > 0 ? x : 0.0;
+        set(r, std::move(t));
+        return success();
+      })
+      .Case([&](mlir::tfm::GeluOp g) {
+        Tensor t = get(g.getInput());
+        bool approx = g.getApproximate() == mlir::tfm::GeluApproximation::tanh;
+        for (double &x : t.data)
+          x = gelu(x, approx);
+        set(g, std::move(t));
+        return success();
+      })
+      .Case([&](mlir::tfm::SoftmaxOp s) {
+        const Tensor &in = get(s.getInput());
+        int64_t axis = normalizedAxis(s.getAxis(), in.rank());
+        // Move the axis innermost, apply, and move it back.
+        SmallVector<int64_t> perm, inverse(in.rank());
+        for (int64_t d = 0; d < in.rank(); ++d)
+          if (d != axis)
+            perm.push_back(d);
+        perm.push_back(axis);
+        for (int64_t d = 0; d < in.rank(); ++d)
+          inverse[perm[d]] = d;
+        auto transpose = [](const Tensor &t, ArrayRef<int64_t> p) {
+          std::vector<int64_t> shape;
+          for (int64_t d : p)
+            shape.push_back(t.shape[d]);
+          Tensor out(t.kind, shape);
+          std::vector<int64_t> inStrides = stridesOf(t.shape);
+          std::vector<int64_t> idx(p.size(), 0);
+          for (double &v : out.data) {
+            int64_t src = 0;
+            for (size_t d = 0; d < p.size(); ++d)
+              src += idx[d] * inStrides[p[d]];
+            v = t.data[src];
+            for (int64_t d = static_cast<int64_t>(p.size()) - 1; d >= 0; --d) {
+              if (++idx[d] < out.shape[d])
+                break;
+              idx[d] = 0;
+            }
+          }
+          return out;
+        };
+        Tensor moved = transpose(in, perm);
+        softmaxRows(moved.data, moved.shape.back());
+        set(s, transpose(moved, inverse));
+        return success();
+      })
+      .Case([&](mlir::tfm::LayerNormOp l) {
+        const Tensor &x = get(l.getInput());
+        set(l, layerNorm(x, get(l.getScale()), getOptional(l.getBias()),
+                         normalizedAxis(l.getAxis(), x.rank()),
+                         l.getEpsilon().convertToDouble()));
+        return success();
+      })
+      .Case([&](mlir::tfm::EmbeddingOp e) -> LogicalResult {
+        const Tensor &table = get(e.getTable());
+        const Tensor &ids = get(e.getIndices());
+        int64_t vocab = table.shape[0], dim = table.shape[1];
+        Tensor out = tensorOfType(e.getType());
+        for (size_t i = 0; i < ids.data.size(); ++i) {
+          int64_t id = static_cast<int64_t>(ids.data[i]);
+          if (id < 0 || id >= vocab)
+            return e.emitError() << "index " << id << " at position " << i
+                                 << " of 'indices' is outside the table's "
+                                 << vocab << " rows";
+          std::copy_n(table.data.begin() + id * dim, dim,
+                      out.data.begin() + i * dim);
+        }
+        set(e, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::PositionalEncodingOp p) {
+        Tensor out = tensorOfType(p.getType());
+        int64_t len = out.shape[0], dim = out.shape[1];
+        for (int64_t pos = 0; pos < len; ++pos)
+          for (int64_t i = 0; i < dim; i += 2) {
+            double angle =
+                pos / std::pow(10000.0, static_cast<double>(i) / dim);
+            out.data[pos * dim + i] = std::sin(angle);
+            out.data[pos * dim + i + 1] = std::cos(angle);
+          }
+        set(p, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::TransposeOp t) {
+        const Tensor &in = get(t.getInput());
+        Tensor out = tensorOfType(t.getType());
+        std::vector<int64_t> inStrides = stridesOf(in.shape);
+        ArrayRef<int64_t> perm = t.getPermutation();
+        std::vector<int64_t> idx(perm.size(), 0);
+        for (double &v : out.data) {
+          int64_t src = 0;
+          for (size_t d = 0; d < perm.size(); ++d)
+            src += idx[d] * inStrides[perm[d]];
+          v = in.data[src];
+          for (int64_t d = static_cast<int64_t>(perm.size()) - 1; d >= 0;
+               --d) {
+            if (++idx[d] < out.shape[d])
+              break;
+            idx[d] = 0;
+          }
+        }
+        set(t, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::ReshapeOp r) {
+        Tensor out = tensorOfType(r.getType());
+        out.data = get(r.getInput()).data;
+        set(r, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::ConcatOp c) {
+        Tensor out = tensorOfType(c.getType());
+        int64_t axis = normalizedAxis(c.getAxis(), out.rank());
+        int64_t outer = product(ArrayRef<int64_t>(out.shape).take_front(axis));
+        int64_t inner =
+            product(ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
+        int64_t offset = 0;
+        for (Value v : c.getInputs()) {
+          const Tensor &in = get(v);
+          int64_t chunk = in.shape[axis] * inner;
+          for (int64_t o = 0; o < outer; ++o)
+            std::copy_n(in.data.begin() + o * chunk, chunk,
+                        out.data.begin() + o * out.shape[axis] * inner +
+                            offset);
+          offset += chunk;
+        }
+        set(c, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::SplitOp s) {
+        const Tensor &in = get(s.getInput());
+        std::vector<Tensor> parts =
+            split(in, normalizedAxis(s.getAxis(), in.rank()), s.getSizes());
+        for (auto [r, t] : llvm::zip(s.getResults(), parts))
+          set(r, std::move(t));
+        return success();
+      })
+      .Case([&](mlir::tfm::DropoutOp d) {
+        Tensor t = get(d.getInput());
+        double rate = d.getRate().convertToDouble();
+        if (d.getTraining() && rate > 0) {
+          auto seed = static_cast<uint64_t>(d.getSeed());
+          for (size_t i = 0; i < t.data.size(); ++i)
+            t.data[i] = tfm_rng_uniform(seed, i) >= rate
+                            ? t.data[i] / (1.0 - rate)
+                            : 0.0;
+        }
+        set(d, std::move(t));
+        return success();
+      })
+      .Case([&](mlir::tfm::AttentionOp a) {
+        const Tensor &q = get(a.getQuery());
+        double scale = a.getScale() ? a.getScale()->convertToDouble()
+                                    : 1.0 / std::sqrt(double(q.shape.back()));
+        std::vector<int64_t> scoreShape = q.shape;
+        scoreShape.back() = get(a.getKey()).shape[q.rank() - 2];
+        Tensor scores = matmul(q, get(a.getKey()), false, true,
+                               RankedTensorType::get(
+                                   scoreShape, a.getQuery().getType()
+                                                   .getElementType()));
+        const Tensor *mask = getOptional(a.getMask());
+        bool boolean = mask && mask->kind == ElementKind::I1;
+        Tensor probs =
+            maskedSoftmax(scores, mask, boolean, a.getCausal(), scale);
+        set(a, matmul(probs, get(a.getValue()), false, false, a.getType()));
+        return success();
+      })
+      .Case([&](mlir::tfm::CrossEntropyOp c) -> LogicalResult {
+        const Tensor &logits = get(c.getLogits());
+        const Tensor &labels = get(c.getLabels());
+        int64_t classes = logits.shape.back();
+        double eps = c.getLabelSmoothing().convertToDouble();
+        auto ignore = static_cast<int64_t>(c.getIgnoreIndex());
+        double total = 0;
+        int64_t count = 0;
+        for (size_t t = 0; t < labels.data.size(); ++t) {
+          auto label = static_cast<int64_t>(labels.data[t]);
+          if (label == ignore)
+            continue;
+          if (label < 0 || label >= classes)
+            return c.emitError()
+                   << "label " << label << " at position " << t
+                   << " is outside [0, " << classes
+                   << ") and is not the ignore_index " << ignore;
+          const double *x = logits.data.data() + t * classes;
+          double mx = kNegInf, sum = 0, sumLogp = 0;
+          for (int64_t k = 0; k < classes; ++k)
+            mx = std::max(mx, x[k]);
+          for (int64_t k = 0; k < classes; ++k)
+            sum += std::exp(x[k] - mx);
+          double lse = mx + std::log(sum);
+          for (int64_t k = 0; k < classes; ++k)
+            sumLogp += x[k] - lse;
+          total += -(1 - eps) * (x[label] - lse) - eps / classes * sumLogp;
+          ++count;
+        }
+        // Like PyTorch, a batch with every label ignored has a NaN mean.
+        Tensor out = tensorOfType(c.getType());
+        out.data[0] = total / static_cast<double>(count);
+        set(c, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::QKVProjectionOp p) {
+        const Tensor &x = get(p.getInput());
+        std::vector<int64_t> fusedShape = x.shape;
+        fusedShape.back() = get(p.getWeight()).shape[0];
+        Tensor fused = linear(x, get(p.getWeight()), getOptional(p.getBias()),
+                              mlir::tfm::Activation::none, fusedShape);
+        std::vector<Tensor> parts =
+            split(fused, fused.rank() - 1, p.getSizes());
+        for (auto [r, t] : llvm::zip(p.getResults(), parts))
+          set(r, std::move(t));
+        return success();
+      })
+      .Case([&](mlir::tfm::MaskedSoftmaxOp m) {
+        set(m, maskedSoftmax(get(m.getInput()), getOptional(m.getMask()),
+                             m.getMaskKind() == MaskKind::boolean,
+                             m.getCausal(), m.getScale().convertToDouble()));
+        return success();
+      })
+      .Case([&](mlir::tfm::AddLayerNormOp a) {
+        Tensor sum = binary(get(a.getInput()), get(a.getResidual()),
+                            a.getOutput().getType(),
+                            [](double x, double y) { return x + y; });
+        set(a.getOutput(),
+            layerNorm(sum, get(a.getScale()), getOptional(a.getBias()),
+                      normalizedAxis(a.getAxis(), sum.rank()),
+                      a.getEpsilon().convertToDouble()));
+        if (a.getSum())
+          set(a.getSum(), std::move(sum));
+        return success();
+      })
+      .Default([&](Operation *other) {
+        return other->emitError()
+               << "the reference interpreter does not evaluate '"
+               << other->getName() << "'";
+      });
+}
+
+} // namespace
+
+FailureOr<std::vector<Tensor>>
+Interpreter::run(func::FuncOp fn, const std::vector<Tensor> &args) {
+  // Recursion is legal IR but unbounded recursion must not crash the host.
+  constexpr unsigned kMaxCallDepth = 64;
+  if (callDepth >= kMaxCallDepth)
+    return fn.emitError() << "call depth exceeds " << kMaxCallDepth
+                          << " while evaluating '" << fn.getSymName() << "'";
+  ++callDepth;
+  Frame frame([this](func::FuncOp callee, const std::vector<Tensor> &a) {
+                return run(callee, a);
+              });
+  auto results = frame.run(fn, args);
+  --callDepth;
+  return results;
+}

@@ -1,0 +1,331 @@
+//===- RunReference.cpp - tfmc run --reference ----------------------------===//
+//
+// Builds the inputs (from .pb files or from a seeded generator), evaluates
+// the entry function with the reference interpreter, and prints, writes or
+// compares the outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "tfm/CounterRNG.h"
+#include "tfm/Frontends/ONNX/TensorProto.h"
+#include "tfm/IR/TfmOps.h"
+#include "tfm/Reference/Interpreter.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tfm::tfmc;
+using mlir::tfm::reference::ElementKind;
+using mlir::tfm::reference::Tensor;
+
+namespace {
+
+llvm::raw_ostream &error() { return llvm::WithColor::error(llvm::errs(), "tfmc"); }
+
+/// The user-facing name of argument or result `i`: its `tfm.name` attribute,
+/// or a positional default.
+std::string valueName(DictionaryAttr attrs, StringRef prefix, unsigned i) {
+  if (attrs)
+    if (auto name = attrs.getAs<StringAttr>("tfm.name"))
+      return name.str();
+  return (prefix + Twine(i)).str();
+}
+
+std::string argName(func::FuncOp fn, unsigned i) {
+  return valueName(fn.getArgAttrDict(i), "arg", i);
+}
+
+std::string resultName(func::FuncOp fn, unsigned i) {
+  return valueName(fn.getResultAttrDict(i), "output_", i);
+}
+
+/// An exclusive upper bound for random indices fed to `arg`: the rows of the
+/// embedding table or the classes of the loss it indexes, so that a random
+/// run never fails on an out-of-range index.
+int64_t indexBound(Value arg) {
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto e = dyn_cast<mlir::tfm::EmbeddingOp>(user))
+      if (use.get() == e.getIndices())
+        return e.getTable().getType().getDimSize(0);
+    if (auto c = dyn_cast<mlir::tfm::CrossEntropyOp>(user))
+      if (use.get() == c.getLabels())
+        return c.getLogits().getType().getShape().back();
+    if (isa<mlir::tfm::ReshapeOp, mlir::tfm::TransposeOp>(user))
+      return indexBound(user->getResult(0));
+  }
+  return 10;
+}
+
+Tensor randomInput(RankedTensorType type, Value arg, uint64_t seed) {
+  Tensor t(*mlir::tfm::reference::elementKindOf(type.getElementType()),
+           std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
+  int64_t bound = mlir::tfm::reference::isFloatKind(t.kind) ? 0 : indexBound(arg);
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    double u = tfm_rng_uniform(seed, i);
+    switch (t.kind) {
+    case ElementKind::I1:
+      // Mostly true, so that a random attention mask rarely masks a whole row.
+      t.data[i] = u < 0.9 ? 1.0 : 0.0;
+      break;
+    case ElementKind::I32:
+    case ElementKind::I64:
+      t.data[i] = std::floor(u * static_cast<double>(bound));
+      break;
+    default: {
+      // Round to the element type so the run is reproducible from its .pb.
+      double v = 2.0 * u - 1.0;
+      if (t.kind == ElementKind::F32)
+        v = static_cast<float>(v);
+      else if (t.kind == ElementKind::F16)
+        v = mlir::tfm::onnx_io::halfBitsToDouble(mlir::tfm::onnx_io::doubleToHalfBits(v));
+      else if (t.kind == ElementKind::BF16)
+        v = mlir::tfm::onnx_io::bf16BitsToDouble(mlir::tfm::onnx_io::doubleToBf16Bits(v));
+      t.data[i] = v;
+    }
+    }
+  }
+  return t;
+}
+
+bool readPb(const std::string &path, Tensor &out) {
+  mlir::tfm::onnx_io::NamedTensor named;
+  std::string err;
+  if (!mlir::tfm::onnx_io::readTensorProtoFile(path, named, err)) {
+    error() << err << "\n";
+    return false;
+  }
+  out = std::move(named.tensor);
+  return true;
+}
+
+/// Reads `DIR/PREFIX_N.pb` for N = 0, 1, ... until one is missing.
+bool readNumbered(StringRef dir, StringRef prefix, std::vector<Tensor> &out) {
+  for (unsigned i = 0;; ++i) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, (prefix + "_" + Twine(i) + ".pb").str());
+    if (!llvm::sys::fs::exists(path))
+      return true;
+    Tensor t;
+    if (!readPb(std::string(path), t))
+      return false;
+    out.push_back(std::move(t));
+  }
+}
+
+bool checkInput(func::FuncOp fn, unsigned i, const Tensor &t) {
+  auto type = cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+  auto kind = mlir::tfm::reference::elementKindOf(type.getElementType());
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  if (succeeded(kind) && *kind == t.kind && shape == t.shape)
+    return true;
+  std::string want;
+  llvm::raw_string_ostream os(want);
+  os << type;
+  error() << "input " << i << " '" << argName(fn, i) << "' must be " << os.str()
+          << " but the value given is " << t.typeString() << "\n";
+  return false;
+}
+
+bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
+                  std::vector<Tensor> &args) {
+  unsigned n = fn.getNumArguments();
+  std::vector<std::optional<Tensor>> given(n);
+  if (!opts.testDataDir.empty()) {
+    std::vector<Tensor> files;
+    if (!readNumbered(opts.testDataDir, "input", files))
+      return false;
+    if (files.size() != n) {
+      error() << "'" << opts.testDataDir << "' holds " << files.size()
+              << " input_N.pb files but '" << fn.getSymName() << "' takes "
+              << n << " inputs\n";
+      return false;
+    }
+    for (unsigned i = 0; i < n; ++i)
+      given[i] = std::move(files[i]);
+  }
+  for (const std::string &spec : opts.inputs) {
+    auto [name, path] = StringRef(spec).split('=');
+    if (path.empty()) {
+      error() << "--input expects NAME=FILE.pb, got '" << spec << "'\n";
+      return false;
+    }
+    std::optional<unsigned> index;
+    for (unsigned i = 0; i < n; ++i)
+      if (argName(fn, i) == name || std::to_string(i) == name)
+        index = i;
+    if (!index) {
+      error() << "--input names '" << name << "', which is not an input of '"
+              << fn.getSymName() << "'; its inputs are:";
+      for (unsigned i = 0; i < n; ++i)
+        llvm::errs() << " " << argName(fn, i);
+      llvm::errs() << "\n";
+      return false;
+    }
+    Tensor t;
+    if (!readPb(path.str(), t))
+      return false;
+    given[*index] = std::move(t);
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+    if (!type || !type.hasStaticShape() ||
+        failed(mlir::tfm::reference::elementKindOf(type.getElementType()))) {
+      error() << "input " << i << " of '" << fn.getSymName()
+              << "' has type " << fn.getArgumentTypes()[i]
+              << ", which cannot be fed\n";
+      return false;
+    }
+    Tensor t = given[i] ? std::move(*given[i])
+                        : randomInput(type, fn.getArgument(i),
+                                      tfm_rng_mix64(opts.seed + i));
+    if (!checkInput(fn, i, t))
+      return false;
+    args.push_back(std::move(t));
+  }
+  return true;
+}
+
+void printTensor(const std::string &name, const Tensor &t, unsigned limit) {
+  llvm::outs() << name << ": " << t.typeString() << "\n  [";
+  size_t shown = std::min<size_t>(limit, t.data.size());
+  for (size_t i = 0; i < shown; ++i) {
+    if (i)
+      llvm::outs() << ", ";
+    if (mlir::tfm::reference::isFloatKind(t.kind))
+      llvm::outs() << llvm::format("%.6g", t.data[i]);
+    else
+      llvm::outs() << static_cast<int64_t>(t.data[i]);
+  }
+  if (shown < t.data.size())
+    llvm::outs() << ", ... (" << t.data.size() - shown << " more)";
+  llvm::outs() << "]\n";
+}
+
+/// Compares as numpy.allclose does; NaN matches NaN.
+bool compare(const std::string &name, const Tensor &got, const Tensor &want,
+             double rtol, double atol) {
+  if (got.shape != want.shape) {
+    llvm::outs() << name << ": shape mismatch: got " << got.typeString()
+                 << ", expected " << want.typeString() << "\n";
+    return false;
+  }
+  double maxAbs = 0, maxRel = 0;
+  int64_t bad = 0, firstBad = -1;
+  for (size_t i = 0; i < got.data.size(); ++i) {
+    double g = got.data[i], w = want.data[i];
+    if (std::isnan(g) && std::isnan(w))
+      continue;
+    double abs = std::fabs(g - w);
+    if (std::isnan(abs) || std::isinf(abs))
+      abs = g == w ? 0 : INFINITY;
+    double rel = w != 0 ? abs / std::fabs(w) : (abs == 0 ? 0 : INFINITY);
+    maxAbs = std::max(maxAbs, abs);
+    maxRel = std::max(maxRel, rel);
+    if (!(abs <= atol + rtol * std::fabs(w))) {
+      if (firstBad < 0)
+        firstBad = static_cast<int64_t>(i);
+      ++bad;
+    }
+  }
+  llvm::outs() << name << ": max abs error " << llvm::format("%.3g", maxAbs)
+               << ", max rel error " << llvm::format("%.3g", maxRel);
+  if (bad == 0) {
+    llvm::outs() << ": ok\n";
+    return true;
+  }
+  llvm::outs() << ": MISMATCH in " << bad << " of " << got.data.size()
+               << " elements (first at flat index " << firstBad << ": got "
+               << llvm::format("%.9g", got.data[firstBad]) << ", expected "
+               << llvm::format("%.9g", want.data[firstBad]) << ")\n";
+  return false;
+}
+
+} // namespace
+
+func::FuncOp mlir::tfm::tfmc::findEntry(ModuleOp module, StringRef entry) {
+  if (!entry.empty()) {
+    auto fn = module.lookupSymbol<func::FuncOp>(entry);
+    if (!fn)
+      error() << "the module has no function '@" << entry << "'\n";
+    return fn;
+  }
+  if (auto fn = module.lookupSymbol<func::FuncOp>("infer"))
+    return fn;
+  SmallVector<func::FuncOp> publics;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (fn.isPublic() && !fn.isExternal())
+      publics.push_back(fn);
+  if (publics.size() == 1)
+    return publics.front();
+  error() << "cannot tell which function to run: there is no '@infer' and "
+          << publics.size() << " public functions; name one with --entry\n";
+  return {};
+}
+
+int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
+                            const RunOptions &opts) {
+  std::vector<Tensor> args;
+  if (!gatherInputs(fn, opts, args))
+    return kExitInputError;
+  std::vector<Tensor> expected;
+  if (!opts.testDataDir.empty()) {
+    if (!readNumbered(opts.testDataDir, "output", expected))
+      return kExitInputError;
+    if (expected.size() != fn.getNumResults()) {
+      error() << "'" << opts.testDataDir << "' holds " << expected.size()
+              << " output_N.pb files but '" << fn.getSymName()
+              << "' returns " << fn.getNumResults() << " results\n";
+      return kExitInputError;
+    }
+  }
+
+  mlir::tfm::reference::Interpreter interpreter;
+  auto results = interpreter.run(fn, args);
+  if (failed(results))
+    return kExitInputError;
+
+  if (!opts.outputDir.empty()) {
+    if (std::error_code ec =
+            llvm::sys::fs::create_directories(opts.outputDir)) {
+      error() << "cannot create '" << opts.outputDir << "': " << ec.message()
+              << "\n";
+      return kExitInputError;
+    }
+    for (auto [i, t] : llvm::enumerate(*results)) {
+      llvm::SmallString<256> path(opts.outputDir);
+      llvm::sys::path::append(path, "output_" + Twine(i) + ".pb");
+      std::string err;
+      if (!mlir::tfm::onnx_io::writeTensorProtoFile(
+              std::string(path), {resultName(fn, i), t}, err)) {
+        error() << err << "\n";
+        return kExitInputError;
+      }
+    }
+  }
+
+  if (expected.empty()) {
+    if (opts.outputDir.empty())
+      for (auto [i, t] : llvm::enumerate(*results))
+        printTensor(resultName(fn, i), t, opts.printLimit);
+    else
+      llvm::outs() << "wrote " << results->size() << " outputs to '"
+                   << opts.outputDir << "'\n";
+    return kExitOk;
+  }
+
+  bool allMatch = true;
+  for (auto [i, t] : llvm::enumerate(*results))
+    allMatch &= compare(resultName(fn, i), t, expected[i], opts.rtol, opts.atol);
+  llvm::outs() << (allMatch ? "all outputs match" : "outputs do not match")
+               << " (rtol " << opts.rtol << ", atol " << opts.atol << ")\n";
+  return allMatch ? kExitOk : kExitMismatch;
+}

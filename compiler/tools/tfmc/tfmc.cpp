@@ -1,0 +1,298 @@
+//===- tfmc.cpp - The tfm compiler driver ---------------------------------===//
+//
+// `tfmc SUBCOMMAND [options] MODEL`. Each subcommand owns an option category;
+// options of another subcommand are a usage error rather than silently
+// ignored. Exit codes follow the CLI contract in Driver.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "tfm/IR/TfmDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+using namespace mlir::tfm::tfmc;
+namespace cl = llvm::cl;
+
+namespace {
+
+struct Subcommand {
+  const char *name;
+  const char *summary;
+  cl::OptionCategory *category;
+};
+
+cl::OptionCategory modelCat("Model");
+cl::OptionCategory compileCat("tfmc compile options");
+cl::OptionCategory runCat("tfmc run options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+                               cl::cat(modelCat));
+
+//===-- compile ----------------------------------------------------------===//
+
+enum class Emit { tfm, fused, linalg, llvm, ptx, obj, so };
+
+cl::opt<Emit> emit(
+    "emit", cl::desc("The stage to write"), cl::init(Emit::tfm),
+    cl::values(clEnumValN(Emit::tfm, "tfm", "the tfm dialect as imported"),
+               clEnumValN(Emit::fused, "fused", "tfm after fusion"),
+               clEnumValN(Emit::linalg, "linalg", "after lowering to linalg"),
+               clEnumValN(Emit::llvm, "llvm", "the LLVM dialect"),
+               clEnumValN(Emit::ptx, "ptx", "PTX for --target=cuda"),
+               clEnumValN(Emit::obj, "obj", "an object file"),
+               clEnumValN(Emit::so, "so", "the shared-library artifact")),
+    cl::cat(compileCat));
+cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::cat(compileCat));
+
+//===-- run --------------------------------------------------------------===//
+
+cl::opt<bool> useReference(
+    "reference",
+    cl::desc("Evaluate with the reference interpreter (double precision)"),
+    cl::cat(runCat));
+cl::opt<std::string> testDataDir(
+    "test-data-dir",
+    cl::desc("Read input_N.pb and compare with output_N.pb (ONNX layout)"),
+    cl::value_desc("dir"), cl::cat(runCat));
+cl::list<std::string> inputs("input", cl::desc("Feed input NAME from a .pb"),
+                             cl::value_desc("NAME=FILE.pb"), cl::cat(runCat));
+cl::opt<std::string> outputDir("output-dir",
+                               cl::desc("Write outputs as output_N.pb"),
+                               cl::value_desc("dir"), cl::cat(runCat));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
+                       cl::init(0), cl::cat(runCat));
+cl::opt<double> rtol("rtol", cl::desc("Relative tolerance of the comparison"),
+                     cl::init(1e-4), cl::cat(runCat));
+cl::opt<double> atol("atol", cl::desc("Absolute tolerance of the comparison"),
+                     cl::init(1e-5), cl::cat(runCat));
+cl::opt<std::string> entry("entry",
+                           cl::desc("Function to run (default: @infer, or "
+                                    "the only public function)"),
+                           cl::value_desc("name"), cl::cat(runCat));
+cl::opt<unsigned> printLimit("print-limit",
+                             cl::desc("Values printed per output"),
+                             cl::init(16), cl::cat(runCat));
+
+const Subcommand kSubcommands[] = {
+    {"compile", "compile a model; --emit selects the stage to write",
+     &compileCat},
+    {"run", "run a model and print, write or check its outputs", &runCat},
+    {"train", "train a model (not available in this build yet)", nullptr},
+    {"inspect", "summarize a model (not available in this build yet)",
+     nullptr},
+};
+
+llvm::raw_ostream &error() {
+  return llvm::WithColor::error(llvm::errs(), "tfmc");
+}
+
+void printUsage(llvm::raw_ostream &os) {
+  os << "OVERVIEW: tfm, a compiler for Transformer models\n\n"
+        "USAGE: tfmc <subcommand> [options] <model>\n\nSUBCOMMANDS:\n";
+  for (const Subcommand &s : kSubcommands)
+    os << "  " << llvm::left_justify(s.name, 9) << s.summary << "\n";
+  os << "\nRun 'tfmc <subcommand> --help' for the options of one.\n"
+        "Exit codes: 0 ok, 1 the input or model is at fault, 2 usage, "
+        "3 outputs did not match.\n";
+}
+
+/// Rejects options that belong to another subcommand's category.
+bool checkForeignOptions(const Subcommand &active) {
+  bool ok = true;
+  for (auto &entry : cl::getRegisteredOptions()) {
+    cl::Option *opt = entry.second;
+    if (opt->getNumOccurrences() == 0)
+      continue;
+    for (const Subcommand &s : kSubcommands) {
+      if (!s.category || &s == &active)
+        continue;
+      if (llvm::is_contained(opt->Categories, s.category)) {
+        error() << "option '--" << opt->ArgStr << "' belongs to 'tfmc "
+                << s.name << "', not to 'tfmc " << active.name << "'\n";
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
+/// Parses the model file; diagnostics carry file:line:col.
+OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sm,
+                                int &exitCode) {
+  exitCode = kExitInputError;
+  if (inputFile.empty()) {
+    error() << "no model given\n";
+    exitCode = kExitUsage;
+    return {};
+  }
+  StringRef ext = llvm::sys::path::extension(inputFile);
+  if (ext == ".onnx") {
+    error() << "'" << inputFile
+            << "': ONNX import is not available in this build yet; give "
+               "the model in the tfm dialect (.mlir)\n";
+    return {};
+  }
+  std::string err;
+  auto buffer = openInputFile(inputFile, &err);
+  if (!buffer) {
+    error() << err << "\n";
+    return {};
+  }
+  sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
+  if (module)
+    exitCode = kExitOk;
+  return module;
+}
+
+int runCompile(MLIRContext &context) {
+  if (emit != Emit::tfm) {
+    error() << "--emit=" << emit.getParser().getOption(
+                                static_cast<unsigned>(emit.getValue()))
+            << " is not available in this build yet; this build emits "
+               "--emit=tfm\n";
+    return kExitInputError;
+  }
+  llvm::SourceMgr sm;
+  SourceMgrDiagnosticHandler handler(sm, &context);
+  int code;
+  OwningOpRef<ModuleOp> module = loadModel(context, sm, code);
+  if (!module)
+    return code;
+  std::string err;
+  auto out = openOutputFile(outputFile, &err);
+  if (!out) {
+    error() << err << "\n";
+    return kExitInputError;
+  }
+  module->print(out->os());
+  out->os() << "\n";
+  out->keep();
+  return kExitOk;
+}
+
+int runRun(MLIRContext &context) {
+  if (!useReference) {
+    error() << "compiled execution is not available in this build yet; "
+               "pass --reference to evaluate with the reference interpreter\n";
+    return kExitInputError;
+  }
+  llvm::SourceMgr sm;
+  SourceMgrDiagnosticHandler handler(sm, &context);
+  int code;
+  OwningOpRef<ModuleOp> module = loadModel(context, sm, code);
+  if (!module)
+    return code;
+  func::FuncOp fn = findEntry(*module, entry);
+  if (!fn)
+    return kExitInputError;
+  RunOptions opts;
+  opts.entry = entry;
+  opts.inputs.assign(inputs.begin(), inputs.end());
+  opts.testDataDir = testDataDir;
+  opts.outputDir = outputDir;
+  opts.seed = seed;
+  opts.rtol = rtol;
+  opts.atol = atol;
+  opts.printLimit = printLimit;
+  return runReference(*module, fn, opts);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  if (argc < 2) {
+    printUsage(llvm::errs());
+    return kExitUsage;
+  }
+  StringRef sub = argv[1];
+  if (sub == "--help" || sub == "-help" || sub == "-h" || sub == "help") {
+    printUsage(llvm::outs());
+    return kExitOk;
+  }
+  auto printVersion = [](llvm::raw_ostream &os) {
+    os << "tfmc (tfm) 0.1.0, built on LLVM/MLIR " << LLVM_VERSION_STRING
+       << "\n";
+  };
+  if (sub == "--version") {
+    printVersion(llvm::outs());
+    return kExitOk;
+  }
+  cl::SetVersionPrinter(printVersion);
+  const Subcommand *active = nullptr;
+  for (const Subcommand &s : kSubcommands)
+    if (sub == s.name)
+      active = &s;
+  if (!active) {
+    error() << "unknown subcommand '" << sub << "'\n";
+    printUsage(llvm::errs());
+    return kExitUsage;
+  }
+
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+
+  // libLLVM registers hundreds of codegen flags; show only MLIR's own.
+  cl::OptionCategory mlirCat("MLIR options (printing, timing, diagnostics)");
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.getKey().starts_with("mlir-"))
+      entry.second->addCategory(mlirCat);
+  std::vector<const cl::OptionCategory *> visible{&modelCat};
+  if (active->category)
+    visible.push_back(active->category);
+  visible.push_back(&mlirCat);
+  cl::HideUnrelatedOptions(visible);
+
+  std::string overview = std::string("tfmc ") + active->name + ": " +
+                         active->summary + "\n";
+  std::string progName = std::string(argv[0]) + " " + active->name;
+  std::vector<const char *> args{progName.c_str()};
+  for (int i = 2; i < argc; ++i)
+    args.push_back(argv[i]);
+  std::string parseErrors;
+  llvm::raw_string_ostream errs(parseErrors);
+  if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
+                                   overview, &errs)) {
+    llvm::errs() << errs.str();
+    return kExitUsage;
+  }
+  if (!checkForeignOptions(*active))
+    return kExitUsage;
+  if (!active->category) {
+    error() << "'tfmc " << active->name
+            << "' is not available in this build yet\n";
+    return kExitInputError;
+  }
+
+  DialectRegistry registry;
+  registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  if (sub == "compile")
+    return runCompile(context);
+  return runRun(context);
+}

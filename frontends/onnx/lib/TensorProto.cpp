@@ -1,0 +1,343 @@
+//===- TensorProto.cpp - Host tensors to and from ONNX TensorProto --------===//
+
+#include "tfm/Frontends/ONNX/TensorProto.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using mlir::tfm::reference::ElementKind;
+using mlir::tfm::reference::Tensor;
+
+namespace mlir::tfm::onnx_io {
+
+double halfBitsToDouble(uint16_t bits) {
+  int sign = bits >> 15, exp = (bits >> 10) & 0x1f, mant = bits & 0x3ff;
+  double v;
+  if (exp == 0)
+    v = std::ldexp(mant, -24); // subnormal
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(mant + 1024, exp - 25);
+  return sign ? -v : v;
+}
+
+uint16_t doubleToHalfBits(double value) {
+  // Round through float first; half's range and precision are far below it,
+  // so the double rounding cannot change the nearest half.
+  float f = static_cast<float>(value);
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint16_t sign = (x >> 16) & 0x8000;
+  uint32_t exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+  if (exp == 0xff)
+    return sign | 0x7c00 | (mant ? 0x200 : 0);
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31)
+    return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10)
+      return sign;
+    mant |= 0x800000;
+    int shift = 14 - e;
+    uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1)))
+      ++half;
+    return sign | half;
+  }
+  uint32_t half = (e << 10) | (mant >> 13), rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+    ++half; // may carry into the exponent, which is still correct
+  return sign | half;
+}
+
+double bf16BitsToDouble(uint16_t bits) {
+  uint32_t x = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+uint16_t doubleToBf16Bits(double value) {
+  float f = static_cast<float>(value);
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f))
+    return static_cast<uint16_t>((x >> 16) | 0x40);
+  uint32_t rounding = 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+namespace {
+
+bool kindOfDataType(int dt, ElementKind &kind) {
+  switch (dt) {
+  case onnx::TensorProto::FLOAT:
+    kind = ElementKind::F32;
+    return true;
+  case onnx::TensorProto::FLOAT16:
+    kind = ElementKind::F16;
+    return true;
+  case onnx::TensorProto::BFLOAT16:
+    kind = ElementKind::BF16;
+    return true;
+  case onnx::TensorProto::DOUBLE:
+    kind = ElementKind::F64;
+    return true;
+  case onnx::TensorProto::BOOL:
+    kind = ElementKind::I1;
+    return true;
+  case onnx::TensorProto::INT32:
+    kind = ElementKind::I32;
+    return true;
+  case onnx::TensorProto::INT64:
+    kind = ElementKind::I64;
+    return true;
+  default:
+    return false;
+  }
+}
+
+int dataTypeOfKind(ElementKind kind) {
+  switch (kind) {
+  case ElementKind::F32:
+    return onnx::TensorProto::FLOAT;
+  case ElementKind::F16:
+    return onnx::TensorProto::FLOAT16;
+  case ElementKind::BF16:
+    return onnx::TensorProto::BFLOAT16;
+  case ElementKind::F64:
+    return onnx::TensorProto::DOUBLE;
+  case ElementKind::I1:
+    return onnx::TensorProto::BOOL;
+  case ElementKind::I32:
+    return onnx::TensorProto::INT32;
+  case ElementKind::I64:
+    return onnx::TensorProto::INT64;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
+size_t byteWidth(ElementKind kind) {
+  switch (kind) {
+  case ElementKind::I1:
+    return 1;
+  case ElementKind::F16:
+  case ElementKind::BF16:
+    return 2;
+  case ElementKind::F32:
+  case ElementKind::I32:
+    return 4;
+  case ElementKind::F64:
+  case ElementKind::I64:
+    return 8;
+  }
+  return 0;
+}
+
+template <typename T> T load(const char *p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+double decodeRaw(ElementKind kind, const char *p) {
+  switch (kind) {
+  case ElementKind::F32:
+    return load<float>(p);
+  case ElementKind::F64:
+    return load<double>(p);
+  case ElementKind::F16:
+    return halfBitsToDouble(load<uint16_t>(p));
+  case ElementKind::BF16:
+    return bf16BitsToDouble(load<uint16_t>(p));
+  case ElementKind::I1:
+    return *p ? 1.0 : 0.0;
+  case ElementKind::I32:
+    return load<int32_t>(p);
+  case ElementKind::I64:
+    return static_cast<double>(load<int64_t>(p));
+  }
+  return 0;
+}
+
+/// Values of 16-bit and narrower types travel in int32_data.
+double decodeInt32Field(ElementKind kind, int32_t v) {
+  switch (kind) {
+  case ElementKind::F16:
+    return halfBitsToDouble(static_cast<uint16_t>(v));
+  case ElementKind::BF16:
+    return bf16BitsToDouble(static_cast<uint16_t>(v));
+  case ElementKind::I1:
+    return v ? 1.0 : 0.0;
+  default:
+    return v;
+  }
+}
+
+} // namespace
+
+bool parseTensorProto(const std::string &bytes, NamedTensor &out,
+                      std::string &error) {
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) {
+    error = "not a valid serialized TensorProto (truncated or corrupt)";
+    return false;
+  }
+  ElementKind kind;
+  if (!kindOfDataType(proto.data_type(), kind)) {
+    error = "unsupported TensorProto data_type " +
+            std::to_string(proto.data_type()) + " (" +
+            onnx::TensorProto::DataType_Name(
+                static_cast<onnx::TensorProto::DataType>(proto.data_type())) +
+            ")";
+    return false;
+  }
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    error = "tensor '" + proto.name() + "' keeps its data in an external file, "
+            "which is not supported here";
+    return false;
+  }
+  std::vector<int64_t> shape;
+  for (int64_t d : proto.dims()) {
+    if (d < 0) {
+      error = "negative dimension " + std::to_string(d);
+      return false;
+    }
+    shape.push_back(d);
+  }
+  Tensor t(kind, shape);
+  size_t n = t.data.size();
+  auto sizeError = [&](size_t got) {
+    error = "tensor '" + proto.name() + "' of shape " + t.typeString() +
+            " needs " + std::to_string(n) + " values but the file holds " +
+            std::to_string(got);
+    return false;
+  };
+  if (proto.has_raw_data()) {
+    const std::string &raw = proto.raw_data();
+    size_t w = byteWidth(kind);
+    if (raw.size() != n * w)
+      return sizeError(raw.size() / w);
+    for (size_t i = 0; i < n; ++i)
+      t.data[i] = decodeRaw(kind, raw.data() + i * w);
+  } else {
+    switch (kind) {
+    case ElementKind::F32:
+      if (static_cast<size_t>(proto.float_data_size()) != n)
+        return sizeError(proto.float_data_size());
+      for (size_t i = 0; i < n; ++i)
+        t.data[i] = proto.float_data(i);
+      break;
+    case ElementKind::F64:
+      if (static_cast<size_t>(proto.double_data_size()) != n)
+        return sizeError(proto.double_data_size());
+      for (size_t i = 0; i < n; ++i)
+        t.data[i] = proto.double_data(i);
+      break;
+    case ElementKind::I64:
+      if (static_cast<size_t>(proto.int64_data_size()) != n)
+        return sizeError(proto.int64_data_size());
+      for (size_t i = 0; i < n; ++i)
+        t.data[i] = static_cast<double>(proto.int64_data(i));
+      break;
+    default:
+      if (static_cast<size_t>(proto.int32_data_size()) != n)
+        return sizeError(proto.int32_data_size());
+      for (size_t i = 0; i < n; ++i)
+        t.data[i] = decodeInt32Field(kind, proto.int32_data(i));
+      break;
+    }
+  }
+  out.name = proto.name();
+  out.tensor = std::move(t);
+  return true;
+}
+
+bool readTensorProtoFile(const std::string &path, NamedTensor &out,
+                         std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (!parseTensorProto(buffer.str(), out, error)) {
+    error = "'" + path + "': " + error;
+    return false;
+  }
+  return true;
+}
+
+bool writeTensorProtoFile(const std::string &path, const NamedTensor &named,
+                          std::string &error) {
+  const Tensor &t = named.tensor;
+  onnx::TensorProto proto;
+  proto.set_name(named.name);
+  proto.set_data_type(dataTypeOfKind(t.kind));
+  for (int64_t d : t.shape)
+    proto.add_dims(d);
+  std::string raw(t.data.size() * byteWidth(t.kind), '\0');
+  char *p = raw.data();
+  for (double v : t.data) {
+    switch (t.kind) {
+    case ElementKind::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case ElementKind::F64:
+      std::memcpy(p, &v, 8);
+      break;
+    case ElementKind::F16: {
+      uint16_t h = doubleToHalfBits(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case ElementKind::BF16: {
+      uint16_t h = doubleToBf16Bits(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case ElementKind::I1:
+      *p = v != 0;
+      break;
+    case ElementKind::I32: {
+      auto i = static_cast<int32_t>(v);
+      std::memcpy(p, &i, 4);
+      break;
+    }
+    case ElementKind::I64: {
+      auto i = static_cast<int64_t>(v);
+      std::memcpy(p, &i, 8);
+      break;
+    }
+    }
+    p += byteWidth(t.kind);
+  }
+  proto.set_raw_data(std::move(raw));
+  // Write to a temporary name and rename, so no half-written file survives.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !proto.SerializeToOstream(&out) || !out.flush()) {
+      error = "cannot write '" + path + "': " + std::strerror(errno);
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace mlir::tfm::onnx_io
