@@ -323,13 +323,13 @@ FailureOr<std::vector<Tensor>> Frame::run(func::FuncOp fn,
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type || failed(mlir::tfm::reference::elementKindOf(type.getElementType())))
-      return fn.emitError() << "argument #" << i << " of type '"
+      return fn.emitError() << "argument #" << i << " of type "
                             << arg.getType()
-                            << "' is not a supported tensor type";
+                            << " is not a supported tensor type";
     Tensor expected = tensorOfType(type);
     if (expected.shape != args[i].shape || expected.kind != args[i].kind)
-      return fn.emitError() << "argument #" << i << " must be '" << type
-                            << "' but the value given is '"
+      return fn.emitError() << "argument #" << i << " must be " << type
+                            << " but the value given is '"
                             << args[i].typeString() << "'";
     set(arg, args[i]);
   }
@@ -344,8 +344,8 @@ LogicalResult Frame::evalConstant(arith::ConstantOp op) {
   auto type = dyn_cast<RankedTensorType>(op.getType());
   if (!dense || !type || failed(mlir::tfm::reference::elementKindOf(type.getElementType())))
     return op.emitError() << "the reference interpreter evaluates only dense "
-                             "tensor constants, not '"
-                          << op.getValue() << "'";
+                             "tensor constants, not "
+                          << op.getValue();
   Tensor t = tensorOfType(type);
   Type elt = type.getElementType();
   size_t i = 0;
@@ -674,9 +674,10 @@ Interpreter::run(func::FuncOp fn, const std::vector<Tensor> &args) {
     return fn.emitError() << "call depth exceeds " << kMaxCallDepth
                           << " while evaluating '" << fn.getSymName() << "'";
   ++callDepth;
-  Frame frame([this](func::FuncOp callee, const std::vector<Tensor> &a) {
-                return run(callee, a);
-              });
+  auto callee = [this](func::FuncOp fn, const std::vector<Tensor> &a) {
+    return run(fn, a);
+  };
+  Frame frame(callee);
   auto results = frame.run(fn, args);
   --callDepth;
   return results;

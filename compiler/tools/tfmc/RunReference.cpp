@@ -326,6 +326,7 @@ int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
   for (auto [i, t] : llvm::enumerate(*results))
     allMatch &= compare(resultName(fn, i), t, expected[i], opts.rtol, opts.atol);
   llvm::outs() << (allMatch ? "all outputs match" : "outputs do not match")
-               << " (rtol " << opts.rtol << ", atol " << opts.atol << ")\n";
+               << " (rtol " << llvm::format("%g", opts.rtol) << ", atol "
+               << llvm::format("%g", opts.atol) << ")\n";
   return allMatch ? kExitOk : kExitMismatch;
 }

@@ -30,7 +30,7 @@ LogicalResult mlir::tfm::OpTrait::verifyStaticShapes(Operation *op) {
       if (ShapedType::isDynamic(dim))
         return op->emitOpError()
                << kind << " #" << idx << " has a dynamic dimension at index "
-               << i << " in '" << t << "'; tfm requires static shapes";
+               << i << " in " << t << "; tfm requires static shapes";
     return success();
   };
   for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
@@ -39,5 +39,19 @@ LogicalResult mlir::tfm::OpTrait::verifyStaticShapes(Operation *op) {
   for (auto [i, t] : llvm::enumerate(op->getResultTypes()))
     if (failed(check(t, "result", i)))
       return failure();
+  return success();
+}
+
+LogicalResult mlir::tfm::OpTrait::verifyResultTypes(Operation *op,
+                                                    TypeRange expected) {
+  TypeRange actual = op->getResultTypes();
+  if (actual.size() != expected.size())
+    return op->emitOpError() << "has " << actual.size()
+                             << " results but its operands imply "
+                             << expected.size();
+  for (auto [i, want] : llvm::enumerate(expected))
+    if (actual[i] != want)
+      return op->emitOpError() << "result #" << i << " has type " << actual[i]
+                               << " but the operands imply " << want;
   return success();
 }

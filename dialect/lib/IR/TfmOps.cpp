@@ -23,18 +23,6 @@ static LogicalResult push(FailureOr<Type> t, SmallVectorImpl<Type> &out) {
   return success();
 }
 
-/// Checks `op`'s result types against the types its shape rule infers; used
-/// by ops whose result count cannot be inferred from operands alone.
-static LogicalResult verifyResultTypes(Operation *op, TypeRange expected) {
-  TypeRange actual = op->getResultTypes();
-  for (auto [i, want] : llvm::enumerate(expected))
-    if (actual[i] != want)
-      return op->emitOpError()
-             << "result #" << i << " has type '" << actual[i]
-             << "' but the operands imply '" << want << "'";
-  return success();
-}
-
 //===----------------------------------------------------------------------===//
 // Type inference
 //===----------------------------------------------------------------------===//
@@ -185,8 +173,7 @@ LogicalResult SoftmaxOp::verify() {
 LogicalResult PositionalEncodingOp::verify() {
   RankedTensorType t = getType();
   if (t.getRank() != 2)
-    return emitOpError() << "result must be [S, D] (rank 2), got '" << t
-                         << "'";
+    return emitOpError() << "result must be [S, D] (rank 2), got " << t;
   if (t.getDimSize(1) % 2 != 0)
     return emitOpError() << "model dimension D = " << t.getDimSize(1)
                          << " must be even (sin and cos alternate)";
@@ -196,13 +183,13 @@ LogicalResult PositionalEncodingOp::verify() {
 LogicalResult ReshapeOp::verify() {
   RankedTensorType in = getInput().getType(), out = getType();
   if (in.getElementType() != out.getElementType())
-    return emitOpError() << "result element type '" << out.getElementType()
-                         << "' differs from the input's '"
-                         << in.getElementType() << "'";
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " differs from the input's "
+                         << in.getElementType();
   if (in.hasStaticShape() && out.hasStaticShape() &&
       in.getNumElements() != out.getNumElements())
-    return emitOpError() << "input '" << in << "' has " << in.getNumElements()
-                         << " elements but result '" << out << "' has "
+    return emitOpError() << "input " << in << " has " << in.getNumElements()
+                         << " elements but result " << out << " has "
                          << out.getNumElements();
   return success();
 }
@@ -225,8 +212,8 @@ LogicalResult MaskedSoftmaxOp::verify() {
     MaskKind implied = isBool ? MaskKind::boolean : MaskKind::additive;
     if (kind != implied)
       return emitOpError() << "mask_kind is '" << stringifyMaskKind(kind)
-                           << "' but the 'mask' of type '" << mask.getType()
-                           << "' is " << stringifyMaskKind(implied);
+                           << "' but the 'mask' of type " << mask.getType()
+                           << " is " << stringifyMaskKind(implied);
   }
   return success();
 }
@@ -246,7 +233,7 @@ LogicalResult AddLayerNormOp::verify() {
   SmallVector<Type> expected{*norm};
   if (getSum())
     expected.push_back(*sum);
-  return verifyResultTypes(*this, expected);
+  return OpTrait::verifyResultTypes(*this, expected);
 }
 
 #define GET_OP_CLASSES

@@ -34,7 +34,8 @@ def Tfm_Dialect : Dialect {
 
 // Static shapes are a dialect-wide invariant; checking it in one trait gives
 // every op the same, explicit diagnostic instead of a generic type mismatch.
-def Tfm_StaticShapes : NativeOpTrait<"StaticShapes"> {
+// The trait also runs the op's shape rule ahead of InferTypeOpInterface.
+def Tfm_ShapeRules : NativeOpTrait<"ShapeRules"> {
   let cppNamespace = "::mlir::tfm::OpTrait";
 }
 
@@ -43,7 +44,7 @@ def Tfm_StaticShapes : NativeOpTrait<"StaticShapes"> {
 //===----------------------------------------------------------------------===//
 
 class Tfm_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Tfm_Dialect, mnemonic, !listconcat([Tfm_StaticShapes], traits)>;
+    : Op<Tfm_Dialect, mnemonic, !listconcat([Tfm_ShapeRules], traits)>;
 
 // Ops without side effects, which the greedy driver may fold, CSE and erase.
 class Tfm_PureOp<string mnemonic, list<Trait> traits = []>

@@ -1,0 +1,136 @@
+// RUN: tfm-opt %s -canonicalize -split-input-file | FileCheck %s
+
+// Tests that two transposes compose into one.
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: %[[T:.+]] = tfm.transpose %[[X]] permutation = [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+  %0 = tfm.transpose %x permutation = [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+  %1 = tfm.transpose %0 permutation = [1, 2, 0] : tensor<3x4x2xf32> -> tensor<4x2x3xf32>
+  return %1 : tensor<4x2x3xf32>
+}
+
+// -----
+
+// Tests that a transpose and its inverse cancel.
+// CHECK-LABEL: func.func @transpose_inverse
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @transpose_inverse(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = tfm.transpose %x permutation = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %1 = tfm.transpose %0 permutation = [0, 2, 1] : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that the identity permutation folds away.
+// CHECK-LABEL: func.func @transpose_identity
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @transpose_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = tfm.transpose %x permutation = [0, 1] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that chained reshapes become one.
+// CHECK-LABEL: func.func @reshape_of_reshape
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8x64xf32>)
+// CHECK-NEXT: %[[R:.+]] = tfm.reshape %[[X]] : tensor<2x8x64xf32> -> tensor<16x64xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @reshape_of_reshape(%x: tensor<2x8x64xf32>) -> tensor<16x64xf32> {
+  %0 = tfm.reshape %x : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  %1 = tfm.reshape %0 : tensor<2x8x4x16xf32> -> tensor<16x64xf32>
+  return %1 : tensor<16x64xf32>
+}
+
+// -----
+
+// Tests that a reshape back to the original type disappears.
+// CHECK-LABEL: func.func @reshape_round_trip
+// CHECK-SAME: (%[[X:.+]]: tensor<2x6xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @reshape_round_trip(%x: tensor<2x6xf32>) -> tensor<2x6xf32> {
+  %0 = tfm.reshape %x : tensor<2x6xf32> -> tensor<12xf32>
+  %1 = tfm.reshape %0 : tensor<12xf32> -> tensor<2x6xf32>
+  return %1 : tensor<2x6xf32>
+}
+
+// -----
+
+// Tests that adding a splat zero on either side folds, and that subtracting
+// zero, multiplying by one and dividing by one fold too.
+// CHECK-LABEL: func.func @identities
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4xf32>)
+// CHECK-NOT: tfm.
+// CHECK: return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]]
+func.func @identities(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %zero = arith.constant dense<0.0> : tensor<4xf32>
+  %one = arith.constant dense<1.0> : tensor<2x4xf32>
+  %0 = tfm.add %x, %zero : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %1 = tfm.add %zero, %x : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %2 = tfm.sub %x, %zero : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %3 = tfm.mul %one, %x : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %4 = tfm.div %x, %one : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0, %1, %2, %3, %4 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that identities do not fold when broadcasting changes the shape, when
+// the constant is not the identity, or when zero is subtracted from.
+// CHECK-LABEL: func.func @not_identities
+// CHECK: tfm.add
+// CHECK: tfm.mul
+// CHECK: tfm.sub
+func.func @not_identities(%x: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant dense<0.0> : tensor<2x4xf32>
+  %two = arith.constant dense<2.0> : tensor<4xf32>
+  %0 = tfm.add %x, %zero : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %1 = tfm.mul %x, %two : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %z = arith.constant dense<0.0> : tensor<4xf32>
+  %2 = tfm.sub %z, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that relu of relu is one relu.
+// CHECK-LABEL: func.func @relu_relu
+// CHECK-COUNT-1: tfm.relu
+// CHECK-NOT: tfm.relu
+func.func @relu_relu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = tfm.relu %x : tensor<4xf32>
+  %1 = tfm.relu %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that dropout outside training and at rate 0 folds away, and that
+// training dropout stays.
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf32>)
+// CHECK: %[[D:.+]] = tfm.dropout %[[X]] training
+// CHECK: return %[[X]], %[[X]], %[[D]]
+func.func @dropout(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = tfm.dropout %x {rate = 0.5 : f64} : tensor<4xf32>
+  %1 = tfm.dropout %x training {rate = 0.0 : f64} : tensor<4xf32>
+  %2 = tfm.dropout %x training {rate = 0.5 : f64} : tensor<4xf32>
+  return %0, %1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a concat of one input and a split into one part fold away.
+// CHECK-LABEL: func.func @single_concat_split
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4xf32>)
+// CHECK-NEXT: return %[[X]], %[[X]]
+func.func @single_concat_split(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %0 = tfm.concat %x axis = 1 : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %1 = tfm.split %x axis = 1 sizes = [4] : tensor<2x4xf32> -> tensor<2x4xf32>
+  return %0, %1 : tensor<2x4xf32>, tensor<2x4xf32>
+}

@@ -1,0 +1,467 @@
+// RUN: tfm-opt %s -split-input-file -verify-diagnostics
+
+// Tests that a dynamic dimension is rejected and named.
+func.func @dynamic_dim(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error@+1 {{operand #0 has a dynamic dimension at index 0 in 'tensor<?x4xf32>'; tfm requires static shapes}}
+  %0 = tfm.relu %x : tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that matmul rejects rank-1 operands.
+func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x4xf32>) {
+  // expected-error@+1 {{operands must have rank >= 2, got lhs 'tensor<4xf32>' and rhs 'tensor<4x4xf32>'}}
+  %0 = tfm.matmul %a, %b : (tensor<4xf32>, tensor<4x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul names both contracting sizes when they differ.
+func.func @matmul_contracting(%a: tensor<2x3x4xf32>, %b: tensor<2x5x6xf32>) {
+  // expected-error@+1 {{contracting dimensions differ: lhs 'tensor<2x3x4xf32>' has K = 4, rhs 'tensor<2x5x6xf32>' has K = 5}}
+  %0 = tfm.matmul %a, %b : (tensor<2x3x4xf32>, tensor<2x5x6xf32>) -> tensor<2x3x6xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul batch dimensions must broadcast.
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x6xf32>) {
+  // expected-error@+1 {{shapes of 'lhs batch' [2] and 'rhs batch' [3] do not broadcast: 2 vs 3 at result dimension 0}}
+  %0 = tfm.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x6xf32>) -> tensor<2x3x6xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul operands share an element type.
+func.func @matmul_element_type(%a: tensor<3x4xf32>, %b: tensor<4x6xbf16>) {
+  // expected-error@+1 {{operand 'rhs' has element type 'bf16' but 'lhs' has 'f32'}}
+  %0 = tfm.matmul %a, %b : (tensor<3x4xf32>, tensor<4x6xbf16>) -> tensor<3x6xf32>
+  return
+}
+
+// -----
+
+// Tests that a result type that disagrees with the inferred one is rejected.
+func.func @matmul_result(%a: tensor<3x4xf32>, %b: tensor<4x6xf32>) {
+  // expected-error@+1 {{result #0 has type 'tensor<3x7xf32>' but the operands imply 'tensor<3x6xf32>'}}
+  %0 = tfm.matmul %a, %b : (tensor<3x4xf32>, tensor<4x6xf32>) -> tensor<3x7xf32>
+  return
+}
+
+// -----
+
+// Tests that linear's input must have rank >= 1.
+func.func @linear_input_rank(%x: tensor<f32>, %w: tensor<4x1xf32>) {
+  // expected-error@+1 {{'input' must have rank >= 1, got 'tensor<f32>'}}
+  %0 = tfm.linear %x, %w : (tensor<f32>, tensor<4x1xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that linear's weight must be rank 2.
+func.func @linear_weight_rank(%x: tensor<2x4xf32>, %w: tensor<4xf32>) {
+  // expected-error@+1 {{'weight' must be [N, K] (rank 2), got 'tensor<4xf32>'}}
+  %0 = tfm.linear %x, %w : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that linear's weight must match the input features.
+func.func @linear_weight_k(%x: tensor<2x4xf32>, %w: tensor<8x5xf32>) {
+  // expected-error@+1 {{'weight' 'tensor<8x5xf32>' must be [N, 4] to match the last dimension of 'input' 'tensor<2x4xf32>'}}
+  %0 = tfm.linear %x, %w : (tensor<2x4xf32>, tensor<8x5xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that linear's bias must have the output features.
+func.func @linear_bias(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{'bias' 'tensor<4xf32>' must be [8], the output features of 'weight'}}
+  %0 = tfm.linear %x, %w, %b : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that an unknown activation keyword is rejected.
+func.func @linear_activation(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>) {
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'activation' [none, relu, gelu, gelu_tanh]}}
+  %0 = tfm.linear %x, %w activation = swish : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that binary ops reject shapes that do not broadcast.
+func.func @add_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{shapes of 'lhs' [2, 3] and 'rhs' [4] do not broadcast: 3 vs 4 at result dimension 1}}
+  %0 = tfm.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that binary ops reject mixed element types.
+func.func @mul_element_type(%a: tensor<3xf32>, %b: tensor<3xf16>) {
+  // expected-error@+1 {{operand 'rhs' has element type 'f16' but 'lhs' has 'f32'}}
+  %0 = tfm.mul %a, %b : (tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that a float op rejects an integer tensor.
+func.func @relu_integer(%a: tensor<3xi64>) {
+  // expected-error@+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values, but got 'tensor<3xi64>'}}
+  %0 = tfm.relu %a : tensor<3xi64>
+  return
+}
+
+// -----
+
+// Tests that softmax rejects an axis outside the rank.
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{'axis' = 2 is out of range [-2, 2) for rank 2}}
+  %0 = tfm.softmax %a axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm rejects an axis outside the rank.
+func.func @layer_norm_axis(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{'axis' = -3 is out of range [-2, 2) for rank 2}}
+  %0 = tfm.layer_norm %x, %g {axis = -3 : i64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm needs a positive epsilon.
+func.func @layer_norm_epsilon(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{'epsilon' must be positive, got 0}}
+  %0 = tfm.layer_norm %x, %g {epsilon = 0.0 : f64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm's scale must have the normalized shape.
+func.func @layer_norm_scale(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error@+1 {{'scale' 'tensor<2x4xf32>' must have the normalized shape [4] of 'input' 'tensor<2x4xf32>' from axis 1}}
+  %0 = tfm.layer_norm %x, %g : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm's bias must have the normalized shape.
+func.func @layer_norm_bias(%x: tensor<2x4xf32>, %g: tensor<4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+1 {{'bias' 'tensor<3xf32>' must have the normalized shape [4] of 'input' 'tensor<2x4xf32>' from axis 1}}
+  %0 = tfm.layer_norm %x, %g, %b : (tensor<2x4xf32>, tensor<4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that embedding needs a rank-2 table.
+func.func @embedding_table(%t: tensor<10xf32>, %i: tensor<3xi64>) {
+  // expected-error@+1 {{'table' must be [V, D] (rank 2), got 'tensor<10xf32>'}}
+  %0 = tfm.embedding %t, %i : (tensor<10xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that embedding needs integer indices.
+func.func @embedding_indices(%t: tensor<10x4xf32>, %i: tensor<3xf32>) {
+  // expected-error@+1 {{operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
+  %0 = tfm.embedding %t, %i : (tensor<10x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that positional_encoding produces a rank-2 table.
+func.func @positional_encoding_rank() {
+  // expected-error@+1 {{result must be [S, D] (rank 2), got 'tensor<2x8x16xf32>'}}
+  %0 = tfm.positional_encoding : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that positional_encoding needs an even model dimension.
+func.func @positional_encoding_odd() {
+  // expected-error@+1 {{model dimension D = 15 must be even (sin and cos alternate)}}
+  %0 = tfm.positional_encoding : tensor<8x15xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose's permutation must have one entry per dimension.
+func.func @transpose_size(%x: tensor<2x3x4xf32>) {
+  // expected-error@+1 {{'permutation' [1, 0] has 2 entries but 'input' 'tensor<2x3x4xf32>' has rank 3}}
+  %0 = tfm.transpose %x permutation = [1, 0] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose's permutation must be a permutation.
+func.func @transpose_repeat(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{'permutation' [0, 0] is not a permutation of [0, 2)}}
+  %0 = tfm.transpose %x permutation = [0, 0] : tensor<2x3xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that reshape keeps the element count.
+func.func @reshape_count(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{input 'tensor<2x3xf32>' has 6 elements but result 'tensor<7xf32>' has 7}}
+  %0 = tfm.reshape %x : tensor<2x3xf32> -> tensor<7xf32>
+  return
+}
+
+// -----
+
+// Tests that reshape keeps the element type.
+func.func @reshape_type(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{result element type 'f16' differs from the input's 'f32'}}
+  %0 = tfm.reshape %x : tensor<2x3xf32> -> tensor<6xf16>
+  return
+}
+
+// -----
+
+// Tests that concat needs at least one input.
+func.func @concat_empty() {
+  // expected-error@+1 {{needs at least one input}}
+  %0 = tfm.concat axis = 0 : () -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// Tests that concat inputs share a rank.
+func.func @concat_rank(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+1 {{'inputs[1]' 'tensor<3xf32>' has rank 1 but 'inputs[0]' 'tensor<2x3xf32>' has rank 2}}
+  %0 = tfm.concat %a, %b axis = 0 : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concat inputs agree off the concatenation axis.
+func.func @concat_dims(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error@+1 {{'inputs[1]' 'tensor<2x4xf32>' differs from 'inputs[0]' 'tensor<2x3xf32>' in dimension 1 (4 vs 3), which is not the concatenation axis 0}}
+  %0 = tfm.concat %a, %b axis = 0 : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that split sizes must add up to the dimension.
+func.func @split_sum(%x: tensor<2x10xf32>) {
+  // expected-error@+1 {{'sizes' [4, 4] add up to 8 but 'input' 'tensor<2x10xf32>' has 10 along axis 1}}
+  %0:2 = tfm.split %x axis = 1 sizes = [4, 4] : tensor<2x10xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that split sizes must be positive.
+func.func @split_positive(%x: tensor<2x10xf32>) {
+  // expected-error@+1 {{'sizes' [10, 0] must all be positive}}
+  %0:2 = tfm.split %x axis = 1 sizes = [10, 0] : tensor<2x10xf32> -> tensor<2x10xf32>, tensor<2x0xf32>
+  return
+}
+
+// -----
+
+// Tests that dropout's rate must be in [0, 1).
+func.func @dropout_rate(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'rate' must be in [0, 1), got 1}}
+  %0 = tfm.dropout %x training {rate = 1.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that attention operands share one rank.
+func.func @attention_rank(%q: tensor<2x8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x16xf32>) {
+  // expected-error@+1 {{'query', 'key' and 'value' must have one rank >= 2, got 'tensor<2x8x16xf32>', 'tensor<8x16xf32>' and 'tensor<8x16xf32>'}}
+  %0 = tfm.attention %q, %k, %v : (tensor<2x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that attention operands share batch dimensions.
+func.func @attention_batch(%q: tensor<2x8x16xf32>, %k: tensor<3x8x16xf32>, %v: tensor<3x8x16xf32>) {
+  // expected-error@+1 {{batch dimensions differ: query 'tensor<2x8x16xf32>', key 'tensor<3x8x16xf32>', value 'tensor<3x8x16xf32>'}}
+  %0 = tfm.attention %q, %k, %v : (tensor<2x8x16xf32>, tensor<3x8x16xf32>, tensor<3x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that query and key share the head dimension.
+func.func @attention_head(%q: tensor<8x16xf32>, %k: tensor<8x32xf32>, %v: tensor<8x16xf32>) {
+  // expected-error@+1 {{head dimension of 'query' (16) differs from that of 'key' (32)}}
+  %0 = tfm.attention %q, %k, %v : (tensor<8x16xf32>, tensor<8x32xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that key and value have the same number of positions.
+func.func @attention_positions(%q: tensor<8x16xf32>, %k: tensor<6x16xf32>, %v: tensor<7x16xf32>) {
+  // expected-error@+1 {{'key' has 6 positions but 'value' has 7}}
+  %0 = tfm.attention %q, %k, %v : (tensor<8x16xf32>, tensor<6x16xf32>, tensor<7x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that the attention scale must be positive.
+func.func @attention_scale(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x16xf32>) {
+  // expected-error@+1 {{'scale' must be positive, got -1}}
+  %0 = tfm.attention %q, %k, %v {scale = -1.0 : f64} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that an attention mask must broadcast to the scores.
+func.func @attention_mask_shape(%q: tensor<2x8x16xf32>, %k: tensor<2x6x16xf32>, %v: tensor<2x6x16xf32>, %m: tensor<8x8xi1>) {
+  // expected-error@+1 {{'mask' 'tensor<8x8xi1>' does not broadcast to the scores' shape [2, 8, 6]}}
+  %0 = tfm.attention %q, %k, %v, mask %m : (tensor<2x8x16xf32>, tensor<2x6x16xf32>, tensor<2x6x16xf32>, tensor<8x8xi1>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that an additive mask matches the scores' element type.
+func.func @attention_mask_type(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x16xf32>, %m: tensor<8x8xf16>) {
+  // expected-error@+1 {{additive 'mask' has element type 'f16' but the scores have 'f32'}}
+  %0 = tfm.attention %q, %k, %v, mask %m : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x8xf16>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy's labels drop exactly the class axis.
+func.func @cross_entropy_labels(%l: tensor<2x8x10xf32>, %y: tensor<2x10xi64>) {
+  // expected-error@+1 {{'labels' 'tensor<2x10xi64>' must have the shape [2, 8] of 'logits' 'tensor<2x8x10xf32>' without its class axis}}
+  %0 = tfm.cross_entropy %l, %y : (tensor<2x8x10xf32>, tensor<2x10xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that label smoothing must be in [0, 1].
+func.func @cross_entropy_smoothing(%l: tensor<8x10xf32>, %y: tensor<8xi64>) {
+  // expected-error@+1 {{'label_smoothing' must be in [0, 1], got 1.5}}
+  %0 = tfm.cross_entropy %l, %y {label_smoothing = 1.5 : f64} : (tensor<8x10xf32>, tensor<8xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that qkv_projection has two or three parts.
+func.func @qkv_parts(%x: tensor<2x16xf32>, %w: tensor<64x16xf32>) {
+  // expected-error@+1 {{'sizes' [16, 16, 16, 16] must have 3 entries (Q, K, V) or 2 (K, V)}}
+  %0:4 = tfm.qkv_projection %x, %w sizes = [16, 16, 16, 16] : (tensor<2x16xf32>, tensor<64x16xf32>) -> (tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+// Tests that qkv_projection's sizes add up to the weight's rows.
+func.func @qkv_sizes(%x: tensor<2x16xf32>, %w: tensor<48x16xf32>) {
+  // expected-error@+1 {{'weight' 'tensor<48x16xf32>' has 48 output features but 'sizes' [16, 16, 8] add up to 40}}
+  %0:3 = tfm.qkv_projection %x, %w sizes = [16, 16, 8] : (tensor<2x16xf32>, tensor<48x16xf32>) -> (tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that a mask kind other than none needs a mask.
+func.func @masked_softmax_missing_mask(%s: tensor<4x4xf32>) {
+  // expected-error@+1 {{mask_kind is 'additive' but there is no 'mask' operand}}
+  %0 = tfm.masked_softmax %s mask_kind = additive : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that the mask kind agrees with the mask's element type.
+func.func @masked_softmax_kind(%s: tensor<4x4xf32>, %m: tensor<4x4xi1>) {
+  // expected-error@+1 {{mask_kind is 'additive' but the 'mask' of type 'tensor<4x4xi1>' is boolean}}
+  %0 = tfm.masked_softmax %s, mask %m mask_kind = additive : (tensor<4x4xf32>, tensor<4x4xi1>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a causal masked softmax needs two dimensions.
+func.func @masked_softmax_causal(%s: tensor<4xf32>) {
+  // expected-error@+1 {{'input' 'tensor<4xf32>' must have rank >= 2 with 'causal'}}
+  %0 = tfm.masked_softmax %s causal : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a masked softmax's mask must broadcast to the input.
+func.func @masked_softmax_mask_shape(%s: tensor<2x4x4xf32>, %m: tensor<3x4xf32>) {
+  // expected-error@+1 {{'mask' 'tensor<3x4xf32>' does not broadcast to the scores' shape [2, 4, 4]}}
+  %0 = tfm.masked_softmax %s, mask %m mask_kind = additive : (tensor<2x4x4xf32>, tensor<3x4xf32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that add_layer_norm's input and residual must broadcast.
+func.func @add_layer_norm_residual(%x: tensor<2x4xf32>, %r: tensor<3x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{shapes of 'input' [2, 4] and 'residual' [3, 4] do not broadcast: 2 vs 3 at result dimension 0}}
+  %0 = tfm.add_layer_norm %x, %r, %g : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that add_layer_norm's sum result has the sum's type.
+func.func @add_layer_norm_sum(%x: tensor<2x4xf32>, %r: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{result #1 has type 'tensor<4xf32>' but the operands imply 'tensor<2x4xf32>'}}
+  %0:2 = tfm.add_layer_norm %x, %r, %g : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that split has one result per size.
+func.func @split_results(%x: tensor<2x10xf32>) {
+  // expected-error@+1 {{has 1 results but its operands imply 2}}
+  %0 = tfm.split %x axis = 1 sizes = [4, 6] : tensor<2x10xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy's labels must be integers.
+func.func @cross_entropy_label_type(%l: tensor<8x10xf32>, %y: tensor<8xf32>) {
+  // expected-error@+1 {{operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<8xf32>'}}
+  %0 = tfm.cross_entropy %l, %y : (tensor<8x10xf32>, tensor<8xf32>) -> tensor<f32>
+  return
+}

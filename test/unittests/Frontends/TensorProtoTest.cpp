@@ -1,0 +1,84 @@
+//===- TensorProtoTest.cpp - TensorProto I/O and narrow float codecs ------===//
+//
+// Bit patterns come from the IEEE 754 binary16 and bfloat16 definitions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Frontends/ONNX/TensorProto.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+using namespace mlir::tfm::onnx_io;
+using mlir::tfm::reference::ElementKind;
+using mlir::tfm::reference::Tensor;
+
+namespace {
+
+TEST(Half, DecodesKnownBitPatterns) {
+  EXPECT_EQ(halfBitsToDouble(0x3C00), 1.0);
+  EXPECT_EQ(halfBitsToDouble(0xC000), -2.0);
+  EXPECT_EQ(halfBitsToDouble(0x7BFF), 65504.0);
+  EXPECT_EQ(halfBitsToDouble(0x0001), std::ldexp(1.0, -24));
+  EXPECT_EQ(halfBitsToDouble(0x0400), std::ldexp(1.0, -14));
+  EXPECT_TRUE(std::isinf(halfBitsToDouble(0x7C00)));
+  EXPECT_TRUE(std::isnan(halfBitsToDouble(0x7E00)));
+}
+
+TEST(Half, EncodesWithRoundToNearestEven) {
+  EXPECT_EQ(doubleToHalfBits(1.0), 0x3C00);
+  EXPECT_EQ(doubleToHalfBits(-2.0), 0xC000);
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties go to even (1).
+  EXPECT_EQ(doubleToHalfBits(1.0 + std::ldexp(1.0, -11)), 0x3C00);
+  // 1 + 3·2^-11 is halfway between 1 + 2^-10 and 1 + 2^-9: to even (0x3C02).
+  EXPECT_EQ(doubleToHalfBits(1.0 + 3 * std::ldexp(1.0, -11)), 0x3C02);
+  EXPECT_EQ(doubleToHalfBits(1e6), 0x7C00);
+  EXPECT_EQ(doubleToHalfBits(std::ldexp(1.0, -24)), 0x0001);
+  EXPECT_EQ(doubleToHalfBits(std::ldexp(1.0, -26)), 0x0000);
+}
+
+TEST(BFloat16, RoundTrip) {
+  EXPECT_EQ(bf16BitsToDouble(0x3F80), 1.0);
+  EXPECT_EQ(doubleToBf16Bits(1.0), 0x3F80);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even.
+  EXPECT_EQ(doubleToBf16Bits(1.0 + std::ldexp(1.0, -8)), 0x3F80);
+  EXPECT_EQ(doubleToBf16Bits(1.0 + 3 * std::ldexp(1.0, -8)), 0x3F82);
+  EXPECT_EQ(doubleToBf16Bits(-3.0), 0xC040);
+}
+
+TEST(TensorProtoFile, RoundTripsEveryKind) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("tfm-tensorproto-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (ElementKind kind : {ElementKind::F32, ElementKind::F16, ElementKind::BF16,
+                           ElementKind::F64, ElementKind::I1, ElementKind::I32,
+                           ElementKind::I64}) {
+    Tensor t(kind, {2, 2}, {1, 0, -2, 4});
+    if (kind == ElementKind::I1)
+      t.data = {1, 0, 1, 1};
+    std::string path = (dir / "t.pb").string(), err;
+    ASSERT_TRUE(writeTensorProtoFile(path, {"t", t}, err)) << err;
+    NamedTensor back;
+    ASSERT_TRUE(readTensorProtoFile(path, back, err)) << err;
+    EXPECT_EQ(back.name, "t");
+    EXPECT_EQ(back.tensor.kind, kind);
+    EXPECT_EQ(back.tensor.shape, t.shape);
+    EXPECT_EQ(back.tensor.data, t.data);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TensorProtoFile, RejectsCorruptAndMissingFiles) {
+  NamedTensor t;
+  std::string err;
+  EXPECT_FALSE(parseTensorProto(std::string("\xff\xff\xff\x0f garbage", 12), t, err));
+  EXPECT_NE(err.find("truncated or corrupt"), std::string::npos) << err;
+  EXPECT_FALSE(readTensorProtoFile("/nonexistent/x.pb", t, err));
+  EXPECT_NE(err.find("cannot open '/nonexistent/x.pb'"), std::string::npos)
+      << err;
+}
+
+} // namespace
