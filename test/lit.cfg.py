@@ -21,3 +21,9 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["tfm-opt", "tfmc"],
                                    [config.tfm_tools_dir, config.llvm_tools_dir])
+
+# `%expect_exit N cmd ...` checks an exact exit code of the CLI contract.
+config.substitutions.append(
+    ("%expect_exit",
+     f"{config.python_executable} {os.path.join(config.test_source_root, 'tfmc', 'Inputs', 'expect_exit.py')}"))
+config.substitutions.append(("%fixtures", os.path.join(config.tfm_src_root, "test", "fixtures", "reference")))

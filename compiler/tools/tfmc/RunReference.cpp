@@ -300,16 +300,25 @@ int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
               << "\n";
       return kExitInputError;
     }
-    for (auto [i, t] : llvm::enumerate(*results)) {
-      llvm::SmallString<256> path(opts.outputDir);
-      llvm::sys::path::append(path, "output_" + Twine(i) + ".pb");
-      std::string err;
-      if (!mlir::tfm::onnx_io::writeTensorProtoFile(
-              std::string(path), {resultName(fn, i), t}, err)) {
-        error() << err << "\n";
-        return kExitInputError;
+    // The inputs go beside the outputs, so the folder is a complete case in
+    // the backend-test layout that --test-data-dir can replay.
+    auto writeAll = [&](const std::vector<Tensor> &tensors, StringRef prefix,
+                        auto nameOf) {
+      for (auto [i, t] : llvm::enumerate(tensors)) {
+        llvm::SmallString<256> path(opts.outputDir);
+        llvm::sys::path::append(path, prefix + "_" + Twine(i) + ".pb");
+        std::string err;
+        if (!mlir::tfm::onnx_io::writeTensorProtoFile(
+                std::string(path), {nameOf(fn, i), t}, err)) {
+          error() << err << "\n";
+          return false;
+        }
       }
-    }
+      return true;
+    };
+    if (!writeAll(args, "input", argName) ||
+        !writeAll(*results, "output", resultName))
+      return kExitInputError;
   }
 
   if (expected.empty()) {
@@ -317,8 +326,9 @@ int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
       for (auto [i, t] : llvm::enumerate(*results))
         printTensor(resultName(fn, i), t, opts.printLimit);
     else
-      llvm::outs() << "wrote " << results->size() << " outputs to '"
-                   << opts.outputDir << "'\n";
+      llvm::outs() << "wrote " << args.size() << " inputs and "
+                   << results->size() << " outputs to '" << opts.outputDir
+                   << "'\n";
     return kExitOk;
   }
 
