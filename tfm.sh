@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+#===- tfm.sh - Set up, build, and run tfm on Debian 12 ---------------------===#
+#
+#   ./tfm.sh example   install what is missing, build, then compile (print) and
+#                      run the bundled example model
+#   ./tfm.sh test      install what is missing, build, then run every test
+#   ./tfm.sh build     install what is missing and build, nothing else
+#
+# Every step is idempotent: a second run installs nothing and rebuilds only
+# what changed. Environment: TFM_BUILD_DIR (default ./build), TFM_JOBS
+# (default: the number of cores).
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BUILD="${TFM_BUILD_DIR:-$ROOT/build}"
+JOBS="${TFM_JOBS:-$(nproc)}"
+
+# What the build and the tests need, all from Debian 12's archive.
+PACKAGES=(
+  cmake ninja-build g++ ccache lld python3
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  libdnnl-dev ocl-icd-opencl-dev libfmt-dev libgtest-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler
+)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "all ${#PACKAGES[@]} packages are installed"
+    return
+  fi
+  log "installing ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q -o DPkg::Lock::Timeout=1200 \
+    --no-install-recommends "${missing[@]}"
+}
+
+configure() {
+  if [ -f "$BUILD/build.ninja" ]; then
+    return
+  fi
+  log "configuring in $BUILD"
+  local linker=()
+  command -v ld.lld >/dev/null && linker=(-DLLVM_USE_LINKER=lld)
+  cmake -G Ninja -S "$ROOT" -B "$BUILD" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    "${linker[@]}"
+}
+
+build() {
+  install_missing
+  configure
+  log "building with $JOBS jobs"
+  cmake --build "$BUILD" -j "$JOBS"
+}
+
+case "${1:-}" in
+  example)
+    build
+    model="$ROOT/examples/models/encoder_layer.mlir"
+    log "tfmc compile --emit=tfm (weights elided)"
+    "$BUILD/bin/tfmc" compile "$model" --emit=tfm -o - \
+      --mlir-elide-elementsattrs-if-larger=8
+    log "tfmc run --reference on random inputs (seed 0)"
+    "$BUILD/bin/tfmc" run "$model" --reference --seed 0
+    log "tfmc run --reference against the PyTorch result"
+    "$BUILD/bin/tfmc" run "$model" --reference \
+      --test-data-dir "$ROOT/examples/models/encoder_layer_data"
+    ;;
+  test)
+    build
+    log "running the tests"
+    ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+    ;;
+  build)
+    build
+    ;;
+  *)
+    echo "usage: $0 example|test|build" >&2
+    exit 2
+    ;;
+esac
