@@ -465,3 +465,39 @@ func.func @cross_entropy_label_type(%l: tensor<8x10xf32>, %y: tensor<8xf32>) {
   %0 = tfm.cross_entropy %l, %y : (tensor<8x10xf32>, tensor<8xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+// Tests that sub rejects shapes that do not broadcast.
+func.func @sub_broadcast(%a: tensor<2x3xf32>, %b: tensor<2xf32>) {
+  // expected-error@+1 {{shapes of 'lhs' [2, 3] and 'rhs' [2] do not broadcast: 3 vs 2 at result dimension 1}}
+  %0 = tfm.sub %a, %b : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that div's declared result must be the broadcast shape.
+func.func @div_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+1 {{result #0 has type 'tensor<3xf32>' but the operands imply 'tensor<2x3xf32>'}}
+  %0 = tfm.div %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that gelu accepts only the two known approximations.
+func.func @gelu_approximation(%x: tensor<4xf32>) {
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'approximate' [none, tanh]}}
+  %0 = tfm.gelu %x approximate = sigmoid : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that dropout keeps its input's type.
+func.func @dropout_type(%x: tensor<4xf32>) {
+  // expected-error@+1 {{result #0 has type 'tensor<4xf16>' but the operands imply 'tensor<4xf32>'}}
+  %0 = "tfm.dropout"(%x) : (tensor<4xf32>) -> tensor<4xf16>
+  return
+}
