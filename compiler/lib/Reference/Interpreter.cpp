@@ -333,6 +333,19 @@ FailureOr<std::vector<Tensor>> Frame::run(func::FuncOp fn,
                             << args[i].typeString() << "'";
     set(arg, args[i]);
   }
+  // The interpreter holds every value as doubles; refuse up front what the
+  // host cannot hold rather than dying in an allocation halfway through.
+  constexpr int64_t kMaxElements = int64_t(1) << 30;
+  for (Operation &op : body)
+    for (Type t : op.getResultTypes())
+      if (auto ranked = dyn_cast<RankedTensorType>(t))
+        if (ranked.hasStaticShape() && ranked.getNumElements() > kMaxElements)
+          return op.emitError()
+                 << "result of type " << t << " has "
+                 << ranked.getNumElements()
+                 << " elements, more than the reference interpreter's limit "
+                    "of "
+                 << kMaxElements;
   for (Operation &op : body)
     if (failed(eval(&op)))
       return failure();

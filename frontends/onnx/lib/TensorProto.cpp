@@ -204,51 +204,63 @@ bool parseTensorProto(const std::string &bytes, NamedTensor &out,
     return false;
   }
   std::vector<int64_t> shape;
+  size_t n = 1;
   for (int64_t d : proto.dims()) {
     if (d < 0) {
       error = "negative dimension " + std::to_string(d);
       return false;
     }
+    // Count before allocating: a corrupt header must not ask for exabytes.
+    if (d != 0 && n > (size_t(1) << 40) / static_cast<size_t>(d)) {
+      error = "tensor '" + proto.name() + "' is implausibly large";
+      return false;
+    }
+    n *= static_cast<size_t>(d);
     shape.push_back(d);
   }
-  Tensor t(kind, shape);
-  size_t n = t.data.size();
-  auto sizeError = [&](size_t got) {
-    error = "tensor '" + proto.name() + "' of shape " + t.typeString() +
-            " needs " + std::to_string(n) + " values but the file holds " +
-            std::to_string(got);
+  size_t held;
+  if (proto.has_raw_data())
+    held = proto.raw_data().size() / byteWidth(kind);
+  else if (kind == ElementKind::F32)
+    held = proto.float_data_size();
+  else if (kind == ElementKind::F64)
+    held = proto.double_data_size();
+  else if (kind == ElementKind::I64)
+    held = proto.int64_data_size();
+  else
+    held = proto.int32_data_size();
+  bool exact = !proto.has_raw_data() ||
+               proto.raw_data().size() == n * byteWidth(kind);
+  if (held != n || !exact) {
+    std::string dims;
+    for (int64_t d : shape)
+      dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    error = "tensor '" + proto.name() + "' of shape [" + dims + "] needs " +
+            std::to_string(n) + " values but the file holds " +
+            std::to_string(held);
     return false;
-  };
+  }
+  Tensor t(kind, shape);
   if (proto.has_raw_data()) {
     const std::string &raw = proto.raw_data();
     size_t w = byteWidth(kind);
-    if (raw.size() != n * w)
-      return sizeError(raw.size() / w);
     for (size_t i = 0; i < n; ++i)
       t.data[i] = decodeRaw(kind, raw.data() + i * w);
   } else {
     switch (kind) {
     case ElementKind::F32:
-      if (static_cast<size_t>(proto.float_data_size()) != n)
-        return sizeError(proto.float_data_size());
       for (size_t i = 0; i < n; ++i)
         t.data[i] = proto.float_data(i);
       break;
     case ElementKind::F64:
-      if (static_cast<size_t>(proto.double_data_size()) != n)
-        return sizeError(proto.double_data_size());
       for (size_t i = 0; i < n; ++i)
         t.data[i] = proto.double_data(i);
       break;
     case ElementKind::I64:
-      if (static_cast<size_t>(proto.int64_data_size()) != n)
-        return sizeError(proto.int64_data_size());
       for (size_t i = 0; i < n; ++i)
         t.data[i] = static_cast<double>(proto.int64_data(i));
       break;
     default:
-      if (static_cast<size_t>(proto.int32_data_size()) != n)
-        return sizeError(proto.int32_data_size());
       for (size_t i = 0; i < n; ++i)
         t.data[i] = decodeInt32Field(kind, proto.int32_data(i));
       break;

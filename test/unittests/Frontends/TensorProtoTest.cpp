@@ -7,6 +7,7 @@
 #include "tfm/Frontends/ONNX/TensorProto.h"
 
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstdio>
@@ -79,6 +80,31 @@ TEST(TensorProtoFile, RejectsCorruptAndMissingFiles) {
   EXPECT_FALSE(readTensorProtoFile("/nonexistent/x.pb", t, err));
   EXPECT_NE(err.find("cannot open '/nonexistent/x.pb'"), std::string::npos)
       << err;
+}
+
+TEST(TensorProtoFile, RejectsInconsistentSizes) {
+  onnx::TensorProto proto;
+  proto.set_name("w");
+  proto.set_data_type(onnx::TensorProto::FLOAT);
+  proto.add_dims(2);
+  proto.add_dims(2);
+  for (float v : {1.f, 2.f, 3.f})
+    proto.add_float_data(v);
+  NamedTensor t;
+  std::string err;
+  EXPECT_FALSE(parseTensorProto(proto.SerializeAsString(), t, err));
+  EXPECT_EQ(err, "tensor 'w' of shape [2x2] needs 4 values but the file holds 3");
+
+  // A corrupt header that claims 2^60 elements fails before allocating.
+  proto.clear_dims();
+  proto.add_dims(int64_t(1) << 30);
+  proto.add_dims(int64_t(1) << 30);
+  EXPECT_FALSE(parseTensorProto(proto.SerializeAsString(), t, err));
+  EXPECT_EQ(err, "tensor 'w' is implausibly large");
+
+  proto.set_data_type(onnx::TensorProto::STRING);
+  EXPECT_FALSE(parseTensorProto(proto.SerializeAsString(), t, err));
+  EXPECT_EQ(err, "unsupported TensorProto data_type 8 (STRING)");
 }
 
 } // namespace

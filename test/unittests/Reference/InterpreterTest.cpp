@@ -413,6 +413,20 @@ TEST(Interpreter, RejectsUnknownOps) {
       << h.diagnostics;
 }
 
+TEST(Interpreter, RejectsTensorsTooLargeToHold) {
+  InterpreterHarness h;
+  ASSERT_TRUE(h.parse(R"mlir(
+    func.func @infer() -> tensor<65536x65536xf32> {
+      %0 = tfm.positional_encoding : tensor<65536x65536xf32>
+      return %0 : tensor<65536x65536xf32>
+    })mlir"));
+  EXPECT_TRUE(failed(h.run({})));
+  EXPECT_NE(h.diagnostics.find("has 4294967296 elements, more than the "
+                               "reference interpreter's limit"),
+            std::string::npos)
+      << h.diagnostics;
+}
+
 TEST(Interpreter, RejectsNonTensorArguments) {
   InterpreterHarness h;
   ASSERT_TRUE(h.parse(R"mlir(
