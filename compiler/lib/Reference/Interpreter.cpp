@@ -326,8 +326,9 @@ FailureOr<std::vector<Tensor>> Frame::run(func::FuncOp fn,
       return fn.emitError() << "argument #" << i << " of type "
                             << arg.getType()
                             << " is not a supported tensor type";
-    Tensor expected = tensorOfType(type);
-    if (expected.shape != args[i].shape || expected.kind != args[i].kind)
+    if (ArrayRef<int64_t>(args[i].shape) != type.getShape() ||
+        *::mlir::tfm::reference::elementKindOf(type.getElementType()) !=
+            args[i].kind)
       return fn.emitError() << "argument #" << i << " must be " << type
                             << " but the value given is '"
                             << args[i].typeString() << "'";

@@ -184,6 +184,11 @@ bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
               << ", which cannot be fed\n";
       return false;
     }
+    if (!given[i] && type.getNumElements() > (int64_t(1) << 30)) {
+      error() << "input " << i << " '" << argName(fn, i) << "' of type "
+              << type << " is too large to generate at random\n";
+      return false;
+    }
     Tensor t = given[i] ? std::move(*given[i])
                         : randomInput(type, fn.getArgument(i),
                                       tfm_rng_mix64(opts.seed + i));
