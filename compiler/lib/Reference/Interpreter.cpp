@@ -109,6 +109,28 @@ std::vector<int64_t> broadcastMap(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   return map;
 }
 
+/// `result.shape[i] = in.shape[perm[i]]`, as tfm.transpose defines it.
+Tensor transposed(const Tensor &in, ArrayRef<int64_t> perm) {
+  std::vector<int64_t> shape;
+  for (int64_t d : perm)
+    shape.push_back(in.shape[d]);
+  Tensor out(in.kind, shape);
+  std::vector<int64_t> inStrides = stridesOf(in.shape);
+  std::vector<int64_t> idx(perm.size(), 0);
+  for (double &v : out.data) {
+    int64_t src = 0;
+    for (size_t d = 0; d < perm.size(); ++d)
+      src += idx[d] * inStrides[perm[d]];
+    v = in.data[src];
+    for (int64_t d = static_cast<int64_t>(perm.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < out.shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 Tensor tensorOfType(Type type) {
   auto t = cast<RankedTensorType>(type);
   return Tensor(*mlir::tfm::reference::elementKindOf(t.getElementType()),
@@ -460,29 +482,9 @@ LogicalResult Frame::eval(Operation *op) {
         perm.push_back(axis);
         for (int64_t d = 0; d < in.rank(); ++d)
           inverse[perm[d]] = d;
-        auto transpose = [](const Tensor &t, ArrayRef<int64_t> p) {
-          std::vector<int64_t> shape;
-          for (int64_t d : p)
-            shape.push_back(t.shape[d]);
-          Tensor out(t.kind, shape);
-          std::vector<int64_t> inStrides = stridesOf(t.shape);
-          std::vector<int64_t> idx(p.size(), 0);
-          for (double &v : out.data) {
-            int64_t src = 0;
-            for (size_t d = 0; d < p.size(); ++d)
-              src += idx[d] * inStrides[p[d]];
-            v = t.data[src];
-            for (int64_t d = static_cast<int64_t>(p.size()) - 1; d >= 0; --d) {
-              if (++idx[d] < out.shape[d])
-                break;
-              idx[d] = 0;
-            }
-          }
-          return out;
-        };
-        Tensor moved = transpose(in, perm);
+        Tensor moved = transposed(in, perm);
         softmaxRows(moved.data, moved.shape.back());
-        set(s, transpose(moved, inverse));
+        set(s, transposed(moved, inverse));
         return success();
       })
       .Case([&](mlir::tfm::LayerNormOp l) {
@@ -523,24 +525,7 @@ LogicalResult Frame::eval(Operation *op) {
         return success();
       })
       .Case([&](mlir::tfm::TransposeOp t) {
-        const Tensor &in = get(t.getInput());
-        Tensor out = tensorOfType(t.getType());
-        std::vector<int64_t> inStrides = stridesOf(in.shape);
-        ArrayRef<int64_t> perm = t.getPermutation();
-        std::vector<int64_t> idx(perm.size(), 0);
-        for (double &v : out.data) {
-          int64_t src = 0;
-          for (size_t d = 0; d < perm.size(); ++d)
-            src += idx[d] * inStrides[perm[d]];
-          v = in.data[src];
-          for (int64_t d = static_cast<int64_t>(perm.size()) - 1; d >= 0;
-               --d) {
-            if (++idx[d] < out.shape[d])
-              break;
-            idx[d] = 0;
-          }
-        }
-        set(t, std::move(out));
+        set(t, transposed(get(t.getInput()), t.getPermutation()));
         return success();
       })
       .Case([&](mlir::tfm::ReshapeOp r) {

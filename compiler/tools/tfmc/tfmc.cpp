@@ -136,33 +136,34 @@ bool checkForeignOptions(const Subcommand &active) {
   return ok;
 }
 
-/// Parses the model file; diagnostics carry file:line:col.
-OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sm,
-                                int &exitCode) {
-  exitCode = kExitInputError;
+/// Parses the model file and hands it to `body`, whose result is the exit
+/// code. Diagnostics carry file:line:col while `body` runs.
+int withModel(MLIRContext &context,
+              llvm::function_ref<int(ModuleOp)> body) {
   if (inputFile.empty()) {
     error() << "no model given\n";
-    exitCode = kExitUsage;
-    return {};
+    return kExitUsage;
   }
   StringRef ext = llvm::sys::path::extension(inputFile);
   if (ext == ".onnx") {
     error() << "'" << inputFile
             << "': ONNX import is not available in this build yet; give "
                "the model in the tfm dialect (.mlir)\n";
-    return {};
+    return kExitInputError;
   }
   std::string err;
   auto buffer = openInputFile(inputFile, &err);
   if (!buffer) {
     error() << err << "\n";
-    return {};
+    return kExitInputError;
   }
+  llvm::SourceMgr sm;
   sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  SourceMgrDiagnosticHandler handler(sm, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
-  if (module)
-    exitCode = kExitOk;
-  return module;
+  if (!module)
+    return kExitInputError;
+  return body(*module);
 }
 
 int runCompile(MLIRContext &context) {
@@ -173,22 +174,18 @@ int runCompile(MLIRContext &context) {
                "--emit=tfm\n";
     return kExitInputError;
   }
-  llvm::SourceMgr sm;
-  SourceMgrDiagnosticHandler handler(sm, &context);
-  int code;
-  OwningOpRef<ModuleOp> module = loadModel(context, sm, code);
-  if (!module)
-    return code;
-  std::string err;
-  auto out = openOutputFile(outputFile, &err);
-  if (!out) {
-    error() << err << "\n";
-    return kExitInputError;
-  }
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
-  return kExitOk;
+  return withModel(context, [](ModuleOp module) -> int {
+    std::string err;
+    auto out = openOutputFile(outputFile, &err);
+    if (!out) {
+      error() << err << "\n";
+      return kExitInputError;
+    }
+    module.print(out->os());
+    out->os() << "\n";
+    out->keep();
+    return kExitOk;
+  });
 }
 
 int runRun(MLIRContext &context) {
@@ -197,25 +194,21 @@ int runRun(MLIRContext &context) {
                "pass --reference to evaluate with the reference interpreter\n";
     return kExitInputError;
   }
-  llvm::SourceMgr sm;
-  SourceMgrDiagnosticHandler handler(sm, &context);
-  int code;
-  OwningOpRef<ModuleOp> module = loadModel(context, sm, code);
-  if (!module)
-    return code;
-  func::FuncOp fn = findEntry(*module, entry);
-  if (!fn)
-    return kExitInputError;
-  RunOptions opts;
-  opts.entry = entry;
-  opts.inputs.assign(inputs.begin(), inputs.end());
-  opts.testDataDir = testDataDir;
-  opts.outputDir = outputDir;
-  opts.seed = seed;
-  opts.rtol = rtol;
-  opts.atol = atol;
-  opts.printLimit = printLimit;
-  return runReference(*module, fn, opts);
+  return withModel(context, [](ModuleOp module) -> int {
+    func::FuncOp fn = findEntry(module, entry);
+    if (!fn)
+      return kExitInputError;
+    RunOptions opts;
+    opts.entry = entry;
+    opts.inputs.assign(inputs.begin(), inputs.end());
+    opts.testDataDir = testDataDir;
+    opts.outputDir = outputDir;
+    opts.seed = seed;
+    opts.rtol = rtol;
+    opts.atol = atol;
+    opts.printLimit = printLimit;
+    return runReference(module, fn, opts);
+  });
 }
 
 } // namespace
