@@ -11,6 +11,7 @@
 #include "tfm/IR/TfmOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -297,6 +298,40 @@ Tensor maskedSoftmax(const Tensor &x, const Tensor *mask, bool booleanMask,
   return out;
 }
 
+/// Rounds `v` to what an element of `kind` can hold, as a cast does.
+double roundTo(double v, ElementKind kind) {
+  auto viaAPFloat = [&](const llvm::fltSemantics &sem) {
+    bool losesInfo = false;
+    APFloat f(v);
+    f.convert(sem, llvm::RoundingMode::NearestTiesToEven, &losesInfo);
+    f.convert(APFloat::IEEEdouble(), llvm::RoundingMode::NearestTiesToEven,
+              &losesInfo);
+    return f.convertToDouble();
+  };
+  switch (kind) {
+  case ElementKind::F64:
+    return v;
+  case ElementKind::F32:
+    return static_cast<float>(v);
+  case ElementKind::F16:
+    return viaAPFloat(APFloat::IEEEhalf());
+  case ElementKind::BF16:
+    return viaAPFloat(APFloat::BFloat());
+  case ElementKind::I1:
+    return v != 0 ? 1.0 : 0.0;
+  case ElementKind::I32:
+  case ElementKind::I64:
+    return std::trunc(v);
+  }
+  return v;
+}
+
+Tensor unary(Tensor t, double (*f)(double)) {
+  for (double &x : t.data)
+    x = f(x);
+  return t;
+}
+
 double toDouble(APFloat v) {
   bool losesInfo = false;
   v.convert(APFloat::IEEEdouble(), llvm::RoundingMode::NearestTiesToEven, &losesInfo);
@@ -313,6 +348,19 @@ public:
 
   FailureOr<std::vector<Tensor>> run(func::FuncOp fn,
                                      const std::vector<Tensor> &args);
+
+  /// Evaluates `op` alone on the given operand values.
+  FailureOr<std::vector<Tensor>> runOne(Operation *op,
+                                        const std::vector<Tensor> &operands) {
+    for (auto [v, t] : llvm::zip(op->getOperands(), operands))
+      set(v, t);
+    if (failed(eval(op)))
+      return failure();
+    std::vector<Tensor> results;
+    for (Value r : op->getResults())
+      results.push_back(get(r));
+    return results;
+  }
 
 private:
   const Tensor &get(Value v) { return env.find(v)->second; }
@@ -377,25 +425,14 @@ FailureOr<std::vector<Tensor>> Frame::run(func::FuncOp fn,
 
 LogicalResult Frame::evalConstant(arith::ConstantOp op) {
   auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
-  auto type = dyn_cast<RankedTensorType>(op.getType());
-  if (!dense || !type || failed(mlir::tfm::reference::elementKindOf(type.getElementType())))
+  FailureOr<Tensor> t = failure();
+  if (dense)
+    t = Interpreter::fromAttr(dense);
+  if (failed(t))
     return op.emitError() << "the reference interpreter evaluates only dense "
                              "tensor constants, not "
                           << op.getValue();
-  Tensor t = tensorOfType(type);
-  Type elt = type.getElementType();
-  size_t i = 0;
-  if (isa<FloatType>(elt)) {
-    for (APFloat v : dense.getValues<APFloat>())
-      t.data[i++] = toDouble(v);
-  } else if (elt.isInteger(1)) {
-    for (bool v : dense.getValues<bool>())
-      t.data[i++] = v ? 1.0 : 0.0;
-  } else {
-    for (APInt v : dense.getValues<APInt>())
-      t.data[i++] = static_cast<double>(v.getSExtValue());
-  }
-  set(op.getResult(), std::move(t));
+  set(op.getResult(), std::move(*t));
   return success();
 }
 
@@ -454,6 +491,199 @@ LogicalResult Frame::eval(Operation *op) {
         set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
                       isInt ? +[](double x, double y) { return std::trunc(x / y); }
                             : +[](double x, double y) { return x / y; }));
+        return success();
+      })
+      .Case([&](mlir::tfm::PowOp b) {
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      [](double x, double y) { return std::pow(x, y); }));
+        return success();
+      })
+      .Case([&](mlir::tfm::MaxOp b) {
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      [](double x, double y) {
+                        return std::isnan(x) || std::isnan(y) ? NAN
+                                                              : std::max(x, y);
+                      }));
+        return success();
+      })
+      .Case([&](mlir::tfm::MinOp b) {
+        set(b, binary(get(b.getLhs()), get(b.getRhs()), b.getType(),
+                      [](double x, double y) {
+                        return std::isnan(x) || std::isnan(y) ? NAN
+                                                              : std::min(x, y);
+                      }));
+        return success();
+      })
+      .Case([&](mlir::tfm::CompareOp c) {
+        double (*f)(double, double) = nullptr;
+        switch (c.getPredicate()) {
+        case mlir::tfm::ComparePredicate::eq:
+          f = [](double x, double y) { return double(x == y); };
+          break;
+        case mlir::tfm::ComparePredicate::ne:
+          f = [](double x, double y) { return double(x != y); };
+          break;
+        case mlir::tfm::ComparePredicate::lt:
+          f = [](double x, double y) { return double(x < y); };
+          break;
+        case mlir::tfm::ComparePredicate::le:
+          f = [](double x, double y) { return double(x <= y); };
+          break;
+        case mlir::tfm::ComparePredicate::gt:
+          f = [](double x, double y) { return double(x > y); };
+          break;
+        case mlir::tfm::ComparePredicate::ge:
+          f = [](double x, double y) { return double(x >= y); };
+          break;
+        }
+        set(c, binary(get(c.getLhs()), get(c.getRhs()), c.getType(), f));
+        return success();
+      })
+      .Case([&](mlir::tfm::SelectOp s) {
+        Tensor out = tensorOfType(s.getType());
+        const Tensor &c = get(s.getCondition()), &t = get(s.getTrueValue()),
+                     &f = get(s.getFalseValue());
+        std::vector<int64_t> cm = broadcastMap(c.shape, out.shape),
+                             tm = broadcastMap(t.shape, out.shape),
+                             fm = broadcastMap(f.shape, out.shape);
+        for (size_t i = 0; i < out.data.size(); ++i)
+          out.data[i] = c.data[cm[i]] != 0 ? t.data[tm[i]] : f.data[fm[i]];
+        set(s, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::CastOp c) {
+        Tensor out = tensorOfType(c.getType());
+        const Tensor &in = get(c.getInput());
+        for (size_t i = 0; i < out.data.size(); ++i)
+          out.data[i] = roundTo(in.data[i], out.kind);
+        set(c, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::BroadcastOp b) {
+        Tensor out = tensorOfType(b.getType());
+        const Tensor &in = get(b.getInput());
+        std::vector<int64_t> map = broadcastMap(in.shape, out.shape);
+        for (size_t i = 0; i < out.data.size(); ++i)
+          out.data[i] = in.data[map[i]];
+        set(b, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::SliceOp sl) {
+        const Tensor &in = get(sl.getInput());
+        Tensor out = tensorOfType(sl.getType());
+        std::vector<int64_t> inStrides = stridesOf(in.shape);
+        ArrayRef<int64_t> starts = sl.getStarts(), steps = sl.getSteps();
+        std::vector<int64_t> idx(out.shape.size(), 0);
+        for (double &v : out.data) {
+          int64_t src = 0;
+          for (size_t d = 0; d < idx.size(); ++d)
+            src += (starts[d] + idx[d] * steps[d]) * inStrides[d];
+          v = in.data[src];
+          for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
+            if (++idx[d] < out.shape[d])
+              break;
+            idx[d] = 0;
+          }
+        }
+        set(sl, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::GatherOp g) -> LogicalResult {
+        const Tensor &in = get(g.getInput());
+        const Tensor &ids = get(g.getIndices());
+        int64_t axis = normalizedAxis(g.getAxis(), in.rank());
+        int64_t outer = product(ArrayRef<int64_t>(in.shape).take_front(axis));
+        int64_t inner =
+            product(ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
+        int64_t n = in.shape[axis];
+        Tensor out = tensorOfType(g.getType());
+        size_t count = ids.data.size();
+        for (size_t j = 0; j < count; ++j) {
+          auto id = static_cast<int64_t>(ids.data[j]);
+          if (id < -n || id >= n)
+            return g.emitError() << "index " << id << " at position " << j
+                                 << " of 'indices' is outside [" << -n
+                                 << ", " << n << ")";
+          if (id < 0)
+            id += n;
+          for (int64_t o = 0; o < outer; ++o)
+            std::copy_n(in.data.begin() + (o * n + id) * inner, inner,
+                        out.data.begin() + (o * count + j) * inner);
+        }
+        set(g, std::move(out));
+        return success();
+      })
+      .Case([&](mlir::tfm::ReduceOp r) {
+        using mlir::tfm::ReduceKind;
+        const Tensor &in = get(r.getInput());
+        Tensor out = tensorOfType(r.getType());
+        std::vector<bool> reduced(in.rank(), false);
+        for (int64_t a : r.getAxes())
+          reduced[normalizedAxis(a, in.rank())] = true;
+        // The output strides, with reduced dimensions contributing nothing.
+        std::vector<int64_t> keptShape;
+        for (int64_t d = 0; d < in.rank(); ++d)
+          keptShape.push_back(reduced[d] ? 1 : in.shape[d]);
+        std::vector<int64_t> outStrides = stridesOf(keptShape);
+        ReduceKind kind = r.getKind();
+        double init = kind == ReduceKind::max   ? -INFINITY
+                      : kind == ReduceKind::min ? INFINITY
+                                                : 0.0;
+        std::fill(out.data.begin(), out.data.end(), init);
+        std::vector<int64_t> idx(in.rank(), 0);
+        for (double v : in.data) {
+          int64_t dst = 0;
+          for (int64_t d = 0; d < in.rank(); ++d)
+            if (!reduced[d])
+              dst += idx[d] * outStrides[d];
+          double &acc = out.data[dst];
+          if (kind == ReduceKind::max)
+            acc = std::isnan(v) ? v : std::max(acc, v);
+          else if (kind == ReduceKind::min)
+            acc = std::isnan(v) ? v : std::min(acc, v);
+          else
+            acc += v;
+          for (int64_t d = in.rank() - 1; d >= 0; --d) {
+            if (++idx[d] < in.shape[d])
+              break;
+            idx[d] = 0;
+          }
+        }
+        if (kind == ReduceKind::mean && !out.data.empty()) {
+          double count = static_cast<double>(in.data.size()) /
+                         static_cast<double>(out.data.size());
+          for (double &v : out.data)
+            v /= count;
+        }
+        set(r, std::move(out));
+        return success();
+      })
+      .Case([&](math::SqrtOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return std::sqrt(x); }));
+        return success();
+      })
+      .Case([&](math::ErfOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return std::erf(x); }));
+        return success();
+      })
+      .Case([&](math::TanhOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return std::tanh(x); }));
+        return success();
+      })
+      .Case([&](math::ExpOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return std::exp(x); }));
+        return success();
+      })
+      .Case([&](math::LogOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return std::log(x); }));
+        return success();
+      })
+      .Case([&](math::AbsFOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return std::fabs(x); }));
+        return success();
+      })
+      .Case([&](arith::NegFOp m) {
+        set(m.getResult(), unary(get(m.getOperand()), [](double x) { return -x; }));
         return success();
       })
       .Case([&](mlir::tfm::ReluOp r) {
@@ -664,6 +894,63 @@ LogicalResult Frame::eval(Operation *op) {
 }
 
 } // namespace
+
+FailureOr<Tensor> Interpreter::fromAttr(DenseElementsAttr dense) {
+  auto type = dyn_cast<RankedTensorType>(dense.getType());
+  if (!type || failed(::mlir::tfm::reference::elementKindOf(type.getElementType())))
+    return failure();
+  Tensor t = tensorOfType(type);
+  Type elt = type.getElementType();
+  size_t i = 0;
+  if (isa<FloatType>(elt)) {
+    for (APFloat v : dense.getValues<APFloat>())
+      t.data[i++] = toDouble(v);
+  } else if (elt.isInteger(1)) {
+    for (bool v : dense.getValues<bool>())
+      t.data[i++] = v ? 1.0 : 0.0;
+  } else {
+    for (APInt v : dense.getValues<APInt>())
+      t.data[i++] = static_cast<double>(v.getSExtValue());
+  }
+  return t;
+}
+
+DenseElementsAttr Interpreter::toAttr(const Tensor &t, RankedTensorType type) {
+  Type elt = type.getElementType();
+  if (auto ft = dyn_cast<FloatType>(elt)) {
+    SmallVector<APFloat> values;
+    values.reserve(t.data.size());
+    for (double v : t.data) {
+      APFloat f(v);
+      bool losesInfo = false;
+      f.convert(ft.getFloatSemantics(), llvm::RoundingMode::NearestTiesToEven,
+                &losesInfo);
+      values.push_back(f);
+    }
+    return DenseElementsAttr::get(type, values);
+  }
+  if (elt.isInteger(1)) {
+    SmallVector<bool> values;
+    for (double v : t.data)
+      values.push_back(v != 0);
+    return DenseElementsAttr::get(type, values);
+  }
+  SmallVector<APInt> values;
+  unsigned width = elt.getIntOrFloatBitWidth();
+  for (double v : t.data)
+    values.push_back(APInt(width, static_cast<int64_t>(v), /*isSigned=*/true));
+  return DenseElementsAttr::get(type, values);
+}
+
+FailureOr<std::vector<Tensor>>
+Interpreter::evaluate(Operation *op, const std::vector<Tensor> &operands) {
+  auto noCalls = [](func::FuncOp fn, const std::vector<Tensor> &)
+      -> FailureOr<std::vector<Tensor>> {
+    return fn.emitError() << "calls cannot be evaluated one op at a time";
+  };
+  Frame frame(noCalls);
+  return frame.runOne(op, operands);
+}
 
 FailureOr<std::vector<Tensor>>
 Interpreter::run(func::FuncOp fn, const std::vector<Tensor> &args) {

@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -281,7 +282,8 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect>();
+  registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect,
+                  math::MathDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 

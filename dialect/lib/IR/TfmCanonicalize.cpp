@@ -58,6 +58,45 @@ OpFoldResult DivOp::fold(FoldAdaptor a) {
   return foldRightIdentity(*this, getLhs(), a.getRhs(), 1.0);
 }
 
+OpFoldResult PowOp::fold(FoldAdaptor a) {
+  return foldRightIdentity(*this, getLhs(), a.getRhs(), 1.0);
+}
+
+OpFoldResult MaxOp::fold(FoldAdaptor) {
+  // max(x, x) = x.
+  if (getLhs() == getRhs() && getLhs().getType() == getType())
+    return getLhs();
+  return {};
+}
+
+OpFoldResult MinOp::fold(FoldAdaptor) {
+  if (getLhs() == getRhs() && getLhs().getType() == getType())
+    return getLhs();
+  return {};
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  // A slice that reads every element in order is the identity.
+  if (getInput().getType() != getType())
+    return {};
+  for (auto [start, step] : llvm::zip(getStarts(), getSteps()))
+    if (start != 0 || step != 1)
+      return {};
+  return getInput();
+}
+
 OpFoldResult ReluOp::fold(FoldAdaptor) {
   // relu is idempotent.
   if (getInput().getDefiningOp<ReluOp>())

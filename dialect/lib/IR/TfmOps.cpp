@@ -61,6 +61,9 @@ TFM_BINARY_INFER(AddOp)
 TFM_BINARY_INFER(SubOp)
 TFM_BINARY_INFER(MulOp)
 TFM_BINARY_INFER(DivOp)
+TFM_BINARY_INFER(PowOp)
+TFM_BINARY_INFER(MaxOp)
+TFM_BINARY_INFER(MinOp)
 #undef TFM_BINARY_INFER
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
@@ -160,6 +163,58 @@ LogicalResult MaskedSoftmaxOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor a,
+                                          SmallVectorImpl<Type> &out) {
+  return push(inferCompareType({loc, getOperationName()},
+                               a.getLhs().getType(), a.getRhs().getType()),
+              out);
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return push(inferSelectType({loc, getOperationName()},
+                              a.getCondition().getType(),
+                              a.getTrueValue().getType(),
+                              a.getFalseValue().getType()),
+              out);
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor a,
+                                        SmallVectorImpl<Type> &out) {
+  return push(inferSliceType({loc, getOperationName()},
+                             a.getInput().getType(), a.getStarts(),
+                             a.getSizes(), a.getSteps()),
+              out);
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return push(inferGatherType({loc, getOperationName()},
+                              a.getInput().getType(),
+                              a.getIndices().getType(),
+                              static_cast<int64_t>(a.getAxis())),
+              out);
+}
+
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return push(inferReduceType({loc, getOperationName()},
+                              a.getInput().getType(), a.getAxes(),
+                              a.getKeepdims(),
+                              a.getKind() == ReduceKind::mean),
+              out);
+}
+
 //===----------------------------------------------------------------------===//
 // Verifiers
 //===----------------------------------------------------------------------===//
@@ -191,6 +246,26 @@ LogicalResult ReshapeOp::verify() {
     return emitOpError() << "input " << in << " has " << in.getNumElements()
                          << " elements but result " << out << " has "
                          << out.getNumElements();
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError() << "result " << getType()
+                         << " must have the shape of the input "
+                         << getInput().getType();
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " differs from the input's "
+                         << in.getElementType();
+  if (!broadcastsTo(in.getShape(), out.getShape()))
+    return emitOpError() << "input " << in << " does not broadcast to "
+                         << out;
   return success();
 }
 

@@ -424,3 +424,103 @@ FailureOr<Type> mlir::tfm::inferMaskedSoftmaxType(const ShapeDiag &d,
   }
   return Type(*input);
 }
+
+FailureOr<Type> mlir::tfm::inferCompareType(const ShapeDiag &d, Type lhs,
+                                            Type rhs) {
+  auto t = inferBroadcastType(d, lhs, rhs);
+  if (failed(t))
+    return failure();
+  auto ranked = cast<RankedTensorType>(*t);
+  return Type(RankedTensorType::get(ranked.getShape(),
+                                    IntegerType::get(lhs.getContext(), 1)));
+}
+
+FailureOr<Type> mlir::tfm::inferSelectType(const ShapeDiag &d, Type condT,
+                                           Type trueT, Type falseT) {
+  auto values = inferBroadcastType(d, trueT, falseT, "true_value",
+                                   "false_value");
+  auto cond = staticTensor(d, condT, "condition");
+  if (failed(values) || failed(cond))
+    return failure();
+  auto v = cast<RankedTensorType>(*values);
+  auto shape = broadcastShapes(d, cond->getShape(), "condition", v.getShape(),
+                               "values");
+  if (failed(shape))
+    return failure();
+  return Type(RankedTensorType::get(*shape, v.getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferSliceType(const ShapeDiag &d, Type inputT,
+                                          ArrayRef<int64_t> starts,
+                                          ArrayRef<int64_t> sizes,
+                                          ArrayRef<int64_t> steps) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  size_t rank = input->getRank();
+  if (starts.size() != rank || sizes.size() != rank || steps.size() != rank)
+    return d.fail("'starts' ", fmtShape(starts), ", 'sizes' ",
+                  fmtShape(sizes), " and 'steps' ", fmtShape(steps),
+                  " must each have one entry per dimension of 'input' ",
+                  fmtType(*input));
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t dim = input->getDimSize(i);
+    if (steps[i] == 0)
+      return d.fail("'steps' ", fmtShape(steps), " has a zero step in ",
+                    "dimension ", i);
+    if (sizes[i] < 0)
+      return d.fail("'sizes' ", fmtShape(sizes), " has a negative size in ",
+                    "dimension ", i);
+    if (sizes[i] == 0)
+      continue;
+    int64_t last = starts[i] + (sizes[i] - 1) * steps[i];
+    if (starts[i] < 0 || starts[i] >= dim || last < 0 || last >= dim)
+      return d.fail("dimension ", i, " reads indices ", starts[i], " to ",
+                    last, ", outside [0, ", dim, ") of 'input' ",
+                    fmtType(*input));
+  }
+  return Type(RankedTensorType::get(sizes, input->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferGatherType(const ShapeDiag &d, Type inputT,
+                                           Type indicesT, int64_t axis) {
+  auto input = staticTensor(d, inputT, "input");
+  auto indices = staticTensor(d, indicesT, "indices");
+  if (failed(input) || failed(indices))
+    return failure();
+  auto ax = normalizeAxis(d, axis, input->getRank(), "axis");
+  if (failed(ax))
+    return failure();
+  SmallVector<int64_t> shape(input->getShape().take_front(*ax));
+  llvm::append_range(shape, indices->getShape());
+  llvm::append_range(shape, input->getShape().drop_front(*ax + 1));
+  return Type(RankedTensorType::get(shape, input->getElementType()));
+}
+
+FailureOr<Type> mlir::tfm::inferReduceType(const ShapeDiag &d, Type inputT,
+                                           ArrayRef<int64_t> axes,
+                                           bool keepdims, bool isMean) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  if (isMean && !isa<FloatType>(input->getElementType()))
+    return d.fail("'mean' needs a float tensor, got ", fmtType(*input));
+  llvm::SmallBitVector reduced(input->getRank());
+  for (int64_t a : axes) {
+    auto ax = normalizeAxis(d, a, input->getRank(), "axes");
+    if (failed(ax))
+      return failure();
+    if (reduced.test(*ax))
+      return d.fail("'axes' ", fmtShape(axes), " names dimension ", *ax,
+                    " twice");
+    reduced.set(*ax);
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < input->getRank(); ++i) {
+    if (!reduced.test(i))
+      shape.push_back(input->getDimSize(i));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  return Type(RankedTensorType::get(shape, input->getElementType()));
+}

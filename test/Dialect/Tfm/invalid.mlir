@@ -501,3 +501,84 @@ func.func @dropout_type(%x: tensor<4xf32>) {
   %0 = "tfm.dropout"(%x) : (tensor<4xf32>) -> tensor<4xf16>
   return
 }
+
+// -----
+
+// Tests that compare operands share an element type.
+func.func @compare_types(%a: tensor<4xf32>, %b: tensor<4xi64>) {
+  // expected-error@+1 {{operand 'rhs' has element type 'i64' but 'lhs' has 'f32'}}
+  %0 = tfm.compare eq, %a, %b : (tensor<4xf32>, tensor<4xi64>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+// Tests that select's condition must broadcast with the values.
+func.func @select_shape(%c: tensor<3xi1>, %a: tensor<2x4xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{shapes of 'condition' [3] and 'values' [2, 4] do not broadcast: 3 vs 4 at result dimension 1}}
+  %0 = tfm.select %c, %a, %b : (tensor<3xi1>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that cast keeps the shape.
+func.func @cast_shape(%a: tensor<4xf32>) {
+  // expected-error@+1 {{result 'tensor<5xi64>' must have the shape of the input 'tensor<4xf32>'}}
+  %0 = tfm.cast %a : tensor<4xf32> -> tensor<5xi64>
+  return
+}
+
+// -----
+
+// Tests that broadcast needs a broadcastable input.
+func.func @broadcast_shape(%a: tensor<3xf32>) {
+  // expected-error@+1 {{input 'tensor<3xf32>' does not broadcast to 'tensor<2x4xf32>'}}
+  %0 = tfm.broadcast %a : tensor<3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that slice reads only inside the input.
+func.func @slice_bounds(%a: tensor<4x8xf32>) {
+  // expected-error@+1 {{dimension 1 reads indices 6 to 9, outside [0, 8) of 'input' 'tensor<4x8xf32>'}}
+  %0 = tfm.slice %a starts = [0, 6] sizes = [4, 4] steps = [1, 1] : tensor<4x8xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that slice steps are non-zero.
+func.func @slice_step(%a: tensor<4xf32>) {
+  // expected-error@+1 {{'steps' [0] has a zero step in dimension 0}}
+  %0 = tfm.slice %a starts = [0] sizes = [2] steps = [0] : tensor<4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that gather's axis is in range.
+func.func @gather_axis(%a: tensor<4x8xf32>, %i: tensor<2xi64>) {
+  // expected-error@+1 {{'axis' = 2 is out of range [-2, 2) for rank 2}}
+  %0 = tfm.gather %a, %i axis = 2 : (tensor<4x8xf32>, tensor<2xi64>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// Tests that reduce rejects repeated axes.
+func.func @reduce_axes(%a: tensor<4x8xf32>) {
+  // expected-error@+1 {{'axes' [1, -1] names dimension 1 twice}}
+  %0 = tfm.reduce sum %a axes = [1, -1] : tensor<4x8xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a mean reduction needs floats.
+func.func @reduce_mean_int(%a: tensor<4xi64>) {
+  // expected-error@+1 {{'mean' needs a float tensor, got 'tensor<4xi64>'}}
+  %0 = tfm.reduce mean %a axes = [0] : tensor<4xi64> -> tensor<i64>
+  return
+}

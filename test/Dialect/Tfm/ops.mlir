@@ -162,3 +162,47 @@ func.func @fused(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<48xf3
   %n1, %sum = tfm.add_layer_norm %n0, %v, %g {epsilon = 1.0e-12 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   return %k2, %v2, %p0, %p1, %p2, %n1, %sum : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
 }
+
+// Tests that pow, max and min round-trip with broadcasting.
+// CHECK-LABEL: func.func @more_binary
+func.func @more_binary(%x: tensor<2x4xf32>, %y: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  // CHECK: tfm.pow %{{.+}}, %{{.+}} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %0 = tfm.pow %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // CHECK: tfm.max
+  %1 = tfm.max %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // CHECK: tfm.min
+  %2 = tfm.min %y, %x : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// Tests that compare, select, cast and broadcast round-trip.
+// CHECK-LABEL: func.func @select_cast
+func.func @select_cast(%x: tensor<2x4xf32>, %y: tensor<4xf32>, %i: tensor<2x4xi64>)
+    -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<3x2x4xf32>) {
+  // CHECK: %[[C:.+]] = tfm.compare lt, %{{.+}}, %{{.+}} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xi1>
+  %c = tfm.compare lt, %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xi1>
+  // CHECK: tfm.select %[[C]], %{{.+}}, %{{.+}} : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %0 = tfm.select %c, %x, %y : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // CHECK: tfm.cast %{{.+}} : tensor<2x4xi64> -> tensor<2x4xf32>
+  %1 = tfm.cast %i : tensor<2x4xi64> -> tensor<2x4xf32>
+  // CHECK: tfm.broadcast %{{.+}} : tensor<2x4xf32> -> tensor<3x2x4xf32>
+  %2 = tfm.broadcast %x : tensor<2x4xf32> -> tensor<3x2x4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<3x2x4xf32>
+}
+
+// Tests that slice, gather and reduce round-trip.
+// CHECK-LABEL: func.func @indexing
+func.func @indexing(%x: tensor<4x8xf32>, %i: tensor<3xi64>, %s: tensor<i64>)
+    -> (tensor<2x3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x1xf32>, tensor<f32>) {
+  // CHECK: tfm.slice %{{.+}} starts = [3, 0] sizes = [2, 3] steps = [-2, 3] : tensor<4x8xf32> -> tensor<2x3xf32>
+  %0 = tfm.slice %x starts = [3, 0] sizes = [2, 3] steps = [-2, 3] : tensor<4x8xf32> -> tensor<2x3xf32>
+  // CHECK: tfm.gather %{{.+}}, %{{.+}} axis = 1 : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  %1 = tfm.gather %x, %i axis = 1 : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  // CHECK: tfm.gather %{{.+}}, %{{.+}} axis = 0 : (tensor<4x8xf32>, tensor<i64>) -> tensor<8xf32>
+  %2 = tfm.gather %x, %s axis = 0 : (tensor<4x8xf32>, tensor<i64>) -> tensor<8xf32>
+  // CHECK: tfm.reduce mean %{{.+}} axes = [-1] keepdims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %3 = tfm.reduce mean %x axes = [-1] keepdims : tensor<4x8xf32> -> tensor<4x1xf32>
+  // CHECK: tfm.reduce max %{{.+}} axes = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %4 = tfm.reduce max %x axes = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %0, %1, %2, %3, %4 : tensor<2x3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x1xf32>, tensor<f32>
+}

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -23,6 +24,7 @@ public:
     context.getOrLoadDialect<TfmDialect>();
     context.getOrLoadDialect<func::FuncDialect>();
     context.getOrLoadDialect<arith::ArithDialect>();
+    context.getOrLoadDialect<math::MathDialect>();
     handler = std::make_unique<ScopedDiagnosticHandler>(
         &context, [this](Diagnostic &d) {
           diagnostics += d.str() + "\n";

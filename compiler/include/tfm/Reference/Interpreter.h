@@ -30,6 +30,19 @@ public:
   mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp fn,
                                            const std::vector<Tensor> &args);
 
+  /// Evaluates one op on operand values, which must match its operand types.
+  /// Importers use this to fold ops whose operands are all constants, so the
+  /// folded value is by construction what the interpreter would compute.
+  mlir::FailureOr<std::vector<Tensor>>
+  evaluate(mlir::Operation *op, const std::vector<Tensor> &operands);
+
+  /// Converts a dense constant to a host tensor.
+  static mlir::FailureOr<Tensor> fromAttr(mlir::DenseElementsAttr attr);
+
+  /// Converts a host tensor to a dense attribute of `type`.
+  static mlir::DenseElementsAttr toAttr(const Tensor &tensor,
+                                        mlir::RankedTensorType type);
+
 private:
   unsigned callDepth = 0;
 };

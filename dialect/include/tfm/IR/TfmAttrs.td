@@ -37,4 +37,24 @@ def Tfm_MaskKind : I32EnumAttr<"MaskKind",
   let cppNamespace = "::mlir::tfm";
 }
 
+def Tfm_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "an elementwise comparison", [
+      I32EnumAttrCase<"eq", 0>,
+      I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>,
+      I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>,
+      I32EnumAttrCase<"ge", 5>]> {
+  let cppNamespace = "::mlir::tfm";
+}
+
+def Tfm_ReduceKind : I32EnumAttr<"ReduceKind",
+    "how a reduction combines elements", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"mean", 1>,
+      I32EnumAttrCase<"max", 2>,
+      I32EnumAttrCase<"min", 3>]> {
+  let cppNamespace = "::mlir::tfm";
+}
+
 #endif // TFM_IR_TFMATTRS_TD

@@ -104,6 +104,73 @@ def Tfm_AddOp : Tfm_BinaryOp<"add", "lhs + rhs", [Commutative]>;
 def Tfm_SubOp : Tfm_BinaryOp<"sub", "lhs - rhs">;
 def Tfm_MulOp : Tfm_BinaryOp<"mul", "lhs * rhs", [Commutative]>;
 def Tfm_DivOp : Tfm_BinaryOp<"div", "lhs / rhs">;
+def Tfm_PowOp : Tfm_BinaryOp<"pow", "lhs ^ rhs">;
+def Tfm_MaxOp : Tfm_BinaryOp<"max", "max(lhs, rhs)", [Commutative]>;
+def Tfm_MinOp : Tfm_BinaryOp<"min", "min(lhs, rhs)", [Commutative]>;
+
+def Tfm_CompareOp : Tfm_PureOp<"compare", [InferTypeOpAdaptor]> {
+  let summary = "elementwise comparison with numpy broadcasting";
+  let description = [{
+    Computes `lhs <predicate> rhs` elementwise into an i1 tensor, with
+    `predicate` one of `eq`, `ne`, `lt`, `le`, `gt`, `ge`.
+
+    Shape rules: the operands have the same element type and broadcast as in
+    numpy; the result has the broadcast shape and element type i1.
+
+    ```mlir
+    %m = tfm.compare lt, %x, %y : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xi1>
+    ```
+  }];
+  let arguments = (ins Tfm_ComparePredicate:$predicate, Tfm_AnyTensor:$lhs,
+                       Tfm_AnyTensor:$rhs);
+  let results = (outs RankedTensorOf<[I1]>:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_SelectOp : Tfm_PureOp<"select", [InferTypeOpAdaptor]> {
+  let summary = "elementwise choice between two tensors by a boolean condition";
+  let description = [{
+    `result = condition ? true_value : false_value`, elementwise, with all
+    three operands broadcast together as in numpy (ONNX Where).
+
+    Shape rules: `condition` is i1; the two values have the same element
+    type; the three shapes broadcast, and the result has the broadcast shape.
+
+    ```mlir
+    %r = tfm.select %causal, %scores, %neg_inf
+        : (tensor<8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I1]>:$condition,
+                       Tfm_AnyTensor:$true_value, Tfm_AnyTensor:$false_value);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $true_value `,` $false_value attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Tfm_CastOp : Tfm_PureOp<"cast"> {
+  let summary = "converts elements to another element type";
+  let description = [{
+    Converts every element: floats round to the nearest representable value,
+    float to integer truncates toward zero, anything to i1 is `x != 0`, and i1
+    to numbers is 0 or 1.
+
+    Shape rules: the result has the input's shape.
+
+    ```mlir
+    %f = tfm.cast %mask : tensor<2x8xi64> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Activations and normalization
@@ -357,6 +424,96 @@ def Tfm_DropoutOp : Tfm_PureOp<"dropout",
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def Tfm_BroadcastOp : Tfm_PureOp<"broadcast"> {
+  let summary = "repeats a tensor to a larger shape by numpy broadcasting";
+  let description = [{
+    Materializes the numpy broadcast of `input` to the result's shape (ONNX
+    Expand, with the shape known statically).
+
+    Shape rules: the element types are equal and `input` broadcasts to the
+    result's shape.
+
+    ```mlir
+    %b = tfm.broadcast %x : tensor<1x8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tfm_SliceOp : Tfm_PureOp<"slice", [InferTypeOpAdaptor]> {
+  let summary = "takes a strided window of a tensor";
+  let description = [{
+    Along dimension `d`, result index `i` reads input index
+    `starts[d] + i * steps[d]`, for `i < sizes[d]`. Steps may be negative.
+
+    Shape rules: `starts`, `sizes` and `steps` have one entry per dimension;
+    steps are non-zero, sizes are non-negative, and every index read lies in
+    `[0, input.shape[d])`. The result shape is `sizes`.
+
+    ```mlir
+    %s = tfm.slice %x starts = [0, 2] sizes = [4, 3] steps = [1, 1]
+        : tensor<4x8xf32> -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$steps);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `sizes` `=` $sizes `steps` `=` $steps attr-dict
+    `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Tfm_GatherOp : Tfm_PureOp<"gather", [InferTypeOpAdaptor]> {
+  let summary = "gathers slices along one axis by index";
+  let description = [{
+    ONNX Gather: `result[a..., i..., b...] = input[a..., indices[i...], b...]`
+    where `a` spans the dimensions before `axis`. A negative index counts
+    from the end; an index outside `[-n, n)` is an error at run time.
+    `tfm.embedding` is the rank-2, axis-0 case that models use.
+
+    Shape rules: `-rank <= axis < rank`; the result shape is
+    `input.shape[:axis] + indices.shape + input.shape[axis+1:]`.
+
+    ```mlir
+    %g = tfm.gather %x, %i axis = 1 : (tensor<2x5x3xf32>, tensor<4xi64>) -> tensor<2x4x3xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input, Tfm_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_ReduceOp : Tfm_PureOp<"reduce", [InferTypeOpAdaptor]> {
+  let summary = "sum, mean, max or min over some axes";
+  let description = [{
+    Combines the elements along `axes` with `kind`. With `keepdims` the
+    reduced dimensions stay as size 1; otherwise they are dropped.
+
+    Shape rules: `axes` are distinct and in `[-rank, rank)`; `mean` needs a
+    float tensor.
+
+    ```mlir
+    %m = tfm.reduce mean %x axes = [-1] keepdims : tensor<2x8x16xf32> -> tensor<2x8x1xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_ReduceKind:$kind, Tfm_NumericTensor:$input,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
+  let results = (outs Tfm_NumericTensor:$result);
+  let assemblyFormat = [{
+    $kind $input `axes` `=` $axes (`keepdims` $keepdims^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

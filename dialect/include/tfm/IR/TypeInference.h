@@ -78,6 +78,19 @@ LogicalResult inferQKVProjectionTypes(const ShapeDiag &d, Type input,
 FailureOr<Type> inferMaskedSoftmaxType(const ShapeDiag &d, Type input,
                                        Type mask, bool causal);
 
+FailureOr<Type> inferCompareType(const ShapeDiag &d, Type lhs, Type rhs);
+FailureOr<Type> inferSelectType(const ShapeDiag &d, Type condition,
+                                Type trueValue, Type falseValue);
+FailureOr<Type> inferSliceType(const ShapeDiag &d, Type input,
+                               ArrayRef<int64_t> starts,
+                               ArrayRef<int64_t> sizes,
+                               ArrayRef<int64_t> steps);
+FailureOr<Type> inferGatherType(const ShapeDiag &d, Type input, Type indices,
+                                int64_t axis);
+FailureOr<Type> inferReduceType(const ShapeDiag &d, Type input,
+                                ArrayRef<int64_t> axes, bool keepdims,
+                                bool isMean);
+
 } // namespace mlir::tfm
 
 #endif // TFM_IR_TYPEINFERENCE_H
