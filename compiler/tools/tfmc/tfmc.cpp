@@ -8,6 +8,7 @@
 
 #include "Driver.h"
 
+#include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -44,8 +45,12 @@ cl::OptionCategory modelCat("Model");
 cl::OptionCategory compileCat("tfmc compile options");
 cl::OptionCategory runCat("tfmc run options");
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+cl::opt<std::string> inputFile(cl::Positional,
+                               cl::desc("<model.onnx|model.mlir>"),
                                cl::cat(modelCat));
+cl::list<std::string> shapes(
+    "shape", cl::desc("Fix an ONNX input's dynamic dimensions"),
+    cl::value_desc("NAME=2x128"), cl::cat(modelCat));
 
 //===-- compile ----------------------------------------------------------===//
 
@@ -147,10 +152,24 @@ int withModel(MLIRContext &context,
   }
   StringRef ext = llvm::sys::path::extension(inputFile);
   if (ext == ".onnx") {
-    error() << "'" << inputFile
-            << "': ONNX import is not available in this build yet; give "
-               "the model in the tfm dialect (.mlir)\n";
-    return kExitInputError;
+    mlir::tfm::onnx_import::ImportOptions options;
+    for (const std::string &spec : shapes) {
+      std::string err;
+      if (!mlir::tfm::onnx_import::parseShapeOption(spec, options, err)) {
+        error() << err << "\n";
+        return kExitUsage;
+      }
+    }
+    // Import diagnostics carry node names, not file positions.
+    OwningOpRef<ModuleOp> module =
+        mlir::tfm::onnx_import::importFile(&context, inputFile, options);
+    if (!module)
+      return kExitInputError;
+    return body(*module);
+  }
+  if (!shapes.empty()) {
+    error() << "--shape applies to ONNX models only\n";
+    return kExitUsage;
   }
   std::string err;
   auto buffer = openInputFile(inputFile, &err);

@@ -1,0 +1,47 @@
+//===- Importer.h - ONNX models into the tfm dialect ------------*- C++ -*-===//
+//
+// Reads an ONNX ModelProto (opsets 13 to 17) and builds a module holding one
+// function, @infer, on static shapes. Initializers become constants; every
+// op carries the location loc("<node name>"("<op type>")). Subgraphs that
+// compute on constants only (shape arithmetic, masks built from Trilu, ...)
+// are folded by the reference interpreter while importing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_FRONTENDS_ONNX_IMPORTER_H
+#define TFM_FRONTENDS_ONNX_IMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::tfm::onnx_import {
+
+struct ImportOptions {
+  /// Fixes graph inputs' dynamic dimensions: NAME -> full static shape.
+  llvm::StringMap<SmallVector<int64_t>> inputShapes;
+  /// The name of the function to build.
+  std::string functionName = "infer";
+};
+
+/// Parses "NAME=2x128" into `options`. Returns false and sets `error` when
+/// the text is malformed.
+bool parseShapeOption(llvm::StringRef text, ImportOptions &options,
+                      std::string &error);
+
+/// Imports the ONNX file at `path`. On failure, diagnostics have been
+/// emitted to the context and the result is null; nothing is ever thrown.
+OwningOpRef<ModuleOp> importFile(MLIRContext *context, llvm::StringRef path,
+                                 const ImportOptions &options);
+
+/// Imports a serialized ModelProto; `fileName` only labels diagnostics.
+OwningOpRef<ModuleOp> importBytes(MLIRContext *context, llvm::StringRef bytes,
+                                  llvm::StringRef fileName,
+                                  const ImportOptions &options);
+
+/// Registers the dialects the importer produces.
+void registerImportDialects(DialectRegistry &registry);
+
+} // namespace mlir::tfm::onnx_import
+
+#endif // TFM_FRONTENDS_ONNX_IMPORTER_H

@@ -1,0 +1,163 @@
+//===- CheckedBuilders.cpp - Op builders that check shapes first ----------===//
+
+#include "ImporterImpl.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+using namespace mlir::tfm::onnx_import;
+
+FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) const {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  auto target = RankedTensorType::get(shape, type.getElementType());
+  if (target.getNumElements() != type.getNumElements())
+    return fail("cannot reshape " + llvm::formatv("{0}", type).str() +
+                " to " + llvm::formatv("{0}", target).str() +
+                ": the element counts differ");
+  return Value(builder.create<ReshapeOp>(loc, target, v));
+}
+
+FailureOr<Value> NodeContext::compare(ComparePredicate p, Value lhs,
+                                      Value rhs) const {
+  auto t = inferCompareType(diag(CompareOp::getOperationName()),
+                            lhs.getType(), rhs.getType());
+  if (failed(t))
+    return failure();
+  return Value(builder.create<CompareOp>(loc, *t, p, lhs, rhs));
+}
+
+FailureOr<Value> NodeContext::select(Value c, Value t, Value f) const {
+  auto type = inferSelectType(diag(SelectOp::getOperationName()),
+                              c.getType(), t.getType(), f.getType());
+  if (failed(type))
+    return failure();
+  return Value(builder.create<SelectOp>(loc, *type, c, t, f));
+}
+
+FailureOr<Value> NodeContext::matmul(Value a, Value b, bool ta,
+                                     bool tb) const {
+  auto t = inferMatmulType(diag(MatmulOp::getOperationName()), a.getType(),
+                           b.getType(), ta, tb);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<MatmulOp>(loc, *t, a, b, ta, tb));
+}
+
+FailureOr<Value> NodeContext::linear(Value x, Value w, Value bias) const {
+  auto t = inferLinearType(diag(LinearOp::getOperationName()), x.getType(),
+                           w.getType(), bias ? bias.getType() : Type());
+  if (failed(t))
+    return failure();
+  return Value(
+      builder.create<LinearOp>(loc, *t, x, w, bias, Activation::none));
+}
+
+FailureOr<Value> NodeContext::transpose(Value x,
+                                        ArrayRef<int64_t> perm) const {
+  auto t = inferTransposeType(diag(TransposeOp::getOperationName()),
+                              x.getType(), perm);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<TransposeOp>(loc, *t, x, perm));
+}
+
+FailureOr<Value> NodeContext::concat(ValueRange xs, int64_t axis) const {
+  auto t = inferConcatType(diag(ConcatOp::getOperationName()), xs.getTypes(),
+                           axis);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<ConcatOp>(loc, *t, xs, axis));
+}
+
+FailureOr<SmallVector<Value>>
+NodeContext::split(Value x, int64_t axis, ArrayRef<int64_t> sizes) const {
+  SmallVector<Type> types;
+  if (failed(inferSplitTypes(diag(SplitOp::getOperationName()), x.getType(),
+                             axis, sizes, types)))
+    return failure();
+  auto op = builder.create<SplitOp>(loc, types, x, axis, sizes);
+  return SmallVector<Value>(op.getResults());
+}
+
+FailureOr<Value> NodeContext::slice(Value x, ArrayRef<int64_t> starts,
+                                    ArrayRef<int64_t> sizes,
+                                    ArrayRef<int64_t> steps) const {
+  auto t = inferSliceType(diag(SliceOp::getOperationName()), x.getType(),
+                          starts, sizes, steps);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<SliceOp>(loc, *t, x, starts, sizes, steps));
+}
+
+FailureOr<Value> NodeContext::gather(Value x, Value indices,
+                                     int64_t axis) const {
+  auto t = inferGatherType(diag(GatherOp::getOperationName()), x.getType(),
+                           indices.getType(), axis);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<GatherOp>(loc, *t, x, indices, axis));
+}
+
+FailureOr<Value> NodeContext::reduce(ReduceKind kind, Value x,
+                                     ArrayRef<int64_t> axes,
+                                     bool keepdims) const {
+  auto t = inferReduceType(diag(ReduceOp::getOperationName()), x.getType(),
+                           axes, keepdims, kind == ReduceKind::mean);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<ReduceOp>(loc, *t, kind, x, axes, keepdims));
+}
+
+FailureOr<Value> NodeContext::layerNorm(Value x, Value scale, Value bias,
+                                        int64_t axis, double epsilon) const {
+  auto t = inferLayerNormType(diag(LayerNormOp::getOperationName()),
+                              x.getType(), scale.getType(),
+                              bias ? bias.getType() : Type(), axis, epsilon);
+  if (failed(t))
+    return failure();
+  return Value(builder.create<LayerNormOp>(
+      loc, *t, x, scale, bias, builder.getI64IntegerAttr(axis),
+      builder.getF64FloatAttr(epsilon)));
+}
+
+FailureOr<Value> NodeContext::softmax(Value x, int64_t axis) const {
+  if (failed(requireFloat(x)))
+    return failure();
+  auto type = cast<RankedTensorType>(x.getType());
+  if (failed(normalizeAxis(diag(SoftmaxOp::getOperationName()), axis,
+                           type.getRank(), "axis")))
+    return failure();
+  return Value(builder.create<SoftmaxOp>(loc, type, x, axis));
+}
+
+FailureOr<Value> NodeContext::castTo(Value x, Type elementType) const {
+  auto type = llvm::cast<RankedTensorType>(x.getType());
+  auto target = RankedTensorType::get(type.getShape(), elementType);
+  if (target == type)
+    return x;
+  return Value(builder.create<CastOp>(loc, target, x));
+}
+
+FailureOr<Value> NodeContext::broadcast(Value x,
+                                        ArrayRef<int64_t> shape) const {
+  auto type = llvm::cast<RankedTensorType>(x.getType());
+  if (!broadcastsTo(type.getShape(), shape))
+    return fail(llvm::formatv("cannot broadcast {0} to {1}", type,
+                              RankedTensorType::get(shape,
+                                                    type.getElementType()))
+                    .str());
+  auto target = RankedTensorType::get(shape, type.getElementType());
+  if (target == type)
+    return x;
+  return Value(builder.create<BroadcastOp>(loc, target, x));
+}
+
+LogicalResult NodeContext::requireFloat(Value x) const {
+  Type elt = getElementTypeOrSelf(x.getType());
+  if (elt.isF32() || elt.isF16() || elt.isBF16())
+    return success();
+  return fail(node.op_type() + " on element type " +
+              llvm::formatv("{0}", elt).str() +
+              " is not supported (tfm computes in f32, f16 or bf16)");
+}

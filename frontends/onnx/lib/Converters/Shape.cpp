@@ -1,0 +1,447 @@
+//===- Shape.cpp - ONNX shape, data-movement and constant ops -------------===//
+//
+// Shapes are static, so every shape input (Reshape's shape, Slice's starts,
+// Expand's shape, ...) must be a constant by the time its node converts.
+// Shape itself produces a constant, and the constant folding after each node
+// turns Shape -> Gather -> Unsqueeze -> Concat chains into constants too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../ImporterImpl.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::tfm;
+using namespace mlir::tfm::onnx_import;
+
+namespace {
+
+LogicalResult push(NodeContext &n, FailureOr<Value> v) {
+  if (failed(v))
+    return failure();
+  n.results.push_back(*v);
+  return success();
+}
+
+Value i64Constant(NodeContext &n, ArrayRef<int64_t> values,
+                  ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, n.builder.getI64Type());
+  return n.constant(DenseElementsAttr::get(type, values));
+}
+
+/// Normalizes `axis` against `rank`, reporting a bad one at the node.
+FailureOr<int64_t> axisIn(NodeContext &n, int64_t axis, int64_t rank,
+                          StringRef what) {
+  if (axis < -rank || axis >= rank)
+    return n.fail(n.node.op_type() + " " + what + " " + Twine(axis) +
+                  " is out of range for rank " + Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+LogicalResult convertReshape(NodeContext &n) {
+  auto target = n.constantInts(1, "shape");
+  if (failed(target))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  bool allowZero = n.intAttr("allowzero", 0);
+  SmallVector<int64_t> shape;
+  int64_t inferred = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return n.fail("Reshape copies dimension " + Twine(i) +
+                      " of an input of rank " + Twine(in.size()));
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return n.fail("Reshape's shape has more than one -1");
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return n.fail("Reshape's shape has the invalid size " + Twine(d));
+    shape.push_back(d);
+    known *= d;
+  }
+  int64_t total = n.inputType(0).getNumElements();
+  if (inferred >= 0) {
+    if (known == 0 || total % known != 0)
+      return n.fail("Reshape cannot infer the -1 dimension: " + Twine(total) +
+                    " elements do not divide by " + Twine(known));
+    shape[inferred] = total / known;
+  }
+  return push(n, n.reshape(n.input(0), shape));
+}
+
+LogicalResult convertFlatten(NodeContext &n) {
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  int64_t rank = in.size();
+  int64_t axis = n.intAttr("axis", 1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return n.fail("Flatten axis out of range");
+  int64_t outer = std::accumulate(in.begin(), in.begin() + axis, int64_t(1),
+                                  std::multiplies<int64_t>());
+  int64_t inner = std::accumulate(in.begin() + axis, in.end(), int64_t(1),
+                                  std::multiplies<int64_t>());
+  return push(n, n.reshape(n.input(0), {outer, inner}));
+}
+
+LogicalResult convertSqueeze(NodeContext &n) {
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  SmallVector<bool> drop(in.size(), false);
+  if (n.input(1)) {
+    auto axes = n.constantInts(1, "axes");
+    if (failed(axes))
+      return failure();
+    for (int64_t a : *axes) {
+      auto ax = axisIn(n, a, in.size(), "axis");
+      if (failed(ax))
+        return failure();
+      if (in[*ax] != 1)
+        return n.fail("Squeeze axis " + Twine(*ax) + " has size " +
+                      Twine(in[*ax]) + ", not 1");
+      drop[*ax] = true;
+    }
+  } else {
+    for (auto [i, d] : llvm::enumerate(in))
+      drop[i] = d == 1;
+  }
+  SmallVector<int64_t> shape;
+  for (auto [i, d] : llvm::enumerate(in))
+    if (!drop[i])
+      shape.push_back(d);
+  return push(n, n.reshape(n.input(0), shape));
+}
+
+LogicalResult convertUnsqueeze(NodeContext &n) {
+  auto axes = n.constantInts(1, "axes");
+  if (failed(axes))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  int64_t rank = in.size() + axes->size();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t a : *axes) {
+    auto ax = axisIn(n, a, rank, "axis");
+    if (failed(ax))
+      return failure();
+    if (inserted[*ax])
+      return n.fail("Unsqueeze names axis " + Twine(*ax) + " twice");
+    inserted[*ax] = true;
+  }
+  SmallVector<int64_t> shape;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    shape.push_back(inserted[i] ? 1 : in[next++]);
+  return push(n, n.reshape(n.input(0), shape));
+}
+
+LogicalResult convertSplit(NodeContext &n) {
+  auto type = n.inputType(0);
+  auto axis = axisIn(n, n.intAttr("axis", 0), type.getRank(), "axis");
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> sizes;
+  int64_t dim = type.getDimSize(*axis);
+  if (n.input(1)) {
+    auto given = n.constantInts(1, "split");
+    if (failed(given))
+      return failure();
+    sizes = *given;
+  } else if (auto attr = n.intsAttr("split")) {
+    sizes = *attr;
+  } else {
+    int64_t parts = n.intAttr("num_outputs", n.node.output_size());
+    int64_t each = (dim + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::min(each, dim - i * each));
+  }
+  auto parts = n.split(n.input(0), *axis, sizes);
+  if (failed(parts))
+    return failure();
+  n.results.append(parts->begin(), parts->end());
+  return success();
+}
+
+LogicalResult convertSlice(NodeContext &n) {
+  auto type = n.inputType(0);
+  int64_t rank = type.getRank();
+  auto starts = n.constantInts(1, "starts");
+  auto ends = n.constantInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (n.input(3)) {
+    auto a = n.constantInts(3, "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (n.input(4)) {
+    auto s = n.constantInts(4, "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (axes.size() != starts->size() || ends->size() != starts->size() ||
+      steps.size() != starts->size())
+    return n.fail("Slice's starts, ends, axes and steps differ in length");
+  SmallVector<int64_t> outStarts(rank, 0), sizes(type.getShape()),
+      outSteps(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto ax = axisIn(n, axes[i], rank, "axis");
+    if (failed(ax))
+      return failure();
+    int64_t dim = type.getDimSize(*ax), step = steps[i];
+    if (step == 0)
+      return n.fail("Slice step is 0");
+    // Clamp as the ONNX specification does; the huge sentinels exporters
+    // use for "to the end" land on the bounds.
+    auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
+      return std::max(lo, std::min(hi, v));
+    };
+    int64_t start = (*starts)[i], end = (*ends)[i];
+    if (start < 0)
+      start = start < -dim ? -1 : start + dim;
+    if (end < 0)
+      end = end < -dim ? -1 : end + dim;
+    int64_t size;
+    if (step > 0) {
+      start = clamp(start, 0, dim);
+      end = clamp(end, 0, dim);
+      size = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = clamp(start, -1, dim - 1);
+      end = clamp(end, -1, dim - 1);
+      size = start > end ? (start - end - step - 1) / -step : 0;
+    }
+    outStarts[*ax] = size ? start : 0;
+    sizes[*ax] = size;
+    outSteps[*ax] = step;
+  }
+  return push(n, n.slice(n.input(0), outStarts, sizes, outSteps));
+}
+
+LogicalResult convertGather(NodeContext &n) {
+  auto type = n.inputType(0);
+  int64_t axis = n.intAttr("axis", 0);
+  // A 2-D float table indexed along rows by a run-time tensor is an
+  // embedding lookup; say so, for the passes and kernels that care.
+  if (axis == 0 && type.getRank() == 2 && isa<FloatType>(type.getElementType()) &&
+      n.constantAttr(0) && !n.constantAttr(1)) {
+    Value table = n.input(0), ids = n.input(1);
+    auto t = inferEmbeddingType(n.diag(EmbeddingOp::getOperationName()),
+                                table.getType(), ids.getType());
+    if (failed(t))
+      return failure();
+    n.results.push_back(n.builder.create<EmbeddingOp>(n.loc, *t, table, ids));
+    return success();
+  }
+  return push(n, n.gather(n.input(0), n.input(1), axis));
+}
+
+LogicalResult convertExpand(NodeContext &n) {
+  auto target = n.constantInts(1, "shape");
+  if (failed(target))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  // Expand broadcasts both ways: the output is the broadcast of the two.
+  size_t rank = std::max(in.size(), target->size());
+  SmallVector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t a = i < rank - in.size() ? 1 : in[i - (rank - in.size())];
+    int64_t b = i < rank - target->size()
+                    ? 1
+                    : (*target)[i - (rank - target->size())];
+    if (a != b && a != 1 && b != 1)
+      return n.fail("Expand cannot broadcast dimension " + Twine(i) +
+                    " of size " + Twine(a) + " to " + Twine(b));
+    shape[i] = a == 1 ? b : a;
+  }
+  return push(n, n.broadcast(n.input(0), shape));
+}
+
+LogicalResult convertShape(NodeContext &n) {
+  ArrayRef<int64_t> dims = n.inputType(0).getShape();
+  int64_t rank = dims.size();
+  int64_t start = n.intAttr("start", 0), end = n.intAttr("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  SmallVector<int64_t> values(dims.begin() + start, dims.begin() + end);
+  n.results.push_back(
+      i64Constant(n, values, {static_cast<int64_t>(values.size())}));
+  return success();
+}
+
+LogicalResult convertSize(NodeContext &n) {
+  n.results.push_back(i64Constant(n, {n.inputType(0).getNumElements()}, {}));
+  return success();
+}
+
+LogicalResult convertConstant(NodeContext &n) {
+  MLIRContext *ctx = n.builder.getContext();
+  Builder b(ctx);
+  if (const onnx::AttributeProto *a = n.attr("value")) {
+    std::string error;
+    DenseElementsAttr attr = tensorToAttr(ctx, a->t(), error);
+    if (!attr)
+      return n.fail("Constant: " + error);
+    n.results.push_back(n.constant(attr));
+    return success();
+  }
+  if (const onnx::AttributeProto *a = n.attr("value_float")) {
+    n.results.push_back(n.scalar(b.getF32Type(), a->f()));
+    return success();
+  }
+  if (const onnx::AttributeProto *a = n.attr("value_int")) {
+    n.results.push_back(n.scalar(b.getI64Type(), a->i()));
+    return success();
+  }
+  if (const onnx::AttributeProto *a = n.attr("value_floats")) {
+    SmallVector<float> v(a->floats().begin(), a->floats().end());
+    auto type = RankedTensorType::get({static_cast<int64_t>(v.size())},
+                                      b.getF32Type());
+    n.results.push_back(n.constant(DenseElementsAttr::get(type, ArrayRef(v))));
+    return success();
+  }
+  if (const onnx::AttributeProto *a = n.attr("value_ints")) {
+    SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
+    n.results.push_back(i64Constant(n, v, {static_cast<int64_t>(v.size())}));
+    return success();
+  }
+  return n.fail("Constant without a supported value attribute (sparse and "
+                "string constants are not supported)");
+}
+
+LogicalResult convertConstantOfShape(NodeContext &n) {
+  auto shape = n.constantInts(0, "input");
+  if (failed(shape))
+    return failure();
+  MLIRContext *ctx = n.builder.getContext();
+  DenseElementsAttr value;
+  if (const onnx::AttributeProto *a = n.attr("value")) {
+    std::string error;
+    value = tensorToAttr(ctx, a->t(), error);
+    if (!value)
+      return n.fail("ConstantOfShape: " + error);
+    if (value.getNumElements() != 1)
+      return n.fail("ConstantOfShape's value must hold one element");
+  } else {
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({1}, n.builder.getF32Type()), 0.0f);
+  }
+  auto type = RankedTensorType::get(*shape, value.getElementType());
+  n.results.push_back(
+      n.constant(DenseElementsAttr::get(type, value.getValues<Attribute>()[0])));
+  return success();
+}
+
+LogicalResult convertTrilu(NodeContext &n) {
+  auto type = n.inputType(0);
+  if (type.getRank() < 2)
+    return n.fail("Trilu needs a tensor of rank >= 2");
+  int64_t k = 0;
+  if (n.input(1)) {
+    auto given = n.constantInts(1, "k");
+    if (failed(given))
+      return failure();
+    k = given->front();
+  }
+  bool upper = n.intAttr("upper", 1);
+  int64_t rows = type.getDimSize(type.getRank() - 2),
+          cols = type.getDimSize(type.getRank() - 1);
+  SmallVector<bool> keep;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep.push_back(upper ? j - i >= k : j - i <= k);
+  Value mask = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({rows, cols}, n.builder.getI1Type()), keep));
+  Value zero = n.scalar(type.getElementType(), 0);
+  return push(n, n.select(mask, n.input(0), zero));
+}
+
+LogicalResult convertRange(NodeContext &n) {
+  DenseElementsAttr start = n.constantAttr(0), limit = n.constantAttr(1),
+                    delta = n.constantAttr(2);
+  if (!start || !limit || !delta)
+    return n.fail("Range's start, limit and delta must be constants");
+  Type elt = start.getElementType();
+  auto read = [](DenseElementsAttr a) {
+    if (isa<FloatType>(a.getElementType()))
+      return a.getSplatValue<APFloat>().convertToDouble();
+    return static_cast<double>(a.getSplatValue<APInt>().getSExtValue());
+  };
+  double s = read(start), l = read(limit), d = read(delta);
+  if (d == 0)
+    return n.fail("Range's delta is 0");
+  int64_t count = std::max<int64_t>(0, std::ceil((l - s) / d));
+  if (count > (int64_t(1) << 24))
+    return n.fail("Range of " + Twine(count) + " elements is too large");
+  auto type = RankedTensorType::get({count}, elt);
+  if (auto ft = dyn_cast<FloatType>(elt)) {
+    SmallVector<APFloat> values;
+    for (int64_t i = 0; i < count; ++i) {
+      APFloat v(s + i * d);
+      bool lost;
+      v.convert(ft.getFloatSemantics(), llvm::RoundingMode::NearestTiesToEven,
+                &lost);
+      values.push_back(v);
+    }
+    n.results.push_back(n.constant(DenseElementsAttr::get(type, values)));
+    return success();
+  }
+  SmallVector<APInt> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(APInt(elt.getIntOrFloatBitWidth(),
+                           static_cast<int64_t>(s + i * d), true));
+  n.results.push_back(n.constant(DenseElementsAttr::get(type, values)));
+  return success();
+}
+
+} // namespace
+
+void mlir::tfm::onnx_import::populateShapeConverters(Registry &r) {
+  r.onOp("Transpose", 1, [](NodeContext &n) {
+    SmallVector<int64_t> perm;
+    if (auto p = n.intsAttr("perm"))
+      perm = *p;
+    else
+      for (int64_t i = n.inputType(0).getRank() - 1; i >= 0; --i)
+        perm.push_back(i);
+    return push(n, n.transpose(n.input(0), perm));
+  });
+  r.onOp("Reshape", 1, convertReshape);
+  r.onOp("Flatten", 1, convertFlatten);
+  r.onOp("Squeeze", 13, convertSqueeze);
+  r.onOp("Unsqueeze", 13, convertUnsqueeze);
+  r.onOp("Concat", 1, [](NodeContext &n) {
+    SmallVector<Value> inputs;
+    for (unsigned i = 0; i < n.numInputs(); ++i)
+      if (n.input(i))
+        inputs.push_back(n.input(i));
+    return push(n, n.concat(inputs, n.intAttr("axis", 0)));
+  });
+  r.onOp("Split", 13, convertSplit);
+  r.onOp("Slice", 1, convertSlice);
+  r.onOp("Gather", 1, convertGather);
+  r.onOp("Expand", 1, convertExpand);
+  r.onOp("Shape", 1, convertShape);
+  r.onOp("Size", 1, convertSize);
+  r.onOp("Constant", 1, convertConstant);
+  r.onOp("ConstantOfShape", 1, convertConstantOfShape);
+  r.onOp("Trilu", 14, convertTrilu);
+  r.onOp("Range", 1, convertRange);
+}

@@ -1,0 +1,641 @@
+//===- Importer.cpp - ONNX models into the tfm dialect --------------------===//
+//
+// The importer first checks the whole graph (opset, domains, supported ops,
+// defined inputs) so that a model with several problems reports all of them
+// at once; then it converts node by node, folding constant subgraphs with the
+// reference interpreter as it goes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Frontends/ONNX/Importer.h"
+#include "ImporterImpl.h"
+
+#include "tfm/Reference/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+using namespace mlir;
+using namespace mlir::tfm;
+using namespace mlir::tfm::onnx_import;
+
+//===----------------------------------------------------------------------===//
+// Registry and NodeContext
+//===----------------------------------------------------------------------===//
+
+void Registry::onOp(StringRef opType, int64_t sinceVersion, Converter fn) {
+  auto &versions = table[opType];
+  versions.emplace_back(sinceVersion, std::move(fn));
+  llvm::sort(versions, [](const auto &a, const auto &b) {
+    return a.first < b.first;
+  });
+}
+
+const Converter *Registry::lookup(StringRef opType, int64_t opset) const {
+  auto it = table.find(opType);
+  if (it == table.end())
+    return nullptr;
+  const Converter *found = nullptr;
+  for (const auto &[since, fn] : it->second)
+    if (since <= opset)
+      found = &fn;
+  return found;
+}
+
+LogicalResult NodeContext::fail(const Twine &message) const {
+  return emitError(loc) << message;
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::intAttr(StringRef name, int64_t dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float NodeContext::floatAttr(StringRef name, float dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string NodeContext::stringAttr(StringRef name, StringRef dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>>
+NodeContext::intsAttr(StringRef name) const {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+DenseElementsAttr NodeContext::constantAttr(unsigned i) const {
+  Value v = input(i);
+  if (!v)
+    return {};
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  return c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+}
+
+FailureOr<SmallVector<int64_t>>
+NodeContext::constantInts(unsigned i, StringRef what) const {
+  DenseElementsAttr attr = constantAttr(i);
+  if (!attr || !attr.getElementType().isIntOrIndex())
+    return fail("input " + Twine(i) + " ('" + what + "') of " +
+                node.op_type() +
+                " must be a constant integer tensor, known when compiling");
+  SmallVector<int64_t> out;
+  for (APInt v : attr.getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return out;
+}
+
+Value NodeContext::constant(DenseElementsAttr values) const {
+  return builder.create<arith::ConstantOp>(loc, values);
+}
+
+Value NodeContext::scalar(Type elementType, double value) const {
+  auto type = RankedTensorType::get({}, elementType);
+  if (isa<FloatType>(elementType))
+    return constant(DenseElementsAttr::get(
+        type, builder.getFloatAttr(elementType, value).getValue()));
+  return constant(DenseElementsAttr::get(
+      type, APInt(elementType.getIntOrFloatBitWidth(),
+                  static_cast<int64_t>(value), /*isSigned=*/true)));
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+Type mlir::tfm::onnx_import::elementTypeOf(MLIRContext *ctx, int dataType) {
+  Builder b(ctx);
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  case onnx::TensorProto::INT32:
+    return b.getI32Type();
+  case onnx::TensorProto::INT64:
+    return b.getI64Type();
+  default:
+    return {};
+  }
+}
+
+DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
+    MLIRContext *ctx, const onnx::TensorProto &t, std::string &error) {
+  Type elt = elementTypeOf(ctx, t.data_type());
+  if (!elt) {
+    error = "tensor '" + t.name() + "' has data type " +
+            onnx::TensorProto::DataType_Name(
+                static_cast<onnx::TensorProto::DataType>(t.data_type())) +
+            ", which tfm does not support";
+    return {};
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    error = "tensor '" + t.name() +
+            "' keeps its data in an external file, which is not supported";
+    return {};
+  }
+  SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d && n > (int64_t(1) << 40) / d)) {
+      error = "tensor '" + t.name() + "' has an invalid or implausible shape";
+      return {};
+    }
+    n *= d;
+  }
+  auto type = RankedTensorType::get(shape, elt);
+  auto mismatch = [&](int64_t got) {
+    error = "tensor '" + t.name() + "' needs " + std::to_string(n) +
+            " values but holds " + std::to_string(got);
+    return DenseElementsAttr();
+  };
+  unsigned bits = elt.getIntOrFloatBitWidth();
+  if (t.has_raw_data()) {
+    const std::string &raw = t.raw_data();
+    if (elt.isInteger(1)) {
+      if (static_cast<int64_t>(raw.size()) != n)
+        return mismatch(raw.size());
+      SmallVector<bool> values(raw.begin(), raw.end());
+      return DenseElementsAttr::get(type, values);
+    }
+    if (static_cast<int64_t>(raw.size()) != n * bits / 8)
+      return mismatch(raw.size() / (bits / 8));
+    // ONNX stores raw data little-endian, as the host does.
+    return DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(raw.data(), raw.size()));
+  }
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (t.float_data_size() != n)
+      return mismatch(t.float_data_size());
+    return DenseElementsAttr::get(
+        type, ArrayRef<float>(t.float_data().data(), t.float_data_size()));
+  case onnx::TensorProto::DOUBLE:
+    if (t.double_data_size() != n)
+      return mismatch(t.double_data_size());
+    return DenseElementsAttr::get(
+        type, ArrayRef<double>(t.double_data().data(), t.double_data_size()));
+  case onnx::TensorProto::INT64:
+    if (t.int64_data_size() != n)
+      return mismatch(t.int64_data_size());
+    return DenseElementsAttr::get(
+        type, ArrayRef<int64_t>(t.int64_data().data(), t.int64_data_size()));
+  default:
+    break;
+  }
+  if (t.int32_data_size() != n)
+    return mismatch(t.int32_data_size());
+  if (elt.isInteger(1)) {
+    SmallVector<bool> values;
+    for (int32_t v : t.int32_data())
+      values.push_back(v != 0);
+    return DenseElementsAttr::get(type, values);
+  }
+  if (elt.isInteger(32))
+    return DenseElementsAttr::get(
+        type, ArrayRef<int32_t>(t.int32_data().data(), t.int32_data_size()));
+  // f16 and bf16 travel as their 16-bit patterns in int32_data.
+  SmallVector<uint16_t> bitsOf;
+  for (int32_t v : t.int32_data())
+    bitsOf.push_back(static_cast<uint16_t>(v));
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(reinterpret_cast<const char *>(bitsOf.data()),
+                           bitsOf.size() * 2));
+}
+
+//===----------------------------------------------------------------------===//
+// The importer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Records the ops a converter creates, so they can be folded afterwards.
+struct CreatedOps : public OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op,
+                               OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+  SmallVector<Operation *> ops;
+};
+
+const Registry &registry() {
+  static const Registry r = [] {
+    Registry reg;
+    populateElementwiseConverters(reg);
+    populateMatMulGemmConverters(reg);
+    populateNormalizationConverters(reg);
+    populateShapeConverters(reg);
+    return reg;
+  }();
+  return r;
+}
+
+bool isDefaultDomain(StringRef domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+class Importer {
+public:
+  Importer(MLIRContext *ctx, StringRef fileName, const ImportOptions &options)
+      : ctx(ctx), fileName(fileName.str()), options(options),
+        fileLoc(NameLoc::get(StringAttr::get(ctx, fileName))) {}
+
+  OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
+
+private:
+  Location nodeLoc(const onnx::NodeProto &node, int index) const;
+  LogicalResult checkGraph(const onnx::GraphProto &graph);
+  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
+  LogicalResult convert(OpBuilder &b, const onnx::NodeProto &node, int index);
+  /// Replaces ops whose operands are all constants by the constants the
+  /// interpreter computes; returns the replaced values and the dead ops,
+  /// which the caller erases once it has re-pointed its own references.
+  void foldConstants(ArrayRef<Operation *> ops, DenseMap<Value, Value> &map,
+                     SmallVectorImpl<Operation *> &dead);
+
+  MLIRContext *ctx;
+  std::string fileName;
+  const ImportOptions &options;
+  Location fileLoc;
+  int64_t opset = 0;
+  llvm::StringMap<Value> values;
+};
+
+Location Importer::nodeLoc(const onnx::NodeProto &node, int index) const {
+  std::string name = node.name().empty()
+                         ? node.op_type() + "_" + std::to_string(index)
+                         : node.name();
+  return NameLoc::get(StringAttr::get(ctx, name),
+                      NameLoc::get(StringAttr::get(ctx, node.op_type())));
+}
+
+LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
+  llvm::StringSet<> defined;
+  for (const auto &init : graph.initializer())
+    defined.insert(init.name());
+  for (const auto &in : graph.input())
+    defined.insert(in.name());
+  SmallVector<std::pair<Location, std::string>> problems;
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    Location loc = nodeLoc(node, index);
+    if (!isDefaultDomain(node.domain())) {
+      problems.emplace_back(loc, "node '" + node.name() + "' (" +
+                                     node.op_type() +
+                                     ") is in the unknown opset domain '" +
+                                     node.domain() + "'");
+      continue;
+    }
+    if (!registry().lookup(node.op_type(), opset))
+      problems.emplace_back(loc, "node '" + node.name() + "': op type '" +
+                                     node.op_type() + "' (opset " +
+                                     std::to_string(opset) +
+                                     ") is not supported");
+    for (const std::string &in : node.input())
+      if (!in.empty() && !defined.contains(in))
+        problems.emplace_back(
+            loc, "node '" + node.name() + "' (" + node.op_type() +
+                     ") reads '" + in +
+                     "', which no initializer, graph input or earlier node "
+                     "defines");
+    for (const std::string &out : node.output())
+      defined.insert(out);
+  }
+  for (const auto &out : graph.output())
+    if (!defined.contains(out.name()))
+      problems.emplace_back(fileLoc, "graph output '" + out.name() +
+                                         "' is not computed by any node");
+  if (problems.empty())
+    return success();
+  InFlightDiagnostic diag = emitError(fileLoc)
+                            << "'" << fileName << "' cannot be imported: "
+                            << problems.size() << " problem"
+                            << (problems.size() == 1 ? "" : "s");
+  for (auto &[loc, message] : problems)
+    diag.attachNote(loc) << message;
+  return failure();
+}
+
+FailureOr<RankedTensorType>
+Importer::inputType(const onnx::ValueInfoProto &info) {
+  if (!info.type().has_tensor_type())
+    return emitError(fileLoc) << "graph input '" << info.name()
+                              << "' is not a tensor";
+  const auto &tt = info.type().tensor_type();
+  Type elt = elementTypeOf(ctx, tt.elem_type());
+  if (!elt)
+    return emitError(fileLoc)
+           << "graph input '" << info.name() << "' has data type "
+           << onnx::TensorProto::DataType_Name(
+                  static_cast<onnx::TensorProto::DataType>(tt.elem_type()))
+           << ", which tfm does not support";
+  auto fixed = options.inputShapes.find(info.name());
+  if (fixed != options.inputShapes.end()) {
+    if (tt.has_shape() &&
+        tt.shape().dim_size() != static_cast<int>(fixed->second.size()))
+      return emitError(fileLoc)
+             << "--shape gives '" << info.name() << "' rank "
+             << fixed->second.size() << " but the model gives it rank "
+             << tt.shape().dim_size();
+    for (int i = 0; tt.has_shape() && i < tt.shape().dim_size(); ++i) {
+      const auto &dim = tt.shape().dim(i);
+      if (dim.has_dim_value() && dim.dim_value() != fixed->second[i])
+        return emitError(fileLoc)
+               << "--shape gives dimension " << i << " of '" << info.name()
+               << "' size " << fixed->second[i]
+               << " but the model fixes it to " << dim.dim_value();
+    }
+    return RankedTensorType::get(fixed->second, elt);
+  }
+  if (!tt.has_shape())
+    return emitError(fileLoc) << "graph input '" << info.name()
+                              << "' has no shape; give one with --shape "
+                              << info.name() << "=DxDx...";
+  SmallVector<int64_t> shape;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto &dim = tt.shape().dim(i);
+    if (!dim.has_dim_value() || dim.dim_value() < 0) {
+      std::string symbol =
+          dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "(unnamed)";
+      return emitError(fileLoc)
+             << "graph input '" << info.name() << "' has the dynamic dimension "
+             << symbol << " at index " << i << "; fix it with --shape "
+             << info.name() << "=DxDx...";
+    }
+    shape.push_back(dim.dim_value());
+  }
+  return RankedTensorType::get(shape, elt);
+}
+
+void Importer::foldConstants(ArrayRef<Operation *> ops,
+                             DenseMap<Value, Value> &map,
+                             SmallVectorImpl<Operation *> &dead) {
+  // Fold only what stays small, so a folded transpose of a weight is fine but
+  // nothing can balloon the module.
+  constexpr int64_t kMaxFoldedElements = int64_t(1) << 24;
+  for (Operation *op : ops) {
+    if (isa<arith::ConstantOp>(op) || op->getNumResults() == 0 ||
+        op->getBlock() == nullptr)
+      continue;
+    bool allConstant = true;
+    std::vector<reference::Tensor> operands;
+    for (Value v : op->getOperands()) {
+      auto c = v.getDefiningOp<arith::ConstantOp>();
+      auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue())
+                    : DenseElementsAttr();
+      auto t = attr ? reference::Interpreter::fromAttr(attr)
+                    : FailureOr<reference::Tensor>(failure());
+      if (failed(t)) {
+        allConstant = false;
+        break;
+      }
+      operands.push_back(std::move(*t));
+    }
+    if (!allConstant || op->getNumOperands() == 0)
+      continue;
+    int64_t total = 0;
+    for (Type t : op->getResultTypes())
+      total += cast<RankedTensorType>(t).getNumElements();
+    if (total > kMaxFoldedElements)
+      continue;
+    // A failure (an out-of-range index, say) leaves the op for the user to
+    // see at run time rather than failing the import.
+    ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+    reference::Interpreter interpreter;
+    auto results = interpreter.evaluate(op, operands);
+    if (failed(results))
+      continue;
+    OpBuilder b(op);
+    for (auto [r, t] : llvm::zip(op->getResults(), *results)) {
+      auto type = cast<RankedTensorType>(r.getType());
+      Value c = b.create<arith::ConstantOp>(
+          op->getLoc(), reference::Interpreter::toAttr(t, type));
+      r.replaceAllUsesWith(c);
+      map[r] = c;
+    }
+    dead.push_back(op);
+  }
+}
+
+LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
+                                int index) {
+  Location loc = nodeLoc(node, index);
+  SmallVector<Value> inputs;
+  for (const std::string &name : node.input())
+    inputs.push_back(name.empty() ? Value() : values.lookup(name));
+  CreatedOps created;
+  OpBuilder::Listener *previous = b.getListener();
+  b.setListener(&created);
+  NodeContext nc(b, node, loc, opset, std::move(inputs));
+  LogicalResult converted = (*registry().lookup(node.op_type(), opset))(nc);
+  b.setListener(previous);
+  if (failed(converted))
+    return failure();
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty())
+      continue;
+    if (i >= static_cast<int>(nc.results.size()) || !nc.results[i])
+      return emitError(loc) << "output " << i << " ('" << node.output(i)
+                            << "') of " << node.op_type()
+                            << " is used but not supported";
+  }
+  DenseMap<Value, Value> replaced;
+  SmallVector<Operation *> dead;
+  foldConstants(created.ops, replaced, dead);
+  for (auto [i, v] : llvm::enumerate(nc.results)) {
+    if (!v || i >= static_cast<size_t>(node.output_size()) ||
+        node.output(i).empty())
+      continue;
+    values[node.output(i)] = replaced.lookup(v) ? replaced.lookup(v) : v;
+  }
+  for (Operation *op : dead)
+    op->erase();
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
+  for (const auto &imp : model.opset_import())
+    if (isDefaultDomain(imp.domain()))
+      opset = imp.version();
+  if (opset == 0) {
+    emitError(fileLoc) << "'" << fileName
+                       << "' imports no version of the default ONNX opset";
+    return {};
+  }
+  if (opset < 13 || opset > 17) {
+    emitError(fileLoc) << "'" << fileName << "' uses ONNX opset " << opset
+                       << "; tfm imports opsets 13 to 17";
+    return {};
+  }
+  const onnx::GraphProto &graph = model.graph();
+  if (failed(checkGraph(graph)))
+    return {};
+
+  OpBuilder b(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  llvm::StringSet<> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const auto &in : graph.input()) {
+    if (initializerNames.contains(in.name()))
+      continue; // an initializer with a default value, not a real input
+    auto type = inputType(in);
+    if (failed(type))
+      return {};
+    argTypes.push_back(*type);
+    argNames.push_back(in.name());
+  }
+  for (const auto &[name, shape] : options.inputShapes)
+    if (!llvm::is_contained(argNames, name.str())) {
+      emitError(fileLoc) << "--shape names '" << name.str()
+                         << "', which is not an input of the model";
+      return {};
+    }
+
+  auto fn = b.create<func::FuncOp>(fileLoc, options.functionName,
+                                   b.getFunctionType(argTypes, {}));
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    fn.setArgAttr(i, "tfm.name", b.getStringAttr(name));
+    values[name] = body->getArgument(i);
+  }
+  for (const auto &init : graph.initializer()) {
+    std::string error;
+    DenseElementsAttr attr = tensorToAttr(ctx, init, error);
+    if (!attr) {
+      emitError(fileLoc) << "initializer: " << error;
+      return {};
+    }
+    values[init.name()] =
+        b.create<arith::ConstantOp>(NameLoc::get(b.getStringAttr(init.name())),
+                                    attr);
+  }
+
+  for (auto [index, node] : llvm::enumerate(graph.node()))
+    if (failed(convert(b, node, index)))
+      return {};
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &out : graph.output()) {
+    Value v = values.lookup(out.name());
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  b.create<func::ReturnOp>(fileLoc, results);
+  fn.setType(b.getFunctionType(argTypes, resultTypes));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    fn.setResultAttr(i, "tfm.name", b.getStringAttr(out.name()));
+
+  // Constants left without users by folding are dead weight in dumps.
+  SmallVector<Operation *> dead;
+  fn.walk([&](arith::ConstantOp c) {
+    if (c->use_empty())
+      dead.push_back(c);
+  });
+  for (Operation *op : dead)
+    op->erase();
+
+  if (failed(verify(*module)))
+    return {};
+  return module;
+}
+
+} // namespace
+
+bool mlir::tfm::onnx_import::parseShapeOption(StringRef text,
+                                              ImportOptions &options,
+                                              std::string &error) {
+  auto [name, dims] = text.rsplit('=');
+  if (name.empty() || dims.empty()) {
+    error = "--shape expects NAME=DxDx..., got '" + text.str() + "'";
+    return false;
+  }
+  SmallVector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  dims.split(parts, 'x');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.getAsInteger(10, d) || d < 0) {
+      error = "--shape " + text.str() + ": '" + p.str() +
+              "' is not a dimension size";
+      return false;
+    }
+    shape.push_back(d);
+  }
+  if (dims == "scalar")
+    shape.clear();
+  options.inputShapes[name] = shape;
+  return true;
+}
+
+OwningOpRef<ModuleOp>
+mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
+                                    StringRef fileName,
+                                    const ImportOptions &options) {
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream stream(
+      reinterpret_cast<const uint8_t *>(bytes.data()),
+      static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(INT32_MAX);
+  if (!model.ParseFromCodedStream(&stream) ||
+      !stream.ConsumedEntireMessage()) {
+    emitError(NameLoc::get(StringAttr::get(ctx, fileName)))
+        << "'" << fileName
+        << "' is not a valid ONNX model (truncated or corrupt protobuf)";
+    return {};
+  }
+  if (!model.has_graph()) {
+    emitError(NameLoc::get(StringAttr::get(ctx, fileName)))
+        << "'" << fileName << "' holds no graph";
+    return {};
+  }
+  ctx->loadDialect<TfmDialect, func::FuncDialect, arith::ArithDialect,
+                   math::MathDialect>();
+  return Importer(ctx, fileName, options).run(model);
+}
+
+OwningOpRef<ModuleOp>
+mlir::tfm::onnx_import::importFile(MLIRContext *ctx, StringRef path,
+                                   const ImportOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  if (!buffer) {
+    emitError(UnknownLoc::get(ctx)) << "cannot open '" << path
+                                    << "': " << buffer.getError().message();
+    return {};
+  }
+  return importBytes(ctx, (*buffer)->getBuffer(), path, options);
+}
+
+void mlir::tfm::onnx_import::registerImportDialects(DialectRegistry &registry) {
+  registry.insert<TfmDialect, func::FuncDialect, arith::ArithDialect,
+                  math::MathDialect>();
+}

@@ -1,0 +1,159 @@
+//===- ImporterImpl.h - Shared state of the ONNX converters -----*- C++ -*-===//
+//
+// A converter turns one ONNX node into tfm (or upstream) ops through a
+// NodeContext, which gives typed access to inputs and attributes and reports
+// errors at the node's location. Converters are registered per op type with
+// the first opset whose semantics they implement (see Registry).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_FRONTENDS_ONNX_IMPORTERIMPL_H
+#define TFM_FRONTENDS_ONNX_IMPORTERIMPL_H
+
+#include "tfm/IR/TfmOps.h"
+#include "tfm/IR/TypeInference.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <optional>
+
+namespace mlir::tfm::onnx_import {
+
+/// Maps an ONNX TensorProto data type to an MLIR element type, or null.
+Type elementTypeOf(MLIRContext *ctx, int dataType);
+
+/// Converts an initializer or a Constant's tensor to a dense attribute. On
+/// failure returns null and sets `error`.
+DenseElementsAttr tensorToAttr(MLIRContext *ctx, const onnx::TensorProto &t,
+                               std::string &error);
+
+class NodeContext {
+public:
+  NodeContext(OpBuilder &builder, const onnx::NodeProto &node, Location loc,
+              int64_t opset, SmallVector<Value> inputs)
+      : builder(builder), node(node), loc(loc), opset(opset),
+        inputs(std::move(inputs)) {}
+
+  OpBuilder &builder;
+  const onnx::NodeProto &node;
+  Location loc;
+  int64_t opset;
+
+  /// Input `i`, or null when it is absent (empty name or past the end).
+  Value input(unsigned i) const {
+    return i < inputs.size() ? inputs[i] : Value();
+  }
+  unsigned numInputs() const { return inputs.size(); }
+  RankedTensorType inputType(unsigned i) const {
+    return cast<RankedTensorType>(input(i).getType());
+  }
+  /// Whether output `i` is consumed (ONNX names unused outputs "").
+  bool hasOutput(unsigned i) const {
+    return i < static_cast<unsigned>(node.output_size()) &&
+           !node.output(i).empty();
+  }
+
+  /// Reports an error at the node and returns failure.
+  LogicalResult fail(const Twine &message) const;
+
+  const onnx::AttributeProto *attr(StringRef name) const;
+  int64_t intAttr(StringRef name, int64_t dflt) const;
+  float floatAttr(StringRef name, float dflt) const;
+  std::string stringAttr(StringRef name, StringRef dflt) const;
+  std::optional<SmallVector<int64_t>> intsAttr(StringRef name) const;
+
+  /// The values of input `i` when it is a constant integer tensor.
+  FailureOr<SmallVector<int64_t>> constantInts(unsigned i,
+                                               StringRef what) const;
+  /// The dense value of input `i` when it is a constant, else null.
+  DenseElementsAttr constantAttr(unsigned i) const;
+
+  /// An arith.constant holding `values` with the given type.
+  Value constant(DenseElementsAttr values) const;
+  /// A rank-0 constant of `elementType`.
+  Value scalar(Type elementType, double value) const;
+
+  template <typename OpTy, typename... Args> Value create(Args &&...args) {
+    return builder.create<OpTy>(loc, std::forward<Args>(args)...)
+        ->getResult(0);
+  }
+  /// Reshapes `v` to `shape` (nothing when it already has it); fails when
+  /// the element counts differ.
+  FailureOr<Value> reshape(Value v, ArrayRef<int64_t> shape) const;
+
+  // Builders that check the shape rule first, so bad shapes in a model become
+  // a diagnostic at the node instead of a failed assertion in a builder.
+  template <typename OpTy> FailureOr<Value> binary(Value lhs, Value rhs) const {
+    auto t = inferBroadcastType(diag(OpTy::getOperationName()),
+                                lhs.getType(), rhs.getType());
+    if (failed(t))
+      return failure();
+    return Value(builder.create<OpTy>(loc, *t, lhs, rhs));
+  }
+  FailureOr<Value> compare(ComparePredicate p, Value lhs, Value rhs) const;
+  FailureOr<Value> select(Value cond, Value t, Value f) const;
+  FailureOr<Value> matmul(Value a, Value b, bool ta, bool tb) const;
+  FailureOr<Value> linear(Value x, Value w, Value bias) const;
+  FailureOr<Value> transpose(Value x, ArrayRef<int64_t> perm) const;
+  FailureOr<Value> concat(ValueRange xs, int64_t axis) const;
+  FailureOr<SmallVector<Value>> split(Value x, int64_t axis,
+                                      ArrayRef<int64_t> sizes) const;
+  FailureOr<Value> slice(Value x, ArrayRef<int64_t> starts,
+                         ArrayRef<int64_t> sizes,
+                         ArrayRef<int64_t> steps) const;
+  FailureOr<Value> gather(Value x, Value indices, int64_t axis) const;
+  FailureOr<Value> reduce(ReduceKind kind, Value x, ArrayRef<int64_t> axes,
+                          bool keepdims) const;
+  FailureOr<Value> layerNorm(Value x, Value scale, Value bias, int64_t axis,
+                             double epsilon) const;
+  FailureOr<Value> softmax(Value x, int64_t axis) const;
+  FailureOr<Value> castTo(Value x, Type elementType) const;
+  FailureOr<Value> broadcast(Value x, ArrayRef<int64_t> shape) const;
+  /// A math-dialect unary op; fails unless `x` is a float tensor.
+  template <typename OpTy> FailureOr<Value> floatUnary(Value x) const {
+    if (failed(requireFloat(x)))
+      return failure();
+    return Value(builder.create<OpTy>(loc, x));
+  }
+  LogicalResult requireFloat(Value x) const;
+
+  ShapeDiag diag(StringRef opName) const { return {loc, opName}; }
+
+  /// What the converter produced, one per ONNX output, in order.
+  SmallVector<Value> results;
+
+private:
+  SmallVector<Value> inputs;
+};
+
+using Converter = std::function<LogicalResult(NodeContext &)>;
+
+/// Converters by op type, each with the opset range it covers.
+class Registry {
+public:
+  /// Registers `fn` for `opType` from `sinceVersion` on (until a later
+  /// registration for the same op type takes over).
+  void onOp(StringRef opType, int64_t sinceVersion, Converter fn);
+  /// The converter for `opType` at `opset`, or null.
+  const Converter *lookup(StringRef opType, int64_t opset) const;
+
+private:
+  llvm::StringMap<std::vector<std::pair<int64_t, Converter>>> table;
+};
+
+void populateElementwiseConverters(Registry &registry);
+void populateMatMulGemmConverters(Registry &registry);
+void populateNormalizationConverters(Registry &registry);
+void populateShapeConverters(Registry &registry);
+
+} // namespace mlir::tfm::onnx_import
+
+#endif // TFM_FRONTENDS_ONNX_IMPORTERIMPL_H
