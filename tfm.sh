@@ -22,6 +22,7 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libdnnl-dev ocl-icd-opencl-dev libfmt-dev libgtest-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
+  python3-onnx libonnx-testdata
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

@@ -4,6 +4,7 @@
 #define TFM_TOOLS_TFMC_DRIVER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::tfm::tfmc {
@@ -27,6 +28,11 @@ struct RunOptions {
   double atol = 1e-5;
   unsigned printLimit = 16;
 };
+
+/// Reads a .pb TensorProto as a dense constant; reports and returns null on
+/// failure.
+mlir::DenseElementsAttr readConstant(mlir::MLIRContext *context,
+                                     llvm::StringRef path);
 
 /// Picks the function to run: `entry` if given, else `@infer`, else the only
 /// public function. Reports an error and returns null when there is none.

@@ -143,14 +143,25 @@ bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
     std::vector<Tensor> files;
     if (!readNumbered(opts.testDataDir, "input", files))
       return false;
-    if (files.size() != n) {
+    // Imported ONNX models number their inputs as the graph does, which
+    // differs from the argument order when shape inputs were bound.
+    unsigned expected = n;
+    SmallVector<unsigned> position(n);
+    for (unsigned i = 0; i < n; ++i) {
+      position[i] = i;
+      if (auto attr = fn.getArgAttrOfType<IntegerAttr>(i, "tfm.input_index"))
+        position[i] = attr.getInt();
+    }
+    if (auto total = fn->getAttrOfType<IntegerAttr>("tfm.num_graph_inputs"))
+      expected = total.getInt();
+    if (files.size() != expected) {
       error() << "'" << opts.testDataDir << "' holds " << files.size()
               << " input_N.pb files but '" << fn.getSymName() << "' takes "
-              << n << " inputs\n";
+              << expected << " inputs\n";
       return false;
     }
     for (unsigned i = 0; i < n; ++i)
-      given[i] = std::move(files[i]);
+      given[i] = files[position[i]];
   }
   for (const std::string &spec : opts.inputs) {
     auto [name, path] = StringRef(spec).split('=');
@@ -255,6 +266,40 @@ bool compare(const std::string &name, const Tensor &got, const Tensor &want,
 }
 
 } // namespace
+
+DenseElementsAttr mlir::tfm::tfmc::readConstant(MLIRContext *context,
+                                                StringRef path) {
+  Tensor t;
+  if (!readPb(path.str(), t))
+    return {};
+  Builder b(context);
+  Type elt;
+  switch (t.kind) {
+  case ElementKind::F32:
+    elt = b.getF32Type();
+    break;
+  case ElementKind::F16:
+    elt = b.getF16Type();
+    break;
+  case ElementKind::BF16:
+    elt = b.getBF16Type();
+    break;
+  case ElementKind::F64:
+    elt = b.getF64Type();
+    break;
+  case ElementKind::I1:
+    elt = b.getI1Type();
+    break;
+  case ElementKind::I32:
+    elt = b.getI32Type();
+    break;
+  case ElementKind::I64:
+    elt = b.getI64Type();
+    break;
+  }
+  return mlir::tfm::reference::Interpreter::toAttr(
+      t, RankedTensorType::get(t.shape, elt));
+}
 
 func::FuncOp mlir::tfm::tfmc::findEntry(ModuleOp module, StringRef entry) {
   if (!entry.empty()) {

@@ -51,6 +51,11 @@ cl::opt<std::string> inputFile(cl::Positional,
 cl::list<std::string> shapes(
     "shape", cl::desc("Fix an ONNX input's dynamic dimensions"),
     cl::value_desc("NAME=2x128"), cl::cat(modelCat));
+cl::list<std::string> binds(
+    "bind",
+    cl::desc("Fix the value of an ONNX input that gives a shape (Reshape's "
+             "shape, Slice's starts, ...) at compile time"),
+    cl::value_desc("NAME=FILE.pb"), cl::cat(modelCat));
 
 //===-- compile ----------------------------------------------------------===//
 
@@ -117,7 +122,8 @@ void printUsage(llvm::raw_ostream &os) {
         "USAGE: tfmc <subcommand> [options] <model>\n\nSUBCOMMANDS:\n";
   for (const Subcommand &s : kSubcommands)
     os << "  " << llvm::left_justify(s.name, 9) << s.summary << "\n";
-  os << "\nRun 'tfmc <subcommand> --help' for the options of one.\n"
+  os << "\nRun 'tfmc <subcommand> --help' for the options of one, and\n"
+        "'tfmc --list-onnx-ops' for the ONNX op types the importer supports.\n"
         "Exit codes: 0 ok, 1 the input or model is at fault, 2 usage, "
         "3 outputs did not match.\n";
 }
@@ -160,6 +166,26 @@ int withModel(MLIRContext &context,
         return kExitUsage;
       }
     }
+    llvm::StringMap<std::string> bindFiles;
+    for (const std::string &spec : binds) {
+      auto [name, path] = StringRef(spec).split('=');
+      if (name.empty() || path.empty()) {
+        error() << "--bind expects NAME=FILE.pb, got '" << spec << "'\n";
+        return kExitUsage;
+      }
+      bindFiles[name] = path.str();
+    }
+    // With --test-data-dir, shape inputs take their values from the case.
+    std::string dataDir = testDataDir;
+    options.shapeInputValue = [&](StringRef name,
+                                  unsigned position) -> DenseElementsAttr {
+      std::string path = bindFiles.lookup(name);
+      if (path.empty() && !dataDir.empty())
+        path = (dataDir + "/input_" + Twine(position) + ".pb").str();
+      if (path.empty())
+        return {};
+      return readConstant(&context, path);
+    };
     // Import diagnostics carry node names, not file positions.
     OwningOpRef<ModuleOp> module =
         mlir::tfm::onnx_import::importFile(&context, inputFile, options);
@@ -242,6 +268,11 @@ int main(int argc, char **argv) {
   StringRef sub = argv[1];
   if (sub == "--help" || sub == "-help" || sub == "-h" || sub == "help") {
     printUsage(llvm::outs());
+    return kExitOk;
+  }
+  if (sub == "--list-onnx-ops") {
+    for (const std::string &op : mlir::tfm::onnx_import::supportedOpTypes())
+      llvm::outs() << op << "\n";
     return kExitOk;
   }
   auto printVersion = [](llvm::raw_ostream &os) {

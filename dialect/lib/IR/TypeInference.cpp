@@ -285,9 +285,9 @@ LogicalResult mlir::tfm::inferSplitTypes(const ShapeDiag &d, Type inputT,
     return d.fail("'sizes' must not be empty");
   int64_t total = 0;
   for (int64_t s : sizes) {
-    if (s <= 0)
+    if (s < 0)
       return d.fail("'sizes' ", fmtShape(sizes),
-                    " must all be positive");
+                    " must not be negative");
     total += s;
   }
   if (total != input->getDimSize(*ax))

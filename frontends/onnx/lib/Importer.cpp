@@ -48,6 +48,14 @@ const Converter *Registry::lookup(StringRef opType, int64_t opset) const {
   return found;
 }
 
+std::vector<std::string> Registry::opTypes() const {
+  std::vector<std::string> names;
+  for (const auto &entry : table)
+    names.push_back(entry.getKey().str());
+  llvm::sort(names);
+  return names;
+}
+
 LogicalResult NodeContext::fail(const Twine &message) const {
   return emitError(loc) << message;
 }
@@ -252,6 +260,19 @@ const Registry &registry() {
     return reg;
   }();
   return r;
+}
+
+/// Operands that give shapes, axes or sizes: a static compiler needs their
+/// values, so graph inputs in these positions must be bound to constants.
+bool isShapeOperand(StringRef opType, int operand) {
+  static const llvm::StringMap<SmallVector<int>> table = {
+      {"Reshape", {1}},   {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}},
+      {"Unsqueeze", {1}}, {"Expand", {1}},         {"Split", {1}},
+      {"ReduceSum", {1}}, {"ReduceMean", {1}},     {"ReduceMax", {1}},
+      {"ReduceMin", {1}}, {"ConstantOfShape", {0}}, {"Trilu", {1}},
+      {"Range", {0, 1, 2}}, {"Dropout", {1, 2}}};
+  auto it = table.find(opType);
+  return it != table.end() && llvm::is_contained(it->second, operand);
 }
 
 bool isDefaultDomain(StringRef domain) {
@@ -501,16 +522,45 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   llvm::StringSet<> initializerNames;
   for (const auto &init : graph.initializer())
     initializerNames.insert(init.name());
+  // Graph inputs that nodes read as shape operands, with the first reader.
+  llvm::StringMap<std::string> shapeInputs;
+  for (const auto &node : graph.node())
+    for (auto [i, name] : llvm::enumerate(node.input()))
+      if (isShapeOperand(node.op_type(), i) && !shapeInputs.count(name))
+        shapeInputs[name] = node.op_type() + " node '" + node.name() + "'";
+
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
+  SmallVector<unsigned> argPositions;
+  llvm::StringMap<DenseElementsAttr> bound;
+  unsigned position = 0;
   for (const auto &in : graph.input()) {
     if (initializerNames.contains(in.name()))
       continue; // an initializer with a default value, not a real input
+    unsigned pos = position++;
+    auto reader = shapeInputs.find(in.name());
+    if (reader != shapeInputs.end()) {
+      DenseElementsAttr value = options.shapeInputValue
+                                    ? options.shapeInputValue(in.name(), pos)
+                                    : DenseElementsAttr();
+      if (!value) {
+        emitError(fileLoc)
+            << "graph input '" << in.name() << "' is a shape operand of "
+            << reader->second
+            << ", so its value must be known when compiling; bind it with "
+               "--bind "
+            << in.name() << "=FILE.pb";
+        return {};
+      }
+      bound[in.name()] = value;
+      continue;
+    }
     auto type = inputType(in);
     if (failed(type))
       return {};
     argTypes.push_back(*type);
     argNames.push_back(in.name());
+    argPositions.push_back(pos);
   }
   for (const auto &[name, shape] : options.inputShapes)
     if (!llvm::is_contained(argNames, name.str())) {
@@ -525,8 +575,14 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   b.setInsertionPointToEnd(body);
   for (auto [i, name] : llvm::enumerate(argNames)) {
     fn.setArgAttr(i, "tfm.name", b.getStringAttr(name));
+    fn.setArgAttr(i, "tfm.input_index", b.getI64IntegerAttr(argPositions[i]));
     values[name] = body->getArgument(i);
   }
+  // Test cases number every graph input, bound ones included.
+  fn->setAttr("tfm.num_graph_inputs", b.getI64IntegerAttr(position));
+  for (const auto &[name, value] : bound)
+    values[name] = b.create<arith::ConstantOp>(
+        NameLoc::get(b.getStringAttr(name)), value);
   for (const auto &init : graph.initializer()) {
     std::string error;
     DenseElementsAttr attr = tensorToAttr(ctx, init, error);
@@ -633,6 +689,10 @@ mlir::tfm::onnx_import::importFile(MLIRContext *ctx, StringRef path,
     return {};
   }
   return importBytes(ctx, (*buffer)->getBuffer(), path, options);
+}
+
+std::vector<std::string> mlir::tfm::onnx_import::supportedOpTypes() {
+  return registry().opTypes();
 }
 
 void mlir::tfm::onnx_import::registerImportDialects(DialectRegistry &registry) {

@@ -144,6 +144,8 @@ public:
   void onOp(StringRef opType, int64_t sinceVersion, Converter fn);
   /// The converter for `opType` at `opset`, or null.
   const Converter *lookup(StringRef opType, int64_t opset) const;
+  /// Every op type with a converter.
+  std::vector<std::string> opTypes() const;
 
 private:
   llvm::StringMap<std::vector<std::pair<int64_t, Converter>>> table;

@@ -279,10 +279,10 @@ func.func @split_sum(%x: tensor<2x10xf32>) {
 
 // -----
 
-// Tests that split sizes must be positive.
-func.func @split_positive(%x: tensor<2x10xf32>) {
-  // expected-error@+1 {{'sizes' [10, 0] must all be positive}}
-  %0:2 = tfm.split %x axis = 1 sizes = [10, 0] : tensor<2x10xf32> -> tensor<2x10xf32>, tensor<2x0xf32>
+// Tests that split sizes must not be negative.
+func.func @split_negative(%x: tensor<2x10xf32>) {
+  // expected-error@+1 {{'sizes' [11, -1] must not be negative}}
+  %0:2 = tfm.split %x axis = 1 sizes = [11, -1] : tensor<2x10xf32> -> tensor<2x11xf32>, tensor<2x0xf32>
   return
 }
 

@@ -382,7 +382,7 @@ def Tfm_SplitOp : Tfm_PureOp<"split",
   let description = [{
     Result `i` holds `sizes[i]` consecutive slices of `input` along `axis`.
 
-    Shape rules: `-rank <= axis < rank`; every size is positive and the sizes
+    Shape rules: `-rank <= axis < rank`; no size is negative and the sizes
     add up to `input.shape[axis]`; there is one result per size.
 
     ```mlir

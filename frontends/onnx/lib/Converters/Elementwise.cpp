@@ -136,8 +136,12 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
   });
   r.onOp("Dropout", 1, [](NodeContext &n) -> LogicalResult {
     // Imported graphs are inference graphs: dropout is the identity.
+    // Training-mode dropout at ratio 0 is still the identity; at any other
+    // ratio it draws from a generator no other framework shares.
+    DenseElementsAttr ratio = n.constantAttr(1);
+    bool zeroRatio = ratio && ratio.getSplatValue<APFloat>().isZero();
     if (DenseElementsAttr training = n.constantAttr(2))
-      if (training.getSplatValue<bool>())
+      if (training.getSplatValue<bool>() && !zeroRatio)
         return n.fail("Dropout with training_mode = true is not supported "
                       "when importing an inference graph");
     if (n.input(2) && !n.constantAttr(2))

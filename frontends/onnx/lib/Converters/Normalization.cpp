@@ -73,17 +73,48 @@ void mlir::tfm::onnx_import::populateNormalizationConverters(Registry &r) {
     return success();
   });
   r.onOp("LayerNormalization", 17, [](NodeContext &n) -> LogicalResult {
-    if (n.hasOutput(1) || n.hasOutput(2))
-      return n.fail("LayerNormalization's Mean and InvStdDev outputs are not "
-                    "supported");
     if (n.intAttr("stash_type", 1) != 1)
       return n.fail("LayerNormalization with stash_type other than float is "
                     "not supported");
-    auto v = n.layerNorm(n.input(0), n.input(1), n.input(2),
-                         n.intAttr("axis", -1), n.floatAttr("epsilon", 1e-5f));
+    int64_t axis = n.intAttr("axis", -1);
+    float eps = n.floatAttr("epsilon", 1e-5f);
+    auto v = n.layerNorm(n.input(0), n.input(1), n.input(2), axis, eps);
     if (failed(v))
       return failure();
     n.results.push_back(*v);
+    if (!n.hasOutput(1) && !n.hasOutput(2))
+      return success();
+    // The optional statistics are rarely used (training graphs); spell them
+    // out with reductions rather than widen the fused op.
+    Value x = n.input(0);
+    int64_t rank = n.inputType(0).getRank();
+    SmallVector<int64_t> axes;
+    for (int64_t a = axis < 0 ? axis + rank : axis; a < rank; ++a)
+      axes.push_back(a);
+    auto mean = n.reduce(ReduceKind::mean, x, axes, /*keepdims=*/true);
+    if (failed(mean))
+      return failure();
+    auto centered = n.binary<SubOp>(x, *mean);
+    if (failed(centered))
+      return failure();
+    auto squared = n.binary<MulOp>(*centered, *centered);
+    if (failed(squared))
+      return failure();
+    auto var = n.reduce(ReduceKind::mean, *squared, axes, true);
+    if (failed(var))
+      return failure();
+    Type elt = getElementTypeOrSelf(x.getType());
+    auto shifted = n.binary<AddOp>(*var, n.scalar(elt, eps));
+    if (failed(shifted))
+      return failure();
+    auto root = n.floatUnary<math::SqrtOp>(*shifted);
+    if (failed(root))
+      return failure();
+    auto inv = n.binary<DivOp>(n.scalar(elt, 1), *root);
+    if (failed(inv))
+      return failure();
+    n.results.push_back(*mean);
+    n.results.push_back(*inv);
     return success();
   });
   r.onOp("ReduceMean", 1, reduction(ReduceKind::mean));

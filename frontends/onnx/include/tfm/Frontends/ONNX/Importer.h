@@ -4,7 +4,9 @@
 // function, @infer, on static shapes. Initializers become constants; every
 // op carries the location loc("<node name>"("<op type>")). Subgraphs that
 // compute on constants only (shape arithmetic, masks built from Trilu, ...)
-// are folded by the reference interpreter while importing.
+// are folded by the reference interpreter while importing. Each argument of
+// @infer carries `tfm.name` and `tfm.input_index`, its position among the
+// graph's inputs (inputs bound to constants are not arguments).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +15,10 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <functional>
 
 namespace mlir::tfm::onnx_import {
 
@@ -22,6 +27,13 @@ struct ImportOptions {
   llvm::StringMap<SmallVector<int64_t>> inputShapes;
   /// The name of the function to build.
   std::string functionName = "infer";
+  /// Supplies the value of a graph input that some node uses as a shape
+  /// operand (Reshape's shape, Slice's starts, ...), which a static compiler
+  /// must know. Called with the input's name and its position among the
+  /// graph's inputs; returns null when the value is not known, which makes
+  /// the import fail with a message that says how to provide it.
+  std::function<DenseElementsAttr(StringRef name, unsigned position)>
+      shapeInputValue;
 };
 
 /// Parses "NAME=2x128" into `options`. Returns false and sets `error` when
@@ -38,6 +50,9 @@ OwningOpRef<ModuleOp> importFile(MLIRContext *context, llvm::StringRef path,
 OwningOpRef<ModuleOp> importBytes(MLIRContext *context, llvm::StringRef bytes,
                                   llvm::StringRef fileName,
                                   const ImportOptions &options);
+
+/// The ONNX op types the importer converts, sorted.
+std::vector<std::string> supportedOpTypes();
 
 /// Registers the dialects the importer produces.
 void registerImportDialects(DialectRegistry &registry);
