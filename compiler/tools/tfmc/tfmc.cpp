@@ -148,6 +148,23 @@ bool checkForeignOptions(const Subcommand &active) {
   return ok;
 }
 
+/// Prints a diagnostic about an ONNX model as `FILE: node 'N' (OpType):
+/// error: message`, naming the node from its location.
+void printOnnxDiagnostic(Diagnostic &d, StringRef file) {
+  std::string where = file.str();
+  if (auto name = dyn_cast<NameLoc>(d.getLocation())) {
+    where += ": node '" + name.getName().str() + "'";
+    if (auto op = dyn_cast<NameLoc>(name.getChildLoc()))
+      where += " (" + op.getName().str() + ")";
+  }
+  const char *severity = d.getSeverity() == DiagnosticSeverity::Error
+                             ? "error"
+                             : d.getSeverity() == DiagnosticSeverity::Warning
+                                   ? "warning"
+                                   : "note";
+  llvm::errs() << where << ": " << severity << ": " << d.str() << "\n";
+}
+
 /// Parses the model file and hands it to `body`, whose result is the exit
 /// code. Diagnostics carry file:line:col while `body` runs.
 int withModel(MLIRContext &context,
@@ -187,6 +204,12 @@ int withModel(MLIRContext &context,
       return readConstant(&context, path);
     };
     // Import diagnostics carry node names, not file positions.
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      printOnnxDiagnostic(d, inputFile);
+      for (Diagnostic &note : d.getNotes())
+        printOnnxDiagnostic(note, inputFile);
+      return success();
+    });
     OwningOpRef<ModuleOp> module =
         mlir::tfm::onnx_import::importFile(&context, inputFile, options);
     if (!module)

@@ -283,7 +283,7 @@ class Importer {
 public:
   Importer(MLIRContext *ctx, StringRef fileName, const ImportOptions &options)
       : ctx(ctx), fileName(fileName.str()), options(options),
-        fileLoc(NameLoc::get(StringAttr::get(ctx, fileName))) {}
+        fileLoc(FileLineColLoc::get(ctx, fileName, 0, 0)) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
 
@@ -324,22 +324,21 @@ LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     Location loc = nodeLoc(node, index);
     if (!isDefaultDomain(node.domain())) {
-      problems.emplace_back(loc, "node '" + node.name() + "' (" +
-                                     node.op_type() +
-                                     ") is in the unknown opset domain '" +
+      problems.emplace_back(loc, "op type '" + node.op_type() +
+                                     "' is in the unknown opset domain '" +
                                      node.domain() + "'");
+      for (const std::string &out : node.output())
+        defined.insert(out);
       continue;
     }
     if (!registry().lookup(node.op_type(), opset))
-      problems.emplace_back(loc, "node '" + node.name() + "': op type '" +
-                                     node.op_type() + "' (opset " +
+      problems.emplace_back(loc, "op type '" + node.op_type() + "' (opset " +
                                      std::to_string(opset) +
                                      ") is not supported");
     for (const std::string &in : node.input())
       if (!in.empty() && !defined.contains(in))
         problems.emplace_back(
-            loc, "node '" + node.name() + "' (" + node.op_type() +
-                     ") reads '" + in +
+            loc, "reads '" + in +
                      "', which no initializer, graph input or earlier node "
                      "defines");
     for (const std::string &out : node.output())
@@ -352,9 +351,10 @@ LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
   if (problems.empty())
     return success();
   InFlightDiagnostic diag = emitError(fileLoc)
-                            << "'" << fileName << "' cannot be imported: "
+                            << "the model cannot be imported: "
                             << problems.size() << " problem"
-                            << (problems.size() == 1 ? "" : "s");
+                            << (problems.size() == 1 ? "" : "s")
+                            << ", listed below";
   for (auto &[loc, message] : problems)
     diag.attachNote(loc) << message;
   return failure();
@@ -502,12 +502,12 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     if (isDefaultDomain(imp.domain()))
       opset = imp.version();
   if (opset == 0) {
-    emitError(fileLoc) << "'" << fileName
-                       << "' imports no version of the default ONNX opset";
+    emitError(fileLoc) << "the model imports no version of the default ONNX "
+                          "opset";
     return {};
   }
   if (opset < 13 || opset > 17) {
-    emitError(fileLoc) << "'" << fileName << "' uses ONNX opset " << opset
+    emitError(fileLoc) << "the model uses ONNX opset " << opset
                        << "; tfm imports opsets 13 to 17";
     return {};
   }
@@ -664,14 +664,13 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
   stream.SetTotalBytesLimit(INT32_MAX);
   if (!model.ParseFromCodedStream(&stream) ||
       !stream.ConsumedEntireMessage()) {
-    emitError(NameLoc::get(StringAttr::get(ctx, fileName)))
-        << "'" << fileName
-        << "' is not a valid ONNX model (truncated or corrupt protobuf)";
+    emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
+        << "not a valid ONNX model (truncated or corrupt protobuf)";
     return {};
   }
   if (!model.has_graph()) {
-    emitError(NameLoc::get(StringAttr::get(ctx, fileName)))
-        << "'" << fileName << "' holds no graph";
+    emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
+        << "the model holds no graph";
     return {};
   }
   ctx->loadDialect<TfmDialect, func::FuncDialect, arith::ArithDialect,

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Writes the small, deliberately broken ONNX models of the importer's error
+tests. Run with Debian's python:
+  /usr/bin/python3 test/Frontends/ONNX/Inputs/make_error_models.py"""
+import os
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def save(name, graph, opset=17, domains=()):
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=imports, producer_name="tfm-tests")
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(model.SerializeToString())
+    return model
+
+
+def vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def main():
+    # Two unsupported nodes among supported ones: both must be reported.
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+         helper.make_node("HardSwish", ["r"], ["h"], name="act1"),
+         helper.make_node("Einsum", ["h", "h"], ["y"], name="mix2", equation="ij,ij->ij")],
+        "unsupported", [vi("x", [2, 3])], [vi("y", [2, 3])])
+    valid = save("unsupported.onnx", g)
+
+    data = valid.SerializeToString()
+    with open(os.path.join(HERE, "truncated.onnx"), "wb") as f:
+        f.write(data[: len(data) // 2])
+
+    g = helper.make_graph(
+        [helper.make_node("FancyOp", ["x"], ["y"], name="custom0", domain="com.example")],
+        "domain", [vi("x", [2])], [vi("y", [2])])
+    save("unknown_domain.onnx", g, domains=["com.example"])
+
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "bias"], ["y"], name="add0")],
+        "missing", [vi("x", [2])], [vi("y", [2])])
+    save("missing_initializer.onnx", g)
+
+    w = numpy_helper.from_array(np.ones((4, 5), dtype=np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="proj0")],
+        "shapes", [vi("x", [2, 3])], [vi("y", [2, 5])], initializer=[w])
+    save("bad_shape.onnx", g)
+
+    g = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], name="softmax0", axis=-1)],
+        "dynamic", [vi("x", ["batch", 4])], [vi("y", ["batch", 4])])
+    save("dynamic.onnx", g)
+
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu0")],
+        "old", [vi("x", [2])], [vi("y", [2])])
+    save("opset11.onnx", g, opset=11)
+
+    # A shape that comes from a graph input must be bound at compile time.
+    g = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape0")],
+        "bind", [vi("x", [2, 3]), vi("shape", [2], TensorProto.INT64)], [vi("y", [3, 2])])
+    save("shape_input.onnx", g)
+    with open(os.path.join(HERE, "shape_3x2.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "shape").SerializeToString())
+
+    with open(os.path.join(HERE, "not_protobuf.onnx"), "wb") as f:
+        f.write(b"\xff\xfe this is not a protobuf \x00\x01\x02" * 4)
+
+
+if __name__ == "__main__":
+    main()
