@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/IR/TfmDialect.h"
+#include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -27,6 +28,8 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  mlir::tfm::registerTfmPasses();
+  mlir::tfm::registerTfmPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, mlir::affine::AffineDialect,

@@ -10,6 +10,7 @@
 
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
+#include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,7 +23,9 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -31,6 +34,8 @@
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
+using mlir::tfm::buildFuseTransformerPipeline;
+using mlir::tfm::FusionPipelineOptions;
 namespace cl = llvm::cl;
 
 namespace {
@@ -71,6 +76,11 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::obj, "obj", "an object file"),
                clEnumValN(Emit::so, "so", "the shared-library artifact")),
     cl::cat(compileCat));
+cl::opt<std::string> fusionReport(
+    "fusion-report",
+    cl::desc("Report every fusion site, fused or missed with the reason "
+             "(=json for tools)"),
+    cl::value_desc("text|json"), cl::ValueOptional, cl::cat(compileCat));
 cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(compileCat));
@@ -235,15 +245,121 @@ int withModel(MLIRContext &context,
   return body(*module);
 }
 
+/// One fusion site, from a pass's remark.
+struct FusionSite {
+  std::string kind, where, reason;
+  bool fused;
+};
+
+/// "node 'N' (OpType)" for imported ops, "file:line:col" for parsed ones.
+std::string describeLocation(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string s = "node '" + name.getName().str() + "'";
+    if (auto op = dyn_cast<NameLoc>(name.getChildLoc()))
+      s += " (" + op.getName().str() + ")";
+    return s;
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().str() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << loc;
+  return os.str();
+}
+
+void printFusionReport(llvm::raw_ostream &os, ArrayRef<FusionSite> sites,
+                       bool json) {
+  static const char *const kinds[] = {"qkv", "masked-softmax",
+                                      "residual-layernorm", "bias-activation"};
+  llvm::StringMap<std::pair<int, int>> counts;
+  for (const char *k : kinds)
+    counts[k] = {0, 0};
+  for (const FusionSite &s : sites)
+    (s.fused ? counts[s.kind].first : counts[s.kind].second)++;
+  if (json) {
+    llvm::json::Object byKind;
+    for (const char *k : kinds)
+      byKind[k] = llvm::json::Object{{"fused", counts[k].first},
+                                     {"missed", counts[k].second}};
+    llvm::json::Array misses;
+    for (const FusionSite &s : sites)
+      if (!s.fused)
+        misses.push_back(llvm::json::Object{
+            {"kind", s.kind}, {"location", s.where}, {"reason", s.reason}});
+    os << llvm::formatv("{0:2}",
+                        llvm::json::Value(llvm::json::Object{
+                            {"model", inputFile.getValue()},
+                            {"kinds", std::move(byKind)},
+                            {"misses", std::move(misses)}}))
+       << "\n";
+    return;
+  }
+  os << "fusion report for " << inputFile << "\n";
+  os << llvm::formatv("  {0,-20} {1,6} {2,7}\n", "kind", "fused", "missed");
+  for (const char *k : kinds)
+    os << llvm::formatv("  {0,-20} {1,6} {2,7}\n", k, counts[k].first,
+                        counts[k].second);
+  for (const FusionSite &s : sites)
+    if (!s.fused)
+      os << "  missed " << s.kind << " at " << s.where << ": " << s.reason
+         << "\n";
+}
+
 int runCompile(MLIRContext &context) {
-  if (emit != Emit::tfm) {
+  if (emit != Emit::tfm && emit != Emit::fused) {
     error() << "--emit=" << emit.getParser().getOption(
                                 static_cast<unsigned>(emit.getValue()))
             << " is not available in this build yet; this build emits "
-               "--emit=tfm\n";
+               "--emit=tfm and --emit=fused\n";
     return kExitInputError;
   }
-  return withModel(context, [](ModuleOp module) -> int {
+  bool report = fusionReport.getNumOccurrences() > 0;
+  if (report && fusionReport != "" && fusionReport != "text" &&
+      fusionReport != "json") {
+    error() << "--fusion-report takes 'text' or 'json', not '"
+            << fusionReport << "'\n";
+    return kExitUsage;
+  }
+  if (report && emit == Emit::tfm) {
+    error() << "--fusion-report needs --emit=fused (or a later stage)\n";
+    return kExitUsage;
+  }
+  return withModel(context, [&](ModuleOp module) -> int {
+    if (emit == Emit::fused) {
+      std::vector<FusionSite> sites;
+      // The passes report every site as a remark; collect them here and let
+      // other diagnostics through.
+      ScopedDiagnosticHandler collect(&context, [&](Diagnostic &d) {
+        std::string text = d.str();
+        StringRef msg = text;
+        if (d.getSeverity() != DiagnosticSeverity::Remark ||
+            !msg.starts_with("tfm-fuse-"))
+          return failure();
+        auto [flag, rest] = msg.split(": ");
+        FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
+                        describeLocation(d.getLocation()), "",
+                        rest == "fused"};
+        if (!site.fused)
+          site.reason = rest.drop_front(strlen("missed: ")).str();
+        sites.push_back(std::move(site));
+        return success();
+      });
+      PassManager pm(&context);
+      if (failed(applyPassManagerCLOptions(pm)))
+        return kExitUsage;
+      FusionPipelineOptions options;
+      options.remarks = report;
+      buildFuseTransformerPipeline(pm, options);
+      if (failed(pm.run(module)))
+        return kExitInputError;
+      if (report) {
+        bool toStdout = outputFile != "-";
+        printFusionReport(toStdout ? llvm::outs() : llvm::errs(), sites,
+                          fusionReport == "json");
+      }
+    }
     std::string err;
     auto out = openOutputFile(outputFile, &err);
     if (!out) {

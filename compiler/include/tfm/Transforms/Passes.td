@@ -1,0 +1,83 @@
+//===- Passes.td - The tfm passes -------------------------*- tablegen -*-===//
+//
+// Every fusion pass can report each fusion site as a remark: "fused" or
+// "missed: <reason>", at the site's location (the ONNX node for imported
+// models). `tfmc compile --fusion-report` collects these remarks; tfm-opt
+// shows them with `remarks=true`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_TRANSFORMS_PASSES_TD
+#define TFM_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+class Tfm_FusionPass<string flag> : Pass<flag, "::mlir::func::FuncOp"> {
+  let dependentDialects = ["::mlir::tfm::TfmDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark for every fusion site, fused or missed">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def FuseBiasActivationPass : Tfm_FusionPass<"tfm-fuse-bias-activation"> {
+  let summary = "Folds bias adds and relu/gelu activations into tfm.linear.";
+  let description = [{
+    First turns a matmul by a constant 2-D weight into `tfm.linear` (with
+    the weight transposed at compile time) and folds a following constant
+    bias add into it. Then recognizes GELU written out with Erf or Tanh, and
+    folds relu or gelu into the linear's `activation`.
+
+    ```mlir
+    %m = tfm.matmul %x, %w : ...            %y = tfm.linear %x, %wt, %b
+    %a = tfm.add %b, %m : ...        =>          activation = gelu : ...
+    %y = tfm.gelu %a : ...
+    ```
+  }];
+}
+
+def FuseMaskedSoftmaxPass : Tfm_FusionPass<"tfm-fuse-masked-softmax"> {
+  let summary = "Fuses score scaling, masking and softmax into tfm.masked_softmax.";
+  let description = [{
+    Matches a softmax over the last axis of attention scores `q·kᵀ`, scaled
+    by Div or Mul (on the scores or on q), plus an additive mask (a tensor,
+    a constant -inf pattern, or a padding mask built from an input), or a
+    boolean mask through `tfm.select`. A constant mask that is the causal
+    triangle becomes the `causal` flag.
+
+    ```mlir
+    %s = tfm.matmul %q, %k transpose_rhs     %s = tfm.matmul %q, %k transpose_rhs
+    %t = tfm.div %s, %c8                 =>  %p = tfm.masked_softmax %s causal
+    %u = tfm.add %t, %triu_neg_inf               {scale = 0.125}
+    %p = tfm.softmax %u
+    ```
+  }];
+}
+
+def FuseQKVPass : Tfm_FusionPass<"tfm-fuse-qkv"> {
+  let summary = "Fuses the Q, K and V projections of one input into tfm.qkv_projection.";
+  let description = [{
+    Three `tfm.linear` ops (or matmuls by constant weights) that read the
+    same input become one `tfm.qkv_projection` over weights concatenated at
+    compile time; two (K and V of cross-attention) fuse as well. A single
+    packed linear whose only users slice or split its output along the last
+    axis becomes a `tfm.qkv_projection` with the same weight.
+  }];
+}
+
+def FuseResidualLayerNormPass : Tfm_FusionPass<"tfm-fuse-residual-layernorm"> {
+  let summary = "Recognizes decomposed layer norms and fuses residual adds into tfm.add_layer_norm.";
+  let description = [{
+    First recognizes LayerNorm written out as ReduceMean, Sub, Pow, ReduceMean,
+    Add, Sqrt, Div, Mul and Add, and makes it `tfm.layer_norm`. Then fuses
+    `layer_norm(a + b)` into `tfm.add_layer_norm`. When the sum has other
+    users (pre-LN residual streams), the fused op also returns the sum.
+  }];
+}
+
+#endif // TFM_TRANSFORMS_PASSES_TD

@@ -1,0 +1,271 @@
+//===- FuseBiasActivation.cpp - Bias and activation into tfm.linear -------===//
+//
+// Exporters write nn.Linear on 3-D inputs as MatMul by a transposed weight
+// plus Add, and GELU as its formula (Erf, or Tanh and Pow/Mul). These
+// patterns rebuild `tfm.linear` and `tfm.gelu` from those pieces, then fold
+// relu or gelu into the linear's activation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FusionUtils.h"
+#include "tfm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_FUSEBIASACTIVATIONPASS
+#include "tfm/Transforms/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+constexpr StringLiteral kFlag = "tfm-fuse-bias-activation";
+
+/// If `op` is a binary op with a splat constant operand close to `value`,
+/// returns the other operand.
+Value otherThanSplat(Operation *op, double value) {
+  if (!op || op->getNumOperands() != 2)
+    return {};
+  for (unsigned i = 0; i < 2; ++i) {
+    auto s = splatValue(op->getOperand(i));
+    if (s && std::fabs(*s - value) <= 1e-4 * std::max(1.0, std::fabs(value)))
+      return op->getOperand(1 - i);
+  }
+  return {};
+}
+
+/// matmul(x, W) with a constant 2-D W is tfm.linear(x, Wᵀ).
+struct MatmulToLinear : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    DenseElementsAttr w = constantOf(op.getRhs());
+    if (!w || cast<RankedTensorType>(w.getType()).getRank() != 2)
+      return rewriter.notifyMatchFailure(op, "rhs is not a constant 2-D weight");
+    if (op.getTransposeLhs())
+      return rewriter.notifyMatchFailure(op, "lhs is transposed");
+    DenseElementsAttr weight = op.getTransposeRhs() ? w : transpose2D(w);
+    Value wv = rewriter.create<arith::ConstantOp>(op.getLoc(), weight);
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), op.getLhs(), wv,
+                                          Value(), Activation::none);
+    return success();
+  }
+};
+
+/// linear(x, W) + c, with c a constant [N] (possibly with leading 1s), is
+/// linear(x, W, c).
+struct FoldBiasIntoLinear : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    Value other;
+    auto linear = operandOfType<LinearOp>(op, other);
+    if (!linear)
+      return rewriter.notifyMatchFailure(op, "no operand is a linear");
+    if (linear.getBias() || linear.getActivation() != Activation::none ||
+        !linear->hasOneUse())
+      return rewriter.notifyMatchFailure(
+          op, "the linear already has a bias or activation, or other users");
+    DenseElementsAttr bias = constantOf(other);
+    int64_t n = linear.getType().getShape().back();
+    if (!bias || op.getType() != linear.getType())
+      return rewriter.notifyMatchFailure(op, "the addend is not a constant "
+                                             "bias of the linear's shape");
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getNumElements() != n || bt.getShape().back() != n)
+      return rewriter.notifyMatchFailure(op, "the constant is not a bias of [N]");
+    auto biasType = RankedTensorType::get({n}, bt.getElementType());
+    Value b = rewriter.create<arith::ConstantOp>(op.getLoc(),
+                                                 bias.reshape(biasType));
+    rewriter.replaceOpWithNewOp<LinearOp>(op, linear.getType(),
+                                          linear.getInput(),
+                                          linear.getWeight(), b,
+                                          Activation::none);
+    return success();
+  }
+};
+
+/// 0.5 · x · (1 + erf(x / √2)), in any operand order, is gelu(x).
+struct RecognizeGeluErf : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    // Either 0.5 · (x · (1 + erf)) or (0.5 · x) · (1 + erf) and the like:
+    // collect the three factors of the product.
+    SmallVector<Value> factors;
+    for (Value v : op->getOperands()) {
+      auto m = v.getDefiningOp<MulOp>();
+      if (m && m->hasOneUse())
+        factors.append({m.getLhs(), m.getRhs()});
+      else
+        factors.push_back(v);
+    }
+    if (factors.size() != 3)
+      return rewriter.notifyMatchFailure(op, "not a product of three factors");
+    Value half, onePlusErf, x;
+    for (Value f : factors) {
+      auto s = splatValue(f);
+      if (s && std::fabs(*s - 0.5) < 1e-6)
+        half = f;
+      else if (f.getDefiningOp<AddOp>() && otherThanSplat(f.getDefiningOp(), 1.0) &&
+               otherThanSplat(f.getDefiningOp(), 1.0).getDefiningOp<math::ErfOp>())
+        onePlusErf = f;
+      else
+        x = f;
+    }
+    if (!half || !onePlusErf || !x)
+      return rewriter.notifyMatchFailure(op, "not 0.5 · x · (1 + erf(...))");
+    auto erf = otherThanSplat(onePlusErf.getDefiningOp(), 1.0)
+                   .getDefiningOp<math::ErfOp>();
+    Operation *scaled = erf.getOperand().getDefiningOp();
+    Value erfInput;
+    if (isa_and_nonnull<DivOp>(scaled) &&
+        cast<DivOp>(scaled).getLhs() == x)
+      erfInput = otherThanSplat(scaled, M_SQRT2) == x ? x : Value();
+    else if (isa_and_nonnull<MulOp>(scaled))
+      erfInput = otherThanSplat(scaled, M_SQRT1_2);
+    if (erfInput != x || x.getType() != op.getType())
+      return rewriter.notifyMatchFailure(op, "erf does not read x / √2");
+    rewriter.replaceOpWithNewOp<GeluOp>(op, x, GeluApproximation::none);
+    return success();
+  }
+};
+
+/// 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))) is gelu(x, tanh).
+struct RecognizeGeluTanh : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// Whether `v` is x³, written as pow(x, 3) or a product of three x.
+  static bool isCube(Value v, Value x) {
+    if (auto p = v.getDefiningOp<PowOp>()) {
+      auto e = splatValue(p.getRhs());
+      return p.getLhs() == x && e && *e == 3.0;
+    }
+    auto m = v.getDefiningOp<MulOp>();
+    if (!m)
+      return false;
+    Value other;
+    if (auto sq = operandOfType<MulOp>(m, other))
+      return other == x && sq.getLhs() == x && sq.getRhs() == x;
+    return false;
+  }
+
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    SmallVector<Value> factors;
+    for (Value v : op->getOperands()) {
+      auto m = v.getDefiningOp<MulOp>();
+      if (m && m->hasOneUse() && !m.getLhs().getDefiningOp<math::TanhOp>())
+        factors.append({m.getLhs(), m.getRhs()});
+      else
+        factors.push_back(v);
+    }
+    if (factors.size() != 3)
+      return rewriter.notifyMatchFailure(op, "not a product of three factors");
+    Value half, onePlusTanh, x;
+    for (Value f : factors) {
+      auto s = splatValue(f);
+      Value t = f.getDefiningOp<AddOp>() ? otherThanSplat(f.getDefiningOp(), 1.0)
+                                         : Value();
+      if (s && std::fabs(*s - 0.5) < 1e-6)
+        half = f;
+      else if (t && t.getDefiningOp<math::TanhOp>())
+        onePlusTanh = f;
+      else
+        x = f;
+    }
+    if (!half || !onePlusTanh || !x)
+      return rewriter.notifyMatchFailure(op, "not 0.5 · x · (1 + tanh(...))");
+    auto tanh = otherThanSplat(onePlusTanh.getDefiningOp(), 1.0)
+                    .getDefiningOp<math::TanhOp>();
+    Value inner = otherThanSplat(tanh.getOperand().getDefiningOp(),
+                                 std::sqrt(2.0 / M_PI));
+    auto sum = inner ? inner.getDefiningOp<AddOp>() : AddOp();
+    if (!sum)
+      return rewriter.notifyMatchFailure(op, "tanh does not read √(2/π)·(...)");
+    Value cubeTerm = sum.getLhs() == x ? sum.getRhs() : sum.getLhs();
+    Value cube = otherThanSplat(cubeTerm.getDefiningOp(), 0.044715);
+    if ((sum.getLhs() != x && sum.getRhs() != x) || !cube || !isCube(cube, x) ||
+        x.getType() != op.getType())
+      return rewriter.notifyMatchFailure(op, "not x + 0.044715·x³ inside tanh");
+    rewriter.replaceOpWithNewOp<GeluOp>(op, x, GeluApproximation::tanh);
+    return success();
+  }
+};
+
+/// relu(linear) and gelu(linear) become a linear with that activation.
+template <typename ActOp>
+struct FoldActivation : OpRewritePattern<ActOp> {
+  FoldActivation(MLIRContext *ctx, FusionLog *log)
+      : OpRewritePattern<ActOp>(ctx), log(log) {}
+  LogicalResult matchAndRewrite(ActOp op,
+                                PatternRewriter &rewriter) const override {
+    auto linear = op.getInput().template getDefiningOp<LinearOp>();
+    if (!linear)
+      return rewriter.notifyMatchFailure(op, "the input is not a linear");
+    if (linear.getActivation() != Activation::none)
+      return rewriter.notifyMatchFailure(op, "the linear has an activation");
+    if (!linear->hasOneUse())
+      return rewriter.notifyMatchFailure(
+          op, "the linear's output has other users, which need it before "
+              "the activation");
+    Activation act = Activation::relu;
+    if constexpr (std::is_same_v<ActOp, GeluOp>)
+      act = op.getApproximate() == GeluApproximation::tanh
+                ? Activation::gelu_tanh
+                : Activation::gelu;
+    if (log)
+      log->fused.push_back(op.getLoc());
+    rewriter.replaceOpWithNewOp<LinearOp>(op, linear.getType(),
+                                          linear.getInput(),
+                                          linear.getWeight(),
+                                          linear.getBias(), act);
+    return success();
+  }
+  FusionLog *log;
+};
+
+void populate(RewritePatternSet &patterns, FusionLog *log) {
+  populateLinearRecognitionPatterns(patterns);
+  patterns.add<RecognizeGeluErf, RecognizeGeluTanh>(patterns.getContext());
+  patterns.add<FoldActivation<ReluOp>, FoldActivation<GeluOp>>(
+      patterns.getContext(), log);
+}
+
+struct FuseBiasActivationPass
+    : public mlir::tfm::impl::FuseBiasActivationPassBase<FuseBiasActivationPass> {
+  using FuseBiasActivationPassBase::FuseBiasActivationPassBase;
+  void runOnOperation() override {
+    FusionLog log;
+    RewritePatternSet patterns(&getContext());
+    populate(patterns, &log);
+    FailureRecorder recorder;
+    if (failed(applyRecording(getOperation(), std::move(patterns), recorder)))
+      return signalPassFailure();
+    if (!remarks)
+      return;
+    SmallVector<std::pair<Location, std::string>> missed;
+    getOperation().walk([&](Operation *op) {
+      if (isa<ReluOp, GeluOp>(op))
+        missed.emplace_back(op->getLoc(),
+                            recorder.reasonAt(op->getLoc(),
+                                              "the input is not a linear"));
+    });
+    reportSites(kFlag, log, missed);
+  }
+};
+
+} // namespace
+
+void mlir::tfm::populateLinearRecognitionPatterns(RewritePatternSet &patterns) {
+  patterns.add<MatmulToLinear, FoldBiasIntoLinear>(patterns.getContext());
+}
+
+void mlir::tfm::populateBiasActivationPatterns(RewritePatternSet &patterns) {
+  populate(patterns, nullptr);
+}

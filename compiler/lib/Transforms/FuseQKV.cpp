@@ -1,0 +1,220 @@
+//===- FuseQKV.cpp - Q, K and V projections into one GEMM -----------------===//
+//
+// Two forms reach this pass: separate projections that read one input (two
+// or three tfm.linear ops with constant weights), and one packed projection
+// whose output is only sliced or split along the last axis (the
+// nn.MultiheadAttention export). Both become tfm.qkv_projection; the
+// separate weights are concatenated at compile time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FusionUtils.h"
+#include "tfm/Transforms/Passes.h"
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_FUSEQKVPASS
+#include "tfm/Transforms/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+constexpr StringLiteral kFlag = "tfm-fuse-qkv";
+
+/// A projection that can take part: no activation, constant parameters.
+bool isFusableProjection(LinearOp op) {
+  return op.getActivation() == Activation::none && constantOf(op.getWeight()) &&
+         (!op.getBias() || constantOf(op.getBias()));
+}
+
+/// The linears that read `input` and could fuse, in block order.
+SmallVector<LinearOp> projectionsOf(Value input) {
+  SmallVector<LinearOp> out;
+  for (Operation *user : input.getUsers())
+    if (auto l = dyn_cast<LinearOp>(user))
+      if (l.getInput() == input && isFusableProjection(l))
+        out.push_back(l);
+  llvm::sort(out, [](LinearOp a, LinearOp b) {
+    return a->isBeforeInBlock(b);
+  });
+  return out;
+}
+
+/// Builds one qkv_projection computing `parts` of `input` with `weight` and
+/// `bias` (already concatenated), in front of `before`.
+QKVProjectionOp buildFused(PatternRewriter &rewriter, Operation *before,
+                           Value input, DenseElementsAttr weight,
+                           DenseElementsAttr bias, ArrayRef<int64_t> sizes,
+                           TypeRange types) {
+  rewriter.setInsertionPoint(before);
+  Location loc = before->getLoc();
+  Value w = rewriter.create<arith::ConstantOp>(loc, weight);
+  Value b = bias ? rewriter.create<arith::ConstantOp>(loc, bias).getResult()
+                 : Value();
+  return rewriter.create<QKVProjectionOp>(loc, types, input, w, b, sizes);
+}
+
+/// Separate Q/K/V (or K/V) linears over one input.
+struct FuseSeparateProjections : OpRewritePattern<LinearOp> {
+  FuseSeparateProjections(MLIRContext *ctx, FusionLog *log)
+      : OpRewritePattern(ctx), log(log) {}
+  LogicalResult matchAndRewrite(LinearOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isFusableProjection(op))
+      return rewriter.notifyMatchFailure(
+          op, "the projection has an activation or non-constant weights");
+    SmallVector<LinearOp> group = projectionsOf(op.getInput());
+    if (group.size() < 2)
+      return rewriter.notifyMatchFailure(op, "no other projection reads the "
+                                             "same input");
+    if (group.front() != op)
+      return failure(); // The group is rewritten from its first member.
+    if (group.size() > 3)
+      return rewriter.notifyMatchFailure(
+          op, std::to_string(group.size()) +
+                  " projections read the same input; cannot tell which are "
+                  "one attention's Q, K and V");
+    Type elt = op.getType().getElementType();
+    SmallVector<DenseElementsAttr> weights, biases;
+    SmallVector<int64_t> sizes;
+    SmallVector<Type> types;
+    bool anyBias = false;
+    for (LinearOp l : group) {
+      if (l.getType().getElementType() != elt)
+        return rewriter.notifyMatchFailure(op, "the projections differ in "
+                                               "element type");
+      int64_t n = l.getWeight().getType().getDimSize(0);
+      weights.push_back(constantOf(l.getWeight()));
+      biases.push_back(l.getBias() ? constantOf(l.getBias()) : zeros(elt, n));
+      anyBias |= static_cast<bool>(l.getBias());
+      sizes.push_back(n);
+      types.push_back(l.getType());
+    }
+    auto fused = buildFused(rewriter, op, op.getInput(), concatRows(weights),
+                            anyBias ? concatRows(biases) : DenseElementsAttr(),
+                            sizes, types);
+    for (auto [l, r] : llvm::zip(group, fused.getResults()))
+      rewriter.replaceOp(l, r);
+    if (log)
+      log->fused.push_back(fused.getLoc());
+    return success();
+  }
+  FusionLog *log;
+};
+
+/// One packed projection whose output is only sliced or split along the last
+/// axis into two or three parts.
+struct FusePackedProjection : OpRewritePattern<LinearOp> {
+  FusePackedProjection(MLIRContext *ctx, FusionLog *log)
+      : OpRewritePattern(ctx), log(log) {}
+  LogicalResult matchAndRewrite(LinearOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isFusableProjection(op) || op->use_empty())
+      return failure();
+    int64_t rank = op.getType().getRank();
+    int64_t n = op.getType().getShape().back();
+    // (start, size, value to replace)
+    SmallVector<std::tuple<int64_t, int64_t, Value>> parts;
+    for (Operation *user : op->getUsers()) {
+      if (auto split = dyn_cast<SplitOp>(user)) {
+        auto axis = static_cast<int64_t>(split.getAxis());
+        if (axis != -1 && axis != rank - 1)
+          return rewriter.notifyMatchFailure(
+              op, "the packed projection is split along another axis");
+        int64_t start = 0;
+        for (auto [size, r] : llvm::zip(split.getSizes(), split.getResults())) {
+          parts.emplace_back(start, size, r);
+          start += size;
+        }
+        continue;
+      }
+      auto slice = dyn_cast<SliceOp>(user);
+      if (!slice)
+        return rewriter.notifyMatchFailure(
+            op, "the packed projection has users other than slices");
+      ArrayRef<int64_t> starts = slice.getStarts(), sizes = slice.getSizes(),
+                        steps = slice.getSteps();
+      for (int64_t d = 0; d + 1 < rank; ++d)
+        if (starts[d] != 0 || steps[d] != 1 ||
+            sizes[d] != op.getType().getDimSize(d))
+          return rewriter.notifyMatchFailure(
+              op, "a slice of the packed projection cuts other than the "
+                  "last axis");
+      if (steps.back() != 1)
+        return rewriter.notifyMatchFailure(op, "a slice is strided");
+      parts.emplace_back(starts.back(), sizes.back(), slice.getResult());
+    }
+    llvm::sort(parts, [](const auto &a, const auto &b) {
+      return std::get<0>(a) < std::get<0>(b);
+    });
+    int64_t next = 0;
+    for (auto &[start, size, v] : parts) {
+      if (start != next)
+        return rewriter.notifyMatchFailure(
+            op, "the slices do not tile the packed projection");
+      next += size;
+    }
+    if (next != n || parts.size() < 2 || parts.size() > 3)
+      return rewriter.notifyMatchFailure(
+          op, "the slices do not cut the packed projection into 2 or 3 "
+              "parts");
+    SmallVector<int64_t> sizes;
+    SmallVector<Type> types;
+    for (auto &[start, size, v] : parts) {
+      sizes.push_back(size);
+      types.push_back(v.getType());
+    }
+    auto fused = buildFused(
+        rewriter, op, op.getInput(), constantOf(op.getWeight()),
+        op.getBias() ? constantOf(op.getBias()) : DenseElementsAttr(), sizes,
+        types);
+    for (auto [part, r] : llvm::zip(parts, fused.getResults()))
+      rewriter.replaceAllUsesWith(std::get<2>(part), r);
+    if (log)
+      log->fused.push_back(fused.getLoc());
+    return success();
+  }
+  FusionLog *log;
+};
+
+struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
+  using FuseQKVPassBase::FuseQKVPassBase;
+  void runOnOperation() override {
+    FusionLog log;
+    FailureRecorder recorder;
+    RewritePatternSet patterns(&getContext());
+    populateLinearRecognitionPatterns(patterns);
+    patterns.add<FuseSeparateProjections, FusePackedProjection>(&getContext(),
+                                                                &log);
+    if (failed(applyRecording(getOperation(), std::move(patterns), recorder)))
+      return signalPassFailure();
+    if (!remarks)
+      return;
+    // Sites left: inputs read by several projections, and packed projections
+    // that are only sliced.
+    SmallVector<std::pair<Location, std::string>> missed;
+    llvm::SmallPtrSet<Value, 8> seen;
+    getOperation().walk([&](LinearOp op) {
+      if (!isFusableProjection(op))
+        return;
+      SmallVector<LinearOp> group = projectionsOf(op.getInput());
+      bool sliced = !op->use_empty() &&
+                    llvm::all_of(op->getUsers(), [](Operation *u) {
+                      return isa<SliceOp, SplitOp>(u);
+                    });
+      if ((group.size() >= 2 && seen.insert(op.getInput()).second) || sliced)
+        missed.emplace_back(op.getLoc(),
+                            recorder.reasonAt(op.getLoc(), "not fused"));
+    });
+    reportSites(kFlag, log, missed);
+  }
+};
+
+} // namespace
+
+void mlir::tfm::populateQKVPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseSeparateProjections, FusePackedProjection>(
+      patterns.getContext(), nullptr);
+}

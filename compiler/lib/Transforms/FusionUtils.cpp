@@ -1,0 +1,73 @@
+//===- FusionUtils.cpp - Helpers shared by the fusion passes --------------===//
+
+#include "FusionUtils.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+void mlir::tfm::reportSites(
+    StringRef flag, const FusionLog &log,
+    ArrayRef<std::pair<Location, std::string>> missed) {
+  for (Location loc : log.fused)
+    emitRemark(loc) << flag << ": fused";
+  for (const auto &[loc, reason] : missed)
+    emitRemark(loc) << flag << ": missed: " << reason;
+}
+
+std::optional<double> mlir::tfm::splatValue(Value v) {
+  DenseElementsAttr attr = constantOf(v);
+  if (!attr || !attr.isSplat())
+    return std::nullopt;
+  if (isa<FloatType>(attr.getElementType()))
+    return attr.getSplatValue<APFloat>().convertToDouble();
+  if (attr.getElementType().isIntOrIndex())
+    return static_cast<double>(attr.getSplatValue<APInt>().getSExtValue());
+  return std::nullopt;
+}
+
+DenseElementsAttr mlir::tfm::transpose2D(DenseElementsAttr weight) {
+  auto type = cast<RankedTensorType>(weight.getType());
+  int64_t k = type.getDimSize(0), n = type.getDimSize(1);
+  auto outType = RankedTensorType::get({n, k}, type.getElementType());
+  if (weight.isSplat())
+    return weight.reshape(outType);
+  // Byte-wise: every element type the importer produces for weights is a
+  // whole number of bytes wide.
+  size_t width = type.getElementTypeBitWidth() / 8;
+  ArrayRef<char> raw = weight.getRawData();
+  std::vector<char> out(raw.size());
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      std::memcpy(&out[(j * k + i) * width], &raw[(i * n + j) * width], width);
+  return DenseElementsAttr::getFromRawBuffer(outType, out);
+}
+
+DenseElementsAttr mlir::tfm::concatRows(ArrayRef<DenseElementsAttr> parts) {
+  auto first = cast<RankedTensorType>(parts.front().getType());
+  SmallVector<int64_t> shape(first.getShape());
+  shape[0] = 0;
+  std::vector<char> out;
+  size_t width = first.getElementTypeBitWidth() / 8;
+  for (DenseElementsAttr p : parts) {
+    auto t = cast<RankedTensorType>(p.getType());
+    shape[0] += t.getDimSize(0);
+    if (p.isSplat()) {
+      ArrayRef<char> one = p.getRawData();
+      for (int64_t i = 0; i < t.getNumElements(); ++i)
+        out.insert(out.end(), one.begin(), one.begin() + width);
+    } else {
+      ArrayRef<char> raw = p.getRawData();
+      out.insert(out.end(), raw.begin(), raw.end());
+    }
+  }
+  return DenseElementsAttr::getFromRawBuffer(
+      RankedTensorType::get(shape, first.getElementType()), out);
+}
+
+DenseElementsAttr mlir::tfm::zeros(Type elementType, int64_t n) {
+  auto type = RankedTensorType::get({n}, elementType);
+  if (auto ft = dyn_cast<FloatType>(elementType))
+    return DenseElementsAttr::get(type, APFloat::getZero(ft.getFloatSemantics()));
+  return DenseElementsAttr::get(
+      type, APInt::getZero(elementType.getIntOrFloatBitWidth()));
+}

@@ -1,0 +1,92 @@
+//===- FusionUtils.h - Helpers shared by the fusion passes ------*- C++ -*-===//
+//
+// Fusion passes never fail silently: each pattern logs the sites it fuses,
+// a listener keeps the reason of every notifyMatchFailure, and after the
+// rewrite the pass reports each site as a remark, fused or missed (with the
+// reason), when its `remarks` option is on.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_LIB_TRANSFORMS_FUSIONUTILS_H
+#define TFM_LIB_TRANSFORMS_FUSIONUTILS_H
+
+#include "tfm/IR/TfmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <optional>
+
+namespace mlir::tfm {
+
+/// The sites a pass fused, by location, in the order they fused.
+struct FusionLog {
+  SmallVector<Location> fused;
+};
+
+/// Keeps the last reason any pattern gave for not matching at a location.
+struct FailureRecorder : public RewriterBase::Listener {
+  void notifyMatchFailure(
+      Location loc, function_ref<void(Diagnostic &)> reasonCallback) override {
+    Diagnostic diag(loc, DiagnosticSeverity::Remark);
+    reasonCallback(diag);
+    reasons[loc] = diag.str();
+  }
+  std::string reasonAt(Location loc, StringRef fallback) const {
+    auto it = reasons.find(loc);
+    return it == reasons.end() ? fallback.str() : it->second;
+  }
+  DenseMap<Location, std::string> reasons;
+};
+
+/// Runs `patterns` to a fixpoint on `fn`, recording failure reasons.
+inline LogicalResult applyRecording(func::FuncOp fn,
+                                    const FrozenRewritePatternSet &patterns,
+                                    FailureRecorder &recorder) {
+  GreedyRewriteConfig config;
+  config.listener = &recorder;
+  return applyPatternsAndFoldGreedily(fn, patterns, config);
+}
+
+/// Emits the remarks of one pass: every fused site, then every missed one.
+void reportSites(StringRef flag, const FusionLog &log,
+                 ArrayRef<std::pair<Location, std::string>> missed);
+
+/// The dense value of `v` when it is a constant.
+inline DenseElementsAttr constantOf(Value v) {
+  DenseElementsAttr attr;
+  if (v && matchPattern(v, m_Constant(&attr)))
+    return attr;
+  return {};
+}
+
+/// The value of `v` when it is a constant whose elements are all equal.
+std::optional<double> splatValue(Value v);
+
+/// A constant weight [K, N] transposed to [N, K], as tfm.linear wants it.
+DenseElementsAttr transpose2D(DenseElementsAttr weight);
+
+/// Constants stacked along dimension 0 (all share the other dimensions).
+DenseElementsAttr concatRows(ArrayRef<DenseElementsAttr> parts);
+
+/// A rank-1 constant of `n` zeros of `elementType`.
+DenseElementsAttr zeros(Type elementType, int64_t n);
+
+/// If one operand of `op` (a binary op) is defined by `OpTy`, returns it and
+/// sets `other` to the other operand.
+template <typename OpTy>
+OpTy operandOfType(Operation *op, Value &other) {
+  for (unsigned i = 0; i < 2; ++i)
+    if (auto def = op->getOperand(i).getDefiningOp<OpTy>()) {
+      other = op->getOperand(1 - i);
+      return def;
+    }
+  return {};
+}
+
+} // namespace mlir::tfm
+
+#endif // TFM_LIB_TRANSFORMS_FUSIONUTILS_H
