@@ -100,7 +100,8 @@ struct FuseMaskedSoftmax : OpRewritePattern<SoftmaxOp> {
       s = dropWhenTrue ? sel.getFalseValue() : sel.getTrueValue();
       Value cond = sel.getCondition();
       if (!broadcastsTo(cast<RankedTensorType>(cond.getType()).getShape(),
-                        type.getShape()))
+                        type.getShape()) ||
+          s.getType() != type)
         return rewriter.notifyMatchFailure(
             op, "the boolean mask does not broadcast to the scores");
       DenseElementsAttr c = constantOf(cond);
@@ -133,8 +134,9 @@ struct FuseMaskedSoftmax : OpRewritePattern<SoftmaxOp> {
       s = lhsScores ? add.getLhs() : add.getRhs();
       Value m = lhsScores ? add.getRhs() : add.getLhs();
       auto mt = cast<RankedTensorType>(m.getType());
+      // The mask must broadcast to the scores, not the scores to the mask.
       if (!broadcastsTo(mt.getShape(), type.getShape()) ||
-          mt.getElementType() != type.getElementType())
+          s.getType() != type || mt.getElementType() != type.getElementType())
         return rewriter.notifyMatchFailure(
             op, "the additive mask does not broadcast to the scores");
       DenseElementsAttr c = constantOf(m);

@@ -63,12 +63,10 @@ struct FuseSeparateProjections : OpRewritePattern<LinearOp> {
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
     if (!isFusableProjection(op))
-      return rewriter.notifyMatchFailure(
-          op, "the projection has an activation or non-constant weights");
+      return failure();
     SmallVector<LinearOp> group = projectionsOf(op.getInput());
     if (group.size() < 2)
-      return rewriter.notifyMatchFailure(op, "no other projection reads the "
-                                             "same input");
+      return failure(); // Not a site: nothing else reads this input.
     if (group.front() != op)
       return failure(); // The group is rewritten from its first member.
     if (group.size() > 3)
@@ -111,7 +109,11 @@ struct FusePackedProjection : OpRewritePattern<LinearOp> {
       : OpRewritePattern(ctx), log(log) {}
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!isFusableProjection(op) || op->use_empty())
+    // Only a projection that is wholly sliced or split is a site; others
+    // stay quiet so their reasons do not mask the separate form's.
+    if (!isFusableProjection(op) || op->use_empty() ||
+        !llvm::all_of(op->getUsers(),
+                      [](Operation *u) { return isa<SliceOp, SplitOp>(u); }))
       return failure();
     int64_t rank = op.getType().getRank();
     int64_t n = op.getType().getShape().back();
@@ -130,10 +132,7 @@ struct FusePackedProjection : OpRewritePattern<LinearOp> {
         }
         continue;
       }
-      auto slice = dyn_cast<SliceOp>(user);
-      if (!slice)
-        return rewriter.notifyMatchFailure(
-            op, "the packed projection has users other than slices");
+      auto slice = cast<SliceOp>(user);
       ArrayRef<int64_t> starts = slice.getStarts(), sizes = slice.getSizes(),
                         steps = slice.getSteps();
       for (int64_t d = 0; d + 1 < rank; ++d)

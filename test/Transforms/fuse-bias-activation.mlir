@@ -1,0 +1,93 @@
+// RUN: tfm-opt %s -split-input-file --tfm-fuse-bias-activation=remarks=true -verify-diagnostics | FileCheck %s
+// RUN: %python %S/Inputs/check_pass_equivalence.py %tfm_opt_bin %tfmc_bin --tfm-fuse-bias-activation %s %t | FileCheck %s --check-prefix=EQUIV
+// EQUIV: functions equivalent after --tfm-fuse-bias-activation
+
+// Tests that matmul by a constant + bias + relu becomes one linear with the
+// weight transposed at compile time.
+// CHECK-LABEL: func.func @matmul_bias_relu
+// CHECK: %[[W:.+]] = arith.constant dense<{{\[}}[1.000000e+00, 3.000000e+00], [2.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+// CHECK: tfm.linear %arg0, %[[W]], %{{.+}} activation = relu
+// CHECK-NOT: tfm.relu
+func.func @matmul_bias_relu(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  %w = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %b = arith.constant dense<[0.5, -0.5]> : tensor<2xf32>
+  %m = tfm.matmul %x, %w : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %a = tfm.add %b, %m : (tensor<2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %r = tfm.relu %a : tensor<3x2xf32>
+  return %r : tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that GELU written with Erf (the exact form) folds into the linear.
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: tfm.linear %arg0, %{{.+}}, %{{.+}} activation = gelu :
+// CHECK-NOT: math.erf
+func.func @gelu_erf(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  %w = arith.constant dense<1.0> : tensor<2x2xf32>
+  %b = arith.constant dense<0.0> : tensor<2xf32>
+  %sqrt2 = arith.constant dense<1.41421354> : tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %half = arith.constant dense<0.5> : tensor<f32>
+  %y = tfm.linear %x, %w, %b : (tensor<3x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %0 = tfm.div %y, %sqrt2 : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %1 = math.erf %0 : tensor<3x2xf32>
+  %2 = tfm.add %1, %one : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %3 = tfm.mul %y, %2 : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %4 = tfm.mul %3, %half : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  return %4 : tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that GELU in its tanh form folds into the linear as gelu_tanh.
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK: tfm.linear %arg0, %{{.+}}, %{{.+}} activation = gelu_tanh :
+// CHECK-NOT: math.tanh
+func.func @gelu_tanh(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  %w = arith.constant dense<1.0> : tensor<2x2xf32>
+  %b = arith.constant dense<0.0> : tensor<2xf32>
+  %c1 = arith.constant dense<0.0447149985> : tensor<f32>
+  %c2 = arith.constant dense<0.797884583> : tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %half = arith.constant dense<0.5> : tensor<f32>
+  %y = tfm.linear %x, %w, %b : (tensor<3x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %sq = tfm.mul %y, %y : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %cube = tfm.mul %y, %sq : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %t0 = tfm.mul %c1, %cube : (tensor<f32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %t1 = tfm.add %y, %t0 : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %t2 = tfm.mul %c2, %t1 : (tensor<f32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %t3 = math.tanh %t2 : tensor<3x2xf32>
+  %t4 = tfm.add %one, %t3 : (tensor<f32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %t5 = tfm.mul %y, %t4 : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %t6 = tfm.mul %half, %t5 : (tensor<f32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  return %t6 : tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that an activation whose linear output has another reader stays
+// apart: a reported miss.
+// CHECK-LABEL: func.func @shared_linear
+// CHECK: tfm.relu
+func.func @shared_linear(%x: tensor<3x2xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>) {
+  %w = arith.constant dense<1.0> : tensor<2x2xf32>
+  %y = tfm.linear %x, %w : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: missed: the linear's output has other users, which need it before the activation}}
+  %r = tfm.relu %y : tensor<3x2xf32>
+  return %r, %y : tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that a relu of something other than a linear is a reported miss.
+// CHECK-LABEL: func.func @not_linear
+// CHECK: tfm.relu
+func.func @not_linear(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  // expected-remark@+1 {{tfm-fuse-bias-activation: missed: the input is not a linear}}
+  %r = tfm.relu %x : tensor<3x2xf32>
+  return %r : tensor<3x2xf32>
+}

@@ -1,0 +1,119 @@
+// RUN: tfm-opt %s -split-input-file --tfm-fuse-qkv=remarks=true -verify-diagnostics | FileCheck %s
+// RUN: %python %S/Inputs/check_pass_equivalence.py %tfm_opt_bin %tfmc_bin --tfm-fuse-qkv %s %t | FileCheck %s --check-prefix=EQUIV
+// EQUIV: functions equivalent after --tfm-fuse-qkv
+
+// Tests that three linears over one input, in any order and with biases,
+// become one qkv_projection over the concatenated weights.
+// CHECK-LABEL: func.func @separate
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4xf32>)
+// CHECK: %[[W:.+]] = arith.constant dense<{{\[}}[1.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00], [2.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00], [3.000000e+00
+// CHECK: %[[R:.+]]:3 = tfm.qkv_projection %[[X]], %[[W]], %{{.+}} sizes = [2, 2, 2]
+// CHECK: return %[[R]]#1, %[[R]]#0, %[[R]]#2
+func.func @separate(%x: tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>) {
+  %wq = arith.constant dense<[[1.0, 0.0, 0.0, 0.0], [2.0, 0.0, 0.0, 0.0]]> : tensor<2x4xf32>
+  %wk = arith.constant dense<[[3.0, 0.0, 0.0, 0.0], [4.0, 0.0, 0.0, 0.0]]> : tensor<2x4xf32>
+  %wv = arith.constant dense<[[5.0, 0.0, 0.0, 0.0], [6.0, 0.0, 0.0, 0.0]]> : tensor<2x4xf32>
+  %b = arith.constant dense<[0.5, 0.25]> : tensor<2xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %q = tfm.linear %x, %wq, %b : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %k = tfm.linear %x, %wk : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x2xf32>
+  %v = tfm.linear %x, %wv, %b : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  return %k, %q, %v : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that matmuls by constant weights plus bias adds (the opset 13 export
+// of nn.Linear on 3-D inputs) fuse as well.
+// CHECK-LABEL: func.func @matmul_form
+// CHECK: tfm.qkv_projection %{{.+}}, %{{.+}}, %{{.+}} sizes = [4, 4, 4] : (tensor<1x3x4xf32>, tensor<12x4xf32>, tensor<12xf32>)
+// CHECK-NOT: tfm.matmul
+func.func @matmul_form(%x: tensor<1x3x4xf32>) -> (tensor<1x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) {
+  %w = arith.constant dense<0.5> : tensor<4x4xf32>
+  %b = arith.constant dense<1.0> : tensor<4xf32>
+  %0 = tfm.matmul %x, %w : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %q = tfm.add %b, %0 : (tensor<4xf32>, tensor<1x3x4xf32>) -> tensor<1x3x4xf32>
+  %1 = tfm.matmul %x, %w : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32>
+  %k = tfm.add %1, %b : (tensor<1x3x4xf32>, tensor<4xf32>) -> tensor<1x3x4xf32>
+  %2 = tfm.matmul %x, %w : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32>
+  %v = tfm.add %2, %b : (tensor<1x3x4xf32>, tensor<4xf32>) -> tensor<1x3x4xf32>
+  return %q, %k, %v : tensor<1x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>
+}
+
+// -----
+
+// Tests that a packed projection sliced in three (nn.MultiheadAttention)
+// becomes a qkv_projection with the same weight.
+// CHECK-LABEL: func.func @packed_slices
+// CHECK: %[[R:.+]]:3 = tfm.qkv_projection %{{.+}}, %{{.+}}, %{{.+}} sizes = [2, 2, 2]
+// CHECK-NOT: tfm.slice
+// CHECK: return %[[R]]#0, %[[R]]#1, %[[R]]#2
+func.func @packed_slices(%x: tensor<3x4xf32>, %w: tensor<6x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>) {
+  %wc = arith.constant dense<1.0> : tensor<6x4xf32>
+  %b = arith.constant dense<0.0> : tensor<6xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %y = tfm.linear %x, %wc, %b : (tensor<3x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<3x6xf32>
+  %v = tfm.slice %y starts = [0, 4] sizes = [3, 2] steps = [1, 1] : tensor<3x6xf32> -> tensor<3x2xf32>
+  %q = tfm.slice %y starts = [0, 0] sizes = [3, 2] steps = [1, 1] : tensor<3x6xf32> -> tensor<3x2xf32>
+  %k = tfm.slice %y starts = [0, 2] sizes = [3, 2] steps = [1, 1] : tensor<3x6xf32> -> tensor<3x2xf32>
+  return %q, %k, %v : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that cross-attention's K and V, from the encoder memory, fuse in two.
+// CHECK-LABEL: func.func @cross_kv
+// CHECK: tfm.linear %{{.+}}, %{{.+}} : (tensor<3x4xf32>
+// CHECK: tfm.qkv_projection %{{.+}}, %{{.+}} sizes = [2, 2] : (tensor<5x4xf32>
+func.func @cross_kv(%dec: tensor<3x4xf32>, %mem: tensor<5x4xf32>) -> (tensor<3x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>) {
+  %w = arith.constant dense<1.0> : tensor<2x4xf32>
+  %q = tfm.linear %dec, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %k = tfm.linear %mem, %w : (tensor<5x4xf32>, tensor<2x4xf32>) -> tensor<5x2xf32>
+  %v = tfm.linear %mem, %w : (tensor<5x4xf32>, tensor<2x4xf32>) -> tensor<5x2xf32>
+  return %q, %k, %v : tensor<3x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>
+}
+
+// -----
+
+// Tests that projections of different inputs stay apart: nothing to fuse.
+// CHECK-LABEL: func.func @different_inputs
+// CHECK-COUNT-3: tfm.linear
+// CHECK-NOT: tfm.qkv_projection
+func.func @different_inputs(%a: tensor<3x4xf32>, %b: tensor<3x4xf32>, %c: tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>) {
+  %w = arith.constant dense<1.0> : tensor<2x4xf32>
+  %q = tfm.linear %a, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %k = tfm.linear %b, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %v = tfm.linear %c, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  return %q, %k, %v : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that four projections of one input are a reported miss.
+// CHECK-LABEL: func.func @four_projections
+// CHECK-NOT: tfm.qkv_projection
+func.func @four_projections(%x: tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>) {
+  %w = arith.constant dense<1.0> : tensor<2x4xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: missed: 4 projections read the same input; cannot tell which are one attention's Q, K and V}}
+  %0 = tfm.linear %x, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %1 = tfm.linear %x, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %2 = tfm.linear %x, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %3 = tfm.linear %x, %w : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  return %0, %1, %2, %3 : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that a packed projection whose slices overlap is a reported miss.
+// CHECK-LABEL: func.func @overlapping_slices
+// CHECK-NOT: tfm.qkv_projection
+func.func @overlapping_slices(%x: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  %w = arith.constant dense<1.0> : tensor<6x4xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: missed: the slices do not tile the packed projection}}
+  %y = tfm.linear %x, %w : (tensor<3x4xf32>, tensor<6x4xf32>) -> tensor<3x6xf32>
+  %a = tfm.slice %y starts = [0, 0] sizes = [3, 4] steps = [1, 1] : tensor<3x6xf32> -> tensor<3x4xf32>
+  %b = tfm.slice %y starts = [0, 2] sizes = [3, 4] steps = [1, 1] : tensor<3x6xf32> -> tensor<3x4xf32>
+  return %a, %b : tensor<3x4xf32>, tensor<3x4xf32>
+}
