@@ -21,7 +21,7 @@ for i, chunk in enumerate(chunks):
     if p.returncode:
         failures.append(f"case {i}: {flag} failed: {p.stderr.decode()}")
         continue
-    for fn in re.findall(r"func\.func @(\w+)", chunk):
+    for fn in sorted(set(re.findall(r"^\s*func\.func @(\w+)", chunk, re.M))):
         out = os.path.join(work, f"case{i}_{fn}")
         a = subprocess.run([tfmc, "run", before, "--reference", "--entry", fn,
                             "--seed", "7", "--output-dir", out], capture_output=True)
