@@ -39,6 +39,20 @@ Value otherThanSplat(Operation *op, double value) {
   return {};
 }
 
+/// The factors of a product of three written as two binary Muls, in any
+/// association; `keep(v)` says whether a Mul operand stays whole.
+SmallVector<Value> threeFactors(MulOp op, function_ref<bool(MulOp)> keep) {
+  SmallVector<Value> factors;
+  for (Value v : op->getOperands()) {
+    auto m = v.getDefiningOp<MulOp>();
+    if (m && m->hasOneUse() && !keep(m))
+      factors.append({m.getLhs(), m.getRhs()});
+    else
+      factors.push_back(v);
+  }
+  return factors;
+}
+
 /// matmul(x, W) with a constant 2-D W is tfm.linear(x, Wᵀ).
 struct MatmulToLinear : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -95,16 +109,9 @@ struct RecognizeGeluErf : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MulOp op,
                                 PatternRewriter &rewriter) const override {
-    // Either 0.5 · (x · (1 + erf)) or (0.5 · x) · (1 + erf) and the like:
-    // collect the three factors of the product.
-    SmallVector<Value> factors;
-    for (Value v : op->getOperands()) {
-      auto m = v.getDefiningOp<MulOp>();
-      if (m && m->hasOneUse())
-        factors.append({m.getLhs(), m.getRhs()});
-      else
-        factors.push_back(v);
-    }
+    // Either 0.5 · (x · (1 + erf)) or (0.5 · x) · (1 + erf) and the like.
+    SmallVector<Value> factors =
+        threeFactors(op, [](MulOp) { return false; });
     if (factors.size() != 3)
       return rewriter.notifyMatchFailure(op, "not a product of three factors");
     Value half, onePlusErf, x;
@@ -157,14 +164,9 @@ struct RecognizeGeluTanh : OpRewritePattern<MulOp> {
 
   LogicalResult matchAndRewrite(MulOp op,
                                 PatternRewriter &rewriter) const override {
-    SmallVector<Value> factors;
-    for (Value v : op->getOperands()) {
-      auto m = v.getDefiningOp<MulOp>();
-      if (m && m->hasOneUse() && !m.getLhs().getDefiningOp<math::TanhOp>())
-        factors.append({m.getLhs(), m.getRhs()});
-      else
-        factors.push_back(v);
-    }
+    SmallVector<Value> factors = threeFactors(op, [](MulOp m) {
+      return static_cast<bool>(m.getLhs().getDefiningOp<math::TanhOp>());
+    });
     if (factors.size() != 3)
       return rewriter.notifyMatchFailure(op, "not a product of three factors");
     Value half, onePlusTanh, x;

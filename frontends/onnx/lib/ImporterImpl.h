@@ -130,6 +130,14 @@ public:
   /// What the converter produced, one per ONNX output, in order.
   SmallVector<Value> results;
 
+  /// Appends a checked builder's result, or propagates its failure.
+  LogicalResult push(FailureOr<Value> v) {
+    if (failed(v))
+      return failure();
+    results.push_back(*v);
+    return success();
+  }
+
 private:
   SmallVector<Value> inputs;
 };

@@ -16,16 +16,9 @@ using namespace mlir::tfm::onnx_import;
 
 namespace {
 
-LogicalResult setResult(NodeContext &n, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  n.results.push_back(*v);
-  return success();
-}
-
 template <typename OpTy> Converter binaryOp() {
   return [](NodeContext &n) {
-    return setResult(n, n.binary<OpTy>(n.input(0), n.input(1)));
+    return n.push(n.binary<OpTy>(n.input(0), n.input(1)));
   };
 }
 
@@ -46,13 +39,13 @@ template <typename OpTy> Converter variadicOp() {
 
 Converter compareOp(ComparePredicate p) {
   return [p](NodeContext &n) {
-    return setResult(n, n.compare(p, n.input(0), n.input(1)));
+    return n.push(n.compare(p, n.input(0), n.input(1)));
   };
 }
 
 template <typename OpTy> Converter floatUnaryOp() {
   return [](NodeContext &n) {
-    return setResult(n, n.floatUnary<OpTy>(n.input(0)));
+    return n.push(n.floatUnary<OpTy>(n.input(0)));
   };
 }
 
@@ -70,7 +63,7 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
     auto exponent = n.castTo(n.input(1), elementType(n.input(0)));
     if (failed(exponent))
       return failure();
-    return setResult(n, n.binary<PowOp>(n.input(0), *exponent));
+    return n.push(n.binary<PowOp>(n.input(0), *exponent));
   });
   r.onOp("Max", 1, variadicOp<MaxOp>());
   r.onOp("Min", 1, variadicOp<MinOp>());
@@ -81,10 +74,10 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
   r.onOp("GreaterOrEqual", 12, compareOp(ComparePredicate::ge));
   r.onOp("Not", 1, [](NodeContext &n) {
     Value f = n.scalar(n.builder.getI1Type(), 0);
-    return setResult(n, n.compare(ComparePredicate::eq, n.input(0), f));
+    return n.push(n.compare(ComparePredicate::eq, n.input(0), f));
   });
   r.onOp("Where", 1, [](NodeContext &n) {
-    return setResult(n, n.select(n.input(0), n.input(1), n.input(2)));
+    return n.push(n.select(n.input(0), n.input(1), n.input(2)));
   });
   r.onOp("Sqrt", 1, floatUnaryOp<math::SqrtOp>());
   r.onOp("Erf", 1, floatUnaryOp<math::ErfOp>());
@@ -95,14 +88,14 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
   r.onOp("Neg", 1, [](NodeContext &n) -> LogicalResult {
     Value x = n.input(0);
     if (isa<FloatType>(elementType(x)))
-      return setResult(n, n.floatUnary<arith::NegFOp>(x));
-    return setResult(n, n.binary<SubOp>(n.scalar(elementType(x), 0), x));
+      return n.push(n.floatUnary<arith::NegFOp>(x));
+    return n.push(n.binary<SubOp>(n.scalar(elementType(x), 0), x));
   });
   r.onOp("Reciprocal", 1, [](NodeContext &n) -> LogicalResult {
     if (failed(n.requireFloat(n.input(0))))
       return failure();
     Value one = n.scalar(elementType(n.input(0)), 1);
-    return setResult(n, n.binary<DivOp>(one, n.input(0)));
+    return n.push(n.binary<DivOp>(one, n.input(0)));
   });
   r.onOp("Sigmoid", 1, [](NodeContext &n) -> LogicalResult {
     // 1 / (1 + exp(-x)); the lowering recognizes the chain.
@@ -115,7 +108,7 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
     auto denom = n.binary<AddOp>(one, *e);
     if (failed(denom))
       return failure();
-    return setResult(n, n.binary<DivOp>(one, *denom));
+    return n.push(n.binary<DivOp>(one, *denom));
   });
   r.onOp("Relu", 1, [](NodeContext &n) -> LogicalResult {
     if (failed(n.requireFloat(n.input(0))))
@@ -128,7 +121,7 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
     if (!to)
       return n.fail("Cast to data type " + Twine(n.intAttr("to", 0)) +
                     " is not supported");
-    return setResult(n, n.castTo(n.input(0), to));
+    return n.push(n.castTo(n.input(0), to));
   });
   r.onOp("Identity", 1, [](NodeContext &n) {
     n.results.push_back(n.input(0));

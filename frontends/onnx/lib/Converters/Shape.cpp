@@ -17,13 +17,6 @@ using namespace mlir::tfm::onnx_import;
 
 namespace {
 
-LogicalResult push(NodeContext &n, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  n.results.push_back(*v);
-  return success();
-}
-
 Value i64Constant(NodeContext &n, ArrayRef<int64_t> values,
                   ArrayRef<int64_t> shape) {
   auto type = RankedTensorType::get(shape, n.builder.getI64Type());
@@ -73,7 +66,7 @@ LogicalResult convertReshape(NodeContext &n) {
                     " elements do not divide by " + Twine(known));
     shape[inferred] = total / known;
   }
-  return push(n, n.reshape(n.input(0), shape));
+  return n.push(n.reshape(n.input(0), shape));
 }
 
 LogicalResult convertFlatten(NodeContext &n) {
@@ -88,7 +81,7 @@ LogicalResult convertFlatten(NodeContext &n) {
                                   std::multiplies<int64_t>());
   int64_t inner = std::accumulate(in.begin() + axis, in.end(), int64_t(1),
                                   std::multiplies<int64_t>());
-  return push(n, n.reshape(n.input(0), {outer, inner}));
+  return n.push(n.reshape(n.input(0), {outer, inner}));
 }
 
 LogicalResult convertSqueeze(NodeContext &n) {
@@ -115,7 +108,7 @@ LogicalResult convertSqueeze(NodeContext &n) {
   for (auto [i, d] : llvm::enumerate(in))
     if (!drop[i])
       shape.push_back(d);
-  return push(n, n.reshape(n.input(0), shape));
+  return n.push(n.reshape(n.input(0), shape));
 }
 
 LogicalResult convertUnsqueeze(NodeContext &n) {
@@ -137,7 +130,7 @@ LogicalResult convertUnsqueeze(NodeContext &n) {
   size_t next = 0;
   for (int64_t i = 0; i < rank; ++i)
     shape.push_back(inserted[i] ? 1 : in[next++]);
-  return push(n, n.reshape(n.input(0), shape));
+  return n.push(n.reshape(n.input(0), shape));
 }
 
 LogicalResult convertSplit(NodeContext &n) {
@@ -228,7 +221,7 @@ LogicalResult convertSlice(NodeContext &n) {
     sizes[*ax] = size;
     outSteps[*ax] = step;
   }
-  return push(n, n.slice(n.input(0), outStarts, sizes, outSteps));
+  return n.push(n.slice(n.input(0), outStarts, sizes, outSteps));
 }
 
 LogicalResult convertGather(NodeContext &n) {
@@ -246,7 +239,7 @@ LogicalResult convertGather(NodeContext &n) {
     n.results.push_back(n.builder.create<EmbeddingOp>(n.loc, *t, table, ids));
     return success();
   }
-  return push(n, n.gather(n.input(0), n.input(1), axis));
+  return n.push(n.gather(n.input(0), n.input(1), axis));
 }
 
 LogicalResult convertExpand(NodeContext &n) {
@@ -267,7 +260,7 @@ LogicalResult convertExpand(NodeContext &n) {
                     " of size " + Twine(a) + " to " + Twine(b));
     shape[i] = a == 1 ? b : a;
   }
-  return push(n, n.broadcast(n.input(0), shape));
+  return n.push(n.broadcast(n.input(0), shape));
 }
 
 LogicalResult convertShape(NodeContext &n) {
@@ -370,7 +363,7 @@ LogicalResult convertTrilu(NodeContext &n) {
   Value mask = n.constant(DenseElementsAttr::get(
       RankedTensorType::get({rows, cols}, n.builder.getI1Type()), keep));
   Value zero = n.scalar(type.getElementType(), 0);
-  return push(n, n.select(mask, n.input(0), zero));
+  return n.push(n.select(mask, n.input(0), zero));
 }
 
 LogicalResult convertRange(NodeContext &n) {
@@ -421,7 +414,7 @@ void mlir::tfm::onnx_import::populateShapeConverters(Registry &r) {
     else
       for (int64_t i = n.inputType(0).getRank() - 1; i >= 0; --i)
         perm.push_back(i);
-    return push(n, n.transpose(n.input(0), perm));
+    return n.push(n.transpose(n.input(0), perm));
   });
   r.onOp("Reshape", 1, convertReshape);
   r.onOp("Flatten", 1, convertFlatten);
@@ -432,7 +425,7 @@ void mlir::tfm::onnx_import::populateShapeConverters(Registry &r) {
     for (unsigned i = 0; i < n.numInputs(); ++i)
       if (n.input(i))
         inputs.push_back(n.input(i));
-    return push(n, n.concat(inputs, n.intAttr("axis", 0)));
+    return n.push(n.concat(inputs, n.intAttr("axis", 0)));
   });
   r.onOp("Split", 13, convertSplit);
   r.onOp("Slice", 1, convertSlice);
