@@ -117,3 +117,46 @@ func.func @overlapping_slices(%x: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3
   %b = tfm.slice %y starts = [0, 2] sizes = [3, 4] steps = [1, 1] : tensor<3x6xf32> -> tensor<3x4xf32>
   return %a, %b : tensor<3x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// Tests the reshape-and-gather form of a packed projection (newer
+// nn.MultiheadAttention exports): the parts become qkv_projection results.
+// CHECK-LABEL: func.func @packed_gather
+// CHECK: %[[R:.+]]:3 = tfm.qkv_projection %arg0, %{{.+}}, %{{.+}} sizes = [2, 2, 2]
+// CHECK-NOT: tfm.gather
+// CHECK: return
+func.func @packed_gather(%x: tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>) {
+  %w = arith.constant dense<[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]> : tensor<6x4xf32>
+  %b = arith.constant dense<[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]> : tensor<6xf32>
+  %i0 = arith.constant dense<0> : tensor<i64>
+  %i1 = arith.constant dense<1> : tensor<i64>
+  %i2 = arith.constant dense<2> : tensor<i64>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %y = tfm.linear %x, %w, %b : (tensor<3x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<3x6xf32>
+  %r = tfm.reshape %y : tensor<3x6xf32> -> tensor<3x3x2xf32>
+  %t = tfm.transpose %r permutation = [1, 0, 2] : tensor<3x3x2xf32> -> tensor<3x3x2xf32>
+  %q = tfm.gather %t, %i0 axis = 0 : (tensor<3x3x2xf32>, tensor<i64>) -> tensor<3x2xf32>
+  %v = tfm.gather %t, %i2 axis = 0 : (tensor<3x3x2xf32>, tensor<i64>) -> tensor<3x2xf32>
+  %k = tfm.gather %t, %i1 axis = 0 : (tensor<3x3x2xf32>, tensor<i64>) -> tensor<3x2xf32>
+  return %q, %k, %v : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that gathered parts that interleave the packed columns are a
+// reported miss: no qkv_projection can produce them.
+// CHECK-LABEL: func.func @interleaved_gather
+// CHECK-NOT: tfm.qkv_projection
+func.func @interleaved_gather(%x: tensor<3x4xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>) {
+  %w = arith.constant dense<1.0> : tensor<6x4xf32>
+  %i0 = arith.constant dense<0> : tensor<i64>
+  %i1 = arith.constant dense<1> : tensor<i64>
+  // expected-remark@+1 {{tfm-fuse-qkv: missed: a gathered part is not one consecutive slice of the packed projection}}
+  %y = tfm.linear %x, %w : (tensor<3x4xf32>, tensor<6x4xf32>) -> tensor<3x6xf32>
+  %r = tfm.reshape %y : tensor<3x6xf32> -> tensor<3x3x2xf32>
+  %t = tfm.transpose %r permutation = [2, 0, 1] : tensor<3x3x2xf32> -> tensor<2x3x3xf32>
+  %a = tfm.gather %t, %i0 axis = 0 : (tensor<2x3x3xf32>, tensor<i64>) -> tensor<3x3xf32>
+  %b = tfm.gather %t, %i1 axis = 0 : (tensor<2x3x3xf32>, tensor<i64>) -> tensor<3x3xf32>
+  return %a, %b : tensor<3x3xf32>, tensor<3x3xf32>
+}

@@ -11,6 +11,9 @@ test_data_set_0/input_N.pb, output_N.pb, outputs computed by PyTorch).
                   GELU (tanh), pre-LN, tied LM head
   bert            BERT-style encoder with an attention_mask input, exported
                   with dynamic batch and sequence axes (needs --shape)
+  packed_mha      self-attention with one packed in-projection split the way
+                  newer nn.MultiheadAttention does it: view, unsqueeze,
+                  transpose, squeeze, then Gather of parts 0, 1 and 2
 
 Run with Debian's python:  /usr/bin/python3 test/models/make_models.py
 """
@@ -122,6 +125,19 @@ class BertLayer(nn.Module):
         return self.ln2(x + self.fc2(F.gelu(self.fc1(x))))
 
 
+class PackedMHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.in_proj, self.out_proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        qkv = self.in_proj(x).view(b, n, 3, D).unsqueeze(0).transpose(0, -2).squeeze(-2)
+        q, k, v = (t.reshape(b, n, H, D // H).transpose(1, 2) for t in (qkv[0], qkv[1], qkv[2]))
+        att = torch.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(D // H)), dim=-1)
+        return self.out_proj((att @ v).transpose(1, 2).reshape(b, n, D))
+
+
 def write_case(folder, inputs, outputs):
     data = os.path.join(folder, "test_data_set_0")
     os.makedirs(data)
@@ -163,6 +179,7 @@ def main():
     export("bert", Bert(), [ids, mask], ["input_ids", "attention_mask"],
            dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                          "attention_mask": {0: "batch", 1: "sequence"}})
+    export("packed_mha", PackedMHA(), [x], ["x"])
     print("exported", sorted(d for d in os.listdir(HERE) if os.path.isdir(os.path.join(HERE, d))))
 
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FusionUtils.h"
+#include "tfm/Reference/Interpreter.h"
 #include "tfm/Transforms/Passes.h"
 
 namespace mlir::tfm {
@@ -107,14 +108,107 @@ struct FuseSeparateProjections : OpRewritePattern<LinearOp> {
 struct FusePackedProjection : OpRewritePattern<LinearOp> {
   FusePackedProjection(MLIRContext *ctx, FusionLog *log)
       : OpRewritePattern(ctx), log(log) {}
+
+  /// The other packed export: reshape and transpose the projection so the
+  /// parts lie along one axis, then Gather each part by a constant index
+  /// (unflatten, unsqueeze, transpose, squeeze, then [0], [1], [2]). Rather
+  /// than reason about every permutation, the chain is run by the reference
+  /// interpreter on a probe whose elements are their own indices: each
+  /// gathered part must read exactly one consecutive slice of the last axis,
+  /// in order, which proves the rewrite for every input.
+  LogicalResult matchGatherForm(LinearOp op, PatternRewriter &rewriter) const {
+    SmallVector<Operation *> chain;
+    Value v = op.getResult();
+    while (v.hasOneUse() &&
+           isa<ReshapeOp, TransposeOp>(*v.getUsers().begin())) {
+      chain.push_back(*v.getUsers().begin());
+      v = chain.back()->getResult(0);
+    }
+    SmallVector<GatherOp> gathers;
+    for (Operation *u : v.getUsers()) {
+      auto g = dyn_cast<GatherOp>(u);
+      if (!g || !constantOf(g.getIndices()) ||
+          g.getIndices().getType().getNumElements() != 1)
+        return failure(); // Not this form: not a site.
+      gathers.push_back(g);
+    }
+    int64_t parts = gathers.size();
+    int64_t n = op.getType().getShape().back();
+    if (chain.empty() || parts < 2 || parts > 3 || n % parts != 0)
+      return rewriter.notifyMatchFailure(
+          op, "the packed projection is reshaped and gathered, but not into "
+              "2 or 3 equal parts");
+    // The probe: every element holds its own flat index.
+    reference::Tensor probe(
+        *reference::elementKindOf(op.getType().getElementType()),
+        std::vector<int64_t>(op.getType().getShape().begin(),
+                             op.getType().getShape().end()));
+    for (size_t i = 0; i < probe.data.size(); ++i)
+      probe.data[i] = static_cast<double>(i);
+    reference::Interpreter interpreter;
+    reference::Tensor cur = probe;
+    for (Operation *c : chain) {
+      auto r = interpreter.evaluate(c, {cur});
+      if (failed(r))
+        return rewriter.notifyMatchFailure(op, "could not trace the chain");
+      cur = (*r)[0];
+    }
+    int64_t width = n / parts;
+    SmallVector<int64_t> partOf(parts, -1);
+    for (auto [gi, g] : llvm::enumerate(gathers)) {
+      reference::Tensor idx = *reference::Interpreter::fromAttr(
+          constantOf(g.getIndices()));
+      auto r = interpreter.evaluate(g, {cur, idx});
+      if (failed(r))
+        return rewriter.notifyMatchFailure(op, "could not trace a gather");
+      const std::vector<double> &got = (*r)[0].data;
+      // Which part this gather reads, from its first element.
+      int64_t part = (static_cast<int64_t>(got.empty() ? 0 : got[0]) % n) /
+                     width;
+      size_t k = 0;
+      for (int64_t row = 0; row < probe.numElements() / n; ++row)
+        for (int64_t col = 0; col < width; ++col, ++k)
+          if (k >= got.size() ||
+              got[k] != static_cast<double>(row * n + part * width + col))
+            return rewriter.notifyMatchFailure(
+                op, "a gathered part is not one consecutive slice of the "
+                    "packed projection");
+      if (k != got.size() || partOf[part] != -1)
+        return rewriter.notifyMatchFailure(op, "the gathered parts overlap");
+      partOf[part] = gi;
+    }
+    SmallVector<int64_t> sizes(parts, width);
+    SmallVector<Type> types;
+    for (int64_t p = 0; p < parts; ++p) {
+      SmallVector<int64_t> shape(op.getType().getShape());
+      shape.back() = width;
+      types.push_back(
+          RankedTensorType::get(shape, op.getType().getElementType()));
+    }
+    auto fused = buildFused(
+        rewriter, op, op.getInput(), constantOf(op.getWeight()),
+        op.getBias() ? constantOf(op.getBias()) : DenseElementsAttr(), sizes,
+        types);
+    for (int64_t p = 0; p < parts; ++p) {
+      GatherOp g = gathers[partOf[p]];
+      rewriter.setInsertionPoint(g);
+      Value r = rewriter.create<ReshapeOp>(g.getLoc(), g.getType(),
+                                           fused.getResult(p));
+      rewriter.replaceOp(g, r);
+    }
+    if (log)
+      log->fused.push_back(fused.getLoc());
+    return success();
+  }
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
     // Only a projection that is wholly sliced or split is a site; others
     // stay quiet so their reasons do not mask the separate form's.
-    if (!isFusableProjection(op) || op->use_empty() ||
-        !llvm::all_of(op->getUsers(),
-                      [](Operation *u) { return isa<SliceOp, SplitOp>(u); }))
+    if (!isFusableProjection(op) || op->use_empty())
       return failure();
+    if (!llvm::all_of(op->getUsers(),
+                      [](Operation *u) { return isa<SliceOp, SplitOp>(u); }))
+      return matchGatherForm(op, rewriter);
     int64_t rank = op.getType().getRank();
     int64_t n = op.getType().getShape().back();
     // (start, size, value to replace)
@@ -203,6 +297,14 @@ struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
                     llvm::all_of(op->getUsers(), [](Operation *u) {
                       return isa<SliceOp, SplitOp>(u);
                     });
+      // The reshape-and-gather form of a packed projection is a site too.
+      Value v = op.getResult();
+      while (v.hasOneUse() &&
+             isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
+        v = (*v.getUsers().begin())->getResult(0);
+      sliced |= v != op.getResult() && !v.use_empty() &&
+                llvm::all_of(v.getUsers(),
+                             [](Operation *u) { return isa<GatherOp>(u); });
       if ((group.size() >= 2 && seen.insert(op.getInput()).second) || sliced)
         missed.emplace_back(op.getLoc(),
                             recorder.reasonAt(op.getLoc(), "not fused"));
