@@ -1,0 +1,92 @@
+/*===- abi.h - The ABI between a compiled model and the runtime --*- C -*-===*\
+|*                                                                            *|
+|* `tfmc compile` writes a shared library that exports one symbol,           *|
+|* `tfm_model_v1`, returning a description of the model: its entry points    *|
+|* (`infer`, `train_step`), their inputs and outputs, the activation arena   *|
+|* each needs, and the weights. The runtime loads the library with dlopen    *|
+|* and checks `abi_version` before touching anything else.                   *|
+|*                                                                            *|
+|* Compatibility: structs only grow at the end, and each carries its size.   *|
+|* A change that is not an append raises TFM_ABI_VERSION.                    *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef TFM_ABI_H
+#define TFM_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TFM_ABI_VERSION 1u
+
+/* The symbol a model library exports: const tfm_abi_model_t *tfm_model_v1(void). */
+#define TFM_ABI_MODEL_SYMBOL "tfm_model_v1"
+
+/* Element types; the values are part of the ABI. */
+typedef enum tfm_dtype_t {
+  TFM_DTYPE_F32 = 1,
+  TFM_DTYPE_F16 = 2,
+  TFM_DTYPE_BF16 = 3,
+  TFM_DTYPE_I32 = 4,
+  TFM_DTYPE_I64 = 5,
+  TFM_DTYPE_BOOL = 6,
+} tfm_dtype_t;
+
+/* A tensor at an entry point's boundary: a name, an element type and a
+ * static shape. All pointers point into the model library. */
+typedef struct tfm_abi_tensor_desc_t {
+  const char *name;
+  int32_t dtype; /* a tfm_dtype_t */
+  int32_t rank;
+  const int64_t *dims;
+} tfm_abi_tensor_desc_t;
+
+/* What the runtime hands to compiled code. Later versions append kernel
+ * entry points here (the oneDNN primitives the session created). */
+typedef struct tfm_abi_host_t {
+  uint32_t struct_size;
+  /* Scratch memory of the entry's arena_bytes, 64-byte aligned. */
+  void *arena;
+  /* The model's weights, as laid out by the compiler. */
+  const void *weights;
+} tfm_abi_host_t;
+
+/* An entry point. `inputs` and `outputs` hold dense row-major buffers in the
+ * order of the descriptors. Returns 0 on success; any other value is an
+ * internal error of the compiled code. */
+typedef int32_t (*tfm_abi_entry_fn_t)(const tfm_abi_host_t *host,
+                                      const void *const *inputs,
+                                      void *const *outputs);
+
+typedef struct tfm_abi_entry_t {
+  const char *name;
+  int32_t num_inputs;
+  const tfm_abi_tensor_desc_t *inputs;
+  int32_t num_outputs;
+  const tfm_abi_tensor_desc_t *outputs;
+  uint64_t arena_bytes;
+  tfm_abi_entry_fn_t fn;
+} tfm_abi_entry_t;
+
+typedef struct tfm_abi_model_t {
+  uint32_t abi_version; /* TFM_ABI_VERSION the library was built for */
+  uint32_t struct_size; /* sizeof(tfm_abi_model_t) in that version */
+  const char *producer; /* e.g. "tfmc 0.1.0" */
+  int32_t num_entries;
+  const tfm_abi_entry_t *entries;
+  const void *weights; /* embedded weights, or NULL when external */
+  uint64_t weights_bytes;
+  const char *external_weights; /* file beside the library, or NULL */
+} tfm_abi_model_t;
+
+typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TFM_ABI_H */

@@ -1,0 +1,153 @@
+/*===- runtime.h - The tfm runtime C API -------------------------*- C -*-===*\
+|*                                                                            *|
+|* Load a compiled model (model.so), create a session, and run its entry     *|
+|* points ("infer", "train_step") any number of times.                       *|
+|*                                                                            *|
+|* Conventions:                                                              *|
+|*  - Every fallible call returns a tfm_status_t; NULL means success. A      *|
+|*    non-NULL status is owned by the caller and freed with tfm_status_free. *|
+|*  - Objects are opaque handles, created by tfm_X_create (or _load) into an *|
+|*    out-parameter the caller then owns, and released with tfm_X_release.   *|
+|*  - Options structs start with struct_size; initialize them with           *|
+|*    tfm_X_options_init so the ABI can grow.                                *|
+|*  - Strings passed in are borrowed for the duration of the call.           *|
+|*  - Nothing here throws, and bad input never aborts the process.           *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef TFM_RUNTIME_H
+#define TFM_RUNTIME_H
+
+#include "tfm/abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TFM_API __declspec(dllexport)
+#else
+#define TFM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===-- Status ------------------------------------------------------------===*/
+
+typedef enum tfm_status_code_t {
+  TFM_STATUS_OK = 0,
+  TFM_STATUS_INVALID_ARGUMENT = 1, /* a bad input: dtype, shape, count, name */
+  TFM_STATUS_NOT_FOUND = 2,        /* a missing file, entry point or tensor */
+  TFM_STATUS_INCOMPATIBLE = 3,     /* a model built for another ABI version */
+  TFM_STATUS_DATA_LOSS = 4,        /* a truncated or corrupt model file */
+  TFM_STATUS_RESOURCE_EXHAUSTED = 5,
+  TFM_STATUS_INTERNAL = 6,
+} tfm_status_code_t;
+
+typedef struct tfm_status_s *tfm_status_t;
+
+/* The code of `status`; TFM_STATUS_OK for NULL. */
+TFM_API tfm_status_code_t tfm_status_code(tfm_status_t status);
+/* The message of `status`, owned by the status; "" for NULL. */
+TFM_API const char *tfm_status_message(tfm_status_t status);
+/* Frees `status`; NULL is allowed. */
+TFM_API void tfm_status_free(tfm_status_t status);
+
+/*===-- Tensors -----------------------------------------------------------===*/
+
+/* A dense, row-major host tensor that owns its buffer.
+ * Thread-compatible: distinct tensors may be used from distinct threads. */
+typedef struct tfm_tensor_s tfm_tensor_t;
+
+/* Creates a zero-filled tensor; the caller owns *out_tensor. */
+TFM_API tfm_status_t tfm_tensor_create(tfm_dtype_t dtype, const int64_t *dims,
+                                       size_t rank, tfm_tensor_t **out_tensor);
+/* Creates a tensor holding a copy of `data` (`byte_size` must match). */
+TFM_API tfm_status_t tfm_tensor_create_copy(tfm_dtype_t dtype,
+                                            const int64_t *dims, size_t rank,
+                                            const void *data, size_t byte_size,
+                                            tfm_tensor_t **out_tensor);
+TFM_API void tfm_tensor_release(tfm_tensor_t *tensor);
+TFM_API tfm_dtype_t tfm_tensor_dtype(const tfm_tensor_t *tensor);
+TFM_API size_t tfm_tensor_rank(const tfm_tensor_t *tensor);
+/* The dims, owned by the tensor, valid while it lives. */
+TFM_API const int64_t *tfm_tensor_dims(const tfm_tensor_t *tensor);
+TFM_API size_t tfm_tensor_byte_size(const tfm_tensor_t *tensor);
+/* The buffer, owned by the tensor, valid while it lives. */
+TFM_API void *tfm_tensor_data(tfm_tensor_t *tensor);
+/* Bytes per element of `dtype`; 0 for an unknown value. */
+TFM_API size_t tfm_dtype_size(tfm_dtype_t dtype);
+
+/*===-- Context -----------------------------------------------------------===*/
+
+/* Process-wide settings shared by modules and sessions. Thread-safe. */
+typedef struct tfm_context_s tfm_context_t;
+
+typedef struct tfm_context_options_t {
+  size_t struct_size;
+  /* Threads for kernels; 0 lets the runtime choose. */
+  int32_t num_threads;
+} tfm_context_options_t;
+
+TFM_API void tfm_context_options_init(tfm_context_options_t *options);
+/* `options` may be NULL for defaults. */
+TFM_API tfm_status_t tfm_context_create(const tfm_context_options_t *options,
+                                        tfm_context_t **out_context);
+TFM_API void tfm_context_release(tfm_context_t *context);
+TFM_API int32_t tfm_context_num_threads(const tfm_context_t *context);
+
+/*===-- Modules -----------------------------------------------------------===*/
+
+/* A loaded model library. Immutable once loaded, so thread-safe. It keeps
+ * its context alive. */
+typedef struct tfm_module_s tfm_module_t;
+
+/* Loads `path`, checks its ABI version and validates its metadata. */
+TFM_API tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
+                                     tfm_module_t **out_module);
+TFM_API void tfm_module_release(tfm_module_t *module);
+/* The number of entry points and the name of entry `index`, owned by the
+ * module. */
+TFM_API size_t tfm_module_num_entries(const tfm_module_t *module);
+TFM_API const char *tfm_module_entry_name(const tfm_module_t *module,
+                                          size_t index);
+/* The descriptor of input or output `index` of `entry`, owned by the module.
+ */
+TFM_API tfm_status_t tfm_module_entry_io(const tfm_module_t *module,
+                                         const char *entry, int is_output,
+                                         size_t index,
+                                         const tfm_abi_tensor_desc_t **out_desc);
+
+/*===-- Sessions ----------------------------------------------------------===*/
+
+/* The state of one model in use: its arenas (and, later, its parameters and
+ * optimizer state). Thread-compatible: one run at a time per session. It
+ * keeps its module alive. */
+typedef struct tfm_session_s tfm_session_t;
+
+typedef struct tfm_session_options_t {
+  size_t struct_size;
+} tfm_session_options_t;
+
+TFM_API void tfm_session_options_init(tfm_session_options_t *options);
+TFM_API tfm_status_t tfm_session_create(tfm_module_t *module,
+                                        const tfm_session_options_t *options,
+                                        tfm_session_t **out_session);
+TFM_API void tfm_session_release(tfm_session_t *session);
+
+/* Runs `entry` ("infer", "train_step", ...). `inputs` are borrowed and
+ * checked against the entry's dtypes and shapes. On success, out_outputs
+ * (an array of at least tfm_module's output count) receives new tensors
+ * that the caller owns. */
+TFM_API tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
+                                     tfm_tensor_t *const *inputs,
+                                     size_t num_inputs,
+                                     tfm_tensor_t **out_outputs,
+                                     size_t num_outputs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TFM_RUNTIME_H */

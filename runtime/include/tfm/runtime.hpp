@@ -1,0 +1,152 @@
+//===- runtime.hpp - A C++ RAII wrapper of the tfm runtime ------*- C++ -*-===//
+//
+// Header-only and on the application's side of the C ABI: it owns handles
+// with RAII and turns a failed status into a tfm::Error exception, which
+// never crosses into the runtime itself.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_RUNTIME_HPP
+#define TFM_RUNTIME_HPP
+
+#include "tfm/runtime.h"
+
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tfm {
+
+/// A failed runtime call: its code and message.
+class Error : public std::runtime_error {
+public:
+  Error(tfm_status_code_t code, const std::string &message)
+      : std::runtime_error(message), code_(code) {}
+  tfm_status_code_t code() const { return code_; }
+
+private:
+  tfm_status_code_t code_;
+};
+
+/// Throws tfm::Error for a failed status, freeing it.
+inline void check(tfm_status_t status) {
+  if (!status)
+    return;
+  Error e(tfm_status_code(status), tfm_status_message(status));
+  tfm_status_free(status);
+  throw e;
+}
+
+namespace detail {
+template <typename T, void (*Release)(T *)> class Handle {
+public:
+  Handle() = default;
+  explicit Handle(T *p) : p_(p) {}
+  Handle(Handle &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Handle &operator=(Handle &&o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  Handle(const Handle &) = delete;
+  Handle &operator=(const Handle &) = delete;
+  ~Handle() {
+    if (p_)
+      Release(p_);
+  }
+  T *get() const { return p_; }
+  T *release() { return std::exchange(p_, nullptr); }
+
+private:
+  T *p_ = nullptr;
+};
+} // namespace detail
+
+class Tensor : public detail::Handle<tfm_tensor_t, tfm_tensor_release> {
+public:
+  explicit Tensor(tfm_tensor_t *t) : Handle(t) {}
+  Tensor(tfm_dtype_t dtype, std::vector<int64_t> dims) {
+    tfm_tensor_t *t = nullptr;
+    check(tfm_tensor_create(dtype, dims.data(), dims.size(), &t));
+    *this = Tensor(t);
+  }
+  template <typename T> T *data() {
+    return static_cast<T *>(tfm_tensor_data(get()));
+  }
+  std::vector<int64_t> dims() const {
+    const int64_t *d = tfm_tensor_dims(get());
+    return std::vector<int64_t>(d, d + tfm_tensor_rank(get()));
+  }
+  tfm_dtype_t dtype() const { return tfm_tensor_dtype(get()); }
+};
+
+class Context : public detail::Handle<tfm_context_t, tfm_context_release> {
+public:
+  /// `num_threads` 0 lets the runtime choose.
+  explicit Context(int32_t num_threads = 0) {
+    tfm_context_options_t opts;
+    tfm_context_options_init(&opts);
+    opts.num_threads = num_threads;
+    tfm_context_t *c = nullptr;
+    check(tfm_context_create(&opts, &c));
+    *this = Context(c, 0);
+  }
+
+private:
+  Context(tfm_context_t *c, int) : Handle(c) {}
+};
+
+class Module : public detail::Handle<tfm_module_t, tfm_module_release> {
+public:
+  Module(const Context &context, const std::string &path) {
+    tfm_module_t *m = nullptr;
+    check(tfm_module_load(context.get(), path.c_str(), &m));
+    *this = Module(m);
+  }
+
+private:
+  explicit Module(tfm_module_t *m) : Handle(m) {}
+};
+
+class Session : public detail::Handle<tfm_session_t, tfm_session_release> {
+public:
+  explicit Session(const Module &module) {
+    tfm_session_t *s = nullptr;
+    check(tfm_session_create(module.get(), nullptr, &s));
+    *this = Session(s, module.get());
+  }
+
+  /// Runs `entry` and returns its outputs, which the caller then owns.
+  std::vector<Tensor> run(const char *entry,
+                          std::initializer_list<Tensor *> inputs) {
+    std::vector<tfm_tensor_t *> in;
+    for (Tensor *t : inputs)
+      in.push_back(t->get());
+    // Count the entry's outputs; an unknown entry is reported by the run.
+    size_t n = 0;
+    for (;; ++n) {
+      const tfm_abi_tensor_desc_t *d = nullptr;
+      tfm_status_t s = tfm_module_entry_io(module_, entry, 1, n, &d);
+      if (s) {
+        tfm_status_free(s);
+        break;
+      }
+    }
+    std::vector<tfm_tensor_t *> out(n, nullptr);
+    check(tfm_session_run(get(), entry, in.data(), in.size(), out.data(),
+                          out.size()));
+    std::vector<Tensor> result;
+    for (tfm_tensor_t *t : out)
+      result.emplace_back(t);
+    return result;
+  }
+
+private:
+  Session(tfm_session_t *s, tfm_module_t *m) : Handle(s), module_(m) {}
+  tfm_module_t *module_ = nullptr;
+};
+
+} // namespace tfm
+
+#endif // TFM_RUNTIME_HPP

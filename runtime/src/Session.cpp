@@ -1,0 +1,155 @@
+//===- Session.cpp - Sessions and runs ------------------------------------===//
+//
+// A session owns the arena its entry points compute in, allocated once at
+// creation, so a run allocates only its outputs. Every input is checked
+// against the entry's descriptor before compiled code sees it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <cstring>
+
+using namespace tfm::runtime;
+
+struct tfm_session_s {
+  tfm_module_s *module = nullptr;
+  AlignedBuffer arena;
+  ~tfm_session_s() {
+    if (module)
+      module->release();
+  }
+};
+
+namespace {
+
+std::string shapeString(const int64_t *dims, size_t rank) {
+  std::string s = "[";
+  for (size_t i = 0; i < rank; ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+tfm_status_t checkInput(const char *entry, size_t index,
+                        const tfm_abi_tensor_desc_t &want,
+                        const tfm_tensor_t *got) {
+  if (!got)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "entry '{}': input {} ('{}') is NULL", entry, index,
+                      want.name);
+  bool sameShape = got->dims.size() == static_cast<size_t>(want.rank) &&
+                   std::equal(got->dims.begin(), got->dims.end(), want.dims);
+  if (got->dtype != want.dtype || !sameShape)
+    return makeStatus(
+        TFM_STATUS_INVALID_ARGUMENT,
+        "entry '{}': input {} ('{}') must be {} {} but is {} {}", entry, index,
+        want.name, dtypeName(want.dtype),
+        shapeString(want.dims, static_cast<size_t>(want.rank)),
+        dtypeName(got->dtype), shapeString(got->dims.data(), got->dims.size()));
+  return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+void tfm_session_options_init(tfm_session_options_t *options) {
+  *options = tfm_session_options_t{};
+  options->struct_size = sizeof(tfm_session_options_t);
+}
+
+tfm_status_t tfm_session_create(tfm_module_t *module,
+                                const tfm_session_options_t *,
+                                tfm_session_t **out_session) {
+  if (!module || !out_session)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_create: module and out_session must not "
+                      "be NULL");
+  *out_session = nullptr;
+  return guarded("tfm_session_create", [&]() -> tfm_status_t {
+    auto s = std::make_unique<tfm_session_s>();
+    s->module = module;
+    module->retain();
+    uint64_t arena = 0;
+    for (int32_t i = 0; i < module->model->num_entries; ++i)
+      arena = std::max(arena, module->model->entries[i].arena_bytes);
+    if (!s->arena.allocate(arena))
+      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                        "tfm_session_create: cannot allocate an arena of {} "
+                        "bytes",
+                        arena);
+    *out_session = s.release();
+    return nullptr;
+  });
+}
+
+void tfm_session_release(tfm_session_t *session) { delete session; }
+
+tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
+                             tfm_tensor_t *const *inputs, size_t num_inputs,
+                             tfm_tensor_t **out_outputs, size_t num_outputs) {
+  if (!session || !entry || (num_inputs && !inputs) ||
+      (num_outputs && !out_outputs))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_run: NULL argument");
+  const tfm_module_s *module = session->module;
+  const tfm_abi_entry_t *e = module->findEntry(entry);
+  if (!e) {
+    std::string names;
+    for (int32_t i = 0; i < module->model->num_entries; ++i)
+      names += std::string(i ? ", " : "") + module->model->entries[i].name;
+    return makeStatus(TFM_STATUS_NOT_FOUND,
+                      "'{}' has no entry point '{}'; it has: {}", module->path,
+                      entry, names);
+  }
+  if (num_inputs != static_cast<size_t>(e->num_inputs))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "entry '{}' takes {} inputs but {} were given", entry,
+                      e->num_inputs, num_inputs);
+  if (num_outputs < static_cast<size_t>(e->num_outputs))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "entry '{}' returns {} outputs but room for {} was "
+                      "given",
+                      entry, e->num_outputs, num_outputs);
+  for (size_t i = 0; i < num_inputs; ++i)
+    if (tfm_status_t s = checkInput(entry, i, e->inputs[i], inputs[i]))
+      return s;
+  return guarded("tfm_session_run", [&]() -> tfm_status_t {
+    std::vector<tfm_tensor_t *> outs(e->num_outputs, nullptr);
+    auto releaseAll = [&] {
+      for (tfm_tensor_t *t : outs)
+        tfm_tensor_release(t);
+    };
+    for (int32_t i = 0; i < e->num_outputs; ++i) {
+      const tfm_abi_tensor_desc_t &d = e->outputs[i];
+      if (tfm_status_t s =
+              tfm_tensor_create(static_cast<tfm_dtype_t>(d.dtype), d.dims,
+                                static_cast<size_t>(d.rank), &outs[i])) {
+        releaseAll();
+        return s;
+      }
+    }
+    std::vector<const void *> in(num_inputs);
+    for (size_t i = 0; i < num_inputs; ++i)
+      in[i] = inputs[i]->buffer.ptr.get();
+    std::vector<void *> out(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i)
+      out[i] = outs[i]->buffer.ptr.get();
+    tfm_abi_host_t host{};
+    host.struct_size = sizeof(tfm_abi_host_t);
+    host.arena = session->arena.ptr.get();
+    host.weights = module->weights;
+    int32_t rc = e->fn(&host, in.data(), out.data());
+    if (rc != 0) {
+      releaseAll();
+      return makeStatus(TFM_STATUS_INTERNAL,
+                        "entry '{}' of '{}' failed with code {}", entry,
+                        module->path, rc);
+    }
+    for (size_t i = 0; i < outs.size(); ++i)
+      out_outputs[i] = outs[i];
+    return nullptr;
+  });
+}
+
+} // extern "C"
