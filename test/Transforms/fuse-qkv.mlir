@@ -160,3 +160,24 @@ func.func @interleaved_gather(%x: tensor<3x4xf32>) -> (tensor<3x3xf32>, tensor<3
   %b = tfm.gather %t, %i1 axis = 0 : (tensor<2x3x3xf32>, tensor<i64>) -> tensor<3x3xf32>
   return %a, %b : tensor<3x3xf32>, tensor<3x3xf32>
 }
+
+// -----
+
+// Tests that the packed K/V projections of two decoder layers, which read
+// the same encoder memory, fuse each on its own rather than together.
+// CHECK-LABEL: func.func @two_layers_same_memory
+// CHECK-COUNT-2: tfm.qkv_projection %arg0, %{{.+}} sizes = [2, 2] : (tensor<5x4xf32>, tensor<4x4xf32>)
+// CHECK-NOT: tfm.slice
+func.func @two_layers_same_memory(%mem: tensor<5x4xf32>) -> (tensor<5x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>) {
+  %w1 = arith.constant dense<1.0> : tensor<4x4xf32>
+  %w2 = arith.constant dense<2.0> : tensor<4x4xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %kv1 = tfm.linear %mem, %w1 : (tensor<5x4xf32>, tensor<4x4xf32>) -> tensor<5x4xf32>
+  %k1 = tfm.slice %kv1 starts = [0, 0] sizes = [5, 2] steps = [1, 1] : tensor<5x4xf32> -> tensor<5x2xf32>
+  %v1 = tfm.slice %kv1 starts = [0, 2] sizes = [5, 2] steps = [1, 1] : tensor<5x4xf32> -> tensor<5x2xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %kv2 = tfm.linear %mem, %w2 : (tensor<5x4xf32>, tensor<4x4xf32>) -> tensor<5x4xf32>
+  %k2 = tfm.slice %kv2 starts = [0, 0] sizes = [5, 2] steps = [1, 1] : tensor<5x4xf32> -> tensor<5x2xf32>
+  %v2 = tfm.slice %kv2 starts = [0, 2] sizes = [5, 2] steps = [1, 1] : tensor<5x4xf32> -> tensor<5x2xf32>
+  return %k1, %v1, %k2, %v2 : tensor<5x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>
+}

@@ -30,12 +30,31 @@ bool isFusableProjection(LinearOp op) {
          (!op.getBias() || constantOf(op.getBias()));
 }
 
-/// The linears that read `input` and could fuse, in block order.
+/// Whether `op` is a packed projection: its output is only sliced or split,
+/// or reshaped and transposed and then only gathered. Such a projection is
+/// already Q/K/V (or K/V) of one attention and fuses on its own.
+bool isPackedProjection(LinearOp op) {
+  if (op->use_empty())
+    return false;
+  if (llvm::all_of(op->getUsers(),
+                   [](Operation *u) { return isa<SliceOp, SplitOp>(u); }))
+    return true;
+  Value v = op.getResult();
+  while (v.hasOneUse() && isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
+    v = (*v.getUsers().begin())->getResult(0);
+  return v != op.getResult() && !v.use_empty() &&
+         llvm::all_of(v.getUsers(), [](Operation *u) { return isa<GatherOp>(u); });
+}
+
+/// The separate projections that read `input` and could fuse, in block
+/// order. Packed projections are left out: grouping the K/V projections of
+/// two decoder layers that read the same encoder memory would be wrong.
 SmallVector<LinearOp> projectionsOf(Value input) {
   SmallVector<LinearOp> out;
   for (Operation *user : input.getUsers())
     if (auto l = dyn_cast<LinearOp>(user))
-      if (l.getInput() == input && isFusableProjection(l))
+      if (l.getInput() == input && isFusableProjection(l) &&
+          !isPackedProjection(l))
         out.push_back(l);
   llvm::sort(out, [](LinearOp a, LinearOp b) {
     return a->isBeforeInBlock(b);
@@ -63,7 +82,7 @@ struct FuseSeparateProjections : OpRewritePattern<LinearOp> {
       : OpRewritePattern(ctx), log(log) {}
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!isFusableProjection(op))
+    if (!isFusableProjection(op) || isPackedProjection(op))
       return failure();
     SmallVector<LinearOp> group = projectionsOf(op.getInput());
     if (group.size() < 2)
@@ -293,18 +312,7 @@ struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
       if (!isFusableProjection(op))
         return;
       SmallVector<LinearOp> group = projectionsOf(op.getInput());
-      bool sliced = !op->use_empty() &&
-                    llvm::all_of(op->getUsers(), [](Operation *u) {
-                      return isa<SliceOp, SplitOp>(u);
-                    });
-      // The reshape-and-gather form of a packed projection is a site too.
-      Value v = op.getResult();
-      while (v.hasOneUse() &&
-             isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
-        v = (*v.getUsers().begin())->getResult(0);
-      sliced |= v != op.getResult() && !v.use_empty() &&
-                llvm::all_of(v.getUsers(),
-                             [](Operation *u) { return isa<GatherOp>(u); });
+      bool sliced = isPackedProjection(op);
       if ((group.size() >= 2 && seen.insert(op.getInput()).second) || sliced)
         missed.emplace_back(op.getLoc(),
                             recorder.reasonAt(op.getLoc(), "not fused"));

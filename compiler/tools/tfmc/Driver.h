@@ -43,6 +43,9 @@ mlir::func::FuncOp findEntry(mlir::ModuleOp module, llvm::StringRef entry);
 int runReference(mlir::ModuleOp module, mlir::func::FuncOp fn,
                  const RunOptions &options);
 
+/// Prints the summary of `tfmc inspect` (text, or JSON with `json`).
+int runInspect(mlir::ModuleOp module, bool json);
+
 } // namespace mlir::tfm::tfmc
 
 #endif // TFM_TOOLS_TFMC_DRIVER_H

@@ -21,6 +21,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "mlir/Transforms/ViewOpGraph.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -49,6 +50,7 @@ struct Subcommand {
 cl::OptionCategory modelCat("Model");
 cl::OptionCategory compileCat("tfmc compile options");
 cl::OptionCategory runCat("tfmc run options");
+cl::OptionCategory inspectCat("tfmc inspect options");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
@@ -114,13 +116,21 @@ cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
                              cl::init(16), cl::cat(runCat));
 
+//===-- inspect ----------------------------------------------------------===//
+
+cl::opt<bool> inspectJson("json", cl::desc("Print the summary as JSON"),
+                          cl::cat(inspectCat));
+cl::opt<std::string> dotFile("dot",
+                             cl::desc("Also write the fused graph as Graphviz"),
+                             cl::value_desc("file"), cl::cat(inspectCat));
+
 const Subcommand kSubcommands[] = {
     {"compile", "compile a model; --emit selects the stage to write",
      &compileCat},
     {"run", "run a model and print, write or check its outputs", &runCat},
     {"train", "train a model (not available in this build yet)", nullptr},
-    {"inspect", "summarize a model (not available in this build yet)",
-     nullptr},
+    {"inspect", "summarize a model after fusion: ops, parameters, FLOPs",
+     &inspectCat},
 };
 
 llvm::raw_ostream &error() {
@@ -373,6 +383,30 @@ int runCompile(MLIRContext &context) {
   });
 }
 
+int runInspectCommand(MLIRContext &context) {
+  return withModel(context, [](ModuleOp module) -> int {
+    PassManager pm(module.getContext());
+    if (failed(applyPassManagerCLOptions(pm)))
+      return kExitUsage;
+    buildFuseTransformerPipeline(pm, FusionPipelineOptions());
+    std::string err;
+    std::unique_ptr<llvm::ToolOutputFile> dot;
+    if (!dotFile.empty()) {
+      dot = openOutputFile(dotFile, &err);
+      if (!dot) {
+        error() << err << "\n";
+        return kExitInputError;
+      }
+      pm.addPass(createPrintOpGraphPass(dot->os()));
+    }
+    if (failed(pm.run(module)))
+      return kExitInputError;
+    if (dot)
+      dot->keep();
+    return runInspect(module, inspectJson);
+  });
+}
+
 int runRun(MLIRContext &context) {
   if (!useReference) {
     error() << "compiled execution is not available in this build yet; "
@@ -478,5 +512,7 @@ int main(int argc, char **argv) {
 
   if (sub == "compile")
     return runCompile(context);
+  if (sub == "inspect")
+    return runInspectCommand(context);
   return runRun(context);
 }
