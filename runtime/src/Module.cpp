@@ -61,6 +61,10 @@ tfm_status_t validateDescs(const std::string &path, const char *entry,
 
 tfm_status_t validateModel(const std::string &path,
                            const tfm_abi_model_t *m) {
+  if (m->num_kernels < 0 || (m->num_kernels > 0 && !m->kernels))
+    return makeStatus(TFM_STATUS_DATA_LOSS,
+                      "'{}': corrupt metadata: {} kernels", path,
+                      m->num_kernels);
   if (m->num_entries < 0 || (m->num_entries > 0 && !m->entries))
     return makeStatus(TFM_STATUS_DATA_LOSS,
                       "'{}': corrupt metadata: {} entry points", path,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "cpu/Kernels.h"
 
 #include <cstring>
 
@@ -15,6 +16,8 @@ using namespace tfm::runtime;
 struct tfm_session_s {
   tfm_module_s *module = nullptr;
   AlignedBuffer arena;
+  std::shared_ptr<tfm::runtime::cpu::Device> device;
+  std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
   ~tfm_session_s() {
     if (module)
       module->release();
@@ -49,6 +52,19 @@ tfm_status_t checkInput(const char *entry, size_t index,
   return nullptr;
 }
 
+/// The kernel entry point compiled code calls through tfm_abi_host_t.
+int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
+                  void *const *args) {
+  auto *session = static_cast<tfm_session_s *>(host->session);
+  if (index < 0 || static_cast<size_t>(index) >= session->kernels.size())
+    return -1;
+  try {
+    return session->kernels[index]->run(args);
+  } catch (...) {
+    return -2; // reported by tfm_session_run as an internal error
+  }
+}
+
 } // namespace
 
 extern "C" {
@@ -78,6 +94,20 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
                         "tfm_session_create: cannot allocate an arena of {} "
                         "bytes",
                         arena);
+    // Every primitive is created here, once; runs only execute them.
+    if (module->model->num_kernels > 0) {
+      s->device = tfm::runtime::cpu::makeDevice();
+      for (int32_t i = 0; i < module->model->num_kernels; ++i) {
+        std::string error;
+        auto k = tfm::runtime::cpu::makeKernel(
+            s->device, module->model->kernels[i], error);
+        if (!k)
+          return makeStatus(TFM_STATUS_INCOMPATIBLE,
+                            "'{}': kernel {} cannot be created: {}",
+                            module->path, i, error);
+        s->kernels.push_back(std::move(k));
+      }
+    }
     *out_session = s.release();
     return nullptr;
   });
@@ -139,6 +169,8 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     host.struct_size = sizeof(tfm_abi_host_t);
     host.arena = session->arena.ptr.get();
     host.weights = module->weights;
+    host.run_kernel = runKernel;
+    host.session = session;
     int32_t rc = e->fn(&host, in.data(), out.data());
     if (rc != 0) {
       releaseAll();

@@ -45,14 +45,55 @@ typedef struct tfm_abi_tensor_desc_t {
   const int64_t *dims;
 } tfm_abi_tensor_desc_t;
 
-/* What the runtime hands to compiled code. Later versions append kernel
- * entry points here (the oneDNN primitives the session created). */
+/* Kernels the runtime provides, backed by oneDNN primitives that a session
+ * creates once from these descriptors. All tensors are dense row-major f32.
+ *
+ *  LINEAR         y[M,N] = act(x[M,K] · w[N,K]ᵀ + b[N]) (+ r[M,N])
+ *                 params: M, K, N, has_bias, activation (0 none, 1 relu,
+ *                 2 gelu, 3 gelu_tanh), has_residual
+ *                 args:   x, w, b (or NULL), r (or NULL), y
+ *  BATCH_MATMUL   c[B,M,N] = a[B,M,K] · b[B,K,N], or · b[B,N,K]ᵀ
+ *                 params: B, M, K, N, transpose_b
+ *                 args:   a, b, c
+ *  MASKED_SOFTMAX y[G,Q,C] = softmax over C of (scale·x + mask); row q of
+ *                 group g reads mask[(g / div)·gstride + q·qstride + c]
+ *                 (strides of 0 broadcast); `causal` drops column c > q.
+ *                 params: G, Q, C, causal, has_mask, div, gstride, qstride
+ *                 fparams: scale
+ *                 args:   x, mask (or NULL), y
+ *  LAYER_NORM     s = x + r (when has_residual); y[M,N] = LN(s)·g + b over N
+ *                 params: M, N, has_residual, has_bias, writes_sum
+ *                 fparams: epsilon
+ *                 args:   x, r (or NULL), g, b (or NULL), y, sum (or NULL) */
+typedef enum tfm_kernel_kind_t {
+  TFM_KERNEL_LINEAR = 1,
+  TFM_KERNEL_BATCH_MATMUL = 2,
+  TFM_KERNEL_MASKED_SOFTMAX = 3,
+  TFM_KERNEL_LAYER_NORM = 4,
+} tfm_kernel_kind_t;
+
+typedef struct tfm_abi_kernel_desc_t {
+  int32_t kind; /* a tfm_kernel_kind_t */
+  int32_t dtype; /* TFM_DTYPE_F32 */
+  int64_t params[8];
+  double fparams[2];
+} tfm_abi_kernel_desc_t;
+
+struct tfm_abi_host_t;
+/* Runs kernel `index` of the model on `args`; returns 0 on success. */
+typedef int32_t (*tfm_abi_run_kernel_fn_t)(const struct tfm_abi_host_t *host,
+                                           int32_t index, void *const *args);
+
+/* What the runtime hands to compiled code. */
 typedef struct tfm_abi_host_t {
   uint32_t struct_size;
   /* Scratch memory of the entry's arena_bytes, 64-byte aligned. */
   void *arena;
   /* The model's weights, as laid out by the compiler. */
   const void *weights;
+  /* Runs the model's kernels; the session's private state rides along. */
+  tfm_abi_run_kernel_fn_t run_kernel;
+  void *session;
 } tfm_abi_host_t;
 
 /* An entry point. `inputs` and `outputs` hold dense row-major buffers in the
@@ -81,6 +122,8 @@ typedef struct tfm_abi_model_t {
   const void *weights; /* embedded weights, or NULL when external */
   uint64_t weights_bytes;
   const char *external_weights; /* file beside the library, or NULL */
+  int32_t num_kernels;
+  const tfm_abi_kernel_desc_t *kernels; /* created once per session */
 } tfm_abi_model_t;
 
 typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);

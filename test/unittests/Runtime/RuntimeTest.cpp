@@ -198,6 +198,28 @@ TEST_F(SessionTest, RejectsAMissingInputAndAnUnknownEntry) {
       << msg2;
 }
 
+TEST_F(ContextTest, CompiledCodeRunsKernelsTheSessionCreated) {
+  tfm_module_t *m = nullptr;
+  std::string path = kDir + "/libfake_model_kernels.so";
+  ASSERT_EQ(tfm_module_load(ctx, path.c_str(), &m), nullptr);
+  tfm_session_t *s = nullptr;
+  ASSERT_EQ(tfm_session_create(m, nullptr, &s), nullptr);
+  const int64_t d[] = {2, 3};
+  const float xv[] = {1, 2, 3, 4, 5, 6};
+  tfm_tensor_t *x = nullptr, *y = nullptr;
+  ASSERT_EQ(tfm_tensor_create_copy(TFM_DTYPE_F32, d, 2, xv, sizeof(xv), &x),
+            nullptr);
+  tfm_tensor_t *inputs[] = {x};
+  ASSERT_EQ(tfm_session_run(s, "project", inputs, 1, &y, 1), nullptr);
+  const float *v = static_cast<const float *>(tfm_tensor_data(y));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(v[i], 2 * xv[i]); // x · (2·I)ᵀ
+  tfm_tensor_release(y);
+  tfm_tensor_release(x);
+  tfm_session_release(s);
+  tfm_module_release(m);
+}
+
 TEST(Tensor, ValidatesItsArguments) {
   tfm_tensor_t *t = nullptr;
   const int64_t neg[] = {2, -1};

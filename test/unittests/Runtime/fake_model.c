@@ -52,15 +52,33 @@ static int32_t infer(const tfm_abi_host_t *host, const void *const *inputs,
   return 0;
 }
 
+#ifdef FAKE_KERNELS
+/* A second entry that calls a runtime kernel: y = x · Wᵀ with W = 2·I. */
+static float kIdentity2[9] = {2, 0, 0, 0, 2, 0, 0, 0, 2};
+static const tfm_abi_kernel_desc_t kKernels[] = {
+    {TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {2, 3, 3, 0, 0, 0, 0, 0}, {0, 0}},
+};
+static int32_t project(const tfm_abi_host_t *host, const void *const *inputs,
+                       void *const *outputs) {
+  /* Kernel arguments are untyped; inputs are only read. */
+  void *args[] = {(void *)(uintptr_t)inputs[0], kIdentity2, NULL, NULL,
+                  outputs[0]};
+  return host->run_kernel(host, 0, args);
+}
+#endif
+
 static const tfm_abi_entry_t kEntries[] = {
     {"infer", 2, kInputs, 1, kOutputs, 6 * sizeof(float), infer},
+#ifdef FAKE_KERNELS
+    {"project", 1, kInputs, 1, kOutputs, 0, project},
+#endif
 };
 
 static const tfm_abi_model_t kModel = {
     FAKE_ABI_VERSION,
     sizeof(tfm_abi_model_t),
     "runtime tests",
-    1,
+    sizeof(kEntries) / sizeof(kEntries[0]),
     kEntries,
 #ifdef FAKE_EXTERNAL
     NULL,
@@ -69,6 +87,13 @@ static const tfm_abi_model_t kModel = {
 #else
     kWeights,
     sizeof(kWeights),
+    NULL,
+#endif
+#ifdef FAKE_KERNELS
+    1,
+    kKernels,
+#else
+    0,
     NULL,
 #endif
 };

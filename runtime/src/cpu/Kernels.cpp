@@ -1,0 +1,263 @@
+//===- Kernels.cpp - oneDNN-backed kernels of the runtime -----------------===//
+//
+// GEMMs (linear with fused bias, activation and residual post-ops, batched
+// matmul) and layer normalization are oneDNN primitives. The masked softmax
+// applies scale and mask in one pass, then uses oneDNN's softmax in place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include <dnnl.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+using namespace tfm::runtime::cpu;
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+class tfm::runtime::cpu::Device {
+public:
+  Device() : engine(dnnl::engine::kind::cpu, 0), stream(engine) {}
+  dnnl::engine engine;
+  dnnl::stream stream;
+};
+
+std::shared_ptr<Device> tfm::runtime::cpu::makeDevice() {
+  return std::make_shared<Device>();
+}
+
+namespace {
+
+memory::desc rowMajor(memory::dims dims) {
+  return memory::desc(dims, dt::f32,
+                      dims.size() == 1   ? tag::a
+                      : dims.size() == 2 ? tag::ab
+                                         : tag::abc);
+}
+
+class LinearKernel : public Kernel {
+public:
+  LinearKernel(std::shared_ptr<Device> dev, const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), m(d.params[0]), k(d.params[1]), n(d.params[2]),
+        hasBias(d.params[3]), hasResidual(d.params[5]) {
+    dnnl::post_ops ops;
+    switch (d.params[4]) {
+    case 1:
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      break;
+    case 2:
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+      break;
+    case 3:
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+      break;
+    default:
+      break;
+    }
+    if (hasResidual)
+      ops.append_binary(dnnl::algorithm::binary_add, rowMajor({m, n}));
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    // w is [N, K] row-major, i.e. the [K, N] operand with strides (1, K).
+    memory::desc w({k, n}, dt::f32, memory::dims{1, k});
+    auto desc = hasBias ? dnnl::matmul::desc(rowMajor({m, k}), w,
+                                             rowMajor({1, n}), rowMajor({m, n}))
+                        : dnnl::matmul::desc(rowMajor({m, k}), w,
+                                             rowMajor({m, n}));
+    pd = dnnl::matmul::primitive_desc(desc, attr, this->dev->engine);
+    prim = dnnl::matmul(pd);
+    wmd = w;
+  }
+
+  int32_t run(void *const *args) override {
+    auto &eng = dev->engine;
+    std::unordered_map<int, memory> a{
+        {DNNL_ARG_SRC, memory(rowMajor({m, k}), eng, args[0])},
+        {DNNL_ARG_WEIGHTS, memory(wmd, eng, args[1])},
+        {DNNL_ARG_DST, memory(rowMajor({m, n}), eng, args[4])}};
+    if (hasBias)
+      a[DNNL_ARG_BIAS] = memory(rowMajor({1, n}), eng, args[2]);
+    if (hasResidual) {
+      int idx = pd.get_primitive_attr().get_post_ops().len() - 1;
+      a[DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1] =
+          memory(rowMajor({m, n}), eng, args[3]);
+    }
+    prim.execute(dev->stream, a);
+    dev->stream.wait();
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Device> dev;
+  int64_t m, k, n;
+  bool hasBias, hasResidual;
+  memory::desc wmd;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+class BatchMatmulKernel : public Kernel {
+public:
+  BatchMatmulKernel(std::shared_ptr<Device> dev,
+                    const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)) {
+    int64_t b = d.params[0], m = d.params[1], k = d.params[2],
+            n = d.params[3];
+    amd = rowMajor({b, m, k});
+    bmd = d.params[4] ? memory::desc({b, k, n}, dt::f32,
+                                     memory::dims{n * k, 1, k})
+                      : rowMajor({b, k, n});
+    cmd = rowMajor({b, m, n});
+    prim = dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(amd, bmd, cmd), this->dev->engine));
+  }
+  int32_t run(void *const *args) override {
+    auto &eng = dev->engine;
+    prim.execute(dev->stream, {{DNNL_ARG_SRC, memory(amd, eng, args[0])},
+                               {DNNL_ARG_WEIGHTS, memory(bmd, eng, args[1])},
+                               {DNNL_ARG_DST, memory(cmd, eng, args[2])}});
+    dev->stream.wait();
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Device> dev;
+  memory::desc amd, bmd, cmd;
+  dnnl::matmul prim;
+};
+
+class MaskedSoftmaxKernel : public Kernel {
+public:
+  MaskedSoftmaxKernel(std::shared_ptr<Device> dev,
+                      const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), g(d.params[0]), q(d.params[1]), c(d.params[2]),
+        causal(d.params[3]), hasMask(d.params[4]),
+        div(d.params[5] ? d.params[5] : 1), gstride(d.params[6]),
+        qstride(d.params[7]), scale(static_cast<float>(d.fparams[0])) {
+    md = rowMajor({g * q, c});
+    prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1),
+        this->dev->engine));
+  }
+  int32_t run(void *const *args) override {
+    const float *x = static_cast<const float *>(args[0]);
+    const float *mask = static_cast<const float *>(args[1]);
+    float *y = static_cast<float *>(args[2]);
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t gi = 0; gi < g; ++gi)
+      for (int64_t qi = 0; qi < q; ++qi) {
+        const float *xr = x + (gi * q + qi) * c;
+        float *yr = y + (gi * q + qi) * c;
+        const float *mr =
+            hasMask ? mask + (gi / div) * gstride + qi * qstride : nullptr;
+        int64_t keep = causal ? std::min(c, qi + 1) : c;
+        for (int64_t j = 0; j < keep; ++j)
+          yr[j] = scale * xr[j] + (mr ? mr[j] : 0.f);
+        for (int64_t j = keep; j < c; ++j)
+          yr[j] = ninf;
+      }
+    memory ym(md, dev->engine, y);
+    prim.execute(dev->stream, {{DNNL_ARG_SRC, ym}, {DNNL_ARG_DST, ym}});
+    dev->stream.wait();
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Device> dev;
+  int64_t g, q, c;
+  bool causal, hasMask;
+  int64_t div, gstride, qstride;
+  float scale;
+  memory::desc md;
+  dnnl::softmax_forward prim;
+};
+
+class LayerNormKernel : public Kernel {
+public:
+  LayerNormKernel(std::shared_ptr<Device> dev, const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), m(d.params[0]), n(d.params[1]),
+        hasResidual(d.params[2]), hasBias(d.params[3]),
+        writesSum(d.params[4]), zeros(hasBias ? 0 : n, 0.f) {
+    md = rowMajor({m, n});
+    auto flags = dnnl::normalization_flags::use_scale |
+                 dnnl::normalization_flags::use_shift;
+    prim = dnnl::layer_normalization_forward(
+        dnnl::layer_normalization_forward::primitive_desc(
+            dnnl::layer_normalization_forward::desc(
+                dnnl::prop_kind::forward_inference, md,
+                static_cast<float>(d.fparams[0]), flags),
+            this->dev->engine));
+    if (hasResidual && !writesSum)
+      sumBuffer.resize(m * n);
+  }
+  int32_t run(void *const *args) override {
+    const float *x = static_cast<const float *>(args[0]);
+    const void *src = x;
+    if (hasResidual) {
+      const float *r = static_cast<const float *>(args[1]);
+      float *s = writesSum ? static_cast<float *>(args[5]) : sumBuffer.data();
+      for (int64_t i = 0; i < m * n; ++i)
+        s[i] = x[i] + r[i];
+      src = s;
+    }
+    auto &eng = dev->engine;
+    memory::desc vec = rowMajor({n});
+    prim.execute(
+        dev->stream,
+        {{DNNL_ARG_SRC, memory(md, eng, const_cast<void *>(src))},
+         {DNNL_ARG_SCALE, memory(vec, eng, args[2])},
+         {DNNL_ARG_SHIFT,
+          memory(vec, eng, hasBias ? args[3] : static_cast<void *>(zeros.data()))},
+         {DNNL_ARG_DST, memory(md, eng, args[4])}});
+    dev->stream.wait();
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Device> dev;
+  int64_t m, n;
+  bool hasResidual, hasBias, writesSum;
+  std::vector<float> zeros, sumBuffer;
+  memory::desc md;
+  dnnl::layer_normalization_forward prim;
+};
+
+} // namespace
+
+std::unique_ptr<Kernel>
+tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
+                              const tfm_abi_kernel_desc_t &d,
+                              std::string &error) {
+  if (d.dtype != TFM_DTYPE_F32) {
+    error = "kernels compute in f32 only so far";
+    return nullptr;
+  }
+  for (int i = 0; i < 3; ++i)
+    if (d.params[i] <= 0 && d.kind != 0) {
+      error = "kernel sizes must be positive";
+      return nullptr;
+    }
+  try {
+    switch (d.kind) {
+    case TFM_KERNEL_LINEAR:
+      return std::make_unique<LinearKernel>(device, d);
+    case TFM_KERNEL_BATCH_MATMUL:
+      return std::make_unique<BatchMatmulKernel>(device, d);
+    case TFM_KERNEL_MASKED_SOFTMAX:
+      return std::make_unique<MaskedSoftmaxKernel>(device, d);
+    case TFM_KERNEL_LAYER_NORM:
+      return std::make_unique<LayerNormKernel>(device, d);
+    default:
+      error = "unknown kernel kind " + std::to_string(d.kind);
+      return nullptr;
+    }
+  } catch (const dnnl::error &e) {
+    error = std::string("oneDNN rejected the kernel: ") + e.what();
+    return nullptr;
+  }
+}

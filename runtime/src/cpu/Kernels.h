@@ -1,0 +1,38 @@
+//===- Kernels.h - oneDNN-backed kernels of the runtime ---------*- C++ -*-===//
+//
+// One object per kernel descriptor of a model, created when a session is
+// created (that is when oneDNN builds its primitives), then run any number
+// of times. Semantics are those of the tfm ops, documented in tfm/abi.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_RUNTIME_SRC_CPU_KERNELS_H
+#define TFM_RUNTIME_SRC_CPU_KERNELS_H
+
+#include "tfm/abi.h"
+
+#include <memory>
+#include <string>
+
+namespace tfm::runtime::cpu {
+
+class Kernel {
+public:
+  virtual ~Kernel() = default;
+  /// Runs on `args` (see tfm/abi.h); returns 0 on success.
+  virtual int32_t run(void *const *args) = 0;
+};
+
+/// The CPU engine and stream a session's kernels share.
+class Device;
+
+std::shared_ptr<Device> makeDevice();
+
+/// Builds the kernel for `desc`, or returns null and sets `error`.
+std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Device> &device,
+                                   const tfm_abi_kernel_desc_t &desc,
+                                   std::string &error);
+
+} // namespace tfm::runtime::cpu
+
+#endif // TFM_RUNTIME_SRC_CPU_KERNELS_H

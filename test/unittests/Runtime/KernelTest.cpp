@@ -1,0 +1,142 @@
+//===- KernelTest.cpp - oneDNN kernels against the reference interpreter --===//
+//
+// Each kernel runs on random f32 data and is compared with the reference
+// interpreter evaluating the tfm op it implements, in double, at rtol 1e-4
+// and atol 1e-5.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Reference/TestUtil.h"
+#include "cpu/Kernels.h"
+
+#include <random>
+
+using namespace mlir::tfm::testing;
+using mlir::tfm::reference::Tensor;
+namespace cpu = tfm::runtime::cpu;
+
+namespace {
+
+std::vector<float> randomFloats(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+Tensor asTensor(const std::vector<float> &v, std::vector<int64_t> shape) {
+  return f32(std::move(shape), std::vector<double>(v.begin(), v.end()));
+}
+
+void expectClose(const std::vector<float> &got, const Tensor &want) {
+  ASSERT_EQ(got.size(), want.data.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want.data[i], 1e-5 + 1e-4 * std::fabs(want.data[i]))
+        << "at " << i;
+}
+
+std::unique_ptr<cpu::Kernel> make(tfm_abi_kernel_desc_t d) {
+  d.dtype = TFM_DTYPE_F32;
+  std::string error;
+  auto k = cpu::makeKernel(cpu::makeDevice(), d, error);
+  EXPECT_TRUE(k) << error;
+  return k;
+}
+
+TEST(Kernel, LinearWithBiasGeluAndResidual) {
+  const int64_t M = 6, K = 16, N = 10;
+  auto x = randomFloats(M * K, 1), w = randomFloats(N * K, 2),
+       b = randomFloats(N, 3), r = randomFloats(M * N, 4);
+  for (int act : {0, 1, 2, 3}) {
+    auto k = make({TFM_KERNEL_LINEAR, 0, {M, K, N, 1, act, 1}, {}});
+    std::vector<float> y(M * N);
+    void *args[] = {x.data(), w.data(), b.data(), r.data(), y.data()};
+    ASSERT_EQ(k->run(args), 0);
+    static const char *acts[] = {"", " activation = relu",
+                                 " activation = gelu",
+                                 " activation = gelu_tanh"};
+    InterpreterHarness h;
+    std::string src = std::string(R"mlir(
+      func.func @infer(%x: tensor<6x16xf32>, %w: tensor<10x16xf32>, %b: tensor<10xf32>, %r: tensor<6x10xf32>) -> tensor<6x10xf32> {
+        %0 = tfm.linear %x, %w, %b)mlir") + acts[act] + R"mlir( : (tensor<6x16xf32>, tensor<10x16xf32>, tensor<10xf32>) -> tensor<6x10xf32>
+        %1 = tfm.add %0, %r : (tensor<6x10xf32>, tensor<6x10xf32>) -> tensor<6x10xf32>
+        return %1 : tensor<6x10xf32>
+      })mlir";
+    auto want = h.eval(src, {asTensor(x, {M, K}), asTensor(w, {N, K}),
+                             asTensor(b, {N}), asTensor(r, {M, N})});
+    expectClose(y, want.at(0));
+  }
+}
+
+TEST(Kernel, BatchMatmulTransposed) {
+  const int64_t B = 3, M = 4, K = 8, N = 5;
+  auto a = randomFloats(B * M * K, 5), bt = randomFloats(B * N * K, 6);
+  auto k = make({TFM_KERNEL_BATCH_MATMUL, 0, {B, M, K, N, 1}, {}});
+  std::vector<float> c(B * M * N);
+  void *args[] = {a.data(), bt.data(), c.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%a: tensor<3x4x8xf32>, %b: tensor<3x5x8xf32>) -> tensor<3x4x5xf32> {
+      %0 = tfm.matmul %a, %b transpose_rhs : (tensor<3x4x8xf32>, tensor<3x5x8xf32>) -> tensor<3x4x5xf32>
+      return %0 : tensor<3x4x5xf32>
+    })mlir",
+                     {asTensor(a, {B, M, K}), asTensor(bt, {B, N, K})});
+  expectClose(c, want.at(0));
+}
+
+TEST(Kernel, MaskedSoftmaxPaddingMaskAndCausal) {
+  // Scores [2 batches, 3 heads, 4, 4]; mask [2, 1, 1, 4] broadcast over
+  // heads and rows: group g = b·3 + h reads mask row g / 3.
+  const int64_t Bt = 2, H = 3, S = 4;
+  auto x = randomFloats(Bt * H * S * S, 7), m = randomFloats(Bt * S, 8);
+  auto k = make({TFM_KERNEL_MASKED_SOFTMAX, 0,
+                 {Bt * H, S, S, /*causal=*/1, /*mask=*/1, H, S, 0}, {0.5}});
+  std::vector<float> y(x.size());
+  void *args[] = {x.data(), m.data(), y.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%s: tensor<2x3x4x4xf32>, %m: tensor<2x1x1x4xf32>) -> tensor<2x3x4x4xf32> {
+      %0 = tfm.masked_softmax %s, mask %m mask_kind = additive causal {scale = 5.000000e-01 : f64} : (tensor<2x3x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x3x4x4xf32>
+      return %0 : tensor<2x3x4x4xf32>
+    })mlir",
+                     {asTensor(x, {Bt, H, S, S}), asTensor(m, {Bt, 1, 1, S})});
+  expectClose(y, want.at(0));
+}
+
+TEST(Kernel, AddLayerNormWithSum) {
+  const int64_t M = 5, N = 12;
+  auto x = randomFloats(M * N, 9), r = randomFloats(M * N, 10),
+       g = randomFloats(N, 11), b = randomFloats(N, 12);
+  auto k = make({TFM_KERNEL_LAYER_NORM, 0, {M, N, 1, 1, 1}, {1e-5}});
+  std::vector<float> y(M * N), sum(M * N);
+  void *args[] = {x.data(), r.data(), g.data(), b.data(), y.data(),
+                  sum.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%x: tensor<5x12xf32>, %r: tensor<5x12xf32>, %g: tensor<12xf32>, %b: tensor<12xf32>) -> (tensor<5x12xf32>, tensor<5x12xf32>) {
+      %0:2 = tfm.add_layer_norm %x, %r, %g, %b : (tensor<5x12xf32>, tensor<5x12xf32>, tensor<12xf32>, tensor<12xf32>) -> (tensor<5x12xf32>, tensor<5x12xf32>)
+      return %0#0, %0#1 : tensor<5x12xf32>, tensor<5x12xf32>
+    })mlir",
+                     {asTensor(x, {M, N}), asTensor(r, {M, N}),
+                      asTensor(g, {N}), asTensor(b, {N})});
+  ASSERT_EQ(want.size(), 2u);
+  expectClose(y, want[0]);
+  expectClose(sum, want[1]);
+}
+
+TEST(Kernel, RejectsBadDescriptors) {
+  std::string error;
+  tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {0, 4, 4}, {}};
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeDevice(), d, error));
+  EXPECT_EQ(error, "kernel sizes must be positive");
+  d = {99, TFM_DTYPE_F32, {1, 1, 1}, {}};
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeDevice(), d, error));
+  EXPECT_EQ(error, "unknown kernel kind 99");
+}
+
+} // namespace
