@@ -2,7 +2,7 @@
 //
 // Summarizes a model after fusion: its entry points, ops by name, fused ops,
 // parameters and GEMM FLOPs (2·m·n·k per product, the convention of the
-// benchmarks). The memory plan joins once tfm-plan-memory exists.
+// benchmarks), and the activation arena that tfm-plan-memory planned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +72,13 @@ int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json) {
   llvm::sort(rows);
 
   SmallVector<func::FuncOp> entries(module.getOps<func::FuncOp>());
+  int64_t arena = 0, bound = 0;
+  for (func::FuncOp fn : entries) {
+    if (auto a = fn->getAttrOfType<IntegerAttr>("tfm.arena_bytes"))
+      arena = std::max(arena, a.getInt());
+    if (auto b = fn->getAttrOfType<IntegerAttr>("tfm.arena_lower_bound"))
+      bound = std::max(bound, b.getInt());
+  }
   if (json) {
     llvm::json::Object opsJson;
     for (auto &[name, n] : rows)
@@ -92,7 +99,9 @@ int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json) {
                             {"parameters", params},
                             {"parameter_bytes", paramBytes},
                             {"gemm_flops", flops},
-                            {"memory_plan", nullptr}}))
+                            {"memory_plan",
+                             llvm::json::Object{{"arena_bytes", arena},
+                                                {"lower_bound_bytes", bound}}}}))
                  << "\n";
     return kExitOk;
   }
@@ -106,7 +115,8 @@ int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json) {
   llvm::outs() << "ops after fusion:\n";
   for (auto &[name, n] : rows)
     llvm::outs() << llvm::formatv("  {0,-24} {1,6}\n", name, n);
-  llvm::outs() << "memory plan: not computed yet (tfm-plan-memory comes with "
-                  "the CPU backend)\n";
+  llvm::outs() << llvm::formatv(
+      "memory plan: arena {0} bytes, lower bound {1} bytes ({2:f3}x)\n", arena,
+      bound, bound ? static_cast<double>(arena) / bound : 1.0);
   return kExitOk;
 }

@@ -389,6 +389,7 @@ int runInspectCommand(MLIRContext &context) {
     if (failed(applyPassManagerCLOptions(pm)))
       return kExitUsage;
     buildFuseTransformerPipeline(pm, FusionPipelineOptions());
+    pm.addNestedPass<func::FuncOp>(mlir::tfm::createPlanMemoryPass());
     std::string err;
     std::unique_ptr<llvm::ToolOutputFile> dot;
     if (!dotFile.empty()) {

@@ -80,4 +80,26 @@ def FuseResidualLayerNormPass : Tfm_FusionPass<"tfm-fuse-residual-layernorm"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+def PlanMemoryPass : Pass<"tfm-plan-memory", "::mlir::func::FuncOp"> {
+  let summary = "Places every intermediate tensor in one activation arena.";
+  let description = [{
+    Gives each tensor that an op produces, other than the function's results
+    and constants, a byte offset in one arena, so that two tensors alive at
+    the same time never overlap. Lifetimes run from the defining op to the
+    last use in block order. A reshape shares its input's buffer, and an
+    elementwise op writes in place over an operand of its type that dies
+    there. Buffers are placed largest first, each at the lowest offset free
+    over its lifetime, 64-byte aligned.
+
+    The function gets `tfm.arena_bytes` and `tfm.arena_lower_bound` (the
+    largest total of bytes alive at once, which no plan can beat), and each
+    op `tfm.arena_offsets` (one per result, -1 outside the arena).
+  }];
+  let dependentDialects = ["::mlir::tfm::TfmDialect"];
+}
+
 #endif // TFM_TRANSFORMS_PASSES_TD
