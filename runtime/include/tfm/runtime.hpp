@@ -120,6 +120,11 @@ public:
   /// Runs `entry` and returns its outputs, which the caller then owns.
   std::vector<Tensor> run(const char *entry,
                           std::initializer_list<Tensor *> inputs) {
+    return run(entry, std::vector<Tensor *>(inputs));
+  }
+
+  std::vector<Tensor> run(const char *entry,
+                          const std::vector<Tensor *> &inputs) {
     std::vector<tfm_tensor_t *> in;
     for (Tensor *t : inputs)
       in.push_back(t->get());
