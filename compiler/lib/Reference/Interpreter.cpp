@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -67,6 +68,54 @@ FailureOr<ElementKind> elementKindOf(Type type) {
   if (type.isInteger(64))
     return ElementKind::I64;
   return failure();
+}
+
+double roundToKind(double v, ElementKind kind) {
+  auto viaAPFloat = [&](const llvm::fltSemantics &sem) {
+    bool losesInfo = false;
+    APFloat f(v);
+    f.convert(sem, llvm::RoundingMode::NearestTiesToEven, &losesInfo);
+    f.convert(APFloat::IEEEdouble(), llvm::RoundingMode::NearestTiesToEven,
+              &losesInfo);
+    return f.convertToDouble();
+  };
+  switch (kind) {
+  case ElementKind::F64:
+    return v;
+  case ElementKind::F32:
+    return static_cast<float>(v);
+  case ElementKind::F16:
+    return viaAPFloat(APFloat::IEEEhalf());
+  case ElementKind::BF16:
+    return viaAPFloat(APFloat::BFloat());
+  case ElementKind::I1:
+    return v != 0 ? 1.0 : 0.0;
+  case ElementKind::I32:
+  case ElementKind::I64:
+    return std::trunc(v);
+  }
+  return v;
+}
+
+Type elementTypeOf(MLIRContext *context, ElementKind kind) {
+  Builder b(context);
+  switch (kind) {
+  case ElementKind::F32:
+    return b.getF32Type();
+  case ElementKind::F16:
+    return b.getF16Type();
+  case ElementKind::BF16:
+    return b.getBF16Type();
+  case ElementKind::F64:
+    return b.getF64Type();
+  case ElementKind::I1:
+    return b.getI1Type();
+  case ElementKind::I32:
+    return b.getI32Type();
+  case ElementKind::I64:
+    return b.getI64Type();
+  }
+  return {};
 }
 
 } // namespace mlir::tfm::reference
@@ -298,34 +347,6 @@ Tensor maskedSoftmax(const Tensor &x, const Tensor *mask, bool booleanMask,
   return out;
 }
 
-/// Rounds `v` to what an element of `kind` can hold, as a cast does.
-double roundTo(double v, ElementKind kind) {
-  auto viaAPFloat = [&](const llvm::fltSemantics &sem) {
-    bool losesInfo = false;
-    APFloat f(v);
-    f.convert(sem, llvm::RoundingMode::NearestTiesToEven, &losesInfo);
-    f.convert(APFloat::IEEEdouble(), llvm::RoundingMode::NearestTiesToEven,
-              &losesInfo);
-    return f.convertToDouble();
-  };
-  switch (kind) {
-  case ElementKind::F64:
-    return v;
-  case ElementKind::F32:
-    return static_cast<float>(v);
-  case ElementKind::F16:
-    return viaAPFloat(APFloat::IEEEhalf());
-  case ElementKind::BF16:
-    return viaAPFloat(APFloat::BFloat());
-  case ElementKind::I1:
-    return v != 0 ? 1.0 : 0.0;
-  case ElementKind::I32:
-  case ElementKind::I64:
-    return std::trunc(v);
-  }
-  return v;
-}
-
 Tensor unary(Tensor t, double (*f)(double)) {
   for (double &x : t.data)
     x = f(x);
@@ -555,7 +576,7 @@ LogicalResult Frame::eval(Operation *op) {
         Tensor out = tensorOfType(c.getType());
         const Tensor &in = get(c.getInput());
         for (size_t i = 0; i < out.data.size(); ++i)
-          out.data[i] = roundTo(in.data[i], out.kind);
+          out.data[i] = roundToKind(in.data[i], out.kind);
         set(c, std::move(out));
         return success();
       })

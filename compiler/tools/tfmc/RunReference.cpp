@@ -82,14 +82,7 @@ Tensor randomInput(RankedTensorType type, Value arg, uint64_t seed) {
       break;
     default: {
       // Round to the element type so the run is reproducible from its .pb.
-      double v = 2.0 * u - 1.0;
-      if (t.kind == ElementKind::F32)
-        v = static_cast<float>(v);
-      else if (t.kind == ElementKind::F16)
-        v = mlir::tfm::onnx_io::halfBitsToDouble(mlir::tfm::onnx_io::doubleToHalfBits(v));
-      else if (t.kind == ElementKind::BF16)
-        v = mlir::tfm::onnx_io::bf16BitsToDouble(mlir::tfm::onnx_io::doubleToBf16Bits(v));
-      t.data[i] = v;
+      t.data[i] = mlir::tfm::reference::roundToKind(2.0 * u - 1.0, t.kind);
     }
     }
   }
@@ -272,33 +265,9 @@ DenseElementsAttr mlir::tfm::tfmc::readConstant(MLIRContext *context,
   Tensor t;
   if (!readPb(path.str(), t))
     return {};
-  Builder b(context);
-  Type elt;
-  switch (t.kind) {
-  case ElementKind::F32:
-    elt = b.getF32Type();
-    break;
-  case ElementKind::F16:
-    elt = b.getF16Type();
-    break;
-  case ElementKind::BF16:
-    elt = b.getBF16Type();
-    break;
-  case ElementKind::F64:
-    elt = b.getF64Type();
-    break;
-  case ElementKind::I1:
-    elt = b.getI1Type();
-    break;
-  case ElementKind::I32:
-    elt = b.getI32Type();
-    break;
-  case ElementKind::I64:
-    elt = b.getI64Type();
-    break;
-  }
   return mlir::tfm::reference::Interpreter::toAttr(
-      t, RankedTensorType::get(t.shape, elt));
+      t, RankedTensorType::get(
+             t.shape, mlir::tfm::reference::elementTypeOf(context, t.kind)));
 }
 
 func::FuncOp mlir::tfm::tfmc::findEntry(ModuleOp module, StringRef entry) {

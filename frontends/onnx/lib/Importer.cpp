@@ -490,7 +490,8 @@ LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
     if (!v || i >= static_cast<size_t>(node.output_size()) ||
         node.output(i).empty())
       continue;
-    values[node.output(i)] = replaced.lookup(v) ? replaced.lookup(v) : v;
+    Value folded = replaced.lookup(v);
+    values[node.output(i)] = folded ? folded : v;
   }
   for (Operation *op : dead)
     op->erase();

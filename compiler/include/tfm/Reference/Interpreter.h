@@ -20,6 +20,12 @@ namespace mlir::tfm::reference {
 /// Maps an MLIR element type to the interpreter's kinds; fails on others.
 mlir::FailureOr<ElementKind> elementKindOf(mlir::Type type);
 
+/// The MLIR element type of a kind (the inverse of elementKindOf).
+mlir::Type elementTypeOf(mlir::MLIRContext *context, ElementKind kind);
+
+/// Rounds `value` to what an element of `kind` holds, as tfm.cast does.
+double roundToKind(double value, ElementKind kind);
+
 /// Evaluates functions of one module. Errors (a bad index, an unsupported op,
 /// a wrong argument) are reported as MLIR diagnostics on the op at fault.
 class Interpreter {
