@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 #===- tfm.sh - Set up, build, and run tfm on Debian 12 ---------------------===#
 #
-#   ./tfm.sh example   install what is missing, build, then compile (print) and
-#                      run the bundled example model
+#   ./tfm.sh example   install what is missing, build, then compile the bundled
+#                      example model to a library and run it
 #   ./tfm.sh test      install what is missing, build, then run every test
 #   ./tfm.sh build     install what is missing and build, nothing else
 #
@@ -72,14 +72,20 @@ case "${1:-}" in
   example)
     build
     model="$ROOT/examples/models/encoder_layer.mlir"
-    log "tfmc compile --emit=tfm (weights elided)"
-    "$BUILD/bin/tfmc" compile "$model" --emit=tfm -o - \
+    data="$ROOT/examples/models/encoder_layer_data"
+    so="$BUILD/examples/encoder_layer.so"
+    mkdir -p "$BUILD/examples"
+    log "tfmc compile --emit=fused (weights elided)"
+    "$BUILD/bin/tfmc" compile "$model" --emit=fused -o - \
       --mlir-elide-elementsattrs-if-larger=8
-    log "tfmc run --reference on random inputs (seed 0)"
-    "$BUILD/bin/tfmc" run "$model" --reference --seed 0
-    log "tfmc run --reference against the PyTorch result"
-    "$BUILD/bin/tfmc" run "$model" --reference \
-      --test-data-dir "$ROOT/examples/models/encoder_layer_data"
+    log "tfmc compile -o $so (fusion, memory plan, oneDNN kernels, LLVM)"
+    "$BUILD/bin/tfmc" compile "$model" -o "$so" --fusion-report
+    log "tfmc run $so against the PyTorch result"
+    "$BUILD/bin/tfmc" run "$so" --test-data-dir "$data"
+    log "tfmc run --reference (the double-precision interpreter) against it"
+    "$BUILD/bin/tfmc" run "$model" --reference --test-data-dir "$data"
+    log "tfmc run $so --bench 200"
+    "$BUILD/bin/tfmc" run "$so" --test-data-dir "$data" --bench 200
     ;;
   test)
     build

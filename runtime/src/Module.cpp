@@ -262,6 +262,20 @@ const char *tfm_module_entry_name(const tfm_module_t *module, size_t index) {
   return module->model->entries[index].name;
 }
 
+tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
+                                     const char *entry, int is_output,
+                                     size_t *out_count) {
+  if (!module || !entry || !out_count)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_module_entry_num_io: NULL argument");
+  const tfm_abi_entry_t *e = module->findEntry(entry);
+  if (!e)
+    return makeStatus(TFM_STATUS_NOT_FOUND, "'{}' has no entry point '{}'",
+                      module->path, entry);
+  *out_count = static_cast<size_t>(is_output ? e->num_outputs : e->num_inputs);
+  return nullptr;
+}
+
 tfm_status_t tfm_module_entry_io(const tfm_module_t *module, const char *entry,
                                  int is_output, size_t index,
                                  const tfm_abi_tensor_desc_t **out_desc) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/Passes.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/Transforms/Passes.h"
 
@@ -30,6 +31,8 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::tfm::registerTfmPasses();
   mlir::tfm::registerTfmPipelines();
+  mlir::tfm::registerTfmConversionPasses();
+  mlir::tfm::registerTfmConversionPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, mlir::affine::AffineDialect,

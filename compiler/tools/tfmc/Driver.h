@@ -6,6 +6,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "tfm/Reference/Tensor.h"
+#include "tfm/Target/Artifact.h"
+
+#include <functional>
+#include <optional>
 
 namespace mlir::tfm::tfmc {
 
@@ -17,8 +22,10 @@ enum ExitCode : int {
   kExitMismatch = 3, // outputs did not match the expected ones
 };
 
-/// Options of `tfmc run --reference`.
+/// Options of `tfmc run`.
 struct RunOptions {
+  unsigned bench = 0;   // timed runs after the checked one
+  int32_t threads = 0;  // 0: the runtime's choice
   std::string entry;
   std::vector<std::string> inputs; // NAME=FILE.pb
   std::string testDataDir;
@@ -38,10 +45,62 @@ mlir::DenseElementsAttr readConstant(mlir::MLIRContext *context,
 /// public function. Reports an error and returns null when there is none.
 mlir::func::FuncOp findEntry(mlir::ModuleOp module, llvm::StringRef entry);
 
+/// One input or output of an entry point, as `tfmc run` feeds and checks it.
+struct Port {
+  std::string name;
+  reference::ElementKind kind;
+  std::vector<int64_t> shape;
+  /// Where the input sits among the ONNX graph's inputs (input_N.pb).
+  unsigned graphPosition = 0;
+  /// An exclusive bound for random indices, so random runs stay in range.
+  int64_t indexBound = 10;
+};
+
+struct Signature {
+  std::string entry;
+  std::vector<Port> inputs, outputs;
+  unsigned numGraphInputs = 0;
+};
+
+/// The signature of a tfm function; reports and fails on types that cannot
+/// be fed.
+std::optional<Signature> signatureOf(mlir::func::FuncOp fn);
+
+using Evaluate = std::function<std::optional<std::vector<reference::Tensor>>(
+    const std::vector<reference::Tensor> &)>;
+
+/// Gathers the inputs of `sig`, evaluates them, and prints, writes or
+/// compares the outputs. `inputsOut`, when given, receives the inputs.
+/// Returns an ExitCode.
+int runWith(const Signature &sig, const RunOptions &options,
+            const Evaluate &evaluate,
+            std::vector<reference::Tensor> *inputsOut = nullptr);
+
 /// Evaluates `fn` with the reference interpreter and prints, writes or
 /// compares its outputs. Returns an ExitCode.
 int runReference(mlir::ModuleOp module, mlir::func::FuncOp fn,
                  const RunOptions &options);
+
+/// How `tfmc compile` lowers a model.
+struct CompileOptions {
+  ArtifactOptions artifact;
+  bool remarks = false;
+};
+
+/// The stages `--emit` can stop at.
+enum class Stage { tfm, fused, linalg, llvm, ptx, obj, so };
+
+/// Lowers `module` (tfm on tensors) to `stage` and writes it to `output`
+/// ('-' for stdout; text stages only). Reports errors; returns an ExitCode.
+int compileTo(mlir::ModuleOp module, Stage stage, llvm::StringRef output,
+              const CompileOptions &options);
+
+/// Runs the model library at `soPath` through the runtime. `known`, when
+/// given, is the signature of the function it was compiled from (it knows
+/// the ONNX input numbering); else the library's metadata gives it.
+/// Returns an ExitCode.
+int runCompiled(llvm::StringRef soPath, const RunOptions &options,
+                const Signature *known = nullptr);
 
 /// Prints the summary of `tfmc inspect` (text, or JSON with `json`).
 int runInspect(mlir::ModuleOp module, bool json);

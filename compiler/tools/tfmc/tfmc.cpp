@@ -10,6 +10,7 @@
 
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
+#include "tfm/Conversion/Passes.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -66,18 +68,37 @@ cl::list<std::string> binds(
 
 //===-- compile ----------------------------------------------------------===//
 
-enum class Emit { tfm, fused, linalg, llvm, ptx, obj, so };
+using Emit = Stage;
 
 cl::opt<Emit> emit(
-    "emit", cl::desc("The stage to write"), cl::init(Emit::tfm),
+    "emit",
+    cl::desc("The stage to write (default: from -o's extension: .so, .o, "
+             ".ll; else tfm)"),
+    cl::init(Emit::tfm),
     cl::values(clEnumValN(Emit::tfm, "tfm", "the tfm dialect as imported"),
                clEnumValN(Emit::fused, "fused", "tfm after fusion"),
-               clEnumValN(Emit::linalg, "linalg", "after lowering to linalg"),
-               clEnumValN(Emit::llvm, "llvm", "the LLVM dialect"),
+               clEnumValN(Emit::linalg, "linalg",
+                          "on buffers: oneDNN kernel calls and linalg"),
+               clEnumValN(Emit::llvm, "llvm",
+                          "the artifact's LLVM IR, optimized"),
                clEnumValN(Emit::ptx, "ptx", "PTX for --target=cuda"),
-               clEnumValN(Emit::obj, "obj", "an object file"),
+               clEnumValN(Emit::obj, "obj", "the artifact's object file"),
                clEnumValN(Emit::so, "so", "the shared-library artifact")),
     cl::cat(compileCat));
+cl::opt<bool> externalWeights(
+    "external-weights",
+    cl::desc("Write the weights beside the library (OUT.weights) instead of "
+             "into it"),
+    cl::cat(compileCat));
+cl::opt<std::string> targetCpu(
+    "cpu",
+    cl::desc("The CPU to generate glue code for: 'native' (this machine) or "
+             "an LLVM CPU name such as x86-64-v3"),
+    cl::init("native"), cl::cat(compileCat));
+cl::opt<std::string> target("target", cl::desc("cpu (cuda: not in this build)"),
+                            cl::init("cpu"), cl::cat(compileCat));
+cl::opt<std::string> dtype("dtype", cl::desc("Compute type of the GEMMs: f32"),
+                           cl::init("f32"), cl::cat(compileCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",
     cl::desc("Report every fusion site, fused or missed with the reason "
@@ -112,6 +133,22 @@ cl::opt<std::string> entry("entry",
                            cl::desc("Function to run (default: @infer, or "
                                     "the only public function)"),
                            cl::value_desc("name"), cl::cat(runCat));
+cl::opt<unsigned> bench("bench",
+                       cl::desc("After the checked run, time N runs and "
+                                "print the median latency"),
+                       cl::value_desc("N"), cl::init(0), cl::cat(runCat));
+// libLLVM registers a hidden --threads of its own, which tfmc does not
+// use; main() removes it and then creates this one under the contract's name.
+std::unique_ptr<cl::opt<int>> threads;
+void registerThreadsOption() {
+  auto &registered = cl::getRegisteredOptions();
+  if (auto it = registered.find("threads"); it != registered.end())
+    it->second->removeArgument();
+  threads = std::make_unique<cl::opt<int>>(
+      "threads",
+      cl::desc("Threads for the kernels (0: the runtime's choice)"),
+      cl::value_desc("N"), cl::init(0), cl::cat(runCat));
+}
 cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
                              cl::init(16), cl::cat(runCat));
@@ -127,7 +164,9 @@ cl::opt<std::string> dotFile("dot",
 const Subcommand kSubcommands[] = {
     {"compile", "compile a model; --emit selects the stage to write",
      &compileCat},
-    {"run", "run a model and print, write or check its outputs", &runCat},
+    {"run", "run a model (compiled, or with --reference the interpreter) and "
+            "print, write or check its outputs",
+     &runCat},
     {"train", "train a model (not available in this build yet)", nullptr},
     {"inspect", "summarize a model after fusion: ops, parameters, FLOPs",
      &inspectCat},
@@ -318,12 +357,23 @@ void printFusionReport(llvm::raw_ostream &os, ArrayRef<FusionSite> sites,
 }
 
 int runCompile(MLIRContext &context) {
-  if (emit != Emit::tfm && emit != Emit::fused) {
-    error() << "--emit=" << emit.getParser().getOption(
-                                static_cast<unsigned>(emit.getValue()))
-            << " is not available in this build yet; this build emits "
-               "--emit=tfm and --emit=fused\n";
-    return kExitInputError;
+  Emit stage = emit;
+  if (emit.getNumOccurrences() == 0) {
+    StringRef ext = llvm::sys::path::extension(outputFile);
+    stage = ext == ".so" ? Emit::so
+            : ext == ".o" ? Emit::obj
+            : ext == ".ll" ? Emit::llvm
+                           : Emit::tfm;
+  }
+  if (target != "cpu") {
+    error() << "--target=" << target
+            << " is not available in this build; it compiles for cpu\n";
+    return target == "cuda" ? kExitInputError : kExitUsage;
+  }
+  if (dtype != "f32") {
+    error() << "--dtype=" << dtype
+            << " is not available in this build yet; it computes in f32\n";
+    return dtype == "bf16" ? kExitInputError : kExitUsage;
   }
   bool report = fusionReport.getNumOccurrences() > 0;
   if (report && fusionReport != "" && fusionReport != "text" &&
@@ -332,30 +382,51 @@ int runCompile(MLIRContext &context) {
             << fusionReport << "'\n";
     return kExitUsage;
   }
-  if (report && emit == Emit::tfm) {
+  if (report && stage == Emit::tfm) {
     error() << "--fusion-report needs --emit=fused (or a later stage)\n";
     return kExitUsage;
   }
+  if (externalWeights && stage != Emit::so) {
+    error() << "--external-weights applies to --emit=so\n";
+    return kExitUsage;
+  }
   return withModel(context, [&](ModuleOp module) -> int {
-    if (emit == Emit::fused) {
-      std::vector<FusionSite> sites;
-      // The passes report every site as a remark; collect them here and let
-      // other diagnostics through.
-      ScopedDiagnosticHandler collect(&context, [&](Diagnostic &d) {
-        std::string text = d.str();
-        StringRef msg = text;
-        if (d.getSeverity() != DiagnosticSeverity::Remark ||
-            !msg.starts_with("tfm-fuse-"))
-          return failure();
-        auto [flag, rest] = msg.split(": ");
-        FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
-                        describeLocation(d.getLocation()), "",
-                        rest == "fused"};
-        if (!site.fused)
-          site.reason = rest.drop_front(strlen("missed: ")).str();
-        sites.push_back(std::move(site));
-        return success();
-      });
+    std::vector<FusionSite> sites;
+    // The passes report every site as a remark; collect them here and let
+    // other diagnostics through.
+    ScopedDiagnosticHandler collect(&context, [&](Diagnostic &d) {
+      std::string text = d.str();
+      StringRef msg = text;
+      if (d.getSeverity() != DiagnosticSeverity::Remark ||
+          !msg.starts_with("tfm-fuse-"))
+        return failure();
+      auto [flag, rest] = msg.split(": ");
+      FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
+                      describeLocation(d.getLocation()), "", rest == "fused"};
+      if (!site.fused)
+        site.reason = rest.drop_front(strlen("missed: ")).str();
+      sites.push_back(std::move(site));
+      return success();
+    });
+    auto printReport = [&] {
+      if (!report)
+        return;
+      bool toStdout = outputFile != "-";
+      printFusionReport(toStdout ? llvm::outs() : llvm::errs(), sites,
+                        fusionReport == "json");
+    };
+    if (stage != Emit::tfm && stage != Emit::fused) {
+      CompileOptions options;
+      options.remarks = report;
+      options.artifact.externalWeights = externalWeights;
+      options.artifact.cpu = targetCpu;
+      options.artifact.producer = "tfmc 0.1.0";
+      int rc = compileTo(module, stage, outputFile, options);
+      if (rc == kExitOk)
+        printReport();
+      return rc;
+    }
+    if (stage == Emit::fused) {
       PassManager pm(&context);
       if (failed(applyPassManagerCLOptions(pm)))
         return kExitUsage;
@@ -364,11 +435,7 @@ int runCompile(MLIRContext &context) {
       buildFuseTransformerPipeline(pm, options);
       if (failed(pm.run(module)))
         return kExitInputError;
-      if (report) {
-        bool toStdout = outputFile != "-";
-        printFusionReport(toStdout ? llvm::outs() : llvm::errs(), sites,
-                          fusionReport == "json");
-      }
+      printReport();
     }
     std::string err;
     auto out = openOutputFile(outputFile, &err);
@@ -409,25 +476,62 @@ int runInspectCommand(MLIRContext &context) {
 }
 
 int runRun(MLIRContext &context) {
-  if (!useReference) {
-    error() << "compiled execution is not available in this build yet; "
-               "pass --reference to evaluate with the reference interpreter\n";
-    return kExitInputError;
+  RunOptions opts;
+  opts.entry = entry;
+  opts.inputs.assign(inputs.begin(), inputs.end());
+  opts.testDataDir = testDataDir;
+  opts.outputDir = outputDir;
+  opts.seed = seed;
+  opts.rtol = rtol;
+  opts.atol = atol;
+  opts.printLimit = printLimit;
+  opts.bench = bench;
+  opts.threads = *threads;
+  if (useReference && (bench || *threads)) {
+    error() << "--bench and --threads time compiled code; they do not apply "
+               "to --reference\n";
+    return kExitUsage;
   }
-  return withModel(context, [](ModuleOp module) -> int {
+  if (llvm::sys::path::extension(inputFile) == ".so") {
+    if (useReference) {
+      error() << "--reference needs the model (.onnx or .mlir), not a "
+                 "compiled library\n";
+      return kExitUsage;
+    }
+    if (!shapes.empty() || !binds.empty()) {
+      error() << "--shape and --bind apply when compiling; '" << inputFile
+              << "' is already compiled\n";
+      return kExitUsage;
+    }
+    return runCompiled(inputFile, opts);
+  }
+  return withModel(context, [&](ModuleOp module) -> int {
     func::FuncOp fn = findEntry(module, entry);
     if (!fn)
       return kExitInputError;
-    RunOptions opts;
-    opts.entry = entry;
-    opts.inputs.assign(inputs.begin(), inputs.end());
-    opts.testDataDir = testDataDir;
-    opts.outputDir = outputDir;
-    opts.seed = seed;
-    opts.rtol = rtol;
-    opts.atol = atol;
-    opts.printLimit = printLimit;
-    return runReference(module, fn, opts);
+    if (useReference)
+      return runReference(module, fn, opts);
+    std::optional<Signature> sig = signatureOf(fn);
+    if (!sig)
+      return kExitInputError;
+    // Compile into a private folder, then run what was compiled.
+    SmallString<128> dir;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("tfmc-run", dir)) {
+      error() << "cannot create a temporary folder: " << ec.message() << "\n";
+      return kExitInputError;
+    }
+    SmallString<128> so(dir);
+    llvm::sys::path::append(so, "model.so");
+    CompileOptions options;
+    options.artifact.cpu = "native";
+    options.artifact.producer = "tfmc 0.1.0";
+    int rc = compileTo(module, Emit::so, so, options);
+    if (rc == kExitOk)
+      rc = runCompiled(so, opts, &*sig);
+    llvm::sys::fs::remove(so);
+    llvm::sys::fs::remove(dir);
+    return rc;
   });
 }
 
@@ -468,6 +572,7 @@ int main(int argc, char **argv) {
     return kExitUsage;
   }
 
+  registerThreadsOption();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -508,6 +613,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
+  mlir::tfm::registerTfmConversionPasses();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 

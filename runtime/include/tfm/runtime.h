@@ -112,6 +112,10 @@ TFM_API void tfm_module_release(tfm_module_t *module);
 TFM_API size_t tfm_module_num_entries(const tfm_module_t *module);
 TFM_API const char *tfm_module_entry_name(const tfm_module_t *module,
                                           size_t index);
+/* The number of inputs (is_output == 0) or outputs of `entry`. */
+TFM_API tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
+                                             const char *entry, int is_output,
+                                             size_t *out_count);
 /* The descriptor of input or output `index` of `entry`, owned by the module.
  */
 TFM_API tfm_status_t tfm_module_entry_io(const tfm_module_t *module,

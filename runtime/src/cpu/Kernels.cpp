@@ -237,8 +237,12 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
     error = "kernels compute in f32 only so far";
     return nullptr;
   }
-  for (int i = 0; i < 3; ++i)
-    if (d.params[i] <= 0 && d.kind != 0) {
+  // The leading params of each kind are sizes; the rest are flags.
+  int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? 4
+              : d.kind == TFM_KERNEL_LAYER_NORM ? 2
+                                                : 3;
+  for (int i = 0; i < sizes; ++i)
+    if (d.params[i] <= 0) {
       error = "kernel sizes must be positive";
       return nullptr;
     }

@@ -1,8 +1,8 @@
-//===- RunReference.cpp - tfmc run --reference ----------------------------===//
+//===- Run.cpp - tfmc run ---------------------------------------------------===//
 //
 // Builds the inputs (from .pb files or from a seeded generator), evaluates
-// the entry function with the reference interpreter, and prints, writes or
-// compares the outputs.
+// them (with the reference interpreter, or compiled code through the
+// runtime), and prints, writes or compares the outputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +25,7 @@ using namespace mlir;
 using namespace mlir::tfm::tfmc;
 using mlir::tfm::reference::ElementKind;
 using mlir::tfm::reference::Tensor;
+using mlir::tfm::reference::isFloatKind;
 
 namespace {
 
@@ -65,10 +66,9 @@ int64_t indexBound(Value arg) {
   return 10;
 }
 
-Tensor randomInput(RankedTensorType type, Value arg, uint64_t seed) {
-  Tensor t(*mlir::tfm::reference::elementKindOf(type.getElementType()),
-           std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
-  int64_t bound = mlir::tfm::reference::isFloatKind(t.kind) ? 0 : indexBound(arg);
+Tensor randomInput(const Port &port, uint64_t seed) {
+  Tensor t(port.kind, port.shape);
+  int64_t bound = port.indexBound;
   for (size_t i = 0; i < t.data.size(); ++i) {
     double u = tfm_rng_uniform(seed, i);
     switch (t.kind) {
@@ -114,23 +114,22 @@ bool readNumbered(StringRef dir, StringRef prefix, std::vector<Tensor> &out) {
   }
 }
 
-bool checkInput(func::FuncOp fn, unsigned i, const Tensor &t) {
-  auto type = cast<RankedTensorType>(fn.getArgumentTypes()[i]);
-  auto kind = mlir::tfm::reference::elementKindOf(type.getElementType());
-  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-  if (succeeded(kind) && *kind == t.kind && shape == t.shape)
+std::string typeString(const Port &p) {
+  return Tensor(p.kind, p.shape, {}).typeString();
+}
+
+bool checkInput(const Port &port, unsigned i, const Tensor &t) {
+  if (port.kind == t.kind && port.shape == t.shape)
     return true;
-  std::string want;
-  llvm::raw_string_ostream os(want);
-  os << type;
-  error() << "input " << i << " '" << argName(fn, i) << "' must be " << os.str()
-          << " but the value given is " << t.typeString() << "\n";
+  error() << "input " << i << " '" << port.name << "' must be "
+          << typeString(port) << " but the value given is " << t.typeString()
+          << "\n";
   return false;
 }
 
-bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
+bool gatherInputs(const Signature &sig, const RunOptions &opts,
                   std::vector<Tensor> &args) {
-  unsigned n = fn.getNumArguments();
+  unsigned n = sig.inputs.size();
   std::vector<std::optional<Tensor>> given(n);
   if (!opts.testDataDir.empty()) {
     std::vector<Tensor> files;
@@ -138,23 +137,14 @@ bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
       return false;
     // Imported ONNX models number their inputs as the graph does, which
     // differs from the argument order when shape inputs were bound.
-    unsigned expected = n;
-    SmallVector<unsigned> position(n);
-    for (unsigned i = 0; i < n; ++i) {
-      position[i] = i;
-      if (auto attr = fn.getArgAttrOfType<IntegerAttr>(i, "tfm.input_index"))
-        position[i] = attr.getInt();
-    }
-    if (auto total = fn->getAttrOfType<IntegerAttr>("tfm.num_graph_inputs"))
-      expected = total.getInt();
-    if (files.size() != expected) {
+    if (files.size() != sig.numGraphInputs) {
       error() << "'" << opts.testDataDir << "' holds " << files.size()
-              << " input_N.pb files but '" << fn.getSymName() << "' takes "
-              << expected << " inputs\n";
+              << " input_N.pb files but '" << sig.entry << "' takes "
+              << sig.numGraphInputs << " inputs\n";
       return false;
     }
     for (unsigned i = 0; i < n; ++i)
-      given[i] = files[position[i]];
+      given[i] = files[sig.inputs[i].graphPosition];
   }
   for (const std::string &spec : opts.inputs) {
     auto [name, path] = StringRef(spec).split('=');
@@ -164,13 +154,13 @@ bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
     }
     std::optional<unsigned> index;
     for (unsigned i = 0; i < n; ++i)
-      if (argName(fn, i) == name || std::to_string(i) == name)
+      if (sig.inputs[i].name == name || std::to_string(i) == name)
         index = i;
     if (!index) {
       error() << "--input names '" << name << "', which is not an input of '"
-              << fn.getSymName() << "'; its inputs are:";
-      for (unsigned i = 0; i < n; ++i)
-        llvm::errs() << " " << argName(fn, i);
+              << sig.entry << "'; its inputs are:";
+      for (const Port &p : sig.inputs)
+        llvm::errs() << " " << p.name;
       llvm::errs() << "\n";
       return false;
     }
@@ -180,23 +170,18 @@ bool gatherInputs(func::FuncOp fn, const RunOptions &opts,
     given[*index] = std::move(t);
   }
   for (unsigned i = 0; i < n; ++i) {
-    auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
-    if (!type || !type.hasStaticShape() ||
-        failed(mlir::tfm::reference::elementKindOf(type.getElementType()))) {
-      error() << "input " << i << " of '" << fn.getSymName()
-              << "' has type " << fn.getArgumentTypes()[i]
-              << ", which cannot be fed\n";
-      return false;
-    }
-    if (!given[i] && type.getNumElements() > (int64_t(1) << 30)) {
-      error() << "input " << i << " '" << argName(fn, i) << "' of type "
-              << type << " is too large to generate at random\n";
+    const Port &port = sig.inputs[i];
+    int64_t elements = 1;
+    for (int64_t d : port.shape)
+      elements *= d;
+    if (!given[i] && elements > (int64_t(1) << 30)) {
+      error() << "input " << i << " '" << port.name << "' of type "
+              << typeString(port) << " is too large to generate at random\n";
       return false;
     }
     Tensor t = given[i] ? std::move(*given[i])
-                        : randomInput(type, fn.getArgument(i),
-                                      tfm_rng_mix64(opts.seed + i));
-    if (!checkInput(fn, i, t))
+                        : randomInput(port, tfm_rng_mix64(opts.seed + i));
+    if (!checkInput(port, i, t))
       return false;
     args.push_back(std::move(t));
   }
@@ -290,26 +275,84 @@ func::FuncOp mlir::tfm::tfmc::findEntry(ModuleOp module, StringRef entry) {
   return {};
 }
 
+std::optional<Signature> mlir::tfm::tfmc::signatureOf(func::FuncOp fn) {
+  Signature sig;
+  sig.entry = fn.getSymName().str();
+  auto portOf = [&](Type type, std::string name,
+                    bool isInput, unsigned i) -> std::optional<Port> {
+    auto r = dyn_cast<RankedTensorType>(type);
+    auto kind = r ? mlir::tfm::reference::elementKindOf(r.getElementType())
+                  : FailureOr<ElementKind>(failure());
+    if (!r || !r.hasStaticShape() || failed(kind)) {
+      error() << (isInput ? "input " : "output ") << i << " of '"
+              << fn.getSymName() << "' has type " << type
+              << ", which cannot be " << (isInput ? "fed" : "read") << "\n";
+      return std::nullopt;
+    }
+    Port p;
+    p.name = std::move(name);
+    p.kind = *kind;
+    p.shape.assign(r.getShape().begin(), r.getShape().end());
+    return p;
+  };
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    auto p = portOf(fn.getArgumentTypes()[i], argName(fn, i), true, i);
+    if (!p)
+      return std::nullopt;
+    p->graphPosition = i;
+    if (auto attr = fn.getArgAttrOfType<IntegerAttr>(i, "tfm.input_index"))
+      p->graphPosition = attr.getInt();
+    p->indexBound = isFloatKind(p->kind) ? 0 : indexBound(fn.getArgument(i));
+    sig.inputs.push_back(std::move(*p));
+  }
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    auto p = portOf(fn.getResultTypes()[i], resultName(fn, i), false, i);
+    if (!p)
+      return std::nullopt;
+    sig.outputs.push_back(std::move(*p));
+  }
+  sig.numGraphInputs = fn.getNumArguments();
+  if (auto total = fn->getAttrOfType<IntegerAttr>("tfm.num_graph_inputs"))
+    sig.numGraphInputs = total.getInt();
+  return sig;
+}
+
 int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
-                            const RunOptions &opts) {
+                                  const RunOptions &opts) {
+  std::optional<Signature> sig = signatureOf(fn);
+  if (!sig)
+    return kExitInputError;
+  return runWith(*sig, opts,
+                 [&](const std::vector<Tensor> &args)
+                     -> std::optional<std::vector<Tensor>> {
+                   mlir::tfm::reference::Interpreter interpreter;
+                   auto results = interpreter.run(fn, args);
+                   if (failed(results))
+                     return std::nullopt;
+                   return std::move(*results);
+                 });
+}
+
+int mlir::tfm::tfmc::runWith(const Signature &sig, const RunOptions &opts,
+                             const Evaluate &evaluate,
+                             std::vector<Tensor> *inputsOut) {
   std::vector<Tensor> args;
-  if (!gatherInputs(fn, opts, args))
+  if (!gatherInputs(sig, opts, args))
     return kExitInputError;
   std::vector<Tensor> expected;
   if (!opts.testDataDir.empty()) {
     if (!readNumbered(opts.testDataDir, "output", expected))
       return kExitInputError;
-    if (expected.size() != fn.getNumResults()) {
+    if (expected.size() != sig.outputs.size()) {
       error() << "'" << opts.testDataDir << "' holds " << expected.size()
-              << " output_N.pb files but '" << fn.getSymName()
-              << "' returns " << fn.getNumResults() << " results\n";
+              << " output_N.pb files but '" << sig.entry << "' returns "
+              << sig.outputs.size() << " results\n";
       return kExitInputError;
     }
   }
 
-  mlir::tfm::reference::Interpreter interpreter;
-  auto results = interpreter.run(fn, args);
-  if (failed(results))
+  auto results = evaluate(args);
+  if (!results)
     return kExitInputError;
 
   if (!opts.outputDir.empty()) {
@@ -322,28 +365,30 @@ int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
     // The inputs go beside the outputs, so the folder is a complete case in
     // the backend-test layout that --test-data-dir can replay.
     auto writeAll = [&](const std::vector<Tensor> &tensors, StringRef prefix,
-                        auto nameOf) {
+                        const std::vector<Port> &ports) {
       for (auto [i, t] : llvm::enumerate(tensors)) {
         llvm::SmallString<256> path(opts.outputDir);
         llvm::sys::path::append(path, prefix + "_" + Twine(i) + ".pb");
         std::string err;
         if (!mlir::tfm::onnx_io::writeTensorProtoFile(
-                std::string(path), {nameOf(fn, i), t}, err)) {
+                std::string(path), {ports[i].name, t}, err)) {
           error() << err << "\n";
           return false;
         }
       }
       return true;
     };
-    if (!writeAll(args, "input", argName) ||
-        !writeAll(*results, "output", resultName))
+    if (!writeAll(args, "input", sig.inputs) ||
+        !writeAll(*results, "output", sig.outputs))
       return kExitInputError;
   }
+  if (inputsOut)
+    *inputsOut = args;
 
   if (expected.empty()) {
     if (opts.outputDir.empty())
       for (auto [i, t] : llvm::enumerate(*results))
-        printTensor(resultName(fn, i), t, opts.printLimit);
+        printTensor(sig.outputs[i].name, t, opts.printLimit);
     else
       llvm::outs() << "wrote " << args.size() << " inputs and "
                    << results->size() << " outputs to '" << opts.outputDir
@@ -353,7 +398,8 @@ int mlir::tfm::tfmc::runReference(ModuleOp module, func::FuncOp fn,
 
   bool allMatch = true;
   for (auto [i, t] : llvm::enumerate(*results))
-    allMatch &= compare(resultName(fn, i), t, expected[i], opts.rtol, opts.atol);
+    allMatch &= compare(sig.outputs[i].name, t, expected[i], opts.rtol,
+                        opts.atol);
   llvm::outs() << (allMatch ? "all outputs match" : "outputs do not match")
                << " (rtol " << llvm::format("%g", opts.rtol) << ", atol "
                << llvm::format("%g", opts.atol) << ")\n";

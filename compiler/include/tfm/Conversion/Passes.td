@@ -1,0 +1,30 @@
+//===- Passes.td - tfm conversions --------------------------*- tablegen -*-===//
+
+#ifndef TFM_CONVERSION_PASSES_TD
+#define TFM_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToCPUPass : Pass<"tfm-lower-to-cpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers planned tfm functions to oneDNN kernel calls and linalg on buffers.";
+  let description = [{
+    Each public function, after `tfm-plan-memory`, becomes
+    `@__tfm_entry_<name>(%host, %arena, %weights, inputs..., outputs...) -> i32`
+    on memrefs. Tensors live where the plan put them (arena views), in the
+    weights blob (constants), or straight in the caller's output buffers
+    (returned values). GEMMs, masked softmax and layer norm become calls
+    through `host->run_kernel`, described in the module attribute
+    `tfm.kernels`; the rest becomes `linalg.generic`. The module also gets
+    `tfm.entries`, `tfm.weights`, `tfm.weight_offsets` and
+    `tfm.weights_bytes`, which the artifact emitter turns into the metadata
+    table and the weights blob.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+#endif // TFM_CONVERSION_PASSES_TD

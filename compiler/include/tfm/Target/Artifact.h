@@ -1,0 +1,53 @@
+//===- Artifact.h - The model.so artifact -----------------------*- C++ -*-===//
+//
+// Turns the LLVM-dialect module of tfm-cpu-pipeline into the shared library
+// that runtime/include/tfm/abi.h describes: the entry code, one ABI wrapper
+// per entry, the metadata table `tfm_model_v1` returns, and the weights.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_TARGET_ARTIFACT_H
+#define TFM_TARGET_ARTIFACT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir::tfm {
+
+struct ArtifactOptions {
+  /// Leave the weights out of the library; the runtime reads them from
+  /// `externalWeightsName`, a file beside the library.
+  bool externalWeights = false;
+  std::string externalWeightsName;
+  /// "tfmc <version>".
+  std::string producer = "tfmc";
+  /// The CPU to generate code for: "native" (this machine) or an LLVM CPU
+  /// name such as "x86-64-v3".
+  std::string cpu = "native";
+};
+
+/// The weights blob the module's `tfm.weights` describe, byte for byte.
+FailureOr<std::string> buildWeightsBlob(ModuleOp module);
+
+/// LLVM IR for the artifact, optimized. Consumes the module's tfm.*
+/// attributes. The weights are embedded unless options.externalWeights.
+FailureOr<std::unique_ptr<llvm::Module>>
+translateToArtifactIR(ModuleOp module, llvm::LLVMContext &llvmContext,
+                      const ArtifactOptions &options);
+
+/// Writes `ir` as a relocatable object file at `path`.
+LogicalResult writeObjectFile(llvm::Module &ir, const ArtifactOptions &options,
+                              StringRef path, std::string &error);
+
+/// Links the object at `objectPath` into the shared library `soPath`.
+LogicalResult linkSharedLibrary(StringRef objectPath, StringRef soPath,
+                                std::string &error);
+
+} // namespace mlir::tfm
+
+#endif // TFM_TARGET_ARTIFACT_H

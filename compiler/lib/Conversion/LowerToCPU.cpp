@@ -1,0 +1,1360 @@
+//===- LowerToCPU.cpp - tfm on tensors to kernel calls and linalg ---------===//
+//
+// Turns each tfm function whose memory `tfm-plan-memory` has planned into an
+// entry function on buffers:
+//
+//   func @__tfm_entry_<name>(%host: !llvm.ptr, %arena: memref<Axi8>,
+//                            %weights: memref<Wxi8>, %in..., %out...) -> i32
+//
+// Every tensor gets its buffer from the plan: a view of the arena at its
+// offset, a view of the weights blob for constants, the caller's buffer for
+// inputs, and the caller's output buffer for a returned value, so results
+// are written where the caller wants them without a copy. This is the
+// bufferization step of the CPU path; it is done here rather than by the
+// generic one-shot bufferization because the plan has already decided every
+// buffer, and the tfm ops are all value semantics on static shapes.
+//
+// The heavy ops (GEMMs, masked softmax, layer norm) become calls through
+// `host->run_kernel` to oneDNN primitives that the runtime creates once per
+// session from the descriptors collected in the module attribute
+// `tfm.kernels`. Everything else becomes linalg.generic on the buffers,
+// which the rest of tfm-cpu-pipeline lowers to loops and LLVM.
+//
+// The module also gets `tfm.entries` (what the artifact's metadata table
+// needs) and `tfm.weights` / `tfm.weight_offsets` / `tfm.weights_bytes`
+// (the constants and where each lies in the blob).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/IR/TfmOps.h"
+#include "tfm/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <numeric>
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_LOWERTOCPUPASS
+#include "tfm/Conversion/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+constexpr const char *kRunKernel = "__tfm_run_kernel";
+constexpr unsigned kMaxKernelArgs = 8;
+
+// Kernel kinds and activation codes of runtime/include/tfm/abi.h.
+enum KernelKind : int32_t {
+  kLinear = 1,
+  kBatchMatmul = 2,
+  kMaskedSoftmax = 3,
+  kLayerNorm = 4
+};
+constexpr int32_t kDtypeF32 = 1;
+
+int64_t product(ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t{1},
+                         std::multiplies<int64_t>());
+}
+
+int64_t bytesOf(ShapedType t) {
+  int64_t bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * (bits == 1 ? 1 : bits / 8);
+}
+
+MemRefType memrefOf(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return MemRefType::get(r.getShape(), r.getElementType());
+}
+
+bool isF32(Type t) {
+  return cast<ShapedType>(t).getElementType().isF32();
+}
+
+/// The constants of every entry, deduplicated, laid out 64-byte aligned.
+struct WeightsLayout {
+  DenseMap<Attribute, int64_t> offsetOf;
+  SmallVector<Attribute> values;
+  SmallVector<int64_t> offsets;
+  int64_t bytes = 0;
+
+  int64_t add(ElementsAttr value) {
+    auto [it, fresh] = offsetOf.try_emplace(value, bytes);
+    if (fresh) {
+      values.push_back(value);
+      offsets.push_back(bytes);
+      bytes += (bytesOf(cast<ShapedType>(value.getType())) + kAlignment - 1) /
+               kAlignment * kAlignment;
+    }
+    return it->second;
+  }
+};
+
+/// The module's kernel descriptors, one per distinct configuration.
+struct KernelTable {
+  SmallVector<Attribute> descs;
+  DenseMap<Attribute, int32_t> indexOf;
+
+  int32_t add(MLIRContext *ctx, int32_t kind, ArrayRef<int64_t> params,
+              ArrayRef<double> fparams) {
+    Builder b(ctx);
+    SmallVector<int64_t, 8> p(params);
+    p.resize(8, 0);
+    SmallVector<double, 2> f(fparams);
+    f.resize(2, 0.0);
+    Attribute desc = b.getDictionaryAttr(
+        {b.getNamedAttr("kind", b.getI32IntegerAttr(kind)),
+         b.getNamedAttr("dtype", b.getI32IntegerAttr(kDtypeF32)),
+         b.getNamedAttr("params", b.getDenseI64ArrayAttr(p)),
+         b.getNamedAttr("fparams", b.getDenseF64ArrayAttr(f))});
+    auto [it, fresh] = indexOf.try_emplace(desc, descs.size());
+    if (fresh)
+      descs.push_back(desc);
+    return it->second;
+  }
+};
+
+/// A pointer argument of a kernel call: a buffer and an element offset
+/// into it, or nothing (NULL).
+struct KernelArg {
+  Value buffer;
+  int64_t elementOffset = 0;
+  KernelArg() = default;
+  KernelArg(Value buffer, int64_t offset = 0)
+      : buffer(buffer), elementOffset(offset) {}
+};
+
+class EntryLowering {
+public:
+  EntryLowering(func::FuncOp fn, WeightsLayout &weights, KernelTable &kernels)
+      : fn(fn), ctx(fn.getContext()), b(ctx), weights(weights),
+        kernels(kernels) {}
+
+  LogicalResult run(DictionaryAttr &entryInfo);
+
+private:
+  // Buffers.
+  Value view(Value base, int64_t byteOffset, Type tensorType);
+  Value bufferOf(Value tensor);
+  Value destination(Value result);
+  Value temporary(MemRefType type);
+  Value reshape(Value buffer, MemRefType to);
+
+  // Kernel calls.
+  void callKernel(int32_t kind, ArrayRef<int64_t> params,
+                  ArrayRef<double> fparams, ArrayRef<KernelArg> args);
+
+  // linalg.generic helpers.
+  using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+  void generic(ValueRange inputs, ArrayRef<AffineMap> inputMaps, Value output,
+               AffineMap outputMap, ArrayRef<utils::IteratorType> iterators,
+               BodyFn body);
+  void elementwise(ValueRange inputs, Value output, BodyFn body);
+  void fill(Value output, Attribute value);
+  void copy(Value from, Value to);
+  AffineMap broadcastMap(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
+  Value constantScalar(OpBuilder &ob, Location l, Type type, double value);
+
+  // Op lowerings.
+  LogicalResult lower(Operation *op);
+  LogicalResult lowerBinary(Operation *op);
+  LogicalResult lowerCast(CastOp op);
+  LogicalResult lowerUnaryFloat(Operation *op);
+  LogicalResult lowerLinear(Value input, Value weight, Value bias,
+                            int64_t rowOffset, Activation act, Value result,
+                            Operation *op);
+  LogicalResult lowerMatmul(MatmulOp op);
+  LogicalResult genericMatmul(Value lhs, Value rhs, bool tl, bool tr,
+                              Value out);
+  LogicalResult lowerSoftmax(Value x, Value maskBuf, MaskKind kind,
+                             double scale, bool causal, Value out,
+                             Operation *op);
+  LogicalResult genericSoftmax(Value input, int64_t axis, Value out);
+  LogicalResult lowerLayerNorm(Value input, Value residual, Value scale,
+                               Value bias, int64_t axis, double epsilon,
+                               Value result, Value sum, Operation *op);
+  LogicalResult lowerReduce(ReduceOp op);
+  LogicalResult lowerGatherLike(Value input, Value indices, int64_t axis,
+                                Value result);
+  LogicalResult lowerSlice(SliceOp op);
+  LogicalResult lowerConcat(ConcatOp op);
+  LogicalResult lowerSplit(SplitOp op);
+  LogicalResult lowerPositionalEncoding(PositionalEncodingOp op);
+  LogicalResult lowerAttention(AttentionOp op);
+
+  func::FuncOp fn;
+  MLIRContext *ctx;
+  OpBuilder b;
+  Location loc = UnknownLoc::get(ctx);
+  WeightsLayout &weights;
+  KernelTable &kernels;
+
+  func::FuncOp entry;
+  Value host, arena, weightsArg, argsArray, errorCode;
+  DenseMap<Value, Value> buffers;
+  // Returned values that are written straight into an output buffer.
+  DenseMap<Value, Value> outputOf;
+  SmallVector<Value> temporaries;
+  // Where each view lies: its base buffer (the arena or the weights) and a
+  // byte offset. Pointers for kernel calls are taken from the base, because
+  // the strided-metadata expansion folds the aligned pointer of a
+  // memref.view to its source's and so would drop the offset.
+  DenseMap<Value, std::pair<Value, int64_t>> placeOf;
+};
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+Value EntryLowering::view(Value base, int64_t byteOffset, Type tensorType) {
+  Value shift = b.create<arith::ConstantIndexOp>(loc, byteOffset);
+  Value v = b.create<memref::ViewOp>(loc, memrefOf(tensorType), base, shift,
+                                     ValueRange{});
+  placeOf[v] = {base, byteOffset};
+  return v;
+}
+
+Value EntryLowering::bufferOf(Value tensor) {
+  auto it = buffers.find(tensor);
+  assert(it != buffers.end() && "operand lowered before its use");
+  return it->second;
+}
+
+Value EntryLowering::temporary(MemRefType type) {
+  Value t = b.create<memref::AllocOp>(loc, type, b.getI64IntegerAttr(kAlignment));
+  temporaries.push_back(t);
+  return t;
+}
+
+/// Where the op that defines `result` writes it: the caller's output buffer
+/// for a returned value, else its planned place in the arena.
+Value EntryLowering::destination(Value result) {
+  Value buf;
+  if (auto it = outputOf.find(result); it != outputOf.end()) {
+    buf = it->second;
+  } else {
+    int64_t offset = -1;
+    Operation *def = result.getDefiningOp();
+    if (auto offsets = def->getAttrOfType<DenseI64ArrayAttr>("tfm.arena_offsets"))
+      offset = offsets[cast<OpResult>(result).getResultNumber()];
+    buf = offset >= 0 ? view(arena, offset, result.getType())
+                      : temporary(memrefOf(result.getType()));
+  }
+  buffers[result] = buf;
+  return buf;
+}
+
+/// A contiguous buffer read with another static shape; no data moves.
+Value EntryLowering::reshape(Value buffer, MemRefType to) {
+  if (auto it = placeOf.find(buffer); it != placeOf.end()) {
+    auto [base, offset] = it->second;
+    Value shift = b.create<arith::ConstantIndexOp>(loc, offset);
+    Value v = b.create<memref::ViewOp>(loc, to, base, shift, ValueRange{});
+    placeOf[v] = {base, offset};
+    return v;
+  }
+  SmallVector<int64_t> strides(to.getRank(), 1);
+  for (int64_t i = to.getRank() - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * to.getDimSize(i + 1);
+  return b.create<memref::ReinterpretCastOp>(loc, to, buffer, 0,
+                                             to.getShape(), strides);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel calls
+//===----------------------------------------------------------------------===//
+
+void EntryLowering::callKernel(int32_t kind, ArrayRef<int64_t> params,
+                               ArrayRef<double> fparams,
+                               ArrayRef<KernelArg> args) {
+  assert(args.size() <= kMaxKernelArgs);
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  int32_t index = kernels.add(ctx, kind, params, fparams);
+  for (auto [i, arg] : llvm::enumerate(args)) {
+    Value ptr;
+    if (!arg.buffer) {
+      ptr = b.create<LLVM::ZeroOp>(loc, ptrTy);
+    } else {
+      auto type = cast<MemRefType>(arg.buffer.getType());
+      int64_t bytes = arg.elementOffset * (type.getElementTypeBitWidth() / 8);
+      Value from = arg.buffer;
+      if (auto it = placeOf.find(from); it != placeOf.end()) {
+        from = it->second.first;
+        bytes += it->second.second;
+      }
+      Value base = b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, from);
+      if (bytes)
+        base = b.create<arith::AddIOp>(
+            loc, base, b.create<arith::ConstantIndexOp>(loc, bytes));
+      Value asInt =
+          b.create<arith::IndexCastOp>(loc, b.getI64Type(), base);
+      ptr = b.create<LLVM::IntToPtrOp>(loc, ptrTy, asInt);
+    }
+    Value slot = b.create<LLVM::GEPOp>(loc, ptrTy, ptrTy, argsArray,
+                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
+    b.create<LLVM::StoreOp>(loc, ptr, slot);
+  }
+  Value idx = b.create<arith::ConstantIntOp>(loc, index, 32);
+  auto call = b.create<LLVM::CallOp>(
+      loc, TypeRange{b.getI32Type()}, FlatSymbolRefAttr::get(ctx, kRunKernel),
+      ValueRange{host, idx, argsArray});
+  errorCode = b.create<arith::OrIOp>(loc, errorCode, call.getResult());
+}
+
+//===----------------------------------------------------------------------===//
+// linalg helpers
+//===----------------------------------------------------------------------===//
+
+void EntryLowering::generic(ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                            Value output, AffineMap outputMap,
+                            ArrayRef<utils::IteratorType> iterators,
+                            BodyFn body) {
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(outputMap);
+  b.create<linalg::GenericOp>(
+      loc, TypeRange{}, inputs, ValueRange{output}, maps, iterators,
+      [&](OpBuilder &ob, Location l, ValueRange args) {
+        ob.create<linalg::YieldOp>(l, body(ob, l, args));
+      });
+}
+
+/// The map that reads a buffer of shape `from` at the numpy-broadcast
+/// position of an index into shape `to`.
+AffineMap EntryLowering::broadcastMap(ArrayRef<int64_t> from,
+                                      ArrayRef<int64_t> to) {
+  SmallVector<AffineExpr> exprs;
+  int64_t lead = to.size() - from.size();
+  for (auto [i, d] : llvm::enumerate(from))
+    exprs.push_back(d == 1 && to[lead + i] != 1
+                        ? getAffineConstantExpr(0, ctx)
+                        : getAffineDimExpr(lead + i, ctx));
+  return AffineMap::get(to.size(), 0, exprs, ctx);
+}
+
+void EntryLowering::elementwise(ValueRange inputs, Value output, BodyFn body) {
+  auto outShape = cast<MemRefType>(output.getType()).getShape();
+  SmallVector<AffineMap> maps;
+  for (Value in : inputs)
+    maps.push_back(
+        broadcastMap(cast<MemRefType>(in.getType()).getShape(), outShape));
+  SmallVector<utils::IteratorType> its(outShape.size(),
+                                       utils::IteratorType::parallel);
+  generic(inputs, maps, output,
+          AffineMap::getMultiDimIdentityMap(outShape.size(), ctx), its, body);
+}
+
+Value EntryLowering::constantScalar(OpBuilder &ob, Location l, Type type,
+                                    double value) {
+  if (auto ft = dyn_cast<FloatType>(type))
+    return ob.create<arith::ConstantOp>(l, ob.getFloatAttr(ft, value));
+  return ob.create<arith::ConstantOp>(
+      l, ob.getIntegerAttr(type, static_cast<int64_t>(value)));
+}
+
+void EntryLowering::fill(Value output, Attribute value) {
+  auto shape = cast<MemRefType>(output.getType()).getShape();
+  SmallVector<utils::IteratorType> its(shape.size(),
+                                       utils::IteratorType::parallel);
+  generic({}, {}, output, AffineMap::getMultiDimIdentityMap(shape.size(), ctx),
+          its, [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+            return ob.create<arith::ConstantOp>(l, cast<TypedAttr>(value));
+          });
+}
+
+void EntryLowering::copy(Value from, Value to) {
+  elementwise({from}, to,
+              [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EntryLowering::lowerBinary(Operation *op) {
+  Type elem = cast<ShapedType>(op->getOperand(0).getType()).getElementType();
+  bool isFloat = isa<FloatType>(elem);
+  Value lhs = bufferOf(op->getOperand(0)), rhs = bufferOf(op->getOperand(1));
+  Value out = destination(op->getResult(0));
+  if (isa<PowOp>(op) && !isFloat)
+    return op->emitError("the CPU backend raises only floats to a power");
+  elementwise({lhs, rhs}, out,
+              [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                Value x = a[0], y = a[1];
+                return TypeSwitch<Operation *, Value>(op)
+                    .Case([&](AddOp) -> Value {
+                      return isFloat ? ob.create<arith::AddFOp>(l, x, y)
+                                     : ob.create<arith::AddIOp>(l, x, y).getResult();
+                    })
+                    .Case([&](SubOp) -> Value {
+                      return isFloat ? ob.create<arith::SubFOp>(l, x, y)
+                                     : ob.create<arith::SubIOp>(l, x, y).getResult();
+                    })
+                    .Case([&](MulOp) -> Value {
+                      return isFloat ? ob.create<arith::MulFOp>(l, x, y)
+                                     : ob.create<arith::MulIOp>(l, x, y).getResult();
+                    })
+                    .Case([&](DivOp) -> Value {
+                      return isFloat ? ob.create<arith::DivFOp>(l, x, y)
+                                     : ob.create<arith::DivSIOp>(l, x, y).getResult();
+                    })
+                    .Case([&](PowOp) -> Value {
+                      return ob.create<math::PowFOp>(l, x, y);
+                    })
+                    .Case([&](MaxOp) -> Value {
+                      return isFloat ? ob.create<arith::MaximumFOp>(l, x, y)
+                                     : ob.create<arith::MaxSIOp>(l, x, y).getResult();
+                    })
+                    .Case([&](MinOp) -> Value {
+                      return isFloat ? ob.create<arith::MinimumFOp>(l, x, y)
+                                     : ob.create<arith::MinSIOp>(l, x, y).getResult();
+                    })
+                    .Case([&](CompareOp c) -> Value {
+                      if (isFloat) {
+                        arith::CmpFPredicate p;
+                        switch (c.getPredicate()) {
+                        case ComparePredicate::eq: p = arith::CmpFPredicate::OEQ; break;
+                        case ComparePredicate::ne: p = arith::CmpFPredicate::UNE; break;
+                        case ComparePredicate::lt: p = arith::CmpFPredicate::OLT; break;
+                        case ComparePredicate::le: p = arith::CmpFPredicate::OLE; break;
+                        case ComparePredicate::gt: p = arith::CmpFPredicate::OGT; break;
+                        case ComparePredicate::ge: p = arith::CmpFPredicate::OGE; break;
+                        }
+                        return ob.create<arith::CmpFOp>(l, p, x, y);
+                      }
+                      // i1 compares as unsigned, the way the interpreter
+                      // reads booleans as 0 and 1.
+                      bool u = elem.isInteger(1);
+                      arith::CmpIPredicate p;
+                      switch (c.getPredicate()) {
+                      case ComparePredicate::eq: p = arith::CmpIPredicate::eq; break;
+                      case ComparePredicate::ne: p = arith::CmpIPredicate::ne; break;
+                      case ComparePredicate::lt: p = u ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt; break;
+                      case ComparePredicate::le: p = u ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle; break;
+                      case ComparePredicate::gt: p = u ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt; break;
+                      case ComparePredicate::ge: p = u ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge; break;
+                      }
+                      return ob.create<arith::CmpIOp>(l, p, x, y);
+                    });
+              });
+  return success();
+}
+
+LogicalResult EntryLowering::lowerCast(CastOp op) {
+  Type from = op.getInput().getType().getElementType();
+  Type to = op.getType().getElementType();
+  Value in = bufferOf(op.getInput());
+  Value out = destination(op.getResult());
+  elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value x = a[0];
+    if (from == to)
+      return x;
+    auto fromF = dyn_cast<FloatType>(from), toF = dyn_cast<FloatType>(to);
+    if (fromF && toF)
+      return fromF.getWidth() < toF.getWidth()
+                 ? ob.create<arith::ExtFOp>(l, to, x).getResult()
+                 : ob.create<arith::TruncFOp>(l, to, x).getResult();
+    if (fromF) {
+      if (to.isInteger(1))
+        return ob.create<arith::CmpFOp>(l, arith::CmpFPredicate::UNE, x,
+                                        constantScalar(ob, l, from, 0));
+      return ob.create<arith::FPToSIOp>(l, to, x);
+    }
+    // From an integer or a boolean.
+    if (toF)
+      return from.isInteger(1) ? ob.create<arith::UIToFPOp>(l, to, x).getResult()
+                               : ob.create<arith::SIToFPOp>(l, to, x).getResult();
+    if (to.isInteger(1))
+      return ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, x,
+                                      constantScalar(ob, l, from, 0));
+    unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+    if (fw < tw)
+      return from.isInteger(1) ? ob.create<arith::ExtUIOp>(l, to, x).getResult()
+                               : ob.create<arith::ExtSIOp>(l, to, x).getResult();
+    return ob.create<arith::TruncIOp>(l, to, x);
+  });
+  return success();
+}
+
+/// relu, gelu, dropout outside training, and the math dialect on tensors.
+LogicalResult EntryLowering::lowerUnaryFloat(Operation *op) {
+  if (auto d = dyn_cast<DropoutOp>(op); d && d.getTraining())
+    return op->emitError("the CPU backend runs dropout in training mode only "
+                         "inside training graphs");
+  Type elem = cast<ShapedType>(op->getResult(0).getType()).getElementType();
+  Value in = bufferOf(op->getOperand(0));
+  Value out = destination(op->getResult(0));
+  elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value x = a[0];
+    auto c = [&](double v) { return constantScalar(ob, l, elem, v); };
+    return TypeSwitch<Operation *, Value>(op)
+        .Case([&](ReluOp) -> Value {
+          return ob.create<arith::MaximumFOp>(l, x, c(0));
+        })
+        .Case([&](GeluOp g) -> Value {
+          if (g.getApproximate() == GeluApproximation::tanh) {
+            // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+            Value x3 = ob.create<arith::MulFOp>(
+                l, x, ob.create<arith::MulFOp>(l, x, x));
+            Value inner = ob.create<arith::AddFOp>(
+                l, x, ob.create<arith::MulFOp>(l, c(0.044715), x3));
+            Value t = ob.create<math::TanhOp>(
+                l, ob.create<arith::MulFOp>(l, c(std::sqrt(2.0 / M_PI)), inner));
+            return ob.create<arith::MulFOp>(
+                l, ob.create<arith::MulFOp>(l, c(0.5), x),
+                ob.create<arith::AddFOp>(l, c(1), t));
+          }
+          Value e = ob.create<math::ErfOp>(
+              l, ob.create<arith::MulFOp>(l, x, c(M_SQRT1_2)));
+          return ob.create<arith::MulFOp>(
+              l, ob.create<arith::MulFOp>(l, c(0.5), x),
+              ob.create<arith::AddFOp>(l, c(1), e));
+        })
+        .Case([&](DropoutOp) { return x; })
+        .Case([&](math::SqrtOp) -> Value { return ob.create<math::SqrtOp>(l, x); })
+        .Case([&](math::ErfOp) -> Value { return ob.create<math::ErfOp>(l, x); })
+        .Case([&](math::TanhOp) -> Value { return ob.create<math::TanhOp>(l, x); })
+        .Case([&](math::ExpOp) -> Value { return ob.create<math::ExpOp>(l, x); })
+        .Case([&](math::LogOp) -> Value { return ob.create<math::LogOp>(l, x); })
+        .Case([&](math::AbsFOp) -> Value { return ob.create<math::AbsFOp>(l, x); })
+        .Case([&](arith::NegFOp) -> Value { return ob.create<arith::NegFOp>(l, x); });
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+/// out[..., m, n] = Σ_k lhs[..., m, k] · rhs[..., k, n], with transposes and
+/// broadcast batch dimensions: the portable path for what the kernels do
+/// not take (other element types, broadcast batches, empty shapes).
+LogicalResult EntryLowering::genericMatmul(Value lhs, Value rhs, bool tl,
+                                           bool tr, Value out) {
+  auto outShape = cast<MemRefType>(out.getType()).getShape();
+  auto lShape = cast<MemRefType>(lhs.getType()).getShape();
+  auto rShape = cast<MemRefType>(rhs.getType()).getShape();
+  int64_t rank = outShape.size(); // loops: batch..., m, n, k
+  auto dim = [&](int64_t i) { return getAffineDimExpr(i, ctx); };
+  auto operandMap = [&](ArrayRef<int64_t> shape, bool isLhs, bool transposed) {
+    SmallVector<AffineExpr> exprs;
+    int64_t batch = shape.size() - 2, lead = (rank - 2) - batch;
+    for (int64_t i = 0; i < batch; ++i)
+      exprs.push_back(shape[i] == 1 && outShape[lead + i] != 1
+                          ? getAffineConstantExpr(0, ctx)
+                          : dim(lead + i));
+    AffineExpr row = isLhs ? dim(rank - 2) : dim(rank);
+    AffineExpr col = isLhs ? dim(rank) : dim(rank - 1);
+    if (transposed)
+      std::swap(row, col);
+    exprs.push_back(row);
+    exprs.push_back(col);
+    return AffineMap::get(rank + 1, 0, exprs, ctx);
+  };
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t i = 0; i < rank; ++i)
+    outExprs.push_back(dim(i));
+  Type elem = cast<MemRefType>(out.getType()).getElementType();
+  fill(out, b.getFloatAttr(elem, 0.0));
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  its.push_back(utils::IteratorType::reduction);
+  generic({lhs, rhs},
+          {operandMap(lShape, true, tl), operandMap(rShape, false, tr)}, out,
+          AffineMap::get(rank + 1, 0, outExprs, ctx), its,
+          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::AddFOp>(
+                l, a[2], ob.create<arith::MulFOp>(l, a[0], a[1]));
+          });
+  return success();
+}
+
+/// result = act(input · weight[rows]ᵀ + bias[rows]), where `rows` are the
+/// result's columns starting at `rowOffset` of weight (a part of a packed
+/// projection).
+LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
+                                         int64_t rowOffset, Activation act,
+                                         Value result, Operation *op) {
+  auto inType = cast<RankedTensorType>(input.getType());
+  auto outType = cast<RankedTensorType>(result.getType());
+  int64_t k = inType.getShape().back(), n = outType.getShape().back();
+  int64_t m = product(inType.getShape().drop_back());
+  Value out = destination(result);
+  Value x = bufferOf(input), w = bufferOf(weight);
+  Value bb = bias ? bufferOf(bias) : Value();
+  if (isF32(inType) && m > 0 && k > 0 && n > 0) {
+    callKernel(kLinear, {m, k, n, bias ? 1 : 0, int64_t(act), 0}, {},
+               {KernelArg(x), KernelArg(w, rowOffset * k),
+                bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
+                KernelArg(out)});
+    return success();
+  }
+  // Portable path: the rows of this part, a matmul, then bias and act.
+  Type elem = inType.getElementType();
+  auto wType = cast<MemRefType>(w.getType());
+  if (rowOffset != 0 || wType.getDimSize(0) != n) {
+    Value part = temporary(MemRefType::get({n, k}, elem));
+    auto sub = b.create<memref::SubViewOp>(
+        loc, w, ArrayRef<int64_t>{rowOffset, 0}, ArrayRef<int64_t>{n, k},
+        ArrayRef<int64_t>{1, 1});
+    copy(sub, part);
+    w = part;
+    if (bias) {
+      Value bpart = temporary(MemRefType::get({n}, elem));
+      copy(b.create<memref::SubViewOp>(loc, bb, ArrayRef<int64_t>{rowOffset},
+                                       ArrayRef<int64_t>{n},
+                                       ArrayRef<int64_t>{1}),
+           bpart);
+      bb = bpart;
+    }
+  }
+  Value x2 = reshape(x, MemRefType::get({m, k}, elem));
+  Value out2 = reshape(out, MemRefType::get({m, n}, elem));
+  (void)genericMatmul(x2, w, false, true, out2);
+  SmallVector<Value> ins{out2};
+  if (bias)
+    ins.push_back(bb);
+  elementwise(ins, out2, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value y = a[0];
+    if (bias)
+      y = ob.create<arith::AddFOp>(l, y, a[1]);
+    auto c = [&](double v) { return constantScalar(ob, l, elem, v); };
+    switch (act) {
+    case Activation::none:
+      return y;
+    case Activation::relu:
+      return ob.create<arith::MaximumFOp>(l, y, c(0));
+    case Activation::gelu: {
+      Value e = ob.create<math::ErfOp>(l, ob.create<arith::MulFOp>(l, y, c(M_SQRT1_2)));
+      return ob.create<arith::MulFOp>(l, ob.create<arith::MulFOp>(l, c(0.5), y),
+                                      ob.create<arith::AddFOp>(l, c(1), e));
+    }
+    case Activation::gelu_tanh: {
+      Value y3 = ob.create<arith::MulFOp>(l, y, ob.create<arith::MulFOp>(l, y, y));
+      Value inner = ob.create<arith::AddFOp>(
+          l, y, ob.create<arith::MulFOp>(l, c(0.044715), y3));
+      Value t = ob.create<math::TanhOp>(
+          l, ob.create<arith::MulFOp>(l, c(std::sqrt(2.0 / M_PI)), inner));
+      return ob.create<arith::MulFOp>(l, ob.create<arith::MulFOp>(l, c(0.5), y),
+                                      ob.create<arith::AddFOp>(l, c(1), t));
+    }
+    }
+    return y;
+  });
+  (void)op;
+  return success();
+}
+
+LogicalResult EntryLowering::lowerMatmul(MatmulOp op) {
+  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
+  auto ot = op.getType();
+  Value out = destination(op.getResult());
+  Value lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
+  auto ls = lt.getShape(), rs = rt.getShape(), os = ot.getShape();
+  int64_t m = os[os.size() - 2], n = os.back();
+  int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
+  bool kernelable = isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 &&
+                    k > 0;
+  if (kernelable) {
+    ArrayRef<int64_t> batch = os.drop_back(2);
+    if (ls.drop_back(2) == batch && rs.drop_back(2) == batch) {
+      callKernel(kBatchMatmul,
+                 {product(batch), m, k, n, op.getTransposeRhs() ? 1 : 0}, {},
+                 {KernelArg(lhs), KernelArg(rhs), KernelArg(out)});
+      return success();
+    }
+    if (rs.size() == 2) {
+      // A shared right operand: fold the batch into the rows.
+      int64_t rows = product(ls.drop_back());
+      callKernel(kBatchMatmul, {1, rows, k, n, op.getTransposeRhs() ? 1 : 0},
+                 {}, {KernelArg(lhs), KernelArg(rhs), KernelArg(out)});
+      return success();
+    }
+  }
+  return genericMatmul(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
+                       out);
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and layer norm
+//===----------------------------------------------------------------------===//
+
+LogicalResult EntryLowering::genericSoftmax(Value input, int64_t axis,
+                                            Value out) {
+  auto type = cast<MemRefType>(input.getType());
+  Type elem = type.getElementType();
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> reducedShape(type.getShape());
+  reducedShape[axis] = 1;
+  Value red = temporary(MemRefType::get(reducedShape, elem));
+  SmallVector<AffineExpr> redExprs;
+  for (int64_t i = 0; i < rank; ++i)
+    redExprs.push_back(i == axis ? getAffineConstantExpr(0, ctx)
+                                 : getAffineDimExpr(i, ctx));
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap redMap = AffineMap::get(rank, 0, redExprs, ctx);
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  its[axis] = utils::IteratorType::reduction;
+  SmallVector<utils::IteratorType> par(rank, utils::IteratorType::parallel);
+  fill(red, b.getFloatAttr(elem, -INFINITY));
+  generic({input}, {id}, red, redMap, its,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::MaximumFOp>(l, a[0], a[1]);
+          });
+  generic({input, red}, {id, redMap}, out, id, par,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<math::ExpOp>(
+                l, ob.create<arith::SubFOp>(l, a[0], a[1]));
+          });
+  fill(red, b.getFloatAttr(elem, 0.0));
+  generic({out}, {id}, red, redMap, its,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::AddFOp>(l, a[0], a[1]);
+          });
+  generic({out, red}, {id, redMap}, out, id, par,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::DivFOp>(l, a[0], a[1]);
+          });
+  return success();
+}
+
+LogicalResult EntryLowering::lowerSoftmax(Value x, Value mask,
+                                          MaskKind kind, double scale,
+                                          bool causal, Value out,
+                                          Operation *op) {
+  auto type = cast<MemRefType>(x.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = shape.size();
+  int64_t c = shape.back(), q = rank >= 2 ? shape[rank - 2] : 1;
+  int64_t g = product(shape.drop_back(rank >= 2 ? 2 : 1));
+  if (type.getElementType().isF32() && product(shape) > 0) {
+    int64_t div = 1, gstride = 0, qstride = 0;
+    Value maskBuf;
+    if (mask) {
+      auto mt = cast<MemRefType>(mask.getType());
+      maskBuf = mask;
+      if (kind == MaskKind::boolean || !mt.getElementType().isF32()) {
+        // The kernel adds a float mask: 0 where kept, -inf where dropped.
+        Value additive = temporary(MemRefType::get(mt.getShape(), b.getF32Type()));
+        bool boolean = kind == MaskKind::boolean;
+        elementwise({maskBuf}, additive,
+                    [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                      if (!boolean)
+                        return a[0].getType().getIntOrFloatBitWidth() > 32
+                                   ? ob.create<arith::TruncFOp>(l, ob.getF32Type(), a[0]).getResult()
+                                   : ob.create<arith::ExtFOp>(l, ob.getF32Type(), a[0]).getResult();
+                      return ob.create<arith::SelectOp>(
+                          l, a[0], constantScalar(ob, l, ob.getF32Type(), 0),
+                          constantScalar(ob, l, ob.getF32Type(), -INFINITY));
+                    });
+        maskBuf = additive;
+      }
+      // The kernel reads row q of group g at (g / div)·gstride + q·qstride.
+      SmallVector<int64_t> ms(rank - mt.getRank(), 1);
+      llvm::append_range(ms, mt.getShape());
+      bool fits = ms.back() == c;
+      if (rank >= 2)
+        qstride = ms[rank - 2] == 1 ? 0 : c;
+      int64_t rowBlock = (rank >= 2 ? ms[rank - 2] : 1) * c;
+      // Leading mask dims: a prefix equal to the input's, then ones.
+      int64_t lead = rank >= 2 ? rank - 2 : 0, j = 0;
+      while (j < lead && ms[j] == shape[j] && ms[j] != 1)
+        ++j;
+      for (int64_t i = j; i < lead; ++i)
+        fits &= ms[i] == 1;
+      if (j == 0) {
+        gstride = 0;
+      } else {
+        gstride = rowBlock;
+        div = product(shape.slice(j, lead - j));
+      }
+      if (!fits) {
+        // An unusual broadcast: materialize the full mask.
+        Value full = temporary(MemRefType::get(shape, b.getF32Type()));
+        copy(maskBuf, full);
+        maskBuf = full;
+        div = 1;
+        gstride = q * c;
+        qstride = c;
+      }
+    }
+    callKernel(kMaskedSoftmax,
+               {g, q, c, causal ? 1 : 0, mask ? 1 : 0, div, gstride, qstride},
+               {scale}, {KernelArg(x), KernelArg(maskBuf), KernelArg(out)});
+    return success();
+  }
+  if (mask || causal || scale != 1.0)
+    return op->emitError("the CPU backend computes masked softmax in f32 "
+                         "only; this one is ")
+           << type.getElementType();
+  return genericSoftmax(x, rank - 1, out);
+}
+
+LogicalResult EntryLowering::lowerLayerNorm(Value input, Value residual,
+                                            Value scale, Value bias,
+                                            int64_t axis, double epsilon,
+                                            Value result, Value sum,
+                                            Operation *op) {
+  auto type = cast<RankedTensorType>(result.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  if (axis < 0)
+    axis += shape.size();
+  int64_t m = product(shape.take_front(axis)), n = product(shape.drop_front(axis));
+  if (!isF32(type) || m == 0 || n == 0)
+    return op->emitError("the CPU backend computes layer norm on non-empty "
+                         "f32 tensors only; this one is ")
+           << type;
+  Value x = bufferOf(input);
+  Value r = residual ? bufferOf(residual) : Value();
+  // The kernel adds same-shaped operands; broadcast the others first.
+  auto full = [&](Value v, Value buf) {
+    if (cast<RankedTensorType>(v.getType()).getShape() == shape)
+      return buf;
+    Value t = temporary(MemRefType::get(shape, type.getElementType()));
+    copy(buf, t);
+    return t;
+  };
+  if (residual) {
+    x = full(input, x);
+    r = full(residual, r);
+  }
+  Value out = destination(result);
+  Value s = sum ? destination(sum) : Value();
+  callKernel(kLayerNorm,
+             {m, n, residual ? 1 : 0, bias ? 1 : 0, sum ? 1 : 0}, {epsilon},
+             {KernelArg(x), KernelArg(r), KernelArg(bufferOf(scale)),
+              bias ? KernelArg(bufferOf(bias)) : KernelArg(), KernelArg(out),
+              KernelArg(s)});
+  return success();
+}
+
+/// Unfused attention: scores, masked softmax and the weighted sum, through
+/// the same kernels as the fused graph, with the scores in a temporary.
+LogicalResult EntryLowering::lowerAttention(AttentionOp op) {
+  auto qt = op.getQuery().getType();
+  auto vt = op.getValue().getType();
+  if (!isF32(qt))
+    return op.emitError("the CPU backend computes attention in f32 only");
+  ArrayRef<int64_t> qs = qt.getShape();
+  int64_t sq = qs[qs.size() - 2], d = qs.back();
+  int64_t sk = op.getKey().getType().getShape()[qs.size() - 2];
+  int64_t dv = vt.getShape().back(), batch = product(qs.drop_back(2));
+  SmallVector<int64_t> scoreShape(qs.drop_back(2));
+  scoreShape.push_back(sq);
+  scoreShape.push_back(sk);
+  if (product(scoreShape) == 0 || d == 0 || dv == 0)
+    return op.emitError("the CPU backend needs non-empty attention operands");
+  Value scores = temporary(MemRefType::get(scoreShape, b.getF32Type()));
+  callKernel(kBatchMatmul, {batch, sq, d, sk, 1}, {},
+             {KernelArg(bufferOf(op.getQuery())),
+              KernelArg(bufferOf(op.getKey())), KernelArg(scores)});
+  double scale = op.getScale() ? op.getScale()->convertToDouble()
+                               : 1.0 / std::sqrt(static_cast<double>(d));
+  MaskKind kind = MaskKind::none;
+  if (Value m = op.getMask())
+    kind = cast<ShapedType>(m.getType()).getElementType().isInteger(1) ? MaskKind::boolean
+                                                     : MaskKind::additive;
+  // The softmax works in place over the scores.
+  if (failed(lowerSoftmax(scores, op.getMask() ? bufferOf(op.getMask()) : Value(),
+                          kind, scale, op.getCausal(), scores, op)))
+    return failure();
+  Value out = destination(op.getResult());
+  callKernel(kBatchMatmul, {batch, sq, sk, dv, 0}, {},
+             {KernelArg(scores), KernelArg(bufferOf(op.getValue())),
+              KernelArg(out)});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult EntryLowering::lowerReduce(ReduceOp op) {
+  auto inType = op.getInput().getType();
+  Type elem = inType.getElementType();
+  int64_t rank = inType.getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t a : op.getAxes())
+    reduced[a < 0 ? a + rank : a] = true;
+  Value in = bufferOf(op.getInput());
+  Value out = destination(op.getResult());
+  SmallVector<AffineExpr> exprs;
+  SmallVector<utils::IteratorType> its;
+  int64_t count = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    its.push_back(reduced[i] ? utils::IteratorType::reduction
+                             : utils::IteratorType::parallel);
+    if (reduced[i]) {
+      count *= inType.getDimSize(i);
+      if (op.getKeepdims())
+        exprs.push_back(getAffineConstantExpr(0, ctx));
+    } else {
+      exprs.push_back(getAffineDimExpr(i, ctx));
+    }
+  }
+  bool isFloat = isa<FloatType>(elem);
+  ReduceKind kind = op.getKind();
+  Attribute init;
+  if (kind == ReduceKind::sum || kind == ReduceKind::mean)
+    init = isFloat ? Attribute(b.getFloatAttr(elem, 0.0))
+                   : Attribute(b.getIntegerAttr(elem, 0));
+  else if (isFloat)
+    init = b.getFloatAttr(elem, kind == ReduceKind::max ? -INFINITY : INFINITY);
+  else {
+    unsigned w = elem.getIntOrFloatBitWidth();
+    init = b.getIntegerAttr(elem, kind == ReduceKind::max
+                                      ? APInt::getSignedMinValue(w)
+                                      : APInt::getSignedMaxValue(w));
+  }
+  fill(out, init);
+  generic({in}, {AffineMap::getMultiDimIdentityMap(rank, ctx)}, out,
+          AffineMap::get(rank, 0, exprs, ctx), its,
+          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            Value x = a[0], acc = a[1];
+            switch (kind) {
+            case ReduceKind::sum:
+            case ReduceKind::mean:
+              return isFloat ? ob.create<arith::AddFOp>(l, acc, x).getResult()
+                             : ob.create<arith::AddIOp>(l, acc, x).getResult();
+            case ReduceKind::max:
+              return isFloat ? ob.create<arith::MaximumFOp>(l, acc, x).getResult()
+                             : ob.create<arith::MaxSIOp>(l, acc, x).getResult();
+            case ReduceKind::min:
+              return isFloat ? ob.create<arith::MinimumFOp>(l, acc, x).getResult()
+                             : ob.create<arith::MinSIOp>(l, acc, x).getResult();
+            }
+            return x;
+          });
+  if (kind == ReduceKind::mean)
+    elementwise({out}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+      return ob.create<arith::DivFOp>(
+          l, a[0], constantScalar(ob, l, elem, static_cast<double>(count)));
+    });
+  return success();
+}
+
+/// result[a..., i..., b...] = input[a..., indices[i...], b...], with
+/// negative indices counted from the end and out-of-range ones clamped (a
+/// wild index must not read outside the buffer).
+LogicalResult EntryLowering::lowerGatherLike(Value input, Value indices,
+                                             int64_t axis, Value result) {
+  Value in = bufferOf(input), idx = bufferOf(indices);
+  Value out = destination(result);
+  auto inType = cast<MemRefType>(in.getType());
+  auto idxType = cast<MemRefType>(idx.getType());
+  int64_t outRank = cast<MemRefType>(out.getType()).getRank();
+  int64_t idxRank = idxType.getRank(), dimSize = inType.getDimSize(axis);
+  SmallVector<utils::IteratorType> its(outRank, utils::IteratorType::parallel);
+  generic({}, {}, out, AffineMap::getMultiDimIdentityMap(outRank, ctx), its,
+          [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+            SmallVector<Value> pos;
+            for (int64_t i = 0; i < idxRank; ++i)
+              pos.push_back(ob.create<linalg::IndexOp>(l, axis + i));
+            Value raw = ob.create<memref::LoadOp>(l, idx, pos);
+            Value i = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), raw);
+            Value n = ob.create<arith::ConstantIndexOp>(l, dimSize);
+            Value zero = ob.create<arith::ConstantIndexOp>(l, 0);
+            Value neg = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt,
+                                                 i, zero);
+            i = ob.create<arith::SelectOp>(
+                l, neg, ob.create<arith::AddIOp>(l, i, n), i);
+            i = ob.create<arith::MaxSIOp>(l, i, zero);
+            i = ob.create<arith::MinSIOp>(
+                l, i, ob.create<arith::ConstantIndexOp>(l, std::max<int64_t>(dimSize - 1, 0)));
+            SmallVector<Value> src;
+            for (int64_t d = 0; d < axis; ++d)
+              src.push_back(ob.create<linalg::IndexOp>(l, d));
+            src.push_back(i);
+            for (int64_t d = axis + 1; d < inType.getRank(); ++d)
+              src.push_back(ob.create<linalg::IndexOp>(l, d - 1 + idxRank));
+            return ob.create<memref::LoadOp>(l, in, src);
+          });
+  return success();
+}
+
+LogicalResult EntryLowering::lowerSlice(SliceOp op) {
+  Value in = bufferOf(op.getInput());
+  Value out = destination(op.getResult());
+  int64_t rank = op.getType().getRank();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < rank; ++d)
+    exprs.push_back(getAffineDimExpr(d, ctx) * op.getSteps()[d] +
+                    op.getStarts()[d]);
+  AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  // The read position is computed in the body: linalg wants operand maps
+  // it can invert to loop bounds, and a negative step is not one of them.
+  generic({}, {}, out, AffineMap::getMultiDimIdentityMap(rank, ctx), its,
+          [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+            SmallVector<Value> ivs;
+            for (int64_t d = 0; d < rank; ++d)
+              ivs.push_back(ob.create<linalg::IndexOp>(l, d));
+            SmallVector<Value> src;
+            for (int64_t d = 0; d < rank; ++d) {
+              Value step = ob.create<arith::ConstantIndexOp>(l, op.getSteps()[d]);
+              Value start = ob.create<arith::ConstantIndexOp>(l, op.getStarts()[d]);
+              src.push_back(ob.create<arith::AddIOp>(
+                  l, ob.create<arith::MulIOp>(l, ivs[d], step), start));
+            }
+            return ob.create<memref::LoadOp>(l, in, src);
+          });
+  (void)map;
+  return success();
+}
+
+LogicalResult EntryLowering::lowerConcat(ConcatOp op) {
+  Value out = destination(op.getResult());
+  auto outType = cast<MemRefType>(out.getType());
+  int64_t rank = outType.getRank(), axis = op.getAxis();
+  if (axis < 0)
+    axis += rank;
+  int64_t at = 0;
+  for (Value v : op.getInputs()) {
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
+        strides(rank, 1);
+    offsets[axis] = at;
+    at += t.getDimSize(axis);
+    if (t.getNumElements() == 0)
+      continue;
+    Value part =
+        b.create<memref::SubViewOp>(loc, out, offsets, sizes, strides);
+    copy(bufferOf(v), part);
+  }
+  return success();
+}
+
+LogicalResult EntryLowering::lowerSplit(SplitOp op) {
+  Value in = bufferOf(op.getInput());
+  auto inType = cast<MemRefType>(in.getType());
+  int64_t rank = inType.getRank(), axis = op.getAxis();
+  if (axis < 0)
+    axis += rank;
+  int64_t at = 0;
+  for (Value r : op.getResults()) {
+    auto t = cast<RankedTensorType>(r.getType());
+    Value out = destination(r);
+    SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
+        strides(rank, 1);
+    offsets[axis] = at;
+    at += t.getDimSize(axis);
+    if (t.getNumElements() == 0)
+      continue;
+    copy(b.create<memref::SubViewOp>(loc, in, offsets, sizes, strides), out);
+  }
+  return success();
+}
+
+LogicalResult
+EntryLowering::lowerPositionalEncoding(PositionalEncodingOp op) {
+  Value out = destination(op.getResult());
+  auto type = op.getType();
+  int64_t dModel = type.getDimSize(1);
+  Type elem = type.getElementType();
+  SmallVector<utils::IteratorType> its(2, utils::IteratorType::parallel);
+  generic({}, {}, out, AffineMap::getMultiDimIdentityMap(2, ctx), its,
+          [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+            // Computed in f64 like the reference, then rounded once.
+            Type f64 = ob.getF64Type();
+            auto toF64 = [&](Value idx) {
+              Value i = ob.create<arith::IndexCastOp>(l, ob.getI64Type(), idx);
+              return ob.create<arith::SIToFPOp>(l, f64, i);
+            };
+            Value pIdx = ob.create<linalg::IndexOp>(l, 0);
+            Value iIdx = ob.create<linalg::IndexOp>(l, 1);
+            Value two = ob.create<arith::ConstantIndexOp>(l, 2);
+            Value pair = ob.create<arith::MulIOp>(
+                l, ob.create<arith::DivUIOp>(l, iIdx, two), two);
+            Value expo = ob.create<arith::DivFOp>(
+                l, toF64(pair), constantScalar(ob, l, f64, double(dModel)));
+            Value denom = ob.create<math::PowFOp>(
+                l, constantScalar(ob, l, f64, 10000.0), expo);
+            Value angle = ob.create<arith::DivFOp>(l, toF64(pIdx), denom);
+            Value odd = ob.create<arith::CmpIOp>(
+                l, arith::CmpIPredicate::ne,
+                ob.create<arith::RemUIOp>(l, iIdx, two),
+                ob.create<arith::ConstantIndexOp>(l, 0));
+            Value v = ob.create<arith::SelectOp>(
+                l, odd, ob.create<math::CosOp>(l, angle),
+                ob.create<math::SinOp>(l, angle));
+            if (elem.isF64())
+              return v;
+            return ob.create<arith::TruncFOp>(l, elem, v);
+          });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The entry
+//===----------------------------------------------------------------------===//
+
+LogicalResult EntryLowering::lower(Operation *op) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp>(
+          [&](Operation *o) { return lowerBinary(o); })
+      .Case([&](SelectOp s) {
+        Value out = destination(s.getResult());
+        elementwise({bufferOf(s.getCondition()), bufferOf(s.getTrueValue()),
+                     bufferOf(s.getFalseValue())},
+                    out, [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                      return ob.create<arith::SelectOp>(l, a[0], a[1], a[2]);
+                    });
+        return success();
+      })
+      .Case([&](CastOp c) { return lowerCast(c); })
+      .Case<ReluOp, GeluOp, DropoutOp, math::SqrtOp, math::ErfOp, math::TanhOp,
+            math::ExpOp, math::LogOp, math::AbsFOp, arith::NegFOp>(
+          [&](Operation *o) { return lowerUnaryFloat(o); })
+      .Case([&](MatmulOp m) { return lowerMatmul(m); })
+      .Case([&](LinearOp l) {
+        return lowerLinear(l.getInput(), l.getWeight(), l.getBias(), 0,
+                           l.getActivation(), l.getResult(), l);
+      })
+      .Case([&](QKVProjectionOp p) {
+        // One GEMM per part over consecutive weight rows: the parts are
+        // dense buffers of their own, as their users expect.
+        int64_t row = 0;
+        for (auto [r, size] : llvm::zip(p.getResults(), p.getSizes())) {
+          if (failed(lowerLinear(p.getInput(), p.getWeight(), p.getBias(), row,
+                                 Activation::none, r, p)))
+            return failure();
+          row += size;
+        }
+        return success();
+      })
+      .Case([&](SoftmaxOp s) {
+        int64_t rank = s.getType().getRank();
+        int64_t axis = static_cast<int64_t>(s.getAxis());
+        if (axis < 0)
+          axis += rank;
+        if (axis == rank - 1)
+          return lowerSoftmax(bufferOf(s.getInput()), Value(), MaskKind::none,
+                              1.0, false, destination(s.getResult()), s);
+        return genericSoftmax(bufferOf(s.getInput()), axis,
+                              destination(s.getResult()));
+      })
+      .Case([&](MaskedSoftmaxOp s) {
+        Value mask = s.getMask() ? bufferOf(s.getMask()) : Value();
+        return lowerSoftmax(bufferOf(s.getInput()), mask, s.getMaskKind(),
+                            s.getScale().convertToDouble(), s.getCausal(),
+                            destination(s.getResult()), s);
+      })
+      .Case([&](LayerNormOp n) {
+        return lowerLayerNorm(n.getInput(), Value(), n.getScale(), n.getBias(),
+                              static_cast<int64_t>(n.getAxis()), n.getEpsilon().convertToDouble(),
+                              n.getResult(), Value(), n);
+      })
+      .Case([&](AddLayerNormOp n) {
+        return lowerLayerNorm(n.getInput(), n.getResidual(), n.getScale(),
+                              n.getBias(), static_cast<int64_t>(n.getAxis()),
+                              n.getEpsilon().convertToDouble(), n.getOutput(),
+                              n.getSum(), n);
+      })
+      .Case([&](AttentionOp a) { return lowerAttention(a); })
+      .Case([&](EmbeddingOp e) {
+        return lowerGatherLike(e.getTable(), e.getIndices(), 0, e.getResult());
+      })
+      .Case([&](GatherOp g) {
+        int64_t axis = g.getAxis();
+        if (axis < 0)
+          axis += g.getInput().getType().getRank();
+        return lowerGatherLike(g.getInput(), g.getIndices(), axis,
+                               g.getResult());
+      })
+      .Case([&](PositionalEncodingOp p) { return lowerPositionalEncoding(p); })
+      .Case([&](TransposeOp t) {
+        Value out = destination(t.getResult());
+        int64_t rank = t.getType().getRank();
+        // result[i] = input[j] where i[k] = j[perm[k]]: read input at the
+        // inverse permutation of the loop indices.
+        SmallVector<AffineExpr> exprs(rank);
+        for (auto [k, p] : llvm::enumerate(t.getPermutation()))
+          exprs[p] = getAffineDimExpr(k, ctx);
+        SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+        generic({bufferOf(t.getInput())}, {AffineMap::get(rank, 0, exprs, ctx)},
+                out, AffineMap::getMultiDimIdentityMap(rank, ctx), its,
+                [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+        return success();
+      })
+      .Case([&](ReshapeOp r) {
+        Value src = bufferOf(r.getInput());
+        if (auto it = outputOf.find(r.getResult()); it != outputOf.end()) {
+          buffers[r.getResult()] = it->second;
+          copy(reshape(src, memrefOf(r.getType())), it->second);
+        } else {
+          buffers[r.getResult()] = reshape(src, memrefOf(r.getType()));
+        }
+        return success();
+      })
+      .Case([&](BroadcastOp o) {
+        copy(bufferOf(o.getInput()), destination(o.getResult()));
+        return success();
+      })
+      .Case([&](ConcatOp c) { return lowerConcat(c); })
+      .Case([&](SplitOp s) { return lowerSplit(s); })
+      .Case([&](SliceOp s) { return lowerSlice(s); })
+      .Case([&](ReduceOp r) { return lowerReduce(r); })
+      .Default([&](Operation *o) {
+        return o->emitError("the CPU backend cannot lower '")
+               << o->getName() << "' yet";
+      });
+}
+
+LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError("the CPU backend needs single-block functions");
+  auto arenaAttr = fn->getAttrOfType<IntegerAttr>("tfm.arena_bytes");
+  if (!arenaAttr)
+    return fn.emitError("run tfm-plan-memory before tfm-lower-to-cpu");
+  for (Type t : fn.getFunctionType().getInputs())
+    if (!isa<RankedTensorType>(t) || !cast<RankedTensorType>(t).hasStaticShape())
+      return fn.emitError("entry arguments must be statically shaped tensors");
+  int64_t arenaBytes = arenaAttr.getInt();
+
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  SmallVector<Type> argTypes{ptrTy,
+                             MemRefType::get({arenaBytes}, b.getI8Type()),
+                             MemRefType::get({weights.bytes}, b.getI8Type())};
+  for (Type t : fn.getFunctionType().getInputs())
+    argTypes.push_back(memrefOf(t));
+  for (Type t : fn.getFunctionType().getResults())
+    argTypes.push_back(memrefOf(t));
+  b.setInsertionPoint(fn);
+  std::string name = ("__tfm_entry_" + fn.getSymName()).str();
+  entry = b.create<func::FuncOp>(
+      fn.getLoc(), name, b.getFunctionType(argTypes, {b.getI32Type()}));
+  Block *body = entry.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  loc = fn.getLoc();
+  host = body->getArgument(0);
+  arena = body->getArgument(1);
+  weightsArg = body->getArgument(2);
+  unsigned numIn = fn.getNumArguments();
+  for (unsigned i = 0; i < numIn; ++i)
+    buffers[fn.getArgument(i)] = body->getArgument(3 + i);
+  Value one = b.create<arith::ConstantIntOp>(loc, kMaxKernelArgs, 64);
+  argsArray = b.create<LLVM::AllocaOp>(loc, ptrTy, ptrTy, one, 8);
+  errorCode = b.create<arith::ConstantIntOp>(loc, 0, 32);
+
+  Block &src = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(src.getTerminator());
+  SmallVector<Value> outBuffers;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    Value out = body->getArgument(3 + numIn + i);
+    outBuffers.push_back(out);
+    Value v = ret.getOperand(i);
+    Operation *def = v.getDefiningOp();
+    if (def && !isa<arith::ConstantOp>(def) && !outputOf.count(v))
+      outputOf[v] = out;
+  }
+
+  for (Operation &op : src.without_terminator()) {
+    loc = op.getLoc();
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      auto value = dyn_cast<ElementsAttr>(c.getValue());
+      if (!value)
+        return op.emitError("the CPU backend needs tensor constants");
+      Value buf = view(weightsArg, weights.offsetOf.lookup(value), c.getType());
+      if (auto it = outputOf.find(c.getResult()); it != outputOf.end()) {
+        copy(buf, it->second);
+        buf = it->second;
+      }
+      buffers[c.getResult()] = buf;
+      continue;
+    }
+    if (failed(lower(&op)))
+      return failure();
+  }
+  // Returned values the ops did not write in place: arguments, constants,
+  // and a value returned at more than one position.
+  loc = ret.getLoc();
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (bufferOf(v) != outBuffers[i])
+      copy(bufferOf(v), outBuffers[i]);
+  for (Value t : temporaries)
+    b.create<memref::DeallocOp>(loc, t);
+  b.create<func::ReturnOp>(loc, errorCode);
+
+  // What the artifact's metadata table says about this entry.
+  auto describe = [&](Type t, StringAttr name) {
+    auto r = cast<RankedTensorType>(t);
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("name", name),
+         b.getNamedAttr("type", TypeAttr::get(r))});
+  };
+  auto nameOf = [&](DictionaryAttr attrs, unsigned i, const char *prefix) {
+    if (attrs)
+      if (auto n = attrs.getAs<StringAttr>("tfm.name"))
+        return n;
+    return b.getStringAttr(prefix + std::to_string(i));
+  };
+  SmallVector<Attribute> ins, outs;
+  for (unsigned i = 0; i < numIn; ++i)
+    ins.push_back(describe(fn.getArgument(i).getType(),
+                           nameOf(fn.getArgAttrDict(i), i, "input_")));
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    outs.push_back(describe(fn.getFunctionType().getResult(i),
+                            nameOf(fn.getResultAttrDict(i), i, "output_")));
+  entryInfo = b.getDictionaryAttr(
+      {b.getNamedAttr("name", fn.getSymNameAttr()),
+       b.getNamedAttr("symbol", b.getStringAttr(name)),
+       b.getNamedAttr("inputs", b.getArrayAttr(ins)),
+       b.getNamedAttr("outputs", b.getArrayAttr(outs)),
+       b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes))});
+  return success();
+}
+
+struct LowerToCPUPass
+    : public mlir::tfm::impl::LowerToCPUPassBase<LowerToCPUPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    SmallVector<func::FuncOp> entries;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn.isPublic() && !fn.isExternal())
+        entries.push_back(fn);
+
+    WeightsLayout weights;
+    for (func::FuncOp fn : entries)
+      fn.walk([&](arith::ConstantOp c) {
+        if (auto v = dyn_cast<ElementsAttr>(c.getValue()))
+          weights.add(v);
+      });
+
+    KernelTable kernels;
+    SmallVector<Attribute> infos;
+    for (func::FuncOp fn : entries) {
+      DictionaryAttr info;
+      EntryLowering lowering(fn, weights, kernels);
+      if (failed(lowering.run(info)))
+        return signalPassFailure();
+      infos.push_back(info);
+      fn.erase();
+    }
+
+    OpBuilder b(ctx);
+    b.setInsertionPointToStart(module.getBody());
+    auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+    // Defined by the artifact emitter: it calls host->run_kernel.
+    b.create<LLVM::LLVMFuncOp>(
+        module.getLoc(), kRunKernel,
+        LLVM::LLVMFunctionType::get(b.getI32Type(),
+                                    {ptrTy, b.getI32Type(), ptrTy}));
+    module->setAttr("tfm.entries", b.getArrayAttr(infos));
+    module->setAttr("tfm.kernels", b.getArrayAttr(kernels.descs));
+    module->setAttr("tfm.weights", b.getArrayAttr(weights.values));
+    module->setAttr("tfm.weight_offsets",
+                    b.getDenseI64ArrayAttr(weights.offsets));
+    module->setAttr("tfm.weights_bytes", b.getI64IntegerAttr(weights.bytes));
+  }
+};
+
+} // namespace

@@ -1,0 +1,427 @@
+//===- Artifact.cpp - The model.so artifact -------------------------------===//
+//
+// The metadata table and the wrappers are built with LLVM's IR builder after
+// translation rather than in the LLVM dialect: the weights blob can be
+// hundreds of megabytes, and a raw ConstantDataArray holds it without the
+// copies an MLIR attribute round trip would make.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Target/Artifact.h"
+
+#include "tfm/abi.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+/// The element type codes of tfm/abi.h.
+std::optional<int32_t> dtypeOf(Type t) {
+  if (t.isF32())
+    return TFM_DTYPE_F32;
+  if (t.isF16())
+    return TFM_DTYPE_F16;
+  if (t.isBF16())
+    return TFM_DTYPE_BF16;
+  if (t.isInteger(32))
+    return TFM_DTYPE_I32;
+  if (t.isInteger(64))
+    return TFM_DTYPE_I64;
+  if (t.isInteger(1))
+    return TFM_DTYPE_BOOL;
+  return std::nullopt;
+}
+
+std::unique_ptr<llvm::TargetMachine>
+makeTargetMachine(const ArtifactOptions &options, std::string &error) {
+  static bool initialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)initialized;
+  std::string triple = llvm::sys::getDefaultTargetTriple();
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  std::string cpu = options.cpu, features;
+  if (cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    llvm::SubtargetFeatures f;
+    for (auto &[name, on] : llvm::sys::getHostCPUFeatures())
+      f.AddFeature(name, on);
+    features = f.getString();
+  }
+  llvm::TargetOptions to;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpu, features, to, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!tm)
+    error = "cannot create a target machine for '" + triple + "' and CPU '" +
+            cpu + "'";
+  return tm;
+}
+
+/// A private constant C string.
+llvm::Constant *cstring(llvm::Module &m, StringRef s) {
+  llvm::IRBuilder<> b(m.getContext());
+  auto *init = llvm::ConstantDataArray::getString(m.getContext(), s);
+  auto *g = new llvm::GlobalVariable(m, init->getType(), true,
+                                     llvm::GlobalValue::PrivateLinkage, init,
+                                     ".tfm.str");
+  g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  return g;
+}
+
+llvm::Constant *constantArray(llvm::Module &m, llvm::Type *elem,
+                              ArrayRef<llvm::Constant *> values,
+                              StringRef name) {
+  if (values.empty())
+    return llvm::ConstantPointerNull::get(llvm::PointerType::get(m.getContext(), 0));
+  auto *ty = llvm::ArrayType::get(elem, values.size());
+  return new llvm::GlobalVariable(m, ty, true,
+                                  llvm::GlobalValue::PrivateLinkage,
+                                  llvm::ConstantArray::get(ty, values), name);
+}
+
+} // namespace
+
+FailureOr<std::string> mlir::tfm::buildWeightsBlob(ModuleOp module) {
+  auto values = module->getAttrOfType<ArrayAttr>("tfm.weights");
+  auto offsets = module->getAttrOfType<DenseI64ArrayAttr>("tfm.weight_offsets");
+  auto total = module->getAttrOfType<IntegerAttr>("tfm.weights_bytes");
+  if (!values || !offsets || !total)
+    return module.emitError("no weights layout: run tfm-lower-to-cpu first");
+  std::string blob(total.getInt(), '\0');
+  for (auto [attr, offset] : llvm::zip(values, offsets.asArrayRef())) {
+    auto dense = dyn_cast<DenseElementsAttr>(attr);
+    if (!dense)
+      return module.emitError("weights must be dense elements attributes");
+    char *dst = blob.data() + offset;
+    Type elem = dense.getElementType();
+    int64_t n = dense.getNumElements();
+    if (elem.isInteger(1)) {
+      int64_t i = 0;
+      for (bool v : dense.getValues<bool>())
+        dst[i++] = v ? 1 : 0;
+      continue;
+    }
+    size_t width = elem.getIntOrFloatBitWidth() / 8;
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(dst + i * width, raw.data(), width);
+    } else {
+      std::memcpy(dst, raw.data(), n * width);
+    }
+  }
+  return blob;
+}
+
+FailureOr<std::unique_ptr<llvm::Module>>
+mlir::tfm::translateToArtifactIR(ModuleOp module,
+                                 llvm::LLVMContext &llvmContext,
+                                 const ArtifactOptions &options) {
+  auto entries = module->getAttrOfType<ArrayAttr>("tfm.entries");
+  auto kernels = module->getAttrOfType<ArrayAttr>("tfm.kernels");
+  if (!entries || !kernels)
+    return module.emitError("not a tfm-cpu-pipeline module: it lacks "
+                            "tfm.entries and tfm.kernels");
+  FailureOr<std::string> blob = buildWeightsBlob(module);
+  if (failed(blob))
+    return failure();
+  // Entry signatures, checked before the attributes go.
+  for (Attribute a : entries) {
+    auto e = cast<DictionaryAttr>(a);
+    for (StringRef key : {"inputs", "outputs"})
+      for (Attribute t : e.getAs<ArrayAttr>(key)) {
+        auto d = cast<DictionaryAttr>(t);
+        auto type = cast<RankedTensorType>(d.getAs<TypeAttr>("type").getValue());
+        if (!dtypeOf(type.getElementType()))
+          return module.emitError("entry '")
+                 << e.getAs<StringAttr>("name").getValue() << "': "
+                 << key.drop_back() << " '"
+                 << d.getAs<StringAttr>("name").getValue() << "' has type "
+                 << type << ", which the model ABI cannot carry";
+      }
+  }
+  SmallVector<NamedAttribute> keep;
+  for (NamedAttribute a : module->getAttrs())
+    if (!a.getName().getValue().starts_with("tfm."))
+      keep.push_back(a);
+  module->setAttrs(keep);
+
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  module.getContext()->appendDialectRegistry(registry);
+  std::unique_ptr<llvm::Module> m =
+      translateModuleToLLVMIR(module, llvmContext, "tfm_model");
+  if (!m)
+    return module.emitError("translation to LLVM IR failed");
+
+  std::string error;
+  auto tm = makeTargetMachine(options, error);
+  if (!tm)
+    return module.emitError(error);
+  m->setDataLayout(tm->createDataLayout());
+  m->setTargetTriple(tm->getTargetTriple().str());
+
+  llvm::LLVMContext &c = llvmContext;
+  auto *ptr = llvm::PointerType::get(c, 0);
+  auto *i32 = llvm::Type::getInt32Ty(c);
+  auto *i64 = llvm::Type::getInt64Ty(c);
+  auto *f64 = llvm::Type::getDoubleTy(c);
+  auto i32c = [&](int64_t v) { return llvm::ConstantInt::get(i32, v); };
+  auto i64c = [&](int64_t v) { return llvm::ConstantInt::get(i64, v); };
+  // The structs of tfm/abi.h, field for field.
+  auto *hostTy = llvm::StructType::get(c, {i32, ptr, ptr, ptr, ptr});
+  auto *tensorTy = llvm::StructType::get(c, {ptr, i32, i32, ptr});
+  auto *entryTy =
+      llvm::StructType::get(c, {ptr, i32, ptr, i32, ptr, i64, ptr});
+  auto *kernelTy = llvm::StructType::get(
+      c, {i32, i32, llvm::ArrayType::get(i64, 8), llvm::ArrayType::get(f64, 2)});
+  auto *modelTy = llvm::StructType::get(
+      c, {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr});
+
+  // host->run_kernel(host, index, args), for the calls the lowering made.
+  if (llvm::Function *rk = m->getFunction("__tfm_run_kernel")) {
+    rk->setLinkage(llvm::GlobalValue::InternalLinkage);
+    auto *bb = llvm::BasicBlock::Create(c, "entry", rk);
+    llvm::IRBuilder<> b(bb);
+    llvm::Value *host = rk->getArg(0);
+    llvm::Value *slot = b.CreateStructGEP(hostTy, host, 3);
+    llvm::Value *fn = b.CreateLoad(ptr, slot, "run_kernel");
+    auto *fnTy = llvm::FunctionType::get(i32, {ptr, i32, ptr}, false);
+    b.CreateRet(b.CreateCall(fnTy, fn, {host, rk->getArg(1), rk->getArg(2)}));
+  }
+
+  // Entries: an ABI wrapper over each lowered function, and its descriptors.
+  SmallVector<llvm::Constant *> entryValues;
+  for (Attribute a : entries) {
+    auto e = cast<DictionaryAttr>(a);
+    StringRef name = e.getAs<StringAttr>("name").getValue();
+    llvm::Function *impl =
+        m->getFunction(e.getAs<StringAttr>("symbol").getValue());
+    if (!impl)
+      return module.emitError("entry '") << name << "' has no code";
+    impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+    auto inputs = e.getAs<ArrayAttr>("inputs");
+    auto outputs = e.getAs<ArrayAttr>("outputs");
+
+    auto *wrapTy = llvm::FunctionType::get(i32, {ptr, ptr, ptr}, false);
+    auto *wrap = llvm::Function::Create(
+        wrapTy, llvm::GlobalValue::InternalLinkage, "tfm_entry_" + name, *m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", wrap));
+    llvm::Value *host = wrap->getArg(0);
+    SmallVector<llvm::Value *> args{host};
+    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 1), "arena"));
+    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 2), "weights"));
+    for (unsigned i = 0; i < inputs.size(); ++i)
+      args.push_back(b.CreateLoad(
+          ptr, b.CreateConstGEP1_64(ptr, wrap->getArg(1), i)));
+    for (unsigned i = 0; i < outputs.size(); ++i)
+      args.push_back(b.CreateLoad(
+          ptr, b.CreateConstGEP1_64(ptr, wrap->getArg(2), i)));
+    if (args.size() != impl->arg_size())
+      return module.emitError("entry '") << name << "' has "
+             << impl->arg_size() << " arguments, expected " << args.size();
+    b.CreateRet(b.CreateCall(impl, args));
+
+    auto describe = [&](ArrayAttr list, StringRef what) {
+      SmallVector<llvm::Constant *> descs;
+      for (auto [i, t] : llvm::enumerate(list)) {
+        auto d = cast<DictionaryAttr>(t);
+        auto type = cast<RankedTensorType>(d.getAs<TypeAttr>("type").getValue());
+        SmallVector<llvm::Constant *> dims;
+        for (int64_t dim : type.getShape())
+          dims.push_back(i64c(dim));
+        descs.push_back(llvm::ConstantStruct::get(
+            tensorTy,
+            {cstring(*m, d.getAs<StringAttr>("name").getValue()),
+             i32c(*dtypeOf(type.getElementType())), i32c(type.getRank()),
+             constantArray(*m, i64, dims, ".tfm.dims")}));
+      }
+      return constantArray(*m, tensorTy, descs, (".tfm." + what).str());
+    };
+    entryValues.push_back(llvm::ConstantStruct::get(
+        entryTy,
+        {cstring(*m, name), i32c(inputs.size()), describe(inputs, "inputs"),
+         i32c(outputs.size()), describe(outputs, "outputs"),
+         i64c(e.getAs<IntegerAttr>("arena_bytes").getInt()), wrap}));
+  }
+
+  SmallVector<llvm::Constant *> kernelValues;
+  for (Attribute a : kernels) {
+    auto k = cast<DictionaryAttr>(a);
+    SmallVector<llvm::Constant *> params, fparams;
+    for (int64_t p : k.getAs<DenseI64ArrayAttr>("params").asArrayRef())
+      params.push_back(i64c(p));
+    for (double f : k.getAs<DenseF64ArrayAttr>("fparams").asArrayRef())
+      fparams.push_back(llvm::ConstantFP::get(f64, f));
+    kernelValues.push_back(llvm::ConstantStruct::get(
+        kernelTy,
+        {i32c(k.getAs<IntegerAttr>("kind").getInt()),
+         i32c(k.getAs<IntegerAttr>("dtype").getInt()),
+         llvm::ConstantArray::get(llvm::ArrayType::get(i64, 8), params),
+         llvm::ConstantArray::get(llvm::ArrayType::get(f64, 2), fparams)}));
+  }
+
+  llvm::Constant *weights = llvm::ConstantPointerNull::get(ptr);
+  if (!options.externalWeights && !blob->empty()) {
+    auto *init = llvm::ConstantDataArray::getRaw(
+        *blob, blob->size(), llvm::Type::getInt8Ty(c));
+    auto *g = new llvm::GlobalVariable(*m, init->getType(), true,
+                                       llvm::GlobalValue::PrivateLinkage,
+                                       init, ".tfm.weights");
+    g->setAlignment(llvm::Align(64));
+    weights = g;
+  }
+  llvm::Constant *external = options.externalWeights
+                                 ? cstring(*m, options.externalWeightsName)
+                                 : llvm::ConstantPointerNull::get(ptr);
+  uint64_t modelSize = m->getDataLayout().getTypeAllocSize(modelTy);
+  auto *model = new llvm::GlobalVariable(
+      *m, modelTy, true, llvm::GlobalValue::PrivateLinkage,
+      llvm::ConstantStruct::get(
+          modelTy,
+          {i32c(TFM_ABI_VERSION), i32c(modelSize), cstring(*m, options.producer),
+           i32c(entryValues.size()),
+           constantArray(*m, entryTy, entryValues, ".tfm.entries"), weights,
+           i64c(blob->size()), external, i32c(kernelValues.size()),
+           constantArray(*m, kernelTy, kernelValues, ".tfm.kernels")}),
+      ".tfm.model");
+
+  // The one exported symbol.
+  auto *getter = llvm::Function::Create(
+      llvm::FunctionType::get(ptr, {}, false),
+      llvm::GlobalValue::ExternalLinkage, TFM_ABI_MODEL_SYMBOL, *m);
+  llvm::IRBuilder<> gb(llvm::BasicBlock::Create(c, "entry", getter));
+  gb.CreateRet(model);
+
+  std::string verifyErrors;
+  llvm::raw_string_ostream vs(verifyErrors);
+  if (llvm::verifyModule(*m, &vs))
+    return module.emitError("the artifact's LLVM IR is invalid: ")
+           << verifyErrors;
+
+  // Optimize: inlining, and the loop vectorizer over the glue's loops.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(*m, mam);
+  return m;
+}
+
+LogicalResult mlir::tfm::writeObjectFile(llvm::Module &ir,
+                                         const ArtifactOptions &options,
+                                         StringRef path, std::string &error) {
+  auto tm = makeTargetMachine(options, error);
+  if (!tm)
+    return failure();
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write '" + path.str() + "': " + ec.message();
+    return failure();
+  }
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, out.os(), nullptr,
+                              llvm::CodeGenFileType::ObjectFile)) {
+    error = "the target cannot emit object files";
+    return failure();
+  }
+  pm.run(ir);
+  out.os().flush();
+  if (out.os().has_error()) {
+    error = "cannot write '" + path.str() + "'";
+    out.os().clear_error();
+    return failure();
+  }
+  out.keep();
+  return success();
+}
+
+LogicalResult mlir::tfm::linkSharedLibrary(StringRef objectPath,
+                                           StringRef soPath,
+                                           std::string &error) {
+  auto linker = llvm::sys::findProgramByName("ld.lld");
+  if (!linker)
+    linker = llvm::sys::findProgramByName("ld.lld-19");
+  if (!linker) {
+    error = "cannot find the linker ld.lld (Debian package lld)";
+    return failure();
+  }
+  // libm for erf and tanh, libc for malloc; linked by name so that the
+  // library also loads into processes that did not load them globally.
+  std::string multiarch = llvm::Triple(llvm::sys::getDefaultTargetTriple())
+                              .getArchName()
+                              .str() +
+                          "-linux-gnu";
+  SmallVector<std::string> args = {*linker,
+                                   "-shared",
+                                   "--no-undefined",
+                                   "--as-needed",
+                                   "-z",
+                                   "noexecstack",
+                                   "-z",
+                                   "relro",
+                                   "--hash-style=both",
+                                   "-L/lib/" + multiarch,
+                                   "-L/usr/lib/" + multiarch,
+                                   "-o",
+                                   soPath.str(),
+                                   objectPath.str(),
+                                   "-l:libm.so.6",
+                                   "-l:libc.so.6"};
+  SmallVector<StringRef> argv(args.begin(), args.end());
+  SmallString<128> errFile;
+  if (llvm::sys::fs::createTemporaryFile("tfm-link", "txt", errFile)) {
+    error = "cannot create a temporary file";
+    return failure();
+  }
+  std::optional<StringRef> redirects[] = {std::nullopt, errFile.str(),
+                                          errFile.str()};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(*linker, argv, std::nullopt, redirects,
+                                     0, 0, &execError);
+  auto log = llvm::MemoryBuffer::getFile(errFile);
+  llvm::sys::fs::remove(errFile);
+  if (rc != 0) {
+    error = "linking '" + soPath.str() + "' failed" +
+            (execError.empty() ? "" : ": " + execError);
+    if (log && !(*log)->getBuffer().empty())
+      error += ":\n" + (*log)->getBuffer().str();
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,263 @@
+//===- RunCompiled.cpp - tfmc run on compiled code ------------------------===//
+//
+// Loads a model library through the runtime's C API (tfmc is built without
+// exceptions, so not through the C++ wrapper), runs it on the inputs that
+// `runWith` gathers, and with --bench times the runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "tfm/runtime.h"
+
+#include "llvm/ADT/APFloat.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::tfm::tfmc;
+using mlir::tfm::reference::ElementKind;
+using mlir::tfm::reference::Tensor;
+
+namespace {
+
+llvm::raw_ostream &error() {
+  return llvm::WithColor::error(llvm::errs(), "tfmc");
+}
+
+/// Prints and frees a failed status; true when `s` was OK.
+bool ok(tfm_status_t s) {
+  if (!s)
+    return true;
+  error() << tfm_status_message(s) << "\n";
+  tfm_status_free(s);
+  return false;
+}
+
+std::optional<ElementKind> kindOf(int32_t dtype) {
+  switch (dtype) {
+  case TFM_DTYPE_F32: return ElementKind::F32;
+  case TFM_DTYPE_F16: return ElementKind::F16;
+  case TFM_DTYPE_BF16: return ElementKind::BF16;
+  case TFM_DTYPE_I32: return ElementKind::I32;
+  case TFM_DTYPE_I64: return ElementKind::I64;
+  case TFM_DTYPE_BOOL: return ElementKind::I1;
+  default: return std::nullopt;
+  }
+}
+
+tfm_dtype_t dtypeOf(ElementKind kind) {
+  switch (kind) {
+  case ElementKind::F16: return TFM_DTYPE_F16;
+  case ElementKind::BF16: return TFM_DTYPE_BF16;
+  case ElementKind::I32: return TFM_DTYPE_I32;
+  case ElementKind::I64: return TFM_DTYPE_I64;
+  case ElementKind::I1: return TFM_DTYPE_BOOL;
+  default: return TFM_DTYPE_F32;
+  }
+}
+
+const llvm::fltSemantics &halfSemantics(ElementKind kind) {
+  return kind == ElementKind::F16 ? llvm::APFloat::IEEEhalf()
+                                  : llvm::APFloat::BFloat();
+}
+
+void store(const Tensor &t, void *dst) {
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    double v = t.data[i];
+    switch (t.kind) {
+    case ElementKind::F32: static_cast<float *>(dst)[i] = static_cast<float>(v); break;
+    case ElementKind::F64: static_cast<double *>(dst)[i] = v; break;
+    case ElementKind::I32: static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(v); break;
+    case ElementKind::I64: static_cast<int64_t *>(dst)[i] = static_cast<int64_t>(v); break;
+    case ElementKind::I1: static_cast<uint8_t *>(dst)[i] = v != 0; break;
+    case ElementKind::F16:
+    case ElementKind::BF16: {
+      bool lost;
+      llvm::APFloat f(v);
+      f.convert(halfSemantics(t.kind), llvm::RoundingMode::NearestTiesToEven, &lost);
+      static_cast<uint16_t *>(dst)[i] =
+          static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+      break;
+    }
+    }
+  }
+}
+
+void load(const void *src, Tensor &t) {
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    double &v = t.data[i];
+    switch (t.kind) {
+    case ElementKind::F32: v = static_cast<const float *>(src)[i]; break;
+    case ElementKind::F64: v = static_cast<const double *>(src)[i]; break;
+    case ElementKind::I32: v = static_cast<const int32_t *>(src)[i]; break;
+    case ElementKind::I64: v = static_cast<double>(static_cast<const int64_t *>(src)[i]); break;
+    case ElementKind::I1: v = static_cast<const uint8_t *>(src)[i] ? 1 : 0; break;
+    case ElementKind::F16:
+    case ElementKind::BF16:
+      v = llvm::APFloat(halfSemantics(t.kind),
+                        llvm::APInt(16, static_cast<const uint16_t *>(src)[i]))
+              .convertToDouble();
+      break;
+    }
+  }
+}
+
+/// Owns the runtime handles of one run.
+struct Loaded {
+  tfm_context_t *context = nullptr;
+  tfm_module_t *module = nullptr;
+  tfm_session_t *session = nullptr;
+  ~Loaded() {
+    tfm_session_release(session);
+    tfm_module_release(module);
+    tfm_context_release(context);
+  }
+};
+
+} // namespace
+
+int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
+                                  const Signature *known) {
+  Loaded rt;
+  tfm_context_options_t co;
+  tfm_context_options_init(&co);
+  co.num_threads = opts.threads;
+  if (!ok(tfm_context_create(&co, &rt.context)) ||
+      !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
+    return kExitInputError;
+
+  // The entry: --entry, else "infer", else the only one.
+  std::string entry = opts.entry;
+  size_t numEntries = tfm_module_num_entries(rt.module);
+  if (entry.empty()) {
+    for (size_t i = 0; i < numEntries; ++i)
+      if (std::strcmp(tfm_module_entry_name(rt.module, i), "infer") == 0)
+        entry = "infer";
+    if (entry.empty() && numEntries == 1)
+      entry = tfm_module_entry_name(rt.module, 0);
+    if (entry.empty()) {
+      error() << "'" << soPath << "' has " << numEntries
+              << " entry points and none is 'infer'; name one with --entry\n";
+      return kExitInputError;
+    }
+  }
+
+  Signature sig;
+  sig.entry = entry;
+  for (int isOutput = 0; isOutput < 2; ++isOutput) {
+    size_t count = 0;
+    if (!ok(tfm_module_entry_num_io(rt.module, entry.c_str(), isOutput,
+                                    &count)))
+      return kExitInputError;
+    for (size_t i = 0; i < count; ++i) {
+      const tfm_abi_tensor_desc_t *d = nullptr;
+      if (!ok(tfm_module_entry_io(rt.module, entry.c_str(), isOutput, i, &d)))
+        return kExitInputError;
+      Port p;
+      p.name = d->name;
+      p.kind = *kindOf(d->dtype);
+      p.shape.assign(d->dims, d->dims + d->rank);
+      p.graphPosition = i;
+      // Integer inputs are usually token ids: keep random ones small.
+      p.indexBound = isFloatKind(p.kind) ? 0 : 10;
+      (isOutput ? sig.outputs : sig.inputs).push_back(std::move(p));
+    }
+  }
+  sig.numGraphInputs = sig.inputs.size();
+  if (known) {
+    // Same types by construction; take the ONNX numbering and index bounds.
+    for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs)) {
+      mine.graphPosition = theirs.graphPosition;
+      mine.indexBound = theirs.indexBound;
+    }
+    sig.numGraphInputs = known->numGraphInputs;
+  }
+
+  if (!ok(tfm_session_create(rt.module, nullptr, &rt.session)))
+    return kExitInputError;
+
+  // Runtime tensors for a set of inputs; released by the caller.
+  auto makeInputs = [&](const std::vector<Tensor> &args,
+                        std::vector<tfm_tensor_t *> &out) {
+    for (const Tensor &t : args) {
+      tfm_tensor_t *rtT = nullptr;
+      if (!ok(tfm_tensor_create(dtypeOf(t.kind), t.shape.data(),
+                                t.shape.size(), &rtT)))
+        return false;
+      store(t, tfm_tensor_data(rtT));
+      out.push_back(rtT);
+    }
+    return true;
+  };
+  auto releaseAll = [](std::vector<tfm_tensor_t *> &ts) {
+    for (tfm_tensor_t *t : ts)
+      tfm_tensor_release(t);
+    ts.clear();
+  };
+
+  std::vector<Tensor> fed;
+  int rc = runWith(
+      sig, opts,
+      [&](const std::vector<Tensor> &args)
+          -> std::optional<std::vector<Tensor>> {
+        std::vector<tfm_tensor_t *> in, out(sig.outputs.size(), nullptr);
+        if (!makeInputs(args, in)) {
+          releaseAll(in);
+          return std::nullopt;
+        }
+        bool good = ok(tfm_session_run(rt.session, entry.c_str(), in.data(),
+                                       in.size(), out.data(), out.size()));
+        releaseAll(in);
+        if (!good)
+          return std::nullopt;
+        std::vector<Tensor> results;
+        for (auto [i, t] : llvm::enumerate(out)) {
+          Tensor r(sig.outputs[i].kind, sig.outputs[i].shape);
+          load(tfm_tensor_data(t), r);
+          results.push_back(std::move(r));
+        }
+        releaseAll(out);
+        return results;
+      },
+      &fed);
+  if (rc != kExitOk || opts.bench == 0)
+    return rc;
+
+  // Timed runs on the same inputs; the session already holds every
+  // primitive, so these measure steady-state latency.
+  std::vector<tfm_tensor_t *> in, out(sig.outputs.size(), nullptr);
+  if (!makeInputs(fed, in)) {
+    releaseAll(in);
+    return kExitInputError;
+  }
+  std::vector<double> ms;
+  for (unsigned i = 0; i < opts.bench + 1; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    bool good = ok(tfm_session_run(rt.session, entry.c_str(), in.data(),
+                                   in.size(), out.data(), out.size()));
+    auto end = std::chrono::steady_clock::now();
+    if (!good) {
+      releaseAll(in);
+      return kExitInputError;
+    }
+    releaseAll(out);
+    out.assign(sig.outputs.size(), nullptr);
+    if (i > 0) // the first run warms caches and is not counted
+      ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  releaseAll(in);
+  std::sort(ms.begin(), ms.end());
+  double median = ms.size() % 2 ? ms[ms.size() / 2]
+                                : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  llvm::outs() << llvm::format("bench: %u runs, median %.3f ms, min %.3f ms, "
+                               "max %.3f ms, threads %d\n",
+                               opts.bench, median, ms.front(), ms.back(),
+                               tfm_context_num_threads(rt.context));
+  return kExitOk;
+}
