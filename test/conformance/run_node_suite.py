@@ -1,5 +1,9 @@
 #!/usr/bin/python3
-"""Runs the ONNX node conformance suite through `tfmc run --reference`.
+"""Runs the ONNX node conformance suite through `tfmc run`.
+
+With --mode=reference every test runs in the reference interpreter; with
+--mode=compiled it is compiled for the CPU (tfm-cpu-pipeline, model.so) and
+run through the runtime.
 
 Every test whose ops the importer supports (`tfmc --list-onnx-ops`) and whose
 opset lies in 13..17 runs, and must match its expected outputs, unless it is
@@ -36,10 +40,11 @@ def classify(path, supported):
     return ops, default_opset(model), unsupported
 
 
-def run_one(tfmc, path):
+def run_one(tfmc, path, mode):
+    reference = ["--reference"] if mode == "reference" else []
     proc = subprocess.run(
-        [tfmc, "run", os.path.join(path, "model.onnx"), "--reference",
-         "--test-data-dir", os.path.join(path, "test_data_set_0")],
+        [tfmc, "run", os.path.join(path, "model.onnx")] + reference +
+        ["--test-data-dir", os.path.join(path, "test_data_set_0")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
     return proc.returncode, (lines[-1] if lines else "")
@@ -62,6 +67,8 @@ def main():
     ap.add_argument("--tfmc", required=True)
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--expected", required=True, help="expected failures")
+    ap.add_argument("--mode", choices=["reference", "compiled"],
+                    default="reference")
     ap.add_argument("--table", help="write the per-op Markdown table here")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
@@ -94,7 +101,8 @@ def main():
 
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.j) as pool:
-        futures = {pool.submit(run_one, args.tfmc, os.path.join(args.data, n)): n
+        futures = {pool.submit(run_one, args.tfmc, os.path.join(args.data, n),
+                               args.mode): n
                    for n in runnable}
         for fut in concurrent.futures.as_completed(futures):
             results[futures[fut]] = fut.result()
@@ -123,7 +131,7 @@ def main():
     stale = sorted(set(expected) - set(runnable))
     for name in stale:
         print(f"STALE {name} is listed as an expected failure but does not run")
-    print(f"node suite: {len(tests)} tests; {len(runnable)} run "
+    print(f"node suite ({args.mode}): {len(tests)} tests; {len(runnable)} run "
           f"(supported ops, opset 13-17): {passed} passed, {xfailed} expected "
           f"failures, {len(unexpected_fail)} unexpected failures; skipped: "
           + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))

@@ -385,8 +385,31 @@ LogicalResult EntryLowering::lowerBinary(Operation *op) {
   bool isFloat = isa<FloatType>(elem);
   Value lhs = bufferOf(op->getOperand(0)), rhs = bufferOf(op->getOperand(1));
   Value out = destination(op->getResult(0));
-  if (isa<PowOp>(op) && !isFloat)
-    return op->emitError("the CPU backend raises only floats to a power");
+  if (isa<PowOp>(op)) {
+    // Operands may differ in type (ONNX Pow); compute in f64 like the
+    // reference, then convert to the result type.
+    Type outElem =
+        cast<ShapedType>(op->getResult(0).getType()).getElementType();
+    elementwise({lhs, rhs}, out,
+                [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                  Type f64 = ob.getF64Type();
+                  auto widen = [&](Value v) -> Value {
+                    Type t = v.getType();
+                    if (t.isF64())
+                      return v;
+                    if (isa<FloatType>(t))
+                      return ob.create<arith::ExtFOp>(l, f64, v);
+                    return ob.create<arith::SIToFPOp>(l, f64, v);
+                  };
+                  Value p = ob.create<math::PowFOp>(l, widen(a[0]), widen(a[1]));
+                  if (outElem.isF64())
+                    return p;
+                  if (isa<FloatType>(outElem))
+                    return ob.create<arith::TruncFOp>(l, outElem, p);
+                  return ob.create<arith::FPToSIOp>(l, outElem, p);
+                });
+    return success();
+  }
   elementwise({lhs, rhs}, out,
               [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
                 Value x = a[0], y = a[1];
@@ -1223,10 +1246,19 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
   SmallVector<Type> argTypes{ptrTy,
                              MemRefType::get({arenaBytes}, b.getI8Type()),
                              MemRefType::get({weights.bytes}, b.getI8Type())};
+  // An empty tensor carries no data; it crosses the boundary as a rank-1
+  // empty buffer because the bare-pointer calling convention rejects
+  // buffers with a zero dimension among others.
+  auto boundaryType = [&](Type t) {
+    MemRefType m = memrefOf(t);
+    return m.getNumElements() == 0
+               ? MemRefType::get({0}, m.getElementType())
+               : m;
+  };
   for (Type t : fn.getFunctionType().getInputs())
-    argTypes.push_back(memrefOf(t));
+    argTypes.push_back(boundaryType(t));
   for (Type t : fn.getFunctionType().getResults())
-    argTypes.push_back(memrefOf(t));
+    argTypes.push_back(boundaryType(t));
   b.setInsertionPoint(fn);
   std::string name = ("__tfm_entry_" + fn.getSymName()).str();
   entry = b.create<func::FuncOp>(
@@ -1238,8 +1270,12 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
   arena = body->getArgument(1);
   weightsArg = body->getArgument(2);
   unsigned numIn = fn.getNumArguments();
-  for (unsigned i = 0; i < numIn; ++i)
-    buffers[fn.getArgument(i)] = body->getArgument(3 + i);
+  for (unsigned i = 0; i < numIn; ++i) {
+    Value arg = fn.getArgument(i);
+    MemRefType type = memrefOf(arg.getType());
+    buffers[arg] = type.getNumElements() == 0 ? temporary(type)
+                                              : body->getArgument(3 + i);
+  }
   Value one = b.create<arith::ConstantIntOp>(loc, kMaxKernelArgs, 64);
   argsArray = b.create<LLVM::AllocaOp>(loc, ptrTy, ptrTy, one, 8);
   errorCode = b.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -1252,7 +1288,8 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
     outBuffers.push_back(out);
     Value v = ret.getOperand(i);
     Operation *def = v.getDefiningOp();
-    if (def && !isa<arith::ConstantOp>(def) && !outputOf.count(v))
+    if (def && !isa<arith::ConstantOp>(def) && !outputOf.count(v) &&
+        memrefOf(v.getType()).getNumElements() > 0)
       outputOf[v] = out;
   }
 
@@ -1277,7 +1314,8 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
   // and a value returned at more than one position.
   loc = ret.getLoc();
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-    if (bufferOf(v) != outBuffers[i])
+    if (bufferOf(v) != outBuffers[i] &&
+        memrefOf(v.getType()).getNumElements() > 0)
       copy(bufferOf(v), outBuffers[i]);
   for (Value t : temporaries)
     b.create<memref::DeallocOp>(loc, t);
