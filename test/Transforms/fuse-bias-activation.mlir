@@ -1,6 +1,6 @@
 // RUN: tfm-opt %s -split-input-file --tfm-fuse-bias-activation=remarks=true -verify-diagnostics | FileCheck %s
 // RUN: %python %S/Inputs/check_pass_equivalence.py %tfm_opt_bin %tfmc_bin --tfm-fuse-bias-activation %s %t | FileCheck %s --check-prefix=EQUIV
-// EQUIV: functions equivalent after --tfm-fuse-bias-activation
+// EQUIV: functions equivalent after --tfm-fuse-bias-activation, also compiled
 
 // Tests that matmul by a constant + bias + relu becomes one linear with the
 // weight transposed at compile time.

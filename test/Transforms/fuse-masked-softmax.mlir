@@ -1,6 +1,6 @@
 // RUN: tfm-opt %s -split-input-file --tfm-fuse-masked-softmax=remarks=true -verify-diagnostics | FileCheck %s
 // RUN: %python %S/Inputs/check_pass_equivalence.py %tfm_opt_bin %tfmc_bin --tfm-fuse-masked-softmax %s %t | FileCheck %s --check-prefix=EQUIV
-// EQUIV: functions equivalent after --tfm-fuse-masked-softmax
+// EQUIV: functions equivalent after --tfm-fuse-masked-softmax, also compiled
 
 // Tests that scores scaled by Div, plus a float mask, fuse with scale 1/c.
 // CHECK-LABEL: func.func @div_additive

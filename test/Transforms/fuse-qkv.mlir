@@ -1,6 +1,6 @@
 // RUN: tfm-opt %s -split-input-file --tfm-fuse-qkv=remarks=true -verify-diagnostics | FileCheck %s
 // RUN: %python %S/Inputs/check_pass_equivalence.py %tfm_opt_bin %tfmc_bin --tfm-fuse-qkv %s %t | FileCheck %s --check-prefix=EQUIV
-// EQUIV: functions equivalent after --tfm-fuse-qkv
+// EQUIV: functions equivalent after --tfm-fuse-qkv, also compiled
 
 // Tests that three linears over one input, in any order and with biases,
 // become one qkv_projection over the concatenated weights.

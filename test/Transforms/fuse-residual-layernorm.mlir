@@ -1,6 +1,6 @@
 // RUN: tfm-opt %s -split-input-file --tfm-fuse-residual-layernorm=remarks=true -verify-diagnostics | FileCheck %s
 // RUN: %python %S/Inputs/check_pass_equivalence.py %tfm_opt_bin %tfmc_bin --tfm-fuse-residual-layernorm %s %t | FileCheck %s --check-prefix=EQUIV
-// EQUIV: functions equivalent after --tfm-fuse-residual-layernorm
+// EQUIV: functions equivalent after --tfm-fuse-residual-layernorm, also compiled
 
 // Tests that LayerNorm spelled out as exporters do at opset 13 (ReduceMean,
 // Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul, Add) over a residual sum

@@ -8,30 +8,46 @@
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: tfm.arena_bytes = 128 : i64, tfm.arena_lower_bound = 128 : i64
 // CHECK: tfm.relu %arg0 {tfm.arena_offsets = array<i64: [[A:[0-9]+]]>}
-// CHECK: tfm.softmax %{{.+}} {tfm.arena_offsets = array<i64: [[B:[0-9]+]]>}
+// CHECK: tfm.transpose %{{.+}} {{.*}}{tfm.arena_offsets = array<i64: [[B:[0-9]+]]>}
 // CHECK: tfm.gelu %{{.+}} {tfm.arena_offsets = array<i64: [[B]]>}
 // CHECK: tfm.relu %{{.+}} {tfm.arena_offsets = array<i64: -1>}
-func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
-  %a = tfm.relu %x : tensor<16xf32>
-  %b = tfm.softmax %a : tensor<16xf32>
-  %c = tfm.gelu %b : tensor<16xf32>
-  %d = tfm.relu %c : tensor<16xf32>
-  return %d : tensor<16xf32>
+func.func @chain(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %a = tfm.relu %x : tensor<4x4xf32>
+  %b = tfm.transpose %a permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %c = tfm.gelu %b : tensor<4x4xf32>
+  %d = tfm.relu %c : tensor<4x4xf32>
+  return %d : tensor<4x4xf32>
 }
 
 // -----
 
-// Tests that a reshape shares its input's buffer, and that buffers whose
-// lifetimes do not overlap reuse the same offset.
+// Tests that buffers whose lifetimes do not overlap reuse the same offset
+// (%r takes %p's), and that a reshape shares its input's buffer.
 // CHECK-LABEL: func.func @reuse
 // CHECK-SAME: tfm.arena_bytes = 128 : i64, tfm.arena_lower_bound = 128 : i64
-// CHECK: tfm.softmax %arg0 {tfm.arena_offsets = array<i64: [[P:[0-9]+]]>}
+// CHECK: tfm.transpose %arg0 {{.*}}{tfm.arena_offsets = array<i64: [[P:[0-9]+]]>}
+// CHECK: tfm.transpose %{{.+}} {{.*}}{tfm.arena_offsets = array<i64: [[Q:[0-9]+]]>}
+// CHECK: tfm.transpose %{{.+}} {{.*}}{tfm.arena_offsets = array<i64: [[P]]>}
 // CHECK: tfm.reshape %{{.+}} {tfm.arena_offsets = array<i64: [[P]]>}
 func.func @reuse(%x: tensor<4x4xf32>) -> tensor<16xf32> {
-  %p = tfm.softmax %x : tensor<4x4xf32>
-  %r = tfm.reshape %p : tensor<4x4xf32> -> tensor<16xf32>
-  %s = tfm.softmax %r : tensor<16xf32>
-  %t = tfm.softmax %s : tensor<16xf32>
-  %u = tfm.softmax %t : tensor<16xf32>
-  return %u : tensor<16xf32>
+  %p = tfm.transpose %x permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %q = tfm.transpose %p permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %r = tfm.transpose %q permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %s = tfm.reshape %r : tensor<4x4xf32> -> tensor<16xf32>
+  %t = tfm.relu %s : tensor<16xf32>
+  return %t : tensor<16xf32>
+}
+
+// -----
+
+// Tests that a softmax works in place over scores that die there (the CPU
+// lowering reads each row before writing it).
+// CHECK-LABEL: func.func @softmax_in_place
+// CHECK: tfm.transpose %arg0 {{.*}}{tfm.arena_offsets = array<i64: [[S:[0-9]+]]>}
+// CHECK: tfm.softmax %{{.+}} {tfm.arena_offsets = array<i64: [[S]]>}
+func.func @softmax_in_place(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %s = tfm.transpose %x permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %p = tfm.softmax %s : tensor<4x4xf32>
+  %y = tfm.relu %p : tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
 }

@@ -35,11 +35,12 @@ int64_t bytesOf(Type t) {
 
 int64_t aligned(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
-/// Ops that compute element i of the result from element i of their
-/// operands only, so the result may overwrite an operand of its own type.
+/// Ops whose result may overwrite an operand of its own type: elementwise
+/// ops, and softmaxes, whose CPU lowering reads each row of an operand
+/// before writing the same row of the result.
 bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ReluOp, GeluOp,
-             DropoutOp, SelectOp>(op);
+             DropoutOp, SelectOp, SoftmaxOp, MaskedSoftmaxOp>(op);
 }
 
 struct Buffer {

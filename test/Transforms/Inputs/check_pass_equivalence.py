@@ -2,6 +2,8 @@
 values: splits FILE on `// -----`, runs the pass with tfm-opt, and compares
 each function before and after with the reference interpreter on random
 inputs (rtol 1e-6, atol 1e-6; the unfused outputs are written as f32).
+Each function after the pass is also compiled for the CPU and run through
+the runtime, and must match the same outputs at rtol 1e-4, atol 1e-5.
 Usage: check_pass_equivalence.py TFM_OPT TFMC PASS_FLAG FILE WORK_DIR"""
 import os
 import re
@@ -28,11 +30,15 @@ for i, chunk in enumerate(chunks):
         b = subprocess.run([tfmc, "run", after, "--reference", "--entry", fn,
                             "--test-data-dir", out, "--rtol", "1e-6", "--atol", "1e-6"],
                            capture_output=True)
-        if a.returncode or b.returncode:
+        c = subprocess.run([tfmc, "run", after, "--entry", fn,
+                            "--test-data-dir", out], capture_output=True)
+        if a.returncode or b.returncode or c.returncode:
             failures.append(f"case {i} @{fn}: {a.stdout.decode()}{a.stderr.decode()}"
-                            f"{b.stdout.decode()}{b.stderr.decode()}")
+                            f"{b.stdout.decode()}{b.stderr.decode()}"
+                            f"compiled: {c.stdout.decode()}{c.stderr.decode()}")
         checked += 1
 for f in failures:
     print("FAIL", f)
-print(f"{checked} functions equivalent after {flag}" if not failures else "not equivalent")
+print(f"{checked} functions equivalent after {flag}, also compiled"
+      if not failures else "not equivalent")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,90 @@
+// RUN: tfm-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tfm-plan-memory),tfm-lower-to-cpu)' | FileCheck %s
+
+// A linear with bias and GELU is one LINEAR kernel (kind 1) with
+// M = 2·3, K = 8, N = 4, has_bias, activation 2; the result is returned, so
+// the kernel writes straight into the caller's output buffer.
+// CHECK: tfm.entries = [{arena_bytes = 0 : i64, inputs = [{name = "x", type = tensor<2x3x8xf32>}], name = "infer", outputs = [{name = "y", type = tensor<2x3x4xf32>}], symbol = "__tfm_entry_infer"}]
+// CHECK-SAME: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 1 : i32, params = array<i64: 6, 8, 4, 1, 2, 0, 0, 0>}]
+// CHECK-SAME: tfm.weight_offsets = array<i64: 0, 128>
+// CHECK-SAME: tfm.weights_bytes = 192
+// CHECK: llvm.func @__tfm_run_kernel(!llvm.ptr, i32, !llvm.ptr) -> i32
+// CHECK: func.func @__tfm_entry_infer(%[[HOST:.+]]: !llvm.ptr, %{{.+}}: memref<0xi8>, %[[W:.+]]: memref<192xi8>, %[[X:.+]]: memref<2x3x8xf32>, %[[Y:.+]]: memref<2x3x4xf32>) -> i32
+// CHECK: memref.extract_aligned_pointer_as_index %[[X]]
+// CHECK: memref.extract_aligned_pointer_as_index %[[W]]
+// CHECK: %[[B:.+]] = memref.extract_aligned_pointer_as_index %[[W]]
+// CHECK: arith.addi %[[B]], %c128
+// CHECK: llvm.mlir.zero
+// CHECK: memref.extract_aligned_pointer_as_index %[[Y]]
+// CHECK: llvm.call @__tfm_run_kernel(%[[HOST]], %{{.+}}, %{{.+}})
+// CHECK-NOT: tfm.linear
+func.func @infer(%x: tensor<2x3x8xf32> {tfm.name = "x"}) -> (tensor<2x3x4xf32> {tfm.name = "y"}) {
+  %w = arith.constant dense<0.5> : tensor<4x8xf32>
+  %b = arith.constant dense<1.0> : tensor<4xf32>
+  %y = tfm.linear %x, %w, %b activation = gelu : (tensor<2x3x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// A padding mask [B, 1, 1, S] on scores [B, H, S, S]: group g = b·H + h
+// reads mask row g / H (div = 4) with a group stride of S and no row stride.
+// The scores live in the arena, the softmax works in place over them, and
+// the reshape is a view of the same bytes, not a copy.
+// CHECK: kind = 2 : i32, params = array<i64: 8, 8, 16, 8, 1, 0, 0, 0>
+// CHECK: kind = 3 : i32, params = array<i64: 8, 8, 8, 0, 1, 4, 8, 0>
+// CHECK: func.func @__tfm_entry_infer(%{{.+}}: !llvm.ptr, %[[ARENA:.+]]: memref<2048xi8>
+// CHECK: %[[S:.+]] = memref.view %[[ARENA]][%c0{{.*}}][] : memref<2048xi8> to memref<2x4x8x8xf32>
+// CHECK: llvm.call @__tfm_run_kernel
+// CHECK: %[[P:.+]] = memref.view %[[ARENA]][%c0{{.*}}][] : memref<2048xi8> to memref<2x4x8x8xf32>
+// CHECK: llvm.call @__tfm_run_kernel
+// CHECK: %[[R:.+]] = memref.view %[[ARENA]][%c0{{.*}}][] : memref<2048xi8> to memref<2x256xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[R]] : memref<2x256xf32>)
+func.func @infer(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %m: tensor<2x1x1x8xf32>) -> tensor<2x256xf32> {
+  %s = tfm.matmul %q, %k transpose_rhs : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+  %p = tfm.masked_softmax %s, mask %m mask_kind = additive {scale = 0.25} : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
+  %r = tfm.reshape %p : tensor<2x4x8x8xf32> -> tensor<2x256xf32>
+  %y = tfm.relu %r : tensor<2x256xf32>
+  return %y : tensor<2x256xf32>
+}
+
+// -----
+
+// A packed projection is one LINEAR per part, each reading its rows of the
+// packed weight (byte offsets 0, 4·4·8 and 2·4·4·8) and its part of the bias.
+// CHECK: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 1 : i32, params = array<i64: 6, 8, 4, 1, 0, 0, 0, 0>}]
+// CHECK: func.func @__tfm_entry_infer
+// CHECK: llvm.call @__tfm_run_kernel
+// CHECK: arith.addi %{{.+}}, %c128
+// CHECK: arith.addi %{{.+}}, %c16
+// CHECK: llvm.call @__tfm_run_kernel
+// CHECK: arith.addi %{{.+}}, %c256
+// CHECK: arith.addi %{{.+}}, %c32
+// CHECK: llvm.call @__tfm_run_kernel
+func.func @infer(%x: tensor<2x3x8xf32>, %w: tensor<12x8xf32>, %b: tensor<12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %q, %k, %v = tfm.qkv_projection %x, %w, %b sizes = [4, 4, 4] : (tensor<2x3x8xf32>, tensor<12x8xf32>, tensor<12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+  return %q, %k, %v : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// Residual add + layer norm that also returns the sum: LAYER_NORM with
+// M = 6, N = 8, has_residual, has_bias, writes_sum, epsilon 1e-5.
+// CHECK: fparams = array<f64: 1.000000e-05, 0.000000e+00>, kind = 4 : i32, params = array<i64: 6, 8, 1, 1, 1, 0, 0, 0>
+func.func @infer(%x: tensor<2x3x8xf32>, %r: tensor<2x3x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %y, %s = tfm.add_layer_norm %x, %r, %g, %b {epsilon = 1.0e-05} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>)
+  return %y, %s : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
+
+// -----
+
+// Glue: a transpose reads its input through the permuted map, and a
+// constant returned as is is copied out of the weights.
+// CHECK: #[[PERM:.+]] = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+// CHECK: func.func @__tfm_entry_infer
+// CHECK: linalg.generic {indexing_maps = [#[[PERM]], #{{.+}}]
+// CHECK: linalg.generic
+func.func @infer(%x: tensor<2x3x4xf32>) -> (tensor<3x2x4xf32>, tensor<2xf32>) {
+  %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %t = tfm.transpose %x permutation = [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return %t, %c : tensor<3x2x4xf32>, tensor<2xf32>
+}
