@@ -4,6 +4,8 @@
 #   ./tfm.sh example   install what is missing, build, then compile the bundled
 #                      example model to a library and run it
 #   ./tfm.sh test      install what is missing, build, then run every test
+#   ./tfm.sh bench     also install the peers, build, then benchmark tfm against
+#                      ONNX Runtime and PyTorch (options go to bench/run.py)
 #   ./tfm.sh build     install what is missing and build, nothing else
 #
 # Every step is idempotent: a second run installs nothing and rebuilds only
@@ -25,17 +27,25 @@ PACKAGES=(
   python3-onnx libonnx-testdata
 )
 
+# What the benchmark adds: its peers, PyTorch and ONNX Runtime (through
+# node; npm installs it into the build folder). A node already on PATH is
+# used as it is.
+bench_packages() {
+  echo python3-torch
+  command -v npm >/dev/null 2>&1 || echo nodejs npm
+}
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 install_missing() {
-  local missing=()
-  for p in "${PACKAGES[@]}"; do
+  local missing=() wanted=("${PACKAGES[@]}" "$@")
+  for p in "${wanted[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$p")
     fi
   done
   if [ ${#missing[@]} -eq 0 ]; then
-    log "all ${#PACKAGES[@]} packages are installed"
+    log "all ${#wanted[@]} packages are installed"
     return
   fi
   log "installing ${missing[*]}"
@@ -92,11 +102,19 @@ case "${1:-}" in
     log "running the tests"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
     ;;
+  bench)
+    # shellcheck disable=SC2046
+    install_missing $(bench_packages)
+    build
+    log "benchmarking tfm, ONNX Runtime and PyTorch (bench/run.py)"
+    /usr/bin/python3 "$ROOT/bench/run.py" --tfmc "$BUILD/bin/tfmc" \
+      --ceiling "$BUILD/bin/tfm-sgemm-ceiling" --out "$BUILD/bench" "${@:2}"
+    ;;
   build)
     build
     ;;
   *)
-    echo "usage: $0 example|test|build" >&2
+    echo "usage: $0 example|test|bench|build" >&2
     exit 2
     ;;
 esac

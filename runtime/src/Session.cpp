@@ -9,19 +9,33 @@
 #include "Internal.h"
 #include "cpu/Kernels.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 using namespace tfm::runtime;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+/// Time per kernel and in generated code, kept when TFM_PROFILE is set and
+/// printed to stderr when the session is released.
+struct Profile {
+  std::vector<double> kernelMs;
+  std::vector<int64_t> kernelCalls;
+  double totalMs = 0;
+  int64_t runs = 0;
+};
+} // namespace
 
 struct tfm_session_s {
   tfm_module_s *module = nullptr;
   AlignedBuffer arena;
   std::shared_ptr<tfm::runtime::cpu::Device> device;
   std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
-  ~tfm_session_s() {
-    if (module)
-      module->release();
-  }
+  std::unique_ptr<Profile> profile;
+  ~tfm_session_s();
 };
 
 namespace {
@@ -59,13 +73,66 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
   if (index < 0 || static_cast<size_t>(index) >= session->kernels.size())
     return -1;
   try {
-    return session->kernels[index]->run(args);
+    if (!session->profile)
+      return session->kernels[index]->run(args);
+    auto start = Clock::now();
+    int32_t rc = session->kernels[index]->run(args);
+    session->profile->kernelMs[index] +=
+        std::chrono::duration<double, std::milli>(Clock::now() - start)
+            .count();
+    session->profile->kernelCalls[index]++;
+    return rc;
   } catch (...) {
     return -2; // reported by tfm_session_run as an internal error
   }
 }
 
+const char *kernelName(int32_t kind) {
+  switch (kind) {
+  case TFM_KERNEL_LINEAR: return "linear";
+  case TFM_KERNEL_BATCH_MATMUL: return "batch_matmul";
+  case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
+  case TFM_KERNEL_LAYER_NORM: return "layer_norm";
+  default: return "?";
+  }
+}
+
+void printProfile(const tfm_session_s &s) {
+  const Profile &p = *s.profile;
+  if (p.runs == 0)
+    return;
+  const tfm_abi_model_t *m = s.module->model;
+  double kernels = 0;
+  std::fprintf(stderr, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
+               s.module->path.c_str(), static_cast<long long>(p.runs),
+               p.totalMs / p.runs);
+  std::fprintf(stderr, "  %-4s %-15s %-40s %8s %10s %6s\n", "#", "kernel",
+               "params", "calls/run", "ms/run", "%");
+  for (size_t i = 0; i < p.kernelMs.size(); ++i) {
+    const tfm_abi_kernel_desc_t &d = m->kernels[i];
+    std::string params;
+    for (int j = 0; j < 8; ++j)
+      params += (j ? "," : "") + std::to_string(d.params[j]);
+    double ms = p.kernelMs[i] / p.runs;
+    kernels += ms;
+    std::fprintf(stderr, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f\n", i,
+                 kernelName(d.kind), params.c_str(),
+                 double(p.kernelCalls[i]) / p.runs, ms,
+                 100.0 * ms / (p.totalMs / p.runs));
+  }
+  double glue = p.totalMs / p.runs - kernels;
+  std::fprintf(stderr, "  generated code (glue): %.3f ms/run (%.1f%%)\n",
+               glue, 100.0 * glue / (p.totalMs / p.runs));
+}
+
 } // namespace
+
+tfm_session_s::~tfm_session_s() {
+  if (profile)
+    printProfile(*this);
+  if (module)
+    module->release();
+}
 
 extern "C" {
 
@@ -107,6 +174,11 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
                             module->path, i, error);
         s->kernels.push_back(std::move(k));
       }
+    }
+    if (const char *env = std::getenv("TFM_PROFILE"); env && *env && *env != '0') {
+      s->profile = std::make_unique<Profile>();
+      s->profile->kernelMs.assign(s->kernels.size(), 0.0);
+      s->profile->kernelCalls.assign(s->kernels.size(), 0);
     }
     *out_session = s.release();
     return nullptr;
@@ -171,7 +243,15 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     host.weights = module->weights;
     host.run_kernel = runKernel;
     host.session = session;
+    tfm::runtime::cpu::setThreads(module->context->numThreads);
+    auto start = Clock::now();
     int32_t rc = e->fn(&host, in.data(), out.data());
+    if (session->profile) {
+      session->profile->totalMs +=
+          std::chrono::duration<double, std::milli>(Clock::now() - start)
+              .count();
+      session->profile->runs++;
+    }
     if (rc != 0) {
       releaseAll();
       return makeStatus(TFM_STATUS_INTERNAL,

@@ -28,6 +28,7 @@
 
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Transforms/CPUFolding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -106,17 +107,23 @@ struct KernelTable {
   DenseMap<Attribute, int32_t> indexOf;
 
   int32_t add(MLIRContext *ctx, int32_t kind, ArrayRef<int64_t> params,
-              ArrayRef<double> fparams) {
+              ArrayRef<double> fparams, ArrayRef<int64_t> strides) {
     Builder b(ctx);
     SmallVector<int64_t, 8> p(params);
     p.resize(8, 0);
     SmallVector<double, 2> f(fparams);
     f.resize(2, 0.0);
-    Attribute desc = b.getDictionaryAttr(
-        {b.getNamedAttr("kind", b.getI32IntegerAttr(kind)),
-         b.getNamedAttr("dtype", b.getI32IntegerAttr(kDtypeF32)),
-         b.getNamedAttr("params", b.getDenseI64ArrayAttr(p)),
-         b.getNamedAttr("fparams", b.getDenseF64ArrayAttr(f))});
+    SmallVector<NamedAttribute> fields = {
+        b.getNamedAttr("kind", b.getI32IntegerAttr(kind)),
+        b.getNamedAttr("dtype", b.getI32IntegerAttr(kDtypeF32)),
+        b.getNamedAttr("params", b.getDenseI64ArrayAttr(p)),
+        b.getNamedAttr("fparams", b.getDenseF64ArrayAttr(f))};
+    if (!strides.empty()) {
+      SmallVector<int64_t, 12> st(strides);
+      st.resize(12, 0);
+      fields.push_back(b.getNamedAttr("strides", b.getDenseI64ArrayAttr(st)));
+    }
+    Attribute desc = b.getDictionaryAttr(fields);
     auto [it, fresh] = indexOf.try_emplace(desc, descs.size());
     if (fresh)
       descs.push_back(desc);
@@ -134,6 +141,66 @@ struct KernelArg {
       : buffer(buffer), elementOffset(offset) {}
 };
 
+/// A tensor read in place from another's storage: element i lies at
+/// base[offset + Σ i_d · strides[d]], base being a dense buffer.
+struct StridedView {
+  Value base;
+  int64_t offset = 0;
+  SmallVector<int64_t> shape, strides;
+};
+
+SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// The strides of `view` read with `shape` instead, when no copy is needed:
+/// each run of new dimensions must split or merge a run of old ones that is
+/// contiguous within itself.
+std::optional<SmallVector<int64_t>> reshapeStrides(const StridedView &view,
+                                                   ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> oldShape, oldStrides;
+  for (auto [d, st] : llvm::zip(view.shape, view.strides))
+    if (d != 1) {
+      oldShape.push_back(d);
+      oldStrides.push_back(st);
+    }
+  SmallVector<int64_t> out(shape.size(), 0);
+  size_t i = 0, j = 0;
+  while (j < shape.size() && shape[j] == 1)
+    out[j++] = 1;
+  while (i < oldShape.size() && j < shape.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t a = oldShape[i++], b = shape[j++];
+    while (a != b) {
+      if (a < b) {
+        if (i == oldShape.size())
+          return std::nullopt;
+        a *= oldShape[i++];
+      } else {
+        if (j == shape.size())
+          return std::nullopt;
+        b *= shape[j++];
+      }
+    }
+    for (size_t k = i0; k + 1 < i; ++k)
+      if (oldStrides[k] != oldStrides[k + 1] * oldShape[k + 1])
+        return std::nullopt;
+    int64_t st = oldStrides[i - 1];
+    for (size_t k = j; k-- > j0;) {
+      out[k] = st;
+      st *= shape[k];
+    }
+    while (j < shape.size() && shape[j] == 1)
+      out[j++] = 1;
+  }
+  if (i != oldShape.size() || j != shape.size())
+    return std::nullopt;
+  return out;
+}
+
 class EntryLowering {
 public:
   EntryLowering(func::FuncOp fn, WeightsLayout &weights, KernelTable &kernels)
@@ -146,13 +213,23 @@ private:
   // Buffers.
   Value view(Value base, int64_t byteOffset, Type tensorType);
   Value bufferOf(Value tensor);
+  /// A dense row-major buffer of `tensor`, copying a strided view if needed
+  /// (kernels other than BATCH_MATMUL read dense operands).
+  Value denseOf(Value tensor);
+  StridedView viewOf(Value tensor);
+  Value materialize(const StridedView &view, Type elementType);
   Value destination(Value result);
   Value temporary(MemRefType type);
   Value reshape(Value buffer, MemRefType to);
 
   // Kernel calls.
   void callKernel(int32_t kind, ArrayRef<int64_t> params,
-                  ArrayRef<double> fparams, ArrayRef<KernelArg> args);
+                  ArrayRef<double> fparams, ArrayRef<KernelArg> args,
+                  ArrayRef<int64_t> strides = {});
+  /// c = a · b on views [.., M, K], [.., K, N], [.., M, N] with at most two
+  /// batch dimensions, through BATCH_MATMUL.
+  void batchMatmul(const StridedView &a, const StridedView &bv,
+                   const StridedView &c);
 
   // linalg.generic helpers.
   using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
@@ -174,6 +251,7 @@ private:
                             int64_t rowOffset, Activation act, Value result,
                             Operation *op);
   LogicalResult lowerMatmul(MatmulOp op);
+  LogicalResult lowerPackedQKV(QKVProjectionOp op);
   LogicalResult genericMatmul(Value lhs, Value rhs, bool tl, bool tr,
                               Value out);
   LogicalResult lowerSoftmax(Value x, Value maskBuf, MaskKind kind,
@@ -210,6 +288,10 @@ private:
   // the strided-metadata expansion folds the aligned pointer of a
   // memref.view to its source's and so would drop the offset.
   DenseMap<Value, std::pair<Value, int64_t>> placeOf;
+  // Tensors the lowering keeps as views (CPUFolding.h), and their
+  // materialized memrefs once a glue op asked for one.
+  DenseMap<Value, StridedView> views;
+  DenseMap<Value, Value> materialized;
 };
 
 //===----------------------------------------------------------------------===//
@@ -225,9 +307,45 @@ Value EntryLowering::view(Value base, int64_t byteOffset, Type tensorType) {
 }
 
 Value EntryLowering::bufferOf(Value tensor) {
+  if (auto v = views.find(tensor); v != views.end()) {
+    Value &m = materialized[tensor];
+    if (!m)
+      m = materialize(v->second,
+                      cast<ShapedType>(tensor.getType()).getElementType());
+    return m;
+  }
   auto it = buffers.find(tensor);
   assert(it != buffers.end() && "operand lowered before its use");
   return it->second;
+}
+
+Value EntryLowering::materialize(const StridedView &view, Type elem) {
+  auto layout = StridedLayoutAttr::get(ctx, view.offset, view.strides);
+  auto type = MemRefType::get(view.shape, elem, layout);
+  return b.create<memref::ReinterpretCastOp>(loc, type, view.base, view.offset,
+                                             view.shape, view.strides);
+}
+
+StridedView EntryLowering::viewOf(Value tensor) {
+  if (auto v = views.find(tensor); v != views.end())
+    return v->second;
+  auto shape = cast<ShapedType>(tensor.getType()).getShape();
+  return {bufferOf(tensor), 0, SmallVector<int64_t>(shape),
+          rowMajorStrides(shape)};
+}
+
+Value EntryLowering::denseOf(Value tensor) {
+  auto v = views.find(tensor);
+  if (v == views.end())
+    return bufferOf(tensor);
+  const StridedView &view = v->second;
+  if (view.offset == 0 && view.strides == rowMajorStrides(view.shape))
+    return view.base.getType() == memrefOf(tensor.getType())
+               ? view.base
+               : reshape(view.base, memrefOf(tensor.getType()));
+  Value dense = temporary(memrefOf(tensor.getType()));
+  copy(bufferOf(tensor), dense);
+  return dense;
 }
 
 Value EntryLowering::temporary(MemRefType type) {
@@ -276,10 +394,11 @@ Value EntryLowering::reshape(Value buffer, MemRefType to) {
 
 void EntryLowering::callKernel(int32_t kind, ArrayRef<int64_t> params,
                                ArrayRef<double> fparams,
-                               ArrayRef<KernelArg> args) {
+                               ArrayRef<KernelArg> args,
+                               ArrayRef<int64_t> strides) {
   assert(args.size() <= kMaxKernelArgs);
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  int32_t index = kernels.add(ctx, kind, params, fparams);
+  int32_t index = kernels.add(ctx, kind, params, fparams, strides);
   for (auto [i, arg] : llvm::enumerate(args)) {
     Value ptr;
     if (!arg.buffer) {
@@ -287,6 +406,7 @@ void EntryLowering::callKernel(int32_t kind, ArrayRef<int64_t> params,
     } else {
       auto type = cast<MemRefType>(arg.buffer.getType());
       int64_t bytes = arg.elementOffset * (type.getElementTypeBitWidth() / 8);
+      assert(type.getLayout().isIdentity() && "kernels take dense buffers");
       Value from = arg.buffer;
       if (auto it = placeOf.find(from); it != placeOf.end()) {
         from = it->second.first;
@@ -611,8 +731,8 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
   int64_t k = inType.getShape().back(), n = outType.getShape().back();
   int64_t m = product(inType.getShape().drop_back());
   Value out = destination(result);
-  Value x = bufferOf(input), w = bufferOf(weight);
-  Value bb = bias ? bufferOf(bias) : Value();
+  Value x = denseOf(input), w = denseOf(weight);
+  Value bb = bias ? denseOf(bias) : Value();
   if (isF32(inType) && m > 0 && k > 0 && n > 0) {
     callKernel(kLinear, {m, k, n, bias ? 1 : 0, int64_t(act), 0}, {},
                {KernelArg(x), KernelArg(w, rowOffset * k),
@@ -676,34 +796,122 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
   return success();
 }
 
+void EntryLowering::batchMatmul(const StridedView &a, const StridedView &bv,
+                                const StridedView &c) {
+  // Pad the batch to two dimensions; a padded dimension has size 1, so its
+  // stride is never used.
+  auto batch2 = [](const StridedView &v) {
+    SmallVector<int64_t> dims(v.shape.begin(), v.shape.end() - 2);
+    SmallVector<int64_t> st(v.strides.begin(), v.strides.end() - 2);
+    while (dims.size() < 2) {
+      dims.insert(dims.begin(), 1);
+      st.insert(st.begin(), st.empty() ? v.strides[v.strides.size() - 2] *
+                                             v.shape[v.shape.size() - 2]
+                                       : st.front() * dims[1]);
+    }
+    SmallVector<int64_t> all(st);
+    all.push_back(v.strides[v.strides.size() - 2]);
+    all.push_back(v.strides.back());
+    return std::make_pair(dims, all);
+  };
+  auto [dims, sa] = batch2(a);
+  auto sb = batch2(bv).second, sc = batch2(c).second;
+  int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(),
+          n = bv.shape.back();
+  SmallVector<int64_t> strides(sa);
+  llvm::append_range(strides, sb);
+  llvm::append_range(strides, sc);
+  callKernel(kBatchMatmul, {dims[0], dims[1], m, k, n}, {},
+             {KernelArg(a.base, a.offset), KernelArg(bv.base, bv.offset),
+              KernelArg(c.base, c.offset)},
+             strides);
+}
+
 LogicalResult EntryLowering::lowerMatmul(MatmulOp op) {
   auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
   auto ot = op.getType();
-  Value out = destination(op.getResult());
-  Value lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
-  auto ls = lt.getShape(), rs = rt.getShape(), os = ot.getShape();
+  auto ls = lt.getShape(), os = ot.getShape();
   int64_t m = os[os.size() - 2], n = os.back();
   int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
-  bool kernelable = isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 &&
-                    k > 0;
-  if (kernelable) {
-    ArrayRef<int64_t> batch = os.drop_back(2);
-    if (ls.drop_back(2) == batch && rs.drop_back(2) == batch) {
-      callKernel(kBatchMatmul,
-                 {product(batch), m, k, n, op.getTransposeRhs() ? 1 : 0}, {},
-                 {KernelArg(lhs), KernelArg(rhs), KernelArg(out)});
-      return success();
+  if (isStridedMatmul(op)) {
+    StridedView a = viewOf(op.getLhs()), bv = viewOf(op.getRhs());
+    if (op.getTransposeRhs()) {
+      size_t r = bv.shape.size();
+      std::swap(bv.shape[r - 1], bv.shape[r - 2]);
+      std::swap(bv.strides[r - 1], bv.strides[r - 2]);
     }
-    if (rs.size() == 2) {
-      // A shared right operand: fold the batch into the rows.
-      int64_t rows = product(ls.drop_back());
-      callKernel(kBatchMatmul, {1, rows, k, n, op.getTransposeRhs() ? 1 : 0},
-                 {}, {KernelArg(lhs), KernelArg(rhs), KernelArg(out)});
-      return success();
+    StridedView c;
+    Value result = op.getResult();
+    auto t = result.hasOneUse() ? dyn_cast<TransposeOp>(*result.user_begin())
+                                : TransposeOp();
+    if (t && foldsIntoMatmulResult(t)) {
+      // Write the transposed layout: matmul dimension d is the transpose's
+      // dimension k with permutation[k] = d.
+      Value dst = destination(t.getResult());
+      SmallVector<int64_t> dstStrides = rowMajorStrides(t.getType().getShape());
+      c = {dst, 0, SmallVector<int64_t>(os), SmallVector<int64_t>(os.size())};
+      for (auto [kk, d] : llvm::enumerate(t.getPermutation()))
+        c.strides[d] = dstStrides[kk];
+    } else {
+      Value dst = destination(result);
+      c = {dst, 0, SmallVector<int64_t>(os), rowMajorStrides(os)};
     }
+    batchMatmul(a, bv, c);
+    return success();
   }
-  return genericMatmul(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
-                       out);
+  Value out = destination(op.getResult());
+  if (isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 && k > 0 &&
+      rt.getRank() == 2) {
+    // A shared right operand: fold the batch into the rows.
+    int64_t rows = product(ls.drop_back());
+    StridedView a{denseOf(op.getLhs()), 0, {rows, k}, {k, 1}};
+    StridedView bv{denseOf(op.getRhs()), 0, {k, n}, {n, 1}};
+    if (op.getTransposeRhs())
+      bv.strides = {1, k};
+    StridedView c{out, 0, {rows, n}, {n, 1}};
+    batchMatmul(a, bv, c);
+    return success();
+  }
+  return genericMatmul(bufferOf(op.getLhs()), bufferOf(op.getRhs()),
+                       op.getTransposeLhs(), op.getTransposeRhs(), out);
+}
+
+/// One GEMM into a packed [rows, Σsizes] buffer (the plan gave the first
+/// result room for all parts); each part is a column window of it.
+LogicalResult EntryLowering::lowerPackedQKV(QKVProjectionOp op) {
+  auto inType = op.getInput().getType();
+  int64_t k = inType.getShape().back(), rows = product(inType.getShape().drop_back());
+  int64_t total = 0;
+  for (int64_t size : op.getSizes())
+    total += size;
+  auto packedType = RankedTensorType::get({rows, total}, b.getF32Type());
+  Value first = op.getResult(0);
+  int64_t offset = -1;
+  if (auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("tfm.arena_offsets"))
+    offset = offsets[0];
+  Value packed = offset >= 0 ? view(arena, offset, packedType)
+                             : temporary(memrefOf(packedType));
+  Value bias = op.getBias() ? denseOf(op.getBias()) : Value();
+  callKernel(kLinear, {rows, k, total, bias ? 1 : 0, 0, 0}, {},
+             {KernelArg(denseOf(op.getInput())),
+              KernelArg(denseOf(op.getWeight())),
+              bias ? KernelArg(bias) : KernelArg(), KernelArg(),
+              KernelArg(packed)});
+  int64_t column = 0;
+  for (auto [r, size] : llvm::zip(op.getResults(), op.getSizes())) {
+    auto shape = cast<RankedTensorType>(r.getType()).getShape();
+    SmallVector<int64_t> strides = rowMajorStrides(shape);
+    // Rows are `total` apart; the leading dimensions multiply rows.
+    if (shape.size() >= 2) {
+      strides[shape.size() - 2] = total;
+      for (int64_t d = static_cast<int64_t>(shape.size()) - 3; d >= 0; --d)
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    views[r] = {packed, column, SmallVector<int64_t>(shape), strides};
+    column += size;
+  }
+  (void)first;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -835,8 +1043,8 @@ LogicalResult EntryLowering::lowerLayerNorm(Value input, Value residual,
     return op->emitError("the CPU backend computes layer norm on non-empty "
                          "f32 tensors only; this one is ")
            << type;
-  Value x = bufferOf(input);
-  Value r = residual ? bufferOf(residual) : Value();
+  Value x = denseOf(input);
+  Value r = residual ? denseOf(residual) : Value();
   // The kernel adds same-shaped operands; broadcast the others first.
   auto full = [&](Value v, Value buf) {
     if (cast<RankedTensorType>(v.getType()).getShape() == shape)
@@ -853,8 +1061,8 @@ LogicalResult EntryLowering::lowerLayerNorm(Value input, Value residual,
   Value s = sum ? destination(sum) : Value();
   callKernel(kLayerNorm,
              {m, n, residual ? 1 : 0, bias ? 1 : 0, sum ? 1 : 0}, {epsilon},
-             {KernelArg(x), KernelArg(r), KernelArg(bufferOf(scale)),
-              bias ? KernelArg(bufferOf(bias)) : KernelArg(), KernelArg(out),
+             {KernelArg(x), KernelArg(r), KernelArg(denseOf(scale)),
+              bias ? KernelArg(denseOf(bias)) : KernelArg(), KernelArg(out),
               KernelArg(s)});
   return success();
 }
@@ -876,9 +1084,9 @@ LogicalResult EntryLowering::lowerAttention(AttentionOp op) {
   if (product(scoreShape) == 0 || d == 0 || dv == 0)
     return op.emitError("the CPU backend needs non-empty attention operands");
   Value scores = temporary(MemRefType::get(scoreShape, b.getF32Type()));
-  callKernel(kBatchMatmul, {batch, sq, d, sk, 1}, {},
-             {KernelArg(bufferOf(op.getQuery())),
-              KernelArg(bufferOf(op.getKey())), KernelArg(scores)});
+  batchMatmul({denseOf(op.getQuery()), 0, {batch, sq, d}, {sq * d, d, 1}},
+              {denseOf(op.getKey()), 0, {batch, d, sk}, {sk * d, 1, d}},
+              {scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}});
   double scale = op.getScale() ? op.getScale()->convertToDouble()
                                : 1.0 / std::sqrt(static_cast<double>(d));
   MaskKind kind = MaskKind::none;
@@ -886,13 +1094,13 @@ LogicalResult EntryLowering::lowerAttention(AttentionOp op) {
     kind = cast<ShapedType>(m.getType()).getElementType().isInteger(1) ? MaskKind::boolean
                                                      : MaskKind::additive;
   // The softmax works in place over the scores.
-  if (failed(lowerSoftmax(scores, op.getMask() ? bufferOf(op.getMask()) : Value(),
+  if (failed(lowerSoftmax(scores, op.getMask() ? denseOf(op.getMask()) : Value(),
                           kind, scale, op.getCausal(), scores, op)))
     return failure();
   Value out = destination(op.getResult());
-  callKernel(kBatchMatmul, {batch, sq, sk, dv, 0}, {},
-             {KernelArg(scores), KernelArg(bufferOf(op.getValue())),
-              KernelArg(out)});
+  batchMatmul({scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}},
+              {denseOf(op.getValue()), 0, {batch, sk, dv}, {sk * dv, dv, 1}},
+              {out, 0, {batch, sq, dv}, {sq * dv, dv, 1}});
   return success();
 }
 
@@ -1142,8 +1350,9 @@ LogicalResult EntryLowering::lower(Operation *op) {
                            l.getActivation(), l.getResult(), l);
       })
       .Case([&](QKVProjectionOp p) {
-        // One GEMM per part over consecutive weight rows: the parts are
-        // dense buffers of their own, as their users expect.
+        if (isPackedQKV(p))
+          return lowerPackedQKV(p);
+        // One GEMM per part over consecutive weight rows.
         int64_t row = 0;
         for (auto [r, size] : llvm::zip(p.getResults(), p.getSizes())) {
           if (failed(lowerLinear(p.getInput(), p.getWeight(), p.getBias(), row,
@@ -1159,14 +1368,14 @@ LogicalResult EntryLowering::lower(Operation *op) {
         if (axis < 0)
           axis += rank;
         if (axis == rank - 1)
-          return lowerSoftmax(bufferOf(s.getInput()), Value(), MaskKind::none,
+          return lowerSoftmax(denseOf(s.getInput()), Value(), MaskKind::none,
                               1.0, false, destination(s.getResult()), s);
         return genericSoftmax(bufferOf(s.getInput()), axis,
                               destination(s.getResult()));
       })
       .Case([&](MaskedSoftmaxOp s) {
-        Value mask = s.getMask() ? bufferOf(s.getMask()) : Value();
-        return lowerSoftmax(bufferOf(s.getInput()), mask, s.getMaskKind(),
+        Value mask = s.getMask() ? denseOf(s.getMask()) : Value();
+        return lowerSoftmax(denseOf(s.getInput()), mask, s.getMaskKind(),
                             s.getScale().convertToDouble(), s.getCausal(),
                             destination(s.getResult()), s);
       })
@@ -1194,6 +1403,18 @@ LogicalResult EntryLowering::lower(Operation *op) {
       })
       .Case([&](PositionalEncodingOp p) { return lowerPositionalEncoding(p); })
       .Case([&](TransposeOp t) {
+        if (foldsIntoMatmulResult(t))
+          return success(); // the matmul wrote it
+        if (foldsIntoMatmulOperand(t)) {
+          StridedView in = viewOf(t.getInput());
+          StridedView v{in.base, in.offset, {}, {}};
+          for (int64_t p : t.getPermutation()) {
+            v.shape.push_back(in.shape[p]);
+            v.strides.push_back(in.strides[p]);
+          }
+          views[t.getResult()] = v;
+          return success();
+        }
         Value out = destination(t.getResult());
         int64_t rank = t.getType().getRank();
         // result[i] = input[j] where i[k] = j[perm[k]]: read input at the
@@ -1208,12 +1429,31 @@ LogicalResult EntryLowering::lower(Operation *op) {
         return success();
       })
       .Case([&](ReshapeOp r) {
+        Value result = r.getResult();
+        if (auto v = views.find(r.getInput()); v != views.end()) {
+          auto shape = r.getType().getShape();
+          if (auto st = reshapeStrides(v->second, shape)) {
+            views[result] = {v->second.base, v->second.offset,
+                             SmallVector<int64_t>(shape), *st};
+          } else {
+            // Not expressible as a view: a dense copy.
+            Value dense = temporary(memrefOf(r.getInput().getType()));
+            copy(bufferOf(r.getInput()), dense);
+            buffers[result] = reshape(dense, memrefOf(r.getType()));
+          }
+          if (auto it = outputOf.find(result); it != outputOf.end()) {
+            copy(bufferOf(result), it->second);
+            views.erase(result);
+            buffers[result] = it->second;
+          }
+          return success();
+        }
         Value src = bufferOf(r.getInput());
-        if (auto it = outputOf.find(r.getResult()); it != outputOf.end()) {
-          buffers[r.getResult()] = it->second;
+        if (auto it = outputOf.find(result); it != outputOf.end()) {
+          buffers[result] = it->second;
           copy(reshape(src, memrefOf(r.getType())), it->second);
         } else {
-          buffers[r.getResult()] = reshape(src, memrefOf(r.getType()));
+          buffers[result] = reshape(src, memrefOf(r.getType()));
         }
         return success();
       })
@@ -1288,8 +1528,10 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
     outBuffers.push_back(out);
     Value v = ret.getOperand(i);
     Operation *def = v.getDefiningOp();
+    auto qkv = dyn_cast_or_null<QKVProjectionOp>(def);
     if (def && !isa<arith::ConstantOp>(def) && !outputOf.count(v) &&
-        memrefOf(v.getType()).getNumElements() > 0)
+        memrefOf(v.getType()).getNumElements() > 0 &&
+        !(qkv && isPackedQKV(qkv)))
       outputOf[v] = out;
   }
 

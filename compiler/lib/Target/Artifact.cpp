@@ -16,6 +16,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/BinaryFormat/ELF.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -34,6 +35,8 @@ using namespace mlir;
 using namespace mlir::tfm;
 
 namespace {
+
+constexpr const char *kWeightsSymbol = "__tfm_weights";
 
 /// The element type codes of tfm/abi.h.
 std::optional<int32_t> dtypeOf(Type t) {
@@ -147,9 +150,10 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   if (!entries || !kernels)
     return module.emitError("not a tfm-cpu-pipeline module: it lacks "
                             "tfm.entries and tfm.kernels");
-  FailureOr<std::string> blob = buildWeightsBlob(module);
-  if (failed(blob))
-    return failure();
+  auto bytesAttr = module->getAttrOfType<IntegerAttr>("tfm.weights_bytes");
+  if (!bytesAttr)
+    return module.emitError("no weights layout: run tfm-lower-to-cpu first");
+  uint64_t weightsBytes = bytesAttr.getInt();
   // Entry signatures, checked before the attributes go.
   for (Attribute a : entries) {
     auto e = cast<DictionaryAttr>(a);
@@ -200,7 +204,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto *entryTy =
       llvm::StructType::get(c, {ptr, i32, ptr, i32, ptr, i64, ptr});
   auto *kernelTy = llvm::StructType::get(
-      c, {i32, i32, llvm::ArrayType::get(i64, 8), llvm::ArrayType::get(f64, 2)});
+      c, {i32, i32, llvm::ArrayType::get(i64, 8), llvm::ArrayType::get(f64, 2),
+          llvm::ArrayType::get(i64, 12)});
   auto *modelTy = llvm::StructType::get(
       c, {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr});
 
@@ -274,9 +279,13 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   SmallVector<llvm::Constant *> kernelValues;
   for (Attribute a : kernels) {
     auto k = cast<DictionaryAttr>(a);
-    SmallVector<llvm::Constant *> params, fparams;
+    SmallVector<llvm::Constant *> params, fparams, strides;
     for (int64_t p : k.getAs<DenseI64ArrayAttr>("params").asArrayRef())
       params.push_back(i64c(p));
+    if (auto st = k.getAs<DenseI64ArrayAttr>("strides"))
+      for (int64_t v : st.asArrayRef())
+        strides.push_back(i64c(v));
+    strides.resize(12, i64c(0));
     for (double f : k.getAs<DenseF64ArrayAttr>("fparams").asArrayRef())
       fparams.push_back(llvm::ConstantFP::get(f64, f));
     kernelValues.push_back(llvm::ConstantStruct::get(
@@ -284,16 +293,18 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
         {i32c(k.getAs<IntegerAttr>("kind").getInt()),
          i32c(k.getAs<IntegerAttr>("dtype").getInt()),
          llvm::ConstantArray::get(llvm::ArrayType::get(i64, 8), params),
-         llvm::ConstantArray::get(llvm::ArrayType::get(f64, 2), fparams)}));
+         llvm::ConstantArray::get(llvm::ArrayType::get(f64, 2), fparams),
+         llvm::ConstantArray::get(llvm::ArrayType::get(i64, 12), strides)}));
   }
 
+  // Embedded weights live in an object of their own (writeWeightsObject):
+  // kept out of this module, they cost the optimizer nothing.
   llvm::Constant *weights = llvm::ConstantPointerNull::get(ptr);
-  if (!options.externalWeights && !blob->empty()) {
-    auto *init = llvm::ConstantDataArray::getRaw(
-        *blob, blob->size(), llvm::Type::getInt8Ty(c));
-    auto *g = new llvm::GlobalVariable(*m, init->getType(), true,
-                                       llvm::GlobalValue::PrivateLinkage,
-                                       init, ".tfm.weights");
+  if (!options.externalWeights && weightsBytes > 0) {
+    auto *g = new llvm::GlobalVariable(
+        *m, llvm::ArrayType::get(llvm::Type::getInt8Ty(c), weightsBytes),
+        true, llvm::GlobalValue::ExternalLinkage, nullptr, kWeightsSymbol);
+    g->setVisibility(llvm::GlobalValue::HiddenVisibility);
     g->setAlignment(llvm::Align(64));
     weights = g;
   }
@@ -308,7 +319,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
           {i32c(TFM_ABI_VERSION), i32c(modelSize), cstring(*m, options.producer),
            i32c(entryValues.size()),
            constantArray(*m, entryTy, entryValues, ".tfm.entries"), weights,
-           i64c(blob->size()), external, i32c(kernelValues.size()),
+           i64c(weightsBytes), external, i32c(kernelValues.size()),
            constantArray(*m, kernelTy, kernelValues, ".tfm.kernels")}),
       ".tfm.model");
 
@@ -325,21 +336,110 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     return module.emitError("the artifact's LLVM IR is invalid: ")
            << verifyErrors;
 
-  // Optimize: inlining, and the loop vectorizer over the glue's loops.
+  // O2: inlining and the loop vectorizer over the glue loops. O3 took 3.5 s
+  // more on one encoder layer and made the code no faster, since the
+  // kernels dominate.
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(tm.get());
+  // No unrolling or interleaving: the glue loops are copies and
+  // elementwise maps bound by memory, and unrolled they tripled the code
+  // and its generation time.
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = false;
+  tuning.LoopInterleaving = false;
+  llvm::PassBuilder pb(tm.get(), tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
   llvm::ModulePassManager mpm =
-      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
   mpm.run(*m, mam);
   return m;
+}
+
+LogicalResult mlir::tfm::writeWeightsObject(StringRef blob, StringRef path,
+                                            std::string &error) {
+  // A relocatable ELF object with one read-only section and one hidden
+  // symbol over it, written directly: code generation through LLVM would
+  // copy and hash the blob several times, seconds for a large model.
+  namespace E = llvm::ELF;
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  uint16_t machine = triple.getArch() == llvm::Triple::x86_64    ? E::EM_X86_64
+                     : triple.getArch() == llvm::Triple::aarch64 ? E::EM_AARCH64
+                                                                 : 0;
+  if (!machine || !triple.isLittleEndian()) {
+    error = "embedded weights are written for x86-64 and AArch64 only; use "
+            "--external-weights";
+    return failure();
+  }
+  const char shstrtab[] = "\0.rodata.tfm_weights\0.symtab\0.strtab\0.shstrtab";
+  const uint32_t nameRodata = 1, nameSymtab = 21, nameStrtab = 29,
+                 nameShstrtab = 37;
+  std::string strtab = std::string("\0", 1) + kWeightsSymbol + '\0';
+  auto align = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
+  uint64_t dataOff = align(sizeof(E::Elf64_Ehdr), 64);
+  uint64_t symOff = align(dataOff + blob.size(), 8);
+  uint64_t strOff = symOff + 2 * sizeof(E::Elf64_Sym);
+  uint64_t shstrOff = strOff + strtab.size();
+  uint64_t shOff = align(shstrOff + sizeof(shstrtab), 8);
+
+  E::Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, E::ElfMagic, 4);
+  eh.e_ident[E::EI_CLASS] = E::ELFCLASS64;
+  eh.e_ident[E::EI_DATA] = E::ELFDATA2LSB;
+  eh.e_ident[E::EI_VERSION] = E::EV_CURRENT;
+  eh.e_type = E::ET_REL;
+  eh.e_machine = machine;
+  eh.e_version = E::EV_CURRENT;
+  eh.e_shoff = shOff;
+  eh.e_ehsize = sizeof(E::Elf64_Ehdr);
+  eh.e_shentsize = sizeof(E::Elf64_Shdr);
+  eh.e_shnum = 5;
+  eh.e_shstrndx = 4;
+
+  E::Elf64_Sym syms[2]{};
+  syms[1].st_name = 1;
+  syms[1].setBindingAndType(E::STB_GLOBAL, E::STT_OBJECT);
+  syms[1].st_other = E::STV_HIDDEN;
+  syms[1].st_shndx = 1;
+  syms[1].st_size = blob.size();
+
+  E::Elf64_Shdr sh[5]{};
+  sh[1] = {nameRodata, E::SHT_PROGBITS, E::SHF_ALLOC, 0, dataOff, blob.size(),
+           0, 0, 64, 0};
+  sh[2] = {nameSymtab, E::SHT_SYMTAB, 0, 0, symOff, 2 * sizeof(E::Elf64_Sym),
+           3, 1, 8, sizeof(E::Elf64_Sym)};
+  sh[3] = {nameStrtab, E::SHT_STRTAB, 0, 0, strOff, strtab.size(), 0, 0, 1, 0};
+  sh[4] = {nameShstrtab, E::SHT_STRTAB, 0, 0, shstrOff, sizeof(shstrtab), 0, 0,
+           1, 0};
+
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write '" + path.str() + "': " + ec.message();
+    return failure();
+  }
+  auto pad = [&](uint64_t to) { os.write_zeros(to - os.tell()); };
+  os.write(reinterpret_cast<const char *>(&eh), sizeof(eh));
+  pad(dataOff);
+  os << blob;
+  pad(symOff);
+  os.write(reinterpret_cast<const char *>(syms), sizeof(syms));
+  os << strtab;
+  os.write(shstrtab, sizeof(shstrtab));
+  pad(shOff);
+  os.write(reinterpret_cast<const char *>(sh), sizeof(sh));
+  os.close();
+  if (os.has_error()) {
+    error = "cannot write '" + path.str() + "': " + os.error().message();
+    os.clear_error();
+    return failure();
+  }
+  return success();
 }
 
 LogicalResult mlir::tfm::writeObjectFile(llvm::Module &ir,
@@ -371,8 +471,8 @@ LogicalResult mlir::tfm::writeObjectFile(llvm::Module &ir,
   return success();
 }
 
-LogicalResult mlir::tfm::linkSharedLibrary(StringRef objectPath,
-                                           StringRef soPath,
+LogicalResult mlir::tfm::linkSharedLibrary(ArrayRef<std::string> objects,
+                                           StringRef soPath, bool relocatable,
                                            std::string &error) {
   auto linker = llvm::sys::findProgramByName("ld.lld");
   if (!linker)
@@ -387,22 +487,21 @@ LogicalResult mlir::tfm::linkSharedLibrary(StringRef objectPath,
                               .getArchName()
                               .str() +
                           "-linux-gnu";
-  SmallVector<std::string> args = {*linker,
-                                   "-shared",
-                                   "--no-undefined",
-                                   "--as-needed",
-                                   "-z",
-                                   "noexecstack",
-                                   "-z",
-                                   "relro",
-                                   "--hash-style=both",
-                                   "-L/lib/" + multiarch,
-                                   "-L/usr/lib/" + multiarch,
-                                   "-o",
-                                   soPath.str(),
-                                   objectPath.str(),
-                                   "-l:libm.so.6",
-                                   "-l:libc.so.6"};
+  SmallVector<std::string> args = {*linker, "-o", soPath.str()};
+  if (relocatable) {
+    args.push_back("-r");
+    args.append(objects.begin(), objects.end());
+  } else {
+    for (const char *a :
+         {"-shared", "--no-undefined", "--as-needed", "-z", "noexecstack",
+          "-z", "relro", "--hash-style=both"})
+      args.push_back(a);
+    args.push_back("-L/lib/" + multiarch);
+    args.push_back("-L/usr/lib/" + multiarch);
+    args.append(objects.begin(), objects.end());
+    args.push_back("-l:libm.so.6");
+    args.push_back("-l:libc.so.6");
+  }
   SmallVector<StringRef> argv(args.begin(), args.end());
   SmallString<128> errFile;
   if (llvm::sys::fs::createTemporaryFile("tfm-link", "txt", errFile)) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Transforms/CPUFolding.h"
 #include "tfm/Transforms/Passes.h"
 
 #include <functional>
@@ -67,6 +68,26 @@ struct PlanMemoryPass
       return def && !isa<arith::ConstantOp>(def) && !returned.contains(v) &&
              isa<RankedTensorType>(v.getType());
     };
+    // Where a value's storage starts being written: a transpose that its
+    // matmul writes directly starts at the matmul.
+    auto firstDef = [&](Value v) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && foldsIntoMatmulResult(t))
+        return index[t.getInput().getDefiningOp()];
+      return index[v.getDefiningOp()];
+    };
+    // A packed QKV projection stores all its parts in its first result's
+    // buffer.
+    auto storageBytes = [&](Value v) {
+      if (auto qkv = v.getDefiningOp<QKVProjectionOp>(); qkv && isPackedQKV(qkv)) {
+        if (cast<OpResult>(v).getResultNumber() != 0)
+          return int64_t(0);
+        int64_t total = 0;
+        for (Value r : qkv.getResults())
+          total += bytesOf(r.getType());
+        return total;
+      }
+      return bytesOf(v.getType());
+    };
     auto lastUse = [&](Value v) {
       int64_t last = index[v.getDefiningOp()];
       for (Operation *u : v.getUsers())
@@ -96,7 +117,23 @@ struct PlanMemoryPass
           end = std::max(end, lastUse(values[i]));
       return end;
     };
+    auto merge = [&](Value a, Value b) {
+      if (inArena(a) && inArena(b))
+        parent[find(id[a])] = find(id[b]);
+    };
     for (Operation &op : block) {
+      // Values the CPU lowering keeps as views of another's storage.
+      if (auto qkv = dyn_cast<QKVProjectionOp>(op); qkv && isPackedQKV(qkv)) {
+        for (Value r : qkv.getResults().drop_front())
+          merge(r, qkv.getResult(0));
+        continue;
+      }
+      if (auto t = dyn_cast<TransposeOp>(op)) {
+        if (foldsIntoMatmulOperand(t))
+          merge(t.getResult(), t.getInput());
+        else if (foldsIntoMatmulResult(t))
+          merge(t.getInput(), t.getResult());
+      }
       if (op.getNumResults() != 1 || !inArena(op.getResult(0)))
         continue;
       Value r = op.getResult(0);
@@ -131,8 +168,8 @@ struct PlanMemoryPass
         buffers.push_back(b);
       }
       Buffer &b = buffers[it->second];
-      b.bytes = std::max(b.bytes, aligned(bytesOf(v.getType())));
-      b.start = std::min(b.start, index[v.getDefiningOp()]);
+      b.bytes = std::max(b.bytes, aligned(storageBytes(v)));
+      b.start = std::min(b.start, firstDef(v));
       b.end = std::max(b.end, lastUse(v));
       bufferOf[v] = it->second;
     }

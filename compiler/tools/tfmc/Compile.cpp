@@ -12,6 +12,7 @@
 #include "tfm/Target/Artifact.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -87,9 +88,15 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
     return kExitUsage;
   }
 
+  // --mlir-timing reports the passes and the stages after them.
+  DefaultTimingManager tm;
+  applyDefaultTimingManagerCLOptions(tm);
+  TimingScope root = tm.getRootScope();
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return kExitUsage;
+  TimingScope passTimer = root.nest("tfm-cpu-pipeline");
+  pm.enableTiming(passTimer);
   mlir::tfm::CPUPipelineOptions pipeline;
   pipeline.remarks = options.remarks;
   mlir::tfm::buildCPUBufferPipeline(pm, pipeline);
@@ -103,61 +110,75 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
       os << "\n";
     });
 
-  std::string blob;
   mlir::tfm::ArtifactOptions artifact = options.artifact;
-  if (artifact.externalWeights) {
-    if (stage != Stage::so) {
-      error() << "--external-weights applies to --emit=so\n";
-      return kExitUsage;
-    }
-    FailureOr<std::string> b = mlir::tfm::buildWeightsBlob(module);
-    if (failed(b))
-      return kExitInputError;
-    blob = std::move(*b);
+  if (artifact.externalWeights && stage != Stage::so) {
+    error() << "--external-weights applies to --emit=so\n";
+    return kExitUsage;
+  }
+  FailureOr<std::string> blob = mlir::tfm::buildWeightsBlob(module);
+  if (failed(blob))
+    return kExitInputError;
+  if (artifact.externalWeights)
     artifact.externalWeightsName =
         (llvm::sys::path::filename(output) + ".weights").str();
-  }
 
   llvm::LLVMContext llvmContext;
+  TimingScope translateTimer = root.nest("translate and optimize LLVM IR");
   auto ir = mlir::tfm::translateToArtifactIR(module, llvmContext, artifact);
+  translateTimer.stop();
   if (failed(ir))
     return kExitInputError;
   if (stage == Stage::llvm)
     return writeText(output,
                      [&](llvm::raw_ostream &os) { (*ir)->print(os, nullptr); });
 
+  // The code and the embedded weights go to two objects, linked together.
   std::string err;
-  if (stage == Stage::obj) {
-    if (failed(mlir::tfm::writeObjectFile(**ir, artifact, output, err))) {
-      error() << err << "\n";
-      return kExitInputError;
+  std::vector<std::string> objects;
+  std::vector<std::unique_ptr<llvm::FileRemover>> removers;
+  auto newObject = [&](StringRef prefix) -> std::string {
+    SmallString<128> path;
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile(prefix, "o", path)) {
+      error() << "cannot create a temporary object file: " << ec.message()
+              << "\n";
+      return "";
     }
-    return kExitOk;
-  }
-
-  SmallString<128> object;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("tfm-model", "o", object)) {
-    error() << "cannot create a temporary object file: " << ec.message()
-            << "\n";
+    removers.push_back(std::make_unique<llvm::FileRemover>(path));
+    objects.push_back(std::string(path));
+    return std::string(path);
+  };
+  TimingScope codegenTimer = root.nest("generate the object files");
+  std::string codeObject = newObject("tfm-model");
+  if (codeObject.empty())
     return kExitInputError;
-  }
-  llvm::FileRemover removeObject(object);
-  if (failed(mlir::tfm::writeObjectFile(**ir, artifact, object, err))) {
+  if (failed(mlir::tfm::writeObjectFile(**ir, artifact, codeObject, err))) {
     error() << err << "\n";
     return kExitInputError;
   }
-  // Link to a temporary name and rename: a reader never sees half a library.
+  if (!artifact.externalWeights && !blob->empty()) {
+    std::string weightsObject = newObject("tfm-weights");
+    if (weightsObject.empty() ||
+        failed(mlir::tfm::writeWeightsObject(*blob, weightsObject, err))) {
+      error() << err << "\n";
+      return kExitInputError;
+    }
+  }
+  codegenTimer.stop();
+
+  TimingScope linkTimer = root.nest("link");
+  // Link to a temporary name and rename: a reader never sees half a file.
   std::string partial = (output + ".tmp").str();
   llvm::FileRemover removePartial(partial);
-  if (failed(mlir::tfm::linkSharedLibrary(object, partial, err))) {
+  if (failed(mlir::tfm::linkSharedLibrary(objects, partial,
+                                          stage == Stage::obj, err))) {
     error() << err << "\n";
     return kExitInputError;
   }
   if (artifact.externalWeights) {
     SmallString<256> weightsPath(output);
     weightsPath += ".weights";
-    if (!writeAtomically(weightsPath, blob))
+    if (!writeAtomically(weightsPath, *blob))
       return kExitInputError;
   }
   if (std::error_code ec = llvm::sys::fs::rename(partial, output)) {

@@ -21,9 +21,10 @@
 extern "C" {
 #endif
 
-#define TFM_ABI_VERSION 1u
+#define TFM_ABI_VERSION 2u
 
-/* The symbol a model library exports: const tfm_abi_model_t *tfm_model_v1(void). */
+/* The symbol a model library exports: const tfm_abi_model_t *tfm_model_v1(void).
+ * The name stays across versions; abi_version tells them apart. */
 #define TFM_ABI_MODEL_SYMBOL "tfm_model_v1"
 
 /* Element types; the values are part of the ABI. */
@@ -52,9 +53,13 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 params: M, K, N, has_bias, activation (0 none, 1 relu,
  *                 2 gelu, 3 gelu_tanh), has_residual
  *                 args:   x, w, b (or NULL), r (or NULL), y
- *  BATCH_MATMUL   c[B,M,N] = a[B,M,K] · b[B,K,N], or · b[B,N,K]ᵀ
- *                 params: B, M, K, N, transpose_b
- *                 args:   a, b, c
+ *  BATCH_MATMUL   c[B1,B2,M,N] = a[B1,B2,M,K] · b[B1,B2,K,N], each operand
+ *                 read or written at arbitrary element strides, so that
+ *                 transposed and packed operands need no copy
+ *                 params:  B1, B2, M, K, N
+ *                 strides: a (b1, b2, m, k), b (b1, b2, k, n),
+ *                          c (b1, b2, m, n), in elements
+ *                 args:    a, b, c
  *  MASKED_SOFTMAX y[G,Q,C] = softmax over C of (scale·x + mask); row q of
  *                 group g reads mask[(g / div)·gstride + q·qstride + c]
  *                 (strides of 0 broadcast); `causal` drops column c > q.
@@ -77,6 +82,7 @@ typedef struct tfm_abi_kernel_desc_t {
   int32_t dtype; /* TFM_DTYPE_F32 */
   int64_t params[8];
   double fparams[2];
+  int64_t strides[12]; /* since version 2 */
 } tfm_abi_kernel_desc_t;
 
 struct tfm_abi_host_t;

@@ -28,6 +28,10 @@ class Device;
 
 std::shared_ptr<Device> makeDevice();
 
+/// Sets the threads the kernels use on the calling thread (oneDNN's OpenMP
+/// pool reads it when a primitive runs).
+void setThreads(int32_t threads);
+
 /// Builds the kernel for `desc`, or returns null and sets `error`.
 std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Device> &device,
                                    const tfm_abi_kernel_desc_t &desc,

@@ -73,7 +73,9 @@ TEST(Kernel, LinearWithBiasGeluAndResidual) {
 TEST(Kernel, BatchMatmulTransposed) {
   const int64_t B = 3, M = 4, K = 8, N = 5;
   auto a = randomFloats(B * M * K, 5), bt = randomFloats(B * N * K, 6);
-  auto k = make({TFM_KERNEL_BATCH_MATMUL, 0, {B, M, K, N, 1}, {}});
+  // b is stored [B, N, K]; its strides read it as [B, K, N].
+  auto k = make({TFM_KERNEL_BATCH_MATMUL, 0, {B, 1, M, K, N}, {},
+                 {M * K, M * K, K, 1, N * K, N * K, 1, K, M * N, M * N, N, 1}});
   std::vector<float> c(B * M * N);
   void *args[] = {a.data(), bt.data(), c.data()};
   ASSERT_EQ(k->run(args), 0);
@@ -84,6 +86,32 @@ TEST(Kernel, BatchMatmulTransposed) {
       return %0 : tensor<3x4x5xf32>
     })mlir",
                      {asTensor(a, {B, M, K}), asTensor(bt, {B, N, K})});
+  expectClose(c, want.at(0));
+}
+
+// Attention reads q as stored by the projections, [B, S, H, D], through
+// strides as [B, H, S, D], and writes its result [B, H, S, S] transposed to
+// [B, S, H, S]: no copies.
+TEST(Kernel, BatchMatmulStridedOperands) {
+  const int64_t B = 2, H = 3, S = 4, D = 5;
+  auto q = randomFloats(B * S * H * D, 7), kt = randomFloats(B * S * H * D, 8);
+  auto k = make({TFM_KERNEL_BATCH_MATMUL, 0, {B, H, S, D, S}, {},
+                 {S * H * D, D, H * D, 1,     // q[b, h, s, d]
+                  S * H * D, D, 1, H * D,     // k read as [b, h, d, s]
+                  S * H * S, S, H * S, 1}});  // c[b, h, s, t] at [b, s, h, t]
+  std::vector<float> c(B * S * H * S);
+  void *args[] = {q.data(), kt.data(), c.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<2x4x3x5xf32>, %k: tensor<2x4x3x5xf32>) -> tensor<2x4x3x4xf32> {
+      %qt = tfm.transpose %q permutation = [0, 2, 1, 3] : tensor<2x4x3x5xf32> -> tensor<2x3x4x5xf32>
+      %kt = tfm.transpose %k permutation = [0, 2, 1, 3] : tensor<2x4x3x5xf32> -> tensor<2x3x4x5xf32>
+      %s = tfm.matmul %qt, %kt transpose_rhs : (tensor<2x3x4x5xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x4x4xf32>
+      %r = tfm.transpose %s permutation = [0, 2, 1, 3] : tensor<2x3x4x4xf32> -> tensor<2x4x3x4xf32>
+      return %r : tensor<2x4x3x4xf32>
+    })mlir",
+                     {asTensor(q, {B, S, H, D}), asTensor(kt, {B, S, H, D})});
   expectClose(c, want.at(0));
 }
 

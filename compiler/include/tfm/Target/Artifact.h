@@ -40,13 +40,20 @@ FailureOr<std::unique_ptr<llvm::Module>>
 translateToArtifactIR(ModuleOp module, llvm::LLVMContext &llvmContext,
                       const ArtifactOptions &options);
 
+/// Writes the embedded weights as a relocatable object of their own, which
+/// defines the hidden symbol the artifact's code refers to; link it with
+/// the artifact's object.
+LogicalResult writeWeightsObject(StringRef blob, StringRef path,
+                                 std::string &error);
+
 /// Writes `ir` as a relocatable object file at `path`.
 LogicalResult writeObjectFile(llvm::Module &ir, const ArtifactOptions &options,
                               StringRef path, std::string &error);
 
-/// Links the object at `objectPath` into the shared library `soPath`.
-LogicalResult linkSharedLibrary(StringRef objectPath, StringRef soPath,
-                                std::string &error);
+/// Links `objects` into the shared library `soPath`, or with `relocatable`
+/// into one relocatable object.
+LogicalResult linkSharedLibrary(ArrayRef<std::string> objects, StringRef soPath,
+                                bool relocatable, std::string &error);
 
 } // namespace mlir::tfm
 

@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""Benchmarks tfm against ONNX Runtime and PyTorch on the workloads of
+PERFORMANCE.md, in one run: the systems take turns, round after round, and
+oneDNN's sgemm rate (the practical ceiling) is measured in every round.
+Prints a table of medians with tfm's time over each peer's and each
+system's share of the ceiling, and writes it as Markdown to OUT/results.md.
+
+Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --out DIR [--rounds N]
+              [--workloads w1,w2,w3,w4] [--skip ort,torch]
+Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
+and node with npm for ONNX Runtime (installed into OUT on first use)."""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_VERSION = "1.30.0"
+# Timed runs per measurement: more for the short workloads.
+REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8}
+TARGETS = {"w1": "≥ 80%", "w2": "≥ 85%", "w3": "≥ 65%", "w4": "≥ 85%"}
+DESCRIPTION = {
+    "w1": "encoder layer d768 h12 ff3072, B1 S128",
+    "w2": "encoder layer d768 h12 ff3072, B8 S128",
+    "w3": "encoder layer d256 h4 ff1024, B1 S32",
+    "w4": "Transformer base 6+6, d512 h8 ff2048, B8 S64",
+}
+
+
+def log(msg):
+    print(f"==> {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout.decode()}{p.stderr.decode()}")
+    return p.stdout.decode()
+
+
+def ensure_ort(out):
+    if os.path.isdir(os.path.join(out, "node_modules", "onnxruntime-node")):
+        return True
+    log(f"installing onnxruntime-node {ORT_VERSION} into {out} (npm, --ignore-scripts)")
+    p = subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund",
+                        "--prefix", out, f"onnxruntime-node@{ORT_VERSION}"])
+    return p.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tfmc", required=True)
+    ap.add_argument("--ceiling", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--workloads", default="w1,w2,w3,w4")
+    ap.add_argument("--skip", default="")
+    args = ap.parse_args()
+    workloads = args.workloads.split(",")
+    skip = set(filter(None, args.skip.split(",")))
+    os.makedirs(args.out, exist_ok=True)
+
+    log("exporting the workloads")
+    run(["/usr/bin/python3", os.path.join(HERE, "export_workloads.py"), args.out])
+    if "ort" not in skip and not ensure_ort(args.out):
+        log("ONNX Runtime is not available; its column stays empty")
+        skip.add("ort")
+
+    flops, compile_s, sos = {}, {}, {}
+    for w in workloads:
+        model = os.path.join(args.out, f"{w}.onnx")
+        flops[w] = json.loads(run([args.tfmc, "inspect", model, "--json"]))["gemm_flops"]
+        sos[w] = os.path.join(args.out, f"{w}.so")
+        log(f"compiling {w}")
+        t = time.perf_counter()
+        run([args.tfmc, "compile", model, "-o", sos[w]])
+        compile_s[w] = time.perf_counter() - t
+
+    node_env = dict(os.environ, NODE_PATH=os.path.join(args.out, "node_modules"))
+    times = {(s, w): [] for s in ("tfm", "ort", "torch") for w in workloads}
+    ceilings = []
+    for r in range(args.rounds):
+        log(f"round {r + 1} of {args.rounds}")
+        ceilings.append(float(run([args.ceiling, "5"])))
+        for w in workloads:
+            out = run([args.tfmc, "run", sos[w], "--threads", "2", "--bench", str(REPS[w])])
+            median = [l for l in out.splitlines() if l.startswith("bench:")][0]
+            times[("tfm", w)].append(float(median.split("median ")[1].split(" ms")[0]))
+            if "ort" not in skip:
+                times[("ort", w)].append(float(run(
+                    ["node", os.path.join(HERE, "ort_peer.js"),
+                     os.path.join(args.out, f"{w}.onnx"), str(REPS[w])], env=node_env)))
+            if "torch" not in skip:
+                times[("torch", w)].append(float(run(
+                    ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), w,
+                     str(REPS[w])])))
+
+    ceiling = statistics.median(ceilings)
+    med = {k: statistics.median(v) if v else None for k, v in times.items()}
+
+    def ms(v):
+        return f"{v:.3f}" if v is not None and v < 1 else (f"{v:.2f}" if v else "—")
+
+    def pct(w, v):
+        return f"{flops[w] / (v * 1e6) / ceiling * 100:.0f}%" if v else "—"
+
+    def ratio(a, b):
+        return f"{a / b:.2f}" if a and b else "—"
+
+    lines = [
+        f"Measured {datetime.date.today().isoformat()}, {args.rounds} rounds, 2 threads; "
+        f"oneDNN sgemm ceiling {ceiling:.0f} GFLOP/s (median of the rounds: "
+        f"{min(ceilings):.0f}–{max(ceilings):.0f}).",
+        "",
+        "| workload | GFLOP | tfm ms | ONNX Runtime ms | PyTorch ms | tfm / ORT | tfm / PyTorch "
+        "| tfm % of ceiling | ORT % | PyTorch % | target | tfm compile s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for w in workloads:
+        t, o, p = med[("tfm", w)], med[("ort", w)], med[("torch", w)]
+        lines.append(
+            f"| {w.upper()}: {DESCRIPTION[w]} | {flops[w] / 1e9:.3g} | {ms(t)} | {ms(o)} | "
+            f"{ms(p)} | {ratio(t, o)} | {ratio(t, p)} | {pct(w, t)} | {pct(w, o)} | "
+            f"{pct(w, p)} | {TARGETS[w]} | {compile_s[w]:.2f} |")
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

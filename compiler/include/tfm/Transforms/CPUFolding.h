@@ -1,0 +1,38 @@
+//===- CPUFolding.h - Layout decisions shared by planner and lowering -*- C++ -*-===//
+//
+// The CPU lowering reads some tensors through strided views instead of
+// materializing them: a transpose that feeds only GEMMs, a transpose that a
+// GEMM can write directly, and the parts of a packed QKV projection. The
+// memory plan must know, since these values share storage. Both ask these
+// predicates, so the two never disagree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_TRANSFORMS_CPUFOLDING_H
+#define TFM_TRANSFORMS_CPUFOLDING_H
+
+#include "tfm/IR/TfmOps.h"
+
+namespace mlir::tfm {
+
+/// A matmul the BATCH_MATMUL kernel runs with strided operands: f32, no
+/// transposed lhs, equal ranks of 3 or 4 and equal batch dimensions, no
+/// empty dimension.
+bool isStridedMatmul(MatmulOp op);
+
+/// A transpose whose users are all strided matmuls: it becomes a view of
+/// its operand, with permuted strides.
+bool foldsIntoMatmulOperand(TransposeOp op);
+
+/// A transpose of a strided matmul's only result, right after it: the
+/// matmul writes the transposed layout directly. Its buffer is live from the
+/// matmul on.
+bool foldsIntoMatmulResult(TransposeOp op);
+
+/// A QKV projection computed as one GEMM into one packed buffer
+/// [rows, Σsizes]; its results are column windows of that buffer.
+bool isPackedQKV(QKVProjectionOp op);
+
+} // namespace mlir::tfm
+
+#endif // TFM_TRANSFORMS_CPUFOLDING_H

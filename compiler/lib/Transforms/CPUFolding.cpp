@@ -1,0 +1,41 @@
+//===- CPUFolding.cpp - Layout decisions shared by planner and lowering ---===//
+
+#include "tfm/Transforms/CPUFolding.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+bool mlir::tfm::isStridedMatmul(MatmulOp op) {
+  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
+  auto ot = op.getType();
+  if (!lt.getElementType().isF32() || op.getTransposeLhs() ||
+      lt.getRank() != rt.getRank() || lt.getRank() != ot.getRank() ||
+      ot.getRank() < 3 || ot.getRank() > 4 || ot.getNumElements() == 0 ||
+      lt.getNumElements() == 0 || rt.getNumElements() == 0)
+    return false;
+  return lt.getShape().drop_back(2) == ot.getShape().drop_back(2) &&
+         rt.getShape().drop_back(2) == ot.getShape().drop_back(2);
+}
+
+bool mlir::tfm::foldsIntoMatmulResult(TransposeOp op) {
+  auto mm = op.getInput().getDefiningOp<MatmulOp>();
+  return mm && isStridedMatmul(mm) && mm->hasOneUse() &&
+         mm->getNextNode() == op.getOperation();
+}
+
+bool mlir::tfm::foldsIntoMatmulOperand(TransposeOp op) {
+  if (foldsIntoMatmulResult(op) || op.getResult().use_empty())
+    return false;
+  for (Operation *user : op->getUsers()) {
+    auto mm = dyn_cast<MatmulOp>(user);
+    if (!mm || !isStridedMatmul(mm))
+      return false;
+  }
+  return true;
+}
+
+bool mlir::tfm::isPackedQKV(QKVProjectionOp op) {
+  auto in = op.getInput().getType();
+  return in.getElementType().isF32() && in.getNumElements() > 0 &&
+         op.getWeight().getType().getNumElements() > 0;
+}
