@@ -30,7 +30,9 @@ func.func @infer(%x: tensor<2x3x8xf32> {tfm.name = "x"}) -> (tensor<2x3x4xf32> {
 // reads mask row g / H (div = 4) with a group stride of S and no row stride.
 // The scores live in the arena, the softmax works in place over them, and
 // the reshape is a view of the same bytes, not a copy.
-// CHECK: kind = 2 : i32, params = array<i64: 8, 8, 16, 8, 1, 0, 0, 0>
+// The scores are one BATCH_MATMUL (kind 2) over B1 = 2, B2 = 4, M = 8,
+// K = 16, N = 8, reading k transposed through its strides.
+// CHECK: kind = 2 : i32, params = array<i64: 2, 4, 8, 16, 8, 0, 0, 0>, strides = array<i64: 512, 128, 16, 1, 512, 128, 1, 16, 256, 64, 8, 1>
 // CHECK: kind = 3 : i32, params = array<i64: 8, 8, 8, 0, 1, 4, 8, 0>
 // CHECK: func.func @__tfm_entry_infer(%{{.+}}: !llvm.ptr, %[[ARENA:.+]]: memref<2048xi8>
 // CHECK: %[[S:.+]] = memref.view %[[ARENA]][%c0{{.*}}][] : memref<2048xi8> to memref<2x4x8x8xf32>
@@ -49,17 +51,17 @@ func.func @infer(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %m: tensor<
 
 // -----
 
-// A packed projection is one LINEAR per part, each reading its rows of the
-// packed weight (byte offsets 0, 4·4·8 and 2·4·4·8) and its part of the bias.
-// CHECK: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 1 : i32, params = array<i64: 6, 8, 4, 1, 0, 0, 0, 0>}]
+// A packed projection is one LINEAR (M = 6, K = 8, N = 12) into one packed
+// buffer; each part is a column window of it, copied out here because the
+// parts are returned.
+// CHECK: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 1 : i32, params = array<i64: 6, 8, 12, 1, 0, 0, 0, 0>}]
 // CHECK: func.func @__tfm_entry_infer
+// CHECK: %[[PACKED:.+]] = memref.alloc() {{.*}} : memref<6x12xf32>
 // CHECK: llvm.call @__tfm_run_kernel
-// CHECK: arith.addi %{{.+}}, %c128
-// CHECK: arith.addi %{{.+}}, %c16
-// CHECK: llvm.call @__tfm_run_kernel
-// CHECK: arith.addi %{{.+}}, %c256
-// CHECK: arith.addi %{{.+}}, %c32
-// CHECK: llvm.call @__tfm_run_kernel
+// CHECK-NOT: llvm.call @__tfm_run_kernel
+// CHECK: memref.reinterpret_cast %[[PACKED]] to offset: [0], sizes: [2, 3, 4], strides: [36, 12, 1]
+// CHECK: memref.reinterpret_cast %[[PACKED]] to offset: [4], sizes: [2, 3, 4], strides: [36, 12, 1]
+// CHECK: memref.reinterpret_cast %[[PACKED]] to offset: [8], sizes: [2, 3, 4], strides: [36, 12, 1]
 func.func @infer(%x: tensor<2x3x8xf32>, %w: tensor<12x8xf32>, %b: tensor<12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
   %q, %k, %v = tfm.qkv_projection %x, %w, %b sizes = [4, 4, 4] : (tensor<2x3x8xf32>, tensor<12x8xf32>, tensor<12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
   return %q, %k, %v : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>

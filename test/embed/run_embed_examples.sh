@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the runtime into a scratch prefix, builds examples/embed as a
 # separate project with find_package(tfm), and runs both programs on a
-# hand-written model library. Usage: run_embed_examples.sh BUILD_DIR SRC_DIR MODEL.so WORK
+# hand-written model library and on the example encoder layer compiled by
+# tfmc. Usage: run_embed_examples.sh BUILD_DIR SRC_DIR MODEL.so WORK TFMC
 set -euo pipefail
-build="$1" src="$2" model="$3" work="$4"
+build="$1" src="$2" model="$3" work="$4" tfmc="$5"
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --component Unspecified --prefix "$work/prefix" > /dev/null
 cmake -S "$src/examples/embed" -B "$work/build" -G Ninja \
@@ -15,3 +16,15 @@ if ldd "$work/build/run_model_c" | grep -qiE 'llvm|mlir'; then
 fi
 "$work/build/run_model_c" "$model"
 "$work/build/run_model_cpp" "$model"
+
+# A model tfmc compiled: both programs must agree on it.
+"$tfmc" compile "$src/examples/models/encoder_layer.mlir" -o "$work/encoder_layer.so"
+c_out=$("$work/build/run_model_c" "$work/encoder_layer.so")
+cpp_out=$("$work/build/run_model_cpp" "$work/encoder_layer.so")
+echo "$c_out"
+if [ "$c_out" != "$cpp_out" ] || ! grep -q '^hidden_states: ' <<<"$c_out"; then
+  echo "the C and C++ examples disagree on the compiled model:"
+  echo "$cpp_out"
+  exit 1
+fi
+echo "compiled model: C and C++ agree"

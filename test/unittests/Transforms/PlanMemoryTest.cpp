@@ -3,18 +3,22 @@
 // Imports each exported model, fuses it, plans its memory, and then checks
 // the plan from first principles, without the pass's own bookkeeping: any
 // two arena tensors that are alive at the same time must not share bytes,
-// unless one is a reshape of the other or an elementwise op writes over an
-// operand at the very op where that operand dies. Also checks the arena
-// against the ≤ 1.1 × lower-bound target.
+// unless one is a view of the other in the CPU lowering (a reshape, a
+// transpose folded into a GEMM, a part of a packed QKV projection) or an
+// elementwise op writes over an operand at the very op where that operand
+// dies. A view keeps its storage alive for as long as the view is used.
+// Also checks the arena against the ≤ 1.1 × lower-bound target.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Transforms/CPUFolding.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <gtest/gtest.h>
 
@@ -27,10 +31,47 @@ struct Planned {
   int64_t def, last, offset, bytes;
 };
 
-Value reshapeRoot(Value v) {
-  while (auto r = v.getDefiningOp<tfm::ReshapeOp>())
-    v = r.getInput();
-  return v;
+/// The value whose storage `v` is in the CPU lowering.
+Value storageRoot(Value v) {
+  while (true) {
+    if (auto r = v.getDefiningOp<tfm::ReshapeOp>()) {
+      v = r.getInput();
+      continue;
+    }
+    if (auto t = v.getDefiningOp<tfm::TransposeOp>();
+        t && tfm::foldsIntoMatmulOperand(t)) {
+      v = t.getInput();
+      continue;
+    }
+    if (auto q = v.getDefiningOp<tfm::QKVProjectionOp>();
+        q && tfm::isPackedQKV(q) && v != q.getResult(0)) {
+      v = q.getResult(0);
+      continue;
+    }
+    // A matmul that writes its transposed result directly has no storage
+    // of its own.
+    if (auto m = v.getDefiningOp<tfm::MatmulOp>(); m && m->hasOneUse())
+      if (auto t = dyn_cast<tfm::TransposeOp>(*m->getUsers().begin());
+          t && tfm::foldsIntoMatmulResult(t)) {
+        v = t.getResult();
+        continue;
+      }
+    return v;
+  }
+}
+
+int64_t storageBytes(Value v) {
+  auto bytes = [](Value r) {
+    auto t = cast<RankedTensorType>(r.getType());
+    return t.getNumElements() * t.getElementTypeBitWidth() / 8;
+  };
+  if (auto q = v.getDefiningOp<tfm::QKVProjectionOp>(); q && tfm::isPackedQKV(q)) {
+    int64_t total = 0;
+    for (Value r : q.getResults())
+      total += bytes(r);
+    return total;
+  }
+  return bytes(v);
 }
 
 void checkPlan(func::FuncOp fn) {
@@ -38,7 +79,10 @@ void checkPlan(func::FuncOp fn) {
   DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(block))
     index[&op] = i;
-  std::vector<Planned> planned;
+  // One entry per storage: written from its first definition (a matmul
+  // writing a folded transpose writes it at the matmul) to the last use of
+  // any view of it.
+  llvm::MapVector<Value, Planned> storage;
   for (Operation &op : block) {
     auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("tfm.arena_offsets");
     if (!offsets)
@@ -46,14 +90,26 @@ void checkPlan(func::FuncOp fn) {
     for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
       if (off < 0)
         continue;
-      auto t = cast<RankedTensorType>(r.getType());
-      int64_t last = index[&op];
+      Value root = storageRoot(r);
+      int64_t def = index[&op], last = index[&op];
+      if (auto t = r.getDefiningOp<tfm::TransposeOp>();
+          t && tfm::foldsIntoMatmulResult(t))
+        def = index[t.getInput().getDefiningOp()];
       for (Operation *u : r.getUsers())
         last = std::max(last, index[u]);
-      planned.push_back({r, index[&op], last, off,
-                         t.getNumElements() * t.getElementTypeBitWidth() / 8});
+      auto [it, fresh] = storage.try_emplace(
+          root, Planned{root, def, last, off, storageBytes(root)});
+      if (!fresh) {
+        if (root == r)
+          it->second.offset = off;
+        it->second.def = std::min(it->second.def, def);
+        it->second.last = std::max(it->second.last, last);
+      }
     }
   }
+  std::vector<Planned> planned;
+  for (auto &[root, p] : storage)
+    planned.push_back(p);
   int64_t arena = fn->getAttrOfType<IntegerAttr>("tfm.arena_bytes").getInt();
   int64_t bound =
       fn->getAttrOfType<IntegerAttr>("tfm.arena_lower_bound").getInt();
@@ -66,16 +122,13 @@ void checkPlan(func::FuncOp fn) {
       bool time = a.def <= b.last && b.def <= a.last;
       if (!memory || !time)
         continue;
-      if (reshapeRoot(a.value) == reshapeRoot(b.value))
-        continue; // views of one buffer
       // In place: the later one is defined exactly where the earlier dies,
-      // by an op that reads it.
+      // by an op that reads (a view of) it.
       const Planned &first = a.def < b.def ? a : b, &second = a.def < b.def ? b : a;
       Operation *def = second.value.getDefiningOp();
-      bool reads = llvm::is_contained(def->getOperands(), first.value) ||
-                   llvm::any_of(def->getOperands(), [&](Value o) {
-                     return reshapeRoot(o) == reshapeRoot(first.value);
-                   });
+      bool reads = llvm::any_of(def->getOperands(), [&](Value o) {
+        return storageRoot(o) == first.value;
+      });
       if (first.last == second.def && reads)
         continue;
       std::string what;
