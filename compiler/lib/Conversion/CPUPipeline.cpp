@@ -29,7 +29,7 @@ void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
     buildFuseTransformerPipeline(pm, fusion);
   }
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
-  pm.addPass(createLowerToCPUPass());
+  pm.addPass(createLowerToCPUPass({options.bf16}));
 }
 
 void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {

@@ -62,6 +62,7 @@ enum KernelKind : int32_t {
   kLayerNorm = 4
 };
 constexpr int32_t kDtypeF32 = 1;
+constexpr int32_t kDtypeBF16 = 3;
 
 int64_t product(ArrayRef<int64_t> dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1},
@@ -107,7 +108,8 @@ struct KernelTable {
   DenseMap<Attribute, int32_t> indexOf;
 
   int32_t add(MLIRContext *ctx, int32_t kind, ArrayRef<int64_t> params,
-              ArrayRef<double> fparams, ArrayRef<int64_t> strides) {
+              ArrayRef<double> fparams, ArrayRef<int64_t> strides,
+              int32_t dtype) {
     Builder b(ctx);
     SmallVector<int64_t, 8> p(params);
     p.resize(8, 0);
@@ -115,7 +117,7 @@ struct KernelTable {
     f.resize(2, 0.0);
     SmallVector<NamedAttribute> fields = {
         b.getNamedAttr("kind", b.getI32IntegerAttr(kind)),
-        b.getNamedAttr("dtype", b.getI32IntegerAttr(kDtypeF32)),
+        b.getNamedAttr("dtype", b.getI32IntegerAttr(dtype)),
         b.getNamedAttr("params", b.getDenseI64ArrayAttr(p)),
         b.getNamedAttr("fparams", b.getDenseF64ArrayAttr(f))};
     if (!strides.empty()) {
@@ -203,9 +205,10 @@ std::optional<SmallVector<int64_t>> reshapeStrides(const StridedView &view,
 
 class EntryLowering {
 public:
-  EntryLowering(func::FuncOp fn, WeightsLayout &weights, KernelTable &kernels)
+  EntryLowering(func::FuncOp fn, WeightsLayout &weights, KernelTable &kernels,
+                bool bf16)
       : fn(fn), ctx(fn.getContext()), b(ctx), weights(weights),
-        kernels(kernels) {}
+        kernels(kernels), linearDtype(bf16 ? kDtypeBF16 : kDtypeF32) {}
 
   LogicalResult run(DictionaryAttr &entryInfo);
 
@@ -225,7 +228,7 @@ private:
   // Kernel calls.
   void callKernel(int32_t kind, ArrayRef<int64_t> params,
                   ArrayRef<double> fparams, ArrayRef<KernelArg> args,
-                  ArrayRef<int64_t> strides = {});
+                  ArrayRef<int64_t> strides = {}, int32_t dtype = kDtypeF32);
   /// c = a · b on views [.., M, K], [.., K, N], [.., M, N] with at most two
   /// batch dimensions, through BATCH_MATMUL.
   void batchMatmul(const StridedView &a, const StridedView &bv,
@@ -276,6 +279,7 @@ private:
   Location loc = UnknownLoc::get(ctx);
   WeightsLayout &weights;
   KernelTable &kernels;
+  int32_t linearDtype;
 
   func::FuncOp entry;
   Value host, arena, weightsArg, argsArray, errorCode;
@@ -395,10 +399,10 @@ Value EntryLowering::reshape(Value buffer, MemRefType to) {
 void EntryLowering::callKernel(int32_t kind, ArrayRef<int64_t> params,
                                ArrayRef<double> fparams,
                                ArrayRef<KernelArg> args,
-                               ArrayRef<int64_t> strides) {
+                               ArrayRef<int64_t> strides, int32_t dtype) {
   assert(args.size() <= kMaxKernelArgs);
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  int32_t index = kernels.add(ctx, kind, params, fparams, strides);
+  int32_t index = kernels.add(ctx, kind, params, fparams, strides, dtype);
   for (auto [i, arg] : llvm::enumerate(args)) {
     Value ptr;
     if (!arg.buffer) {
@@ -734,10 +738,13 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
   Value x = denseOf(input), w = denseOf(weight);
   Value bb = bias ? denseOf(bias) : Value();
   if (isF32(inType) && m > 0 && k > 0 && n > 0) {
-    callKernel(kLinear, {m, k, n, bias ? 1 : 0, int64_t(act), 0}, {},
+    bool constant = weight.getDefiningOp<arith::ConstantOp>() != nullptr;
+    callKernel(kLinear,
+               {m, k, n, bias ? 1 : 0, int64_t(act), 0, constant ? 1 : 0}, {},
                {KernelArg(x), KernelArg(w, rowOffset * k),
                 bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
-                KernelArg(out)});
+                KernelArg(out)},
+               {}, linearDtype);
     return success();
   }
   // Portable path: the rows of this part, a matmul, then bias and act.
@@ -892,11 +899,14 @@ LogicalResult EntryLowering::lowerPackedQKV(QKVProjectionOp op) {
   Value packed = offset >= 0 ? view(arena, offset, packedType)
                              : temporary(memrefOf(packedType));
   Value bias = op.getBias() ? denseOf(op.getBias()) : Value();
-  callKernel(kLinear, {rows, k, total, bias ? 1 : 0, 0, 0}, {},
+  bool constant = op.getWeight().getDefiningOp<arith::ConstantOp>() != nullptr;
+  callKernel(kLinear, {rows, k, total, bias ? 1 : 0, 0, 0, constant ? 1 : 0},
+             {},
              {KernelArg(denseOf(op.getInput())),
               KernelArg(denseOf(op.getWeight())),
               bias ? KernelArg(bias) : KernelArg(), KernelArg(),
-              KernelArg(packed)});
+              KernelArg(packed)},
+             {}, linearDtype);
   int64_t column = 0;
   for (auto [r, size] : llvm::zip(op.getResults(), op.getSizes())) {
     auto shape = cast<RankedTensorType>(r.getType()).getShape();
@@ -1594,6 +1604,7 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
 
 struct LowerToCPUPass
     : public mlir::tfm::impl::LowerToCPUPassBase<LowerToCPUPass> {
+  using LowerToCPUPassBase::LowerToCPUPassBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -1613,7 +1624,7 @@ struct LowerToCPUPass
     SmallVector<Attribute> infos;
     for (func::FuncOp fn : entries) {
       DictionaryAttr info;
-      EntryLowering lowering(fn, weights, kernels);
+      EntryLowering lowering(fn, weights, kernels, bf16);
       if (failed(lowering.run(info)))
         return signalPassFailure();
       infos.push_back(info);

@@ -99,6 +99,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   pm.enableTiming(passTimer);
   mlir::tfm::CPUPipelineOptions pipeline;
   pipeline.remarks = options.remarks;
+  pipeline.bf16 = options.bf16;
   mlir::tfm::buildCPUBufferPipeline(pm, pipeline);
   if (stage != Stage::linalg)
     mlir::tfm::buildCPUToLLVMPipeline(pm);

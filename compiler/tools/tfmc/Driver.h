@@ -85,6 +85,7 @@ int runReference(mlir::ModuleOp module, mlir::func::FuncOp fn,
 struct CompileOptions {
   ArtifactOptions artifact;
   bool remarks = false;
+  bool bf16 = false;
 };
 
 /// The stages `--emit` can stop at.

@@ -97,8 +97,11 @@ cl::opt<std::string> targetCpu(
     cl::init("native"), cl::cat(compileCat));
 cl::opt<std::string> target("target", cl::desc("cpu (cuda: not in this build)"),
                             cl::init("cpu"), cl::cat(compileCat));
-cl::opt<std::string> dtype("dtype", cl::desc("Compute type of the GEMMs: f32"),
-                           cl::init("f32"), cl::cat(compileCat));
+cl::opt<std::string> dtype(
+    "dtype",
+    cl::desc("Compute type of the linear layers: f32, or bf16 (f32 "
+             "accumulation; inputs and outputs stay f32)"),
+    cl::init("f32"), cl::cat(compileCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",
     cl::desc("Report every fusion site, fused or missed with the reason "
@@ -370,10 +373,14 @@ int runCompile(MLIRContext &context) {
             << " is not available in this build; it compiles for cpu\n";
     return target == "cuda" ? kExitInputError : kExitUsage;
   }
-  if (dtype != "f32") {
-    error() << "--dtype=" << dtype
-            << " is not available in this build yet; it computes in f32\n";
-    return dtype == "bf16" ? kExitInputError : kExitUsage;
+  if (dtype != "f32" && dtype != "bf16") {
+    error() << "--dtype=" << dtype << " is not available; use f32 or bf16\n";
+    return kExitUsage;
+  }
+  if (dtype == "bf16" && (stage == Emit::tfm || stage == Emit::fused)) {
+    error() << "--dtype=bf16 applies when lowering (--emit=linalg or "
+               "later)\n";
+    return kExitUsage;
   }
   bool report = fusionReport.getNumOccurrences() > 0;
   if (report && fusionReport != "" && fusionReport != "text" &&
@@ -419,6 +426,7 @@ int runCompile(MLIRContext &context) {
       CompileOptions options;
       options.remarks = report;
       options.artifact.externalWeights = externalWeights;
+      options.bf16 = dtype == "bf16";
       options.artifact.cpu = targetCpu;
       options.artifact.producer = "tfmc 0.1.0";
       int rc = compileTo(module, stage, outputFile, options);

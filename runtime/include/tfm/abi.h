@@ -47,11 +47,14 @@ typedef struct tfm_abi_tensor_desc_t {
 } tfm_abi_tensor_desc_t;
 
 /* Kernels the runtime provides, backed by oneDNN primitives that a session
- * creates once from these descriptors. All tensors are dense row-major f32.
+ * creates once from these descriptors. All tensors are f32, dense row-major unless strides say otherwise.
  *
  *  LINEAR         y[M,N] = act(x[M,K] · w[N,K]ᵀ + b[N]) (+ r[M,N])
  *                 params: M, K, N, has_bias, activation (0 none, 1 relu,
- *                 2 gelu, 3 gelu_tanh), has_residual
+ *                 2 gelu, 3 gelu_tanh), has_residual, constant_weights
+ *                 (w never changes, so the kernel may pack it once)
+ *                 dtype:  F32, or BF16 to multiply in bf16 with f32
+ *                 accumulation (operands and results stay f32)
  *                 args:   x, w, b (or NULL), r (or NULL), y
  *  BATCH_MATMUL   c[B1,B2,M,N] = a[B1,B2,M,K] · b[B1,B2,K,N], each operand
  *                 read or written at arbitrary element strides, so that

@@ -50,7 +50,8 @@ class LinearKernel : public Kernel {
 public:
   LinearKernel(std::shared_ptr<Device> dev, const tfm_abi_kernel_desc_t &d)
       : dev(std::move(dev)), m(d.params[0]), k(d.params[1]), n(d.params[2]),
-        hasBias(d.params[3]), hasResidual(d.params[5]) {
+        hasBias(d.params[3]), hasResidual(d.params[5]),
+        constWeights(d.params[6]), bf16(d.dtype == TFM_DTYPE_BF16) {
     dnnl::post_ops ops;
     switch (d.params[4]) {
     case 1:
@@ -69,19 +70,30 @@ public:
       ops.append_binary(dnnl::algorithm::binary_add, rowMajor({m, n}));
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
+    auto &eng = this->dev->engine;
     // w is [N, K] row-major, i.e. the [K, N] operand with strides (1, K).
-    memory::desc w({k, n}, dt::f32, memory::dims{1, k});
-    auto desc = hasBias ? dnnl::matmul::desc(rowMajor({m, k}), w,
-                                             rowMajor({1, n}), rowMajor({m, n}))
-                        : dnnl::matmul::desc(rowMajor({m, k}), w,
-                                             rowMajor({m, n}));
-    pd = dnnl::matmul::primitive_desc(desc, attr, this->dev->engine);
+    memory::desc userW({k, n}, dt::f32, memory::dims{1, k});
+    // Constant weights are packed once into the layout oneDNN prefers (and
+    // to bf16 for --dtype=bf16); others are read as they are.
+    bool pack = constWeights || bf16;
+    dt compute = bf16 ? dt::bf16 : dt::f32;
+    memory::desc srcMd({m, k}, compute, tag::ab);
+    memory::desc wMd = pack ? memory::desc({k, n}, compute, tag::any) : userW;
+    auto desc = hasBias ? dnnl::matmul::desc(srcMd, wMd, rowMajor({1, n}),
+                                             rowMajor({m, n}))
+                        : dnnl::matmul::desc(srcMd, wMd, rowMajor({m, n}));
+    pd = dnnl::matmul::primitive_desc(desc, attr, eng);
     prim = dnnl::matmul(pd);
     // Memory objects are made once; a run only swaps their pointers.
-    auto &eng = this->dev->engine;
-    src = memory(rowMajor({m, k}), eng, DNNL_MEMORY_NONE);
-    weights = memory(w, eng, DNNL_MEMORY_NONE);
+    userSrc = memory(rowMajor({m, k}), eng, DNNL_MEMORY_NONE);
+    userWeights = memory(userW, eng, DNNL_MEMORY_NONE);
     dst = memory(rowMajor({m, n}), eng, DNNL_MEMORY_NONE);
+    src = bf16 ? memory(pd.src_desc(), eng) : userSrc;
+    weights = pack ? memory(pd.weights_desc(), eng) : userWeights;
+    if (bf16)
+      srcReorder = dnnl::reorder(userSrc, src);
+    if (pack)
+      weightsReorder = dnnl::reorder(userWeights, weights);
     execArgs = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
                 {DNNL_ARG_DST, dst}};
     if (hasBias) {
@@ -96,8 +108,17 @@ public:
   }
 
   int32_t run(void *const *args) override {
-    src.set_data_handle(args[0]);
-    weights.set_data_handle(args[1]);
+    userSrc.set_data_handle(args[0]);
+    if (bf16)
+      srcReorder.execute(dev->stream, userSrc, src);
+    if (weights.get() == userWeights.get()) {
+      userWeights.set_data_handle(args[1]);
+    } else if (args[1] != packedFrom || !constWeights) {
+      // Packed at the first run, and again only if the weights move.
+      userWeights.set_data_handle(args[1]);
+      weightsReorder.execute(dev->stream, userWeights, weights);
+      packedFrom = args[1];
+    }
     dst.set_data_handle(args[4]);
     if (hasBias)
       bias.set_data_handle(args[2]);
@@ -111,8 +132,10 @@ public:
 private:
   std::shared_ptr<Device> dev;
   int64_t m, k, n;
-  bool hasBias, hasResidual;
-  memory src, weights, dst, bias, residual;
+  bool hasBias, hasResidual, constWeights, bf16;
+  memory userSrc, src, userWeights, weights, dst, bias, residual;
+  dnnl::reorder srcReorder, weightsReorder;
+  void *packedFrom = nullptr;
   std::unordered_map<int, memory> execArgs;
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
@@ -328,8 +351,9 @@ std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
                               const tfm_abi_kernel_desc_t &d,
                               std::string &error) {
-  if (d.dtype != TFM_DTYPE_F32) {
-    error = "kernels compute in f32 only so far";
+  if (d.dtype != TFM_DTYPE_F32 &&
+      !(d.dtype == TFM_DTYPE_BF16 && d.kind == TFM_KERNEL_LINEAR)) {
+    error = "kernels compute in f32 (and LINEAR in bf16) only";
     return nullptr;
   }
   // The leading params of each kind are sizes; the rest are flags.

@@ -24,6 +24,10 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
                        llvm::cl::init(false)};
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run the fusion passes"),
                     llvm::cl::init(true)};
+  Option<bool> bf16{*this, "bf16",
+                    llvm::cl::desc("Linear layers multiply in bf16 with f32 "
+                                   "accumulation"),
+                    llvm::cl::init(false)};
 };
 
 /// Fusion, memory planning and tfm-lower-to-cpu: the program on buffers,

@@ -19,6 +19,10 @@ def LowerToCPUPass : Pass<"tfm-lower-to-cpu", "::mlir::ModuleOp"> {
     `tfm.weights_bytes`, which the artifact emitter turns into the metadata
     table and the weights blob.
   }];
+  let options = [
+    Option<"bf16", "bf16", "bool", /*default=*/"false",
+           "Multiply in the LINEAR kernels in bf16 with f32 accumulation">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
