@@ -1,10 +1,11 @@
 // RUN: tfm-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tfm-plan-memory),tfm-lower-to-cpu)' | FileCheck %s
 
 // A linear with bias and GELU is one LINEAR kernel (kind 1) with
-// M = 2·3, K = 8, N = 4, has_bias, activation 2; the result is returned, so
+// M = 2·3, K = 8, N = 4, has_bias, activation 2, no residual, and constant
+// weights (which the kernel packs once); the result is returned, so
 // the kernel writes straight into the caller's output buffer.
 // CHECK: tfm.entries = [{arena_bytes = 0 : i64, inputs = [{name = "x", type = tensor<2x3x8xf32>}], name = "infer", outputs = [{name = "y", type = tensor<2x3x4xf32>}], symbol = "__tfm_entry_infer"}]
-// CHECK-SAME: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 1 : i32, params = array<i64: 6, 8, 4, 1, 2, 0, 0, 0>}]
+// CHECK-SAME: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 1 : i32, params = array<i64: 6, 8, 4, 1, 2, 0, 1, 0>}]
 // CHECK-SAME: tfm.weight_offsets = array<i64: 0, 128>
 // CHECK-SAME: tfm.weights_bytes = 192
 // CHECK: llvm.func @__tfm_run_kernel(!llvm.ptr, i32, !llvm.ptr) -> i32
