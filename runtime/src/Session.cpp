@@ -93,6 +93,7 @@ const char *kernelName(int32_t kind) {
   case TFM_KERNEL_BATCH_MATMUL: return "batch_matmul";
   case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
   case TFM_KERNEL_LAYER_NORM: return "layer_norm";
+  case TFM_KERNEL_REORDER: return "reorder";
   default: return "?";
   }
 }

@@ -80,14 +80,19 @@ func.func @infer(%x: tensor<2x3x8xf32>, %r: tensor<2x3x8xf32>, %g: tensor<8xf32>
 
 // -----
 
-// Glue: a transpose reads its input through the permuted map, and a
-// constant returned as is is copied out of the weights.
+// Data movement: an f32 transpose is a REORDER kernel (kind 5) from the
+// input's strides, permuted, to the dense result; an i64 transpose is a
+// linalg.generic reading through the permuted map; a constant returned as
+// is is copied out of the weights.
 // CHECK: #[[PERM:.+]] = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+// CHECK: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 5 : i32, params = array<i64: 3, 3, 2, 4, 0, 0, 0, 0>, strides = array<i64: 4, 12, 1, 0, 0, 0, 8, 4, 1, 0, 0, 0>}]
 // CHECK: func.func @__tfm_entry_infer
+// CHECK: llvm.call @__tfm_run_kernel
 // CHECK: linalg.generic {indexing_maps = [#[[PERM]], #{{.+}}]
 // CHECK: linalg.generic
-func.func @infer(%x: tensor<2x3x4xf32>) -> (tensor<3x2x4xf32>, tensor<2xf32>) {
+func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<2x3x4xi64>) -> (tensor<3x2x4xf32>, tensor<3x2x4xi64>, tensor<2xf32>) {
   %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
   %t = tfm.transpose %x permutation = [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
-  return %t, %c : tensor<3x2x4xf32>, tensor<2xf32>
+  %u = tfm.transpose %i permutation = [1, 0, 2] : tensor<2x3x4xi64> -> tensor<3x2x4xi64>
+  return %t, %u, %c : tensor<3x2x4xf32>, tensor<3x2x4xi64>, tensor<2xf32>
 }

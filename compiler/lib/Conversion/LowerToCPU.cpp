@@ -59,7 +59,8 @@ enum KernelKind : int32_t {
   kLinear = 1,
   kBatchMatmul = 2,
   kMaskedSoftmax = 3,
-  kLayerNorm = 4
+  kLayerNorm = 4,
+  kReorder = 5
 };
 constexpr int32_t kDtypeF32 = 1;
 constexpr int32_t kDtypeBF16 = 3;
@@ -242,6 +243,9 @@ private:
   void elementwise(ValueRange inputs, Value output, BodyFn body);
   void fill(Value output, Attribute value);
   void copy(Value from, Value to);
+  /// Copies between two layouts of one f32 tensor with oneDNN's reorder
+  /// (parallel and vectorized), else with a linalg copy.
+  void copyView(const StridedView &from, const StridedView &to, Type elem);
   AffineMap broadcastMap(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
   Value constantScalar(OpBuilder &ob, Location l, Type type, double value);
 
@@ -493,6 +497,22 @@ void EntryLowering::fill(Value output, Attribute value) {
           its, [&](OpBuilder &ob, Location l, ValueRange) -> Value {
             return ob.create<arith::ConstantOp>(l, cast<TypedAttr>(value));
           });
+}
+
+void EntryLowering::copyView(const StridedView &from, const StridedView &to,
+                             Type elem) {
+  if (elem.isF32() && from.shape.size() <= 6 && product(from.shape) > 0) {
+    SmallVector<int64_t> params{static_cast<int64_t>(from.shape.size())};
+    llvm::append_range(params, from.shape);
+    SmallVector<int64_t> strides(from.strides);
+    strides.resize(6, 0);
+    llvm::append_range(strides, to.strides);
+    callKernel(kReorder, params, {},
+               {KernelArg(from.base, from.offset), KernelArg(to.base, to.offset)},
+               strides);
+    return;
+  }
+  copy(materialize(from, elem), materialize(to, elem));
 }
 
 void EntryLowering::copy(Value from, Value to) {
@@ -1427,6 +1447,18 @@ LogicalResult EntryLowering::lower(Operation *op) {
         }
         Value out = destination(t.getResult());
         int64_t rank = t.getType().getRank();
+        if (t.getType().getElementType().isF32()) {
+          StridedView in = viewOf(t.getInput());
+          StridedView from{in.base, in.offset, {}, {}};
+          for (int64_t p : t.getPermutation()) {
+            from.shape.push_back(in.shape[p]);
+            from.strides.push_back(in.strides[p]);
+          }
+          auto shape = t.getType().getShape();
+          copyView(from, {out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)},
+                   t.getType().getElementType());
+          return success();
+        }
         // result[i] = input[j] where i[k] = j[perm[k]]: read input at the
         // inverse permutation of the loop indices.
         SmallVector<AffineExpr> exprs(rank);
@@ -1442,14 +1474,23 @@ LogicalResult EntryLowering::lower(Operation *op) {
         Value result = r.getResult();
         if (auto v = views.find(r.getInput()); v != views.end()) {
           auto shape = r.getType().getShape();
-          if (auto st = reshapeStrides(v->second, shape)) {
+          std::optional<SmallVector<int64_t>> st;
+          if (reshapeKeepsView(r))
+            st = reshapeStrides(v->second, shape);
+          if (st) {
             views[result] = {v->second.base, v->second.offset,
                              SmallVector<int64_t>(shape), *st};
           } else {
-            // Not expressible as a view: a dense copy.
-            Value dense = temporary(memrefOf(r.getInput().getType()));
-            copy(bufferOf(r.getInput()), dense);
-            buffers[result] = reshape(dense, memrefOf(r.getType()));
+            // Not expressible as a view: a copy into the reshape's own
+            // buffer, which the plan gave it for that reason.
+            Value dst = outputOf.count(result) ? outputOf[result]
+                                               : destination(result);
+            copyView(v->second, {reshape(dst, memrefOf(r.getInput().getType())),
+                                 0, v->second.shape,
+                                 rowMajorStrides(v->second.shape)},
+                     r.getInput().getType().getElementType());
+            buffers[result] = dst;
+            return success();
           }
           if (auto it = outputOf.find(result); it != outputOf.end()) {
             copy(bufferOf(result), it->second);

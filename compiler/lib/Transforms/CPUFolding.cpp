@@ -39,3 +39,30 @@ bool mlir::tfm::isPackedQKV(QKVProjectionOp op) {
   return in.getElementType().isF32() && in.getNumElements() > 0 &&
          op.getWeight().getType().getNumElements() > 0;
 }
+
+bool mlir::tfm::reshapeKeepsView(ReshapeOp op) {
+  Value in = op.getInput();
+  while (auto r = in.getDefiningOp<ReshapeOp>())
+    in = r.getInput();
+  auto qkv = in.getDefiningOp<QKVProjectionOp>();
+  if (!qkv || !isPackedQKV(qkv))
+    return true;
+  int64_t columns = cast<RankedTensorType>(in.getType()).getShape().back();
+  // Walk back along the chain: each reshape must end in dimensions whose
+  // product is exactly the window's width.
+  for (Value v = op.getResult(); v != in;) {
+    auto r = v.getDefiningOp<ReshapeOp>();
+    auto shape = r.getType().getShape();
+    int64_t trailing = 1;
+    bool boundary = columns == 1;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1;
+         d >= 0 && trailing < columns; --d) {
+      trailing *= shape[d];
+      boundary = trailing == columns;
+    }
+    if (!boundary)
+      return false;
+    v = r.getInput();
+  }
+  return true;
+}

@@ -138,7 +138,7 @@ struct PlanMemoryPass
         continue;
       Value r = op.getResult(0);
       if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-        if (inArena(reshape.getInput()))
+        if (inArena(reshape.getInput()) && reshapeKeepsView(reshape))
           parent[find(id[r])] = find(id[reshape.getInput()]);
         continue;
       }

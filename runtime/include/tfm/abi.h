@@ -47,7 +47,8 @@ typedef struct tfm_abi_tensor_desc_t {
 } tfm_abi_tensor_desc_t;
 
 /* Kernels the runtime provides, backed by oneDNN primitives that a session
- * creates once from these descriptors. All tensors are f32, dense row-major unless strides say otherwise.
+ * creates once from these descriptors. All tensors are f32, dense
+ * row-major unless strides say otherwise.
  *
  *  LINEAR         y[M,N] = act(x[M,K] · w[N,K]ᵀ + b[N]) (+ r[M,N])
  *                 params: M, K, N, has_bias, activation (0 none, 1 relu,
@@ -72,12 +73,18 @@ typedef struct tfm_abi_tensor_desc_t {
  *  LAYER_NORM     s = x + r (when has_residual); y[M,N] = LN(s)·g + b over N
  *                 params: M, N, has_residual, has_bias, writes_sum
  *                 fparams: epsilon
- *                 args:   x, r (or NULL), g, b (or NULL), y, sum (or NULL) */
+ *                 args:   x, r (or NULL), g, b (or NULL), y, sum (or NULL)
+ *  REORDER        y = x, the same tensor of rank R <= 6 in another layout
+ *                 (a transpose, or a window of a packed buffer made dense)
+ *                 params:  R, dims[R]
+ *                 strides: x (6 slots), y (6 slots), in elements
+ *                 args:    x, y */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
   TFM_KERNEL_MASKED_SOFTMAX = 3,
   TFM_KERNEL_LAYER_NORM = 4,
+  TFM_KERNEL_REORDER = 5, /* since version 2 */
 } tfm_kernel_kind_t;
 
 typedef struct tfm_abi_kernel_desc_t {

@@ -11,6 +11,7 @@
 #include <dnnl.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -246,6 +247,34 @@ private:
   dnnl::matmul prim;
 };
 
+class ReorderKernel : public Kernel {
+public:
+  ReorderKernel(std::shared_ptr<Device> dev, const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)) {
+    int64_t rank = d.params[0];
+    memory::dims dims(d.params + 1, d.params + 1 + rank);
+    memory::desc from(dims, dt::f32, memory::dims(d.strides, d.strides + rank));
+    memory::desc to(dims, dt::f32,
+                    memory::dims(d.strides + 6, d.strides + 6 + rank));
+    auto &eng = this->dev->engine;
+    x = memory(from, eng, DNNL_MEMORY_NONE);
+    y = memory(to, eng, DNNL_MEMORY_NONE);
+    prim = dnnl::reorder(x, y);
+  }
+  int32_t run(void *const *args) override {
+    x.set_data_handle(args[0]);
+    y.set_data_handle(args[1]);
+    prim.execute(dev->stream, x, y);
+    dev->stream.wait();
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Device> dev;
+  memory x, y;
+  dnnl::reorder prim;
+};
+
 class MaskedSoftmaxKernel : public Kernel {
 public:
   MaskedSoftmaxKernel(std::shared_ptr<Device> dev,
@@ -359,7 +388,13 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
   // The leading params of each kind are sizes; the rest are flags.
   int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? 5
               : d.kind == TFM_KERNEL_LAYER_NORM ? 2
-                                                : 3;
+              : d.kind == TFM_KERNEL_REORDER
+                  ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, 6)) + 1
+                  : 3;
+  if (d.kind == TFM_KERNEL_REORDER && (d.params[0] < 1 || d.params[0] > 6)) {
+    error = "a reorder has rank 1 to 6";
+    return nullptr;
+  }
   for (int i = 0; i < sizes; ++i)
     if (d.params[i] <= 0) {
       error = "kernel sizes must be positive";
@@ -375,6 +410,8 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
       return std::make_unique<MaskedSoftmaxKernel>(device, d);
     case TFM_KERNEL_LAYER_NORM:
       return std::make_unique<LayerNormKernel>(device, d);
+    case TFM_KERNEL_REORDER:
+      return std::make_unique<ReorderKernel>(device, d);
     default:
       error = "unknown kernel kind " + std::to_string(d.kind);
       return nullptr;

@@ -115,6 +115,26 @@ TEST(Kernel, BatchMatmulStridedOperands) {
   expectClose(c, want.at(0));
 }
 
+// A transpose [B, S, H, D] -> [B, H, S, D] as a reorder between layouts.
+TEST(Kernel, ReorderTransposes) {
+  const int64_t B = 2, S = 3, H = 4, D = 5;
+  auto x = randomFloats(B * S * H * D, 9);
+  auto k = make({TFM_KERNEL_REORDER, 0, {4, B, H, S, D}, {},
+                 {S * H * D, D, H * D, 1, 0, 0,   // x read as [b, h, s, d]
+                  H * S * D, S * D, D, 1, 0, 0}}); // y dense
+  std::vector<float> y(x.size());
+  void *args[] = {x.data(), y.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%x: tensor<2x3x4x5xf32>) -> tensor<2x4x3x5xf32> {
+      %t = tfm.transpose %x permutation = [0, 2, 1, 3] : tensor<2x3x4x5xf32> -> tensor<2x4x3x5xf32>
+      return %t : tensor<2x4x3x5xf32>
+    })mlir",
+                     {asTensor(x, {B, S, H, D})});
+  expectClose(y, want.at(0));
+}
+
 TEST(Kernel, MaskedSoftmaxPaddingMaskAndCausal) {
   // Scores [2 batches, 3 heads, 4, 4]; mask [2, 1, 1, 4] broadcast over
   // heads and rows: group g = b·3 + h reads mask row g / 3.

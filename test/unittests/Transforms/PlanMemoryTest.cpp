@@ -34,7 +34,8 @@ struct Planned {
 /// The value whose storage `v` is in the CPU lowering.
 Value storageRoot(Value v) {
   while (true) {
-    if (auto r = v.getDefiningOp<tfm::ReshapeOp>()) {
+    if (auto r = v.getDefiningOp<tfm::ReshapeOp>();
+        r && tfm::reshapeKeepsView(r)) {
       v = r.getInput();
       continue;
     }

@@ -33,6 +33,12 @@ bool foldsIntoMatmulResult(TransposeOp op);
 /// [rows, Σsizes]; its results are column windows of that buffer.
 bool isPackedQKV(QKVProjectionOp op);
 
+/// Whether a reshape can read its input in place. Every reshape of a dense
+/// buffer can; a reshape of a packed QKV part (a column window of the packed
+/// buffer) can only keep the window's columns together as its trailing
+/// dimensions.
+bool reshapeKeepsView(ReshapeOp op);
+
 } // namespace mlir::tfm
 
 #endif // TFM_TRANSFORMS_CPUFOLDING_H
