@@ -53,6 +53,80 @@ public:
       : dev(std::move(dev)), m(d.params[0]), k(d.params[1]), n(d.params[2]),
         hasBias(d.params[3]), hasResidual(d.params[5]),
         constWeights(d.params[6]), bf16(d.dtype == TFM_DTYPE_BF16) {
+    auto &eng = this->dev->engine;
+    userSrc = memory(rowMajor({m, k}), eng, DNNL_MEMORY_NONE);
+    dt compute = bf16 ? dt::bf16 : dt::f32;
+    memory::desc srcMd({m, k}, compute, tag::ab);
+    if (bf16) {
+      src = memory(srcMd, eng);
+      srcReorder = dnnl::reorder(userSrc, src);
+    } else {
+      src = userSrc;
+    }
+    // oneDNN runs a GEMM with few rows on one thread however many it has;
+    // such a GEMM is split by columns, one part per thread, each part
+    // running single-threaded inside the parallel region.
+    int threads = omp_get_max_threads();
+    int parts = (m <= 64 && threads > 1 && n >= 64 * threads) ? threads : 1;
+    int64_t step = (n + parts - 1) / parts;
+    step = (step + 15) / 16 * 16;
+    for (int64_t n0 = 0; n0 < n; n0 += step)
+      this->parts.push_back(makePart(d, n0, std::min(step, n - n0), srcMd));
+  }
+
+  int32_t run(void *const *args) override {
+    userSrc.set_data_handle(args[0]);
+    if (bf16)
+      srcReorder.execute(dev->stream, userSrc, src);
+    auto *w = static_cast<float *>(args[1]);
+    auto *b = static_cast<float *>(args[2]);
+    auto *r = static_cast<float *>(args[3]);
+    auto *y = static_cast<float *>(args[4]);
+    for (Part &p : parts) {
+      if (p.weights.get() == p.userWeights.get()) {
+        p.userWeights.set_data_handle(w + p.n0 * k);
+      } else if (w != packedFrom || !constWeights) {
+        // Packed at the first run, and again only if the weights move.
+        p.userWeights.set_data_handle(w + p.n0 * k);
+        p.weightsReorder.execute(dev->stream, p.userWeights, p.weights);
+      }
+      p.dst.set_data_handle(y + p.n0);
+      if (hasBias)
+        p.bias.set_data_handle(b + p.n0);
+      if (hasResidual)
+        p.residual.set_data_handle(r + p.n0);
+    }
+    packedFrom = w;
+    if (parts.size() == 1) {
+      parts[0].prim.execute(dev->stream, parts[0].args);
+      dev->stream.wait();
+      return 0;
+    }
+#pragma omp parallel for num_threads(parts.size()) schedule(static, 1)
+    for (size_t i = 0; i < parts.size(); ++i) {
+      parts[i].prim.execute(parts[i].stream, parts[i].args);
+      parts[i].stream.wait();
+    }
+    return 0;
+  }
+
+private:
+  /// The columns [n0, n0 + nn) of the output.
+  struct Part {
+    int64_t n0;
+    dnnl::matmul prim;
+    memory userWeights, weights, dst, bias, residual;
+    dnnl::reorder weightsReorder;
+    dnnl::stream stream;
+    std::unordered_map<int, memory> args;
+  };
+
+  Part makePart(const tfm_abi_kernel_desc_t &d, int64_t n0, int64_t nn,
+                const memory::desc &srcMd) {
+    auto &eng = dev->engine;
+    // Rows of the output and residual are n apart; the part's window of
+    // them is a strided 2-D operand.
+    memory::desc outMd({m, nn}, dt::f32, memory::dims{n, 1});
     dnnl::post_ops ops;
     switch (d.params[4]) {
     case 1:
@@ -68,78 +142,51 @@ public:
       break;
     }
     if (hasResidual)
-      ops.append_binary(dnnl::algorithm::binary_add, rowMajor({m, n}));
+      ops.append_binary(dnnl::algorithm::binary_add, outMd);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
-    auto &eng = this->dev->engine;
     // w is [N, K] row-major, i.e. the [K, N] operand with strides (1, K).
-    memory::desc userW({k, n}, dt::f32, memory::dims{1, k});
+    memory::desc userW({k, nn}, dt::f32, memory::dims{1, k});
     // Constant weights are packed once into the layout oneDNN prefers (and
     // to bf16 for --dtype=bf16); others are read as they are.
     bool pack = constWeights || bf16;
-    dt compute = bf16 ? dt::bf16 : dt::f32;
-    memory::desc srcMd({m, k}, compute, tag::ab);
-    memory::desc wMd = pack ? memory::desc({k, n}, compute, tag::any) : userW;
-    auto desc = hasBias ? dnnl::matmul::desc(srcMd, wMd, rowMajor({1, n}),
-                                             rowMajor({m, n}))
-                        : dnnl::matmul::desc(srcMd, wMd, rowMajor({m, n}));
-    pd = dnnl::matmul::primitive_desc(desc, attr, eng);
-    prim = dnnl::matmul(pd);
-    // Memory objects are made once; a run only swaps their pointers.
-    userSrc = memory(rowMajor({m, k}), eng, DNNL_MEMORY_NONE);
-    userWeights = memory(userW, eng, DNNL_MEMORY_NONE);
-    dst = memory(rowMajor({m, n}), eng, DNNL_MEMORY_NONE);
-    src = bf16 ? memory(pd.src_desc(), eng) : userSrc;
-    weights = pack ? memory(pd.weights_desc(), eng) : userWeights;
-    if (bf16)
-      srcReorder = dnnl::reorder(userSrc, src);
+    memory::desc wMd =
+        pack ? memory::desc({k, nn}, bf16 ? dt::bf16 : dt::f32, tag::any)
+             : userW;
+    auto desc = hasBias ? dnnl::matmul::desc(srcMd, wMd, rowMajor({1, nn}),
+                                             outMd)
+                        : dnnl::matmul::desc(srcMd, wMd, outMd);
+    dnnl::matmul::primitive_desc pd(desc, attr, eng);
+    Part p;
+    p.n0 = n0;
+    p.prim = dnnl::matmul(pd);
+    p.userWeights = memory(userW, eng, DNNL_MEMORY_NONE);
+    p.weights = pack ? memory(pd.weights_desc(), eng) : p.userWeights;
     if (pack)
-      weightsReorder = dnnl::reorder(userWeights, weights);
-    execArgs = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
-                {DNNL_ARG_DST, dst}};
+      p.weightsReorder = dnnl::reorder(p.userWeights, p.weights);
+    p.dst = memory(outMd, eng, DNNL_MEMORY_NONE);
+    p.stream = dnnl::stream(eng);
+    p.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights},
+              {DNNL_ARG_DST, p.dst}};
     if (hasBias) {
-      bias = memory(rowMajor({1, n}), eng, DNNL_MEMORY_NONE);
-      execArgs[DNNL_ARG_BIAS] = bias;
+      p.bias = memory(rowMajor({1, nn}), eng, DNNL_MEMORY_NONE);
+      p.args[DNNL_ARG_BIAS] = p.bias;
     }
     if (hasResidual) {
-      residual = memory(rowMajor({m, n}), eng, DNNL_MEMORY_NONE);
+      p.residual = memory(outMd, eng, DNNL_MEMORY_NONE);
       int idx = pd.get_primitive_attr().get_post_ops().len() - 1;
-      execArgs[DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1] = residual;
+      p.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1] = p.residual;
     }
+    return p;
   }
 
-  int32_t run(void *const *args) override {
-    userSrc.set_data_handle(args[0]);
-    if (bf16)
-      srcReorder.execute(dev->stream, userSrc, src);
-    if (weights.get() == userWeights.get()) {
-      userWeights.set_data_handle(args[1]);
-    } else if (args[1] != packedFrom || !constWeights) {
-      // Packed at the first run, and again only if the weights move.
-      userWeights.set_data_handle(args[1]);
-      weightsReorder.execute(dev->stream, userWeights, weights);
-      packedFrom = args[1];
-    }
-    dst.set_data_handle(args[4]);
-    if (hasBias)
-      bias.set_data_handle(args[2]);
-    if (hasResidual)
-      residual.set_data_handle(args[3]);
-    prim.execute(dev->stream, execArgs);
-    dev->stream.wait();
-    return 0;
-  }
-
-private:
   std::shared_ptr<Device> dev;
   int64_t m, k, n;
   bool hasBias, hasResidual, constWeights, bf16;
-  memory userSrc, src, userWeights, weights, dst, bias, residual;
-  dnnl::reorder srcReorder, weightsReorder;
+  memory userSrc, src;
+  dnnl::reorder srcReorder;
   void *packedFrom = nullptr;
-  std::unordered_map<int, memory> execArgs;
-  dnnl::matmul::primitive_desc pd;
-  dnnl::matmul prim;
+  std::vector<Part> parts;
 };
 
 /// One operand of a batched matmul as the model lays it out: [B1, B2, R, C]

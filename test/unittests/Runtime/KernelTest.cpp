@@ -70,6 +70,44 @@ TEST(Kernel, LinearWithBiasGeluAndResidual) {
   }
 }
 
+// Few rows and many columns: the kernel splits the columns over the
+// threads (with 2 threads, N = 300 makes two parts of 160 and 140), with
+// constant weights packed once and in bf16.
+TEST(Kernel, LinearSplitByColumnsPackedAndBf16) {
+  const int64_t M = 4, K = 32, N = 300;
+  auto x = randomFloats(M * K, 11), w = randomFloats(N * K, 12),
+       b = randomFloats(N, 13), r = randomFloats(M * N, 14);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%x: tensor<4x32xf32>, %w: tensor<300x32xf32>, %b: tensor<300xf32>, %r: tensor<4x300xf32>) -> tensor<4x300xf32> {
+      %0 = tfm.linear %x, %w, %b activation = gelu : (tensor<4x32xf32>, tensor<300x32xf32>, tensor<300xf32>) -> tensor<4x300xf32>
+      %1 = tfm.add %0, %r : (tensor<4x300xf32>, tensor<4x300xf32>) -> tensor<4x300xf32>
+      return %1 : tensor<4x300xf32>
+    })mlir",
+                     {asTensor(x, {M, K}), asTensor(w, {N, K}), asTensor(b, {N}),
+                      asTensor(r, {M, N})});
+  for (int32_t dtype : {TFM_DTYPE_F32, TFM_DTYPE_BF16}) {
+    tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, 0, {M, K, N, 1, 2, 1, 1}, {}};
+    std::string error;
+    d.dtype = dtype;
+    auto k = cpu::makeKernel(cpu::makeDevice(), d, error);
+    ASSERT_TRUE(k) << error;
+    // Twice: the second run reuses the packed weights.
+    for (int run = 0; run < 2; ++run) {
+      std::vector<float> y(M * N);
+      void *args[] = {x.data(), w.data(), b.data(), r.data(), y.data()};
+      ASSERT_EQ(k->run(args), 0);
+      if (dtype == TFM_DTYPE_F32) {
+        expectClose(y, want.at(0));
+      } else {
+        // bf16 operands: 8 bits of mantissa over K = 32 products.
+        for (size_t i = 0; i < y.size(); ++i)
+          EXPECT_NEAR(y[i], want.at(0).data[i], 0.05) << "at " << i;
+      }
+    }
+  }
+}
+
 TEST(Kernel, BatchMatmulTransposed) {
   const int64_t B = 3, M = 4, K = 8, N = 5;
   auto a = randomFloats(B * M * K, 5), bt = randomFloats(B * N * K, 6);
