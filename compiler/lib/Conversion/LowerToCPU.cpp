@@ -587,7 +587,7 @@ LogicalResult EntryLowering::lowerBinary(Operation *op) {
                     })
                     .Case([&](CompareOp c) -> Value {
                       if (isFloat) {
-                        arith::CmpFPredicate p;
+                        arith::CmpFPredicate p = arith::CmpFPredicate::OEQ;
                         switch (c.getPredicate()) {
                         case ComparePredicate::eq: p = arith::CmpFPredicate::OEQ; break;
                         case ComparePredicate::ne: p = arith::CmpFPredicate::UNE; break;
@@ -601,7 +601,7 @@ LogicalResult EntryLowering::lowerBinary(Operation *op) {
                       // i1 compares as unsigned, the way the interpreter
                       // reads booleans as 0 and 1.
                       bool u = elem.isInteger(1);
-                      arith::CmpIPredicate p;
+                      arith::CmpIPredicate p = arith::CmpIPredicate::eq;
                       switch (c.getPredicate()) {
                       case ComparePredicate::eq: p = arith::CmpIPredicate::eq; break;
                       case ComparePredicate::ne: p = arith::CmpIPredicate::ne; break;
