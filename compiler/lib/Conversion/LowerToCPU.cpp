@@ -276,6 +276,7 @@ private:
   LogicalResult lowerSplit(SplitOp op);
   LogicalResult lowerPositionalEncoding(PositionalEncodingOp op);
   LogicalResult lowerAttention(AttentionOp op);
+  LogicalResult lowerCrossEntropy(CrossEntropyOp op);
 
   func::FuncOp fn;
   MLIRContext *ctx;
@@ -1134,6 +1135,99 @@ LogicalResult EntryLowering::lowerAttention(AttentionOp op) {
   return success();
 }
 
+/// Mean cross-entropy over the last axis: per row the log-sum-exp, the sum
+/// of the logits and the label's logit give the smoothed loss; the loss of
+/// the rows whose label is not ignored is summed and counted in f64. A label
+/// outside [0, K) reads a clamped column (the reference interpreter reports
+/// it; compiled code cannot stop).
+LogicalResult EntryLowering::lowerCrossEntropy(CrossEntropyOp op) {
+  auto lt = op.getLogits().getType();
+  Type elem = lt.getElementType();
+  int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
+  if (k == 0)
+    return op.emitError("the CPU backend needs at least one class");
+  Value x = reshape(denseOf(op.getLogits()), MemRefType::get({rows, k}, elem));
+  Type labelType = op.getLabels().getType().getElementType();
+  Value labels = reshape(denseOf(op.getLabels()), MemRefType::get({rows}, labelType));
+  Value out = destination(op.getResult());
+  auto rowType = MemRefType::get({rows}, elem);
+  Value mx = temporary(rowType), se = temporary(rowType), sx = temporary(rowType);
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  AffineMap rk = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap r = AffineMap::get(2, 0, {d(0)}, ctx);
+  SmallVector<utils::IteratorType> red = {utils::IteratorType::parallel,
+                                          utils::IteratorType::reduction};
+  fill(mx, b.getFloatAttr(elem, -INFINITY));
+  generic({x}, {rk}, mx, r, red,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::MaximumFOp>(l, a[0], a[1]);
+          });
+  fill(se, b.getFloatAttr(elem, 0.0));
+  generic({x, mx}, {rk, r}, se, r, red,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            Value e = ob.create<math::ExpOp>(
+                l, ob.create<arith::SubFOp>(l, a[0], a[1]));
+            return ob.create<arith::AddFOp>(l, a[2], e);
+          });
+  fill(sx, b.getFloatAttr(elem, 0.0));
+  generic({x}, {rk}, sx, r, red,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::AddFOp>(l, a[0], a[1]);
+          });
+  // Sum and count over the rows, in f64.
+  Type f64 = b.getF64Type();
+  Value total = temporary(MemRefType::get({}, f64));
+  Value count = temporary(MemRefType::get({}, f64));
+  fill(total, b.getF64FloatAttr(0));
+  fill(count, b.getF64FloatAttr(0));
+  double eps = op.getLabelSmoothing().convertToDouble();
+  auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
+  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
+  AffineMap scalar = AffineMap::get(1, 0, {}, ctx);
+  b.create<linalg::GenericOp>(
+      loc, TypeRange{}, ValueRange{mx, se, sx, labels},
+      ValueRange{total, count},
+      ArrayRef<AffineMap>{id1, id1, id1, id1, scalar, scalar},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
+      [&](OpBuilder &ob, Location l, ValueRange a) {
+        auto c = [&](double v) { return constantScalar(ob, l, f64, v); };
+        auto wide = [&](Value v) -> Value {
+          return v.getType().isF64() ? v : ob.create<arith::ExtFOp>(l, f64, v);
+        };
+        Value lse = ob.create<arith::AddFOp>(l, wide(a[0]),
+                                             ob.create<math::LogOp>(l, wide(a[1])));
+        Value label = a[3];
+        Value valid = ob.create<arith::CmpIOp>(
+            l, arith::CmpIPredicate::ne, label,
+            ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
+        Value idx = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), label);
+        idx = ob.create<arith::MaxSIOp>(l, idx, ob.create<arith::ConstantIndexOp>(l, 0));
+        idx = ob.create<arith::MinSIOp>(l, idx,
+                                        ob.create<arith::ConstantIndexOp>(l, k - 1));
+        Value row = ob.create<linalg::IndexOp>(l, 0);
+        Value xl = wide(ob.create<memref::LoadOp>(l, x, ValueRange{row, idx}));
+        Value picked = ob.create<arith::SubFOp>(l, xl, lse);
+        Value sumLogp = ob.create<arith::SubFOp>(
+            l, wide(a[2]), ob.create<arith::MulFOp>(l, c(double(k)), lse));
+        Value loss = ob.create<arith::SubFOp>(
+            l, ob.create<arith::MulFOp>(l, c(-(1 - eps)), picked),
+            ob.create<arith::MulFOp>(l, c(eps / double(k)), sumLogp));
+        Value t = ob.create<arith::AddFOp>(
+            l, a[4], ob.create<arith::SelectOp>(l, valid, loss, c(0)));
+        Value n = ob.create<arith::AddFOp>(
+            l, a[5], ob.create<arith::SelectOp>(l, valid, c(1), c(0)));
+        ob.create<linalg::YieldOp>(l, ValueRange{t, n});
+      });
+  // Like PyTorch, every label ignored gives NaN (0 / 0).
+  generic({total, count}, {AffineMap::get(0, 0, {}, ctx), AffineMap::get(0, 0, {}, ctx)},
+          out, AffineMap::get(0, 0, {}, ctx), {},
+          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            Value mean = ob.create<arith::DivFOp>(l, a[0], a[1]);
+            return elem.isF64() ? mean : ob.create<arith::TruncFOp>(l, elem, mean).getResult();
+          });
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
@@ -1421,6 +1515,7 @@ LogicalResult EntryLowering::lower(Operation *op) {
                               n.getSum(), n);
       })
       .Case([&](AttentionOp a) { return lowerAttention(a); })
+      .Case([&](CrossEntropyOp c) { return lowerCrossEntropy(c); })
       .Case([&](EmbeddingOp e) {
         return lowerGatherLike(e.getTable(), e.getIndices(), 0, e.getResult());
       })
