@@ -50,7 +50,6 @@ using namespace mlir::tfm;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
 constexpr const char *kRunKernel = "__tfm_run_kernel";
 constexpr unsigned kMaxKernelArgs = 8;
 
@@ -68,11 +67,6 @@ constexpr int32_t kDtypeBF16 = 3;
 int64_t product(ArrayRef<int64_t> dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1},
                          std::multiplies<int64_t>());
-}
-
-int64_t bytesOf(ShapedType t) {
-  int64_t bits = t.getElementTypeBitWidth();
-  return t.getNumElements() * (bits == 1 ? 1 : bits / 8);
 }
 
 MemRefType memrefOf(Type t) {
@@ -96,8 +90,7 @@ struct WeightsLayout {
     if (fresh) {
       values.push_back(value);
       offsets.push_back(bytes);
-      bytes += (bytesOf(cast<ShapedType>(value.getType())) + kAlignment - 1) /
-               kAlignment * kAlignment;
+      bytes += alignBuffer(bufferBytes(cast<ShapedType>(value.getType())));
     }
     return it->second;
   }
@@ -243,6 +236,10 @@ private:
   void elementwise(ValueRange inputs, Value output, BodyFn body);
   void fill(Value output, Attribute value);
   void copy(Value from, Value to);
+  /// The window of `buffer` along `axis` that starts at `at` and has the
+  /// shape of `part`.
+  Value axisWindow(Value buffer, int64_t axis, int64_t at,
+                   RankedTensorType part);
   /// Copies between two layouts of one f32 tensor with oneDNN's reorder
   /// (parallel and vectorized), else with a linalg copy.
   void copyView(const StridedView &from, const StridedView &to, Type elem);
@@ -255,12 +252,10 @@ private:
   LogicalResult lowerCast(CastOp op);
   LogicalResult lowerUnaryFloat(Operation *op);
   LogicalResult lowerLinear(Value input, Value weight, Value bias,
-                            int64_t rowOffset, Activation act, Value result,
-                            Operation *op);
+                            int64_t rowOffset, Activation act, Value result);
   LogicalResult lowerMatmul(MatmulOp op);
   LogicalResult lowerPackedQKV(QKVProjectionOp op);
-  LogicalResult genericMatmul(Value lhs, Value rhs, bool tl, bool tr,
-                              Value out);
+  void genericMatmul(Value lhs, Value rhs, bool tl, bool tr, Value out);
   LogicalResult lowerSoftmax(Value x, Value maskBuf, MaskKind kind,
                              double scale, bool causal, Value out,
                              Operation *op);
@@ -358,7 +353,7 @@ Value EntryLowering::denseOf(Value tensor) {
 }
 
 Value EntryLowering::temporary(MemRefType type) {
-  Value t = b.create<memref::AllocOp>(loc, type, b.getI64IntegerAttr(kAlignment));
+  Value t = b.create<memref::AllocOp>(loc, type, b.getI64IntegerAttr(kBufferAlignment));
   temporaries.push_back(t);
   return t;
 }
@@ -706,8 +701,8 @@ LogicalResult EntryLowering::lowerUnaryFloat(Operation *op) {
 /// out[..., m, n] = Σ_k lhs[..., m, k] · rhs[..., k, n], with transposes and
 /// broadcast batch dimensions: the portable path for what the kernels do
 /// not take (other element types, broadcast batches, empty shapes).
-LogicalResult EntryLowering::genericMatmul(Value lhs, Value rhs, bool tl,
-                                           bool tr, Value out) {
+void EntryLowering::genericMatmul(Value lhs, Value rhs, bool tl, bool tr,
+                                  Value out) {
   auto outShape = cast<MemRefType>(out.getType()).getShape();
   auto lShape = cast<MemRefType>(lhs.getType()).getShape();
   auto rShape = cast<MemRefType>(rhs.getType()).getShape();
@@ -742,7 +737,6 @@ LogicalResult EntryLowering::genericMatmul(Value lhs, Value rhs, bool tl,
             return ob.create<arith::AddFOp>(
                 l, a[2], ob.create<arith::MulFOp>(l, a[0], a[1]));
           });
-  return success();
 }
 
 /// result = act(input · weight[rows]ᵀ + bias[rows]), where `rows` are the
@@ -750,7 +744,7 @@ LogicalResult EntryLowering::genericMatmul(Value lhs, Value rhs, bool tl,
 /// projection).
 LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
                                          int64_t rowOffset, Activation act,
-                                         Value result, Operation *op) {
+                                         Value result) {
   auto inType = cast<RankedTensorType>(input.getType());
   auto outType = cast<RankedTensorType>(result.getType());
   int64_t k = inType.getShape().back(), n = outType.getShape().back();
@@ -773,23 +767,17 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
   auto wType = cast<MemRefType>(w.getType());
   if (rowOffset != 0 || wType.getDimSize(0) != n) {
     Value part = temporary(MemRefType::get({n, k}, elem));
-    auto sub = b.create<memref::SubViewOp>(
-        loc, w, ArrayRef<int64_t>{rowOffset, 0}, ArrayRef<int64_t>{n, k},
-        ArrayRef<int64_t>{1, 1});
-    copy(sub, part);
+    copy(axisWindow(w, 0, rowOffset, RankedTensorType::get({n, k}, elem)), part);
     w = part;
     if (bias) {
       Value bpart = temporary(MemRefType::get({n}, elem));
-      copy(b.create<memref::SubViewOp>(loc, bb, ArrayRef<int64_t>{rowOffset},
-                                       ArrayRef<int64_t>{n},
-                                       ArrayRef<int64_t>{1}),
-           bpart);
+      copy(axisWindow(bb, 0, rowOffset, RankedTensorType::get({n}, elem)), bpart);
       bb = bpart;
     }
   }
   Value x2 = reshape(x, MemRefType::get({m, k}, elem));
   Value out2 = reshape(out, MemRefType::get({m, n}, elem));
-  (void)genericMatmul(x2, w, false, true, out2);
+  genericMatmul(x2, w, false, true, out2);
   SmallVector<Value> ins{out2};
   if (bias)
     ins.push_back(bb);
@@ -820,7 +808,6 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
     }
     return y;
   });
-  (void)op;
   return success();
 }
 
@@ -900,8 +887,9 @@ LogicalResult EntryLowering::lowerMatmul(MatmulOp op) {
     batchMatmul(a, bv, c);
     return success();
   }
-  return genericMatmul(bufferOf(op.getLhs()), bufferOf(op.getRhs()),
-                       op.getTransposeLhs(), op.getTransposeRhs(), out);
+  genericMatmul(bufferOf(op.getLhs()), bufferOf(op.getRhs()),
+                op.getTransposeLhs(), op.getTransposeRhs(), out);
+  return success();
 }
 
 /// One GEMM into a packed [rows, Σsizes] buffer (the plan gave the first
@@ -913,7 +901,6 @@ LogicalResult EntryLowering::lowerPackedQKV(QKVProjectionOp op) {
   for (int64_t size : op.getSizes())
     total += size;
   auto packedType = RankedTensorType::get({rows, total}, b.getF32Type());
-  Value first = op.getResult(0);
   int64_t offset = -1;
   if (auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("tfm.arena_offsets"))
     offset = offsets[0];
@@ -941,7 +928,6 @@ LogicalResult EntryLowering::lowerPackedQKV(QKVProjectionOp op) {
     views[r] = {packed, column, SmallVector<int64_t>(shape), strides};
     column += size;
   }
-  (void)first;
   return success();
 }
 
@@ -1339,11 +1325,6 @@ LogicalResult EntryLowering::lowerSlice(SliceOp op) {
   Value in = bufferOf(op.getInput());
   Value out = destination(op.getResult());
   int64_t rank = op.getType().getRank();
-  SmallVector<AffineExpr> exprs;
-  for (int64_t d = 0; d < rank; ++d)
-    exprs.push_back(getAffineDimExpr(d, ctx) * op.getSteps()[d] +
-                    op.getStarts()[d]);
-  AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
   SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
   // The read position is computed in the body: linalg wants operand maps
   // it can invert to loop bounds, and a negative step is not one of them.
@@ -1361,49 +1342,45 @@ LogicalResult EntryLowering::lowerSlice(SliceOp op) {
             }
             return ob.create<memref::LoadOp>(l, in, src);
           });
-  (void)map;
   return success();
+}
+
+Value EntryLowering::axisWindow(Value buffer, int64_t axis, int64_t at,
+                                RankedTensorType part) {
+  int64_t rank = part.getRank();
+  SmallVector<int64_t> offsets(rank, 0), sizes(part.getShape()),
+      strides(rank, 1);
+  offsets[axis] = at;
+  return b.create<memref::SubViewOp>(loc, buffer, offsets, sizes, strides);
 }
 
 LogicalResult EntryLowering::lowerConcat(ConcatOp op) {
   Value out = destination(op.getResult());
-  auto outType = cast<MemRefType>(out.getType());
-  int64_t rank = outType.getRank(), axis = op.getAxis();
+  int64_t axis = op.getAxis();
   if (axis < 0)
-    axis += rank;
+    axis += op.getType().getRank();
   int64_t at = 0;
   for (Value v : op.getInputs()) {
     auto t = cast<RankedTensorType>(v.getType());
-    SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
-        strides(rank, 1);
-    offsets[axis] = at;
+    if (t.getNumElements() > 0)
+      copy(bufferOf(v), axisWindow(out, axis, at, t));
     at += t.getDimSize(axis);
-    if (t.getNumElements() == 0)
-      continue;
-    Value part =
-        b.create<memref::SubViewOp>(loc, out, offsets, sizes, strides);
-    copy(bufferOf(v), part);
   }
   return success();
 }
 
 LogicalResult EntryLowering::lowerSplit(SplitOp op) {
   Value in = bufferOf(op.getInput());
-  auto inType = cast<MemRefType>(in.getType());
-  int64_t rank = inType.getRank(), axis = op.getAxis();
+  int64_t axis = op.getAxis();
   if (axis < 0)
-    axis += rank;
+    axis += op.getInput().getType().getRank();
   int64_t at = 0;
   for (Value r : op.getResults()) {
     auto t = cast<RankedTensorType>(r.getType());
     Value out = destination(r);
-    SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
-        strides(rank, 1);
-    offsets[axis] = at;
+    if (t.getNumElements() > 0)
+      copy(axisWindow(in, axis, at, t), out);
     at += t.getDimSize(axis);
-    if (t.getNumElements() == 0)
-      continue;
-    copy(b.create<memref::SubViewOp>(loc, in, offsets, sizes, strides), out);
   }
   return success();
 }
@@ -1471,7 +1448,7 @@ LogicalResult EntryLowering::lower(Operation *op) {
       .Case([&](MatmulOp m) { return lowerMatmul(m); })
       .Case([&](LinearOp l) {
         return lowerLinear(l.getInput(), l.getWeight(), l.getBias(), 0,
-                           l.getActivation(), l.getResult(), l);
+                           l.getActivation(), l.getResult());
       })
       .Case([&](QKVProjectionOp p) {
         if (isPackedQKV(p))
@@ -1480,7 +1457,7 @@ LogicalResult EntryLowering::lower(Operation *op) {
         int64_t row = 0;
         for (auto [r, size] : llvm::zip(p.getResults(), p.getSizes())) {
           if (failed(lowerLinear(p.getInput(), p.getWeight(), p.getBias(), row,
-                                 Activation::none, r, p)))
+                                 Activation::none, r)))
             return failure();
           row += size;
         }

@@ -5,6 +5,11 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
+int64_t mlir::tfm::bufferBytes(ShapedType type) {
+  int64_t bits = type.getElementTypeBitWidth();
+  return type.getNumElements() * (bits == 1 ? 8 : bits) / 8;
+}
+
 bool mlir::tfm::isStridedMatmul(MatmulOp op) {
   auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
   auto ot = op.getType();

@@ -26,15 +26,7 @@ using namespace mlir::tfm;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
-
-int64_t bytesOf(Type t) {
-  auto r = cast<RankedTensorType>(t);
-  int64_t bits = r.getElementTypeBitWidth();
-  return (r.getNumElements() * (bits == 1 ? 8 : bits) + 7) / 8;
-}
-
-int64_t aligned(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+int64_t bytesOf(Type t) { return bufferBytes(cast<ShapedType>(t)); }
 
 /// Ops whose result may overwrite an operand of its own type: elementwise
 /// ops, and softmaxes, whose CPU lowering reads each row of an operand
@@ -168,7 +160,7 @@ struct PlanMemoryPass
         buffers.push_back(b);
       }
       Buffer &b = buffers[it->second];
-      b.bytes = std::max(b.bytes, aligned(storageBytes(v)));
+      b.bytes = std::max(b.bytes, alignBuffer(storageBytes(v)));
       b.start = std::min(b.start, firstDef(v));
       b.end = std::max(b.end, lastUse(v));
       bufferOf[v] = it->second;

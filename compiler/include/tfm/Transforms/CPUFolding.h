@@ -15,6 +15,17 @@
 
 namespace mlir::tfm {
 
+/// Buffers (arena slots, weights) start at multiples of this many bytes.
+constexpr int64_t kBufferAlignment = 64;
+
+/// The bytes a tensor of `type` occupies in a buffer; an i1 takes a byte.
+int64_t bufferBytes(ShapedType type);
+
+/// `bytes` rounded up to kBufferAlignment.
+inline int64_t alignBuffer(int64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
 /// A matmul the BATCH_MATMUL kernel runs with strided operands: f32, no
 /// transposed lhs, equal ranks of 3 or 4 and equal batch dimensions, no
 /// empty dimension.
