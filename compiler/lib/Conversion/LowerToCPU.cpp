@@ -267,6 +267,7 @@ private:
   LogicalResult lowerGatherLike(Value input, Value indices, int64_t axis,
                                 Value result);
   LogicalResult lowerSlice(SliceOp op);
+  LogicalResult lowerReshape(Value input, Value result, ReshapeOp r = {});
   LogicalResult lowerConcat(ConcatOp op);
   LogicalResult lowerSplit(SplitOp op);
   LogicalResult lowerPositionalEncoding(PositionalEncodingOp op);
@@ -1424,6 +1425,48 @@ EntryLowering::lowerPositionalEncoding(PositionalEncodingOp op) {
   return success();
 }
 
+/// `result` is `input` read with another shape: a view of the same storage
+/// when the layout allows, else a copy into the result's own buffer. `r` is
+/// the reshape, if it is one (a transpose of unit dimensions is not).
+LogicalResult EntryLowering::lowerReshape(Value input, Value result,
+                                          ReshapeOp r) {
+  if (auto v = views.find(input); v != views.end()) {
+    auto shape = cast<RankedTensorType>(result.getType()).getShape();
+    std::optional<SmallVector<int64_t>> st;
+    if ((!r || reshapeKeepsView(r)))
+      st = reshapeStrides(v->second, shape);
+    if (st) {
+      views[result] = {v->second.base, v->second.offset,
+                       SmallVector<int64_t>(shape), *st};
+    } else {
+      // Not expressible as a view: a copy into the reshape's own
+      // buffer, which the plan gave it for that reason.
+      Value dst = outputOf.count(result) ? outputOf[result]
+                                         : destination(result);
+      copyView(v->second, {reshape(dst, memrefOf(input.getType())),
+                           0, v->second.shape,
+                           rowMajorStrides(v->second.shape)},
+               cast<ShapedType>(input.getType()).getElementType());
+      buffers[result] = dst;
+      return success();
+    }
+    if (auto it = outputOf.find(result); it != outputOf.end()) {
+      copy(bufferOf(result), it->second);
+      views.erase(result);
+      buffers[result] = it->second;
+    }
+    return success();
+  }
+  Value src = bufferOf(input);
+  if (auto it = outputOf.find(result); it != outputOf.end()) {
+    buffers[result] = it->second;
+    copy(reshape(src, memrefOf(cast<RankedTensorType>(result.getType()))), it->second);
+  } else {
+    buffers[result] = reshape(src, memrefOf(cast<RankedTensorType>(result.getType())));
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The entry
 //===----------------------------------------------------------------------===//
@@ -1505,6 +1548,8 @@ LogicalResult EntryLowering::lower(Operation *op) {
       })
       .Case([&](PositionalEncodingOp p) { return lowerPositionalEncoding(p); })
       .Case([&](TransposeOp t) {
+        if (movesOnlyUnitDims(t))
+          return lowerReshape(t.getInput(), t.getResult());
         if (foldsIntoMatmulResult(t))
           return success(); // the matmul wrote it
         if (foldsIntoMatmulOperand(t)) {
@@ -1543,42 +1588,7 @@ LogicalResult EntryLowering::lower(Operation *op) {
         return success();
       })
       .Case([&](ReshapeOp r) {
-        Value result = r.getResult();
-        if (auto v = views.find(r.getInput()); v != views.end()) {
-          auto shape = r.getType().getShape();
-          std::optional<SmallVector<int64_t>> st;
-          if (reshapeKeepsView(r))
-            st = reshapeStrides(v->second, shape);
-          if (st) {
-            views[result] = {v->second.base, v->second.offset,
-                             SmallVector<int64_t>(shape), *st};
-          } else {
-            // Not expressible as a view: a copy into the reshape's own
-            // buffer, which the plan gave it for that reason.
-            Value dst = outputOf.count(result) ? outputOf[result]
-                                               : destination(result);
-            copyView(v->second, {reshape(dst, memrefOf(r.getInput().getType())),
-                                 0, v->second.shape,
-                                 rowMajorStrides(v->second.shape)},
-                     r.getInput().getType().getElementType());
-            buffers[result] = dst;
-            return success();
-          }
-          if (auto it = outputOf.find(result); it != outputOf.end()) {
-            copy(bufferOf(result), it->second);
-            views.erase(result);
-            buffers[result] = it->second;
-          }
-          return success();
-        }
-        Value src = bufferOf(r.getInput());
-        if (auto it = outputOf.find(result); it != outputOf.end()) {
-          buffers[result] = it->second;
-          copy(reshape(src, memrefOf(r.getType())), it->second);
-        } else {
-          buffers[result] = reshape(src, memrefOf(r.getType()));
-        }
-        return success();
+        return lowerReshape(r.getInput(), r.getResult(), r);
       })
       .Case([&](BroadcastOp o) {
         copy(bufferOf(o.getInput()), destination(o.getResult()));

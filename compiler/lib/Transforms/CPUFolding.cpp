@@ -10,6 +10,19 @@ int64_t mlir::tfm::bufferBytes(ShapedType type) {
   return type.getNumElements() * (bits == 1 ? 8 : bits) / 8;
 }
 
+bool mlir::tfm::movesOnlyUnitDims(TransposeOp op) {
+  auto shape = op.getInput().getType().getShape();
+  int64_t last = -1;
+  for (int64_t p : op.getPermutation()) {
+    if (shape[p] == 1)
+      continue;
+    if (p < last)
+      return false;
+    last = p;
+  }
+  return true;
+}
+
 bool mlir::tfm::isStridedMatmul(MatmulOp op) {
   auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
   auto ot = op.getType();
@@ -23,13 +36,16 @@ bool mlir::tfm::isStridedMatmul(MatmulOp op) {
 }
 
 bool mlir::tfm::foldsIntoMatmulResult(TransposeOp op) {
+  if (movesOnlyUnitDims(op))
+    return false;
   auto mm = op.getInput().getDefiningOp<MatmulOp>();
   return mm && isStridedMatmul(mm) && mm->hasOneUse() &&
          mm->getNextNode() == op.getOperation();
 }
 
 bool mlir::tfm::foldsIntoMatmulOperand(TransposeOp op) {
-  if (foldsIntoMatmulResult(op) || op.getResult().use_empty())
+  if (movesOnlyUnitDims(op) || foldsIntoMatmulResult(op) ||
+      op.getResult().use_empty())
     return false;
   for (Operation *user : op->getUsers()) {
     auto mm = dyn_cast<MatmulOp>(user);
@@ -45,19 +61,27 @@ bool mlir::tfm::isPackedQKV(QKVProjectionOp op) {
          op.getWeight().getType().getNumElements() > 0;
 }
 
+/// The input of a reshape, or of a transpose lowered as one; else null.
+static Value reshapedFrom(Value v) {
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    return r.getInput();
+  if (auto t = v.getDefiningOp<TransposeOp>(); t && movesOnlyUnitDims(t))
+    return t.getInput();
+  return {};
+}
+
 bool mlir::tfm::reshapeKeepsView(ReshapeOp op) {
   Value in = op.getInput();
-  while (auto r = in.getDefiningOp<ReshapeOp>())
-    in = r.getInput();
+  while (Value from = reshapedFrom(in))
+    in = from;
   auto qkv = in.getDefiningOp<QKVProjectionOp>();
   if (!qkv || !isPackedQKV(qkv))
     return true;
   int64_t columns = cast<RankedTensorType>(in.getType()).getShape().back();
-  // Walk back along the chain: each reshape must end in dimensions whose
+  // Walk back along the chain: each step must end in dimensions whose
   // product is exactly the window's width.
-  for (Value v = op.getResult(); v != in;) {
-    auto r = v.getDefiningOp<ReshapeOp>();
-    auto shape = r.getType().getShape();
+  for (Value v = op.getResult(); v != in; v = reshapedFrom(v)) {
+    auto shape = cast<RankedTensorType>(v.getType()).getShape();
     int64_t trailing = 1;
     bool boundary = columns == 1;
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1;
@@ -67,7 +91,6 @@ bool mlir::tfm::reshapeKeepsView(ReshapeOp op) {
     }
     if (!boundary)
       return false;
-    v = r.getInput();
   }
   return true;
 }

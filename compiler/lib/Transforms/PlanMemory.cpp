@@ -121,7 +121,9 @@ struct PlanMemoryPass
         continue;
       }
       if (auto t = dyn_cast<TransposeOp>(op)) {
-        if (foldsIntoMatmulOperand(t))
+        if (movesOnlyUnitDims(t))
+          merge(t.getResult(), t.getInput());
+        else if (foldsIntoMatmulOperand(t))
           merge(t.getResult(), t.getInput());
         else if (foldsIntoMatmulResult(t))
           merge(t.getInput(), t.getResult());

@@ -40,7 +40,7 @@ Value storageRoot(Value v) {
       continue;
     }
     if (auto t = v.getDefiningOp<tfm::TransposeOp>();
-        t && tfm::foldsIntoMatmulOperand(t)) {
+        t && (tfm::foldsIntoMatmulOperand(t) || tfm::movesOnlyUnitDims(t))) {
       v = t.getInput();
       continue;
     }

@@ -26,6 +26,11 @@ inline int64_t alignBuffer(int64_t bytes) {
   return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
+/// A transpose that only moves dimensions of size 1, so the data keeps its
+/// order: a reshape in disguise, lowered as one (the exporters emit such
+/// transposes for batch 1, between batch-first and sequence-first layouts).
+bool movesOnlyUnitDims(TransposeOp op);
+
 /// A matmul the BATCH_MATMUL kernel runs with strided operands: f32, no
 /// transposed lhs, equal ranks of 3 or 4 and equal batch dimensions, no
 /// empty dimension.
