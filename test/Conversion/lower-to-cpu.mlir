@@ -96,3 +96,18 @@ func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<2x3x4xi64>) -> (tensor<3x2x4x
   %u = tfm.transpose %i permutation = [1, 0, 2] : tensor<2x3x4xi64> -> tensor<3x2x4xi64>
   return %t, %u, %c : tensor<3x2x4xf32>, tensor<3x2x4xi64>, tensor<2xf32>
 }
+
+// -----
+
+// A transpose that only moves a dimension of size 1 keeps the data in
+// order: it is a view, with no kernel and no copy.
+// CHECK: tfm.kernels = []
+// CHECK: func.func @__tfm_entry_infer(%{{.+}}: !llvm.ptr, %{{.+}}: memref<{{[0-9]+}}xi8>, %{{.+}}: memref<0xi8>, %[[X:[^:]+]]: memref<1x3x4xf32>, %[[Y:[^:]+]]: memref<3x1x4xf32>)
+// CHECK: %[[V:.+]] = memref.reinterpret_cast %[[X]] to offset: [0], sizes: [3, 1, 4], strides: [4, 4, 1]
+// CHECK: linalg.generic {{.*}} ins(%[[V]] : memref<3x1x4xf32>) outs(%[[Y]] : memref<3x1x4xf32>)
+// CHECK-NOT: linalg.generic
+func.func @infer(%x: tensor<1x3x4xf32>) -> tensor<3x1x4xf32> {
+  %t = tfm.transpose %x permutation = [1, 0, 2] : tensor<1x3x4xf32> -> tensor<3x1x4xf32>
+  %y = tfm.relu %t : tensor<3x1x4xf32>
+  return %y : tensor<3x1x4xf32>
+}
