@@ -127,6 +127,37 @@ struct KernelTable {
   }
 };
 
+/// `act(x)` in the element type of `x`; relu, gelu and gelu_tanh as the
+/// LINEAR kernel's post-ops compute them.
+Value applyActivation(OpBuilder &ob, Location l, Activation act, Value x) {
+  Type elem = x.getType();
+  auto c = [&](double v) {
+    return ob.create<arith::ConstantOp>(l, ob.getFloatAttr(elem, v));
+  };
+  auto half = [&](Value y) { return ob.create<arith::MulFOp>(l, c(0.5), y); };
+  switch (act) {
+  case Activation::none:
+    return x;
+  case Activation::relu:
+    return ob.create<arith::MaximumFOp>(l, x, c(0));
+  case Activation::gelu: {
+    // 0.5·x·(1 + erf(x/√2))
+    Value e = ob.create<math::ErfOp>(l, ob.create<arith::MulFOp>(l, x, c(M_SQRT1_2)));
+    return ob.create<arith::MulFOp>(l, half(x), ob.create<arith::AddFOp>(l, c(1), e));
+  }
+  case Activation::gelu_tanh: {
+    // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+    Value x3 = ob.create<arith::MulFOp>(l, x, ob.create<arith::MulFOp>(l, x, x));
+    Value inner = ob.create<arith::AddFOp>(
+        l, x, ob.create<arith::MulFOp>(l, c(0.044715), x3));
+    Value t = ob.create<math::TanhOp>(
+        l, ob.create<arith::MulFOp>(l, c(std::sqrt(2.0 / M_PI)), inner));
+    return ob.create<arith::MulFOp>(l, half(x), ob.create<arith::AddFOp>(l, c(1), t));
+  }
+  }
+  return x;
+}
+
 /// A pointer argument of a kernel call: a buffer and an element offset
 /// into it, or nothing (NULL).
 struct KernelArg {
@@ -654,34 +685,18 @@ LogicalResult EntryLowering::lowerUnaryFloat(Operation *op) {
   if (auto d = dyn_cast<DropoutOp>(op); d && d.getTraining())
     return op->emitError("the CPU backend runs dropout in training mode only "
                          "inside training graphs");
-  Type elem = cast<ShapedType>(op->getResult(0).getType()).getElementType();
   Value in = bufferOf(op->getOperand(0));
   Value out = destination(op->getResult(0));
   elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
     Value x = a[0];
-    auto c = [&](double v) { return constantScalar(ob, l, elem, v); };
     return TypeSwitch<Operation *, Value>(op)
-        .Case([&](ReluOp) -> Value {
-          return ob.create<arith::MaximumFOp>(l, x, c(0));
-        })
-        .Case([&](GeluOp g) -> Value {
-          if (g.getApproximate() == GeluApproximation::tanh) {
-            // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-            Value x3 = ob.create<arith::MulFOp>(
-                l, x, ob.create<arith::MulFOp>(l, x, x));
-            Value inner = ob.create<arith::AddFOp>(
-                l, x, ob.create<arith::MulFOp>(l, c(0.044715), x3));
-            Value t = ob.create<math::TanhOp>(
-                l, ob.create<arith::MulFOp>(l, c(std::sqrt(2.0 / M_PI)), inner));
-            return ob.create<arith::MulFOp>(
-                l, ob.create<arith::MulFOp>(l, c(0.5), x),
-                ob.create<arith::AddFOp>(l, c(1), t));
-          }
-          Value e = ob.create<math::ErfOp>(
-              l, ob.create<arith::MulFOp>(l, x, c(M_SQRT1_2)));
-          return ob.create<arith::MulFOp>(
-              l, ob.create<arith::MulFOp>(l, c(0.5), x),
-              ob.create<arith::AddFOp>(l, c(1), e));
+        .Case([&](ReluOp) { return applyActivation(ob, l, Activation::relu, x); })
+        .Case([&](GeluOp g) {
+          return applyActivation(ob, l,
+                                 g.getApproximate() == GeluApproximation::tanh
+                                     ? Activation::gelu_tanh
+                                     : Activation::gelu,
+                                 x);
         })
         .Case([&](DropoutOp) { return x; })
         .Case([&](math::SqrtOp) -> Value { return ob.create<math::SqrtOp>(l, x); })
@@ -783,31 +798,8 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
   if (bias)
     ins.push_back(bb);
   elementwise(ins, out2, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-    Value y = a[0];
-    if (bias)
-      y = ob.create<arith::AddFOp>(l, y, a[1]);
-    auto c = [&](double v) { return constantScalar(ob, l, elem, v); };
-    switch (act) {
-    case Activation::none:
-      return y;
-    case Activation::relu:
-      return ob.create<arith::MaximumFOp>(l, y, c(0));
-    case Activation::gelu: {
-      Value e = ob.create<math::ErfOp>(l, ob.create<arith::MulFOp>(l, y, c(M_SQRT1_2)));
-      return ob.create<arith::MulFOp>(l, ob.create<arith::MulFOp>(l, c(0.5), y),
-                                      ob.create<arith::AddFOp>(l, c(1), e));
-    }
-    case Activation::gelu_tanh: {
-      Value y3 = ob.create<arith::MulFOp>(l, y, ob.create<arith::MulFOp>(l, y, y));
-      Value inner = ob.create<arith::AddFOp>(
-          l, y, ob.create<arith::MulFOp>(l, c(0.044715), y3));
-      Value t = ob.create<math::TanhOp>(
-          l, ob.create<arith::MulFOp>(l, c(std::sqrt(2.0 / M_PI)), inner));
-      return ob.create<arith::MulFOp>(l, ob.create<arith::MulFOp>(l, c(0.5), y),
-                                      ob.create<arith::AddFOp>(l, c(1), t));
-    }
-    }
-    return y;
+    Value y = bias ? ob.create<arith::AddFOp>(l, a[0], a[1]).getResult() : a[0];
+    return applyActivation(ob, l, act, y);
   });
   return success();
 }

@@ -8,9 +8,9 @@
 
 #include "Driver.h"
 
+#include "tfm/Frontends/ONNX/TensorProto.h"
 #include "tfm/runtime.h"
 
-#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -62,11 +62,6 @@ tfm_dtype_t dtypeOf(ElementKind kind) {
   }
 }
 
-const llvm::fltSemantics &halfSemantics(ElementKind kind) {
-  return kind == ElementKind::F16 ? llvm::APFloat::IEEEhalf()
-                                  : llvm::APFloat::BFloat();
-}
-
 void store(const Tensor &t, void *dst) {
   for (size_t i = 0; i < t.data.size(); ++i) {
     double v = t.data[i];
@@ -77,14 +72,11 @@ void store(const Tensor &t, void *dst) {
     case ElementKind::I64: static_cast<int64_t *>(dst)[i] = static_cast<int64_t>(v); break;
     case ElementKind::I1: static_cast<uint8_t *>(dst)[i] = v != 0; break;
     case ElementKind::F16:
-    case ElementKind::BF16: {
-      bool lost;
-      llvm::APFloat f(v);
-      f.convert(halfSemantics(t.kind), llvm::RoundingMode::NearestTiesToEven, &lost);
-      static_cast<uint16_t *>(dst)[i] =
-          static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+      static_cast<uint16_t *>(dst)[i] = mlir::tfm::onnx_io::doubleToHalfBits(v);
       break;
-    }
+    case ElementKind::BF16:
+      static_cast<uint16_t *>(dst)[i] = mlir::tfm::onnx_io::doubleToBf16Bits(v);
+      break;
     }
   }
 }
@@ -99,10 +91,10 @@ void load(const void *src, Tensor &t) {
     case ElementKind::I64: v = static_cast<double>(static_cast<const int64_t *>(src)[i]); break;
     case ElementKind::I1: v = static_cast<const uint8_t *>(src)[i] ? 1 : 0; break;
     case ElementKind::F16:
+      v = mlir::tfm::onnx_io::halfBitsToDouble(static_cast<const uint16_t *>(src)[i]);
+      break;
     case ElementKind::BF16:
-      v = llvm::APFloat(halfSemantics(t.kind),
-                        llvm::APInt(16, static_cast<const uint16_t *>(src)[i]))
-              .convertToDouble();
+      v = mlir::tfm::onnx_io::bf16BitsToDouble(static_cast<const uint16_t *>(src)[i]);
       break;
     }
   }
