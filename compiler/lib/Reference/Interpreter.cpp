@@ -362,10 +362,11 @@ double toDouble(APFloat v) {
 /// Evaluates the ops of one function body.
 class Frame {
 public:
-  explicit Frame(llvm::function_ref<FailureOr<std::vector<Tensor>>(
-                     func::FuncOp, const std::vector<Tensor> &)>
-                     call)
-      : call(call) {}
+  Frame(llvm::function_ref<FailureOr<std::vector<Tensor>>(
+            func::FuncOp, const std::vector<Tensor> &)>
+            call,
+        TrainingState *state)
+      : call(call), state(state) {}
 
   FailureOr<std::vector<Tensor>> run(func::FuncOp fn,
                                      const std::vector<Tensor> &args);
@@ -391,9 +392,12 @@ private:
   LogicalResult eval(Operation *op);
   LogicalResult evalConstant(arith::ConstantOp op);
 
+  LogicalResult evalTraining(Operation *op);
+
   llvm::function_ref<FailureOr<std::vector<Tensor>>(
       func::FuncOp, const std::vector<Tensor> &)>
       call;
+  TrainingState *state;
   DenseMap<Value, Tensor> env;
   std::vector<Tensor> returned;
 };
@@ -817,6 +821,9 @@ LogicalResult Frame::eval(Operation *op) {
         double rate = d.getRate().convertToDouble();
         if (d.getTraining() && rate > 0) {
           auto seed = static_cast<uint64_t>(d.getSeed());
+          if (d.getStep())
+            seed = tfm_rng_stream(
+                seed, static_cast<uint64_t>(get(d.getStep()).data[0]));
           for (size_t i = 0; i < t.data.size(); ++i)
             t.data[i] = tfm_rng_uniform(seed, i) >= rate
                             ? t.data[i] / (1.0 - rate)
@@ -907,11 +914,168 @@ LogicalResult Frame::eval(Operation *op) {
           set(a.getSum(), std::move(sum));
         return success();
       })
+      .Case<mlir::tfm::ParameterOp, mlir::tfm::NextStepOp,
+            mlir::tfm::CrossEntropyGradOp, mlir::tfm::EmbeddingGradOp,
+            mlir::tfm::SGDUpdateOp, mlir::tfm::AdamUpdateOp>(
+          [&](Operation *t) { return evalTraining(t); })
       .Default([&](Operation *other) {
         return other->emitError()
                << "the reference interpreter does not evaluate '"
                << other->getName() << "'";
       });
+}
+
+LogicalResult Frame::evalTraining(Operation *op) {
+  using namespace mlir::tfm;
+  auto needState = [&]() -> LogicalResult {
+    if (state)
+      return success();
+    return op->emitError() << "'" << op->getName()
+                           << "' needs a training state; evaluate the whole "
+                              "function rather than one op";
+  };
+  auto parameter = [&](StringRef name, Type type) -> Tensor * {
+    auto it = state->parameters.find(name.str());
+    if (it == state->parameters.end())
+      return nullptr;
+    if (ArrayRef<int64_t>(it->second.shape) !=
+        cast<RankedTensorType>(type).getShape())
+      return nullptr;
+    return &it->second;
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ParameterOp p) -> LogicalResult {
+        if (state)
+          if (Tensor *t = parameter(p.getName(), p.getType())) {
+            set(p, *t);
+            return success();
+          }
+        auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
+        FailureOr<Tensor> t = failure();
+        if (dense)
+          t = Interpreter::fromAttr(dense);
+        if (failed(t))
+          return p.emitError() << "the reference interpreter needs a dense "
+                                  "initial value";
+        set(p, std::move(*t));
+        return success();
+      })
+      .Case([&](NextStepOp n) -> LogicalResult {
+        if (failed(needState()))
+          return failure();
+        Tensor t(ElementKind::I64, {});
+        t.data[0] = static_cast<double>(++state->step);
+        set(n, std::move(t));
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp c) -> LogicalResult {
+        const Tensor &logits = get(c.getLogits());
+        const Tensor &labels = get(c.getLabels());
+        double grad = get(c.getGrad()).data[0];
+        int64_t classes = logits.shape.back();
+        double eps = c.getLabelSmoothing().convertToDouble();
+        auto ignore = static_cast<int64_t>(c.getIgnoreIndex());
+        int64_t count = 0;
+        for (double l : labels.data)
+          count += static_cast<int64_t>(l) != ignore;
+        Tensor out = tensorOfType(c.getType());
+        for (size_t t = 0; t < labels.data.size(); ++t) {
+          auto label = static_cast<int64_t>(labels.data[t]);
+          if (label == ignore)
+            continue;
+          if (label < 0 || label >= classes)
+            return c.emitError()
+                   << "label " << label << " at position " << t
+                   << " is outside [0, " << classes
+                   << ") and is not the ignore_index " << ignore;
+          const double *x = logits.data.data() + t * classes;
+          double *d = out.data.data() + t * classes;
+          double mx = kNegInf, sum = 0;
+          for (int64_t k = 0; k < classes; ++k)
+            mx = std::max(mx, x[k]);
+          for (int64_t k = 0; k < classes; ++k)
+            sum += std::exp(x[k] - mx);
+          for (int64_t k = 0; k < classes; ++k) {
+            double target = eps / classes + (k == label ? 1 - eps : 0.0);
+            d[k] = grad * (std::exp(x[k] - mx) / sum - target) /
+                   static_cast<double>(count);
+          }
+        }
+        set(c, std::move(out));
+        return success();
+      })
+      .Case([&](EmbeddingGradOp e) {
+        const Tensor &grad = get(e.getGrad());
+        const Tensor &idx = get(e.getIndices());
+        Tensor out = tensorOfType(e.getType());
+        int64_t rows = out.shape[0], width = out.shape[1];
+        for (size_t i = 0; i < idx.data.size(); ++i) {
+          auto row = static_cast<int64_t>(idx.data[i]);
+          if (row < 0 || row >= rows)
+            continue;
+          for (int64_t j = 0; j < width; ++j)
+            out.data[row * width + j] += grad.data[i * width + j];
+        }
+        set(e, std::move(out));
+        return success();
+      })
+      .Case<SGDUpdateOp, AdamUpdateOp>([&](auto u) -> LogicalResult {
+        if (failed(needState()))
+          return failure();
+        Type type = u.getGrad().getType();
+        std::string name = u.getParameter().str();
+        Tensor *p = parameter(name, type);
+        if (!p) {
+          // The first update starts from the parameter's initial value.
+          auto fn = u->template getParentOfType<func::FuncOp>();
+          ParameterOp init;
+          fn.walk([&](ParameterOp q) {
+            if (q.getName() == name)
+              init = q;
+          });
+          if (!init)
+            return u.emitError() << "updates '" << name
+                                 << "', which no tfm.parameter defines";
+          auto dense = dyn_cast<DenseElementsAttr>(init.getInitialValue());
+          FailureOr<Tensor> t = failure();
+          if (dense)
+            t = Interpreter::fromAttr(dense);
+          if (failed(t))
+            return init.emitError() << "needs a dense initial value";
+          p = &(state->parameters[name] = std::move(*t));
+        }
+        const Tensor &g = get(u.getGrad());
+        int64_t step = static_cast<int64_t>(get(u.getStep()).data[0]);
+        double lr = learningRateAt(u.getSchedule(), u.getLr().convertToDouble(),
+                                   static_cast<int64_t>(u.getDModel()),
+                                   static_cast<int64_t>(u.getWarmup()), step);
+        double wd = u.getWeightDecay().convertToDouble();
+        if constexpr (std::is_same_v<decltype(u), SGDUpdateOp>) {
+          for (size_t i = 0; i < p->data.size(); ++i)
+            p->data[i] -= lr * (g.data[i] + wd * p->data[i]);
+        } else {
+          double b1 = u.getBeta1().convertToDouble();
+          double b2 = u.getBeta2().convertToDouble();
+          double eps = u.getEps().convertToDouble();
+          Tensor &m = state->firstMoments
+                          .try_emplace(name, p->kind, p->shape)
+                          .first->second;
+          Tensor &v = state->secondMoments
+                          .try_emplace(name, p->kind, p->shape)
+                          .first->second;
+          double c1 = 1 - std::pow(b1, double(step));
+          double c2 = 1 - std::pow(b2, double(step));
+          for (size_t i = 0; i < p->data.size(); ++i) {
+            double gi = g.data[i] + wd * p->data[i];
+            m.data[i] = b1 * m.data[i] + (1 - b1) * gi;
+            v.data[i] = b2 * v.data[i] + (1 - b2) * gi * gi;
+            p->data[i] -=
+                lr * (m.data[i] / c1) / (std::sqrt(v.data[i] / c2) + eps);
+          }
+        }
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
 }
 
 } // namespace
@@ -969,7 +1133,7 @@ Interpreter::evaluate(Operation *op, const std::vector<Tensor> &operands) {
       -> FailureOr<std::vector<Tensor>> {
     return fn.emitError() << "calls cannot be evaluated one op at a time";
   };
-  Frame frame(noCalls);
+  Frame frame(noCalls, nullptr);
   return frame.runOne(op, operands);
 }
 
@@ -984,7 +1148,7 @@ Interpreter::run(func::FuncOp fn, const std::vector<Tensor> &args) {
   auto callee = [this](func::FuncOp fn, const std::vector<Tensor> &a) {
     return run(fn, a);
   };
-  Frame frame(callee);
+  Frame frame(callee, &trainingState);
   auto results = frame.run(fn, args);
   --callDepth;
   return results;

@@ -8,6 +8,7 @@
 
 #include "tfm/Conversion/Passes.h"
 #include "tfm/IR/TfmDialect.h"
+#include "tfm/IR/TfmOps.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -44,6 +45,7 @@ int main(int argc, char **argv) {
                   mlir::memref::MemRefDialect, mlir::NVVM::NVVMDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::vector::VectorDialect>();
+  mlir::tfm::registerGradientExternalModels(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tfm optimizer driver\n", registry));
 }

@@ -8,6 +8,7 @@
 
 #include "Driver.h"
 
+#include "tfm/IR/TfmOps.h"
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/Conversion/Passes.h"
@@ -621,6 +622,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
+  mlir::tfm::registerGradientExternalModels(registry);
   mlir::tfm::registerTfmConversionPasses();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();

@@ -13,6 +13,7 @@ using namespace mlir::tfm;
 
 #include "tfm/IR/TfmDialect.cpp.inc"
 #include "tfm/IR/TfmEnums.cpp.inc"
+#include "tfm/IR/TfmInterfaces.cpp.inc"
 
 void TfmDialect::initialize() {
   addOperations<

@@ -12,6 +12,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -309,6 +311,97 @@ LogicalResult AddLayerNormOp::verify() {
   if (getSum())
     expected.push_back(*sum);
   return OpTrait::verifyResultTypes(*this, expected);
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty 'name'";
+  if (getInitialValue().getType() != getType())
+    return emitOpError() << "'initial_value' has type "
+                         << getInitialValue().getType()
+                         << " but the parameter is " << getType();
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  ShapeDiag d{getLoc(), getOperationName()};
+  if (failed(inferCrossEntropyType(d, getLogits().getType(),
+                                   getLabels().getType(),
+                                   getLabelSmoothing().convertToDouble())))
+    return failure();
+  if (getGrad().getType().getElementType() !=
+      getLogits().getType().getElementType())
+    return emitOpError() << "'grad' " << getGrad().getType()
+                         << " must have the logits' element type "
+                         << getLogits().getType().getElementType();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType grad = getGrad().getType(), out = getType();
+  ArrayRef<int64_t> idx = getIndices().getType().getShape();
+  if (out.getRank() != 2)
+    return emitOpError() << "result must be a [V, D] table, got " << out;
+  if (grad.getElementType() != out.getElementType())
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " differs from the gradient's "
+                         << grad.getElementType();
+  SmallVector<int64_t> expected(idx);
+  expected.push_back(out.getDimSize(1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "'grad' " << grad << " must be [indices..., D] = "
+                         << RankedTensorType::get(expected,
+                                                  grad.getElementType());
+  return success();
+}
+
+/// The checks every optimizer update shares.
+template <typename Op>
+static LogicalResult verifyOptimizer(Op op) {
+  if (op.getParameter().empty())
+    return op.emitOpError() << "needs a non-empty 'parameter' name";
+  double lr = op.getLr().convertToDouble();
+  if (!(lr >= 0) || !std::isfinite(lr))
+    return op.emitOpError() << "'lr' must be finite and >= 0, got " << lr;
+  if (!(op.getWeightDecay().convertToDouble() >= 0))
+    return op.emitOpError() << "'weight_decay' must be >= 0";
+  if (op.getSchedule() == LRSchedule::noam &&
+      (static_cast<int64_t>(op.getDModel()) <= 0 ||
+       static_cast<int64_t>(op.getWarmup()) <= 0))
+    return op.emitOpError()
+           << "the noam schedule needs d_model > 0 and warmup > 0";
+  return success();
+}
+
+LogicalResult SGDUpdateOp::verify() { return verifyOptimizer(*this); }
+
+LogicalResult AdamUpdateOp::verify() {
+  if (failed(verifyOptimizer(*this)))
+    return failure();
+  for (auto [name, beta] : {std::pair{"beta1", getBeta1()},
+                            std::pair{"beta2", getBeta2()}}) {
+    double v = beta.convertToDouble();
+    if (!(v >= 0 && v < 1))
+      return emitOpError() << "'" << name << "' must be in [0, 1), got " << v;
+  }
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "'eps' must be > 0";
+  return success();
+}
+
+double mlir::tfm::learningRateAt(LRSchedule schedule, double lr,
+                                 int64_t dModel, int64_t warmup,
+                                 int64_t step) {
+  if (schedule == LRSchedule::constant)
+    return lr;
+  double t = static_cast<double>(std::max<int64_t>(step, 1));
+  return lr / std::sqrt(static_cast<double>(dModel)) *
+         std::min(1.0 / std::sqrt(t),
+                  t / std::pow(static_cast<double>(warmup), 1.5));
 }
 
 #define GET_OP_CLASSES

@@ -32,6 +32,12 @@ static inline double tfm_rng_uniform(uint64_t seed, uint64_t counter) {
   return (double)(z >> 11) * (1.0 / 9007199254740992.0); /* 2^-53 */
 }
 
+/* The stream of training step `step` under `seed`: dropout draws a fresh
+ * mask at every step while staying a pure function of (seed, step, i). */
+static inline uint64_t tfm_rng_stream(uint64_t seed, uint64_t step) {
+  return tfm_rng_mix64(seed ^ tfm_rng_mix64(step ^ 0xD1B54A32D192ED03ull));
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <map>
+#include <string>
+
 namespace mlir::tfm::reference {
 
 /// Maps an MLIR element type to the interpreter's kinds; fails on others.
@@ -25,6 +28,13 @@ mlir::Type elementTypeOf(mlir::MLIRContext *context, ElementKind kind);
 
 /// Rounds `value` to what an element of `kind` holds, as tfm.cast does.
 double roundToKind(double value, ElementKind kind);
+
+/// What a training session keeps between steps: the parameters by name (one
+/// not yet here reads its initial value), Adam's moments, the step count.
+struct TrainingState {
+  std::map<std::string, Tensor> parameters, firstMoments, secondMoments;
+  int64_t step = 0;
+};
 
 /// Evaluates functions of one module. Errors (a bad index, an unsupported op,
 /// a wrong argument) are reported as MLIR diagnostics on the op at fault.
@@ -49,8 +59,13 @@ public:
   static mlir::DenseElementsAttr toAttr(const Tensor &tensor,
                                         mlir::RankedTensorType type);
 
+  /// The state that tfm.parameter reads and the optimizer updates write; it
+  /// persists across runs, as a runtime session's does.
+  TrainingState &state() { return trainingState; }
+
 private:
   unsigned callDepth = 0;
+  TrainingState trainingState;
 };
 
 } // namespace mlir::tfm::reference

@@ -81,6 +81,59 @@ def FuseResidualLayerNormPass : Tfm_FusionPass<"tfm-fuse-residual-layernorm"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def AutodiffPass : Pass<"tfm-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds @train_step: loss, reverse-mode gradients, optimizer updates.";
+  let description = [{
+    With `mode=train` (the default), clones the forward function into
+    `@train_step(inputs..., labels) -> loss`: the model's first output
+    becomes the logits of a cross-entropy loss, the reverse sweep
+    differentiates the loss with respect to every `tfm.parameter` not
+    frozen, and one `tfm.sgd_update` or `tfm.adam_update` per parameter ends
+    the step. Dropout becomes active, drawing from the step count. Gradients
+    of a parameter read in several places add up.
+
+    With `mode=vjp`, adds for every function `@f` a function
+    `@f_vjp(args..., cotangents...) -> (gradients of the float arguments)`,
+    which the gradient tests compare against finite differences.
+
+    Every op on the differentiated path must implement
+    `DifferentiableOpInterface`; one that does not is an error at its
+    location.
+  }];
+  let dependentDialects = ["::mlir::tfm::TfmDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"train\"",
+           "train (build @train_step) or vjp (build @f_vjp for every @f)">,
+    Option<"forward", "forward", "std::string", /*default=*/"\"\"",
+           "The forward function (default: the module's only public one)">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"cross-entropy\"",
+           "The loss on the first output">,
+    Option<"labelSmoothing", "label-smoothing", "double", /*default=*/"0.0",
+           "Label smoothing ε of the cross-entropy">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "The label that marks padding, which the loss skips">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
+           "sgd or adam">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam's β1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam's β2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam's ε">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "L2 penalty added to each gradient">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"constant\"",
+           "constant, or noam:d_model=D,warmup=W">,
+    ListOption<"freeze", "freeze", "std::string",
+               "Parameters that do not train">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
 

@@ -57,4 +57,11 @@ def Tfm_ReduceKind : I32EnumAttr<"ReduceKind",
   let cppNamespace = "::mlir::tfm";
 }
 
+def Tfm_LRSchedule : I32EnumAttr<"LRSchedule",
+    "how an optimizer's learning rate follows the step count", [
+      I32EnumAttrCase<"constant", 0>,
+      I32EnumAttrCase<"noam", 1>]> {
+  let cppNamespace = "::mlir::tfm";
+}
+
 #endif // TFM_IR_TFMATTRS_TD

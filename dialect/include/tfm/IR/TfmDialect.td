@@ -62,4 +62,8 @@ def Tfm_AnyTensor : RankedTensorOf<[F32, BF16, F16, I32, I64, I1]>;
 // A mask is boolean (true = attend) or additive (added to the scores).
 def Tfm_MaskTensor : RankedTensorOf<[I1, F32, BF16, F16]>;
 
+// The training step count, a rank-0 i64 tensor.
+def Tfm_StepTensor : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI64Type())">;
+
 #endif // TFM_IR_TFMDIALECT_TD

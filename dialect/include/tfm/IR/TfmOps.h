@@ -12,8 +12,23 @@
 
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmEnums.h.inc"
+#include "tfm/IR/TfmInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "tfm/IR/TfmOps.h.inc"
+
+namespace mlir {
+class DialectRegistry;
+namespace tfm {
+/// Attaches gradient rules to the arith and math ops that imported models
+/// use on tensors (negf; sqrt, exp, log, tanh, erf, absf).
+void registerGradientExternalModels(DialectRegistry &registry);
+
+/// The learning rate of an optimizer update at `step` (counted from 1); the
+/// interpreter and the backends share it so their schedules agree.
+double learningRateAt(LRSchedule schedule, double lr, int64_t dModel,
+                      int64_t warmup, int64_t step);
+} // namespace tfm
+} // namespace mlir
 
 #endif // TFM_IR_TFMOPS_H

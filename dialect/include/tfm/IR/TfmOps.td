@@ -11,6 +11,7 @@
 
 include "tfm/IR/TfmDialect.td"
 include "tfm/IR/TfmAttrs.td"
+include "tfm/IR/TfmInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
 
 //===----------------------------------------------------------------------===//
@@ -18,7 +19,7 @@ include "mlir/IR/CommonAttrConstraints.td"
 //===----------------------------------------------------------------------===//
 
 def Tfm_MatmulOp : Tfm_PureOp<"matmul",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     Multiplies the two innermost dimensions of `lhs` and `rhs`; the leading
@@ -45,7 +46,7 @@ def Tfm_MatmulOp : Tfm_PureOp<"matmul",
 }
 
 def Tfm_LinearOp : Tfm_PureOp<"linear",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "affine projection x·Wᵀ + b, with an optional activation";
   let description = [{
     Computes `activation(input · weightᵀ + bias)` over the last dimension of
@@ -78,7 +79,7 @@ def Tfm_LinearOp : Tfm_PureOp<"linear",
 
 class Tfm_BinaryOp<string mnemonic, string expr, list<Trait> traits = []>
     : Tfm_PureOp<mnemonic,
-                 !listconcat(traits, [InferTypeOpAdaptor])> {
+                 !listconcat(traits, [InferTypeOpAdaptor, Tfm_Differentiable])> {
   let summary = "elementwise " # expr # " with numpy broadcasting";
   let description = [{
     Computes `}] # expr # [{` elementwise.
@@ -129,7 +130,7 @@ def Tfm_CompareOp : Tfm_PureOp<"compare", [InferTypeOpAdaptor]> {
   }];
 }
 
-def Tfm_SelectOp : Tfm_PureOp<"select", [InferTypeOpAdaptor]> {
+def Tfm_SelectOp : Tfm_PureOp<"select", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "elementwise choice between two tensors by a boolean condition";
   let description = [{
     `result = condition ? true_value : false_value`, elementwise, with all
@@ -152,7 +153,7 @@ def Tfm_SelectOp : Tfm_PureOp<"select", [InferTypeOpAdaptor]> {
   }];
 }
 
-def Tfm_CastOp : Tfm_PureOp<"cast"> {
+def Tfm_CastOp : Tfm_PureOp<"cast", [Tfm_Differentiable]> {
   let summary = "converts elements to another element type";
   let description = [{
     Converts every element: floats round to the nearest representable value,
@@ -177,7 +178,7 @@ def Tfm_CastOp : Tfm_PureOp<"cast"> {
 //===----------------------------------------------------------------------===//
 
 def Tfm_ReluOp : Tfm_PureOp<"relu",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "rectified linear unit, max(x, 0)";
   let description = [{
     Shape rules: the result has the type of the input.
@@ -193,7 +194,7 @@ def Tfm_ReluOp : Tfm_PureOp<"relu",
 }
 
 def Tfm_GeluOp : Tfm_PureOp<"gelu",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "gaussian error linear unit, exact or with the tanh approximation";
   let description = [{
     With `approximate = none` (the default) computes
@@ -216,7 +217,7 @@ def Tfm_GeluOp : Tfm_PureOp<"gelu",
 }
 
 def Tfm_SoftmaxOp : Tfm_PureOp<"softmax",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "softmax along one axis";
   let description = [{
     Computes `exp(x - max(x)) / sum(exp(x - max(x)))` along `axis`
@@ -239,7 +240,7 @@ def Tfm_SoftmaxOp : Tfm_PureOp<"softmax",
 }
 
 def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "layer normalization over the trailing dimensions";
   let description = [{
     Normalizes `input` over the dimensions `[axis, rank)` to zero mean and
@@ -271,7 +272,7 @@ def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
 //===----------------------------------------------------------------------===//
 
 def Tfm_EmbeddingOp : Tfm_PureOp<"embedding",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "gathers rows of an embedding table by index";
   let description = [{
     `result[i..., :] = table[indices[i...], :]`. An index outside
@@ -315,7 +316,7 @@ def Tfm_PositionalEncodingOp : Tfm_PureOp<"positional_encoding"> {
 //===----------------------------------------------------------------------===//
 
 def Tfm_TransposeOp : Tfm_PureOp<"transpose",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "permutes the dimensions of a tensor";
   let description = [{
     `result.shape[i] = input.shape[permutation[i]]`, as numpy's `transpose`.
@@ -336,7 +337,7 @@ def Tfm_TransposeOp : Tfm_PureOp<"transpose",
   let hasCanonicalizer = 1;
 }
 
-def Tfm_ReshapeOp : Tfm_PureOp<"reshape"> {
+def Tfm_ReshapeOp : Tfm_PureOp<"reshape", [Tfm_Differentiable]> {
   let summary = "reinterprets a tensor with another shape of the same size";
   let description = [{
     Keeps the elements in row-major order and gives them the result's shape.
@@ -356,7 +357,7 @@ def Tfm_ReshapeOp : Tfm_PureOp<"reshape"> {
 }
 
 def Tfm_ConcatOp : Tfm_PureOp<"concat",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "joins tensors along one axis";
   let description = [{
     Shape rules: at least one input; all inputs have the same rank and
@@ -377,7 +378,7 @@ def Tfm_ConcatOp : Tfm_PureOp<"concat",
 }
 
 def Tfm_SplitOp : Tfm_PureOp<"split",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "cuts a tensor into consecutive pieces along one axis";
   let description = [{
     Result `i` holds `sizes[i]` consecutive slices of `input` along `axis`.
@@ -399,34 +400,39 @@ def Tfm_SplitOp : Tfm_PureOp<"split",
 }
 
 def Tfm_DropoutOp : Tfm_PureOp<"dropout",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [AllTypesMatch<["input", "result"]>, Tfm_Differentiable]> {
   let summary = "zeroes elements at random in training; the identity otherwise";
   let description = [{
     Without `training` this is the identity (and folds away). With `training`,
-    element `i` is kept when `u(seed, i) >= rate`, where `u` is the counter-based
+    element `i` is kept when `u(s, i) >= rate`, where `u` is the counter-based
     generator of `runtime/include/tfm/CounterRNG.h`, and kept elements are
-    scaled by `1 / (1 - rate)`. The same seed gives the same mask on every
-    backend, so a training step is reproducible.
+    scaled by `1 / (1 - rate)`. The stream `s` is `seed` itself, or, given a
+    `step` (the optimizer's step count, a rank-0 i64), `tfm_rng_stream(seed,
+    step)`, so every training step draws a fresh mask. The same seed and step
+    give the same mask on every backend, so a training run is reproducible.
 
-    Shape rules: `0 <= rate < 1`; the result has the type of the input.
+    Shape rules: `0 <= rate < 1`; `step`, when present, is `tensor<i64>`; the
+    result has the type of the input.
 
     ```mlir
-    %y = tfm.dropout %x training {rate = 1.0e-01, seed = 7 : i64} : tensor<2x16xf32>
+    %y = tfm.dropout %x training step %t {rate = 1.0e-01, seed = 7 : i64}
+        : tensor<2x16xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input,
+                       Optional<Tfm_StepTensor>:$step,
                        DefaultValuedAttr<F64Attr, "0.1">:$rate,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
                        UnitAttr:$training);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $input (`training` $training^)? attr-dict `:` type($input)
+    $input (`training` $training^)? (`step` $step^)? attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
 }
 
-def Tfm_BroadcastOp : Tfm_PureOp<"broadcast"> {
+def Tfm_BroadcastOp : Tfm_PureOp<"broadcast", [Tfm_Differentiable]> {
   let summary = "repeats a tensor to a larger shape by numpy broadcasting";
   let description = [{
     Materializes the numpy broadcast of `input` to the result's shape (ONNX
@@ -446,7 +452,7 @@ def Tfm_BroadcastOp : Tfm_PureOp<"broadcast"> {
   let hasFolder = 1;
 }
 
-def Tfm_SliceOp : Tfm_PureOp<"slice", [InferTypeOpAdaptor]> {
+def Tfm_SliceOp : Tfm_PureOp<"slice", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "takes a strided window of a tensor";
   let description = [{
     Along dimension `d`, result index `i` reads input index
@@ -471,7 +477,7 @@ def Tfm_SliceOp : Tfm_PureOp<"slice", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tfm_GatherOp : Tfm_PureOp<"gather", [InferTypeOpAdaptor]> {
+def Tfm_GatherOp : Tfm_PureOp<"gather", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "gathers slices along one axis by index";
   let description = [{
     ONNX Gather: `result[a..., i..., b...] = input[a..., indices[i...], b...]`
@@ -494,7 +500,7 @@ def Tfm_GatherOp : Tfm_PureOp<"gather", [InferTypeOpAdaptor]> {
   }];
 }
 
-def Tfm_ReduceOp : Tfm_PureOp<"reduce", [InferTypeOpAdaptor]> {
+def Tfm_ReduceOp : Tfm_PureOp<"reduce", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "sum, mean, max or min over some axes";
   let description = [{
     Combines the elements along `axes` with `kind`. With `keepdims` the
@@ -521,7 +527,7 @@ def Tfm_ReduceOp : Tfm_PureOp<"reduce", [InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 def Tfm_AttentionOp : Tfm_PureOp<"attention",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "scaled dot-product attention with an optional mask";
   let description = [{
     Computes `softmax(scale · query · keyᵀ ⊕ mask) · value` over the last
@@ -552,7 +558,7 @@ def Tfm_AttentionOp : Tfm_PureOp<"attention",
 }
 
 def Tfm_CrossEntropyOp : Tfm_PureOp<"cross_entropy",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "mean cross-entropy over the last axis, with label smoothing";
   let description = [{
     For each position `t` whose label is not `ignore_index`, with
@@ -584,7 +590,7 @@ def Tfm_CrossEntropyOp : Tfm_PureOp<"cross_entropy",
 //===----------------------------------------------------------------------===//
 
 def Tfm_QKVProjectionOp : Tfm_PureOp<"qkv_projection",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "one GEMM over concatenated projection weights, split into its parts";
   let description = [{
     Computes `y = input · weightᵀ + bias` once and splits the last dimension
@@ -611,7 +617,7 @@ def Tfm_QKVProjectionOp : Tfm_PureOp<"qkv_projection",
 }
 
 def Tfm_MaskedSoftmaxOp : Tfm_PureOp<"masked_softmax",
-    [InferTypeOpAdaptor]> {
+    [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "scale, mask and softmax over the last axis in one op";
   let description = [{
     Computes `softmax(scale · input ⊕ mask)` over the last axis. With
@@ -643,7 +649,7 @@ def Tfm_MaskedSoftmaxOp : Tfm_PureOp<"masked_softmax",
   let hasVerifier = 1;
 }
 
-def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm"> {
+def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_Differentiable]> {
   let summary = "residual add followed by layer normalization";
   let description = [{
     Computes `s = input + residual` (numpy broadcasting) and
@@ -670,6 +676,158 @@ def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm"> {
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training: parameters, gradients that need ops of their own, optimizers
+//===----------------------------------------------------------------------===//
+
+def Tfm_ParameterOp : Tfm_PureOp<"parameter"> {
+  let summary = "a trainable parameter, with its initial value";
+  let description = [{
+    The value of the parameter `name` when the enclosing function starts.
+    Parameters live in the session that runs the compiled model: they start
+    at `initial_value`, `tfm.sgd_update` and `tfm.adam_update` change them
+    when a training step ends, and the runtime reads and writes them by
+    name. Unlike constants, two parameters with equal values stay distinct.
+
+    Shape rules: `initial_value` has the result's type.
+
+    ```mlir
+    %w = tfm.parameter "layer0.fc.weight" {initial_value = dense<0.5> : tensor<4x8xf32>}
+        : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, ElementsAttr:$initial_value);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tfm_NextStepOp : Tfm_Op<"next_step", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "advances the session's training step count and returns it";
+  let description = [{
+    The session counts training steps from 0. This op adds one and returns
+    the new count, so the first step sees 1, as Adam's bias correction and
+    the learning-rate schedules expect.
+
+    ```mlir
+    %t = tfm.next_step : tensor<i64>
+    ```
+  }];
+  let results = (outs Tfm_StepTensor:$step);
+  let assemblyFormat = "attr-dict `:` type($step)";
+}
+
+def Tfm_CrossEntropyGradOp : Tfm_PureOp<"cross_entropy_grad",
+    [AllTypesMatch<["logits", "result"]>]> {
+  let summary = "the gradient of tfm.cross_entropy with respect to its logits";
+  let description = [{
+    With `p = softmax(logits[t])`, `q = (1 - ε)·one-hot(label_t) + ε/K` and
+    `n` the number of positions whose label is not `ignore_index`:
+    `result[t] = grad · (p - q) / n`, and zero at ignored positions.
+
+    Shape rules: those of `tfm.cross_entropy`; `grad` is the rank-0 gradient
+    of the loss, and the result has the logits' type.
+
+    ```mlir
+    %d = tfm.cross_entropy_grad %logits, %labels, %g {label_smoothing = 1.0e-01}
+        : (tensor<2x8x100xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x100xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IndexTensor:$labels,
+                       0DTensorOf<[F32, BF16, F16]>:$grad,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_EmbeddingGradOp : Tfm_PureOp<"embedding_grad"> {
+  let summary = "the gradient of tfm.embedding with respect to its table";
+  let description = [{
+    Scatters with addition: `result` starts at zero and, for every index
+    position `i...`, `result[indices[i...], :] += grad[i..., :]`. Repeated
+    indices accumulate. An index outside `[0, V)` adds nothing (the forward
+    embedding has already reported it).
+
+    Shape rules: `grad` is `[I..., D]`, `indices` is `[I...]`, the result is
+    `[V, D]` with the gradient's element type.
+
+    ```mlir
+    %dt = tfm.embedding_grad %g, %ids
+        : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<100x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$grad, Tfm_IndexTensor:$indices);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+class Tfm_OptimizerOp<string mnemonic, string rule>
+    : Tfm_Op<mnemonic, [MemoryEffects<[MemRead, MemWrite]>]> {
+  let description = [{
+    Updates the parameter named `parameter` in place, with its gradient
+    `grad` and the step count `step` (from `tfm.next_step`):
+    }] # rule # [{
+
+    The learning rate at step `t` is `lr` with `schedule = constant`, and
+    `lr · d_model^-0.5 · min(t^-0.5, t · warmup^-1.5)` with `schedule = noam`
+    (the schedule of the Transformer paper, scaled by `lr`).
+
+    Shape rules: `grad` has the parameter's type; `step` is `tensor<i64>`.
+  }];
+  let assemblyFormat = [{
+    $parameter `,` $grad `,` $step attr-dict `:` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_SGDUpdateOp : Tfm_OptimizerOp<"sgd_update", [{
+    `p -= lr_t · (grad + weight_decay · p)`, as torch.optim.SGD without
+    momentum.
+
+    ```mlir
+    tfm.sgd_update "fc.weight", %g, %t {lr = 1.0e-01} : tensor<4x8xf32>
+    ```
+  }]> {
+  let summary = "a stochastic gradient descent step on one parameter";
+  let arguments = (ins StrAttr:$parameter, Tfm_FloatTensor:$grad,
+                       Tfm_StepTensor:$step, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<Tfm_LRSchedule,
+                           "::mlir::tfm::LRSchedule::constant">:$schedule,
+                       DefaultValuedAttr<I64Attr, "1">:$d_model,
+                       DefaultValuedAttr<I64Attr, "1">:$warmup);
+}
+
+def Tfm_AdamUpdateOp : Tfm_OptimizerOp<"adam_update", [{
+    with `g = grad + weight_decay · p` (torch.optim.Adam's L2 penalty),
+    `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`, and
+    `p -= lr_t · (m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + eps)`. The moments
+    `m` and `v` are session state of their own, zero at the start.
+
+    ```mlir
+    tfm.adam_update "fc.weight", %g, %t {lr = 1.0e-03} : tensor<4x8xf32>
+    ```
+  }]> {
+  let summary = "an Adam step on one parameter";
+  let arguments = (ins StrAttr:$parameter, Tfm_FloatTensor:$grad,
+                       Tfm_StepTensor:$step, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<Tfm_LRSchedule,
+                           "::mlir::tfm::LRSchedule::constant">:$schedule,
+                       DefaultValuedAttr<I64Attr, "1">:$d_model,
+                       DefaultValuedAttr<I64Attr, "1">:$warmup);
 }
 
 #endif // TFM_IR_TFMOPS_TD

@@ -1,0 +1,453 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of tfm -----------------===//
+//
+// The sweep knows no op: every rule comes from DifferentiableOpInterface.
+// It runs after fusion, so the fused ops' own rules (one GEMM for the three
+// projections' input gradient, a closed-form softmax backward) are what the
+// backward pass is made of. docs/training.md argues that choice.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Transforms/Autodiff.h"
+#include "tfm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "tfm/Transforms/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+Value zerosLike(OpBuilder &b, Location loc, Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(
+               t, b.getFloatAttr(t.getElementType(), 0.0).getValue()));
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>>
+mlir::tfm::differentiate(OpBuilder &b, Block &body,
+                         ArrayRef<std::pair<Value, Value>> seeds,
+                         ArrayRef<Value> wrt) {
+  // The ops to differentiate: those before the insertion point.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body) {
+    if (&op == &*b.getInsertionPoint())
+      break;
+    ops.push_back(&op);
+  }
+
+  // Active values depend on some `wrt` and reach some seed.
+  DenseSet<Value> varied(wrt.begin(), wrt.end());
+  for (Operation *op : ops)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return varied.contains(v); }))
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          varied.insert(r);
+  DenseSet<Value> useful;
+  for (auto &[v, g] : seeds)
+    useful.insert(v);
+  for (Operation *op : llvm::reverse(ops))
+    if (llvm::any_of(op->getResults(),
+                     [&](Value v) { return useful.contains(v); }))
+      for (Value v : op->getOperands())
+        useful.insert(v);
+  auto active = [&](Value v) {
+    return isFloatTensor(v) && varied.contains(v) && useful.contains(v);
+  };
+
+  DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g) {
+    Value &slot = grads[v];
+    slot = slot ? b.create<AddOp>(g.getLoc(), slot, g).getResult() : g;
+  };
+  for (auto &[v, g] : seeds)
+    accumulate(v, g);
+
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<bool> wanted;
+    for (Value v : op->getOperands())
+      wanted.push_back(active(v));
+    if (!llvm::is_contained(wanted, true))
+      continue;
+    SmallVector<Value> resultGrads;
+    for (Value r : op->getResults())
+      resultGrads.push_back(grads.lookup(r));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+      continue;
+    auto rule = dyn_cast<DifferentiableOpInterface>(op);
+    if (!rule)
+      return op->emitError()
+             << "'" << op->getName()
+             << "' lies between the parameters and the loss but has no "
+                "gradient rule (DifferentiableOpInterface)";
+    SmallVector<Value> operandGrads(op->getNumOperands());
+    b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+    if (failed(rule.buildGradients(b, resultGrads, wanted, operandGrads)))
+      return failure();
+    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && active(v)) {
+        if (g.getType() != v.getType())
+          return op->emitError()
+                 << "gradient rule produced " << g.getType()
+                 << " for an operand of type " << v.getType();
+        accumulate(v, g);
+      }
+  }
+
+  SmallVector<Value> out;
+  for (Value v : wrt)
+    out.push_back(grads.lookup(v));
+  return out;
+}
+
+FailureOr<func::FuncOp> mlir::tfm::buildVJPFunction(func::FuncOp fn) {
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError() << "differentiates only functions of one block";
+  OpBuilder b(fn);
+  b.setInsertionPointAfter(fn);
+  auto vjp = cast<func::FuncOp>(b.clone(*fn));
+  vjp.setSymName((fn.getSymName() + "_vjp").str());
+  SymbolTable::setSymbolVisibility(vjp, SymbolTable::Visibility::Public);
+  Block &body = vjp.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+  SmallVector<std::pair<Value, Value>> seeds;
+  for (Value r : ret.getOperands()) {
+    BlockArgument cot = body.addArgument(r.getType(), r.getLoc());
+    if (isFloatTensor(r))
+      seeds.emplace_back(r, cot);
+  }
+  SmallVector<Value> wrt;
+  for (BlockArgument a : body.getArguments().take_front(fn.getNumArguments()))
+    if (isFloatTensor(a))
+      wrt.push_back(a);
+
+  b.setInsertionPoint(ret);
+  auto grads = differentiate(b, body, seeds, wrt);
+  if (failed(grads))
+    return failure();
+  SmallVector<Value> results;
+  for (auto [v, g] : llvm::zip(wrt, *grads))
+    results.push_back(g ? g : zerosLike(b, ret.getLoc(), v.getType()));
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+  vjp.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
+                                        ValueRange(results).getTypes()));
+  vjp.setAllArgAttrs(ArrayRef<DictionaryAttr>{});
+  vjp.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+  return vjp;
+}
+
+LogicalResult mlir::tfm::parseLRSchedule(StringRef text,
+                                         TrainingOptions &options,
+                                         std::string &error) {
+  if (text == "constant") {
+    options.schedule = LRSchedule::constant;
+    return success();
+  }
+  if (!text.consume_front("noam")) {
+    error = "unknown learning-rate schedule '" + text.str() +
+            "'; expected 'constant' or 'noam:d_model=D,warmup=W'";
+    return failure();
+  }
+  options.schedule = LRSchedule::noam;
+  options.dModel = options.warmup = 0;
+  if (!text.consume_front(":"))
+    text = "";
+  SmallVector<StringRef> parts;
+  text.split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef part : parts) {
+    auto [key, value] = part.split('=');
+    int64_t n = 0;
+    if (value.getAsInteger(10, n) || n <= 0 ||
+        (key != "d_model" && key != "warmup")) {
+      error = "bad noam schedule entry '" + part.str() +
+              "'; expected d_model=D and warmup=W with positive integers";
+      return failure();
+    }
+    (key == "d_model" ? options.dModel : options.warmup) = n;
+  }
+  if (options.dModel <= 0 || options.warmup <= 0) {
+    error = "the noam schedule needs both d_model=D and warmup=W";
+    return failure();
+  }
+  return success();
+}
+
+void mlir::tfm::promoteConstantsToParameters(func::FuncOp fn) {
+  int counter = 0;
+  SmallVector<arith::ConstantOp> constants;
+  fn.walk([&](arith::ConstantOp c) { constants.push_back(c); });
+  for (arith::ConstantOp c : constants) {
+    auto type = dyn_cast<RankedTensorType>(c.getType());
+    auto value = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!type || !value || !isa<FloatType>(type.getElementType()) ||
+        type.getNumElements() < 2)
+      continue;
+    std::string name;
+    if (auto loc = dyn_cast<NameLoc>(c.getLoc()))
+      name = loc.getName().str();
+    else
+      name = "param_" + std::to_string(counter);
+    ++counter;
+    OpBuilder b(c);
+    auto p = b.create<ParameterOp>(c.getLoc(), type, b.getStringAttr(name),
+                                   value);
+    c.replaceAllUsesWith(p.getResult());
+    c.erase();
+  }
+}
+
+namespace {
+
+/// Splits gelu activations off linears on the differentiated path: the
+/// gelu backward needs the pre-activation, which the fused op does not keep.
+void splitActivations(func::FuncOp fn) {
+  SmallVector<LinearOp> linears;
+  fn.walk([&](LinearOp l) {
+    if (l.getActivation() == Activation::gelu ||
+        l.getActivation() == Activation::gelu_tanh)
+      linears.push_back(l);
+  });
+  for (LinearOp l : linears) {
+    OpBuilder b(l);
+    auto z = b.create<LinearOp>(
+        l.getLoc(), l.getInput(), l.getWeight(), l.getBias(),
+        ActivationAttr::get(b.getContext(), Activation::none));
+    auto approx = l.getActivation() == Activation::gelu_tanh
+                      ? GeluApproximation::tanh
+                      : GeluApproximation::none;
+    auto y = b.create<GeluOp>(l.getLoc(), z.getResult(),
+                              GeluApproximationAttr::get(b.getContext(), approx));
+    l.replaceAllUsesWith(y.getResult());
+    l.erase();
+  }
+}
+
+func::FuncOp findForward(ModuleOp module, StringRef name) {
+  if (!name.empty())
+    return module.lookupSymbol<func::FuncOp>(name);
+  func::FuncOp only;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isPrivate() || fn.isExternal())
+      continue;
+    if (only)
+      return {};
+    only = fn;
+  }
+  return only;
+}
+
+} // namespace
+
+FailureOr<func::FuncOp>
+mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
+  func::FuncOp fwd = findForward(module, options.forward);
+  if (!fwd)
+    return module.emitError()
+           << (options.forward.empty()
+                   ? std::string("the module must have exactly one public "
+                                 "function to train, or name one")
+                   : "no function named '" + options.forward + "' to train");
+  if (options.loss != "cross-entropy")
+    return module.emitError() << "unknown loss '" << options.loss
+                              << "'; the supported loss is cross-entropy";
+  if (options.optimizer != "sgd" && options.optimizer != "adam")
+    return module.emitError() << "unknown optimizer '" << options.optimizer
+                              << "'; expected sgd or adam";
+  if (module.lookupSymbol("train_step"))
+    return module.emitError() << "the module already has a @train_step";
+  if (!fwd.getBody().hasOneBlock())
+    return fwd.emitError() << "differentiates only functions of one block";
+  if (fwd.getNumResults() == 0)
+    return fwd.emitError() << "has no output to compute a loss on";
+  auto logitsType = dyn_cast<RankedTensorType>(fwd.getResultTypes()[0]);
+  if (!logitsType || !isa<FloatType>(logitsType.getElementType()) ||
+      logitsType.getRank() < 1)
+    return fwd.emitError() << "output #0 must be float logits [..., K] for "
+                              "the cross-entropy loss, got "
+                           << fwd.getResultTypes()[0];
+
+  OpBuilder b(fwd);
+  b.setInsertionPointAfter(fwd);
+  auto train = cast<func::FuncOp>(b.clone(*fwd));
+  train.setSymName("train_step");
+  Block &body = train.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Location loc = ret.getLoc();
+
+  // Labels: one class index per logits row.
+  auto labelsType = RankedTensorType::get(logitsType.getShape().drop_back(),
+                                          b.getI64Type());
+  (void)train.insertArgument(
+      train.getNumArguments(), labelsType,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("tfm.name", b.getStringAttr("labels"))}),
+      loc);
+  BlockArgument labels = body.getArguments().back();
+
+  splitActivations(train);
+
+  // The step count comes first: dropout and the optimizers read it.
+  b.setInsertionPointToStart(&body);
+  Value step = b.create<NextStepOp>(train.getLoc());
+  unsigned dropoutIndex = 0;
+  train.walk([&](DropoutOp d) {
+    if (d.getRate().isZero())
+      return;
+    d.setTraining(true);
+    d.getStepMutable().assign(step);
+    // Dropouts imported without a seed would share one mask; give each its
+    // own stream.
+    if (d.getSeed() == 0)
+      d.setSeed(static_cast<uint64_t>(++dropoutIndex));
+  });
+
+  b.setInsertionPoint(ret);
+  Value logits = ret.getOperand(0);
+  Value loss = b.create<CrossEntropyOp>(
+      loc, logits, labels, b.getF64FloatAttr(options.labelSmoothing),
+      b.getI64IntegerAttr(options.ignoreIndex));
+
+  // The parameters, in order of first appearance; one op per name.
+  llvm::StringSet<> frozen;
+  for (const std::string &f : options.freeze)
+    frozen.insert(f);
+  llvm::StringSet<> seen;
+  SmallVector<ParameterOp> params;
+  train.walk([&](ParameterOp p) {
+    if (!seen.insert(p.getName()).second)
+      return;
+    if (!frozen.contains(p.getName()))
+      params.push_back(p);
+  });
+  for (const std::string &f : options.freeze)
+    if (!seen.contains(f))
+      return fwd.emitError() << "--freeze names '" << f
+                             << "', which is not a parameter of the model";
+  if (params.empty())
+    return fwd.emitError() << "has no trainable parameters (every float "
+                              "initializer is frozen or absent)";
+  // Two parameter ops with one name would be one parameter read twice.
+  DenseMap<StringAttr, Value> byName;
+  train.walk([&](ParameterOp p) {
+    Value &first = byName[p.getNameAttr()];
+    if (!first)
+      first = p.getResult();
+    else if (first != p.getResult() && first.getType() == p.getType())
+      p.replaceAllUsesWith(first);
+  });
+
+  auto lossType = cast<RankedTensorType>(loss.getType());
+  Value one = b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(
+               lossType, b.getFloatAttr(lossType.getElementType(), 1.0)
+                             .getValue()));
+  SmallVector<Value> wrt;
+  for (ParameterOp p : params)
+    wrt.push_back(p.getResult());
+  auto grads = differentiate(b, body, {{loss, one}}, wrt);
+  if (failed(grads))
+    return failure();
+
+  for (auto [p, g] : llvm::zip(params, *grads)) {
+    if (!g) {
+      emitWarning(p.getLoc()) << "parameter '" << p.getName()
+                              << "' does not affect the loss and is not "
+                                 "updated";
+      continue;
+    }
+    auto schedule = LRScheduleAttr::get(b.getContext(), options.schedule);
+    if (options.optimizer == "sgd")
+      b.create<SGDUpdateOp>(p.getLoc(), p.getNameAttr(), g, step,
+                            b.getF64FloatAttr(options.lr),
+                            b.getF64FloatAttr(options.weightDecay), schedule,
+                            b.getI64IntegerAttr(options.dModel),
+                            b.getI64IntegerAttr(options.warmup));
+    else
+      b.create<AdamUpdateOp>(
+          p.getLoc(), p.getNameAttr(), g, step, b.getF64FloatAttr(options.lr),
+          b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
+          b.getF64FloatAttr(options.eps),
+          b.getF64FloatAttr(options.weightDecay), schedule,
+          b.getI64IntegerAttr(options.dModel),
+          b.getI64IntegerAttr(options.warmup));
+  }
+  b.create<func::ReturnOp>(loc, loss);
+  ret.erase();
+  train.setFunctionType(
+      b.getFunctionType(body.getArgumentTypes(), TypeRange{loss.getType()}));
+  train.setAllResultAttrs(ArrayRef<DictionaryAttr>{b.getDictionaryAttr(
+      {b.getNamedAttr("tfm.name", b.getStringAttr("loss"))})});
+
+  // The other outputs' computations are dead now.
+  SmallVector<Operation *> order;
+  for (Operation &op : body)
+    order.push_back(&op);
+  for (Operation *op : llvm::reverse(order))
+    if (op->use_empty() && isPure(op))
+      op->erase();
+  return train;
+}
+
+namespace {
+
+struct AutodiffPass : public mlir::tfm::impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode == "vjp") {
+      SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+      for (func::FuncOp fn : fns)
+        if (!fn.isExternal() && failed(buildVJPFunction(fn)))
+          return signalPassFailure();
+      return;
+    }
+    if (mode != "train") {
+      module.emitError() << "tfm-autodiff: unknown mode '" << mode
+                         << "'; expected train or vjp";
+      return signalPassFailure();
+    }
+    TrainingOptions o;
+    o.forward = forward;
+    o.loss = loss;
+    o.labelSmoothing = labelSmoothing;
+    o.ignoreIndex = ignoreIndex;
+    o.optimizer = optimizer;
+    o.lr = lr;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.eps = eps;
+    o.weightDecay = weightDecay;
+    o.freeze.assign(freeze.begin(), freeze.end());
+    std::string error;
+    if (failed(parseLRSchedule(lrSchedule, o, error))) {
+      module.emitError() << "tfm-autodiff: " << error;
+      return signalPassFailure();
+    }
+    if (failed(buildTrainStep(module, o)))
+      signalPassFailure();
+  }
+};
+
+} // namespace

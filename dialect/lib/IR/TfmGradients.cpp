@@ -1,0 +1,825 @@
+//===- TfmGradients.cpp - Gradient rules of the tfm ops -------------------===//
+//
+// Each rule builds a vector-Jacobian product out of tfm ops, so a gradient
+// is itself a tfm program: the reference interpreter evaluates it, the
+// fusion passes see it, and the backends lower it like any forward op. Rules
+// recompute cheap intermediates (a layer norm's mean and variance) rather
+// than asking the forward op for them, which keeps the forward ops as they
+// are for inference.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/IR/TfmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/TypeUtilities.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Builds the small tensor expressions the rules are written in.
+struct GradBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  /// A rank-0 constant of `elt`, which broadcasts against anything.
+  Value scalar(Type elt, double v) {
+    auto type = RankedTensorType::get({}, elt);
+    return b.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(elt, v).getValue()));
+  }
+  Value scalarLike(Value like, double v) {
+    return scalar(tensorType(like).getElementType(), v);
+  }
+  Value zeros(RankedTensorType type) {
+    return b.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(
+                 type, b.getFloatAttr(type.getElementType(), 0.0).getValue()));
+  }
+  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
+  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
+  Value neg(Value x) { return b.create<arith::NegFOp>(loc, x); }
+  Value mulScalar(Value x, double s) { return mul(x, scalarLike(x, s)); }
+  Value compare(ComparePredicate p, Value x, Value y) {
+    return b.create<CompareOp>(loc, ComparePredicateAttr::get(b.getContext(), p),
+                               x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return b.create<SelectOp>(loc, c, x, y);
+  }
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    auto type = RankedTensorType::get(shape, tensorType(v).getElementType());
+    if (type == v.getType())
+      return v;
+    return b.create<ReshapeOp>(loc, type, v);
+  }
+  Value reduce(ReduceKind kind, Value v, ArrayRef<int64_t> axes,
+               bool keepdims) {
+    if (axes.empty())
+      return v;
+    return b.create<ReduceOp>(loc, ReduceKindAttr::get(b.getContext(), kind),
+                              v, b.getDenseI64ArrayAttr(axes),
+                              keepdims ? b.getUnitAttr() : UnitAttr());
+  }
+  Value matmul(Value x, Value y, bool tx, bool ty) {
+    return b.create<MatmulOp>(loc, x, y, tx ? b.getUnitAttr() : UnitAttr(),
+                              ty ? b.getUnitAttr() : UnitAttr());
+  }
+  Value broadcastTo(Value v, RankedTensorType type) {
+    if (v.getType() == type)
+      return v;
+    return b.create<BroadcastOp>(loc, type, v);
+  }
+
+  /// Undoes numpy broadcasting: sums `g` over the dimensions that
+  /// broadcasting added or stretched, giving a value of `target`'s shape.
+  Value sumToShape(Value g, RankedTensorType target) {
+    ArrayRef<int64_t> gs = tensorType(g).getShape(), ts = target.getShape();
+    if (gs == ts)
+      return g;
+    int64_t lead = static_cast<int64_t>(gs.size() - ts.size());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < lead; ++i)
+      axes.push_back(i);
+    for (auto [i, d] : llvm::enumerate(ts))
+      if (d == 1 && gs[lead + i] != 1)
+        axes.push_back(lead + static_cast<int64_t>(i));
+    return reshape(reduce(ReduceKind::sum, g, axes, /*keepdims=*/true), ts);
+  }
+
+  /// Flattens `v` to [prod(leading), last].
+  Value flatten2D(Value v) {
+    ArrayRef<int64_t> s = tensorType(v).getShape();
+    int64_t rows = 1;
+    for (int64_t d : s.drop_back())
+      rows *= d;
+    return reshape(v, {rows, s.back()});
+  }
+
+  /// The gradient of a weight `w` ([N, K]) of `y = x·wᵀ`: dyᵀ·x as one GEMM
+  /// over all leading dimensions.
+  Value weightGradient(Value dy, Value x) {
+    return matmul(flatten2D(dy), flatten2D(x), /*tx=*/true, /*ty=*/false);
+  }
+
+  /// Sums `dy` over every dimension but the last (a bias gradient).
+  Value biasGradient(Value dy) {
+    int64_t rank = tensorType(dy).getRank();
+    SmallVector<int64_t> axes(rank - 1);
+    std::iota(axes.begin(), axes.end(), 0);
+    return reduce(ReduceKind::sum, dy, axes, /*keepdims=*/false);
+  }
+
+  /// softmax's vector-Jacobian product along `axis`: y·(dy - Σ dy·y).
+  Value softmaxBackward(Value y, Value dy, int64_t axis) {
+    Value dot = reduce(ReduceKind::sum, mul(dy, y), {axis}, /*keepdims=*/true);
+    return mul(y, sub(dy, dot));
+  }
+
+  /// The derivative of gelu at `x`.
+  Value geluDerivative(Value x, bool tanhApprox) {
+    if (!tanhApprox) {
+      // Φ(x) + x·φ(x)
+      Value cdf = mulScalar(
+          b.create<AddOp>(loc, scalarLike(x, 1.0),
+                          b.create<math::ErfOp>(loc, mulScalar(x, M_SQRT1_2))),
+          0.5);
+      Value pdf = mulScalar(
+          b.create<math::ExpOp>(loc, mulScalar(mul(x, x), -0.5)),
+          0.5 * M_2_SQRTPI * M_SQRT1_2);
+      return add(cdf, mul(x, pdf));
+    }
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Value x2 = mul(x, x);
+    Value inner = mulScalar(add(x, mulScalar(mul(x2, x), c)), k);
+    Value t = b.create<math::TanhOp>(loc, inner);
+    Value one = scalarLike(x, 1.0);
+    Value left = mulScalar(add(one, t), 0.5);
+    Value sech2 = sub(one, mul(t, t));
+    Value dinner = mulScalar(add(one, mulScalar(x2, 3 * c)), k);
+    return add(left, mulScalar(mul(mul(x, sech2), dinner), 0.5));
+  }
+
+  /// The derivative of `activation` given its input `z` and output `y`.
+  Value activationBackward(Activation act, Value z, Value y, Value dy) {
+    switch (act) {
+    case Activation::none:
+      return dy;
+    case Activation::relu:
+      return select(compare(ComparePredicate::gt, y, scalarLike(y, 0.0)), dy,
+                    scalarLike(dy, 0.0));
+    case Activation::gelu:
+      return mul(dy, geluDerivative(z, false));
+    case Activation::gelu_tanh:
+      return mul(dy, geluDerivative(z, true));
+    }
+    return dy;
+  }
+
+  struct LayerNormGradients {
+    Value input, scale, bias;
+  };
+
+  /// Layer norm's vector-Jacobian products, from the input alone: the mean
+  /// and the inverse deviation are recomputed, which costs two reductions
+  /// and saves keeping them alive from the forward pass.
+  LayerNormGradients layerNormBackward(Value x, Value scale, bool hasBias,
+                                       int64_t axis, double eps, Value dy) {
+    int64_t rank = tensorType(x).getRank();
+    SmallVector<int64_t> normAxes, leadAxes;
+    for (int64_t i = 0; i < rank; ++i)
+      (i >= axis ? normAxes : leadAxes).push_back(i);
+    Value mean = reduce(ReduceKind::mean, x, normAxes, true);
+    Value xc = sub(x, mean);
+    Value var = reduce(ReduceKind::mean, mul(xc, xc), normAxes, true);
+    Value rstd = div(scalarLike(x, 1.0),
+                     b.create<math::SqrtOp>(loc, add(var, scalarLike(x, eps))));
+    Value xhat = mul(xc, rstd);
+    Value g = mul(dy, scale);
+    Value meanG = reduce(ReduceKind::mean, g, normAxes, true);
+    Value meanGX = reduce(ReduceKind::mean, mul(g, xhat), normAxes, true);
+    LayerNormGradients out;
+    out.input = mul(rstd, sub(sub(g, meanG), mul(xhat, meanGX)));
+    out.scale = reduce(ReduceKind::sum, mul(dy, xhat), leadAxes, false);
+    if (hasBias)
+      out.bias = reduce(ReduceKind::sum, dy, leadAxes, false);
+    return out;
+  }
+};
+
+int64_t normalized(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Sets `grads[i] = make()` when operand `i` is wanted.
+template <typename Fn>
+void want(ArrayRef<bool> wanted, SmallVectorImpl<Value> &grads, unsigned i,
+          Fn &&make) {
+  if (i < wanted.size() && wanted[i])
+    grads[i] = make();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Projections
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value dy = dys[0], lhs = getLhs(), rhs = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  // With op(A) = A or Aᵀ: d op(A) = dY·op(B)ᵀ and d op(B) = op(A)ᵀ·dY,
+  // each written so that no operand is transposed explicitly.
+  want(wanted, grads, 0, [&] {
+    Value d = ta ? g.matmul(rhs, dy, tb, true) : g.matmul(dy, rhs, false, !tb);
+    return g.sumToShape(d, tensorType(lhs));
+  });
+  want(wanted, grads, 1, [&] {
+    RankedTensorType rt = tensorType(rhs);
+    // A weight shared by every batch: one GEMM over the flattened batch.
+    if (rt.getRank() == 2 && tensorType(lhs).getRank() > 2 && !ta)
+      return tb ? g.matmul(g.flatten2D(dy), g.flatten2D(lhs), true, false)
+                : g.matmul(g.flatten2D(lhs), g.flatten2D(dy), true, false);
+    Value d = tb ? g.matmul(dy, lhs, true, ta) : g.matmul(lhs, dy, !ta, false);
+    return g.sumToShape(d, rt);
+  });
+  return success();
+}
+
+LogicalResult LinearOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value z;
+  if (getActivation() == Activation::gelu ||
+      getActivation() == Activation::gelu_tanh)
+    // tfm-autodiff splits activations off before differentiating; this
+    // recomputation only serves a caller that did not.
+    z = b.create<LinearOp>(getLoc(), getInput(), getWeight(), getBias(),
+                           ActivationAttr::get(getContext(), Activation::none));
+  Value dz = g.activationBackward(getActivation(), z, getResult(), dys[0]);
+  want(wanted, grads, 0, [&] { return g.matmul(dz, getWeight(), false, false); });
+  want(wanted, grads, 1, [&] { return g.weightGradient(dz, getInput()); });
+  if (getBias())
+    want(wanted, grads, 2, [&] { return g.biasGradient(dz); });
+  return success();
+}
+
+LogicalResult QKVProjectionOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                              ArrayRef<bool> wanted,
+                                              SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  SmallVector<Value> parts;
+  for (auto [r, d] : llvm::zip(getResults(), dys))
+    parts.push_back(d ? d : g.zeros(tensorType(r)));
+  int64_t last = tensorType(getInput()).getRank() - 1;
+  Value dcat = b.create<ConcatOp>(getLoc(), parts, b.getI64IntegerAttr(last));
+  want(wanted, grads, 0,
+       [&] { return g.matmul(dcat, getWeight(), false, false); });
+  want(wanted, grads, 1, [&] { return g.weightGradient(dcat, getInput()); });
+  if (getBias())
+    want(wanted, grads, 2, [&] { return g.biasGradient(dcat); });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0, [&] { return g.sumToShape(dys[0], tensorType(getLhs())); });
+  want(wanted, grads, 1, [&] { return g.sumToShape(dys[0], tensorType(getRhs())); });
+  return success();
+}
+
+LogicalResult SubOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0, [&] { return g.sumToShape(dys[0], tensorType(getLhs())); });
+  want(wanted, grads, 1, [&] {
+    return g.neg(g.sumToShape(dys[0], tensorType(getRhs())));
+  });
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0, [&] {
+    return g.sumToShape(g.mul(dys[0], getRhs()), tensorType(getLhs()));
+  });
+  want(wanted, grads, 1, [&] {
+    return g.sumToShape(g.mul(dys[0], getLhs()), tensorType(getRhs()));
+  });
+  return success();
+}
+
+LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value dx = g.div(dys[0], getRhs());
+  want(wanted, grads, 0, [&] { return g.sumToShape(dx, tensorType(getLhs())); });
+  // d(a/b)/db = -(a/b)/b
+  want(wanted, grads, 1, [&] {
+    return g.neg(g.sumToShape(g.mul(dx, getResult()), tensorType(getRhs())));
+  });
+  return success();
+}
+
+LogicalResult PowOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value a = getLhs(), e = getRhs(), dy = dys[0];
+  want(wanted, grads, 0, [&] {
+    Value em1 = g.sub(e, g.scalarLike(e, 1.0));
+    Value d = g.mul(dy, g.mul(e, b.create<PowOp>(getLoc(), a, em1)));
+    return g.sumToShape(d, tensorType(a));
+  });
+  want(wanted, grads, 1, [&] {
+    Value d = g.mul(dy, g.mul(getResult(), b.create<math::LogOp>(getLoc(), a)));
+    return g.sumToShape(d, tensorType(e));
+  });
+  return success();
+}
+
+/// max and min pass the gradient to the operand they chose (the left one on
+/// a tie).
+static void minMaxGradients(GradBuilder &g, ComparePredicate pick, Value lhs,
+                            Value rhs, Value dy, ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &grads) {
+  Value zero = g.scalarLike(dy, 0.0);
+  Value takesLhs = g.compare(pick, lhs, rhs);
+  want(wanted, grads, 0, [&] {
+    return g.sumToShape(g.select(takesLhs, dy, zero), tensorType(lhs));
+  });
+  want(wanted, grads, 1, [&] {
+    return g.sumToShape(g.select(takesLhs, zero, dy), tensorType(rhs));
+  });
+}
+
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  minMaxGradients(g, ComparePredicate::ge, getLhs(), getRhs(), dys[0], wanted,
+                  grads);
+  return success();
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  minMaxGradients(g, ComparePredicate::le, getLhs(), getRhs(), dys[0], wanted,
+                  grads);
+  return success();
+}
+
+LogicalResult SelectOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value dy = dys[0], zero = g.scalarLike(dy, 0.0);
+  want(wanted, grads, 1, [&] {
+    return g.sumToShape(g.select(getCondition(), dy, zero),
+                        tensorType(getTrueValue()));
+  });
+  want(wanted, grads, 2, [&] {
+    return g.sumToShape(g.select(getCondition(), zero, dy),
+                        tensorType(getFalseValue()));
+  });
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                     ArrayRef<bool> wanted,
+                                     SmallVectorImpl<Value> &grads) {
+  RankedTensorType in = tensorType(getInput());
+  if (!isa<FloatType>(in.getElementType()))
+    return success(); // a cast from an integer carries no gradient
+  want(wanted, grads, 0,
+       [&] { return b.create<CastOp>(getLoc(), in, dys[0]).getResult(); });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Activations and normalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                     ArrayRef<bool> wanted,
+                                     SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0, [&] {
+    return g.activationBackward(Activation::relu, getInput(), getResult(),
+                                dys[0]);
+  });
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                     ArrayRef<bool> wanted,
+                                     SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0, [&] {
+    return g.mul(dys[0],
+                 g.geluDerivative(getInput(), getApproximate() ==
+                                                  GeluApproximation::tanh));
+  });
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  int64_t axis = normalized(static_cast<int64_t>(getAxis()),
+                            getType().getRank());
+  want(wanted, grads, 0,
+       [&] { return g.softmaxBackward(getResult(), dys[0], axis); });
+  return success();
+}
+
+LogicalResult MaskedSoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                              ArrayRef<bool> wanted,
+                                              SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  // Masked entries have probability 0, so their gradient vanishes by itself.
+  // An additive mask enters like the scaled scores, without the scale.
+  Value d = g.softmaxBackward(getResult(), dys[0], getType().getRank() - 1);
+  double scale = getScale().convertToDouble();
+  want(wanted, grads, 0,
+       [&] { return scale == 1.0 ? d : g.mulScalar(d, scale); });
+  if (getMaskKind() == MaskKind::additive)
+    want(wanted, grads, 1,
+         [&] { return g.sumToShape(d, tensorType(getMask())); });
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  int64_t axis = normalized(static_cast<int64_t>(getAxis()),
+                            getType().getRank());
+  auto d = g.layerNormBackward(getInput(), getScale(), bool(getBias()), axis,
+                               getEpsilon().convertToDouble(), dys[0]);
+  want(wanted, grads, 0, [&] { return d.input; });
+  want(wanted, grads, 1, [&] { return d.scale; });
+  if (getBias())
+    want(wanted, grads, 2, [&] { return d.bias; });
+  return success();
+}
+
+LogicalResult AddLayerNormOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                             ArrayRef<bool> wanted,
+                                             SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value sum = getSum() ? getSum() : g.add(getInput(), getResidual());
+  RankedTensorType st = tensorType(sum);
+  int64_t axis = normalized(static_cast<int64_t>(getAxis()), st.getRank());
+  Value dOut = dys[0], dSum = dys.size() > 1 ? dys[1] : Value();
+  GradBuilder::LayerNormGradients d;
+  Value ds = dSum;
+  if (dOut) {
+    d = g.layerNormBackward(sum, getScale(), bool(getBias()), axis,
+                            getEpsilon().convertToDouble(), dOut);
+    ds = ds ? g.add(d.input, ds) : d.input;
+  }
+  if (!ds)
+    return success();
+  want(wanted, grads, 0, [&] { return g.sumToShape(ds, tensorType(getInput())); });
+  want(wanted, grads, 1,
+       [&] { return g.sumToShape(ds, tensorType(getResidual())); });
+  if (dOut) {
+    want(wanted, grads, 2, [&] { return d.scale; });
+    if (getBias())
+      want(wanted, grads, 3, [&] { return d.bias; });
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &grads) {
+  want(wanted, grads, 0, [&] {
+    return b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), dys[0],
+                                     getIndices())
+        .getResult();
+  });
+  return success();
+}
+
+LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  if (!wanted.empty() && !wanted[0])
+    return success();
+  RankedTensorType in = tensorType(getInput());
+  if (normalized(static_cast<int64_t>(getAxis()), in.getRank()) != 0)
+    return emitOpError() << "has no gradient rule for a gather along axis "
+                         << getAxis() << "; only axis 0 (a row lookup) is "
+                                         "differentiable";
+  GradBuilder g{b, getLoc()};
+  // A row lookup is an embedding of the flattened rows; negative indices
+  // count from the end, so they are wrapped first.
+  Value idx = getIndices();
+  int64_t rows = in.getDimSize(0);
+  Type idxElt = tensorType(idx).getElementType();
+  auto idxScalar = [&](int64_t v) -> Value {
+    auto t = RankedTensorType::get({}, idxElt);
+    return b.create<arith::ConstantOp>(
+        getLoc(), DenseElementsAttr::get(t, b.getIntegerAttr(idxElt, v).getValue()));
+  };
+  Value wrapped = g.select(
+      g.compare(ComparePredicate::lt, idx, idxScalar(0)),
+      b.create<AddOp>(getLoc(), idx, idxScalar(rows)), idx);
+  int64_t rowSize = in.getNumElements() / std::max<int64_t>(rows, 1);
+  SmallVector<int64_t> gradShape(tensorType(idx).getShape());
+  gradShape.push_back(rowSize);
+  Value dy = g.reshape(dys[0], gradShape);
+  auto tableType = RankedTensorType::get({rows, rowSize}, in.getElementType());
+  Value table = b.create<EmbeddingGradOp>(getLoc(), tableType, dy, wrapped);
+  grads[0] = g.reshape(table, in.getShape());
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &grads) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = static_cast<int64_t>(i);
+  want(wanted, grads, 0, [&] {
+    return b.create<TransposeOp>(getLoc(), dys[0],
+                                 b.getDenseI64ArrayAttr(inverse))
+        .getResult();
+  });
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0, [&] {
+    return g.reshape(dys[0], tensorType(getInput()).getShape());
+  });
+  return success();
+}
+
+LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  want(wanted, grads, 0,
+       [&] { return g.sumToShape(dys[0], tensorType(getInput())); });
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  RankedTensorType out = getType();
+  int64_t axis = normalized(static_cast<int64_t>(getAxis()), out.getRank());
+  int64_t offset = 0;
+  for (auto [i, in] : llvm::enumerate(getInputs())) {
+    RankedTensorType t = tensorType(in);
+    want(wanted, grads, i, [&] {
+      SmallVector<int64_t> starts(out.getRank(), 0), steps(out.getRank(), 1);
+      starts[axis] = offset;
+      return b.create<SliceOp>(getLoc(), dys[0],
+                               b.getDenseI64ArrayAttr(starts),
+                               b.getDenseI64ArrayAttr(t.getShape()),
+                               b.getDenseI64ArrayAttr(steps))
+          .getResult();
+    });
+    offset += t.getDimSize(axis);
+  }
+  return success();
+}
+
+LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                      ArrayRef<bool> wanted,
+                                      SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  SmallVector<Value> parts;
+  for (auto [r, d] : llvm::zip(getResults(), dys))
+    parts.push_back(d ? d : g.zeros(tensorType(r)));
+  want(wanted, grads, 0, [&] {
+    return b.create<ConcatOp>(getLoc(), parts, getAxisAttr()).getResult();
+  });
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                      ArrayRef<bool> wanted,
+                                      SmallVectorImpl<Value> &grads) {
+  if (!wanted.empty() && !wanted[0])
+    return success();
+  if (llvm::any_of(getSteps(), [](int64_t s) { return s != 1; }))
+    return emitOpError() << "has no gradient rule for steps other than 1";
+  GradBuilder g{b, getLoc()};
+  // Pads the gradient back with zeros, one dimension at a time.
+  RankedTensorType in = tensorType(getInput());
+  Value d = dys[0];
+  for (int64_t dim = 0; dim < in.getRank(); ++dim) {
+    int64_t start = getStarts()[dim], size = getSizes()[dim];
+    int64_t after = in.getDimSize(dim) - start - size;
+    if (start == 0 && after == 0)
+      continue;
+    SmallVector<Value> pieces;
+    auto zerosOf = [&](int64_t n) {
+      SmallVector<int64_t> shape(tensorType(d).getShape());
+      shape[dim] = n;
+      return g.zeros(RankedTensorType::get(shape, in.getElementType()));
+    };
+    if (start > 0)
+      pieces.push_back(zerosOf(start));
+    pieces.push_back(d);
+    if (after > 0)
+      pieces.push_back(zerosOf(after));
+    d = b.create<ConcatOp>(getLoc(), pieces, b.getI64IntegerAttr(dim));
+  }
+  grads[0] = d;
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &grads) {
+  // The mask is a pure function of (seed, step, element), so applying the
+  // same dropout to the gradient multiplies it by the same mask and scale.
+  want(wanted, grads, 0, [&] {
+    return b.create<DropoutOp>(getLoc(), getType(), dys[0], getStep(),
+                               getRateAttr(), getSeedAttr(), getTrainingAttr())
+        .getResult();
+  });
+  return success();
+}
+
+LogicalResult ReduceOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  RankedTensorType in = tensorType(getInput());
+  if (!isa<FloatType>(in.getElementType()))
+    return success();
+  SmallVector<int64_t> keptShape(in.getShape());
+  int64_t count = 1;
+  for (int64_t a : getAxes()) {
+    int64_t axis = normalized(a, in.getRank());
+    count *= keptShape[axis];
+    keptShape[axis] = 1;
+  }
+  want(wanted, grads, 0, [&]() -> Value {
+    Value dy = g.reshape(dys[0], keptShape);
+    switch (getKind()) {
+    case ReduceKind::sum:
+      return g.broadcastTo(dy, in);
+    case ReduceKind::mean:
+      return g.broadcastTo(g.mulScalar(dy, 1.0 / double(count)), in);
+    case ReduceKind::max:
+    case ReduceKind::min: {
+      // Every element equal to the extremum receives the gradient.
+      Value y = g.reshape(getResult(), keptShape);
+      Value hit = g.compare(ComparePredicate::eq, getInput(), y);
+      return g.select(hit, g.broadcastTo(dy, in), g.scalarLike(dy, 0.0));
+    }
+    }
+    return Value();
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value q = getQuery(), k = getKey(), v = getValue(), dy = dys[0];
+  double scale = getScale() ? getScale()->convertToDouble()
+                            : 1.0 / std::sqrt(double(tensorType(q).getShape().back()));
+  MaskKind kind = !getMask() ? MaskKind::none
+                  : getElementTypeOrSelf(getMask().getType()).isInteger(1)
+                      ? MaskKind::boolean
+                      : MaskKind::additive;
+  // Recomputes the probabilities: attention keeps no intermediate.
+  Value s = g.matmul(q, k, false, true);
+  Value p = b.create<MaskedSoftmaxOp>(
+      getLoc(), s, getMask(), b.getF64FloatAttr(scale),
+      MaskKindAttr::get(getContext(), kind),
+      getCausal() ? b.getUnitAttr() : UnitAttr());
+  Value dp = g.matmul(dy, v, false, true);
+  Value ds = g.mulScalar(g.softmaxBackward(p, dp, tensorType(p).getRank() - 1),
+                         scale);
+  want(wanted, grads, 0, [&] { return g.matmul(ds, k, false, false); });
+  want(wanted, grads, 1, [&] { return g.matmul(ds, q, true, false); });
+  want(wanted, grads, 2, [&] { return g.matmul(p, dy, true, false); });
+  if (kind == MaskKind::additive)
+    want(wanted, grads, 3, [&] {
+      return g.sumToShape(g.mulScalar(ds, 1.0 / scale), tensorType(getMask()));
+    });
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                             ArrayRef<bool> wanted,
+                                             SmallVectorImpl<Value> &grads) {
+  want(wanted, grads, 0, [&] {
+    return b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
+                                        getLogits(), getLabels(), dys[0],
+                                        getLabelSmoothingAttr(),
+                                        getIgnoreIndexAttr())
+        .getResult();
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Rules for the arith and math ops that imported models apply to tensors
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename ConcreteOp, typename Rule>
+struct UnaryGradient
+    : public DifferentiableOpInterface::ExternalModel<
+          UnaryGradient<ConcreteOp, Rule>, ConcreteOp> {
+  LogicalResult buildGradients(Operation *op, OpBuilder &b, ValueRange dys,
+                               ArrayRef<bool> wanted,
+                               SmallVectorImpl<Value> &grads) const {
+    if (!isa<RankedTensorType>(op->getResult(0).getType()))
+      return op->emitOpError() << "has a gradient rule only on tensors";
+    GradBuilder g{b, op->getLoc()};
+    want(wanted, grads, 0, [&] {
+      return Rule()(g, op->getOperand(0), op->getResult(0), dys[0]);
+    });
+    return success();
+  }
+};
+
+struct NegRule {
+  Value operator()(GradBuilder &g, Value, Value, Value dy) { return g.neg(dy); }
+};
+struct SqrtRule {
+  Value operator()(GradBuilder &g, Value, Value y, Value dy) {
+    return g.div(dy, g.mulScalar(y, 2.0));
+  }
+};
+struct ExpRule {
+  Value operator()(GradBuilder &g, Value, Value y, Value dy) {
+    return g.mul(dy, y);
+  }
+};
+struct LogRule {
+  Value operator()(GradBuilder &g, Value x, Value, Value dy) {
+    return g.div(dy, x);
+  }
+};
+struct TanhRule {
+  Value operator()(GradBuilder &g, Value, Value y, Value dy) {
+    return g.mul(dy, g.sub(g.scalarLike(y, 1.0), g.mul(y, y)));
+  }
+};
+struct ErfRule {
+  Value operator()(GradBuilder &g, Value x, Value, Value dy) {
+    Value e = g.b.create<math::ExpOp>(g.loc, g.neg(g.mul(x, x)));
+    return g.mul(dy, g.mulScalar(e, M_2_SQRTPI));
+  }
+};
+struct AbsRule {
+  Value operator()(GradBuilder &g, Value x, Value, Value dy) {
+    return g.select(g.compare(ComparePredicate::ge, x, g.scalarLike(x, 0.0)),
+                    dy, g.neg(dy));
+  }
+};
+
+} // namespace
+
+void mlir::tfm::registerGradientExternalModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
+    arith::NegFOp::attachInterface<UnaryGradient<arith::NegFOp, NegRule>>(*ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, math::MathDialect *) {
+    math::SqrtOp::attachInterface<UnaryGradient<math::SqrtOp, SqrtRule>>(*ctx);
+    math::ExpOp::attachInterface<UnaryGradient<math::ExpOp, ExpRule>>(*ctx);
+    math::LogOp::attachInterface<UnaryGradient<math::LogOp, LogRule>>(*ctx);
+    math::TanhOp::attachInterface<UnaryGradient<math::TanhOp, TanhRule>>(*ctx);
+    math::ErfOp::attachInterface<UnaryGradient<math::ErfOp, ErfRule>>(*ctx);
+    math::AbsFOp::attachInterface<UnaryGradient<math::AbsFOp, AbsRule>>(*ctx);
+  });
+}
