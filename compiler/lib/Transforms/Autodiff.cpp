@@ -404,7 +404,8 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   for (Operation &op : body)
     order.push_back(&op);
   for (Operation *op : llvm::reverse(order))
-    if (op->use_empty() && isPure(op))
+    if (op->use_empty() && isPure(op) &&
+        !op->hasTrait<mlir::OpTrait::IsTerminator>())
       op->erase();
   return train;
 }
@@ -451,3 +452,25 @@ struct AutodiffPass : public mlir::tfm::impl::AutodiffPassBase<AutodiffPass> {
 };
 
 } // namespace
+
+std::unique_ptr<Pass>
+mlir::tfm::createAutodiffPass(const TrainingOptions &o) {
+  AutodiffPassOptions p;
+  p.mode = "train";
+  p.forward = o.forward;
+  p.loss = o.loss;
+  p.labelSmoothing = o.labelSmoothing;
+  p.ignoreIndex = o.ignoreIndex;
+  p.optimizer = o.optimizer;
+  p.lr = o.lr;
+  p.beta1 = o.beta1;
+  p.beta2 = o.beta2;
+  p.eps = o.eps;
+  p.weightDecay = o.weightDecay;
+  p.lrSchedule = o.schedule == LRSchedule::constant
+                     ? std::string("constant")
+                     : "noam:d_model=" + std::to_string(o.dModel) +
+                           ",warmup=" + std::to_string(o.warmup);
+  p.freeze = o.freeze;
+  return createAutodiffPass(p);
+}

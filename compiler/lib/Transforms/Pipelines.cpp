@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - Named pipelines of tfm ------------------------------===//
 
 #include "tfm/Transforms/Passes.h"
+#include "tfm/Transforms/Autodiff.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -19,6 +20,16 @@ void mlir::tfm::buildFuseTransformerPipeline(
   fn.addPass(createFuseQKVPass({options.remarks}));
   fn.addPass(createFuseMaskedSoftmaxPass({options.remarks}));
   fn.addPass(createFuseBiasActivationPass({options.remarks}));
+  fn.addPass(createCanonicalizerPass());
+  fn.addPass(createCSEPass());
+}
+
+void mlir::tfm::buildTrainingPipeline(OpPassManager &pm,
+                                      const FusionPipelineOptions &fusion,
+                                      const TrainingOptions &training) {
+  buildFuseTransformerPipeline(pm, fusion);
+  pm.addPass(createAutodiffPass(training));
+  OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
 }

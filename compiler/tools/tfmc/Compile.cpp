@@ -10,6 +10,7 @@
 
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Target/Artifact.h"
+#include "tfm/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
@@ -100,6 +101,12 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   mlir::tfm::CPUPipelineOptions pipeline;
   pipeline.remarks = options.remarks;
   pipeline.bf16 = options.bf16;
+  if (options.training) {
+    mlir::tfm::FusionPipelineOptions fusion;
+    fusion.remarks = options.remarks;
+    mlir::tfm::buildTrainingPipeline(pm, fusion, *options.training);
+    pipeline.fuse = false;
+  }
   mlir::tfm::buildCPUBufferPipeline(pm, pipeline);
   if (stage != Stage::linalg)
     mlir::tfm::buildCPUToLLVMPipeline(pm);

@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "tfm/Reference/Tensor.h"
 #include "tfm/Target/Artifact.h"
+#include "tfm/Transforms/Autodiff.h"
 
 #include <functional>
 #include <optional>
@@ -84,6 +85,8 @@ int runReference(mlir::ModuleOp module, mlir::func::FuncOp fn,
 /// How `tfmc compile` lowers a model.
 struct CompileOptions {
   ArtifactOptions artifact;
+  /// Set with --train: the artifact also gets @train_step.
+  std::optional<TrainingOptions> training;
   bool remarks = false;
   bool bf16 = false;
 };
@@ -105,6 +108,26 @@ int runCompiled(llvm::StringRef soPath, const RunOptions &options,
 
 /// Prints the summary of `tfmc inspect` (text, or JSON with `json`).
 int runInspect(mlir::ModuleOp module, bool json);
+
+/// How `tfmc train` runs.
+struct TrainOptions {
+  std::string dataDir;
+  unsigned steps = 1;
+  int32_t threads = 0;
+  std::string checkpoint;     // saved at the end (and every N steps)
+  unsigned checkpointEvery = 0;
+  std::string resume;         // a checkpoint to start from
+};
+
+/// Reads the batches of `dir` (see Train.cpp) as arguments of `sig`.
+bool readTrainingData(const Signature &sig, llvm::StringRef dir,
+                      std::vector<std::vector<reference::Tensor>> &out);
+
+/// Prints one step's loss, and a progress bar on a terminal.
+void reportStep(unsigned step, unsigned steps, double loss, double seconds);
+
+/// Trains with the reference interpreter. Returns an ExitCode.
+int trainReference(mlir::func::FuncOp trainStep, const TrainOptions &options);
 
 } // namespace mlir::tfm::tfmc
 

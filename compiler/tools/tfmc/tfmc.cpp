@@ -12,6 +12,7 @@
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Transforms/Autodiff.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -48,12 +49,16 @@ struct Subcommand {
   const char *name;
   const char *summary;
   cl::OptionCategory *category;
+  cl::OptionCategory *shared = nullptr; // a second category it accepts
 };
 
 cl::OptionCategory modelCat("Model");
 cl::OptionCategory compileCat("tfmc compile options");
 cl::OptionCategory runCat("tfmc run options");
 cl::OptionCategory inspectCat("tfmc inspect options");
+cl::OptionCategory trainCat("tfmc train options");
+cl::OptionCategory trainingCat(
+    "Training step (tfmc train, and tfmc compile --train)");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
@@ -112,12 +117,83 @@ cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(compileCat));
 
+//===-- training ---------------------------------------------------------===//
+
+cl::opt<bool> trainFlag(
+    "train",
+    cl::desc("Also compile @train_step: the loss, its gradients and an "
+             "optimizer step (see the training options)"),
+    cl::cat(compileCat));
+cl::opt<std::string> lossOpt("loss",
+                             cl::desc("Loss on the model's first output"),
+                             cl::value_desc("cross-entropy"),
+                             cl::init("cross-entropy"), cl::cat(trainingCat));
+cl::opt<double> labelSmoothingOpt(
+    "label-smoothing",
+    cl::desc("ε: targets are (1-ε)·one-hot + ε/K, as in PyTorch"),
+    cl::init(0.0), cl::cat(trainingCat));
+cl::opt<int64_t> ignoreIndexOpt(
+    "ignore-index", cl::desc("The label of padding, which the loss skips"),
+    cl::init(-100), cl::cat(trainingCat));
+cl::opt<std::string> optimizerOpt("optimizer", cl::desc("sgd or adam"),
+                                  cl::value_desc("sgd|adam"),
+                                  cl::init("adam"), cl::cat(trainingCat));
+cl::opt<double> lrOpt("lr", cl::desc("Learning rate (the noam schedule's "
+                                     "factor)"),
+                      cl::init(1e-3), cl::cat(trainingCat));
+cl::opt<double> beta1Opt("beta1", cl::desc("Adam's β1"), cl::init(0.9),
+                         cl::cat(trainingCat));
+cl::opt<double> beta2Opt("beta2", cl::desc("Adam's β2"), cl::init(0.999),
+                         cl::cat(trainingCat));
+cl::opt<double> epsOpt("eps", cl::desc("Adam's ε"), cl::init(1e-8),
+                       cl::cat(trainingCat));
+cl::opt<double> weightDecayOpt(
+    "weight-decay", cl::desc("L2 penalty added to every gradient"),
+    cl::init(0.0), cl::cat(trainingCat));
+cl::opt<std::string> lrScheduleOpt(
+    "lr-schedule", cl::desc("constant, or noam:d_model=D,warmup=W"),
+    cl::init("constant"), cl::cat(trainingCat));
+cl::list<std::string> freezeOpt(
+    "freeze", cl::desc("Parameters (initializer names) that do not train"),
+    cl::value_desc("NAME,..."), cl::CommaSeparated, cl::cat(trainingCat));
+
+cl::opt<std::string> dataOpt(
+    "data", cl::desc("Batches: input_N.pb and labels.pb, or folders of them"),
+    cl::value_desc("dir"), cl::cat(trainCat));
+cl::opt<unsigned> stepsOpt("steps", cl::desc("Training steps to run"),
+                           cl::value_desc("N"), cl::init(1),
+                           cl::cat(trainCat));
+cl::opt<std::string> checkpointOpt(
+    "checkpoint", cl::desc("Save the parameters and optimizer state here"),
+    cl::value_desc("file"), cl::cat(trainCat));
+
+/// The training options as given on the command line.
+bool trainingOptions(mlir::tfm::TrainingOptions &o) {
+  o.loss = lossOpt;
+  o.labelSmoothing = labelSmoothingOpt;
+  o.ignoreIndex = ignoreIndexOpt;
+  o.optimizer = optimizerOpt;
+  o.lr = lrOpt;
+  o.beta1 = beta1Opt;
+  o.beta2 = beta2Opt;
+  o.eps = epsOpt;
+  o.weightDecay = weightDecayOpt;
+  o.freeze.assign(freezeOpt.begin(), freezeOpt.end());
+  std::string err;
+  if (failed(mlir::tfm::parseLRSchedule(lrScheduleOpt, o, err))) {
+    llvm::WithColor::error(llvm::errs(), "tfmc") << "--lr-schedule: " << err
+                                                 << "\n";
+    return false;
+  }
+  return true;
+}
+
 //===-- run --------------------------------------------------------------===//
 
 cl::opt<bool> useReference(
     "reference",
     cl::desc("Evaluate with the reference interpreter (double precision)"),
-    cl::cat(runCat));
+    cl::cat(runCat), cl::cat(trainCat));
 cl::opt<std::string> testDataDir(
     "test-data-dir",
     cl::desc("Read input_N.pb and compare with output_N.pb (ONNX layout)"),
@@ -151,7 +227,7 @@ void registerThreadsOption() {
   threads = std::make_unique<cl::opt<int>>(
       "threads",
       cl::desc("Threads for the kernels (0: the runtime's choice)"),
-      cl::value_desc("N"), cl::init(0), cl::cat(runCat));
+      cl::value_desc("N"), cl::init(0), cl::cat(runCat), cl::cat(trainCat));
 }
 cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
@@ -167,11 +243,12 @@ cl::opt<std::string> dotFile("dot",
 
 const Subcommand kSubcommands[] = {
     {"compile", "compile a model; --emit selects the stage to write",
-     &compileCat},
+     &compileCat, &trainingCat},
     {"run", "run a model (compiled, or with --reference the interpreter) and "
             "print, write or check its outputs",
      &runCat},
-    {"train", "train a model (not available in this build yet)", nullptr},
+    {"train", "train a model: run @train_step over a folder of batches",
+     &trainCat, &trainingCat},
     {"inspect", "summarize a model after fusion: ops, parameters, FLOPs",
      &inspectCat},
 };
@@ -198,10 +275,14 @@ bool checkForeignOptions(const Subcommand &active) {
     cl::Option *opt = entry.second;
     if (opt->getNumOccurrences() == 0)
       continue;
+    if (llvm::is_contained(opt->Categories, active.category) ||
+        (active.shared && llvm::is_contained(opt->Categories, active.shared)))
+      continue;
     for (const Subcommand &s : kSubcommands) {
       if (!s.category || &s == &active)
         continue;
-      if (llvm::is_contained(opt->Categories, s.category)) {
+      if (llvm::is_contained(opt->Categories, s.category) ||
+          (s.shared && llvm::is_contained(opt->Categories, s.shared))) {
         error() << "option '--" << opt->ArgStr << "' belongs to 'tfmc "
                 << s.name << "', not to 'tfmc " << active.name << "'\n";
         ok = false;
@@ -230,8 +311,8 @@ void printOnnxDiagnostic(Diagnostic &d, StringRef file) {
 
 /// Parses the model file and hands it to `body`, whose result is the exit
 /// code. Diagnostics carry file:line:col while `body` runs.
-int withModel(MLIRContext &context,
-              llvm::function_ref<int(ModuleOp)> body) {
+int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
+              bool trainable = false) {
   if (inputFile.empty()) {
     error() << "no model given\n";
     return kExitUsage;
@@ -239,6 +320,7 @@ int withModel(MLIRContext &context,
   StringRef ext = llvm::sys::path::extension(inputFile);
   if (ext == ".onnx") {
     mlir::tfm::onnx_import::ImportOptions options;
+    options.trainable = trainable;
     for (const std::string &spec : shapes) {
       std::string err;
       if (!mlir::tfm::onnx_import::parseShapeOption(spec, options, err)) {
@@ -295,6 +377,15 @@ int withModel(MLIRContext &context,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
   if (!module)
     return kExitInputError;
+  // A model written as MLIR trains its float constants, unless it names
+  // its parameters itself.
+  if (trainable) {
+    bool hasParameters = false;
+    module->walk([&](mlir::tfm::ParameterOp) { hasParameters = true; });
+    if (!hasParameters)
+      for (auto fn : module->getOps<func::FuncOp>())
+        mlir::tfm::promoteConstantsToParameters(fn);
+  }
   return body(*module);
 }
 
@@ -423,8 +514,13 @@ int runCompile(MLIRContext &context) {
       printFusionReport(toStdout ? llvm::outs() : llvm::errs(), sites,
                         fusionReport == "json");
     };
+    mlir::tfm::TrainingOptions training;
+    if (trainFlag && !trainingOptions(training))
+      return kExitUsage;
     if (stage != Emit::tfm && stage != Emit::fused) {
       CompileOptions options;
+      if (trainFlag)
+        options.training = training;
       options.remarks = report;
       options.artifact.externalWeights = externalWeights;
       options.bf16 = dtype == "bf16";
@@ -441,7 +537,10 @@ int runCompile(MLIRContext &context) {
         return kExitUsage;
       FusionPipelineOptions options;
       options.remarks = report;
-      buildFuseTransformerPipeline(pm, options);
+      if (trainFlag)
+        mlir::tfm::buildTrainingPipeline(pm, options, training);
+      else
+        buildFuseTransformerPipeline(pm, options);
       if (failed(pm.run(module)))
         return kExitInputError;
       printReport();
@@ -456,7 +555,45 @@ int runCompile(MLIRContext &context) {
     out->os() << "\n";
     out->keep();
     return kExitOk;
-  });
+  }, trainFlag);
+}
+
+int runTrain(MLIRContext &context) {
+  TrainOptions opts;
+  opts.dataDir = dataOpt;
+  opts.steps = stepsOpt;
+  opts.threads = *threads;
+  opts.checkpoint = checkpointOpt;
+  if (opts.dataDir.empty()) {
+    error() << "tfmc train needs --data DIR\n";
+    return kExitUsage;
+  }
+  if (opts.steps == 0) {
+    error() << "--steps must be at least 1\n";
+    return kExitUsage;
+  }
+  if (llvm::sys::path::extension(inputFile) == ".so") {
+    error() << "training a compiled library is not available in this build "
+               "yet; give the model file\n";
+    return kExitInputError;
+  }
+  mlir::tfm::TrainingOptions training;
+  if (!trainingOptions(training))
+    return kExitUsage;
+  return withModel(context, [&](ModuleOp module) -> int {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return kExitUsage;
+    mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
+    if (failed(pm.run(module)))
+      return kExitInputError;
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (useReference)
+      return trainReference(step, opts);
+    error() << "compiled training is not available in this build yet; "
+               "use --reference\n";
+    return kExitInputError;
+  }, /*trainable=*/true);
 }
 
 int runInspectCommand(MLIRContext &context) {
@@ -595,6 +732,8 @@ int main(int argc, char **argv) {
   std::vector<const cl::OptionCategory *> visible{&modelCat};
   if (active->category)
     visible.push_back(active->category);
+  if (active->shared)
+    visible.push_back(active->shared);
   visible.push_back(&mlirCat);
   cl::HideUnrelatedOptions(visible);
 
@@ -626,10 +765,15 @@ int main(int argc, char **argv) {
   mlir::tfm::registerTfmConversionPasses();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Errors name the op at fault; a dump of it (often a whole function)
+  // would bury the message.
+  context.printOpOnDiagnostic(false);
 
   if (sub == "compile")
     return runCompile(context);
   if (sub == "inspect")
     return runInspectCommand(context);
+  if (sub == "train")
+    return runTrain(context);
   return runRun(context);
 }

@@ -470,7 +470,7 @@ LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
   CreatedOps created;
   OpBuilder::Listener *previous = b.getListener();
   b.setListener(&created);
-  NodeContext nc(b, node, loc, opset, std::move(inputs));
+  NodeContext nc(b, node, loc, opset, std::move(inputs), options.trainable);
   LogicalResult converted = (*registry().lookup(node.op_type(), opset))(nc);
   b.setListener(previous);
   if (failed(converted))
@@ -591,9 +591,14 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       emitError(fileLoc) << "initializer: " << error;
       return {};
     }
-    values[init.name()] =
-        b.create<arith::ConstantOp>(NameLoc::get(b.getStringAttr(init.name())),
-                                    attr);
+    Location loc = NameLoc::get(b.getStringAttr(init.name()));
+    auto type = cast<RankedTensorType>(attr.getType());
+    if (options.trainable && isa<FloatType>(type.getElementType()) &&
+        type.getNumElements() >= 2)
+      values[init.name()] = b.create<mlir::tfm::ParameterOp>(
+          loc, type, b.getStringAttr(init.name()), attr);
+    else
+      values[init.name()] = b.create<arith::ConstantOp>(loc, attr);
   }
 
   for (auto [index, node] : llvm::enumerate(graph.node()))
@@ -698,4 +703,5 @@ std::vector<std::string> mlir::tfm::onnx_import::supportedOpTypes() {
 void mlir::tfm::onnx_import::registerImportDialects(DialectRegistry &registry) {
   registry.insert<TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
+  registerGradientExternalModels(registry);
 }

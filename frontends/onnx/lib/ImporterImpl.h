@@ -38,14 +38,16 @@ DenseElementsAttr tensorToAttr(MLIRContext *ctx, const onnx::TensorProto &t,
 class NodeContext {
 public:
   NodeContext(OpBuilder &builder, const onnx::NodeProto &node, Location loc,
-              int64_t opset, SmallVector<Value> inputs)
+              int64_t opset, SmallVector<Value> inputs, bool trainable = false)
       : builder(builder), node(node), loc(loc), opset(opset),
-        inputs(std::move(inputs)) {}
+        trainable(trainable), inputs(std::move(inputs)) {}
 
   OpBuilder &builder;
   const onnx::NodeProto &node;
   Location loc;
   int64_t opset;
+  /// Whether the graph is imported for training (ImportOptions::trainable).
+  bool trainable;
 
   /// Input `i`, or null when it is absent (empty name or past the end).
   Value input(unsigned i) const {

@@ -497,7 +497,7 @@ func.func @gelu_approximation(%x: tensor<4xf32>) {
 
 // Tests that dropout keeps its input's type.
 func.func @dropout_type(%x: tensor<4xf32>) {
-  // expected-error@+1 {{result #0 has type 'tensor<4xf16>' but the operands imply 'tensor<4xf32>'}}
+  // expected-error@+1 {{failed to verify that all of {input, result} have same type}}
   %0 = "tfm.dropout"(%x) : (tensor<4xf32>) -> tensor<4xf16>
   return
 }

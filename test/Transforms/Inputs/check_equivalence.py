@@ -8,7 +8,8 @@ import sys
 
 tfmc, models, work = sys.argv[1:4]
 failures = []
-names = sorted(d for d in os.listdir(models) if os.path.isdir(os.path.join(models, d)))
+names = sorted(d for d in os.listdir(models)
+               if os.path.isfile(os.path.join(models, d, "model.onnx")))
 
 
 def run(args):

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct TrainingOptions {
   int64_t dModel = 1, warmup = 1;
   std::vector<std::string> freeze;
 };
+
+/// tfm-autodiff (mode=train) with these options.
+std::unique_ptr<Pass> createAutodiffPass(const TrainingOptions &options);
 
 /// Parses `constant` or `noam:d_model=D,warmup=W` into `options`.
 LogicalResult parseLRSchedule(StringRef text, TrainingOptions &options,

@@ -38,6 +38,15 @@ struct FusionPipelineOptions
 void buildFuseTransformerPipeline(OpPassManager &pm,
                                   const FusionPipelineOptions &options);
 
+struct TrainingOptions;
+
+/// The fusion pipeline, then tfm-autodiff with `training`, then the
+/// canonicalization that cleans the backward pass. Fusing first lets the
+/// backward pass use the fused ops' gradient rules (docs/training.md).
+void buildTrainingPipeline(OpPassManager &pm,
+                           const FusionPipelineOptions &fusion,
+                           const TrainingOptions &training);
+
 #define GEN_PASS_REGISTRATION
 #include "tfm/Transforms/Passes.h.inc"
 

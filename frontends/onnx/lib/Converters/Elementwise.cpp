@@ -132,13 +132,29 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
     // Training-mode dropout at ratio 0 is still the identity; at any other
     // ratio it draws from a generator no other framework shares.
     DenseElementsAttr ratio = n.constantAttr(1);
-    bool zeroRatio = ratio && ratio.getSplatValue<APFloat>().isZero();
+    if (n.input(1) && !ratio)
+      return n.fail("Dropout's ratio must be a constant");
+    double rate = ratio ? ratio.getSplatValue<APFloat>().convertToDouble()
+                        : (n.opset < 12 ? n.floatAttr("ratio", 0.5) : 0.5);
+    bool zeroRatio = rate == 0;
+    if (n.input(2) && !n.constantAttr(2))
+      return n.fail("Dropout's training_mode must be a constant");
+    if (n.trainable && !zeroRatio && !n.hasOutput(1)) {
+      // Kept for the training step, which activates it; seed 0 lets
+      // tfm-autodiff give every dropout a stream of its own.
+      if (!(rate > 0 && rate < 1))
+        return n.fail("Dropout's ratio must be in [0, 1)");
+      n.results.push_back(n.builder.create<mlir::tfm::DropoutOp>(
+          n.loc, n.inputType(0), n.input(0), Value(),
+          n.builder.getF64FloatAttr(rate),
+          n.builder.getI64IntegerAttr(
+              static_cast<int64_t>(n.floatAttr("seed", 0))), UnitAttr()));
+      return success();
+    }
     if (DenseElementsAttr training = n.constantAttr(2))
       if (training.getSplatValue<bool>() && !zeroRatio)
         return n.fail("Dropout with training_mode = true is not supported "
                       "when importing an inference graph");
-    if (n.input(2) && !n.constantAttr(2))
-      return n.fail("Dropout's training_mode must be a constant");
     n.results.push_back(n.input(0));
     if (n.hasOutput(1)) {
       auto type = n.inputType(0);

@@ -34,6 +34,11 @@ struct ImportOptions {
   /// the import fail with a message that says how to provide it.
   std::function<DenseElementsAttr(StringRef name, unsigned position)>
       shapeInputValue;
+  /// Imports for training: float initializers of two or more elements
+  /// become `tfm.parameter`s (scalars and integer initializers stay
+  /// constants), and Dropout becomes `tfm.dropout`, inactive until
+  /// tfm-autodiff builds the training step.
+  bool trainable = false;
 };
 
 /// Parses "NAME=2x128" into `options`. Returns false and sets `error` when
