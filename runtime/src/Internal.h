@@ -79,6 +79,15 @@ template <typename F> tfm_status_t guarded(const char *what, F &&f) {
 
 const char *dtypeName(int32_t dtype);
 
+/// The bytes of a dense tensor of descriptor `d`.
+uint64_t tensorBytes(const tfm_abi_tensor_desc_t &d);
+
+namespace cpu {
+struct Device;
+class Kernel;
+} // namespace cpu
+struct Profile;
+
 } // namespace tfm::runtime
 
 struct tfm_tensor_s {
@@ -101,6 +110,20 @@ struct tfm_module_s : tfm::runtime::RefCounted {
   const void *weights = nullptr;
 
   const tfm_abi_entry_t *findEntry(const char *name) const;
+};
+
+struct tfm_session_s {
+  tfm_module_s *module = nullptr;
+  tfm::runtime::AlignedBuffer arena;
+  /// Parameters, optimizer moments and the step count (tfm_abi_state_desc_t).
+  tfm::runtime::AlignedBuffer state;
+  std::shared_ptr<tfm::runtime::cpu::Device> device;
+  std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
+  std::unique_ptr<tfm::runtime::Profile> profile;
+  ~tfm_session_s();
+
+  /// The state slot of `kind` named `name`, or null.
+  const tfm_abi_state_desc_t *findState(const char *name, int32_t kind) const;
 };
 
 #endif // TFM_RUNTIME_SRC_INTERNAL_H

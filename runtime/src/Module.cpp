@@ -59,6 +59,17 @@ tfm_status_t validateDescs(const std::string &path, const char *entry,
   return nullptr;
 }
 
+} // namespace
+
+uint64_t tfm::runtime::tensorBytes(const tfm_abi_tensor_desc_t &d) {
+  uint64_t n = tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype));
+  for (int32_t i = 0; i < d.rank; ++i)
+    n *= static_cast<uint64_t>(d.dims[i]);
+  return n;
+}
+
+namespace {
+
 tfm_status_t validateModel(const std::string &path,
                            const tfm_abi_model_t *m) {
   if (m->num_kernels < 0 || (m->num_kernels > 0 && !m->kernels))
@@ -82,6 +93,26 @@ tfm_status_t validateModel(const std::string &path,
     if (tfm_status_t s =
             validateDescs(path, e.name, "output", e.num_outputs, e.outputs))
       return s;
+  }
+  if (m->num_states < 0 || (m->num_states > 0 && !m->states))
+    return makeStatus(TFM_STATUS_DATA_LOSS,
+                      "'{}': corrupt metadata: {} state slots", path,
+                      m->num_states);
+  for (int32_t i = 0; i < m->num_states; ++i) {
+    const tfm_abi_state_desc_t &st = m->states[i];
+    if (tfm_status_t s = validateDescs(path, "state", "slot", 1, &st.tensor))
+      return s;
+    uint64_t bytes = tensorBytes(st.tensor);
+    bool fits = st.offset <= m->state_bytes && bytes <= m->state_bytes - st.offset;
+    bool initFits = st.init_offset < 0 ||
+                    (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
+                     bytes <= m->weights_bytes - st.init_offset);
+    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_STEP || !fits ||
+        !initFits)
+      return makeStatus(TFM_STATUS_DATA_LOSS,
+                        "'{}': corrupt metadata: state slot {} ('{}') lies "
+                        "outside the state or the weights",
+                        path, i, st.tensor.name);
   }
   return nullptr;
 }

@@ -16,9 +16,7 @@
 
 using namespace tfm::runtime;
 
-namespace {
-using Clock = std::chrono::steady_clock;
-
+namespace tfm::runtime {
 /// Time per kernel and in generated code, kept when TFM_PROFILE is set and
 /// printed to stderr when the session is released.
 struct Profile {
@@ -27,16 +25,20 @@ struct Profile {
   double totalMs = 0;
   int64_t runs = 0;
 };
+} // namespace tfm::runtime
+
+namespace {
+using Clock = std::chrono::steady_clock;
 } // namespace
 
-struct tfm_session_s {
-  tfm_module_s *module = nullptr;
-  AlignedBuffer arena;
-  std::shared_ptr<tfm::runtime::cpu::Device> device;
-  std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
-  std::unique_ptr<Profile> profile;
-  ~tfm_session_s();
-};
+const tfm_abi_state_desc_t *tfm_session_s::findState(const char *name,
+                                                     int32_t kind) const {
+  const tfm_abi_model_t *m = module->model;
+  for (int32_t i = 0; i < m->num_states; ++i)
+    if (m->states[i].kind == kind && std::strcmp(m->states[i].tensor.name, name) == 0)
+      return &m->states[i];
+  return nullptr;
+}
 
 namespace {
 
@@ -162,6 +164,23 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
                         "tfm_session_create: cannot allocate an arena of {} "
                         "bytes",
                         arena);
+    // The training state starts at the parameters' initial values, the
+    // moments and the step count at zero.
+    const tfm_abi_model_t *m = module->model;
+    if (!s->state.allocate(m->state_bytes))
+      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                        "tfm_session_create: cannot allocate a state of {} "
+                        "bytes",
+                        m->state_bytes);
+    auto *state = static_cast<char *>(s->state.ptr.get());
+    std::memset(state, 0, m->state_bytes);
+    for (int32_t i = 0; i < m->num_states; ++i) {
+      const tfm_abi_state_desc_t &st = m->states[i];
+      if (st.init_offset >= 0)
+        std::memcpy(state + st.offset,
+                    static_cast<const char *>(module->weights) + st.init_offset,
+                    tensorBytes(st.tensor));
+    }
     // Every primitive is created here, once; runs only execute them.
     if (module->model->num_kernels > 0) {
       s->device = tfm::runtime::cpu::makeDevice();
@@ -244,6 +263,7 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     host.weights = module->weights;
     host.run_kernel = runKernel;
     host.session = session;
+    host.state = session->state.ptr.get();
     tfm::runtime::cpu::setThreads(module->context->numThreads);
     auto start = Clock::now();
     int32_t rc = e->fn(&host, in.data(), out.data());

@@ -9,7 +9,7 @@
 // CHECK-SAME: tfm.weight_offsets = array<i64: 0, 128>
 // CHECK-SAME: tfm.weights_bytes = 192
 // CHECK: llvm.func @__tfm_run_kernel(!llvm.ptr, i32, !llvm.ptr) -> i32
-// CHECK: func.func @__tfm_entry_infer(%[[HOST:.+]]: !llvm.ptr, %{{.+}}: memref<0xi8>, %[[W:.+]]: memref<192xi8>, %[[X:.+]]: memref<2x3x8xf32>, %[[Y:.+]]: memref<2x3x4xf32>) -> i32
+// CHECK: func.func @__tfm_entry_infer(%[[HOST:.+]]: !llvm.ptr, %{{.+}}: memref<0xi8>, %[[W:.+]]: memref<192xi8>, %{{.+}}: memref<0xi8>, %[[X:.+]]: memref<2x3x8xf32>, %[[Y:.+]]: memref<2x3x4xf32>) -> i32
 // CHECK: memref.extract_aligned_pointer_as_index %[[X]]
 // CHECK: memref.extract_aligned_pointer_as_index %[[W]]
 // CHECK: %[[B:.+]] = memref.extract_aligned_pointer_as_index %[[W]]
@@ -102,7 +102,7 @@ func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<2x3x4xi64>) -> (tensor<3x2x4x
 // A transpose that only moves a dimension of size 1 keeps the data in
 // order: it is a view, with no kernel and no copy.
 // CHECK: tfm.kernels = []
-// CHECK: func.func @__tfm_entry_infer(%{{.+}}: !llvm.ptr, %{{.+}}: memref<{{[0-9]+}}xi8>, %{{.+}}: memref<0xi8>, %[[X:[^:]+]]: memref<1x3x4xf32>, %[[Y:[^:]+]]: memref<3x1x4xf32>)
+// CHECK: func.func @__tfm_entry_infer(%{{.+}}: !llvm.ptr, %{{.+}}: memref<{{[0-9]+}}xi8>, %{{.+}}: memref<0xi8>, %{{.+}}: memref<0xi8>, %[[X:[^:]+]]: memref<1x3x4xf32>, %[[Y:[^:]+]]: memref<3x1x4xf32>)
 // CHECK: %[[V:.+]] = memref.reinterpret_cast %[[X]] to offset: [0], sizes: [3, 1, 4], strides: [4, 4, 1]
 // CHECK: linalg.generic {{.*}} ins(%[[V]] : memref<3x1x4xf32>) outs(%[[Y]] : memref<3x1x4xf32>)
 // CHECK-NOT: linalg.generic
@@ -110,4 +110,28 @@ func.func @infer(%x: tensor<1x3x4xf32>) -> tensor<3x1x4xf32> {
   %t = tfm.transpose %x permutation = [1, 0, 2] : tensor<1x3x4xf32> -> tensor<3x1x4xf32>
   %y = tfm.relu %t : tensor<3x1x4xf32>
   return %y : tensor<3x1x4xf32>
+}
+
+// -----
+
+// A training step: the parameter is a view of the session state (offset 0,
+// its initial value at weights offset 0), the step count lives after it and
+// the Adam moments after that; the update writes parameter and moments in
+// place with one linalg.generic.
+// CHECK: tfm.state_bytes = 448
+// CHECK-SAME: tfm.states = [{init_offset = 0 : i64, kind = 1 : i32, name = "w", offset = 0 : i64, type = tensor<4x8xf32>}, {init_offset = -1 : i64, kind = 4 : i32, name = "step", offset = 128 : i64, type = tensor<i64>}, {init_offset = -1 : i64, kind = 2 : i32, name = "w", offset = 192 : i64, type = tensor<4x8xf32>}, {init_offset = -1 : i64, kind = 3 : i32, name = "w", offset = 320 : i64, type = tensor<4x8xf32>}]
+// CHECK: func.func @__tfm_entry_train_step(%{{.+}}: !llvm.ptr, %{{.+}}: memref<{{[0-9]+}}xi8>, %{{.+}}: memref<128xi8>, %[[S:.+]]: memref<448xi8>,
+// CHECK: %[[STEP:.+]] = memref.view %[[S]][%c128{{.*}}][] : memref<448xi8> to memref<i64>
+// CHECK: memref.load %[[STEP]][]
+// CHECK: memref.store
+// CHECK: %[[W:.+]] = memref.view %[[S]][%c0{{.*}}][] : memref<448xi8> to memref<4x8xf32>
+// CHECK: %[[M:.+]] = memref.view %[[S]][%c192{{.*}}][] : memref<448xi8> to memref<4x8xf32>
+// CHECK: %[[V:.+]] = memref.view %[[S]][%c320{{.*}}][] : memref<448xi8> to memref<4x8xf32>
+// CHECK: linalg.generic {{.*}} outs(%[[W]], %[[M]], %[[V]] : memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>)
+func.func @train_step(%g: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %t = tfm.next_step : tensor<i64>
+  %w = tfm.parameter "w" {initial_value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
+  %y = tfm.mul %w, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  tfm.adam_update "w", %g, %t {lr = 1.0e-03} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
 }

@@ -36,8 +36,10 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
 #include <numeric>
 
 namespace mlir::tfm {
@@ -124,6 +126,31 @@ struct KernelTable {
     if (fresh)
       descs.push_back(desc);
     return it->second;
+  }
+};
+
+/// The session state of a training artifact: parameters, Adam's moments and
+/// the step count, each at a 64-byte aligned offset (tfm/abi.h).
+struct StateLayout {
+  enum Kind : int32_t { kParameter = 1, kAdamM = 2, kAdamV = 3, kStep = 4 };
+  struct Slot {
+    std::string name;
+    int32_t kind;
+    RankedTensorType type;
+    int64_t offset, init;
+  };
+  SmallVector<Slot> slots;
+  llvm::StringMap<int64_t> parameter, adamM, adamV;
+  llvm::StringMap<RankedTensorType> typeOf;
+  int64_t step = -1;
+  int64_t bytes = 0;
+
+  int64_t add(StringRef name, int32_t kind, RankedTensorType type,
+              int64_t init) {
+    int64_t offset = bytes;
+    slots.push_back({name.str(), kind, type, offset, init});
+    bytes += alignBuffer(bufferBytes(type));
+    return offset;
   }
 };
 
@@ -231,9 +258,10 @@ std::optional<SmallVector<int64_t>> reshapeStrides(const StridedView &view,
 class EntryLowering {
 public:
   EntryLowering(func::FuncOp fn, WeightsLayout &weights, KernelTable &kernels,
-                bool bf16)
+                StateLayout &state, bool bf16)
       : fn(fn), ctx(fn.getContext()), b(ctx), weights(weights),
-        kernels(kernels), linearDtype(bf16 ? kDtypeBF16 : kDtypeF32) {}
+        kernels(kernels), state(state),
+        linearDtype(bf16 ? kDtypeBF16 : kDtypeF32) {}
 
   LogicalResult run(DictionaryAttr &entryInfo);
 
@@ -305,16 +333,29 @@ private:
   LogicalResult lowerAttention(AttentionOp op);
   LogicalResult lowerCrossEntropy(CrossEntropyOp op);
 
+  // Training.
+  LogicalResult lowerNextStep(NextStepOp op);
+  LogicalResult lowerDropout(DropoutOp op);
+  LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op);
+  LogicalResult lowerEmbeddingGrad(EmbeddingGradOp op);
+  template <typename UpdateOp>
+  LogicalResult lowerOptimizer(UpdateOp op);
+  /// The step count as f64, and the learning rate at that step.
+  std::pair<Value, Value> stepAndRate(Value step, LRSchedule schedule,
+                                      double lr, int64_t dModel,
+                                      int64_t warmup);
+
   func::FuncOp fn;
   MLIRContext *ctx;
   OpBuilder b;
   Location loc = UnknownLoc::get(ctx);
   WeightsLayout &weights;
   KernelTable &kernels;
+  StateLayout &state;
   int32_t linearDtype;
 
   func::FuncOp entry;
-  Value host, arena, weightsArg, argsArray, errorCode;
+  Value host, arena, weightsArg, stateArg, argsArray, errorCode;
   DenseMap<Value, Value> buffers;
   // Returned values that are written straight into an output buffer.
   DenseMap<Value, Value> outputOf;
@@ -682,9 +723,6 @@ LogicalResult EntryLowering::lowerCast(CastOp op) {
 
 /// relu, gelu, dropout outside training, and the math dialect on tensors.
 LogicalResult EntryLowering::lowerUnaryFloat(Operation *op) {
-  if (auto d = dyn_cast<DropoutOp>(op); d && d.getTraining())
-    return op->emitError("the CPU backend runs dropout in training mode only "
-                         "inside training graphs");
   Value in = bufferOf(op->getOperand(0));
   Value out = destination(op->getResult(0));
   elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
@@ -1463,6 +1501,294 @@ LogicalResult EntryLowering::lowerReshape(Value input, Value result,
 // The entry
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+/// splitmix64's finalizer (CounterRNG.h) on i64 values.
+static Value mix64(OpBuilder &ob, Location l, Value x) {
+  auto c = [&](uint64_t v) {
+    return ob.create<arith::ConstantOp>(l, ob.getI64IntegerAttr(static_cast<int64_t>(v)));
+  };
+  auto xorShift = [&](Value v, int64_t k) {
+    return ob.create<arith::XOrIOp>(l, v, ob.create<arith::ShRUIOp>(l, v, c(k)));
+  };
+  x = ob.create<arith::AddIOp>(l, x, c(0x9E3779B97F4A7C15ull));
+  x = ob.create<arith::MulIOp>(l, xorShift(x, 30), c(0xBF58476D1CE4E5B9ull));
+  x = ob.create<arith::MulIOp>(l, xorShift(x, 27), c(0x94D049BB133111EBull));
+  return xorShift(x, 31);
+}
+
+LogicalResult EntryLowering::lowerNextStep(NextStepOp op) {
+  if (state.step < 0)
+    return op.emitError("no step count in the session state");
+  auto scalar = RankedTensorType::get({}, b.getI64Type());
+  Value slot = view(stateArg, state.step, scalar);
+  Value next = b.create<arith::AddIOp>(
+      loc, b.create<memref::LoadOp>(loc, slot, ValueRange{}),
+      b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(1)));
+  b.create<memref::StoreOp>(loc, next, slot, ValueRange{});
+  b.create<memref::StoreOp>(loc, next, destination(op.getResult()),
+                            ValueRange{});
+  return success();
+}
+
+/// Element i is kept when the top 53 bits of mix64(stream ^ mix64(i)) reach
+/// rate·2^53, which is `u(stream, i) >= rate` of CounterRNG.h in integers.
+LogicalResult EntryLowering::lowerDropout(DropoutOp op) {
+  auto type = op.getType();
+  Value in = bufferOf(op.getInput());
+  Value out = destination(op.getResult());
+  auto i64c = [&](OpBuilder &ob, Location l, uint64_t v) -> Value {
+    return ob.create<arith::ConstantOp>(l, ob.getI64IntegerAttr(static_cast<int64_t>(v)));
+  };
+  Value stream = i64c(b, loc, static_cast<uint64_t>(op.getSeed()));
+  if (op.getStep()) {
+    Value step = b.create<memref::LoadOp>(loc, bufferOf(op.getStep()), ValueRange{});
+    Value mixedStep = mix64(
+        b, loc, b.create<arith::XOrIOp>(loc, step, i64c(b, loc, 0xD1B54A32D192ED03ull)));
+    stream = mix64(b, loc, b.create<arith::XOrIOp>(loc, stream, mixedStep));
+  }
+  double rate = op.getRate().convertToDouble();
+  auto threshold = static_cast<uint64_t>(std::ceil(std::ldexp(rate, 53)));
+  double keepScale = 1.0 / (1.0 - rate);
+  SmallVector<int64_t> strides = rowMajorStrides(type.getShape());
+  Type elem = type.getElementType();
+  elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value linear = i64c(ob, l, 0);
+    for (auto [d, stride] : llvm::enumerate(strides)) {
+      Value i = ob.create<arith::IndexCastOp>(l, ob.getI64Type(),
+                                              ob.create<linalg::IndexOp>(l, d));
+      linear = ob.create<arith::AddIOp>(
+          l, linear, ob.create<arith::MulIOp>(l, i, i64c(ob, l, stride)));
+    }
+    Value z = mix64(ob, l, ob.create<arith::XOrIOp>(l, stream, mix64(ob, l, linear)));
+    Value top = ob.create<arith::ShRUIOp>(l, z, i64c(ob, l, 11));
+    Value keep = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::uge, top,
+                                          i64c(ob, l, threshold));
+    Value scaled = ob.create<arith::MulFOp>(l, a[0],
+                                            constantScalar(ob, l, elem, keepScale));
+    return ob.create<arith::SelectOp>(l, keep, scaled,
+                                      constantScalar(ob, l, elem, 0.0));
+  });
+  return success();
+}
+
+LogicalResult EntryLowering::lowerCrossEntropyGrad(CrossEntropyGradOp op) {
+  auto lt = op.getLogits().getType();
+  Type elem = lt.getElementType();
+  if (!elem.isF32())
+    return op.emitError("the CPU backend lowers the cross-entropy gradient "
+                        "for f32 logits only");
+  int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
+  auto matrix = MemRefType::get({rows, k}, elem);
+  Value x = reshape(denseOf(op.getLogits()), matrix);
+  Type labelType = op.getLabels().getType().getElementType();
+  Value labels = reshape(denseOf(op.getLabels()), MemRefType::get({rows}, labelType));
+  Value out = reshape(destination(op.getResult()), matrix);
+  auto rowType = MemRefType::get({rows}, elem);
+  Value mx = temporary(rowType), se = temporary(rowType);
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  AffineMap rk = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap r = AffineMap::get(2, 0, {d(0)}, ctx);
+  SmallVector<utils::IteratorType> red = {utils::IteratorType::parallel,
+                                          utils::IteratorType::reduction};
+  fill(mx, b.getFloatAttr(elem, -INFINITY));
+  generic({x}, {rk}, mx, r, red,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            return ob.create<arith::MaximumFOp>(l, a[0], a[1]);
+          });
+  fill(se, b.getFloatAttr(elem, 0.0));
+  generic({x, mx}, {rk, r}, se, r, red,
+          [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            Value e = ob.create<math::ExpOp>(l, ob.create<arith::SubFOp>(l, a[0], a[1]));
+            return ob.create<arith::AddFOp>(l, a[2], e);
+          });
+  auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
+  auto isValid = [&](OpBuilder &ob, Location l, Value label) -> Value {
+    return ob.create<arith::CmpIOp>(
+        l, arith::CmpIPredicate::ne, label,
+        ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
+  };
+  // The mean's denominator: the positions not ignored.
+  Value count = temporary(MemRefType::get({}, elem));
+  fill(count, b.getFloatAttr(elem, 0.0));
+  generic({labels}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, count,
+          AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
+          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            Value one = ob.create<arith::SelectOp>(
+                l, isValid(ob, l, a[0]), constantScalar(ob, l, elem, 1.0),
+                constantScalar(ob, l, elem, 0.0));
+            return ob.create<arith::AddFOp>(l, a[1], one);
+          });
+  Value grad = bufferOf(op.getGrad());
+  double eps = op.getLabelSmoothing().convertToDouble();
+  AffineMap scalar2 = AffineMap::get(2, 0, {}, ctx);
+  SmallVector<utils::IteratorType> par(2, utils::IteratorType::parallel);
+  generic({x, mx, se, labels, grad, count}, {rk, r, r, r, scalar2, scalar2}, out,
+          rk, par, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            auto c = [&](double v) { return constantScalar(ob, l, elem, v); };
+            Value p = ob.create<arith::DivFOp>(
+                l, ob.create<math::ExpOp>(l, ob.create<arith::SubFOp>(l, a[0], a[1])),
+                a[2]);
+            Value col = ob.create<arith::IndexCastOp>(
+                l, labelType, ob.create<linalg::IndexOp>(l, 1));
+            Value hit = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col, a[3]);
+            Value target = ob.create<arith::SelectOp>(l, hit, c(1 - eps + eps / double(k)),
+                                                      c(eps / double(k)));
+            Value g = ob.create<arith::MulFOp>(
+                l, ob.create<arith::DivFOp>(l, a[4], a[5]),
+                ob.create<arith::SubFOp>(l, p, target));
+            return ob.create<arith::SelectOp>(l, isValid(ob, l, a[3]), g, c(0.0));
+          });
+  return success();
+}
+
+LogicalResult EntryLowering::lowerEmbeddingGrad(EmbeddingGradOp op) {
+  auto outType = op.getType();
+  Type elem = outType.getElementType();
+  int64_t rows = outType.getDimSize(0), width = outType.getDimSize(1);
+  int64_t n = op.getIndices().getType().getNumElements();
+  Value out = destination(op.getResult());
+  fill(out, b.getFloatAttr(elem, 0.0));
+  if (n == 0 || width == 0)
+    return success();
+  Type idxType = op.getIndices().getType().getElementType();
+  Value idx = reshape(denseOf(op.getIndices()), MemRefType::get({n}, idxType));
+  Value grad = reshape(denseOf(op.getGrad()), MemRefType::get({n, width}, elem));
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+  Value count = b.create<arith::ConstantIndexOp>(loc, n);
+  Value cols = b.create<arith::ConstantIndexOp>(loc, width);
+  Value limit = b.create<arith::ConstantIndexOp>(loc, rows);
+  // Rows repeat, so the accumulation is sequential over positions.
+  b.create<scf::ForOp>(
+      loc, zero, count, one, ValueRange{},
+      [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+        Value row = ob.create<arith::IndexCastOp>(
+            l, ob.getIndexType(), ob.create<memref::LoadOp>(l, idx, ValueRange{i}));
+        Value inRange = ob.create<arith::AndIOp>(
+            l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, row, zero),
+            ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, row, limit));
+        ob.create<scf::IfOp>(l, inRange, [&](OpBuilder &ib, Location il) {
+          ib.create<scf::ForOp>(
+              il, zero, cols, one, ValueRange{},
+              [&](OpBuilder &jb, Location jl, Value j, ValueRange) {
+                Value acc = jb.create<memref::LoadOp>(jl, out, ValueRange{row, j});
+                Value g = jb.create<memref::LoadOp>(jl, grad, ValueRange{i, j});
+                jb.create<memref::StoreOp>(jl, jb.create<arith::AddFOp>(jl, acc, g),
+                                           out, ValueRange{row, j});
+                jb.create<scf::YieldOp>(jl);
+              });
+          ib.create<scf::YieldOp>(il);
+        });
+        ob.create<scf::YieldOp>(l);
+      });
+  return success();
+}
+
+std::pair<Value, Value> EntryLowering::stepAndRate(Value step,
+                                                   LRSchedule schedule,
+                                                   double lr, int64_t dModel,
+                                                   int64_t warmup) {
+  Type f64 = b.getF64Type();
+  auto c = [&](double v) { return constantScalar(b, loc, f64, v); };
+  Value t = b.create<arith::SIToFPOp>(
+      loc, f64, b.create<memref::LoadOp>(loc, bufferOf(step), ValueRange{}));
+  if (schedule == LRSchedule::constant)
+    return {t, c(lr)};
+  // lr · d^-0.5 · min(t^-0.5, t · w^-1.5)
+  Value tc = b.create<arith::MaximumFOp>(loc, t, c(1.0));
+  Value decay = b.create<arith::DivFOp>(loc, c(1.0), b.create<math::SqrtOp>(loc, tc));
+  Value ramp = b.create<arith::MulFOp>(loc, tc, c(std::pow(double(warmup), -1.5)));
+  Value rate = b.create<arith::MulFOp>(
+      loc, c(lr / std::sqrt(double(dModel))),
+      b.create<arith::MinimumFOp>(loc, decay, ramp));
+  return {t, rate};
+}
+
+template <typename UpdateOp>
+LogicalResult EntryLowering::lowerOptimizer(UpdateOp op) {
+  auto type = op.getGrad().getType();
+  Type elem = type.getElementType();
+  if (!elem.isF32())
+    return op.emitError("the CPU backend updates f32 parameters only");
+  StringRef name = op.getParameter();
+  Value param = view(stateArg, state.parameter.lookup(name), type);
+  Value grad = bufferOf(op.getGrad());
+  auto [t, rate] = stepAndRate(op.getStep(), op.getSchedule(),
+                               op.getLr().convertToDouble(),
+                               static_cast<int64_t>(op.getDModel()),
+                               static_cast<int64_t>(op.getWarmup()));
+  Type f64 = b.getF64Type();
+  auto narrow = [&](Value v) { return b.create<arith::TruncFOp>(loc, elem, v); };
+  double wd = op.getWeightDecay().convertToDouble();
+  int64_t rank = type.getRank();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap scalar = AffineMap::get(rank, 0, {}, ctx);
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  auto f = [&](OpBuilder &ob, Location l, double v) {
+    return constantScalar(ob, l, elem, v);
+  };
+  if constexpr (std::is_same_v<UpdateOp, SGDUpdateOp>) {
+    Value lrBuf = temporary(MemRefType::get({}, elem));
+    b.create<memref::StoreOp>(loc, narrow(rate), lrBuf, ValueRange{});
+    b.create<linalg::GenericOp>(
+        loc, TypeRange{}, ValueRange{grad, lrBuf}, ValueRange{param},
+        ArrayRef<AffineMap>{id, scalar, id}, its,
+        [&](OpBuilder &ob, Location l, ValueRange a) {
+          Value g = ob.create<arith::AddFOp>(
+              l, a[0], ob.create<arith::MulFOp>(l, f(ob, l, wd), a[2]));
+          Value p = ob.create<arith::SubFOp>(l, a[2],
+                                             ob.create<arith::MulFOp>(l, a[1], g));
+          ob.create<linalg::YieldOp>(l, ValueRange{p});
+        });
+  } else {
+    double b1 = op.getBeta1().convertToDouble();
+    double b2 = op.getBeta2().convertToDouble();
+    double eps = op.getEps().convertToDouble();
+    auto c = [&](double v) { return constantScalar(b, loc, f64, v); };
+    // step size lr_t / (1 - β1^t); the second moment's correction 1/√(1 - β2^t)
+    Value c1 = b.create<arith::SubFOp>(loc, c(1.0), b.create<math::PowFOp>(loc, c(b1), t));
+    Value c2 = b.create<arith::SubFOp>(loc, c(1.0), b.create<math::PowFOp>(loc, c(b2), t));
+    Value stepSize = narrow(b.create<arith::DivFOp>(loc, rate, c1));
+    Value invC2 = narrow(b.create<arith::DivFOp>(loc, c(1.0), b.create<math::SqrtOp>(loc, c2)));
+    Value factors = temporary(MemRefType::get({2}, elem));
+    b.create<memref::StoreOp>(loc, stepSize, factors,
+                              ValueRange{b.create<arith::ConstantIndexOp>(loc, 0)});
+    b.create<memref::StoreOp>(loc, invC2, factors,
+                              ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
+    Value m = view(stateArg, state.adamM.lookup(name), type);
+    Value v = view(stateArg, state.adamV.lookup(name), type);
+    AffineMap first = AffineMap::get(rank, 0, {getAffineConstantExpr(0, ctx)}, ctx);
+    AffineMap second = AffineMap::get(rank, 0, {getAffineConstantExpr(1, ctx)}, ctx);
+    b.create<linalg::GenericOp>(
+        loc, TypeRange{}, ValueRange{grad, factors, factors},
+        ValueRange{param, m, v}, ArrayRef<AffineMap>{id, first, second, id, id, id},
+        its, [&](OpBuilder &ob, Location l, ValueRange a) {
+          Value p = a[3];
+          Value g = ob.create<arith::AddFOp>(l, a[0],
+                                             ob.create<arith::MulFOp>(l, f(ob, l, wd), p));
+          Value mNew = ob.create<arith::AddFOp>(
+              l, ob.create<arith::MulFOp>(l, f(ob, l, b1), a[4]),
+              ob.create<arith::MulFOp>(l, f(ob, l, 1 - b1), g));
+          Value vNew = ob.create<arith::AddFOp>(
+              l, ob.create<arith::MulFOp>(l, f(ob, l, b2), a[5]),
+              ob.create<arith::MulFOp>(l, f(ob, l, 1 - b2),
+                                       ob.create<arith::MulFOp>(l, g, g)));
+          Value denom = ob.create<arith::AddFOp>(
+              l, ob.create<arith::MulFOp>(l, ob.create<math::SqrtOp>(l, vNew), a[2]),
+              f(ob, l, eps));
+          Value pNew = ob.create<arith::SubFOp>(
+              l, p,
+              ob.create<arith::MulFOp>(l, a[1],
+                                       ob.create<arith::DivFOp>(l, mNew, denom)));
+          ob.create<linalg::YieldOp>(l, ValueRange{pNew, mNew, vNew});
+        });
+  }
+  return success();
+}
+
 LogicalResult EntryLowering::lower(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp>(
@@ -1477,9 +1803,19 @@ LogicalResult EntryLowering::lower(Operation *op) {
         return success();
       })
       .Case([&](CastOp c) { return lowerCast(c); })
-      .Case<ReluOp, GeluOp, DropoutOp, math::SqrtOp, math::ErfOp, math::TanhOp,
+      .Case([&](DropoutOp d) {
+        if (d.getTraining() && !d.getRate().isZero())
+          return lowerDropout(d);
+        return lowerUnaryFloat(d);
+      })
+      .Case<ReluOp, GeluOp, math::SqrtOp, math::ErfOp, math::TanhOp,
             math::ExpOp, math::LogOp, math::AbsFOp, arith::NegFOp>(
           [&](Operation *o) { return lowerUnaryFloat(o); })
+      .Case([&](NextStepOp n) { return lowerNextStep(n); })
+      .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
+      .Case([&](EmbeddingGradOp e) { return lowerEmbeddingGrad(e); })
+      .Case([&](SGDUpdateOp u) { return lowerOptimizer(u); })
+      .Case([&](AdamUpdateOp u) { return lowerOptimizer(u); })
       .Case([&](MatmulOp m) { return lowerMatmul(m); })
       .Case([&](LinearOp l) {
         return lowerLinear(l.getInput(), l.getWeight(), l.getBias(), 0,
@@ -1610,7 +1946,8 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   SmallVector<Type> argTypes{ptrTy,
                              MemRefType::get({arenaBytes}, b.getI8Type()),
-                             MemRefType::get({weights.bytes}, b.getI8Type())};
+                             MemRefType::get({weights.bytes}, b.getI8Type()),
+                             MemRefType::get({state.bytes}, b.getI8Type())};
   // An empty tensor carries no data; it crosses the boundary as a rank-1
   // empty buffer because the bare-pointer calling convention rejects
   // buffers with a zero dimension among others.
@@ -1634,12 +1971,14 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
   host = body->getArgument(0);
   arena = body->getArgument(1);
   weightsArg = body->getArgument(2);
+  stateArg = body->getArgument(3);
+  constexpr unsigned kFirstIO = 4;
   unsigned numIn = fn.getNumArguments();
   for (unsigned i = 0; i < numIn; ++i) {
     Value arg = fn.getArgument(i);
     MemRefType type = memrefOf(arg.getType());
     buffers[arg] = type.getNumElements() == 0 ? temporary(type)
-                                              : body->getArgument(3 + i);
+                                              : body->getArgument(kFirstIO + i);
   }
   Value one = b.create<arith::ConstantIntOp>(loc, kMaxKernelArgs, 64);
   argsArray = b.create<LLVM::AllocaOp>(loc, ptrTy, ptrTy, one, 8);
@@ -1649,12 +1988,12 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
   auto ret = cast<func::ReturnOp>(src.getTerminator());
   SmallVector<Value> outBuffers;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    Value out = body->getArgument(3 + numIn + i);
+    Value out = body->getArgument(kFirstIO + numIn + i);
     outBuffers.push_back(out);
     Value v = ret.getOperand(i);
     Operation *def = v.getDefiningOp();
     auto qkv = dyn_cast_or_null<QKVProjectionOp>(def);
-    if (def && !isa<arith::ConstantOp>(def) && !outputOf.count(v) &&
+    if (def && !isa<arith::ConstantOp, ParameterOp>(def) && !outputOf.count(v) &&
         memrefOf(v.getType()).getNumElements() > 0 &&
         !(qkv && isPackedQKV(qkv)))
       outputOf[v] = out;
@@ -1672,6 +2011,12 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
         buf = it->second;
       }
       buffers[c.getResult()] = buf;
+      continue;
+    }
+    if (auto p = dyn_cast<ParameterOp>(op)) {
+      // The parameter's current value, in the session's state.
+      buffers[p.getResult()] =
+          view(stateArg, state.parameter.lookup(p.getName()), p.getType());
       continue;
     }
     if (failed(lower(&op)))
@@ -1735,11 +2080,67 @@ struct LowerToCPUPass
           weights.add(v);
       });
 
+    // Parameters start from their initial values, which ride in the
+    // weights; updates name parameters, and Adam adds two moments each.
+    StateLayout state;
+    for (func::FuncOp fn : entries) {
+      WalkResult walk = fn.walk([&](ParameterOp p) -> WalkResult {
+        auto [it, fresh] = state.typeOf.try_emplace(p.getName(), p.getType());
+        if (!fresh) {
+          if (it->second != p.getType())
+            return p.emitError("parameter '")
+                   << p.getName() << "' is " << p.getType()
+                   << " here but " << it->second << " elsewhere";
+          return WalkResult::advance();
+        }
+        int64_t init = weights.add(p.getInitialValue());
+        state.parameter[p.getName()] = state.add(
+            p.getName(), StateLayout::kParameter, p.getType(), init);
+        return WalkResult::advance();
+      });
+      if (walk.wasInterrupted())
+        return signalPassFailure();
+    }
+    for (func::FuncOp fn : entries) {
+      auto checkName = [&](Operation *op, StringRef name, Type type) {
+        auto it = state.typeOf.find(name);
+        if (it != state.typeOf.end() && it->second == type)
+          return true;
+        op->emitError("updates '") << name << "', which is not a parameter "
+                                    << "of type " << type;
+        return false;
+      };
+      WalkResult walk = fn.walk([&](Operation *op) -> WalkResult {
+        if (auto u = dyn_cast<SGDUpdateOp>(op))
+          return checkName(op, u.getParameter(), u.getGrad().getType())
+                     ? WalkResult::advance()
+                     : WalkResult::interrupt();
+        if (auto u = dyn_cast<AdamUpdateOp>(op)) {
+          if (!checkName(op, u.getParameter(), u.getGrad().getType()))
+            return WalkResult::interrupt();
+          if (!state.adamM.count(u.getParameter())) {
+            auto type = u.getGrad().getType();
+            state.adamM[u.getParameter()] = state.add(
+                u.getParameter(), StateLayout::kAdamM, type, -1);
+            state.adamV[u.getParameter()] = state.add(
+                u.getParameter(), StateLayout::kAdamV, type, -1);
+          }
+        }
+        if (isa<NextStepOp>(op) && state.step < 0)
+          state.step = state.add("step", StateLayout::kStep,
+                                 RankedTensorType::get({}, IntegerType::get(ctx, 64)),
+                                 -1);
+        return WalkResult::advance();
+      });
+      if (walk.wasInterrupted())
+        return signalPassFailure();
+    }
+
     KernelTable kernels;
     SmallVector<Attribute> infos;
     for (func::FuncOp fn : entries) {
       DictionaryAttr info;
-      EntryLowering lowering(fn, weights, kernels, bf16);
+      EntryLowering lowering(fn, weights, kernels, state, bf16);
       if (failed(lowering.run(info)))
         return signalPassFailure();
       infos.push_back(info);
@@ -1760,6 +2161,16 @@ struct LowerToCPUPass
     module->setAttr("tfm.weight_offsets",
                     b.getDenseI64ArrayAttr(weights.offsets));
     module->setAttr("tfm.weights_bytes", b.getI64IntegerAttr(weights.bytes));
+    SmallVector<Attribute> slots;
+    for (const StateLayout::Slot &slot : state.slots)
+      slots.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("name", b.getStringAttr(slot.name)),
+           b.getNamedAttr("kind", b.getI32IntegerAttr(slot.kind)),
+           b.getNamedAttr("type", TypeAttr::get(slot.type)),
+           b.getNamedAttr("offset", b.getI64IntegerAttr(slot.offset)),
+           b.getNamedAttr("init_offset", b.getI64IntegerAttr(slot.init))}));
+    module->setAttr("tfm.states", b.getArrayAttr(slots));
+    module->setAttr("tfm.state_bytes", b.getI64IntegerAttr(state.bytes));
   }
 };
 

@@ -154,6 +154,10 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   if (!bytesAttr)
     return module.emitError("no weights layout: run tfm-lower-to-cpu first");
   uint64_t weightsBytes = bytesAttr.getInt();
+  auto stateSlots = module->getAttrOfType<ArrayAttr>("tfm.states");
+  uint64_t stateBytes = 0;
+  if (auto bytes = module->getAttrOfType<IntegerAttr>("tfm.state_bytes"))
+    stateBytes = bytes.getInt();
   // Entry signatures, checked before the attributes go.
   for (Attribute a : entries) {
     auto e = cast<DictionaryAttr>(a);
@@ -199,15 +203,16 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto i32c = [&](int64_t v) { return llvm::ConstantInt::get(i32, v); };
   auto i64c = [&](int64_t v) { return llvm::ConstantInt::get(i64, v); };
   // The structs of tfm/abi.h, field for field.
-  auto *hostTy = llvm::StructType::get(c, {i32, ptr, ptr, ptr, ptr});
+  auto *hostTy = llvm::StructType::get(c, {i32, ptr, ptr, ptr, ptr, ptr});
   auto *tensorTy = llvm::StructType::get(c, {ptr, i32, i32, ptr});
   auto *entryTy =
       llvm::StructType::get(c, {ptr, i32, ptr, i32, ptr, i64, ptr});
   auto *kernelTy = llvm::StructType::get(
       c, {i32, i32, llvm::ArrayType::get(i64, 8), llvm::ArrayType::get(f64, 2),
           llvm::ArrayType::get(i64, 12)});
+  auto *stateTy = llvm::StructType::get(c, {tensorTy, i32, i64, i64});
   auto *modelTy = llvm::StructType::get(
-      c, {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr});
+      c, {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr});
 
   // host->run_kernel(host, index, args), for the calls the lowering made.
   if (llvm::Function *rk = m->getFunction("__tfm_run_kernel")) {
@@ -242,6 +247,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     SmallVector<llvm::Value *> args{host};
     args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 1), "arena"));
     args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 2), "weights"));
+    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 5), "state"));
     for (unsigned i = 0; i < inputs.size(); ++i)
       args.push_back(b.CreateLoad(
           ptr, b.CreateConstGEP1_64(ptr, wrap->getArg(1), i)));
@@ -297,6 +303,25 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
          llvm::ConstantArray::get(llvm::ArrayType::get(i64, 12), strides)}));
   }
 
+  // The session state's slots.
+  SmallVector<llvm::Constant *> stateValues;
+  if (stateSlots)
+    for (Attribute a : stateSlots) {
+      auto d = cast<DictionaryAttr>(a);
+      auto type = cast<RankedTensorType>(d.getAs<TypeAttr>("type").getValue());
+      SmallVector<llvm::Constant *> dims;
+      for (int64_t dim : type.getShape())
+        dims.push_back(i64c(dim));
+      llvm::Constant *tensor = llvm::ConstantStruct::get(
+          tensorTy, {cstring(*m, d.getAs<StringAttr>("name").getValue()),
+                     i32c(*dtypeOf(type.getElementType())), i32c(type.getRank()),
+                     constantArray(*m, i64, dims, ".tfm.dims")});
+      stateValues.push_back(llvm::ConstantStruct::get(
+          stateTy, {tensor, i32c(d.getAs<IntegerAttr>("kind").getInt()),
+                    i64c(d.getAs<IntegerAttr>("offset").getInt()),
+                    i64c(d.getAs<IntegerAttr>("init_offset").getInt())}));
+    }
+
   // Embedded weights live in an object of their own (writeWeightsObject):
   // kept out of this module, they cost the optimizer nothing.
   llvm::Constant *weights = llvm::ConstantPointerNull::get(ptr);
@@ -320,7 +345,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            i32c(entryValues.size()),
            constantArray(*m, entryTy, entryValues, ".tfm.entries"), weights,
            i64c(weightsBytes), external, i32c(kernelValues.size()),
-           constantArray(*m, kernelTy, kernelValues, ".tfm.kernels")}),
+           constantArray(*m, kernelTy, kernelValues, ".tfm.kernels"),
+           i64c(stateBytes), i32c(stateValues.size()),
+           constantArray(*m, stateTy, stateValues, ".tfm.states")}),
       ".tfm.model");
 
   // The one exported symbol.

@@ -57,7 +57,8 @@ struct PlanMemoryPass
       returned.insert(ret.getOperands().begin(), ret.getOperands().end());
     auto inArena = [&](Value v) {
       Operation *def = v.getDefiningOp();
-      return def && !isa<arith::ConstantOp>(def) && !returned.contains(v) &&
+      return def && !isa<arith::ConstantOp, ParameterOp>(def) &&
+             !returned.contains(v) &&
              isa<RankedTensorType>(v.getType());
     };
     // Where a value's storage starts being written: a transpose that its
@@ -239,7 +240,7 @@ struct PlanMemoryPass
 
     Builder builder(&getContext());
     for (Operation &op : block) {
-      if (op.getNumResults() == 0 || isa<arith::ConstantOp>(op))
+      if (op.getNumResults() == 0 || isa<arith::ConstantOp, ParameterOp>(op))
         continue;
       SmallVector<int64_t> offsets;
       for (Value r : op.getResults()) {

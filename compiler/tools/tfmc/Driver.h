@@ -126,6 +126,11 @@ bool readTrainingData(const Signature &sig, llvm::StringRef dir,
 /// Prints one step's loss, and a progress bar on a terminal.
 void reportStep(unsigned step, unsigned steps, double loss, double seconds);
 
+/// Trains the library at `soPath` (compiled with --train) through the
+/// runtime; `known` gives the ONNX input numbering. Returns an ExitCode.
+int trainCompiled(llvm::StringRef soPath, const TrainOptions &options,
+                  const Signature *known = nullptr);
+
 /// Trains with the reference interpreter. Returns an ExitCode.
 int trainReference(mlir::func::FuncOp trainStep, const TrainOptions &options);
 

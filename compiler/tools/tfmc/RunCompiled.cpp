@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -252,4 +253,104 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
                                opts.bench, median, ms.front(), ms.back(),
                                tfm_context_num_threads(rt.context));
   return kExitOk;
+}
+
+int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
+                                   const Signature *known) {
+  Loaded rt;
+  tfm_context_options_t co;
+  tfm_context_options_init(&co);
+  co.num_threads = opts.threads;
+  if (!ok(tfm_context_create(&co, &rt.context)) ||
+      !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
+    return kExitInputError;
+  bool hasStep = false;
+  for (size_t i = 0; i < tfm_module_num_entries(rt.module); ++i)
+    hasStep |= std::strcmp(tfm_module_entry_name(rt.module, i), "train_step") == 0;
+  if (!hasStep) {
+    error() << "'" << soPath << "' has no train_step; compile it with --train\n";
+    return kExitInputError;
+  }
+  Signature sig;
+  sig.entry = "train_step";
+  for (int isOutput = 0; isOutput < 2; ++isOutput) {
+    size_t count = 0;
+    if (!ok(tfm_module_entry_num_io(rt.module, "train_step", isOutput, &count)))
+      return kExitInputError;
+    for (size_t i = 0; i < count; ++i) {
+      const tfm_abi_tensor_desc_t *d = nullptr;
+      if (!ok(tfm_module_entry_io(rt.module, "train_step", isOutput, i, &d)))
+        return kExitInputError;
+      Port p;
+      p.name = d->name;
+      p.kind = *kindOf(d->dtype);
+      p.shape.assign(d->dims, d->dims + d->rank);
+      p.graphPosition = i;
+      (isOutput ? sig.outputs : sig.inputs).push_back(std::move(p));
+    }
+  }
+  if (known)
+    for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs))
+      mine.graphPosition = theirs.graphPosition;
+  std::vector<std::vector<Tensor>> batches;
+  if (!readTrainingData(sig, opts.dataDir, batches))
+    return kExitInputError;
+  if (!ok(tfm_session_create(rt.module, nullptr, &rt.session)))
+    return kExitInputError;
+  if (!opts.resume.empty() &&
+      !ok(tfm_session_load_checkpoint(rt.session, opts.resume.c_str())))
+    return kExitInputError;
+
+  // Runtime tensors of every batch, made once.
+  std::vector<std::vector<tfm_tensor_t *>> inputs(batches.size());
+  auto releaseInputs = [&] {
+    for (auto &b : inputs)
+      for (tfm_tensor_t *t : b)
+        tfm_tensor_release(t);
+  };
+  for (size_t b = 0; b < batches.size(); ++b)
+    for (const Tensor &t : batches[b]) {
+      tfm_tensor_t *rtT = nullptr;
+      if (!ok(tfm_tensor_create(dtypeOf(t.kind), t.shape.data(), t.shape.size(),
+                                &rtT))) {
+        releaseInputs();
+        return kExitInputError;
+      }
+      store(t, tfm_tensor_data(rtT));
+      inputs[b].push_back(rtT);
+    }
+  int rc = kExitOk;
+  int64_t first = tfm_session_step_count(rt.session);
+  for (unsigned step = 1; step <= opts.steps && rc == kExitOk; ++step) {
+    auto &in = inputs[(step - 1) % inputs.size()];
+    tfm_tensor_t *loss = nullptr;
+    auto start = std::chrono::steady_clock::now();
+    if (!ok(tfm_session_run(rt.session, "train_step", in.data(), in.size(),
+                            &loss, 1))) {
+      rc = kExitInputError;
+      break;
+    }
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    Tensor value(sig.outputs[0].kind, sig.outputs[0].shape);
+    load(tfm_tensor_data(loss), value);
+    tfm_tensor_release(loss);
+    reportStep(static_cast<unsigned>(first) + step,
+               static_cast<unsigned>(first) + opts.steps, value.data[0],
+               seconds);
+    if (!std::isfinite(value.data[0])) {
+      error() << "the loss is not finite at step " << first + step << "\n";
+      rc = kExitInputError;
+    }
+    bool periodic = opts.checkpointEvery && step % opts.checkpointEvery == 0;
+    if (!opts.checkpoint.empty() && (periodic || step == opts.steps) &&
+        !ok(tfm_session_save_checkpoint(rt.session, opts.checkpoint.c_str())))
+      rc = kExitInputError;
+  }
+  releaseInputs();
+  if (rc == kExitOk && !opts.checkpoint.empty())
+    llvm::outs() << "checkpoint saved to " << opts.checkpoint << " (step "
+                 << tfm_session_step_count(rt.session) << ")\n";
+  return rc;
 }

@@ -572,27 +572,65 @@ int runTrain(MLIRContext &context) {
     error() << "--steps must be at least 1\n";
     return kExitUsage;
   }
+  bool trainingFlagsGiven = false;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.second->getNumOccurrences() &&
+        llvm::is_contained(entry.second->Categories, &trainingCat))
+      trainingFlagsGiven = true;
   if (llvm::sys::path::extension(inputFile) == ".so") {
-    error() << "training a compiled library is not available in this build "
-               "yet; give the model file\n";
-    return kExitInputError;
+    if (useReference || trainingFlagsGiven || !shapes.empty()) {
+      error() << "'" << inputFile << "' is compiled: its loss and optimizer "
+              << "were fixed by 'tfmc compile --train'; --reference, the "
+                 "training options and --shape need the model file\n";
+      return kExitUsage;
+    }
+    return trainCompiled(inputFile, opts);
   }
   mlir::tfm::TrainingOptions training;
   if (!trainingOptions(training))
     return kExitUsage;
   return withModel(context, [&](ModuleOp module) -> int {
-    PassManager pm(&context);
-    if (failed(applyPassManagerCLOptions(pm)))
-      return kExitUsage;
-    mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
-    if (failed(pm.run(module)))
+    if (useReference) {
+      PassManager pm(&context);
+      if (failed(applyPassManagerCLOptions(pm)))
+        return kExitUsage;
+      mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
+      if (failed(pm.run(module)))
+        return kExitInputError;
+      return trainReference(module.lookupSymbol<func::FuncOp>("train_step"),
+                            opts);
+    }
+    // Compile into a private folder, then train what was compiled. The
+    // step's signature comes from a copy, which knows the ONNX numbering.
+    std::optional<Signature> sig;
+    {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      PassManager pm(&context);
+      mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
+      if (failed(pm.run(*copy)))
+        return kExitInputError;
+      sig = signatureOf(copy->lookupSymbol<func::FuncOp>("train_step"));
+      if (!sig)
+        return kExitInputError;
+    }
+    SmallString<128> dir;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("tfmc-train", dir)) {
+      error() << "cannot create a temporary folder: " << ec.message() << "\n";
       return kExitInputError;
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (useReference)
-      return trainReference(step, opts);
-    error() << "compiled training is not available in this build yet; "
-               "use --reference\n";
-    return kExitInputError;
+    }
+    SmallString<128> so(dir);
+    llvm::sys::path::append(so, "model.so");
+    CompileOptions options;
+    options.training = training;
+    options.artifact.cpu = "native";
+    options.artifact.producer = "tfmc 0.1.0";
+    int rc = compileTo(module, Emit::so, so, options);
+    if (rc == kExitOk)
+      rc = trainCompiled(so, opts, &*sig);
+    llvm::sys::fs::remove(so);
+    llvm::sys::fs::remove(dir);
+    return rc;
   }, /*trainable=*/true);
 }
 

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define TFM_ABI_VERSION 2u
+#define TFM_ABI_VERSION 3u
 
 /* The symbol a model library exports: const tfm_abi_model_t *tfm_model_v1(void).
  * The name stays across versions; abi_version tells them apart. */
@@ -100,6 +100,24 @@ struct tfm_abi_host_t;
 typedef int32_t (*tfm_abi_run_kernel_fn_t)(const struct tfm_abi_host_t *host,
                                            int32_t index, void *const *args);
 
+/* Session state (since version 3): what a training step changes and the
+ * next step reads. A session allocates `state_bytes`, 64-byte aligned, and
+ * fills each slot: a parameter from its initial value in the weights, the
+ * other kinds with zeros. */
+typedef enum tfm_state_kind_t {
+  TFM_STATE_PARAMETER = 1, /* a trainable parameter */
+  TFM_STATE_ADAM_M = 2,    /* Adam's first moment of the parameter named */
+  TFM_STATE_ADAM_V = 3,    /* Adam's second moment of the parameter named */
+  TFM_STATE_STEP = 4,      /* the training step count, an int64 scalar */
+} tfm_state_kind_t;
+
+typedef struct tfm_abi_state_desc_t {
+  tfm_abi_tensor_desc_t tensor; /* its name is the parameter's */
+  int32_t kind;                 /* a tfm_state_kind_t */
+  uint64_t offset;              /* in the session's state */
+  int64_t init_offset;          /* in the weights; -1 for zeros */
+} tfm_abi_state_desc_t;
+
 /* What the runtime hands to compiled code. */
 typedef struct tfm_abi_host_t {
   uint32_t struct_size;
@@ -110,6 +128,8 @@ typedef struct tfm_abi_host_t {
   /* Runs the model's kernels; the session's private state rides along. */
   tfm_abi_run_kernel_fn_t run_kernel;
   void *session;
+  /* The session's state (since version 3). */
+  void *state;
 } tfm_abi_host_t;
 
 /* An entry point. `inputs` and `outputs` hold dense row-major buffers in the
@@ -140,6 +160,10 @@ typedef struct tfm_abi_model_t {
   const char *external_weights; /* file beside the library, or NULL */
   int32_t num_kernels;
   const tfm_abi_kernel_desc_t *kernels; /* created once per session */
+  /* Since version 3. */
+  uint64_t state_bytes;
+  int32_t num_states;
+  const tfm_abi_state_desc_t *states;
 } tfm_abi_model_t;
 
 typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);

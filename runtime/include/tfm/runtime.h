@@ -125,9 +125,10 @@ TFM_API tfm_status_t tfm_module_entry_io(const tfm_module_t *module,
 
 /*===-- Sessions ----------------------------------------------------------===*/
 
-/* The state of one model in use: its arenas (and, later, its parameters and
- * optimizer state). Thread-compatible: one run at a time per session. It
- * keeps its module alive. */
+/* The state of one model in use: its arena and, for a model compiled with
+ * --train, its parameters, optimizer moments and step count, which
+ * "train_step" updates in place and "infer" reads. Thread-compatible: one
+ * call at a time per session. It keeps its module alive. */
 typedef struct tfm_session_s tfm_session_t;
 
 typedef struct tfm_session_options_t {
@@ -149,6 +150,37 @@ TFM_API tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
                                      size_t num_inputs,
                                      tfm_tensor_t **out_outputs,
                                      size_t num_outputs);
+
+/*===-- Training state ----------------------------------------------------===*/
+
+/* The trainable parameters of the session's model, in the compiler's order.
+ * A name is owned by the module; NULL when `index` is out of range. */
+TFM_API size_t tfm_session_num_parameters(const tfm_session_t *session);
+TFM_API const char *tfm_session_parameter_name(const tfm_session_t *session,
+                                               size_t index);
+/* A copy of parameter `name`'s current value, which the caller owns. */
+TFM_API tfm_status_t tfm_session_get_parameter(tfm_session_t *session,
+                                               const char *name,
+                                               tfm_tensor_t **out_value);
+/* Overwrites parameter `name` with `value` (borrowed; same dtype and
+ * shape). Optimizer moments are left as they are. */
+TFM_API tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
+                                               const char *name,
+                                               const tfm_tensor_t *value);
+/* The number of training steps the session has run. */
+TFM_API int64_t tfm_session_step_count(const tfm_session_t *session);
+
+/* Saves every parameter, optimizer moment and the step count to `path`,
+ * atomically: the file is written beside it under a temporary name, flushed
+ * and renamed, so a crash or a full disk leaves the old file (or none), never
+ * a partial one. */
+TFM_API tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
+                                                 const char *path);
+/* Restores a checkpoint saved from a session of the same model. The file is
+ * checked whole (format, checksum, every slot's name, dtype and shape)
+ * before anything changes, so a bad file leaves the session untouched. */
+TFM_API tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
+                                                 const char *path);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,8 @@ def LowerToCPUPass : Pass<"tfm-lower-to-cpu", "::mlir::ModuleOp"> {
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",
-                           "::mlir::memref::MemRefDialect"];
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 #endif // TFM_CONVERSION_PASSES_TD

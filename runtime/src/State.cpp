@@ -1,0 +1,312 @@
+//===- State.cpp - Parameters and checkpoints of a session ----------------===//
+//
+// A checkpoint is a small binary file: the magic "TFMCKPT1", a format
+// version, the number of slots, then for each slot its kind, name, dtype,
+// shape and bytes, and last a 64-bit FNV-1a checksum of everything before
+// it. Integers are little-endian, as on every host the runtime supports.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace tfm::runtime;
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'F', 'M', 'C', 'K', 'P', 'T', '1'};
+constexpr uint32_t kFormatVersion = 1;
+
+uint64_t fnv1a(const char *data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <typename T> void put(std::string &out, T v) {
+  out.append(reinterpret_cast<const char *>(&v), sizeof(v));
+}
+
+/// Reads from a byte range, failing (not crashing) past its end.
+struct Reader {
+  const char *p, *end;
+  template <typename T> bool get(T &v) {
+    if (static_cast<size_t>(end - p) < sizeof(T))
+      return false;
+    std::memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
+    return true;
+  }
+  bool bytes(size_t n, const char *&at) {
+    if (static_cast<size_t>(end - p) < n)
+      return false;
+    at = p;
+    p += n;
+    return true;
+  }
+};
+
+const char *kindName(int32_t kind) {
+  switch (kind) {
+  case TFM_STATE_PARAMETER: return "parameter";
+  case TFM_STATE_ADAM_M: return "Adam first moment";
+  case TFM_STATE_ADAM_V: return "Adam second moment";
+  case TFM_STATE_STEP: return "step count";
+  default: return "?";
+  }
+}
+
+bool sameShape(const tfm_abi_tensor_desc_t &d, const int64_t *dims,
+               size_t rank) {
+  return rank == static_cast<size_t>(d.rank) &&
+         std::equal(dims, dims + rank, d.dims);
+}
+
+/// Writes `data` to `path` through a temporary file in the same folder,
+/// flushed to disk before the rename that makes it visible.
+tfm_status_t writeAtomically(const std::string &path, const std::string &data) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return makeStatus(TFM_STATUS_NOT_FOUND, "cannot create '{}': {}", tmp,
+                      std::strerror(errno));
+  size_t done = 0;
+  int err = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      err = errno;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (!err && ::fsync(fd) != 0)
+    err = errno;
+  if (::close(fd) != 0 && !err)
+    err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0)
+    err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    return makeStatus(err == ENOSPC ? TFM_STATUS_RESOURCE_EXHAUSTED
+                                    : TFM_STATUS_INTERNAL,
+                      "cannot write the checkpoint '{}': {}", path,
+                      std::strerror(err));
+  }
+  return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+size_t tfm_session_num_parameters(const tfm_session_t *session) {
+  if (!session)
+    return 0;
+  size_t n = 0;
+  const tfm_abi_model_t *m = session->module->model;
+  for (int32_t i = 0; i < m->num_states; ++i)
+    n += m->states[i].kind == TFM_STATE_PARAMETER;
+  return n;
+}
+
+const char *tfm_session_parameter_name(const tfm_session_t *session,
+                                       size_t index) {
+  if (!session)
+    return nullptr;
+  const tfm_abi_model_t *m = session->module->model;
+  for (int32_t i = 0; i < m->num_states; ++i)
+    if (m->states[i].kind == TFM_STATE_PARAMETER && index-- == 0)
+      return m->states[i].tensor.name;
+  return nullptr;
+}
+
+tfm_status_t tfm_session_get_parameter(tfm_session_t *session,
+                                       const char *name,
+                                       tfm_tensor_t **out_value) {
+  if (!session || !name || !out_value)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_get_parameter: NULL argument");
+  *out_value = nullptr;
+  const tfm_abi_state_desc_t *st = session->findState(name, TFM_STATE_PARAMETER);
+  if (!st)
+    return makeStatus(TFM_STATUS_NOT_FOUND,
+                      "'{}' has no parameter named '{}'", session->module->path,
+                      name);
+  return tfm_tensor_create_copy(
+      static_cast<tfm_dtype_t>(st->tensor.dtype), st->tensor.dims,
+      static_cast<size_t>(st->tensor.rank),
+      static_cast<const char *>(session->state.ptr.get()) + st->offset,
+      tensorBytes(st->tensor), out_value);
+}
+
+tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
+                                       const char *name,
+                                       const tfm_tensor_t *value) {
+  if (!session || !name || !value)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_set_parameter: NULL argument");
+  const tfm_abi_state_desc_t *st = session->findState(name, TFM_STATE_PARAMETER);
+  if (!st)
+    return makeStatus(TFM_STATUS_NOT_FOUND,
+                      "'{}' has no parameter named '{}'", session->module->path,
+                      name);
+  if (value->dtype != st->tensor.dtype ||
+      !sameShape(st->tensor, value->dims.data(), value->dims.size()))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "parameter '{}' is {} of rank {}; the value given is {} "
+                      "of another shape or type",
+                      name, dtypeName(st->tensor.dtype), st->tensor.rank,
+                      dtypeName(value->dtype));
+  std::memcpy(static_cast<char *>(session->state.ptr.get()) + st->offset,
+              value->buffer.ptr.get(), tensorBytes(st->tensor));
+  return nullptr;
+}
+
+int64_t tfm_session_step_count(const tfm_session_t *session) {
+  if (!session)
+    return 0;
+  const tfm_abi_model_t *m = session->module->model;
+  for (int32_t i = 0; i < m->num_states; ++i)
+    if (m->states[i].kind == TFM_STATE_STEP) {
+      int64_t step;
+      std::memcpy(&step,
+                  static_cast<const char *>(session->state.ptr.get()) +
+                      m->states[i].offset,
+                  sizeof(step));
+      return step;
+    }
+  return 0;
+}
+
+tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
+                                         const char *path) {
+  if (!session || !path)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_save_checkpoint: NULL argument");
+  return guarded("tfm_session_save_checkpoint", [&]() -> tfm_status_t {
+    const tfm_abi_model_t *m = session->module->model;
+    if (m->num_states == 0)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "'{}' has no training state to save; compile it "
+                        "with --train",
+                        session->module->path);
+    std::string out(kMagic, sizeof(kMagic));
+    put(out, kFormatVersion);
+    put(out, static_cast<uint32_t>(m->num_states));
+    const char *state = static_cast<const char *>(session->state.ptr.get());
+    for (int32_t i = 0; i < m->num_states; ++i) {
+      const tfm_abi_state_desc_t &st = m->states[i];
+      uint32_t len = static_cast<uint32_t>(std::strlen(st.tensor.name));
+      put(out, static_cast<int32_t>(st.kind));
+      put(out, len);
+      out.append(st.tensor.name, len);
+      put(out, st.tensor.dtype);
+      put(out, static_cast<uint32_t>(st.tensor.rank));
+      for (int32_t d = 0; d < st.tensor.rank; ++d)
+        put(out, st.tensor.dims[d]);
+      uint64_t bytes = tensorBytes(st.tensor);
+      put(out, bytes);
+      out.append(state + st.offset, bytes);
+    }
+    put(out, fnv1a(out.data(), out.size()));
+    return writeAtomically(path, out);
+  });
+}
+
+tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
+                                         const char *path) {
+  if (!session || !path)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_load_checkpoint: NULL argument");
+  return guarded("tfm_session_load_checkpoint", [&]() -> tfm_status_t {
+    FILE *f = std::fopen(path, "rb");
+    if (!f)
+      return makeStatus(TFM_STATUS_NOT_FOUND, "cannot open checkpoint '{}': {}",
+                        path, std::strerror(errno));
+    std::string data;
+    char chunk[1 << 16];
+    size_t n;
+    while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
+      data.append(chunk, n);
+    std::fclose(f);
+    auto corrupt = [&](const char *why) {
+      return makeStatus(TFM_STATUS_DATA_LOSS,
+                        "'{}' is not a valid checkpoint: {}", path, why);
+    };
+    if (data.size() < sizeof(kMagic) + 8 + 8 ||
+        std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0)
+      return corrupt("no checkpoint header");
+    uint64_t stored;
+    std::memcpy(&stored, data.data() + data.size() - 8, 8);
+    if (fnv1a(data.data(), data.size() - 8) != stored)
+      return corrupt("the checksum does not match (truncated or damaged)");
+    Reader r{data.data() + sizeof(kMagic), data.data() + data.size() - 8};
+    uint32_t version = 0, count = 0;
+    r.get(version);
+    r.get(count);
+    if (version != kFormatVersion)
+      return corrupt("an unknown format version");
+    const tfm_abi_model_t *m = session->module->model;
+    // Validate everything first; copy only when the whole file fits.
+    std::vector<std::pair<const tfm_abi_state_desc_t *, const char *>> copies;
+    for (uint32_t i = 0; i < count; ++i) {
+      int32_t kind, dtype;
+      uint32_t len, rank;
+      const char *name;
+      if (!r.get(kind) || !r.get(len) || !r.bytes(len, name) || !r.get(dtype) ||
+          !r.get(rank) || rank > 64)
+        return corrupt("a slot header is cut short");
+      std::vector<int64_t> dims(rank);
+      for (int64_t &d : dims)
+        if (!r.get(d))
+          return corrupt("a slot header is cut short");
+      uint64_t bytes;
+      const char *payload;
+      if (!r.get(bytes) || !r.bytes(bytes, payload))
+        return corrupt("slot data is cut short");
+      std::string slotName(name, len);
+      const tfm_abi_state_desc_t *st = session->findState(slotName.c_str(), kind);
+      if (!st)
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "checkpoint '{}' holds the {} '{}', which the model "
+                          "'{}' does not have",
+                          path, kindName(kind), slotName, session->module->path);
+      if (dtype != st->tensor.dtype || !sameShape(st->tensor, dims.data(), rank) ||
+          bytes != tensorBytes(st->tensor))
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "checkpoint '{}': the {} '{}' has another type or "
+                          "shape than the model's",
+                          path, kindName(kind), slotName);
+      copies.emplace_back(st, payload);
+    }
+    if (r.p != r.end)
+      return corrupt("trailing bytes after the last slot");
+    for (int32_t i = 0; i < m->num_states; ++i) {
+      bool found = false;
+      for (auto &c : copies)
+        found |= c.first == &m->states[i];
+      if (!found)
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "checkpoint '{}' lacks the {} '{}' of the model",
+                          path, kindName(m->states[i].kind),
+                          m->states[i].tensor.name);
+    }
+    char *state = static_cast<char *>(session->state.ptr.get());
+    for (auto &[st, payload] : copies)
+      std::memcpy(state + st->offset, payload, tensorBytes(st->tensor));
+    return nullptr;
+  });
+}
+
+} // extern "C"
