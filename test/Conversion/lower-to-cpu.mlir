@@ -125,9 +125,10 @@ func.func @infer(%x: tensor<1x3x4xf32>) -> tensor<3x1x4xf32> {
 // CHECK: memref.load %[[STEP]][]
 // CHECK: memref.store
 // CHECK: %[[W:.+]] = memref.view %[[S]][%c0{{.*}}][] : memref<448xi8> to memref<4x8xf32>
+// CHECK: %[[P:.+]] = memref.view %[[S]][%c0{{.*}}][] : memref<448xi8> to memref<4x8xf32>
 // CHECK: %[[M:.+]] = memref.view %[[S]][%c192{{.*}}][] : memref<448xi8> to memref<4x8xf32>
 // CHECK: %[[V:.+]] = memref.view %[[S]][%c320{{.*}}][] : memref<448xi8> to memref<4x8xf32>
-// CHECK: linalg.generic {{.*}} outs(%[[W]], %[[M]], %[[V]] : memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>)
+// CHECK: linalg.generic {{.*}} outs(%[[P]], %[[M]], %[[V]] : memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>)
 func.func @train_step(%g: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %t = tfm.next_step : tensor<i64>
   %w = tfm.parameter "w" {initial_value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
