@@ -147,6 +147,32 @@ public:
     return result;
   }
 
+  /// The trainable parameters' names (a model compiled with --train).
+  std::vector<std::string> parameterNames() const {
+    std::vector<std::string> names;
+    for (size_t i = 0, n = tfm_session_num_parameters(get()); i < n; ++i)
+      names.emplace_back(tfm_session_parameter_name(get(), i));
+    return names;
+  }
+  /// A copy of a parameter's current value.
+  Tensor parameter(const std::string &name) {
+    tfm_tensor_t *t = nullptr;
+    check(tfm_session_get_parameter(get(), name.c_str(), &t));
+    return Tensor(t);
+  }
+  void setParameter(const std::string &name, const Tensor &value) {
+    check(tfm_session_set_parameter(get(), name.c_str(), value.get()));
+  }
+  int64_t stepCount() const { return tfm_session_step_count(get()); }
+  /// Atomic: a crash or a full disk never leaves a partial file.
+  void saveCheckpoint(const std::string &path) {
+    check(tfm_session_save_checkpoint(get(), path.c_str()));
+  }
+  /// Checked whole before anything changes.
+  void loadCheckpoint(const std::string &path) {
+    check(tfm_session_load_checkpoint(get(), path.c_str()));
+  }
+
 private:
   Session(tfm_session_t *s, tfm_module_t *m) : Handle(s), module_(m) {}
   tfm_module_t *module_ = nullptr;

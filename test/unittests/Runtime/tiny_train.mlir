@@ -1,0 +1,8 @@
+// A softmax classifier with two parameters, compiled with --train for the
+// runtime's training-state tests (TrainingStateTest.cpp).
+func.func @infer(%x: tensor<4x3xf32> {tfm.name = "x"}) -> (tensor<4x5xf32> {tfm.name = "logits"}) {
+  %w = tfm.parameter "w" {initial_value = dense<[[0.1, -0.2, 0.3], [0.0, 0.5, -0.1], [0.2, 0.2, 0.2], [-0.3, 0.1, 0.0], [0.4, -0.4, 0.1]]> : tensor<5x3xf32>} : tensor<5x3xf32>
+  %b = tfm.parameter "b" {initial_value = dense<[0.1, 0.0, -0.1, 0.2, 0.0]> : tensor<5xf32>} : tensor<5xf32>
+  %y = tfm.linear %x, %w, %b : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}
