@@ -117,6 +117,8 @@ struct TrainOptions {
   std::string checkpoint;     // saved at the end (and every N steps)
   unsigned checkpointEvery = 0;
   std::string resume;         // a checkpoint to start from
+  std::string exportOnnx;     // write the trained model here
+  std::string onnxModel;      // ... as a copy of this one
 };
 
 /// Reads the batches of `dir` (see Train.cpp) as arguments of `sig`.

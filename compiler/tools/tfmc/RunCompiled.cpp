@@ -349,6 +349,29 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
       rc = kExitInputError;
   }
   releaseInputs();
+  if (rc == kExitOk && !opts.exportOnnx.empty()) {
+    // The trained values replace the initializers they started from.
+    std::vector<mlir::tfm::onnx_io::NamedTensor> trained;
+    for (size_t i = 0, n = tfm_session_num_parameters(rt.session); i < n; ++i) {
+      const char *name = tfm_session_parameter_name(rt.session, i);
+      tfm_tensor_t *t = nullptr;
+      if (!ok(tfm_session_get_parameter(rt.session, name, &t)))
+        return kExitInputError;
+      auto kind = kindOf(tfm_tensor_dtype(t));
+      const int64_t *dims = tfm_tensor_dims(t);
+      Tensor value(*kind, std::vector<int64_t>(dims, dims + tfm_tensor_rank(t)));
+      load(tfm_tensor_data(t), value);
+      tfm_tensor_release(t);
+      trained.push_back({name, std::move(value)});
+    }
+    std::string err;
+    if (!mlir::tfm::onnx_io::writeModelWithInitializers(
+            opts.onnxModel, opts.exportOnnx, trained, err)) {
+      error() << err << "\n";
+      return kExitInputError;
+    }
+    llvm::outs() << "trained model written to " << opts.exportOnnx << "\n";
+  }
   if (rc == kExitOk && !opts.checkpoint.empty())
     llvm::outs() << "checkpoint saved to " << opts.checkpoint << " (step "
                  << tfm_session_step_count(rt.session) << ")\n";

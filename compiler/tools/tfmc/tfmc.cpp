@@ -164,8 +164,21 @@ cl::opt<unsigned> stepsOpt("steps", cl::desc("Training steps to run"),
                            cl::value_desc("N"), cl::init(1),
                            cl::cat(trainCat));
 cl::opt<std::string> checkpointOpt(
-    "checkpoint", cl::desc("Save the parameters and optimizer state here"),
+    "checkpoint",
+    cl::desc("Save the parameters and optimizer state here at the end (and "
+             "every --checkpoint-every steps)"),
     cl::value_desc("file"), cl::cat(trainCat));
+cl::opt<unsigned> checkpointEveryOpt(
+    "checkpoint-every", cl::desc("Also save the checkpoint every N steps"),
+    cl::value_desc("N"), cl::init(0), cl::cat(trainCat));
+cl::opt<std::string> resumeOpt(
+    "resume", cl::desc("Start from a checkpoint of the same model"),
+    cl::value_desc("file"), cl::cat(trainCat));
+cl::opt<std::string> exportOnnxOpt(
+    "export-onnx",
+    cl::desc("Write the ONNX model with its initializers set to the trained "
+             "parameters (compile that for inference)"),
+    cl::value_desc("file.onnx"), cl::cat(trainCat));
 
 /// The training options as given on the command line.
 bool trainingOptions(mlir::tfm::TrainingOptions &o) {
@@ -564,6 +577,22 @@ int runTrain(MLIRContext &context) {
   opts.steps = stepsOpt;
   opts.threads = *threads;
   opts.checkpoint = checkpointOpt;
+  opts.checkpointEvery = checkpointEveryOpt;
+  opts.resume = resumeOpt;
+  opts.exportOnnx = exportOnnxOpt;
+  opts.onnxModel = inputFile;
+  if (!opts.exportOnnx.empty() &&
+      llvm::sys::path::extension(inputFile) != ".onnx") {
+    error() << "--export-onnx writes a copy of an ONNX model; '" << inputFile
+            << "' is not one\n";
+    return kExitUsage;
+  }
+  if (useReference && (!opts.checkpoint.empty() || !opts.resume.empty() ||
+                       !opts.exportOnnx.empty())) {
+    error() << "--checkpoint, --resume and --export-onnx apply to compiled "
+               "training, not to --reference\n";
+    return kExitUsage;
+  }
   if (opts.dataDir.empty()) {
     error() << "tfmc train needs --data DIR\n";
     return kExitUsage;
@@ -605,6 +634,10 @@ int runTrain(MLIRContext &context) {
     std::optional<Signature> sig;
     {
       OwningOpRef<ModuleOp> copy = module.clone();
+      // The compile below reports the same warnings; say them once.
+      ScopedDiagnosticHandler quiet(&context, [](Diagnostic &d) {
+        return success(d.getSeverity() != DiagnosticSeverity::Error);
+      });
       PassManager pm(&context);
       mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
       if (failed(pm.run(*copy)))

@@ -287,10 +287,12 @@ bool readTensorProtoFile(const std::string &path, NamedTensor &out,
   return true;
 }
 
-bool writeTensorProtoFile(const std::string &path, const NamedTensor &named,
-                          std::string &error) {
+namespace {
+
+/// Encodes `named` as a TensorProto with raw data of its own element type.
+void fillTensorProto(const NamedTensor &named, onnx::TensorProto &proto) {
   const Tensor &t = named.tensor;
-  onnx::TensorProto proto;
+  proto.Clear();
   proto.set_name(named.name);
   proto.set_data_type(dataTypeOfKind(t.kind));
   for (int64_t d : t.shape)
@@ -334,11 +336,17 @@ bool writeTensorProtoFile(const std::string &path, const NamedTensor &named,
     p += byteWidth(t.kind);
   }
   proto.set_raw_data(std::move(raw));
-  // Write to a temporary name and rename, so no half-written file survives.
+}
+
+/// Writes a message to a temporary name and renames it, so no half-written
+/// file survives a crash or a full disk.
+bool writeAtomically(const std::string &path,
+                     const google::protobuf::MessageLite &message,
+                     std::string &error) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !proto.SerializeToOstream(&out) || !out.flush()) {
+    if (!out || !message.SerializeToOstream(&out) || !out.flush()) {
       error = "cannot write '" + path + "': " + std::strerror(errno);
       std::remove(tmp.c_str());
       return false;
@@ -350,6 +358,49 @@ bool writeTensorProtoFile(const std::string &path, const NamedTensor &named,
     return false;
   }
   return true;
+}
+
+} // namespace
+
+bool writeTensorProtoFile(const std::string &path, const NamedTensor &named,
+                          std::string &error) {
+  onnx::TensorProto proto;
+  fillTensorProto(named, proto);
+  return writeAtomically(path, proto, error);
+}
+
+bool writeModelWithInitializers(const std::string &inPath,
+                                const std::string &outPath,
+                                const std::vector<NamedTensor> &values,
+                                std::string &error) {
+  onnx::ModelProto model;
+  {
+    std::ifstream in(inPath, std::ios::binary);
+    if (!in || !model.ParseFromIstream(&in)) {
+      error = "cannot read the ONNX model '" + inPath + "'";
+      return false;
+    }
+  }
+  auto *graph = model.mutable_graph();
+  for (const NamedTensor &v : values) {
+    onnx::TensorProto *init = nullptr;
+    for (auto &i : *graph->mutable_initializer())
+      if (i.name() == v.name)
+        init = &i;
+    if (!init) {
+      error = "'" + inPath + "' has no initializer named '" + v.name + "'";
+      return false;
+    }
+    std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
+    if (dims != v.tensor.shape ||
+        init->data_type() != dataTypeOfKind(v.tensor.kind)) {
+      error = "initializer '" + v.name + "' of '" + inPath +
+              "' has another type or shape than the trained value";
+      return false;
+    }
+    fillTensorProto(v, *init);
+  }
+  return writeAtomically(outPath, model, error);
 }
 
 } // namespace mlir::tfm::onnx_io

@@ -12,6 +12,7 @@
 #include "tfm/Reference/Tensor.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::tfm::onnx_io {
 
@@ -34,6 +35,15 @@ bool readTensorProtoFile(const std::string &path, NamedTensor &out,
 /// to that type.
 bool writeTensorProtoFile(const std::string &path, const NamedTensor &tensor,
                           std::string &error);
+
+/// Copies the ONNX model at `inPath` to `outPath` with the initializers
+/// named in `values` replaced (each keeps its name, element type and
+/// shape), writing atomically. Fails, naming it, on an initializer that is
+/// missing or does not match.
+bool writeModelWithInitializers(const std::string &inPath,
+                                const std::string &outPath,
+                                const std::vector<NamedTensor> &values,
+                                std::string &error);
 
 /// IEEE half and bfloat16 conversions (round to nearest even on the way in).
 double halfBitsToDouble(uint16_t bits);
