@@ -6,7 +6,7 @@ Prints a table of medians with tfm's time over each peer's and each
 system's share of the ceiling, and writes it as Markdown to OUT/results.md.
 
 Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --out DIR [--rounds N]
-              [--workloads w1,w2,w3,w4] [--skip ort,torch]
+              [--workloads w1,w2,w3,w4,w5,w6] [--skip ort,torch]
 Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
 and node with npm for ONNX Runtime (installed into OUT on first use)."""
 import argparse
@@ -21,13 +21,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 # Timed runs per measurement: more for the short workloads.
-REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8, "w6": 8}
-TARGETS = {"w1": "≥ 80%", "w2": "≥ 85%", "w3": "≥ 65%", "w4": "≥ 85%"}
+REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8, "w5": 6, "w6": 8}
+TARGETS = {"w1": "≥ 80%", "w2": "≥ 85%", "w3": "≥ 65%", "w4": "≥ 85%", "w5": "≥ 65%"}
 DESCRIPTION = {
     "w1": "encoder layer d768 h12 ff3072, B1 S128",
     "w2": "encoder layer d768 h12 ff3072, B8 S128",
     "w3": "encoder layer d256 h4 ff1024, B1 S32",
     "w4": "Transformer base 6+6, d512 h8 ff2048, B8 S64",
+    "w5": "W4 as a training step (forward, backward, Adam)",
 }
 
 
@@ -51,14 +52,25 @@ def ensure_ort(out):
     return p.returncode == 0
 
 
+def train_step_ms(tfmc, so, out, reps):
+    """The median of `reps` training steps after two warm-up steps, as
+    `tfmc train` reports each one."""
+    lines = run([tfmc, "train", so, "--data", os.path.join(out, "w5-data"),
+                 "--steps", str(reps + 2), "--threads", "2"]).splitlines()
+    steps = [float(l.rsplit("(", 1)[1].split(" s)")[0]) * 1e3
+             for l in lines if l.startswith("step ")]
+    return statistics.median(steps[2:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tfmc", required=True)
     ap.add_argument("--ceiling", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--workloads", default="w1,w2,w3,w4,w6",
-                    help="w6 is w2 compiled with --dtype=bf16 (tfm only)")
+    ap.add_argument("--workloads", default="w1,w2,w3,w4,w5,w6",
+                    help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
+                    "graphs); w6 is w2 compiled with --dtype=bf16 (tfm only)")
     ap.add_argument("--skip", default="")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
@@ -73,15 +85,20 @@ def main():
 
     flops, compile_s, sos = {}, {}, {}
     for w in workloads:
-        # W6 is W2 with the linear layers in bf16.
-        source = "w2" if w == "w6" else w
+        # W6 is W2 with the linear layers in bf16; W5 trains W4.
+        source = {"w6": "w2", "w5": "w4"}.get(w, w)
         model = os.path.join(args.out, f"{source}.onnx")
         flops[w] = json.loads(run([args.tfmc, "inspect", model, "--json"]))["gemm_flops"]
+        if w == "w5":
+            # The backward pass has two GEMMs for each forward one (the
+            # gradients of both operands), PERFORMANCE.md's accounting.
+            flops[w] *= 3
         sos[w] = os.path.join(args.out, f"{w}.so")
         log(f"compiling {w}")
         t = time.perf_counter()
         run([args.tfmc, "compile", model, "-o", sos[w]] +
-            (["--dtype=bf16"] if w == "w6" else []))
+            (["--dtype=bf16"] if w == "w6" else []) +
+            (["--train", "--optimizer=adam", "--lr=1e-3"] if w == "w5" else []))
         compile_s[w] = time.perf_counter() - t
     bf16_error = None
     if "w6" in workloads:
@@ -101,11 +118,19 @@ def main():
         log(f"round {r + 1} of {args.rounds}")
         ceilings.append(float(run([args.ceiling, "5"])))
         for w in workloads:
-            out = run([args.tfmc, "run", sos[w], "--threads", "2", "--bench", str(REPS[w])])
-            median = [l for l in out.splitlines() if l.startswith("bench:")][0]
-            times[("tfm", w)].append(float(median.split("median ")[1].split(" ms")[0]))
-            if w == "w6":
-                continue  # bf16 is compared with tfm's own f32 W2
+            if w == "w5":
+                times[("tfm", w)].append(train_step_ms(args.tfmc, sos[w], args.out, REPS[w]))
+            else:
+                out = run([args.tfmc, "run", sos[w], "--threads", "2", "--bench",
+                           str(REPS[w])])
+                median = [l for l in out.splitlines() if l.startswith("bench:")][0]
+                times[("tfm", w)].append(float(median.split("median ")[1].split(" ms")[0]))
+            if w in ("w5", "w6"):
+                if w == "w5" and "torch" not in skip:
+                    times[("torch", w)].append(float(run(
+                        ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), w,
+                         str(REPS[w])])))
+                continue  # no ONNX Runtime peer; bf16 is compared with tfm's own f32 W2
             if "ort" not in skip:
                 times[("ort", w)].append(float(run(
                     ["node", os.path.join(HERE, "ort_peer.js"),

@@ -96,6 +96,8 @@ const char *kernelName(int32_t kind) {
   case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
   case TFM_KERNEL_LAYER_NORM: return "layer_norm";
   case TFM_KERNEL_REORDER: return "reorder";
+  case TFM_KERNEL_ADAM: return "adam";
+  case TFM_KERNEL_SGD: return "sgd";
   default: return "?";
   }
 }

@@ -116,19 +116,29 @@ func.func @infer(%x: tensor<1x3x4xf32>) -> tensor<3x1x4xf32> {
 
 // A training step: the parameter is a view of the session state (offset 0,
 // its initial value at weights offset 0), the step count lives after it and
-// the Adam moments after that; the update writes parameter and moments in
-// place with one linalg.generic.
-// CHECK: tfm.state_bytes = 448
+// the Adam moments after that. The update is one ADAM kernel (kind 6) on the
+// 32 elements, handed the parameter and the moments in place (state offsets
+// 0, 192 and 320) and the step's coefficients, which the code computes from
+// the step count.
+// CHECK: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 6 : i32, params = array<i64: 32, 0, 0, 0, 0, 0, 0, 0>}]
+// CHECK-SAME: tfm.state_bytes = 448
 // CHECK-SAME: tfm.states = [{init_offset = 0 : i64, kind = 1 : i32, name = "w", offset = 0 : i64, type = tensor<4x8xf32>}, {init_offset = -1 : i64, kind = 4 : i32, name = "step", offset = 128 : i64, type = tensor<i64>}, {init_offset = -1 : i64, kind = 2 : i32, name = "w", offset = 192 : i64, type = tensor<4x8xf32>}, {init_offset = -1 : i64, kind = 3 : i32, name = "w", offset = 320 : i64, type = tensor<4x8xf32>}]
 // CHECK: func.func @__tfm_entry_train_step(%{{.+}}: !llvm.ptr, %{{.+}}: memref<{{[0-9]+}}xi8>, %{{.+}}: memref<128xi8>, %[[S:.+]]: memref<448xi8>,
 // CHECK: %[[STEP:.+]] = memref.view %[[S]][%c128{{.*}}][] : memref<448xi8> to memref<i64>
 // CHECK: memref.load %[[STEP]][]
 // CHECK: memref.store
-// CHECK: %[[W:.+]] = memref.view %[[S]][%c0{{.*}}][] : memref<448xi8> to memref<4x8xf32>
-// CHECK: %[[P:.+]] = memref.view %[[S]][%c0{{.*}}][] : memref<448xi8> to memref<4x8xf32>
-// CHECK: %[[M:.+]] = memref.view %[[S]][%c192{{.*}}][] : memref<448xi8> to memref<4x8xf32>
-// CHECK: %[[V:.+]] = memref.view %[[S]][%c320{{.*}}][] : memref<448xi8> to memref<4x8xf32>
-// CHECK: linalg.generic {{.*}} outs(%[[P]], %[[M]], %[[V]] : memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>)
+// CHECK: math.powf
+// CHECK: %[[C:.+]] = memref.alloc() {{.*}} : memref<8xf32>
+// CHECK-COUNT-8: memref.store %{{.+}}, %[[C]][%{{.+}}] : memref<8xf32>
+// CHECK: %[[P:.+]] = memref.extract_aligned_pointer_as_index %[[S]]
+// CHECK: %[[G:.+]] = memref.extract_aligned_pointer_as_index %arg4
+// CHECK: %[[M:.+]] = memref.extract_aligned_pointer_as_index %[[S]]
+// CHECK: arith.addi %[[M]], %c192{{.*}} : index
+// CHECK: %[[V:.+]] = memref.extract_aligned_pointer_as_index %[[S]]
+// CHECK: arith.addi %[[V]], %c320{{.*}} : index
+// CHECK: %[[CP:.+]] = memref.extract_aligned_pointer_as_index %[[C]]
+// CHECK: llvm.call @__tfm_run_kernel(%{{.+}}, %c0_i32{{.*}}, %{{.+}})
+// CHECK-NOT: linalg.generic
 func.func @train_step(%g: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %t = tfm.next_step : tensor<i64>
   %w = tfm.parameter "w" {initial_value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>

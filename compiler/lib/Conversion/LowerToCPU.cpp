@@ -61,7 +61,9 @@ enum KernelKind : int32_t {
   kBatchMatmul = 2,
   kMaskedSoftmax = 3,
   kLayerNorm = 4,
-  kReorder = 5
+  kReorder = 5,
+  kAdam = 6,
+  kSGD = 7
 };
 constexpr int32_t kDtypeF32 = 1;
 constexpr int32_t kDtypeBF16 = 3;
@@ -593,6 +595,53 @@ void EntryLowering::copy(Value from, Value to) {
 // Elementwise ops
 //===----------------------------------------------------------------------===//
 
+/// `x pred y` for one element pair of a compare's operands.
+static Value compareValues(OpBuilder &ob, Location l, CompareOp c, Value x,
+                           Value y) {
+  Type elem = x.getType();
+  if (isa<FloatType>(elem)) {
+    arith::CmpFPredicate p = arith::CmpFPredicate::OEQ;
+    switch (c.getPredicate()) {
+    case ComparePredicate::eq: p = arith::CmpFPredicate::OEQ; break;
+    case ComparePredicate::ne: p = arith::CmpFPredicate::UNE; break;
+    case ComparePredicate::lt: p = arith::CmpFPredicate::OLT; break;
+    case ComparePredicate::le: p = arith::CmpFPredicate::OLE; break;
+    case ComparePredicate::gt: p = arith::CmpFPredicate::OGT; break;
+    case ComparePredicate::ge: p = arith::CmpFPredicate::OGE; break;
+    }
+    return ob.create<arith::CmpFOp>(l, p, x, y);
+  }
+  // i1 compares as unsigned, the way the interpreter reads booleans as 0
+  // and 1.
+  bool u = elem.isInteger(1);
+  arith::CmpIPredicate p = arith::CmpIPredicate::eq;
+  switch (c.getPredicate()) {
+  case ComparePredicate::eq: p = arith::CmpIPredicate::eq; break;
+  case ComparePredicate::ne: p = arith::CmpIPredicate::ne; break;
+  case ComparePredicate::lt: p = u ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt; break;
+  case ComparePredicate::le: p = u ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle; break;
+  case ComparePredicate::gt: p = u ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt; break;
+  case ComparePredicate::ge: p = u ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge; break;
+  }
+  return ob.create<arith::CmpIOp>(l, p, x, y);
+}
+
+/// A compare that only selects read, at their shape: each select computes
+/// it inline, and the i1 tensor is never stored. Loops over stored i1
+/// vectors are slow (every mask bit moves through a byte), and this is
+/// the shape of ReLU's gradient, a select over the whole FFN activation.
+static bool comparesInsideSelects(CompareOp c) {
+  if (c->use_empty())
+    return false;
+  for (OpOperand &use : c->getUses()) {
+    auto sel = dyn_cast<SelectOp>(use.getOwner());
+    if (!sel || use.getOperandNumber() != 0 ||
+        sel.getType() != c.getType().clone(sel.getType().getElementType()))
+      return false;
+  }
+  return true;
+}
+
 LogicalResult EntryLowering::lowerBinary(Operation *op) {
   Type elem = cast<ShapedType>(op->getOperand(0).getType()).getElementType();
   bool isFloat = isa<FloatType>(elem);
@@ -655,31 +704,7 @@ LogicalResult EntryLowering::lowerBinary(Operation *op) {
                                      : ob.create<arith::MinSIOp>(l, x, y).getResult();
                     })
                     .Case([&](CompareOp c) -> Value {
-                      if (isFloat) {
-                        arith::CmpFPredicate p = arith::CmpFPredicate::OEQ;
-                        switch (c.getPredicate()) {
-                        case ComparePredicate::eq: p = arith::CmpFPredicate::OEQ; break;
-                        case ComparePredicate::ne: p = arith::CmpFPredicate::UNE; break;
-                        case ComparePredicate::lt: p = arith::CmpFPredicate::OLT; break;
-                        case ComparePredicate::le: p = arith::CmpFPredicate::OLE; break;
-                        case ComparePredicate::gt: p = arith::CmpFPredicate::OGT; break;
-                        case ComparePredicate::ge: p = arith::CmpFPredicate::OGE; break;
-                        }
-                        return ob.create<arith::CmpFOp>(l, p, x, y);
-                      }
-                      // i1 compares as unsigned, the way the interpreter
-                      // reads booleans as 0 and 1.
-                      bool u = elem.isInteger(1);
-                      arith::CmpIPredicate p = arith::CmpIPredicate::eq;
-                      switch (c.getPredicate()) {
-                      case ComparePredicate::eq: p = arith::CmpIPredicate::eq; break;
-                      case ComparePredicate::ne: p = arith::CmpIPredicate::ne; break;
-                      case ComparePredicate::lt: p = u ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt; break;
-                      case ComparePredicate::le: p = u ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle; break;
-                      case ComparePredicate::gt: p = u ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt; break;
-                      case ComparePredicate::ge: p = u ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge; break;
-                      }
-                      return ob.create<arith::CmpIOp>(l, p, x, y);
+                      return compareValues(ob, l, c, x, y);
                     });
               });
   return success();
@@ -844,16 +869,17 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
 
 void EntryLowering::batchMatmul(const StridedView &a, const StridedView &bv,
                                 const StridedView &c) {
-  // Pad the batch to two dimensions; a padded dimension has size 1, so its
-  // stride is never used.
+  // Pad the batch to two dimensions. A padded dimension has size 1, so its
+  // stride never moves a pointer; it is the dense one, so that the runtime
+  // sees a batch-dense operand (a transposed one included) and uses it in
+  // place instead of packing it.
   auto batch2 = [](const StridedView &v) {
     SmallVector<int64_t> dims(v.shape.begin(), v.shape.end() - 2);
     SmallVector<int64_t> st(v.strides.begin(), v.strides.end() - 2);
+    int64_t matrix = v.shape[v.shape.size() - 2] * v.shape.back();
     while (dims.size() < 2) {
       dims.insert(dims.begin(), 1);
-      st.insert(st.begin(), st.empty() ? v.strides[v.strides.size() - 2] *
-                                             v.shape[v.shape.size() - 2]
-                                       : st.front() * dims[1]);
+      st.insert(st.begin(), st.empty() ? matrix : st.front() * dims[1]);
     }
     SmallVector<int64_t> all(st);
     all.push_back(v.strides[v.strides.size() - 2]);
@@ -881,11 +907,15 @@ LogicalResult EntryLowering::lowerMatmul(MatmulOp op) {
   int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
   if (isStridedMatmul(op)) {
     StridedView a = viewOf(op.getLhs()), bv = viewOf(op.getRhs());
-    if (op.getTransposeRhs()) {
-      size_t r = bv.shape.size();
-      std::swap(bv.shape[r - 1], bv.shape[r - 2]);
-      std::swap(bv.strides[r - 1], bv.strides[r - 2]);
-    }
+    auto swapLast = [](StridedView &v) {
+      size_t r = v.shape.size();
+      std::swap(v.shape[r - 1], v.shape[r - 2]);
+      std::swap(v.strides[r - 1], v.strides[r - 2]);
+    };
+    if (op.getTransposeLhs())
+      swapLast(a);
+    if (op.getTransposeRhs())
+      swapLast(bv);
     StridedView c;
     Value result = op.getResult();
     auto t = result.hasOneUse() ? dyn_cast<TransposeOp>(*result.user_begin())
@@ -1285,6 +1315,58 @@ LogicalResult EntryLowering::lowerReduce(ReduceOp op) {
     init = b.getIntegerAttr(elem, kind == ReduceKind::max
                                       ? APInt::getSignedMinValue(w)
                                       : APInt::getSignedMaxValue(w));
+  }
+  auto combine = [&](OpBuilder &ob, Location l, Value acc, Value x,
+                     arith::FastMathFlags fm) -> Value {
+    auto flags = arith::FastMathFlagsAttr::get(ctx, fm);
+    switch (kind) {
+    case ReduceKind::sum:
+    case ReduceKind::mean:
+      return ob.create<arith::AddFOp>(l, acc, x, flags);
+    case ReduceKind::max:
+      return ob.create<arith::MaximumFOp>(l, acc, x, flags);
+    case ReduceKind::min:
+      return ob.create<arith::MinimumFOp>(l, acc, x, flags);
+    }
+    return x;
+  };
+  int64_t lead = 0;
+  while (lead < rank && !reduced[lead])
+    ++lead;
+  bool trailing = llvm::all_of(ArrayRef<bool>(reduced).drop_front(lead),
+                               [](bool r) { return r; });
+  if (isFloat && trailing && count > 1) {
+    // Reduced axes last (layer norm's statistics, a loss over classes):
+    // rows of `count` contiguous elements, each summed in a register with
+    // reassociation allowed so that the loop vectorizes. Written as a
+    // generic, the accumulator would be a store to the result every
+    // element, which the vectorizer cannot keep in a register because it
+    // cannot tell the result from the input (both live in the arena).
+    int64_t rows = inType.getNumElements() / count;
+    Value in2 = reshape(denseOf(op.getInput()), MemRefType::get({rows, count}, elem));
+    Value out1 = reshape(out, MemRefType::get({rows}, elem));
+    Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+    Value initValue = b.create<arith::ConstantOp>(loc, cast<TypedAttr>(init));
+    b.create<scf::ForOp>(
+        loc, zero, b.create<arith::ConstantIndexOp>(loc, rows), one,
+        ValueRange{}, [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+          auto inner = ob.create<scf::ForOp>(
+              l, zero, ob.create<arith::ConstantIndexOp>(l, count), one,
+              ValueRange{initValue},
+              [&](OpBuilder &ib, Location il, Value j, ValueRange acc) {
+                Value x = ib.create<memref::LoadOp>(il, in2, ValueRange{i, j});
+                ib.create<scf::YieldOp>(
+                    il, combine(ib, il, acc[0], x, arith::FastMathFlags::reassoc));
+              });
+          Value r = inner.getResult(0);
+          if (kind == ReduceKind::mean)
+            r = ob.create<arith::DivFOp>(
+                l, r, constantScalar(ob, l, elem, static_cast<double>(count)));
+          ob.create<memref::StoreOp>(l, r, out1, ValueRange{i});
+          ob.create<scf::YieldOp>(l);
+        });
+    return success();
   }
   fill(out, init);
   generic({in}, {AffineMap::getMultiDimIdentityMap(rank, ctx)}, out,
@@ -1714,87 +1796,71 @@ LogicalResult EntryLowering::lowerOptimizer(UpdateOp op) {
   if (!elem.isF32())
     return op.emitError("the CPU backend updates f32 parameters only");
   StringRef name = op.getParameter();
+  int64_t n = type.getNumElements();
+  if (n == 0)
+    return success();
   Value param = view(stateArg, state.parameter.lookup(name), type);
-  Value grad = bufferOf(op.getGrad());
+  Value grad = denseOf(op.getGrad());
   auto [t, rate] = stepAndRate(op.getStep(), op.getSchedule(),
                                op.getLr().convertToDouble(),
                                static_cast<int64_t>(op.getDModel()),
                                static_cast<int64_t>(op.getWarmup()));
   Type f64 = b.getF64Type();
-  auto narrow = [&](Value v) { return b.create<arith::TruncFOp>(loc, elem, v); };
-  double wd = op.getWeightDecay().convertToDouble();
-  int64_t rank = type.getRank();
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  AffineMap scalar = AffineMap::get(rank, 0, {}, ctx);
-  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
-  auto f = [&](OpBuilder &ob, Location l, double v) {
-    return constantScalar(ob, l, elem, v);
+  auto c = [&](double v) { return constantScalar(b, loc, f64, v); };
+  // The step's coefficients, computed here in f64 (they depend on the step
+  // count) and handed to the kernel as f32.
+  auto coefficients = [&](ArrayRef<Value> values) {
+    Value buf = temporary(MemRefType::get({int64_t(values.size())}, elem));
+    for (auto [i, v] : llvm::enumerate(values))
+      b.create<memref::StoreOp>(
+          loc, b.create<arith::TruncFOp>(loc, elem, v), buf,
+          ValueRange{b.create<arith::ConstantIndexOp>(loc, i)});
+    return buf;
   };
+  double wd = op.getWeightDecay().convertToDouble();
   if constexpr (std::is_same_v<UpdateOp, SGDUpdateOp>) {
-    Value lrBuf = temporary(MemRefType::get({}, elem));
-    b.create<memref::StoreOp>(loc, narrow(rate), lrBuf, ValueRange{});
-    b.create<linalg::GenericOp>(
-        loc, TypeRange{}, ValueRange{grad, lrBuf}, ValueRange{param},
-        ArrayRef<AffineMap>{id, scalar, id}, its,
-        [&](OpBuilder &ob, Location l, ValueRange a) {
-          Value g = ob.create<arith::AddFOp>(
-              l, a[0], ob.create<arith::MulFOp>(l, f(ob, l, wd), a[2]));
-          Value p = ob.create<arith::SubFOp>(l, a[2],
-                                             ob.create<arith::MulFOp>(l, a[1], g));
-          ob.create<linalg::YieldOp>(l, ValueRange{p});
-        });
+    Value coeff = coefficients({rate, c(wd)});
+    callKernel(kSGD, {n}, {},
+               {KernelArg(param), KernelArg(grad), KernelArg(coeff)});
   } else {
     double b1 = op.getBeta1().convertToDouble();
     double b2 = op.getBeta2().convertToDouble();
     double eps = op.getEps().convertToDouble();
-    auto c = [&](double v) { return constantScalar(b, loc, f64, v); };
     // step size lr_t / (1 - β1^t); the second moment's correction 1/√(1 - β2^t)
     Value c1 = b.create<arith::SubFOp>(loc, c(1.0), b.create<math::PowFOp>(loc, c(b1), t));
     Value c2 = b.create<arith::SubFOp>(loc, c(1.0), b.create<math::PowFOp>(loc, c(b2), t));
-    Value stepSize = narrow(b.create<arith::DivFOp>(loc, rate, c1));
-    Value invC2 = narrow(b.create<arith::DivFOp>(loc, c(1.0), b.create<math::SqrtOp>(loc, c2)));
-    Value factors = temporary(MemRefType::get({2}, elem));
-    b.create<memref::StoreOp>(loc, stepSize, factors,
-                              ValueRange{b.create<arith::ConstantIndexOp>(loc, 0)});
-    b.create<memref::StoreOp>(loc, invC2, factors,
-                              ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
+    Value stepSize = b.create<arith::DivFOp>(loc, rate, c1);
+    Value invC2 = b.create<arith::DivFOp>(loc, c(1.0), b.create<math::SqrtOp>(loc, c2));
+    Value coeff = coefficients({stepSize, invC2, c(b1), c(1 - b1), c(b2),
+                                c(1 - b2), c(eps), c(wd)});
     Value m = view(stateArg, state.adamM.lookup(name), type);
     Value v = view(stateArg, state.adamV.lookup(name), type);
-    AffineMap first = AffineMap::get(rank, 0, {getAffineConstantExpr(0, ctx)}, ctx);
-    AffineMap second = AffineMap::get(rank, 0, {getAffineConstantExpr(1, ctx)}, ctx);
-    b.create<linalg::GenericOp>(
-        loc, TypeRange{}, ValueRange{grad, factors, factors},
-        ValueRange{param, m, v}, ArrayRef<AffineMap>{id, first, second, id, id, id},
-        its, [&](OpBuilder &ob, Location l, ValueRange a) {
-          Value p = a[3];
-          Value g = ob.create<arith::AddFOp>(l, a[0],
-                                             ob.create<arith::MulFOp>(l, f(ob, l, wd), p));
-          Value mNew = ob.create<arith::AddFOp>(
-              l, ob.create<arith::MulFOp>(l, f(ob, l, b1), a[4]),
-              ob.create<arith::MulFOp>(l, f(ob, l, 1 - b1), g));
-          Value vNew = ob.create<arith::AddFOp>(
-              l, ob.create<arith::MulFOp>(l, f(ob, l, b2), a[5]),
-              ob.create<arith::MulFOp>(l, f(ob, l, 1 - b2),
-                                       ob.create<arith::MulFOp>(l, g, g)));
-          Value denom = ob.create<arith::AddFOp>(
-              l, ob.create<arith::MulFOp>(l, ob.create<math::SqrtOp>(l, vNew), a[2]),
-              f(ob, l, eps));
-          Value pNew = ob.create<arith::SubFOp>(
-              l, p,
-              ob.create<arith::MulFOp>(l, a[1],
-                                       ob.create<arith::DivFOp>(l, mNew, denom)));
-          ob.create<linalg::YieldOp>(l, ValueRange{pNew, mNew, vNew});
-        });
+    callKernel(kAdam, {n}, {},
+               {KernelArg(param), KernelArg(grad), KernelArg(m), KernelArg(v),
+                KernelArg(coeff)});
   }
   return success();
 }
 
 LogicalResult EntryLowering::lower(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp>(
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(
           [&](Operation *o) { return lowerBinary(o); })
+      .Case([&](CompareOp c) {
+        return comparesInsideSelects(c) ? success() : lowerBinary(c);
+      })
       .Case([&](SelectOp s) {
         Value out = destination(s.getResult());
+        auto c = s.getCondition().getDefiningOp<CompareOp>();
+        if (c && comparesInsideSelects(c)) {
+          elementwise({bufferOf(c.getLhs()), bufferOf(c.getRhs()),
+                       bufferOf(s.getTrueValue()), bufferOf(s.getFalseValue())},
+                      out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                        return ob.create<arith::SelectOp>(
+                            l, compareValues(ob, l, c, a[0], a[1]), a[2], a[3]);
+                      });
+          return success();
+        }
         elementwise({bufferOf(s.getCondition()), bufferOf(s.getTrueValue()),
                      bufferOf(s.getFalseValue())},
                     out, [](OpBuilder &ob, Location l, ValueRange a) -> Value {

@@ -26,9 +26,9 @@ bool mlir::tfm::movesOnlyUnitDims(TransposeOp op) {
 bool mlir::tfm::isStridedMatmul(MatmulOp op) {
   auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
   auto ot = op.getType();
-  if (!lt.getElementType().isF32() || op.getTransposeLhs() ||
-      lt.getRank() != rt.getRank() || lt.getRank() != ot.getRank() ||
-      ot.getRank() < 3 || ot.getRank() > 4 || ot.getNumElements() == 0 ||
+  if (!lt.getElementType().isF32() || lt.getRank() != rt.getRank() ||
+      lt.getRank() != ot.getRank() || ot.getRank() > 4 ||
+      ot.getNumElements() == 0 ||
       lt.getNumElements() == 0 || rt.getNumElements() == 0)
     return false;
   return lt.getShape().drop_back(2) == ot.getShape().drop_back(2) &&

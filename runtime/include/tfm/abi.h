@@ -78,13 +78,26 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 (a transpose, or a window of a packed buffer made dense)
  *                 params:  R, dims[R]
  *                 strides: x (6 slots), y (6 slots), in elements
- *                 args:    x, y */
+ *                 args:    x, y
+ *  ADAM           one Adam step on N elements, in place (since version 3):
+ *                 g' = g + wd·p; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
+ *                 p −= step · m / (√v · inv + ε)
+ *                 params: N
+ *                 args:   p, g, m, v, coefficients (f32[8]: step, inv, β1,
+ *                         1−β1, β2, 1−β2, ε, wd), computed by the model
+ *                         for the current step
+ *  SGD            p −= lr · (g + wd·p) on N elements, in place (since
+ *                 version 3)
+ *                 params: N
+ *                 args:   p, g, coefficients (f32[2]: lr, wd) */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
   TFM_KERNEL_MASKED_SOFTMAX = 3,
   TFM_KERNEL_LAYER_NORM = 4,
   TFM_KERNEL_REORDER = 5, /* since version 2 */
+  TFM_KERNEL_ADAM = 6,    /* since version 3 */
+  TFM_KERNEL_SGD = 7,     /* since version 3 */
 } tfm_kernel_kind_t;
 
 typedef struct tfm_abi_kernel_desc_t {

@@ -421,6 +421,54 @@ private:
   dnnl::layer_normalization_forward prim;
 };
 
+/// The optimizers are streaming updates over every parameter: memory-bound,
+/// so they run on all threads (a single thread reaches about half the
+/// bandwidth) rather than in the model's single-threaded code.
+class AdamKernel : public Kernel {
+public:
+  explicit AdamKernel(const tfm_abi_kernel_desc_t &d) : n(d.params[0]) {}
+  int32_t run(void *const *args) override {
+    float *p = static_cast<float *>(args[0]);
+    const float *g = static_cast<const float *>(args[1]);
+    float *m = static_cast<float *>(args[2]);
+    float *v = static_cast<float *>(args[3]);
+    const float *c = static_cast<const float *>(args[4]);
+    const float step = c[0], inv = c[1], b1 = c[2], b1c = c[3], b2 = c[4],
+                b2c = c[5], eps = c[6], wd = c[7];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd * p[i];
+      float mi = b1 * m[i] + b1c * gi;
+      float vi = b2 * v[i] + b2c * (gi * gi);
+      m[i] = mi;
+      v[i] = vi;
+      p[i] -= step * (mi / (std::sqrt(vi) * inv + eps));
+    }
+    return 0;
+  }
+
+private:
+  int64_t n;
+};
+
+class SGDKernel : public Kernel {
+public:
+  explicit SGDKernel(const tfm_abi_kernel_desc_t &d) : n(d.params[0]) {}
+  int32_t run(void *const *args) override {
+    float *p = static_cast<float *>(args[0]);
+    const float *g = static_cast<const float *>(args[1]);
+    const float *c = static_cast<const float *>(args[2]);
+    const float lr = c[0], wd = c[1];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] -= lr * (g[i] + wd * p[i]);
+    return 0;
+  }
+
+private:
+  int64_t n;
+};
+
 } // namespace
 
 std::unique_ptr<Kernel>
@@ -435,6 +483,7 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
   // The leading params of each kind are sizes; the rest are flags.
   int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? 5
               : d.kind == TFM_KERNEL_LAYER_NORM ? 2
+              : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD ? 1
               : d.kind == TFM_KERNEL_REORDER
                   ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, 6)) + 1
                   : 3;
@@ -459,6 +508,10 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
       return std::make_unique<LayerNormKernel>(device, d);
     case TFM_KERNEL_REORDER:
       return std::make_unique<ReorderKernel>(device, d);
+    case TFM_KERNEL_ADAM:
+      return std::make_unique<AdamKernel>(d);
+    case TFM_KERNEL_SGD:
+      return std::make_unique<SGDKernel>(d);
     default:
       error = "unknown kernel kind " + std::to_string(d.kind);
       return nullptr;

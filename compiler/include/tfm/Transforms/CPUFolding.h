@@ -31,9 +31,11 @@ inline int64_t alignBuffer(int64_t bytes) {
 /// transposes for batch 1, between batch-first and sequence-first layouts).
 bool movesOnlyUnitDims(TransposeOp op);
 
-/// A matmul the BATCH_MATMUL kernel runs with strided operands: f32, no
-/// transposed lhs, equal ranks of 3 or 4 and equal batch dimensions, no
-/// empty dimension.
+/// A matmul the BATCH_MATMUL kernel runs with strided operands: f32, equal
+/// ranks of 2 to 4 and equal batch dimensions, no empty dimension. A
+/// transposed operand is the same buffer read with swapped strides, which
+/// is how the backward pass's weight and attention gradients (Xᵀ·dY, dSᵀ·Q)
+/// reach the kernel without a copy.
 bool isStridedMatmul(MatmulOp op);
 
 /// A transpose whose users are all strided matmuls: it becomes a view of
