@@ -2,7 +2,8 @@
 #===- tfm.sh - Set up, build, and run tfm on Debian 12 ---------------------===#
 #
 #   ./tfm.sh example   install what is missing, build, then compile the bundled
-#                      example model to a library and run it
+#                      example model to a library and run it, and train the
+#                      two training examples (examples/training)
 #   ./tfm.sh test      install what is missing, build, then run every test
 #   ./tfm.sh bench     also install the peers, build, then benchmark tfm against
 #                      ONNX Runtime and PyTorch (options go to bench/run.py)
@@ -78,6 +79,25 @@ build() {
   cmake --build "$BUILD" -j "$JOBS"
 }
 
+# The training examples (examples/training): the paper's encoder-decoder
+# Transformer learns to reverse digit sequences until greedy decoding gets
+# 99% of held-out ones right, then decodes in a new session from its
+# checkpoint; a small GPT learns the bundled text.
+train_examples() {
+  local ex="$ROOT/examples/training" out="$BUILD/examples"
+  log "tfmc compile --train seq2seq.onnx (Adam, the paper's schedule and label smoothing)"
+  "$BUILD/bin/tfmc" compile "$ex/seq2seq.onnx" --train --optimizer=adam \
+    --beta1=0.9 --beta2=0.98 --eps=1e-9 --label-smoothing=0.1 --lr=1 \
+    --lr-schedule=noam:d_model=64,warmup=400 --freeze=pe -o "$out/seq2seq.so"
+  log "tfm-seq2seq: train until 99% of held-out sequences decode right"
+  "$BUILD/bin/tfm-seq2seq" "$out/seq2seq.so"
+  log "tfmc compile --train gpt.onnx"
+  "$BUILD/bin/tfmc" compile "$ex/gpt.onnx" --train --optimizer=adam --lr=2e-3 \
+    -o "$out/gpt.so"
+  log "tfm-gpt: train on corpus.txt, then continue a prompt"
+  "$BUILD/bin/tfm-gpt" "$out/gpt.so" "$ex/corpus.txt"
+}
+
 case "${1:-}" in
   example)
     build
@@ -96,6 +116,7 @@ case "${1:-}" in
     "$BUILD/bin/tfmc" run "$model" --reference --test-data-dir "$data"
     log "tfmc run $so --bench 200"
     "$BUILD/bin/tfmc" run "$so" --test-data-dir "$data" --bench 200
+    train_examples
     ;;
   test)
     build

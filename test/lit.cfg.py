@@ -19,7 +19,7 @@ config.substitutions.append(("%tfm_src_root", config.tfm_src_root))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["tfm-opt", "tfmc"],
+llvm_config.add_tool_substitutions(["tfm-opt", "tfmc", "tfm-seq2seq", "tfm-gpt"],
                                    [config.tfm_tools_dir, config.llvm_tools_dir])
 
 # `%expect_exit N cmd ...` checks an exact exit code of the CLI contract.
