@@ -1286,7 +1286,6 @@ LogicalResult EntryLowering::lowerReduce(ReduceOp op) {
   SmallVector<bool> reduced(rank, false);
   for (int64_t a : op.getAxes())
     reduced[a < 0 ? a + rank : a] = true;
-  Value in = bufferOf(op.getInput());
   Value out = destination(op.getResult());
   SmallVector<AffineExpr> exprs;
   SmallVector<utils::IteratorType> its;
@@ -1316,17 +1315,21 @@ LogicalResult EntryLowering::lowerReduce(ReduceOp op) {
                                       ? APInt::getSignedMinValue(w)
                                       : APInt::getSignedMaxValue(w));
   }
+  // `fm` applies to floats only.
   auto combine = [&](OpBuilder &ob, Location l, Value acc, Value x,
                      arith::FastMathFlags fm) -> Value {
     auto flags = arith::FastMathFlagsAttr::get(ctx, fm);
     switch (kind) {
     case ReduceKind::sum:
     case ReduceKind::mean:
-      return ob.create<arith::AddFOp>(l, acc, x, flags);
+      return isFloat ? ob.create<arith::AddFOp>(l, acc, x, flags).getResult()
+                     : ob.create<arith::AddIOp>(l, acc, x).getResult();
     case ReduceKind::max:
-      return ob.create<arith::MaximumFOp>(l, acc, x, flags);
+      return isFloat ? ob.create<arith::MaximumFOp>(l, acc, x, flags).getResult()
+                     : ob.create<arith::MaxSIOp>(l, acc, x).getResult();
     case ReduceKind::min:
-      return ob.create<arith::MinimumFOp>(l, acc, x, flags);
+      return isFloat ? ob.create<arith::MinimumFOp>(l, acc, x, flags).getResult()
+                     : ob.create<arith::MinSIOp>(l, acc, x).getResult();
     }
     return x;
   };
@@ -1369,23 +1372,10 @@ LogicalResult EntryLowering::lowerReduce(ReduceOp op) {
     return success();
   }
   fill(out, init);
-  generic({in}, {AffineMap::getMultiDimIdentityMap(rank, ctx)}, out,
+  generic({bufferOf(op.getInput())}, {AffineMap::getMultiDimIdentityMap(rank, ctx)}, out,
           AffineMap::get(rank, 0, exprs, ctx), its,
           [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-            Value x = a[0], acc = a[1];
-            switch (kind) {
-            case ReduceKind::sum:
-            case ReduceKind::mean:
-              return isFloat ? ob.create<arith::AddFOp>(l, acc, x).getResult()
-                             : ob.create<arith::AddIOp>(l, acc, x).getResult();
-            case ReduceKind::max:
-              return isFloat ? ob.create<arith::MaximumFOp>(l, acc, x).getResult()
-                             : ob.create<arith::MaxSIOp>(l, acc, x).getResult();
-            case ReduceKind::min:
-              return isFloat ? ob.create<arith::MinimumFOp>(l, acc, x).getResult()
-                             : ob.create<arith::MinSIOp>(l, acc, x).getResult();
-            }
-            return x;
+            return combine(ob, l, a[1], a[0], arith::FastMathFlags::none);
           });
   if (kind == ReduceKind::mean)
     elementwise({out}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
