@@ -120,6 +120,8 @@ struct tfm_session_s {
   std::shared_ptr<tfm::runtime::cpu::Device> device;
   std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
   std::unique_ptr<tfm::runtime::Profile> profile;
+  // Why the last failed kernel call failed, for the run's status.
+  std::string kernelError;
   ~tfm_session_s();
 
   /// The state slot of `kind` named `name`, or null.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 using namespace tfm::runtime;
 
@@ -68,6 +69,20 @@ tfm_status_t checkInput(const char *entry, size_t index,
   return nullptr;
 }
 
+const char *kernelName(int32_t kind) {
+  switch (kind) {
+  case TFM_KERNEL_LINEAR: return "linear";
+  case TFM_KERNEL_BATCH_MATMUL: return "batch_matmul";
+  case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
+  case TFM_KERNEL_LAYER_NORM: return "layer_norm";
+  case TFM_KERNEL_REORDER: return "reorder";
+  case TFM_KERNEL_ADAM: return "adam";
+  case TFM_KERNEL_SGD: return "sgd";
+  case TFM_KERNEL_LAYER_NORM_BACKWARD: return "layer_norm_backward";
+  default: return "?";
+  }
+}
+
 /// The kernel entry point compiled code calls through tfm_abi_host_t.
 int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
                   void *const *args) {
@@ -84,21 +99,14 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
             .count();
     session->profile->kernelCalls[index]++;
     return rc;
-  } catch (...) {
+  } catch (const std::exception &e) {
+    session->kernelError = fmt::format("kernel {} ({}): {}", index,
+                                       kernelName(session->module->model->kernels[index].kind),
+                                       e.what());
     return -2; // reported by tfm_session_run as an internal error
-  }
-}
-
-const char *kernelName(int32_t kind) {
-  switch (kind) {
-  case TFM_KERNEL_LINEAR: return "linear";
-  case TFM_KERNEL_BATCH_MATMUL: return "batch_matmul";
-  case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
-  case TFM_KERNEL_LAYER_NORM: return "layer_norm";
-  case TFM_KERNEL_REORDER: return "reorder";
-  case TFM_KERNEL_ADAM: return "adam";
-  case TFM_KERNEL_SGD: return "sgd";
-  default: return "?";
+  } catch (...) {
+    session->kernelError = fmt::format("kernel {} failed", index);
+    return -2;
   }
 }
 
@@ -277,9 +285,10 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     }
     if (rc != 0) {
       releaseAll();
+      std::string why = std::exchange(session->kernelError, std::string());
       return makeStatus(TFM_STATUS_INTERNAL,
-                        "entry '{}' of '{}' failed with code {}", entry,
-                        module->path, rc);
+                        "entry '{}' of '{}' failed with code {}{}{}", entry,
+                        module->path, rc, why.empty() ? "" : ": ", why);
     }
     for (size_t i = 0; i < outs.size(); ++i)
       out_outputs[i] = outs[i];

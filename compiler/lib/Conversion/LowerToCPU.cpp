@@ -63,7 +63,8 @@ enum KernelKind : int32_t {
   kLayerNorm = 4,
   kReorder = 5,
   kAdam = 6,
-  kSGD = 7
+  kSGD = 7,
+  kLayerNormBackward = 8
 };
 constexpr int32_t kDtypeF32 = 1;
 constexpr int32_t kDtypeBF16 = 3;
@@ -1870,6 +1871,25 @@ LogicalResult EntryLowering::lower(Operation *op) {
       .Case([&](NextStepOp n) { return lowerNextStep(n); })
       .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
       .Case([&](EmbeddingGradOp e) { return lowerEmbeddingGrad(e); })
+      .Case([&](LayerNormGradOp g) -> LogicalResult {
+        auto xt = g.getInput().getType();
+        if (!xt.getElementType().isF32())
+          return g.emitError("the CPU backend trains in f32 only");
+        int64_t n = g.getScale().getType().getNumElements();
+        int64_t m = n ? xt.getNumElements() / n : 0;
+        if (m == 0 || n == 0) {
+          for (Value r : g.getResults())
+            fill(destination(r), b.getFloatAttr(xt.getElementType(), 0.0));
+          return success();
+        }
+        callKernel(kLayerNormBackward, {m, n}, {g.getEpsilon().convertToDouble()},
+                   {KernelArg(denseOf(g.getInput())), KernelArg(denseOf(g.getScale())),
+                    KernelArg(denseOf(g.getGrad())),
+                    KernelArg(destination(g.getInputGrad())),
+                    KernelArg(destination(g.getScaleGrad())),
+                    KernelArg(destination(g.getBiasGrad()))});
+        return success();
+      })
       .Case([&](SGDUpdateOp u) { return lowerOptimizer(u); })
       .Case([&](AdamUpdateOp u) { return lowerOptimizer(u); })
       .Case([&](MatmulOp m) { return lowerMatmul(m); })

@@ -916,6 +916,7 @@ LogicalResult Frame::eval(Operation *op) {
       })
       .Case<mlir::tfm::ParameterOp, mlir::tfm::NextStepOp,
             mlir::tfm::CrossEntropyGradOp, mlir::tfm::EmbeddingGradOp,
+            mlir::tfm::LayerNormGradOp,
             mlir::tfm::SGDUpdateOp, mlir::tfm::AdamUpdateOp>(
           [&](Operation *t) { return evalTraining(t); })
       .Default([&](Operation *other) {
@@ -1002,6 +1003,45 @@ LogicalResult Frame::evalTraining(Operation *op) {
           }
         }
         set(c, std::move(out));
+        return success();
+      })
+      .Case([&](LayerNormGradOp op) {
+        const Tensor &x = get(op.getInput());
+        const Tensor &scale = get(op.getScale());
+        const Tensor &dy = get(op.getGrad());
+        Tensor dx = tensorOfType(op.getInputGrad().getType());
+        Tensor dscale = tensorOfType(op.getScaleGrad().getType());
+        Tensor dbias = tensorOfType(op.getBiasGrad().getType());
+        int64_t n = static_cast<int64_t>(scale.data.size());
+        int64_t rows = n ? static_cast<int64_t>(x.data.size()) / n : 0;
+        double eps = op.getEpsilon().convertToDouble();
+        std::vector<double> xhat(n), g(n);
+        for (int64_t r = 0; r < rows; ++r) {
+          const double *xr = &x.data[r * n], *dr = &dy.data[r * n];
+          double mean = 0, var = 0;
+          for (int64_t j = 0; j < n; ++j)
+            mean += xr[j];
+          mean /= double(n);
+          for (int64_t j = 0; j < n; ++j)
+            var += (xr[j] - mean) * (xr[j] - mean);
+          double rstd = 1.0 / std::sqrt(var / double(n) + eps);
+          double meanG = 0, meanGX = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            xhat[j] = (xr[j] - mean) * rstd;
+            g[j] = dr[j] * scale.data[j];
+            meanG += g[j];
+            meanGX += g[j] * xhat[j];
+            dscale.data[j] += dr[j] * xhat[j];
+            dbias.data[j] += dr[j];
+          }
+          meanG /= double(n);
+          meanGX /= double(n);
+          for (int64_t j = 0; j < n; ++j)
+            dx.data[r * n + j] = rstd * (g[j] - meanG - xhat[j] * meanGX);
+        }
+        set(op.getInputGrad(), std::move(dx));
+        set(op.getScaleGrad(), std::move(dscale));
+        set(op.getBiasGrad(), std::move(dbias));
         return success();
       })
       .Case([&](EmbeddingGradOp e) {

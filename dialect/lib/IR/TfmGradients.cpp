@@ -176,28 +176,18 @@ struct GradBuilder {
   };
 
   /// Layer norm's vector-Jacobian products, from the input alone: the mean
-  /// and the inverse deviation are recomputed, which costs two reductions
-  /// and saves keeping them alive from the forward pass.
+  /// and the inverse deviation are recomputed inside tfm.layer_norm_grad,
+  /// which saves keeping them alive from the forward pass.
   LayerNormGradients layerNormBackward(Value x, Value scale, bool hasBias,
                                        int64_t axis, double eps, Value dy) {
-    int64_t rank = tensorType(x).getRank();
-    SmallVector<int64_t> normAxes, leadAxes;
-    for (int64_t i = 0; i < rank; ++i)
-      (i >= axis ? normAxes : leadAxes).push_back(i);
-    Value mean = reduce(ReduceKind::mean, x, normAxes, true);
-    Value xc = sub(x, mean);
-    Value var = reduce(ReduceKind::mean, mul(xc, xc), normAxes, true);
-    Value rstd = div(scalarLike(x, 1.0),
-                     b.create<math::SqrtOp>(loc, add(var, scalarLike(x, eps))));
-    Value xhat = mul(xc, rstd);
-    Value g = mul(dy, scale);
-    Value meanG = reduce(ReduceKind::mean, g, normAxes, true);
-    Value meanGX = reduce(ReduceKind::mean, mul(g, xhat), normAxes, true);
+    auto op = b.create<LayerNormGradOp>(
+        loc, TypeRange{x.getType(), scale.getType(), scale.getType()}, x,
+        scale, dy, b.getI64IntegerAttr(axis), b.getF64FloatAttr(eps));
     LayerNormGradients out;
-    out.input = mul(rstd, sub(sub(g, meanG), mul(xhat, meanGX)));
-    out.scale = reduce(ReduceKind::sum, mul(dy, xhat), leadAxes, false);
+    out.input = op.getInputGrad();
+    out.scale = op.getScaleGrad();
     if (hasBias)
-      out.bias = reduce(ReduceKind::sum, dy, leadAxes, false);
+      out.bias = op.getBiasGrad();
     return out;
   }
 };

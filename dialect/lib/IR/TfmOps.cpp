@@ -341,6 +341,30 @@ LogicalResult CrossEntropyGradOp::verify() {
   return success();
 }
 
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType x = getInput().getType(), scale = getScale().getType();
+  int64_t rank = x.getRank(), axis = getAxis();
+  if (axis < -rank || axis >= rank)
+    return emitOpError() << "axis " << axis << " is out of range for rank "
+                         << rank;
+  if (axis < 0)
+    axis += rank;
+  if (getGrad().getType() != x)
+    return emitOpError() << "'grad' " << getGrad().getType()
+                         << " must have the input's type " << x;
+  if (scale.getShape() != x.getShape().drop_front(axis) ||
+      scale.getElementType() != x.getElementType())
+    return emitOpError() << "'scale' " << scale
+                         << " must have the normalized shape of " << x;
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError() << "'epsilon' must be > 0";
+  if (getInputGrad().getType() != x || getScaleGrad().getType() != scale ||
+      getBiasGrad().getType() != scale)
+    return emitOpError() << "results must be " << x << ", " << scale << ", "
+                         << scale;
+  return success();
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   RankedTensorType grad = getGrad().getType(), out = getType();
   ArrayRef<int64_t> idx = getIndices().getType().getShape();

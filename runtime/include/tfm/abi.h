@@ -89,7 +89,13 @@ typedef struct tfm_abi_tensor_desc_t {
  *  SGD            p −= lr · (g + wd·p) on N elements, in place (since
  *                 version 3)
  *                 params: N
- *                 args:   p, g, coefficients (f32[2]: lr, wd) */
+ *                 args:   p, g, coefficients (f32[2]: lr, wd)
+ *  LAYER_NORM_BACKWARD  the gradients of LAYER_NORM without a residual
+ *                 (tfm.layer_norm_grad; since version 3): dx[M,N], and dg[N]
+ *                 and db[N] summed over the rows
+ *                 params: M, N
+ *                 fparams: epsilon
+ *                 args:   x, g, dy, dx, dg, db */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
@@ -98,6 +104,7 @@ typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_REORDER = 5, /* since version 2 */
   TFM_KERNEL_ADAM = 6,    /* since version 3 */
   TFM_KERNEL_SGD = 7,     /* since version 3 */
+  TFM_KERNEL_LAYER_NORM_BACKWARD = 8, /* since version 3 */
 } tfm_kernel_kind_t;
 
 typedef struct tfm_abi_kernel_desc_t {

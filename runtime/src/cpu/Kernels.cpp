@@ -226,6 +226,21 @@ struct MatmulOperand {
     int64_t mat = rows * cols;
     int64_t outer = colMajor ? cols : rows, inner = colMajor ? rows : cols;
     int64_t so = colMajor ? s[3] : s[2], si = colMajor ? s[2] : s[3];
+    if (si != 1 && so == 1) {
+      // The model's contiguous dimension is the scratch's outer one (a
+      // result written transposed): walk the model contiguously and the
+      // scratch, one small matrix per batch that the cache holds, strided.
+#pragma omp parallel for collapse(3) schedule(static)
+      for (int64_t i = 0; i < b1; ++i)
+        for (int64_t j = 0; j < b2; ++j)
+          for (int64_t x = 0; x < inner; ++x) {
+            float *model = p + i * s[0] + j * s[1] + x * si;
+            float *dense = scratch.data() + (i * b2 + j) * mat + x;
+            for (int64_t o = 0; o < outer; ++o)
+              (pack ? dense[o * inner] : model[o]) = pack ? model[o] : dense[o * inner];
+          }
+      return;
+    }
 #pragma omp parallel for collapse(3) schedule(static)
     for (int64_t i = 0; i < b1; ++i)
       for (int64_t j = 0; j < b2; ++j)
@@ -421,6 +436,73 @@ private:
   dnnl::layer_normalization_forward prim;
 };
 
+/// Layer norm's backward pass by oneDNN's primitive. The primitive takes
+/// the forward pass's statistics, which the model does not keep: they are
+/// recomputed here, one parallel pass over the rows.
+class LayerNormBackwardKernel : public Kernel {
+public:
+  LayerNormBackwardKernel(std::shared_ptr<Device> dev,
+                          const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), m(d.params[0]), n(d.params[1]),
+        eps(static_cast<float>(d.fparams[0])), mean(m), variance(m), zeros(n) {
+    auto &eng = this->dev->engine;
+    md = rowMajor({m, n});
+    auto flags = dnnl::normalization_flags::use_scale |
+                 dnnl::normalization_flags::use_shift;
+    dnnl::layer_normalization_forward::primitive_desc hint(
+        dnnl::layer_normalization_forward::desc(
+            dnnl::prop_kind::forward_training, md, eps, flags),
+        eng);
+    pd = dnnl::layer_normalization_backward::primitive_desc(
+        dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, md,
+                                                 md, eps, flags),
+        eng, hint);
+    prim = dnnl::layer_normalization_backward(pd);
+  }
+  int32_t run(void *const *args) override {
+    const float *x = static_cast<const float *>(args[0]);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+      const float *row = x + r * n;
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j)
+        sum += row[j];
+      float mu = sum / float(n), sq = 0;
+#pragma omp simd reduction(+ : sq)
+      for (int64_t j = 0; j < n; ++j)
+        sq += (row[j] - mu) * (row[j] - mu);
+      mean[r] = mu;
+      variance[r] = sq / float(n);
+    }
+    auto &eng = dev->engine;
+    memory::desc vec = rowMajor({n}), stat = rowMajor({m});
+    prim.execute(dev->stream,
+                 {{DNNL_ARG_SRC, memory(md, eng, args[0])},
+                  {DNNL_ARG_MEAN, memory(stat, eng, mean.data())},
+                  {DNNL_ARG_VARIANCE, memory(stat, eng, variance.data())},
+                  {DNNL_ARG_SCALE, memory(vec, eng, args[1])},
+                  // oneDNN 2.6 will not run without a shift, which the
+                  // backward pass does not read.
+                  {DNNL_ARG_SHIFT, memory(vec, eng, zeros.data())},
+                  {DNNL_ARG_DIFF_DST, memory(md, eng, args[2])},
+                  {DNNL_ARG_DIFF_SRC, memory(md, eng, args[3])},
+                  {DNNL_ARG_DIFF_SCALE, memory(vec, eng, args[4])},
+                  {DNNL_ARG_DIFF_SHIFT, memory(vec, eng, args[5])}});
+    dev->stream.wait();
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Device> dev;
+  int64_t m, n;
+  float eps;
+  std::vector<float> mean, variance, zeros;
+  memory::desc md;
+  dnnl::layer_normalization_backward::primitive_desc pd;
+  dnnl::layer_normalization_backward prim;
+};
+
 /// The optimizers are streaming updates over every parameter: memory-bound,
 /// so they run on all threads (a single thread reaches about half the
 /// bandwidth) rather than in the model's single-threaded code.
@@ -482,7 +564,9 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
   }
   // The leading params of each kind are sizes; the rest are flags.
   int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? 5
-              : d.kind == TFM_KERNEL_LAYER_NORM ? 2
+              : d.kind == TFM_KERNEL_LAYER_NORM ||
+                      d.kind == TFM_KERNEL_LAYER_NORM_BACKWARD
+                  ? 2
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD ? 1
               : d.kind == TFM_KERNEL_REORDER
                   ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, 6)) + 1
@@ -508,6 +592,8 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
       return std::make_unique<LayerNormKernel>(device, d);
     case TFM_KERNEL_REORDER:
       return std::make_unique<ReorderKernel>(device, d);
+    case TFM_KERNEL_LAYER_NORM_BACKWARD:
+      return std::make_unique<LayerNormBackwardKernel>(device, d);
     case TFM_KERNEL_ADAM:
       return std::make_unique<AdamKernel>(d);
     case TFM_KERNEL_SGD:

@@ -582,3 +582,21 @@ func.func @reduce_mean_int(%a: tensor<4xi64>) {
   %0 = tfm.reduce mean %a axes = [0] : tensor<4xi64> -> tensor<i64>
   return
 }
+
+// -----
+
+// Tests that layer_norm_grad wants a scale of the normalized shape.
+func.func @layer_norm_grad_scale(%x: tensor<2x8xf32>, %g: tensor<4xf32>) -> tensor<2x8xf32> {
+  // expected-error@+1 {{'scale' 'tensor<4xf32>' must have the normalized shape of 'tensor<2x8xf32>'}}
+  %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %x : (tensor<2x8xf32>, tensor<4xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %dx : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that layer_norm_grad wants the gradient in the input's type.
+func.func @layer_norm_grad_grad(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %dy: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error@+1 {{'grad' 'tensor<8xf32>' must have the input's type 'tensor<2x8xf32>'}}
+  %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %dy : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %dx : tensor<2x8xf32>
+}

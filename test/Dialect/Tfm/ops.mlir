@@ -206,3 +206,27 @@ func.func @indexing(%x: tensor<4x8xf32>, %i: tensor<3xi64>, %s: tensor<i64>)
   %4 = tfm.reduce max %x axes = [0, 1] : tensor<4x8xf32> -> tensor<f32>
   return %0, %1, %2, %3, %4 : tensor<2x3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x1xf32>, tensor<f32>
 }
+
+// Tests that the training ops round-trip: parameters and the step count,
+// the backward ops the gradient rules build, and the optimizer updates.
+// CHECK-LABEL: func.func @training
+func.func @training(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x16xf32>, %ids: tensor<2x8xi64>, %g: tensor<f32>)
+    -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<100x16xf32>) {
+  // CHECK: tfm.next_step : tensor<i64>
+  %t = tfm.next_step : tensor<i64>
+  // CHECK: tfm.parameter "ln.weight" {initial_value = dense<1.000000e+00> : tensor<16xf32>} : tensor<16xf32>
+  %w = tfm.parameter "ln.weight" {initial_value = dense<1.0> : tensor<16xf32>} : tensor<16xf32>
+  // CHECK: tfm.layer_norm_grad %{{.+}}, %{{.+}}, %{{.+}} {axis = 2 : i64, epsilon = 5.000000e-01 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  %dx, %dw, %db = tfm.layer_norm_grad %x, %w, %dy {axis = 2 : i64, epsilon = 5.0e-01 : f64}
+      : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: tfm.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} {label_smoothing = 1.000000e-01 : f64} : (tensor<2x8x16xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x16xf32>
+  %dl = tfm.cross_entropy_grad %x, %ids, %g {label_smoothing = 1.0e-01 : f64}
+      : (tensor<2x8x16xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.embedding_grad %{{.+}}, %{{.+}} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<100x16xf32>
+  %de = tfm.embedding_grad %dy, %ids : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<100x16xf32>
+  // CHECK: tfm.sgd_update "ln.weight", %{{.+}}, %{{.+}} {lr = 1.000000e-01 : f64} : tensor<16xf32>
+  tfm.sgd_update "ln.weight", %dw, %t {lr = 1.0e-01 : f64} : tensor<16xf32>
+  // CHECK: tfm.adam_update "ln.weight", %{{.+}}, %{{.+}} {{{.*}}lr = 1.000000e-03 : f64{{.*}}} : tensor<16xf32>
+  tfm.adam_update "ln.weight", %dw, %t {lr = 1.0e-03 : f64} : tensor<16xf32>
+  return %dx, %dw, %db, %dl, %de : tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<100x16xf32>
+}

@@ -215,6 +215,56 @@ TEST(Kernel, AddLayerNormWithSum) {
   expectClose(sum, want[1]);
 }
 
+// A result written transposed with interleaved batches, [N, B, M], as the
+// attention backward pass writes dQ: computed dense, then unpacked.
+TEST(Kernel, BatchMatmulTransposedResult) {
+  const int64_t B = 3, M = 4, K = 5, N = 6;
+  auto a = randomFloats(B * M * K, 21), bm = randomFloats(B * K * N, 22);
+  auto k = make({TFM_KERNEL_BATCH_MATMUL, 0, {1, B, M, K, N}, {},
+                 {B * M * K, M * K, K, 1,   // a[b, m, k]
+                  B * K * N, K * N, N, 1,   // b[b, k, n]
+                  0, M, 1, B * M}});        // c[b, m, n] at [n, b, m]
+  std::vector<float> c(N * B * M);
+  void *args[] = {a.data(), bm.data(), c.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%a: tensor<3x4x5xf32>, %b: tensor<3x5x6xf32>) -> tensor<6x3x4xf32> {
+      %c = tfm.matmul %a, %b : (tensor<3x4x5xf32>, tensor<3x5x6xf32>) -> tensor<3x4x6xf32>
+      %r = tfm.transpose %c permutation = [2, 0, 1] : tensor<3x4x6xf32> -> tensor<6x3x4xf32>
+      return %r : tensor<6x3x4xf32>
+    })mlir",
+                     {asTensor(a, {B, M, K}), asTensor(bm, {B, K, N})});
+  expectClose(c, want.at(0));
+}
+
+// Layer norm's backward pass against tfm.layer_norm_grad, whose gradients
+// the finite-difference tests check.
+TEST(Kernel, LayerNormBackward) {
+  const int64_t M = 6, N = 16;
+  auto x = randomFloats(M * N, 23), g = randomFloats(N, 24),
+       dy = randomFloats(M * N, 25);
+  auto k = make({TFM_KERNEL_LAYER_NORM_BACKWARD, 0, {M, N}, {1e-5}});
+  std::vector<float> dx(M * N), dg(N), db(N);
+  void *args[] = {x.data(), g.data(), dy.data(), dx.data(), dg.data(),
+                  db.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%x: tensor<6x16xf32>, %g: tensor<16xf32>, %dy: tensor<6x16xf32>)
+        -> (tensor<6x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+      %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %dy {epsilon = 1.0e-05 : f64}
+          : (tensor<6x16xf32>, tensor<16xf32>, tensor<6x16xf32>)
+          -> (tensor<6x16xf32>, tensor<16xf32>, tensor<16xf32>)
+      return %dx, %dg, %db : tensor<6x16xf32>, tensor<16xf32>, tensor<16xf32>
+    })mlir",
+                     {asTensor(x, {M, N}), asTensor(g, {N}), asTensor(dy, {M, N})});
+  ASSERT_EQ(want.size(), 3u);
+  expectClose(dx, want[0]);
+  expectClose(dg, want[1]);
+  expectClose(db, want[2]);
+}
+
 TEST(Kernel, RejectsBadDescriptors) {
   std::string error;
   tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {0, 4, 4}, {}};

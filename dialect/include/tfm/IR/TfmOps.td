@@ -746,6 +746,45 @@ def Tfm_CrossEntropyGradOp : Tfm_PureOp<"cross_entropy_grad",
   let hasVerifier = 1;
 }
 
+def Tfm_LayerNormGradOp : Tfm_PureOp<"layer_norm_grad"> {
+  let summary = "the gradients of tfm.layer_norm";
+  let description = [{
+    The vector-Jacobian products of `tfm.layer_norm` over the dimensions
+    `[axis, rank)`, from its input `x`, its `scale` and the gradient `grad`
+    of its result. With `rstd = 1 / sqrt(var(x) + epsilon)`,
+    `x̂ = (x - mean(x)) · rstd` and `g = grad · scale`, all per normalized
+    row:
+
+    * `input_grad = rstd · (g - mean(g) - x̂ · mean(g · x̂))`
+    * `scale_grad = Σ grad · x̂` over the leading dimensions
+    * `bias_grad = Σ grad` over the leading dimensions
+
+    One op rather than its dozen elementwise steps, so that a backend can
+    compute it in one kernel; the gradient rules of `tfm.layer_norm` and
+    `tfm.add_layer_norm` build it.
+
+    Shape rules: `grad` has the type of `input`; `scale` has the normalized
+    shape `input.shape[axis:]`; `input_grad` has the input's type and the
+    other two results the scale's.
+
+    ```mlir
+    %dx, %dg, %db = tfm.layer_norm_grad %x, %gamma, %dy {epsilon = 1.0e-05}
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$scale,
+                       Tfm_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$scale_grad,
+                      Tfm_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_EmbeddingGradOp : Tfm_PureOp<"embedding_grad"> {
   let summary = "the gradient of tfm.embedding with respect to its table";
   let description = [{
