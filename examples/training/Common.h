@@ -71,6 +71,12 @@ inline const char *option(int argc, char **argv, const char *name) {
   return nullptr;
 }
 
+/// --checkpoint FILE, or the model's path with ".ckpt" added.
+inline std::string checkpointOption(int argc, char **argv) {
+  const char *v = option(argc, argv, "--checkpoint");
+  return v ? v : std::string(argv[1]) + ".ckpt";
+}
+
 inline long optionInt(int argc, char **argv, const char *name, long fallback) {
   const char *v = option(argc, argv, name);
   if (!v)

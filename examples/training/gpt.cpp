@@ -136,8 +136,7 @@ int main(int argc, char **argv) {
   }
   try {
     long steps = example::optionInt(argc, argv, "--steps", 300);
-    const char *ckpt = example::option(argc, argv, "--checkpoint");
-    std::string checkpoint = ckpt ? ckpt : std::string(argv[1]) + ".ckpt";
+    std::string checkpoint = example::checkpointOption(argc, argv);
     Corpus corpus = readCorpus(argv[2]);
     int64_t vocab = int64_t(corpus.chars.size());
 

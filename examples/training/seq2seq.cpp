@@ -98,8 +98,7 @@ int main(int argc, char **argv) {
   }
   try {
     long maxSteps = example::optionInt(argc, argv, "--max-steps", 4000);
-    const char *ckpt = example::option(argc, argv, "--checkpoint");
-    std::string checkpoint = ckpt ? ckpt : std::string(argv[1]) + ".ckpt";
+    std::string checkpoint = example::checkpointOption(argc, argv);
 
     tfm::Context context;
     tfm::Module module(context, argv[1]);
