@@ -36,11 +36,12 @@ void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {
   // Glue becomes loop nests here; LLVM's loop vectorizer, run on the
   // emitted module, turns their contiguous inner loops into vector code.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createApproximateMathPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(createConvertMathToLLVMPass());
-  // erf and tanh have no LLVM intrinsic: they become libm calls.
+  // What erf and tanh the approximation left (f64) become libm calls.
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

@@ -32,4 +32,18 @@ def LowerToCPUPass : Pass<"tfm-lower-to-cpu", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def ApproximateMathPass : Pass<"tfm-approximate-math"> {
+  let summary = "Rewrites math.erf and math.tanh as polynomial approximations.";
+  let description = [{
+    erf and tanh have no LLVM intrinsic, so they would become a libm call
+    per element, which the loop vectorizer cannot widen: GELU and its
+    gradient would run at libm's scalar speed (about half of a GPT
+    training step's time). Their polynomial approximations (accurate to a
+    few ulp in f32) are plain arithmetic, which vectorizes.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // TFM_CONVERSION_PASSES_TD
