@@ -98,8 +98,9 @@ tfm_status_t writeAtomically(const std::string &path, const std::string &data) {
     err = errno;
   if (err) {
     ::unlink(tmp.c_str());
-    return makeStatus(err == ENOSPC ? TFM_STATUS_RESOURCE_EXHAUSTED
-                                    : TFM_STATUS_INTERNAL,
+    bool noRoom = err == ENOSPC || err == EFBIG || err == EDQUOT;
+    return makeStatus(noRoom ? TFM_STATUS_RESOURCE_EXHAUSTED
+                             : TFM_STATUS_INTERNAL,
                       "cannot write the checkpoint '{}': {}", path,
                       std::strerror(err));
   }

@@ -2,7 +2,8 @@
 //
 // Runs a tfmc-compiled training artifact (tiny_train.mlir, Adam) through the
 // C API and its C++ wrapper: parameters by name, state per session, and
-// checkpoints that restore a run exactly and never half-load.
+// checkpoints that restore a run exactly, never half-load, and never leave
+// a partial file when the disk fills up.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,10 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+
+#include <sys/resource.h>
 
 namespace {
 
@@ -148,6 +153,51 @@ TEST(TrainingState, BadCheckpointsChangeNothing) {
   EXPECT_EQ(tfm_status_code(st), TFM_STATUS_NOT_FOUND);
   tfm_status_free(st);
   EXPECT_THROW(s.saveCheckpoint("/nonexistent-dir/ckpt"), tfm::Error);
+}
+
+// A write that runs out of room (a file size limit makes every write past
+// 64 bytes fail, as a full disk would) fails the save, keeps the previous
+// checkpoint whole, and leaves no temporary file behind.
+TEST(TrainingState, FullDiskKeepsThePreviousCheckpoint) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, kModel);
+  tfm::Session s(m);
+  Batch batch;
+  step(s, batch);
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(tempPath("full_disk"));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string path = (dir / "ckpt").string();
+  s.saveCheckpoint(path);
+  std::vector<float> saved = values(s.parameter("w"));
+  step(s, batch);
+
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit tight = old;
+  tight.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tight), 0);
+  tfm_status_t st = tfm_session_save_checkpoint(s.get(), path.c_str());
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(tfm_status_code(st), TFM_STATUS_RESOURCE_EXHAUSTED);
+  EXPECT_NE(std::string(tfm_status_message(st)).find("cannot write the checkpoint"),
+            std::string::npos)
+      << tfm_status_message(st);
+  tfm_status_free(st);
+
+  std::vector<std::string> names;
+  for (const auto &e : fs::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"ckpt"});
+  tfm::Session fresh(m);
+  fresh.loadCheckpoint(path);
+  EXPECT_EQ(fresh.stepCount(), 1);
+  EXPECT_EQ(values(fresh.parameter("w")), saved);
+  fs::remove_all(dir);
 }
 
 } // namespace
