@@ -51,3 +51,24 @@ func.func @softmax_in_place(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %y = tfm.relu %p : tensor<4x4xf32>
   return %y : tensor<4x4xf32>
 }
+
+// -----
+
+// Tests a compare that only a select reads (ReLU's gradient): the CPU
+// lowering computes it inside the select, so it gets no buffer, and the
+// select reads its operand %y. %y must stay alive until the select: %g,
+// computed between the two, cannot take %y's buffer.
+// CHECK-LABEL: func.func @compare_inside_select
+// CHECK-SAME: tfm.arena_bytes = 128 : i64
+// CHECK: tfm.relu %arg0 {tfm.arena_offsets = array<i64: [[Y:[0-9]+]]>}
+// CHECK: tfm.compare gt, {{.*}}{tfm.arena_offsets = array<i64: -1>}
+// CHECK-NOT: tfm.gelu %arg1 {tfm.arena_offsets = array<i64: [[Y]]>}
+// CHECK: tfm.gelu %arg1 {tfm.arena_offsets = array<i64: {{[0-9]+}}>}
+func.func @compare_inside_select(%x: tensor<16xf32>, %d: tensor<16xf32>) -> tensor<16xf32> {
+  %zero = arith.constant dense<0.0> : tensor<16xf32>
+  %y = tfm.relu %x : tensor<16xf32>
+  %c = tfm.compare gt, %y, %zero : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xi1>
+  %g = tfm.gelu %d : tensor<16xf32>
+  %s = tfm.select %c, %g, %zero : (tensor<16xi1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %s : tensor<16xf32>
+}

@@ -627,22 +627,6 @@ static Value compareValues(OpBuilder &ob, Location l, CompareOp c, Value x,
   return ob.create<arith::CmpIOp>(l, p, x, y);
 }
 
-/// A compare that only selects read, at their shape: each select computes
-/// it inline, and the i1 tensor is never stored. Loops over stored i1
-/// vectors are slow (every mask bit moves through a byte), and this is
-/// the shape of ReLU's gradient, a select over the whole FFN activation.
-static bool comparesInsideSelects(CompareOp c) {
-  if (c->use_empty())
-    return false;
-  for (OpOperand &use : c->getUses()) {
-    auto sel = dyn_cast<SelectOp>(use.getOwner());
-    if (!sel || use.getOperandNumber() != 0 ||
-        sel.getType() != c.getType().clone(sel.getType().getElementType()))
-      return false;
-  }
-  return true;
-}
-
 LogicalResult EntryLowering::lowerBinary(Operation *op) {
   Type elem = cast<ShapedType>(op->getOperand(0).getType()).getElementType();
   bool isFloat = isa<FloatType>(elem);
@@ -1838,12 +1822,12 @@ LogicalResult EntryLowering::lower(Operation *op) {
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(
           [&](Operation *o) { return lowerBinary(o); })
       .Case([&](CompareOp c) {
-        return comparesInsideSelects(c) ? success() : lowerBinary(c);
+        return computedInsideSelects(c) ? success() : lowerBinary(c);
       })
       .Case([&](SelectOp s) {
         Value out = destination(s.getResult());
         auto c = s.getCondition().getDefiningOp<CompareOp>();
-        if (c && comparesInsideSelects(c)) {
+        if (c && computedInsideSelects(c)) {
           elementwise({bufferOf(c.getLhs()), bufferOf(c.getRhs()),
                        bufferOf(s.getTrueValue()), bufferOf(s.getFalseValue())},
                       out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {

@@ -55,6 +55,18 @@ bool mlir::tfm::foldsIntoMatmulOperand(TransposeOp op) {
   return true;
 }
 
+bool mlir::tfm::computedInsideSelects(CompareOp op) {
+  if (op->use_empty())
+    return false;
+  for (OpOperand &use : op->getUses()) {
+    auto sel = dyn_cast<SelectOp>(use.getOwner());
+    if (!sel || use.getOperandNumber() != 0 ||
+        sel.getType() != op.getType().clone(sel.getType().getElementType()))
+      return false;
+  }
+  return true;
+}
+
 bool mlir::tfm::isPackedQKV(QKVProjectionOp op) {
   auto in = op.getInput().getType();
   return in.getElementType().isF32() && in.getNumElements() > 0 &&

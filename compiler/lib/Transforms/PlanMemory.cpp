@@ -55,10 +55,15 @@ struct PlanMemoryPass
     DenseSet<Value> returned;
     if (auto ret = dyn_cast<func::ReturnOp>(block.getTerminator()))
       returned.insert(ret.getOperands().begin(), ret.getOperands().end());
+    // A compare computed inside its selects has no storage of its own.
+    auto inlinedCompare = [](Operation *op) {
+      auto c = dyn_cast_or_null<CompareOp>(op);
+      return c && computedInsideSelects(c);
+    };
     auto inArena = [&](Value v) {
       Operation *def = v.getDefiningOp();
       return def && !isa<arith::ConstantOp, ParameterOp>(def) &&
-             !returned.contains(v) &&
+             !inlinedCompare(def) && !returned.contains(v) &&
              isa<RankedTensorType>(v.getType());
     };
     // Where a value's storage starts being written: a transpose that its
@@ -81,10 +86,16 @@ struct PlanMemoryPass
       }
       return bytesOf(v.getType());
     };
+    // The last op that reads v's storage: the selects of a compare that
+    // they compute inline read its operands.
     auto lastUse = [&](Value v) {
       int64_t last = index[v.getDefiningOp()];
-      for (Operation *u : v.getUsers())
+      for (Operation *u : v.getUsers()) {
         last = std::max(last, index[u]);
+        if (inlinedCompare(u))
+          for (Operation *sel : u->getUsers())
+            last = std::max(last, index[sel]);
+      }
       return last;
     };
 

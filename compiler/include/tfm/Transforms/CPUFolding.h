@@ -51,6 +51,12 @@ bool foldsIntoMatmulResult(TransposeOp op);
 /// [rows, Σsizes]; its results are column windows of that buffer.
 bool isPackedQKV(QKVProjectionOp op);
 
+/// A compare that only selects read, each at the compare's shape: every
+/// select computes it inline, so the i1 tensor is never stored and the
+/// compare's operands are read at the selects, which is where their
+/// storage must still be alive.
+bool computedInsideSelects(CompareOp op);
+
 /// Whether a reshape can read its input in place. Every reshape of a dense
 /// buffer can; a reshape of a packed QKV part (a column window of the packed
 /// buffer) can only keep the window's columns together as its trailing
