@@ -125,13 +125,9 @@ def main():
                            str(REPS[w])])
                 median = [l for l in out.splitlines() if l.startswith("bench:")][0]
                 times[("tfm", w)].append(float(median.split("median ")[1].split(" ms")[0]))
-            if w in ("w5", "w6"):
-                if w == "w5" and "torch" not in skip:
-                    times[("torch", w)].append(float(run(
-                        ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), w,
-                         str(REPS[w])])))
-                continue  # no ONNX Runtime peer; bf16 is compared with tfm's own f32 W2
-            if "ort" not in skip:
+            if w == "w6":
+                continue  # bf16 is compared with tfm's own f32 W2
+            if "ort" not in skip and w != "w5":  # ONNX Runtime does not train
                 times[("ort", w)].append(float(run(
                     ["node", os.path.join(HERE, "ort_peer.js"),
                      os.path.join(args.out, f"{w}.onnx"), str(REPS[w])], env=node_env)))

@@ -443,21 +443,22 @@ class LayerNormBackwardKernel : public Kernel {
 public:
   LayerNormBackwardKernel(std::shared_ptr<Device> dev,
                           const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), m(d.params[0]), n(d.params[1]),
-        eps(static_cast<float>(d.fparams[0])), mean(m), variance(m), zeros(n) {
+      : dev(std::move(dev)), m(d.params[0]), n(d.params[1]), mean(m),
+        variance(m), zeros(n) {
     auto &eng = this->dev->engine;
     md = rowMajor({m, n});
+    auto eps = static_cast<float>(d.fparams[0]);
     auto flags = dnnl::normalization_flags::use_scale |
                  dnnl::normalization_flags::use_shift;
     dnnl::layer_normalization_forward::primitive_desc hint(
         dnnl::layer_normalization_forward::desc(
             dnnl::prop_kind::forward_training, md, eps, flags),
         eng);
-    pd = dnnl::layer_normalization_backward::primitive_desc(
-        dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, md,
-                                                 md, eps, flags),
-        eng, hint);
-    prim = dnnl::layer_normalization_backward(pd);
+    prim = dnnl::layer_normalization_backward(
+        dnnl::layer_normalization_backward::primitive_desc(
+            dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward,
+                                                     md, md, eps, flags),
+            eng, hint));
   }
   int32_t run(void *const *args) override {
     const float *x = static_cast<const float *>(args[0]);
@@ -496,10 +497,8 @@ public:
 private:
   std::shared_ptr<Device> dev;
   int64_t m, n;
-  float eps;
   std::vector<float> mean, variance, zeros;
   memory::desc md;
-  dnnl::layer_normalization_backward::primitive_desc pd;
   dnnl::layer_normalization_backward prim;
 };
 
