@@ -44,7 +44,7 @@ struct RefCounted {
   }
 };
 
-/// 64-byte aligned storage, as oneDNN's kernels prefer.
+/// Storage aligned as the ABI promises compiled code (oneDNN prefers it too).
 struct AlignedBuffer {
   struct Free {
     void operator()(void *p) const { std::free(p); }
@@ -53,8 +53,9 @@ struct AlignedBuffer {
   size_t size = 0;
   /// Returns false when the allocation fails.
   bool allocate(size_t bytes) {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+    constexpr size_t align = TFM_BUFFER_ALIGNMENT;
+    size_t rounded = (bytes + align - 1) / align * align;
+    void *p = std::aligned_alloc(align, rounded ? rounded : align);
     if (!p)
       return false;
     ptr.reset(p);

@@ -29,6 +29,7 @@
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Transforms/CPUFolding.h"
+#include "tfm/abi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,21 +54,21 @@ using namespace mlir::tfm;
 namespace {
 
 constexpr const char *kRunKernel = "__tfm_run_kernel";
-constexpr unsigned kMaxKernelArgs = 8;
 
-// Kernel kinds and activation codes of runtime/include/tfm/abi.h.
-enum KernelKind : int32_t {
-  kLinear = 1,
-  kBatchMatmul = 2,
-  kMaskedSoftmax = 3,
-  kLayerNorm = 4,
-  kReorder = 5,
-  kAdam = 6,
-  kSGD = 7,
-  kLayerNormBackward = 8
-};
-constexpr int32_t kDtypeF32 = 1;
-constexpr int32_t kDtypeBF16 = 3;
+/// The ABI's code of a LINEAR kernel's activation.
+int64_t abiActivation(Activation act) {
+  switch (act) {
+  case Activation::none:
+    return TFM_ACTIVATION_NONE;
+  case Activation::relu:
+    return TFM_ACTIVATION_RELU;
+  case Activation::gelu:
+    return TFM_ACTIVATION_GELU;
+  case Activation::gelu_tanh:
+    return TFM_ACTIVATION_GELU_TANH;
+  }
+  llvm_unreachable("unknown activation");
+}
 
 int64_t product(ArrayRef<int64_t> dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1},
@@ -106,22 +107,28 @@ struct KernelTable {
   SmallVector<Attribute> descs;
   DenseMap<Attribute, int32_t> indexOf;
 
+  /// The index of the descriptor, or -1 when its arrays do not fit the
+  /// ABI's (an internal error of the lowering).
   int32_t add(MLIRContext *ctx, int32_t kind, ArrayRef<int64_t> params,
               ArrayRef<double> fparams, ArrayRef<int64_t> strides,
               int32_t dtype) {
+    if (params.size() > TFM_KERNEL_MAX_PARAMS ||
+        fparams.size() > TFM_KERNEL_MAX_FPARAMS ||
+        strides.size() > TFM_KERNEL_MAX_STRIDES)
+      return -1;
     Builder b(ctx);
-    SmallVector<int64_t, 8> p(params);
-    p.resize(8, 0);
-    SmallVector<double, 2> f(fparams);
-    f.resize(2, 0.0);
+    SmallVector<int64_t, TFM_KERNEL_MAX_PARAMS> p(params);
+    p.resize(TFM_KERNEL_MAX_PARAMS, 0);
+    SmallVector<double, TFM_KERNEL_MAX_FPARAMS> f(fparams);
+    f.resize(TFM_KERNEL_MAX_FPARAMS, 0.0);
     SmallVector<NamedAttribute> fields = {
         b.getNamedAttr("kind", b.getI32IntegerAttr(kind)),
         b.getNamedAttr("dtype", b.getI32IntegerAttr(dtype)),
         b.getNamedAttr("params", b.getDenseI64ArrayAttr(p)),
         b.getNamedAttr("fparams", b.getDenseF64ArrayAttr(f))};
     if (!strides.empty()) {
-      SmallVector<int64_t, 12> st(strides);
-      st.resize(12, 0);
+      SmallVector<int64_t, TFM_KERNEL_MAX_STRIDES> st(strides);
+      st.resize(TFM_KERNEL_MAX_STRIDES, 0);
       fields.push_back(b.getNamedAttr("strides", b.getDenseI64ArrayAttr(st)));
     }
     Attribute desc = b.getDictionaryAttr(fields);
@@ -135,7 +142,6 @@ struct KernelTable {
 /// The session state of a training artifact: parameters, Adam's moments and
 /// the step count, each at a 64-byte aligned offset (tfm/abi.h).
 struct StateLayout {
-  enum Kind : int32_t { kParameter = 1, kAdamM = 2, kAdamV = 3, kStep = 4 };
   struct Slot {
     std::string name;
     int32_t kind;
@@ -264,7 +270,7 @@ public:
                 StateLayout &state, bool bf16)
       : fn(fn), ctx(fn.getContext()), b(ctx), weights(weights),
         kernels(kernels), state(state),
-        linearDtype(bf16 ? kDtypeBF16 : kDtypeF32) {}
+        linearDtype(bf16 ? TFM_DTYPE_BF16 : TFM_DTYPE_F32) {}
 
   LogicalResult run(DictionaryAttr &entryInfo);
 
@@ -284,7 +290,7 @@ private:
   // Kernel calls.
   void callKernel(int32_t kind, ArrayRef<int64_t> params,
                   ArrayRef<double> fparams, ArrayRef<KernelArg> args,
-                  ArrayRef<int64_t> strides = {}, int32_t dtype = kDtypeF32);
+                  ArrayRef<int64_t> strides = {}, int32_t dtype = TFM_DTYPE_F32);
   /// c = a · b on views [.., M, K], [.., K, N], [.., M, N] with at most two
   /// batch dimensions, through BATCH_MATMUL.
   void batchMatmul(const StridedView &a, const StridedView &bv,
@@ -372,6 +378,8 @@ private:
   // materialized memrefs once a glue op asked for one.
   DenseMap<Value, StridedView> views;
   DenseMap<Value, Value> materialized;
+  // Set when a kernel call could not be described (reported already).
+  bool kernelCallFailed = false;
 };
 
 //===----------------------------------------------------------------------===//
@@ -476,9 +484,21 @@ void EntryLowering::callKernel(int32_t kind, ArrayRef<int64_t> params,
                                ArrayRef<double> fparams,
                                ArrayRef<KernelArg> args,
                                ArrayRef<int64_t> strides, int32_t dtype) {
-  assert(args.size() <= kMaxKernelArgs);
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   int32_t index = kernels.add(ctx, kind, params, fparams, strides, dtype);
+  if (index < 0 || args.size() > TFM_KERNEL_MAX_ARGS) {
+    // Checked in every build: a descriptor cut to fit would run the kernel
+    // on the wrong sizes.
+    emitError(loc) << "internal error: kernel kind " << kind << " with "
+                   << params.size() << " params, " << fparams.size()
+                   << " fparams, " << strides.size() << " strides and "
+                   << args.size() << " arguments does not fit tfm/abi.h ("
+                   << TFM_KERNEL_MAX_PARAMS << ", " << TFM_KERNEL_MAX_FPARAMS
+                   << ", " << TFM_KERNEL_MAX_STRIDES << ", "
+                   << TFM_KERNEL_MAX_ARGS << ")";
+    kernelCallFailed = true;
+    return;
+  }
   for (auto [i, arg] : llvm::enumerate(args)) {
     Value ptr;
     if (!arg.buffer) {
@@ -573,13 +593,14 @@ void EntryLowering::fill(Value output, Attribute value) {
 
 void EntryLowering::copyView(const StridedView &from, const StridedView &to,
                              Type elem) {
-  if (elem.isF32() && from.shape.size() <= 6 && product(from.shape) > 0) {
+  if (elem.isF32() && from.shape.size() <= TFM_REORDER_MAX_RANK &&
+      product(from.shape) > 0) {
     SmallVector<int64_t> params{static_cast<int64_t>(from.shape.size())};
     llvm::append_range(params, from.shape);
     SmallVector<int64_t> strides(from.strides);
-    strides.resize(6, 0);
+    strides.resize(TFM_REORDER_MAX_RANK, 0);
     llvm::append_range(strides, to.strides);
-    callKernel(kReorder, params, {},
+    callKernel(TFM_KERNEL_REORDER, params, {},
                {KernelArg(from.base, from.offset), KernelArg(to.base, to.offset)},
                strides);
     return;
@@ -818,8 +839,8 @@ LogicalResult EntryLowering::lowerLinear(Value input, Value weight, Value bias,
   Value bb = bias ? denseOf(bias) : Value();
   if (isF32(inType) && m > 0 && k > 0 && n > 0) {
     bool constant = weight.getDefiningOp<arith::ConstantOp>() != nullptr;
-    callKernel(kLinear,
-               {m, k, n, bias ? 1 : 0, int64_t(act), 0, constant ? 1 : 0}, {},
+    callKernel(TFM_KERNEL_LINEAR,
+               {m, k, n, bias ? 1 : 0, abiActivation(act), 0, constant ? 1 : 0}, {},
                {KernelArg(x), KernelArg(w, rowOffset * k),
                 bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
                 KernelArg(out)},
@@ -878,7 +899,7 @@ void EntryLowering::batchMatmul(const StridedView &a, const StridedView &bv,
   SmallVector<int64_t> strides(sa);
   llvm::append_range(strides, sb);
   llvm::append_range(strides, sc);
-  callKernel(kBatchMatmul, {dims[0], dims[1], m, k, n}, {},
+  callKernel(TFM_KERNEL_BATCH_MATMUL, {dims[0], dims[1], m, k, n}, {},
              {KernelArg(a.base, a.offset), KernelArg(bv.base, bv.offset),
               KernelArg(c.base, c.offset)},
              strides);
@@ -954,7 +975,7 @@ LogicalResult EntryLowering::lowerPackedQKV(QKVProjectionOp op) {
                              : temporary(memrefOf(packedType));
   Value bias = op.getBias() ? denseOf(op.getBias()) : Value();
   bool constant = op.getWeight().getDefiningOp<arith::ConstantOp>() != nullptr;
-  callKernel(kLinear, {rows, k, total, bias ? 1 : 0, 0, 0, constant ? 1 : 0},
+  callKernel(TFM_KERNEL_LINEAR, {rows, k, total, bias ? 1 : 0, 0, 0, constant ? 1 : 0},
              {},
              {KernelArg(denseOf(op.getInput())),
               KernelArg(denseOf(op.getWeight())),
@@ -1080,7 +1101,7 @@ LogicalResult EntryLowering::lowerSoftmax(Value x, Value mask,
         qstride = c;
       }
     }
-    callKernel(kMaskedSoftmax,
+    callKernel(TFM_KERNEL_MASKED_SOFTMAX,
                {g, q, c, causal ? 1 : 0, mask ? 1 : 0, div, gstride, qstride},
                {scale}, {KernelArg(x), KernelArg(maskBuf), KernelArg(out)});
     return success();
@@ -1122,7 +1143,7 @@ LogicalResult EntryLowering::lowerLayerNorm(Value input, Value residual,
   }
   Value out = destination(result);
   Value s = sum ? destination(sum) : Value();
-  callKernel(kLayerNorm,
+  callKernel(TFM_KERNEL_LAYER_NORM,
              {m, n, residual ? 1 : 0, bias ? 1 : 0, sum ? 1 : 0}, {epsilon},
              {KernelArg(x), KernelArg(r), KernelArg(denseOf(scale)),
               bias ? KernelArg(denseOf(bias)) : KernelArg(), KernelArg(out),
@@ -1795,7 +1816,7 @@ LogicalResult EntryLowering::lowerOptimizer(UpdateOp op) {
   double wd = op.getWeightDecay().convertToDouble();
   if constexpr (std::is_same_v<UpdateOp, SGDUpdateOp>) {
     Value coeff = coefficients({rate, c(wd)});
-    callKernel(kSGD, {n}, {},
+    callKernel(TFM_KERNEL_SGD, {n}, {},
                {KernelArg(param), KernelArg(grad), KernelArg(coeff)});
   } else {
     double b1 = op.getBeta1().convertToDouble();
@@ -1810,7 +1831,7 @@ LogicalResult EntryLowering::lowerOptimizer(UpdateOp op) {
                                 c(1 - b2), c(eps), c(wd)});
     Value m = view(stateArg, state.adamM.lookup(name), type);
     Value v = view(stateArg, state.adamV.lookup(name), type);
-    callKernel(kAdam, {n}, {},
+    callKernel(TFM_KERNEL_ADAM, {n}, {},
                {KernelArg(param), KernelArg(grad), KernelArg(m), KernelArg(v),
                 KernelArg(coeff)});
   }
@@ -1866,7 +1887,7 @@ LogicalResult EntryLowering::lower(Operation *op) {
             fill(destination(r), b.getFloatAttr(xt.getElementType(), 0.0));
           return success();
         }
-        callKernel(kLayerNormBackward, {m, n}, {g.getEpsilon().convertToDouble()},
+        callKernel(TFM_KERNEL_LAYER_NORM_BACKWARD, {m, n}, {g.getEpsilon().convertToDouble()},
                    {KernelArg(denseOf(g.getInput())), KernelArg(denseOf(g.getScale())),
                     KernelArg(denseOf(g.getGrad())),
                     KernelArg(destination(g.getInputGrad())),
@@ -2040,7 +2061,7 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
     buffers[arg] = type.getNumElements() == 0 ? temporary(type)
                                               : body->getArgument(kFirstIO + i);
   }
-  Value one = b.create<arith::ConstantIntOp>(loc, kMaxKernelArgs, 64);
+  Value one = b.create<arith::ConstantIntOp>(loc, TFM_KERNEL_MAX_ARGS, 64);
   argsArray = b.create<LLVM::AllocaOp>(loc, ptrTy, ptrTy, one, 8);
   errorCode = b.create<arith::ConstantIntOp>(loc, 0, 32);
 
@@ -2079,7 +2100,7 @@ LogicalResult EntryLowering::run(DictionaryAttr &entryInfo) {
           view(stateArg, state.parameter.lookup(p.getName()), p.getType());
       continue;
     }
-    if (failed(lower(&op)))
+    if (failed(lower(&op)) || kernelCallFailed)
       return failure();
   }
   // Returned values the ops did not write in place: arguments, constants,
@@ -2155,7 +2176,7 @@ struct LowerToCPUPass
         }
         int64_t init = weights.add(p.getInitialValue());
         state.parameter[p.getName()] = state.add(
-            p.getName(), StateLayout::kParameter, p.getType(), init);
+            p.getName(), TFM_STATE_PARAMETER, p.getType(), init);
         return WalkResult::advance();
       });
       if (walk.wasInterrupted())
@@ -2181,13 +2202,13 @@ struct LowerToCPUPass
           if (!state.adamM.count(u.getParameter())) {
             auto type = u.getGrad().getType();
             state.adamM[u.getParameter()] = state.add(
-                u.getParameter(), StateLayout::kAdamM, type, -1);
+                u.getParameter(), TFM_STATE_ADAM_M, type, -1);
             state.adamV[u.getParameter()] = state.add(
-                u.getParameter(), StateLayout::kAdamV, type, -1);
+                u.getParameter(), TFM_STATE_ADAM_V, type, -1);
           }
         }
         if (isa<NextStepOp>(op) && state.step < 0)
-          state.step = state.add("step", StateLayout::kStep,
+          state.step = state.add("step", TFM_STATE_STEP,
                                  RankedTensorType::get({}, IntegerType::get(ctx, 64)),
                                  -1);
         return WalkResult::advance();

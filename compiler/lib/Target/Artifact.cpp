@@ -11,6 +11,9 @@
 
 #include "tfm/abi.h"
 
+#include <cstddef>
+#include <iterator>
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -202,17 +205,83 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto *f64 = llvm::Type::getDoubleTy(c);
   auto i32c = [&](int64_t v) { return llvm::ConstantInt::get(i32, v); };
   auto i64c = [&](int64_t v) { return llvm::ConstantInt::get(i64, v); };
-  // The structs of tfm/abi.h, field for field.
-  auto *hostTy = llvm::StructType::get(c, {i32, ptr, ptr, ptr, ptr, ptr});
-  auto *tensorTy = llvm::StructType::get(c, {ptr, i32, i32, ptr});
-  auto *entryTy =
-      llvm::StructType::get(c, {ptr, i32, ptr, i32, ptr, i64, ptr});
-  auto *kernelTy = llvm::StructType::get(
-      c, {i32, i32, llvm::ArrayType::get(i64, 8), llvm::ArrayType::get(f64, 2),
-          llvm::ArrayType::get(i64, 12)});
-  auto *stateTy = llvm::StructType::get(c, {tensorTy, i32, i64, i64});
-  auto *modelTy = llvm::StructType::get(
-      c, {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr});
+  // The structs of tfm/abi.h, field for field. Each is checked against the
+  // C layout of the header under the target's data layout, so a field added
+  // to the header but not here (or the reverse) is an error, not a model
+  // whose metadata the runtime misreads.
+  const llvm::DataLayout &dl = m->getDataLayout();
+  std::string layoutError;
+  auto abiStruct = [&](StringRef name, ArrayRef<llvm::Type *> fields,
+                       size_t size, ArrayRef<size_t> offsets) {
+    auto *ty = llvm::StructType::get(c, fields);
+    const llvm::StructLayout *sl = dl.getStructLayout(ty);
+    bool same = offsets.size() == fields.size() &&
+                sl->getSizeInBytes() == size;
+    for (auto [i, off] : llvm::enumerate(offsets))
+      same = same && sl->getElementOffset(i) == off;
+    if (!same && layoutError.empty())
+      layoutError = ("internal error: the artifact's " + name +
+                     " does not match tfm/abi.h on this target")
+                        .str();
+    return ty;
+  };
+  auto array = [](llvm::Type *elem, uint64_t n) {
+    return llvm::ArrayType::get(elem, n);
+  };
+  using Host = tfm_abi_host_t;
+  auto *hostTy = abiStruct(
+      "tfm_abi_host_t", {i32, ptr, ptr, ptr, ptr, ptr}, sizeof(Host),
+      {offsetof(Host, struct_size), offsetof(Host, arena),
+       offsetof(Host, weights), offsetof(Host, run_kernel),
+       offsetof(Host, session), offsetof(Host, state)});
+  // Field numbers of tfm_abi_host_t that the generated code loads.
+  enum { kHostArena = 1, kHostWeights = 2, kHostRunKernel = 3, kHostState = 5 };
+  using Tensor = tfm_abi_tensor_desc_t;
+  auto *tensorTy = abiStruct(
+      "tfm_abi_tensor_desc_t", {ptr, i32, i32, ptr}, sizeof(Tensor),
+      {offsetof(Tensor, name), offsetof(Tensor, dtype), offsetof(Tensor, rank),
+       offsetof(Tensor, dims)});
+  using Entry = tfm_abi_entry_t;
+  auto *entryTy = abiStruct(
+      "tfm_abi_entry_t", {ptr, i32, ptr, i32, ptr, i64, ptr}, sizeof(Entry),
+      {offsetof(Entry, name), offsetof(Entry, num_inputs),
+       offsetof(Entry, inputs), offsetof(Entry, num_outputs),
+       offsetof(Entry, outputs), offsetof(Entry, arena_bytes),
+       offsetof(Entry, fn)});
+  using Kernel = tfm_abi_kernel_desc_t;
+  static_assert(std::size(Kernel{}.params) == TFM_KERNEL_MAX_PARAMS &&
+                    std::size(Kernel{}.fparams) == TFM_KERNEL_MAX_FPARAMS &&
+                    std::size(Kernel{}.strides) == TFM_KERNEL_MAX_STRIDES,
+                "the kernel descriptor's arrays have the sizes tfm/abi.h "
+                "names");
+  auto *paramsTy = array(i64, TFM_KERNEL_MAX_PARAMS);
+  auto *fparamsTy = array(f64, TFM_KERNEL_MAX_FPARAMS);
+  auto *stridesTy = array(i64, TFM_KERNEL_MAX_STRIDES);
+  auto *kernelTy = abiStruct(
+      "tfm_abi_kernel_desc_t", {i32, i32, paramsTy, fparamsTy, stridesTy},
+      sizeof(Kernel),
+      {offsetof(Kernel, kind), offsetof(Kernel, dtype),
+       offsetof(Kernel, params), offsetof(Kernel, fparams),
+       offsetof(Kernel, strides)});
+  using State = tfm_abi_state_desc_t;
+  auto *stateTy = abiStruct(
+      "tfm_abi_state_desc_t", {tensorTy, i32, i64, i64}, sizeof(State),
+      {offsetof(State, tensor), offsetof(State, kind), offsetof(State, offset),
+       offsetof(State, init_offset)});
+  using Model = tfm_abi_model_t;
+  auto *modelTy = abiStruct(
+      "tfm_abi_model_t",
+      {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr},
+      sizeof(Model),
+      {offsetof(Model, abi_version), offsetof(Model, struct_size),
+       offsetof(Model, producer), offsetof(Model, num_entries),
+       offsetof(Model, entries), offsetof(Model, weights),
+       offsetof(Model, weights_bytes), offsetof(Model, external_weights),
+       offsetof(Model, num_kernels), offsetof(Model, kernels),
+       offsetof(Model, state_bytes), offsetof(Model, num_states),
+       offsetof(Model, states)});
+  if (!layoutError.empty())
+    return module.emitError(layoutError);
 
   // host->run_kernel(host, index, args), for the calls the lowering made.
   if (llvm::Function *rk = m->getFunction("__tfm_run_kernel")) {
@@ -220,7 +289,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     auto *bb = llvm::BasicBlock::Create(c, "entry", rk);
     llvm::IRBuilder<> b(bb);
     llvm::Value *host = rk->getArg(0);
-    llvm::Value *slot = b.CreateStructGEP(hostTy, host, 3);
+    llvm::Value *slot = b.CreateStructGEP(hostTy, host, kHostRunKernel);
     llvm::Value *fn = b.CreateLoad(ptr, slot, "run_kernel");
     auto *fnTy = llvm::FunctionType::get(i32, {ptr, i32, ptr}, false);
     b.CreateRet(b.CreateCall(fnTy, fn, {host, rk->getArg(1), rk->getArg(2)}));
@@ -245,9 +314,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", wrap));
     llvm::Value *host = wrap->getArg(0);
     SmallVector<llvm::Value *> args{host};
-    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 1), "arena"));
-    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 2), "weights"));
-    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, 5), "state"));
+    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, kHostArena), "arena"));
+    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, kHostWeights), "weights"));
+    args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, kHostState), "state"));
     for (unsigned i = 0; i < inputs.size(); ++i)
       args.push_back(b.CreateLoad(
           ptr, b.CreateConstGEP1_64(ptr, wrap->getArg(1), i)));
@@ -291,16 +360,22 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     if (auto st = k.getAs<DenseI64ArrayAttr>("strides"))
       for (int64_t v : st.asArrayRef())
         strides.push_back(i64c(v));
-    strides.resize(12, i64c(0));
     for (double f : k.getAs<DenseF64ArrayAttr>("fparams").asArrayRef())
       fparams.push_back(llvm::ConstantFP::get(f64, f));
+    if (params.size() > TFM_KERNEL_MAX_PARAMS ||
+        fparams.size() > TFM_KERNEL_MAX_FPARAMS ||
+        strides.size() > TFM_KERNEL_MAX_STRIDES)
+      return module.emitError("internal error: kernel descriptor ")
+             << kernelValues.size() << " does not fit tfm/abi.h";
+    params.resize(TFM_KERNEL_MAX_PARAMS, i64c(0));
+    fparams.resize(TFM_KERNEL_MAX_FPARAMS, llvm::ConstantFP::get(f64, 0.0));
+    strides.resize(TFM_KERNEL_MAX_STRIDES, i64c(0));
     kernelValues.push_back(llvm::ConstantStruct::get(
-        kernelTy,
-        {i32c(k.getAs<IntegerAttr>("kind").getInt()),
-         i32c(k.getAs<IntegerAttr>("dtype").getInt()),
-         llvm::ConstantArray::get(llvm::ArrayType::get(i64, 8), params),
-         llvm::ConstantArray::get(llvm::ArrayType::get(f64, 2), fparams),
-         llvm::ConstantArray::get(llvm::ArrayType::get(i64, 12), strides)}));
+        kernelTy, {i32c(k.getAs<IntegerAttr>("kind").getInt()),
+                   i32c(k.getAs<IntegerAttr>("dtype").getInt()),
+                   llvm::ConstantArray::get(paramsTy, params),
+                   llvm::ConstantArray::get(fparamsTy, fparams),
+                   llvm::ConstantArray::get(stridesTy, strides)}));
   }
 
   // The session state's slots.

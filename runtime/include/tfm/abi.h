@@ -27,6 +27,11 @@ extern "C" {
  * The name stays across versions; abi_version tells them apart. */
 #define TFM_ABI_MODEL_SYMBOL "tfm_model_v1"
 
+/* Buffers the compiler lays out (arena slots, weights, state slots) start at
+ * multiples of this many bytes, and the runtime allocates the arena, the
+ * state and tensors at this alignment. */
+#define TFM_BUFFER_ALIGNMENT 64
+
 /* Element types; the values are part of the ABI. */
 typedef enum tfm_dtype_t {
   TFM_DTYPE_F32 = 1,
@@ -51,8 +56,8 @@ typedef struct tfm_abi_tensor_desc_t {
  * row-major unless strides say otherwise.
  *
  *  LINEAR         y[M,N] = act(x[M,K] · w[N,K]ᵀ + b[N]) (+ r[M,N])
- *                 params: M, K, N, has_bias, activation (0 none, 1 relu,
- *                 2 gelu, 3 gelu_tanh), has_residual, constant_weights
+ *                 params: M, K, N, has_bias, activation (a
+ *                 tfm_activation_t), has_residual, constant_weights
  *                 (w never changes, so the kernel may pack it once)
  *                 dtype:  F32, or BF16 to multiply in bf16 with f32
  *                 accumulation (operands and results stay f32)
@@ -77,7 +82,8 @@ typedef struct tfm_abi_tensor_desc_t {
  *  REORDER        y = x, the same tensor of rank R <= 6 in another layout
  *                 (a transpose, or a window of a packed buffer made dense)
  *                 params:  R, dims[R]
- *                 strides: x (6 slots), y (6 slots), in elements
+ *                 strides: x (TFM_REORDER_MAX_RANK slots), y (as many),
+ *                          in elements
  *                 args:    x, y
  *  ADAM           one Adam step on N elements, in place (since version 3):
  *                 g' = g + wd·p; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
@@ -107,16 +113,34 @@ typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LAYER_NORM_BACKWARD = 8, /* since version 3 */
 } tfm_kernel_kind_t;
 
+/* The activation a LINEAR kernel applies after the bias (params[4]). */
+typedef enum tfm_activation_t {
+  TFM_ACTIVATION_NONE = 0,
+  TFM_ACTIVATION_RELU = 1,
+  TFM_ACTIVATION_GELU = 2,      /* 0.5·x·(1 + erf(x/√2)) */
+  TFM_ACTIVATION_GELU_TANH = 3, /* the tanh approximation of GELU */
+} tfm_activation_t;
+
+/* The sizes of a kernel descriptor's arrays, and the most pointer arguments
+ * a kernel takes. */
+#define TFM_KERNEL_MAX_PARAMS 8
+#define TFM_KERNEL_MAX_FPARAMS 2
+#define TFM_KERNEL_MAX_STRIDES 12
+#define TFM_KERNEL_MAX_ARGS 8
+/* The highest rank a REORDER moves: its strides are two such runs. */
+#define TFM_REORDER_MAX_RANK 6
+
 typedef struct tfm_abi_kernel_desc_t {
   int32_t kind; /* a tfm_kernel_kind_t */
-  int32_t dtype; /* TFM_DTYPE_F32 */
-  int64_t params[8];
-  double fparams[2];
-  int64_t strides[12]; /* since version 2 */
+  int32_t dtype; /* TFM_DTYPE_F32, or TFM_DTYPE_BF16 for LINEAR */
+  int64_t params[TFM_KERNEL_MAX_PARAMS];
+  double fparams[TFM_KERNEL_MAX_FPARAMS];
+  int64_t strides[TFM_KERNEL_MAX_STRIDES]; /* since version 2 */
 } tfm_abi_kernel_desc_t;
 
 struct tfm_abi_host_t;
-/* Runs kernel `index` of the model on `args`; returns 0 on success. */
+/* Runs kernel `index` of the model on `args` (at most TFM_KERNEL_MAX_ARGS);
+ * returns 0 on success. */
 typedef int32_t (*tfm_abi_run_kernel_fn_t)(const struct tfm_abi_host_t *host,
                                            int32_t index, void *const *args);
 

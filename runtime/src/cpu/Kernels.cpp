@@ -129,13 +129,13 @@ private:
     memory::desc outMd({m, nn}, dt::f32, memory::dims{n, 1});
     dnnl::post_ops ops;
     switch (d.params[4]) {
-    case 1:
+    case TFM_ACTIVATION_RELU:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       break;
-    case 2:
+    case TFM_ACTIVATION_GELU:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
       break;
-    case 3:
+    case TFM_ACTIVATION_GELU_TANH:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
       break;
     default:
@@ -317,7 +317,8 @@ public:
     memory::dims dims(d.params + 1, d.params + 1 + rank);
     memory::desc from(dims, dt::f32, memory::dims(d.strides, d.strides + rank));
     memory::desc to(dims, dt::f32,
-                    memory::dims(d.strides + 6, d.strides + 6 + rank));
+                    memory::dims(d.strides + TFM_REORDER_MAX_RANK,
+                                 d.strides + TFM_REORDER_MAX_RANK + rank));
     auto &eng = this->dev->engine;
     x = memory(from, eng, DNNL_MEMORY_NONE);
     y = memory(to, eng, DNNL_MEMORY_NONE);
@@ -568,9 +569,9 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Device> &device,
                   ? 2
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD ? 1
               : d.kind == TFM_KERNEL_REORDER
-                  ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, 6)) + 1
+                  ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, TFM_REORDER_MAX_RANK)) + 1
                   : 3;
-  if (d.kind == TFM_KERNEL_REORDER && (d.params[0] < 1 || d.params[0] > 6)) {
+  if (d.kind == TFM_KERNEL_REORDER && (d.params[0] < 1 || d.params[0] > TFM_REORDER_MAX_RANK)) {
     error = "a reorder has rank 1 to 6";
     return nullptr;
   }

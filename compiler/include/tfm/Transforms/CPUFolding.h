@@ -12,11 +12,13 @@
 #define TFM_TRANSFORMS_CPUFOLDING_H
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/abi.h"
 
 namespace mlir::tfm {
 
-/// Buffers (arena slots, weights) start at multiples of this many bytes.
-constexpr int64_t kBufferAlignment = 64;
+/// Buffers (arena slots, weights, state slots) start at multiples of this
+/// many bytes.
+constexpr int64_t kBufferAlignment = TFM_BUFFER_ALIGNMENT;
 
 /// The bytes a tensor of `type` occupies in a buffer; an i1 takes a byte.
 int64_t bufferBytes(ShapedType type);
