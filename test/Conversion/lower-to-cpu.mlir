@@ -82,13 +82,13 @@ func.func @infer(%x: tensor<2x3x8xf32>, %r: tensor<2x3x8xf32>, %g: tensor<8xf32>
 
 // Data movement: an f32 transpose is a REORDER kernel (kind 5) from the
 // input's strides, permuted, to the dense result; an i64 transpose is a
-// linalg.generic reading through the permuted map; a constant returned as
-// is is copied out of the weights.
-// CHECK: #[[PERM:.+]] = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+// linalg copy from the input read through the permuted strides; a constant
+// returned as is is copied out of the weights.
 // CHECK: tfm.kernels = [{dtype = 1 : i32, fparams = array<f64: 0.000000e+00, 0.000000e+00>, kind = 5 : i32, params = array<i64: 3, 3, 2, 4, 0, 0, 0, 0>, strides = array<i64: 4, 12, 1, 0, 0, 0, 8, 4, 1, 0, 0, 0>}]
-// CHECK: func.func @__tfm_entry_infer
+// CHECK: func.func @__tfm_entry_infer(%{{.+}}: !llvm.ptr, %{{.+}}: memref<0xi8>, %{{.+}}: memref<64xi8>, %{{.+}}: memref<0xi8>, %{{.+}}: memref<2x3x4xf32>, %[[I:.+]]: memref<2x3x4xi64>
 // CHECK: llvm.call @__tfm_run_kernel
-// CHECK: linalg.generic {indexing_maps = [#[[PERM]], #{{.+}}]
+// CHECK: %[[PERMUTED:.+]] = memref.reinterpret_cast %[[I]] to offset: [0], sizes: [3, 2, 4], strides: [4, 12, 1]
+// CHECK: linalg.generic {{.*}} ins(%[[PERMUTED]] : memref<3x2x4xi64, strided<[4, 12, 1]>>)
 // CHECK: linalg.generic
 func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<2x3x4xi64>) -> (tensor<3x2x4xf32>, tensor<3x2x4xi64>, tensor<2xf32>) {
   %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>

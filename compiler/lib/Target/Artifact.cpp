@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Target/Artifact.h"
+#include "tfm/Target/Symbols.h"
 
 #include "tfm/abi.h"
 
@@ -38,8 +39,6 @@ using namespace mlir;
 using namespace mlir::tfm;
 
 namespace {
-
-constexpr const char *kWeightsSymbol = "__tfm_weights";
 
 /// The element type codes of tfm/abi.h.
 std::optional<int32_t> dtypeOf(Type t) {
@@ -284,7 +283,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     return module.emitError(layoutError);
 
   // host->run_kernel(host, index, args), for the calls the lowering made.
-  if (llvm::Function *rk = m->getFunction("__tfm_run_kernel")) {
+  if (llvm::Function *rk = m->getFunction(kRunKernelSymbol)) {
     rk->setLinkage(llvm::GlobalValue::InternalLinkage);
     auto *bb = llvm::BasicBlock::Create(c, "entry", rk);
     llvm::IRBuilder<> b(bb);

@@ -157,9 +157,9 @@ FailureOr<func::FuncOp> mlir::tfm::buildVJPFunction(func::FuncOp fn) {
   return vjp;
 }
 
-LogicalResult mlir::tfm::parseLRSchedule(StringRef text,
-                                         TrainingOptions &options,
-                                         std::string &error) {
+LogicalResult TrainingOptions::parseSchedule(std::string &error) {
+  TrainingOptions &options = *this;
+  StringRef text = lrSchedule;
   if (text == "constant") {
     options.schedule = LRSchedule::constant;
     return success();
@@ -193,29 +193,6 @@ LogicalResult mlir::tfm::parseLRSchedule(StringRef text,
   return success();
 }
 
-void mlir::tfm::promoteConstantsToParameters(func::FuncOp fn) {
-  int counter = 0;
-  SmallVector<arith::ConstantOp> constants;
-  fn.walk([&](arith::ConstantOp c) { constants.push_back(c); });
-  for (arith::ConstantOp c : constants) {
-    auto type = dyn_cast<RankedTensorType>(c.getType());
-    auto value = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!type || !value || !isa<FloatType>(type.getElementType()) ||
-        type.getNumElements() < 2)
-      continue;
-    std::string name;
-    if (auto loc = dyn_cast<NameLoc>(c.getLoc()))
-      name = loc.getName().str();
-    else
-      name = "param_" + std::to_string(counter);
-    ++counter;
-    OpBuilder b(c);
-    auto p = b.create<ParameterOp>(c.getLoc(), type, b.getStringAttr(name),
-                                   value);
-    c.replaceAllUsesWith(p.getResult());
-    c.erase();
-  }
-}
 
 namespace {
 
@@ -414,6 +391,18 @@ namespace {
 
 struct AutodiffPass : public mlir::tfm::impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;
+  AutodiffPass() = default;
+  // Options cannot be copied; Pass::clone copies their values after this
+  // registers them anew.
+  AutodiffPass(const AutodiffPass &other) : AutodiffPassBase(other) {}
+
+  // The training options, from the one list of them.
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  Option<TYPE> MEMBER{*this, FLAG, llvm::cl::desc(DESCRIPTION),                \
+                      llvm::cl::init(DEFAULT)};
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  ListOption<TYPE> MEMBER{*this, FLAG, llvm::cl::desc(DESCRIPTION)};
+#include "tfm/Transforms/TrainingOptions.def"
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -431,18 +420,13 @@ struct AutodiffPass : public mlir::tfm::impl::AutodiffPassBase<AutodiffPass> {
     }
     TrainingOptions o;
     o.forward = forward;
-    o.loss = loss;
-    o.labelSmoothing = labelSmoothing;
-    o.ignoreIndex = ignoreIndex;
-    o.optimizer = optimizer;
-    o.lr = lr;
-    o.beta1 = beta1;
-    o.beta2 = beta2;
-    o.eps = eps;
-    o.weightDecay = weightDecay;
-    o.freeze.assign(freeze.begin(), freeze.end());
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  o.MEMBER = MEMBER;
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  o.MEMBER.assign(MEMBER.begin(), MEMBER.end());
+#include "tfm/Transforms/TrainingOptions.def"
     std::string error;
-    if (failed(parseLRSchedule(lrSchedule, o, error))) {
+    if (failed(o.parseSchedule(error))) {
       module.emitError() << "tfm-autodiff: " << error;
       return signalPassFailure();
     }
@@ -458,19 +442,11 @@ mlir::tfm::createAutodiffPass(const TrainingOptions &o) {
   AutodiffPassOptions p;
   p.mode = "train";
   p.forward = o.forward;
-  p.loss = o.loss;
-  p.labelSmoothing = o.labelSmoothing;
-  p.ignoreIndex = o.ignoreIndex;
-  p.optimizer = o.optimizer;
-  p.lr = o.lr;
-  p.beta1 = o.beta1;
-  p.beta2 = o.beta2;
-  p.eps = o.eps;
-  p.weightDecay = o.weightDecay;
-  p.lrSchedule = o.schedule == LRSchedule::constant
-                     ? std::string("constant")
-                     : "noam:d_model=" + std::to_string(o.dModel) +
-                           ",warmup=" + std::to_string(o.warmup);
-  p.freeze = o.freeze;
-  return createAutodiffPass(p);
+  auto pass = std::make_unique<AutodiffPass>(p);
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  pass->MEMBER = o.MEMBER;
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  pass->MEMBER = o.MEMBER;
+#include "tfm/Transforms/TrainingOptions.def"
+  return pass;
 }

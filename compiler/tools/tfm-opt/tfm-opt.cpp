@@ -9,6 +9,7 @@
 #include "tfm/Conversion/Passes.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -31,9 +32,8 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::tfm::registerTfmPasses();
-  mlir::tfm::registerTfmPipelines();
   mlir::tfm::registerTfmConversionPasses();
-  mlir::tfm::registerTfmConversionPipelines();
+  mlir::tfm::registerTfmPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, mlir::affine::AffineDialect,

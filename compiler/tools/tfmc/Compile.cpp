@@ -1,16 +1,14 @@
 //===- Compile.cpp - tfmc compile past the fused stage --------------------===//
 //
-// The same pipeline builders tfm-opt registers (tfm-cpu-pipeline in two
-// halves), then translation, object emission and linking, stopping at the
-// stage --emit names.
+// The pipeline to the stage --emit names (buildPipelineToStage, which
+// tfm-opt registers too), then translation, object emission and linking.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
 
-#include "tfm/Conversion/Passes.h"
+#include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Target/Artifact.h"
-#include "tfm/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
@@ -77,11 +75,6 @@ bool writeAtomically(StringRef path, StringRef blob) {
 
 int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
                                const CompileOptions &options) {
-  if (stage == Stage::ptx) {
-    error() << "--emit=ptx needs --target=cuda, which this build does not "
-               "have yet\n";
-    return kExitInputError;
-  }
   bool binary = stage == Stage::obj || stage == Stage::so;
   if (binary && output == "-") {
     error() << "--emit=" << (stage == Stage::obj ? "obj" : "so")
@@ -96,23 +89,17 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return kExitUsage;
-  TimingScope passTimer = root.nest("tfm-cpu-pipeline");
+  TimingScope passTimer = root.nest("passes");
   pm.enableTiming(passTimer);
-  mlir::tfm::CPUPipelineOptions pipeline;
-  pipeline.remarks = options.remarks;
-  pipeline.bf16 = options.bf16;
-  if (options.training) {
-    mlir::tfm::FusionPipelineOptions fusion;
-    fusion.remarks = options.remarks;
-    mlir::tfm::buildTrainingPipeline(pm, fusion, *options.training);
-    pipeline.fuse = false;
+  std::string err;
+  if (failed(mlir::tfm::buildPipelineToStage(pm, stage, options.compiler,
+                                             err))) {
+    error() << err << "\n";
+    return kExitInputError;
   }
-  mlir::tfm::buildCPUBufferPipeline(pm, pipeline);
-  if (stage != Stage::linalg)
-    mlir::tfm::buildCPUToLLVMPipeline(pm);
   if (failed(pm.run(module)))
     return kExitInputError;
-  if (stage == Stage::linalg)
+  if (stage == Stage::tfm || stage == Stage::fused || stage == Stage::linalg)
     return writeText(output, [&](llvm::raw_ostream &os) {
       module.print(os);
       os << "\n";
@@ -141,7 +128,6 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
                      [&](llvm::raw_ostream &os) { (*ir)->print(os, nullptr); });
 
   // The code and the embedded weights go to two objects, linked together.
-  std::string err;
   std::vector<std::string> objects;
   std::vector<std::unique_ptr<llvm::FileRemover>> removers;
   auto newObject = [&](StringRef prefix) -> std::string {

@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "tfm/Reference/Tensor.h"
+#include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Target/Artifact.h"
 #include "tfm/Transforms/Autodiff.h"
 
@@ -82,17 +83,11 @@ int runWith(const Signature &sig, const RunOptions &options,
 int runReference(mlir::ModuleOp module, mlir::func::FuncOp fn,
                  const RunOptions &options);
 
-/// How `tfmc compile` lowers a model.
+/// How `tfmc compile` lowers a model and writes the artifact.
 struct CompileOptions {
+  CompilerOptions compiler;
   ArtifactOptions artifact;
-  /// Set with --train: the artifact also gets @train_step.
-  std::optional<TrainingOptions> training;
-  bool remarks = false;
-  bool bf16 = false;
 };
-
-/// The stages `--emit` can stop at.
-enum class Stage { tfm, fused, linalg, llvm, ptx, obj, so };
 
 /// Lowers `module` (tfm on tensors) to `stage` and writes it to `output`
 /// ('-' for stdout; text stages only). Reports errors; returns an ExitCode.

@@ -39,8 +39,6 @@
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
-using mlir::tfm::buildFuseTransformerPipeline;
-using mlir::tfm::FusionPipelineOptions;
 namespace cl = llvm::cl;
 
 namespace {
@@ -74,7 +72,7 @@ cl::list<std::string> binds(
 
 //===-- compile ----------------------------------------------------------===//
 
-using Emit = Stage;
+using Emit = mlir::tfm::Stage;
 
 cl::opt<Emit> emit(
     "emit",
@@ -101,13 +99,24 @@ cl::opt<std::string> targetCpu(
     cl::desc("The CPU to generate glue code for: 'native' (this machine) or "
              "an LLVM CPU name such as x86-64-v3"),
     cl::init("native"), cl::cat(compileCat));
-cl::opt<std::string> target("target", cl::desc("cpu (cuda: not in this build)"),
-                            cl::init("cpu"), cl::cat(compileCat));
-cl::opt<std::string> dtype(
+cl::opt<mlir::tfm::Target> target(
+    "target", cl::desc("What to generate code for"),
+    cl::init(mlir::tfm::Target::CPU),
+    cl::values(clEnumValN(mlir::tfm::Target::CPU, "cpu",
+                          "this machine's CPU, with oneDNN kernels"),
+               clEnumValN(mlir::tfm::Target::CUDA, "cuda",
+                          "an NVIDIA GPU (not in this build yet)")),
+    cl::cat(compileCat));
+cl::opt<mlir::tfm::ComputeType> dtype(
     "dtype",
-    cl::desc("Compute type of the linear layers: f32, or bf16 (f32 "
-             "accumulation; inputs and outputs stay f32)"),
-    cl::init("f32"), cl::cat(compileCat));
+    cl::desc("The type the linear layers multiply in (f32 accumulation; "
+             "inputs and outputs stay f32)"),
+    cl::init(mlir::tfm::ComputeType::F32),
+    cl::values(clEnumValN(mlir::tfm::ComputeType::F32, "f32", ""),
+               clEnumValN(mlir::tfm::ComputeType::BF16, "bf16", ""),
+               clEnumValN(mlir::tfm::ComputeType::F16, "f16",
+                          "(the GPU target)")),
+    cl::cat(compileCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",
     cl::desc("Report every fusion site, fused or missed with the reason "
@@ -124,38 +133,15 @@ cl::opt<bool> trainFlag(
     cl::desc("Also compile @train_step: the loss, its gradients and an "
              "optimizer step (see the training options)"),
     cl::cat(compileCat));
-cl::opt<std::string> lossOpt("loss",
-                             cl::desc("Loss on the model's first output"),
-                             cl::value_desc("cross-entropy"),
-                             cl::init("cross-entropy"), cl::cat(trainingCat));
-cl::opt<double> labelSmoothingOpt(
-    "label-smoothing",
-    cl::desc("ε: targets are (1-ε)·one-hot + ε/K, as in PyTorch"),
-    cl::init(0.0), cl::cat(trainingCat));
-cl::opt<int64_t> ignoreIndexOpt(
-    "ignore-index", cl::desc("The label of padding, which the loss skips"),
-    cl::init(-100), cl::cat(trainingCat));
-cl::opt<std::string> optimizerOpt("optimizer", cl::desc("sgd or adam"),
-                                  cl::value_desc("sgd|adam"),
-                                  cl::init("adam"), cl::cat(trainingCat));
-cl::opt<double> lrOpt("lr", cl::desc("Learning rate (the noam schedule's "
-                                     "factor)"),
-                      cl::init(1e-3), cl::cat(trainingCat));
-cl::opt<double> beta1Opt("beta1", cl::desc("Adam's β1"), cl::init(0.9),
-                         cl::cat(trainingCat));
-cl::opt<double> beta2Opt("beta2", cl::desc("Adam's β2"), cl::init(0.999),
-                         cl::cat(trainingCat));
-cl::opt<double> epsOpt("eps", cl::desc("Adam's ε"), cl::init(1e-8),
-                       cl::cat(trainingCat));
-cl::opt<double> weightDecayOpt(
-    "weight-decay", cl::desc("L2 penalty added to every gradient"),
-    cl::init(0.0), cl::cat(trainingCat));
-cl::opt<std::string> lrScheduleOpt(
-    "lr-schedule", cl::desc("constant, or noam:d_model=D,warmup=W"),
-    cl::init("constant"), cl::cat(trainingCat));
-cl::list<std::string> freezeOpt(
-    "freeze", cl::desc("Parameters (initializer names) that do not train"),
-    cl::value_desc("NAME,..."), cl::CommaSeparated, cl::cat(trainingCat));
+// The training options, from the one list of them (TrainingOptions.def).
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  cl::opt<TYPE> MEMBER##Opt(FLAG, cl::desc(DESCRIPTION), cl::init(DEFAULT),    \
+                            cl::cat(trainingCat));
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  cl::list<TYPE> MEMBER##Opt(FLAG, cl::desc(DESCRIPTION),                      \
+                             cl::value_desc("NAME,..."), cl::CommaSeparated,   \
+                             cl::cat(trainingCat));
+#include "tfm/Transforms/TrainingOptions.def"
 
 cl::opt<std::string> dataOpt(
     "data", cl::desc("Batches: input_N.pb and labels.pb, or folders of them"),
@@ -182,18 +168,13 @@ cl::opt<std::string> exportOnnxOpt(
 
 /// The training options as given on the command line.
 bool trainingOptions(mlir::tfm::TrainingOptions &o) {
-  o.loss = lossOpt;
-  o.labelSmoothing = labelSmoothingOpt;
-  o.ignoreIndex = ignoreIndexOpt;
-  o.optimizer = optimizerOpt;
-  o.lr = lrOpt;
-  o.beta1 = beta1Opt;
-  o.beta2 = beta2Opt;
-  o.eps = epsOpt;
-  o.weightDecay = weightDecayOpt;
-  o.freeze.assign(freezeOpt.begin(), freezeOpt.end());
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  o.MEMBER = MEMBER##Opt;
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  o.MEMBER.assign(MEMBER##Opt.begin(), MEMBER##Opt.end());
+#include "tfm/Transforms/TrainingOptions.def"
   std::string err;
-  if (failed(mlir::tfm::parseLRSchedule(lrScheduleOpt, o, err))) {
+  if (failed(o.parseSchedule(err))) {
     llvm::WithColor::error(llvm::errs(), "tfmc") << "--lr-schedule: " << err
                                                  << "\n";
     return false;
@@ -390,15 +371,6 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
   if (!module)
     return kExitInputError;
-  // A model written as MLIR trains its float constants, unless it names
-  // its parameters itself.
-  if (trainable) {
-    bool hasParameters = false;
-    module->walk([&](mlir::tfm::ParameterOp) { hasParameters = true; });
-    if (!hasParameters)
-      for (auto fn : module->getOps<func::FuncOp>())
-        mlir::tfm::promoteConstantsToParameters(fn);
-  }
   return body(*module);
 }
 
@@ -473,18 +445,8 @@ int runCompile(MLIRContext &context) {
             : ext == ".ll" ? Emit::llvm
                            : Emit::tfm;
   }
-  if (target != "cpu") {
-    error() << "--target=" << target
-            << " is not available in this build; it compiles for cpu\n";
-    return target == "cuda" ? kExitInputError : kExitUsage;
-  }
-  if (dtype != "f32" && dtype != "bf16") {
-    error() << "--dtype=" << dtype << " is not available; use f32 or bf16\n";
-    return kExitUsage;
-  }
-  if (dtype == "bf16" && (stage == Emit::tfm || stage == Emit::fused)) {
-    error() << "--dtype=bf16 applies when lowering (--emit=linalg or "
-               "later)\n";
+  if (dtype.getNumOccurrences() && (stage == Emit::tfm || stage == Emit::fused)) {
+    error() << "--dtype applies when lowering (--emit=linalg or later)\n";
     return kExitUsage;
   }
   bool report = fusionReport.getNumOccurrences() > 0;
@@ -527,47 +489,23 @@ int runCompile(MLIRContext &context) {
       printFusionReport(toStdout ? llvm::outs() : llvm::errs(), sites,
                         fusionReport == "json");
     };
-    mlir::tfm::TrainingOptions training;
-    if (trainFlag && !trainingOptions(training))
-      return kExitUsage;
-    if (stage != Emit::tfm && stage != Emit::fused) {
-      CompileOptions options;
-      if (trainFlag)
-        options.training = training;
-      options.remarks = report;
-      options.artifact.externalWeights = externalWeights;
-      options.bf16 = dtype == "bf16";
-      options.artifact.cpu = targetCpu;
-      options.artifact.producer = "tfmc 0.1.0";
-      int rc = compileTo(module, stage, outputFile, options);
-      if (rc == kExitOk)
-        printReport();
-      return rc;
-    }
-    if (stage == Emit::fused) {
-      PassManager pm(&context);
-      if (failed(applyPassManagerCLOptions(pm)))
+    CompileOptions options;
+    if (trainFlag) {
+      mlir::tfm::TrainingOptions training;
+      if (!trainingOptions(training))
         return kExitUsage;
-      FusionPipelineOptions options;
-      options.remarks = report;
-      if (trainFlag)
-        mlir::tfm::buildTrainingPipeline(pm, options, training);
-      else
-        buildFuseTransformerPipeline(pm, options);
-      if (failed(pm.run(module)))
-        return kExitInputError;
+      options.compiler.training = std::move(training);
+    }
+    options.compiler.target = target;
+    options.compiler.computeType = dtype;
+    options.compiler.remarks = report;
+    options.artifact.externalWeights = externalWeights;
+    options.artifact.cpu = targetCpu;
+    options.artifact.producer = "tfmc 0.1.0";
+    int rc = compileTo(module, stage, outputFile, options);
+    if (rc == kExitOk)
       printReport();
-    }
-    std::string err;
-    auto out = openOutputFile(outputFile, &err);
-    if (!out) {
-      error() << err << "\n";
-      return kExitInputError;
-    }
-    module.print(out->os());
-    out->os() << "\n";
-    out->keep();
-    return kExitOk;
+    return rc;
   }, trainFlag);
 }
 
@@ -623,7 +561,7 @@ int runTrain(MLIRContext &context) {
       PassManager pm(&context);
       if (failed(applyPassManagerCLOptions(pm)))
         return kExitUsage;
-      mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
+      mlir::tfm::buildTrainingPipeline(pm, /*remarks=*/false, training);
       if (failed(pm.run(module)))
         return kExitInputError;
       return trainReference(module.lookupSymbol<func::FuncOp>("train_step"),
@@ -639,7 +577,7 @@ int runTrain(MLIRContext &context) {
         return success(d.getSeverity() != DiagnosticSeverity::Error);
       });
       PassManager pm(&context);
-      mlir::tfm::buildTrainingPipeline(pm, FusionPipelineOptions(), training);
+      mlir::tfm::buildTrainingPipeline(pm, /*remarks=*/false, training);
       if (failed(pm.run(*copy)))
         return kExitInputError;
       sig = signatureOf(copy->lookupSymbol<func::FuncOp>("train_step"));
@@ -655,7 +593,7 @@ int runTrain(MLIRContext &context) {
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
     CompileOptions options;
-    options.training = training;
+    options.compiler.training = training;
     options.artifact.cpu = "native";
     options.artifact.producer = "tfmc 0.1.0";
     int rc = compileTo(module, Emit::so, so, options);
@@ -672,7 +610,7 @@ int runInspectCommand(MLIRContext &context) {
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return kExitUsage;
-    buildFuseTransformerPipeline(pm, FusionPipelineOptions());
+    mlir::tfm::buildFusionPipeline(pm, /*remarks=*/false);
     pm.addNestedPass<func::FuncOp>(mlir::tfm::createPlanMemoryPass());
     std::string err;
     std::unique_ptr<llvm::ToolOutputFile> dot;

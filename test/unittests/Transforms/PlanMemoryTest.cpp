@@ -14,6 +14,7 @@
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Transforms/CPUFolding.h"
+#include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -160,7 +161,7 @@ TEST_P(PlanMemory, PlansAreSafeAndTight) {
       tfm::onnx_import::importFile(&context, path, options);
   ASSERT_TRUE(module);
   PassManager pm(&context);
-  tfm::buildFuseTransformerPipeline(pm, tfm::FusionPipelineOptions());
+  tfm::buildFusionPipeline(pm, /*remarks=*/false);
   pm.addNestedPass<func::FuncOp>(tfm::createPlanMemoryPass());
   ASSERT_TRUE(succeeded(pm.run(*module)));
   for (auto fn : module->getOps<func::FuncOp>())

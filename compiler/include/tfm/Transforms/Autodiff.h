@@ -18,26 +18,28 @@
 
 namespace mlir::tfm {
 
-/// What a training step computes and how it updates the parameters.
+/// What a training step computes and how it updates the parameters. The
+/// options are those of TrainingOptions.def, plus the schedule they parse
+/// to.
 struct TrainingOptions {
-  std::string forward;                 // empty: the only public function
-  std::string loss = "cross-entropy";
-  double labelSmoothing = 0.0;
-  int64_t ignoreIndex = -100;
-  std::string optimizer = "adam";      // sgd | adam
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weightDecay = 0.0;
+  std::string forward; // empty: the only public function
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  TYPE MEMBER = DEFAULT;
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  std::vector<TYPE> MEMBER;
+#include "tfm/Transforms/TrainingOptions.def"
+
+  /// `lrSchedule`, parsed by parseSchedule.
   LRSchedule schedule = LRSchedule::constant;
   int64_t dModel = 1, warmup = 1;
-  std::vector<std::string> freeze;
+
+  /// Parses `lrSchedule` (`constant` or `noam:d_model=D,warmup=W`) into the
+  /// schedule fields.
+  LogicalResult parseSchedule(std::string &error);
 };
 
 /// tfm-autodiff (mode=train) with these options.
 std::unique_ptr<Pass> createAutodiffPass(const TrainingOptions &options);
-
-/// Parses `constant` or `noam:d_model=D,warmup=W` into `options`.
-LogicalResult parseLRSchedule(StringRef text, TrainingOptions &options,
-                              std::string &error);
 
 /// The reverse sweep. Builds, at `b`'s insertion point (which must follow
 /// the ops of `body` that it differentiates), the gradients of the sum of

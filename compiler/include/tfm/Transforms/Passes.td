@@ -106,31 +106,30 @@ def AutodiffPass : Pass<"tfm-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tfm::TfmDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
+  // The training options (lr, optimizer, ...) come from
+  // TrainingOptions.def, which tfmc's flags share; the pass declares them.
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"train\"",
            "train (build @train_step) or vjp (build @f_vjp for every @f)">,
     Option<"forward", "forward", "std::string", /*default=*/"\"\"",
-           "The forward function (default: the module's only public one)">,
-    Option<"loss", "loss", "std::string", /*default=*/"\"cross-entropy\"",
-           "The loss on the first output">,
-    Option<"labelSmoothing", "label-smoothing", "double", /*default=*/"0.0",
-           "Label smoothing ε of the cross-entropy">,
-    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
-           "The label that marks padding, which the loss skips">,
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
-           "sgd or adam">,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam's β1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam's β2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam's ε">,
-    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
-           "L2 penalty added to each gradient">,
-    Option<"lrSchedule", "lr-schedule", "std::string",
-           /*default=*/"\"constant\"",
-           "constant, or noam:d_model=D,warmup=W">,
-    ListOption<"freeze", "freeze", "std::string",
-               "Parameters that do not train">
+           "The forward function (default: the module's only public one)">
   ];
+}
+
+def PromoteConstantsPass : Pass<"tfm-promote-constants", "::mlir::ModuleOp"> {
+  let summary = "Makes a parameter of every float constant, unless the module names its own.";
+  let description = [{
+    Training needs parameters. The ONNX importer makes one of every float
+    initializer; a model written as MLIR has only constants. When the module
+    has no `tfm.parameter`, each float constant of at least two elements
+    becomes one, named by its location (or `param_<n>` in order):
+
+    ```mlir
+    %w = arith.constant dense<...> : tensor<4x8xf32> loc("w")
+      =>  %w = tfm.parameter "w" = dense<...> : tensor<4x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::tfm::TfmDialect"];
 }
 
 //===----------------------------------------------------------------------===//

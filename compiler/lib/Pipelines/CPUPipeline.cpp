@@ -1,6 +1,7 @@
-//===- CPUPipeline.cpp - tfm-cpu-pipeline ----------------------------------===//
+//===- CPUPipeline.cpp - The CPU target's passes ---------------------------===//
 
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -14,22 +15,20 @@
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
 
 void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
-                                       const CPUPipelineOptions &options) {
-  if (options.fuse) {
-    FusionPipelineOptions fusion;
-    fusion.remarks = options.remarks;
-    buildFuseTransformerPipeline(pm, fusion);
-  }
+                                       const CompilerOptions &options) {
+  if (options.training)
+    buildTrainingPipeline(pm, options.remarks, *options.training);
+  else if (options.fuse)
+    buildFusionPipeline(pm, options.remarks);
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
-  pm.addPass(createLowerToCPUPass({options.bf16}));
+  pm.addPass(createLowerToCPUPass(
+      {/*bf16=*/options.computeType == ComputeType::BF16}));
 }
 
 void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {
@@ -52,18 +51,4 @@ void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
-}
-
-void mlir::tfm::buildCPUPipeline(OpPassManager &pm,
-                                 const CPUPipelineOptions &options) {
-  buildCPUBufferPipeline(pm, options);
-  buildCPUToLLVMPipeline(pm);
-}
-
-void mlir::tfm::registerTfmConversionPipelines() {
-  PassPipelineRegistration<CPUPipelineOptions>(
-      "tfm-cpu-pipeline",
-      "Fuse, plan memory, lower to oneDNN kernel calls and linalg, then to "
-      "the LLVM dialect",
-      buildCPUPipeline);
 }

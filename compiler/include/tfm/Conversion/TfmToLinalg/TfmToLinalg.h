@@ -1,0 +1,74 @@
+//===- TfmToLinalg.h - Backend-neutral lowerings of tfm ---------*- C++ -*-===//
+//
+// tfm ops as linalg on the buffers of a BufferizedEntry: what every target
+// can run as generated code. One file per op family, each with one populate
+// function; a target populates all of them first, then replaces the ops it
+// runs through library kernels. The generic GEMM, softmax and linear here
+// are also the fallbacks a target's kernel lowerings call for what their
+// kernels do not take (other element types, broadcast batches, empty
+// shapes).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_CONVERSION_TFMTOLINALG_TFMTOLINALG_H
+#define TFM_CONVERSION_TFMTOLINALG_TFMTOLINALG_H
+
+#include "tfm/Conversion/Common/OpLowering.h"
+
+namespace mlir::tfm {
+
+/// Arithmetic, comparisons, select, cast, activations, math functions,
+/// broadcast and dropout outside training (Elementwise.cpp).
+void populateElementwiseLowerings(OpLoweringSet &set);
+/// Reductions and softmax over any axis (Reduction.cpp).
+void populateReductionLowerings(OpLoweringSet &set);
+/// Gather, embedding, slice, concat, split, reshape, transpose and
+/// positional encoding (DataMovement.cpp).
+void populateDataMovementLowerings(OpLoweringSet &set);
+/// Cross-entropy and its gradient (Loss.cpp).
+void populateLossLowerings(OpLoweringSet &set);
+/// The step count, dropout in training and the embedding gradient
+/// (Training.cpp).
+void populateTrainingLowerings(OpLoweringSet &set);
+/// matmul, linear and unpacked QKV projections as generic contractions
+/// (Matmul.cpp).
+void populateMatmulLowerings(OpLoweringSet &set);
+
+/// Every populate function above.
+void populateTfmToLinalgLowerings(OpLoweringSet &set);
+
+/// `act(x)` in the element type of `x`; relu, gelu and gelu_tanh as the
+/// tfm ops define them.
+Value applyActivation(OpBuilder &ob, Location l, Activation act, Value x);
+
+/// out[..., m, n] = Σ_k lhs[..., m, k] · rhs[..., k, n] on buffers, with
+/// transposes and broadcast batch dimensions.
+void lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs, bool tl,
+                        bool tr, Value out);
+
+/// result = act(input · weight[rows]ᵀ + bias[rows]) as a generic matmul,
+/// where `rows` are the result's columns starting at `rowOffset` of weight
+/// (a part of a packed projection). `x`, `w` and `bias` are dense buffers,
+/// `out` the result's.
+void lowerGenericLinear(BufferizedEntry &e, Value x, Value w, Value bias,
+                        int64_t rowOffset, Activation act, Value out);
+
+/// Softmax of `input` over `axis` into `out` (buffers of one shape).
+void lowerGenericSoftmax(BufferizedEntry &e, Value input, int64_t axis,
+                         Value out);
+
+/// Lowers a reshape, or a transpose that only moves unit dimensions:
+/// `result` is `input` read with another shape, a view of the same storage
+/// when the layout allows, else a copy into the result's own buffer. `r` is
+/// the reshape, if it is one.
+LogicalResult lowerReshape(BufferizedEntry &e, Value input, Value result,
+                           ReshapeOp r = {});
+
+/// The step count as f64, and the learning rate of `schedule` at that step.
+std::pair<Value, Value> stepAndRate(BufferizedEntry &e, Value step,
+                                    LRSchedule schedule, double lr,
+                                    int64_t dModel, int64_t warmup);
+
+} // namespace mlir::tfm
+
+#endif // TFM_CONVERSION_TFMTOLINALG_TFMTOLINALG_H

@@ -1,0 +1,137 @@
+//===- Pipelines.h - tfm's named pipelines and their options ----*- C++ -*-===//
+//
+// Every stage of `tfmc compile` is a pass pipeline built here, and every one
+// is registered for tfm-opt with the same options, so
+//
+//   tfmc compile m.onnx --emit=linalg --dtype=bf16 --train --lr=0.1
+//
+// and
+//
+//   tfmc compile m.onnx --emit=tfm -o m.mlir
+//   tfm-opt m.mlir --tfm-pipeline='stage=linalg compute-type=bf16 train=true lr=0.1'
+//
+// produce the same module. tfmc only parses flags into CompilerOptions and
+// calls buildPipelineToStage.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_PIPELINES_PIPELINES_H
+#define TFM_PIPELINES_PIPELINES_H
+
+#include "tfm/Transforms/Autodiff.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::tfm {
+
+/// What the compiler generates code for.
+enum class Target { CPU, CUDA };
+
+/// The type GEMMs multiply in; accumulation, inputs and outputs stay f32.
+enum class ComputeType { F32, BF16, F16 };
+
+/// The stages a compile can stop at, in order.
+enum class Stage {
+  tfm,    // as imported
+  fused,  // after fusion (and autodiff, when training)
+  linalg, // on buffers: kernel calls and linalg (the CPU target)
+  llvm,   // the LLVM dialect; translation and linking come after
+  ptx,    // the kernels as PTX (the CUDA target)
+  obj,
+  so,
+};
+
+/// The target's name as the CLI spells it ("cpu", "cuda").
+StringRef targetName(Target target);
+/// The compute type's name as the CLI spells it ("f32", "bf16", "f16").
+StringRef computeTypeName(ComputeType type);
+
+/// How a module is compiled: the one options struct behind tfmc's flags and
+/// the registered pipelines' options.
+struct CompilerOptions {
+  Target target = Target::CPU;
+  ComputeType computeType = ComputeType::F32;
+  /// Emit a remark for every fusion site, fused or missed.
+  bool remarks = false;
+  /// Run the fusion passes.
+  bool fuse = true;
+  /// Set to also build @train_step (tfm-autodiff) with these options.
+  std::optional<TrainingOptions> training;
+};
+
+/// The options of the registered pipelines: CompilerOptions as pass
+/// options, the training options expanded from TrainingOptions.def.
+struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
+  Option<Stage> stage{
+      *this, "stage", llvm::cl::desc("The stage to stop at"),
+      llvm::cl::init(Stage::llvm),
+      llvm::cl::values(clEnumValN(Stage::fused, "fused", "after fusion"),
+                       clEnumValN(Stage::linalg, "linalg", "on buffers"),
+                       clEnumValN(Stage::llvm, "llvm", "the LLVM dialect"))};
+  Option<Target> target{
+      *this, "target", llvm::cl::desc("The target"),
+      llvm::cl::init(Target::CPU),
+      llvm::cl::values(clEnumValN(Target::CPU, "cpu", "oneDNN kernels"),
+                       clEnumValN(Target::CUDA, "cuda", "PTX (not built yet)"))};
+  Option<ComputeType> computeType{
+      *this, "compute-type",
+      llvm::cl::desc("The type GEMMs multiply in (f32 accumulation)"),
+      llvm::cl::init(ComputeType::F32),
+      llvm::cl::values(clEnumValN(ComputeType::F32, "f32", ""),
+                       clEnumValN(ComputeType::BF16, "bf16", ""),
+                       clEnumValN(ComputeType::F16, "f16", ""))};
+  Option<bool> remarks{*this, "remarks",
+                       llvm::cl::desc("Emit a remark for every fusion site"),
+                       llvm::cl::init(false)};
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run the fusion passes"),
+                    llvm::cl::init(true)};
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("Also build @train_step"),
+                     llvm::cl::init(false)};
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  Option<TYPE> MEMBER{*this, FLAG, llvm::cl::desc(DESCRIPTION),                \
+                      llvm::cl::init(DEFAULT)};
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  ListOption<TYPE> MEMBER{*this, FLAG, llvm::cl::desc(DESCRIPTION)};
+#include "tfm/Transforms/TrainingOptions.def"
+
+  /// The same options as a CompilerOptions; fails on a bad schedule.
+  FailureOr<CompilerOptions> toCompilerOptions(std::string &error) const;
+};
+
+/// Canonicalization, then every fusion in the order that exposes the next:
+/// layer norms first, then QKV, masked softmax, and bias + activation.
+void buildFusionPipeline(OpPassManager &pm, bool remarks);
+
+/// The fusion pipeline, then tfm-autodiff with `training`, then the
+/// canonicalization that cleans the backward pass. Fusing first lets the
+/// backward pass use the fused ops' gradient rules (docs/training.md).
+void buildTrainingPipeline(OpPassManager &pm, bool remarks,
+                           const TrainingOptions &training);
+
+/// Fusion (and training) as `options` ask, memory planning and
+/// tfm-lower-to-cpu: the program on buffers, with kernel calls and linalg.
+void buildCPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
+
+/// linalg, memref, math and friends down to the LLVM dialect.
+void buildCPUToLLVMPipeline(OpPassManager &pm);
+
+/// The passes that take a module as imported (tfm on tensors) to `stage`
+/// for `options.target`. Stages past `llvm` need translation, which the
+/// caller does (tfm/Target/Artifact.h); for them this builds up to `llvm`.
+/// Fails with `error` for what this build cannot do (a target or compute
+/// type not available).
+LogicalResult buildPipelineToStage(OpPassManager &pm, Stage stage,
+                                   const CompilerOptions &options,
+                                   std::string &error);
+
+/// Registers tfm-fuse-transformer, tfm-cpu-pipeline and tfm-pipeline.
+void registerTfmPipelines();
+
+} // namespace mlir::tfm
+
+#endif // TFM_PIPELINES_PIPELINES_H

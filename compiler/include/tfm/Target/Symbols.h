@@ -1,0 +1,25 @@
+//===- Symbols.h - Symbols the lowering and the artifact share --*- C++ -*-===//
+//
+// Names inside a model library that the lowering creates and the artifact
+// emitter defines or wraps. They are not part of the model ABI (the runtime
+// sees only TFM_ABI_MODEL_SYMBOL), so they live here rather than in abi.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_TARGET_SYMBOLS_H
+#define TFM_TARGET_SYMBOLS_H
+
+namespace mlir::tfm {
+
+/// int32_t __tfm_run_kernel(host, index, args): calls host->run_kernel;
+/// declared by the lowering, defined by the artifact emitter.
+inline constexpr const char *kRunKernelSymbol = "__tfm_run_kernel";
+/// The prefix of each lowered entry function; the emitter wraps it in the
+/// ABI's entry signature.
+inline constexpr const char *kEntrySymbolPrefix = "__tfm_entry_";
+/// The embedded weights, a hidden symbol of their own object file.
+inline constexpr const char *kWeightsSymbol = "__tfm_weights";
+
+} // namespace mlir::tfm
+
+#endif // TFM_TARGET_SYMBOLS_H

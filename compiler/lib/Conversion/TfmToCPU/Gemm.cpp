@@ -1,0 +1,228 @@
+//===- Gemm.cpp - GEMMs on the LINEAR and BATCH_MATMUL kernels ------------===//
+//
+// A linear is one LINEAR kernel with its bias and activation as oneDNN
+// post-ops. A matmul whose operands the layout rules keep as strided views
+// (transposes, packed QKV parts) is one BATCH_MATMUL reading them in place.
+// A packed QKV projection is one LINEAR into one buffer whose column windows
+// are the three results.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+#include "tfm/Transforms/CPUFolding.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+/// The ABI's code of a LINEAR kernel's activation.
+int64_t abiActivation(Activation act) {
+  switch (act) {
+  case Activation::none:
+    return TFM_ACTIVATION_NONE;
+  case Activation::relu:
+    return TFM_ACTIVATION_RELU;
+  case Activation::gelu:
+    return TFM_ACTIVATION_GELU;
+  case Activation::gelu_tanh:
+    return TFM_ACTIVATION_GELU_TANH;
+  }
+  llvm_unreachable("unknown activation");
+}
+
+/// result = act(input · weight[rows]ᵀ + bias[rows]), where `rows` are the
+/// result's columns starting at `rowOffset` of weight (a part of a packed
+/// projection).
+LogicalResult lowerLinear(CPUEntry &e, Value input, Value weight, Value bias,
+                          int64_t rowOffset, Activation act, Value result) {
+  auto inType = cast<RankedTensorType>(input.getType());
+  auto outType = cast<RankedTensorType>(result.getType());
+  int64_t k = inType.getShape().back(), n = outType.getShape().back();
+  int64_t m = product(inType.getShape().drop_back());
+  Value out = e.destination(result);
+  Value x = e.denseOf(input), w = e.denseOf(weight);
+  Value bb = bias ? e.denseOf(bias) : Value();
+  if (isF32(inType) && m > 0 && k > 0 && n > 0) {
+    bool constant = weight.getDefiningOp<arith::ConstantOp>() != nullptr;
+    e.callKernel(TFM_KERNEL_LINEAR,
+                 {m, k, n, bias ? 1 : 0, abiActivation(act), 0,
+                  constant ? 1 : 0},
+                 {},
+                 {KernelArg(x), KernelArg(w, rowOffset * k),
+                  bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
+                  KernelArg(out)},
+                 {}, e.linearKernelDtype());
+    return success();
+  }
+  lowerGenericLinear(e, x, w, bb, rowOffset, act, out);
+  return success();
+}
+
+LogicalResult lowerMatmul(MatmulOp op, CPUEntry &e) {
+  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
+  auto ot = op.getType();
+  auto ls = lt.getShape(), os = ot.getShape();
+  int64_t m = os[os.size() - 2], n = os.back();
+  int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
+  if (isStridedMatmul(op)) {
+    StridedView a = e.viewOf(op.getLhs()), bv = e.viewOf(op.getRhs());
+    auto swapLast = [](StridedView &v) {
+      size_t r = v.shape.size();
+      std::swap(v.shape[r - 1], v.shape[r - 2]);
+      std::swap(v.strides[r - 1], v.strides[r - 2]);
+    };
+    if (op.getTransposeLhs())
+      swapLast(a);
+    if (op.getTransposeRhs())
+      swapLast(bv);
+    StridedView c;
+    Value result = op.getResult();
+    auto t = result.hasOneUse() ? dyn_cast<TransposeOp>(*result.user_begin())
+                                : TransposeOp();
+    if (t && foldsIntoMatmulResult(t)) {
+      // Write the transposed layout: matmul dimension d is the transpose's
+      // dimension k with permutation[k] = d.
+      Value dst = e.destination(t.getResult());
+      SmallVector<int64_t> dstStrides = rowMajorStrides(t.getType().getShape());
+      c = {dst, 0, SmallVector<int64_t>(os), SmallVector<int64_t>(os.size())};
+      for (auto [kk, d] : llvm::enumerate(t.getPermutation()))
+        c.strides[d] = dstStrides[kk];
+    } else {
+      Value dst = e.destination(result);
+      c = {dst, 0, SmallVector<int64_t>(os), rowMajorStrides(os)};
+    }
+    e.batchMatmul(a, bv, c);
+    return success();
+  }
+  Value out = e.destination(op.getResult());
+  if (isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 && k > 0 &&
+      rt.getRank() == 2) {
+    // A shared right operand: fold the batch into the rows.
+    int64_t rows = product(ls.drop_back());
+    StridedView a{e.denseOf(op.getLhs()), 0, {rows, k}, {k, 1}};
+    StridedView bv{e.denseOf(op.getRhs()), 0, {k, n}, {n, 1}};
+    if (op.getTransposeRhs())
+      bv.strides = {1, k};
+    StridedView c{out, 0, {rows, n}, {n, 1}};
+    e.batchMatmul(a, bv, c);
+    return success();
+  }
+  lowerGenericMatmul(e, e.bufferOf(op.getLhs()), e.bufferOf(op.getRhs()),
+                     op.getTransposeLhs(), op.getTransposeRhs(), out);
+  return success();
+}
+
+/// One GEMM into a packed [rows, Σsizes] buffer (the plan gave the first
+/// result room for all parts); each part is a column window of it.
+LogicalResult lowerPackedQKV(QKVProjectionOp op, CPUEntry &e) {
+  auto inType = op.getInput().getType();
+  int64_t k = inType.getShape().back(),
+          rows = product(inType.getShape().drop_back());
+  int64_t total = 0;
+  for (int64_t size : op.getSizes())
+    total += size;
+  auto packedType = RankedTensorType::get({rows, total}, e.b.getF32Type());
+  int64_t offset = BufferizedEntry::plannedOffset(op, 0);
+  Value packed = offset >= 0 ? e.view(e.arenaBuffer(), offset, packedType)
+                             : e.temporary(memrefOf(packedType));
+  Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
+  bool constant = op.getWeight().getDefiningOp<arith::ConstantOp>() != nullptr;
+  e.callKernel(TFM_KERNEL_LINEAR,
+               {rows, k, total, bias ? 1 : 0, TFM_ACTIVATION_NONE, 0,
+                constant ? 1 : 0},
+               {},
+               {KernelArg(e.denseOf(op.getInput())),
+                KernelArg(e.denseOf(op.getWeight())),
+                bias ? KernelArg(bias) : KernelArg(), KernelArg(),
+                KernelArg(packed)},
+               {}, e.linearKernelDtype());
+  int64_t column = 0;
+  for (auto [r, size] : llvm::zip(op.getResults(), op.getSizes())) {
+    auto shape = cast<RankedTensorType>(r.getType()).getShape();
+    SmallVector<int64_t> strides = rowMajorStrides(shape);
+    // Rows are `total` apart; the leading dimensions multiply rows.
+    if (shape.size() >= 2) {
+      strides[shape.size() - 2] = total;
+      for (int64_t d = static_cast<int64_t>(shape.size()) - 3; d >= 0; --d)
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    e.setView(r, {packed, column, SmallVector<int64_t>(shape), strides});
+    column += size;
+  }
+  return success();
+}
+
+LogicalResult lowerQKV(QKVProjectionOp p, CPUEntry &e) {
+  if (isPackedQKV(p))
+    return lowerPackedQKV(p, e);
+  // One GEMM per part over consecutive weight rows.
+  int64_t row = 0;
+  for (auto [r, size] : llvm::zip(p.getResults(), p.getSizes())) {
+    if (failed(lowerLinear(e, p.getInput(), p.getWeight(), p.getBias(), row,
+                           Activation::none, r)))
+      return failure();
+    row += size;
+  }
+  return success();
+}
+
+} // namespace
+
+namespace {
+
+/// Unfused attention: scores, masked softmax and the weighted sum, through
+/// the same kernels as the fused graph, with the scores in a temporary.
+LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
+  auto qt = op.getQuery().getType();
+  auto vt = op.getValue().getType();
+  if (!isF32(qt))
+    return op.emitError("the CPU backend computes attention in f32 only");
+  ArrayRef<int64_t> qs = qt.getShape();
+  int64_t sq = qs[qs.size() - 2], d = qs.back();
+  int64_t sk = op.getKey().getType().getShape()[qs.size() - 2];
+  int64_t dv = vt.getShape().back(), batch = product(qs.drop_back(2));
+  SmallVector<int64_t> scoreShape(qs.drop_back(2));
+  scoreShape.push_back(sq);
+  scoreShape.push_back(sk);
+  if (product(scoreShape) == 0 || d == 0 || dv == 0)
+    return op.emitError("the CPU backend needs non-empty attention operands");
+  Value scores = e.temporary(MemRefType::get(scoreShape, e.b.getF32Type()));
+  e.batchMatmul({e.denseOf(op.getQuery()), 0, {batch, sq, d}, {sq * d, d, 1}},
+                {e.denseOf(op.getKey()), 0, {batch, d, sk}, {sk * d, 1, d}},
+                {scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}});
+  double scale = op.getScale() ? op.getScale()->convertToDouble()
+                               : 1.0 / std::sqrt(static_cast<double>(d));
+  MaskKind kind = MaskKind::none;
+  if (Value m = op.getMask())
+    kind = cast<ShapedType>(m.getType()).getElementType().isInteger(1)
+               ? MaskKind::boolean
+               : MaskKind::additive;
+  // The softmax works in place over the scores.
+  if (failed(lowerCPUSoftmax(e, scores,
+                             op.getMask() ? e.denseOf(op.getMask()) : Value(),
+                             kind, scale, op.getCausal(), scores, op)))
+    return failure();
+  Value out = e.destination(op.getResult());
+  e.batchMatmul({scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}},
+                {e.denseOf(op.getValue()), 0, {batch, sk, dv}, {sk * dv, dv, 1}},
+                {out, 0, {batch, sq, dv}, {sq * dv, dv, 1}});
+  return success();
+}
+
+} // namespace
+
+void mlir::tfm::populateCPUGemmLowerings(OpLoweringSet &set) {
+  set.add<MatmulOp>(onCPU<MatmulOp>(lowerMatmul));
+  set.add<LinearOp>([](LinearOp l, BufferizedEntry &e) {
+    return lowerLinear(cast<CPUEntry>(e), l.getInput(), l.getWeight(),
+                       l.getBias(), 0, l.getActivation(), l.getResult());
+  });
+  set.add<QKVProjectionOp>(onCPU<QKVProjectionOp>(lowerQKV));
+  set.add<AttentionOp>(onCPU<AttentionOp>(lowerAttention));
+}

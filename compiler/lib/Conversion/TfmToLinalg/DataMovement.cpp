@@ -1,0 +1,243 @@
+//===- DataMovement.cpp - Gathers, windows, layouts as linalg -------------===//
+//
+// Reshapes, and transposes that the layout rules keep as views, move no
+// data: they become strided views of their operand's storage. The rest are
+// linalg copies, with the read position computed in the body where an
+// indexing map cannot express it (gathers, negative steps).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+#include "tfm/Transforms/CPUFolding.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+LogicalResult mlir::tfm::lowerReshape(BufferizedEntry &e, Value input,
+                                      Value result, ReshapeOp r) {
+  auto resultType = cast<RankedTensorType>(result.getType());
+  if (e.isView(input)) {
+    StridedView in = e.viewOf(input);
+    std::optional<SmallVector<int64_t>> st;
+    if (!r || reshapeKeepsView(r))
+      st = reshapeStrides(in, resultType.getShape());
+    if (!st) {
+      // Not expressible as a view: a copy into the reshape's own buffer,
+      // which the plan gave it for that reason.
+      Value dst = e.outputBufferOf(result);
+      if (!dst)
+        dst = e.destination(result);
+      e.copyView(in,
+                 {e.reshape(dst, memrefOf(input.getType())), 0, in.shape,
+                  rowMajorStrides(in.shape)},
+                 resultType.getElementType());
+      e.setBuffer(result, dst);
+      return success();
+    }
+    e.setView(result, {in.base, in.offset,
+                       SmallVector<int64_t>(resultType.getShape()), *st});
+    if (Value out = e.outputBufferOf(result)) {
+      e.copy(e.bufferOf(result), out);
+      e.dropView(result);
+      e.setBuffer(result, out);
+    }
+    return success();
+  }
+  Value src = e.reshape(e.bufferOf(input), memrefOf(resultType));
+  if (Value out = e.outputBufferOf(result)) {
+    e.copy(src, out);
+    e.setBuffer(result, out);
+  } else {
+    e.setBuffer(result, src);
+  }
+  return success();
+}
+
+namespace {
+
+/// result[a..., i..., b...] = input[a..., indices[i...], b...], with
+/// negative indices counted from the end and out-of-range ones clamped (a
+/// wild index must not read outside the buffer).
+LogicalResult lowerGatherLike(BufferizedEntry &e, Value input, Value indices,
+                              int64_t axis, Value result) {
+  Value in = e.bufferOf(input), idx = e.bufferOf(indices);
+  Value out = e.destination(result);
+  auto inType = cast<MemRefType>(in.getType());
+  auto idxType = cast<MemRefType>(idx.getType());
+  int64_t outRank = cast<MemRefType>(out.getType()).getRank();
+  int64_t idxRank = idxType.getRank(), dimSize = inType.getDimSize(axis);
+  SmallVector<utils::IteratorType> its(outRank, utils::IteratorType::parallel);
+  e.generic({}, {}, out, AffineMap::getMultiDimIdentityMap(outRank, e.ctx), its,
+            [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+              SmallVector<Value> pos;
+              for (int64_t i = 0; i < idxRank; ++i)
+                pos.push_back(ob.create<linalg::IndexOp>(l, axis + i));
+              Value raw = ob.create<memref::LoadOp>(l, idx, pos);
+              Value i = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), raw);
+              Value n = ob.create<arith::ConstantIndexOp>(l, dimSize);
+              Value zero = ob.create<arith::ConstantIndexOp>(l, 0);
+              Value neg = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt,
+                                                   i, zero);
+              i = ob.create<arith::SelectOp>(
+                  l, neg, ob.create<arith::AddIOp>(l, i, n), i);
+              i = ob.create<arith::MaxSIOp>(l, i, zero);
+              i = ob.create<arith::MinSIOp>(
+                  l, i,
+                  ob.create<arith::ConstantIndexOp>(
+                      l, std::max<int64_t>(dimSize - 1, 0)));
+              SmallVector<Value> src;
+              for (int64_t d = 0; d < axis; ++d)
+                src.push_back(ob.create<linalg::IndexOp>(l, d));
+              src.push_back(i);
+              for (int64_t d = axis + 1; d < inType.getRank(); ++d)
+                src.push_back(ob.create<linalg::IndexOp>(l, d - 1 + idxRank));
+              return ob.create<memref::LoadOp>(l, in, src);
+            });
+  return success();
+}
+
+LogicalResult lowerSlice(SliceOp op, BufferizedEntry &e) {
+  Value in = e.bufferOf(op.getInput());
+  Value out = e.destination(op.getResult());
+  int64_t rank = op.getType().getRank();
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  // The read position is computed in the body: linalg wants operand maps
+  // it can invert to loop bounds, and a negative step is not one of them.
+  e.generic({}, {}, out, AffineMap::getMultiDimIdentityMap(rank, e.ctx), its,
+            [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+              SmallVector<Value> src;
+              for (int64_t d = 0; d < rank; ++d) {
+                Value iv = ob.create<linalg::IndexOp>(l, d);
+                Value step =
+                    ob.create<arith::ConstantIndexOp>(l, op.getSteps()[d]);
+                Value start =
+                    ob.create<arith::ConstantIndexOp>(l, op.getStarts()[d]);
+                src.push_back(ob.create<arith::AddIOp>(
+                    l, ob.create<arith::MulIOp>(l, iv, step), start));
+              }
+              return ob.create<memref::LoadOp>(l, in, src);
+            });
+  return success();
+}
+
+LogicalResult lowerConcat(ConcatOp op, BufferizedEntry &e) {
+  Value out = e.destination(op.getResult());
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += op.getType().getRank();
+  int64_t at = 0;
+  for (Value v : op.getInputs()) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getNumElements() > 0)
+      e.copy(e.bufferOf(v), e.axisWindow(out, axis, at, t));
+    at += t.getDimSize(axis);
+  }
+  return success();
+}
+
+LogicalResult lowerSplit(SplitOp op, BufferizedEntry &e) {
+  Value in = e.bufferOf(op.getInput());
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += op.getInput().getType().getRank();
+  int64_t at = 0;
+  for (Value r : op.getResults()) {
+    auto t = cast<RankedTensorType>(r.getType());
+    Value out = e.destination(r);
+    if (t.getNumElements() > 0)
+      e.copy(e.axisWindow(in, axis, at, t), out);
+    at += t.getDimSize(axis);
+  }
+  return success();
+}
+
+LogicalResult lowerTranspose(TransposeOp t, BufferizedEntry &e) {
+  if (movesOnlyUnitDims(t))
+    return lowerReshape(e, t.getInput(), t.getResult());
+  if (foldsIntoMatmulResult(t))
+    return success(); // the matmul wrote it
+  StridedView in = e.viewOf(t.getInput());
+  StridedView permuted{in.base, in.offset, {}, {}};
+  for (int64_t p : t.getPermutation()) {
+    permuted.shape.push_back(in.shape[p]);
+    permuted.strides.push_back(in.strides[p]);
+  }
+  if (foldsIntoMatmulOperand(t)) {
+    e.setView(t.getResult(), permuted);
+    return success();
+  }
+  Value out = e.destination(t.getResult());
+  auto shape = t.getType().getShape();
+  e.copyView(permuted,
+             {out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)},
+             t.getType().getElementType());
+  return success();
+}
+
+LogicalResult lowerPositionalEncoding(PositionalEncodingOp op,
+                                      BufferizedEntry &e) {
+  Value out = e.destination(op.getResult());
+  auto type = op.getType();
+  int64_t dModel = type.getDimSize(1);
+  Type elem = type.getElementType();
+  SmallVector<utils::IteratorType> its(2, utils::IteratorType::parallel);
+  e.generic({}, {}, out, AffineMap::getMultiDimIdentityMap(2, e.ctx), its,
+            [&](OpBuilder &ob, Location l, ValueRange) -> Value {
+              // Computed in f64 like the reference, then rounded once.
+              Type f64 = ob.getF64Type();
+              auto c = [&](double v) {
+                return BufferizedEntry::constantScalar(ob, l, f64, v);
+              };
+              auto toF64 = [&](Value idx) {
+                Value i = ob.create<arith::IndexCastOp>(l, ob.getI64Type(), idx);
+                return ob.create<arith::SIToFPOp>(l, f64, i);
+              };
+              Value pIdx = ob.create<linalg::IndexOp>(l, 0);
+              Value iIdx = ob.create<linalg::IndexOp>(l, 1);
+              Value two = ob.create<arith::ConstantIndexOp>(l, 2);
+              Value pair = ob.create<arith::MulIOp>(
+                  l, ob.create<arith::DivUIOp>(l, iIdx, two), two);
+              Value expo =
+                  ob.create<arith::DivFOp>(l, toF64(pair), c(double(dModel)));
+              Value denom = ob.create<math::PowFOp>(l, c(10000.0), expo);
+              Value angle = ob.create<arith::DivFOp>(l, toF64(pIdx), denom);
+              Value odd = ob.create<arith::CmpIOp>(
+                  l, arith::CmpIPredicate::ne,
+                  ob.create<arith::RemUIOp>(l, iIdx, two),
+                  ob.create<arith::ConstantIndexOp>(l, 0));
+              Value v = ob.create<arith::SelectOp>(
+                  l, odd, ob.create<math::CosOp>(l, angle),
+                  ob.create<math::SinOp>(l, angle));
+              if (elem.isF64())
+                return v;
+              return ob.create<arith::TruncFOp>(l, elem, v);
+            });
+  return success();
+}
+
+} // namespace
+
+void mlir::tfm::populateDataMovementLowerings(OpLoweringSet &set) {
+  set.add<EmbeddingOp>([](EmbeddingOp op, BufferizedEntry &e) {
+    return lowerGatherLike(e, op.getTable(), op.getIndices(), 0,
+                           op.getResult());
+  });
+  set.add<GatherOp>([](GatherOp g, BufferizedEntry &e) {
+    int64_t axis = g.getAxis();
+    if (axis < 0)
+      axis += g.getInput().getType().getRank();
+    return lowerGatherLike(e, g.getInput(), g.getIndices(), axis,
+                           g.getResult());
+  });
+  set.add<SliceOp>(lowerSlice);
+  set.add<ConcatOp>(lowerConcat);
+  set.add<SplitOp>(lowerSplit);
+  set.add<ReshapeOp>([](ReshapeOp r, BufferizedEntry &e) {
+    return lowerReshape(e, r.getInput(), r.getResult(), r);
+  });
+  set.add<TransposeOp>(lowerTranspose);
+  set.add<PositionalEncodingOp>(lowerPositionalEncoding);
+}

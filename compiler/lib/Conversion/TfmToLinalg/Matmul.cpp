@@ -1,0 +1,124 @@
+//===- Matmul.cpp - Contractions as linalg --------------------------------===//
+//
+// The portable GEMMs: one linalg.generic with a reduction loop, broadcast
+// batch dimensions read through constant map entries. Targets run their
+// GEMMs through library kernels; these take what the kernels do not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
+                                   bool tl, bool tr, Value out) {
+  MLIRContext *ctx = e.ctx;
+  auto outShape = cast<MemRefType>(out.getType()).getShape();
+  auto lShape = cast<MemRefType>(lhs.getType()).getShape();
+  auto rShape = cast<MemRefType>(rhs.getType()).getShape();
+  int64_t rank = outShape.size(); // loops: batch..., m, n, k
+  auto dim = [&](int64_t i) { return getAffineDimExpr(i, ctx); };
+  auto operandMap = [&](ArrayRef<int64_t> shape, bool isLhs, bool transposed) {
+    SmallVector<AffineExpr> exprs;
+    int64_t batch = shape.size() - 2, lead = (rank - 2) - batch;
+    for (int64_t i = 0; i < batch; ++i)
+      exprs.push_back(shape[i] == 1 && outShape[lead + i] != 1
+                          ? getAffineConstantExpr(0, ctx)
+                          : dim(lead + i));
+    AffineExpr row = isLhs ? dim(rank - 2) : dim(rank);
+    AffineExpr col = isLhs ? dim(rank) : dim(rank - 1);
+    if (transposed)
+      std::swap(row, col);
+    exprs.push_back(row);
+    exprs.push_back(col);
+    return AffineMap::get(rank + 1, 0, exprs, ctx);
+  };
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t i = 0; i < rank; ++i)
+    outExprs.push_back(dim(i));
+  Type elem = cast<MemRefType>(out.getType()).getElementType();
+  e.fill(out, e.b.getFloatAttr(elem, 0.0));
+  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
+  its.push_back(utils::IteratorType::reduction);
+  e.generic({lhs, rhs},
+            {operandMap(lShape, true, tl), operandMap(rShape, false, tr)}, out,
+            AffineMap::get(rank + 1, 0, outExprs, ctx), its,
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              return ob.create<arith::AddFOp>(
+                  l, a[2], ob.create<arith::MulFOp>(l, a[0], a[1]));
+            });
+}
+
+void mlir::tfm::lowerGenericLinear(BufferizedEntry &e, Value x, Value w,
+                                   Value bias, int64_t rowOffset,
+                                   Activation act, Value out) {
+  auto xType = cast<MemRefType>(x.getType());
+  auto outType = cast<MemRefType>(out.getType());
+  Type elem = xType.getElementType();
+  int64_t k = xType.getShape().back(), n = outType.getShape().back();
+  int64_t m = product(xType.getShape().drop_back());
+  // The rows of this part, a matmul, then bias and activation.
+  auto wType = cast<MemRefType>(w.getType());
+  if (rowOffset != 0 || wType.getDimSize(0) != n) {
+    Value part = e.temporary(MemRefType::get({n, k}, elem));
+    e.copy(e.axisWindow(w, 0, rowOffset, RankedTensorType::get({n, k}, elem)),
+           part);
+    w = part;
+    if (bias) {
+      Value bpart = e.temporary(MemRefType::get({n}, elem));
+      e.copy(e.axisWindow(bias, 0, rowOffset, RankedTensorType::get({n}, elem)),
+             bpart);
+      bias = bpart;
+    }
+  }
+  Value x2 = e.reshape(x, MemRefType::get({m, k}, elem));
+  Value out2 = e.reshape(out, MemRefType::get({m, n}, elem));
+  lowerGenericMatmul(e, x2, w, false, true, out2);
+  SmallVector<Value> ins{out2};
+  if (bias)
+    ins.push_back(bias);
+  e.elementwise(ins, out2, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value y = bias ? ob.create<arith::AddFOp>(l, a[0], a[1]).getResult() : a[0];
+    return applyActivation(ob, l, act, y);
+  });
+}
+
+void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
+  set.add<MatmulOp>([](MatmulOp op, BufferizedEntry &e) {
+    Value out = e.destination(op.getResult());
+    lowerGenericMatmul(e, e.bufferOf(op.getLhs()), e.bufferOf(op.getRhs()),
+                       op.getTransposeLhs(), op.getTransposeRhs(), out);
+    return success();
+  });
+  set.add<LinearOp>([](LinearOp op, BufferizedEntry &e) {
+    Value out = e.destination(op.getResult());
+    Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
+    lowerGenericLinear(e, e.denseOf(op.getInput()), e.denseOf(op.getWeight()),
+                       bias, 0, op.getActivation(), out);
+    return success();
+  });
+  set.add<QKVProjectionOp>([](QKVProjectionOp op, BufferizedEntry &e) {
+    // One GEMM per part over consecutive weight rows.
+    int64_t row = 0;
+    for (auto [r, size] : llvm::zip(op.getResults(), op.getSizes())) {
+      Value out = e.destination(r);
+      Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
+      lowerGenericLinear(e, e.denseOf(op.getInput()), e.denseOf(op.getWeight()),
+                         bias, row, Activation::none, out);
+      row += size;
+    }
+    return success();
+  });
+}
+
+void mlir::tfm::populateTfmToLinalgLowerings(OpLoweringSet &set) {
+  populateElementwiseLowerings(set);
+  populateReductionLowerings(set);
+  populateDataMovementLowerings(set);
+  populateLossLowerings(set);
+  populateTrainingLowerings(set);
+  populateMatmulLowerings(set);
+}

@@ -1,0 +1,189 @@
+//===- Training.cpp - The training glue as linalg -------------------------===//
+//
+// The step count lives in the session state; dropout draws from the
+// counter-based RNG of tfm/CounterRNG.h, bit for bit as the interpreter
+// does; the embedding gradient accumulates rows in order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+std::pair<Value, Value> mlir::tfm::stepAndRate(BufferizedEntry &e, Value step,
+                                               LRSchedule schedule, double lr,
+                                               int64_t dModel,
+                                               int64_t warmup) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Type f64 = b.getF64Type();
+  auto c = [&](double v) {
+    return BufferizedEntry::constantScalar(b, loc, f64, v);
+  };
+  Value t = b.create<arith::SIToFPOp>(
+      loc, f64,
+      b.create<memref::LoadOp>(loc, e.bufferOf(step), ValueRange{}));
+  if (schedule == LRSchedule::constant)
+    return {t, c(lr)};
+  // lr · d^-0.5 · min(t^-0.5, t · w^-1.5)
+  Value tc = b.create<arith::MaximumFOp>(loc, t, c(1.0));
+  Value decay =
+      b.create<arith::DivFOp>(loc, c(1.0), b.create<math::SqrtOp>(loc, tc));
+  Value ramp =
+      b.create<arith::MulFOp>(loc, tc, c(std::pow(double(warmup), -1.5)));
+  Value rate = b.create<arith::MulFOp>(
+      loc, c(lr / std::sqrt(double(dModel))),
+      b.create<arith::MinimumFOp>(loc, decay, ramp));
+  return {t, rate};
+}
+
+namespace {
+
+/// splitmix64's finalizer (CounterRNG.h) on i64 values.
+Value mix64(OpBuilder &ob, Location l, Value x) {
+  auto c = [&](uint64_t v) {
+    return ob.create<arith::ConstantOp>(
+        l, ob.getI64IntegerAttr(static_cast<int64_t>(v)));
+  };
+  auto xorShift = [&](Value v, int64_t k) {
+    return ob.create<arith::XOrIOp>(l, v,
+                                    ob.create<arith::ShRUIOp>(l, v, c(k)));
+  };
+  x = ob.create<arith::AddIOp>(l, x, c(0x9E3779B97F4A7C15ull));
+  x = ob.create<arith::MulIOp>(l, xorShift(x, 30), c(0xBF58476D1CE4E5B9ull));
+  x = ob.create<arith::MulIOp>(l, xorShift(x, 27), c(0x94D049BB133111EBull));
+  return xorShift(x, 31);
+}
+
+LogicalResult lowerNextStep(NextStepOp op, BufferizedEntry &e) {
+  const StateLayout &state = e.stateLayout();
+  if (state.step < 0)
+    return op.emitError("no step count in the session state");
+  OpBuilder &b = e.b;
+  auto scalar = RankedTensorType::get({}, b.getI64Type());
+  Value slot = e.view(e.stateBuffer(), state.step, scalar);
+  Value next = b.create<arith::AddIOp>(
+      e.loc, b.create<memref::LoadOp>(e.loc, slot, ValueRange{}),
+      b.create<arith::ConstantOp>(e.loc, b.getI64IntegerAttr(1)));
+  b.create<memref::StoreOp>(e.loc, next, slot, ValueRange{});
+  b.create<memref::StoreOp>(e.loc, next, e.destination(op.getResult()),
+                            ValueRange{});
+  return success();
+}
+
+/// In training, element i is kept when the top 53 bits of
+/// mix64(stream ^ mix64(i)) reach rate·2^53, which is `u(stream, i) >= rate`
+/// of CounterRNG.h in integers. Otherwise dropout is the identity.
+LogicalResult lowerDropout(DropoutOp op, BufferizedEntry &e) {
+  auto type = op.getType();
+  Value in = e.bufferOf(op.getInput());
+  Value out = e.destination(op.getResult());
+  if (!op.getTraining() || op.getRate().isZero()) {
+    e.copy(in, out);
+    return success();
+  }
+  OpBuilder &b = e.b;
+  auto i64c = [](OpBuilder &ob, Location l, uint64_t v) -> Value {
+    return ob.create<arith::ConstantOp>(
+        l, ob.getI64IntegerAttr(static_cast<int64_t>(v)));
+  };
+  Value stream = i64c(b, e.loc, static_cast<uint64_t>(op.getSeed()));
+  if (op.getStep()) {
+    Value step = b.create<memref::LoadOp>(e.loc, e.bufferOf(op.getStep()),
+                                          ValueRange{});
+    Value mixedStep = mix64(
+        b, e.loc,
+        b.create<arith::XOrIOp>(e.loc, step,
+                                i64c(b, e.loc, 0xD1B54A32D192ED03ull)));
+    stream = mix64(b, e.loc, b.create<arith::XOrIOp>(e.loc, stream, mixedStep));
+  }
+  double rate = op.getRate().convertToDouble();
+  auto threshold = static_cast<uint64_t>(std::ceil(std::ldexp(rate, 53)));
+  double keepScale = 1.0 / (1.0 - rate);
+  SmallVector<int64_t> strides = rowMajorStrides(type.getShape());
+  Type elem = type.getElementType();
+  e.elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value linear = i64c(ob, l, 0);
+    for (auto [d, stride] : llvm::enumerate(strides)) {
+      Value i = ob.create<arith::IndexCastOp>(l, ob.getI64Type(),
+                                              ob.create<linalg::IndexOp>(l, d));
+      linear = ob.create<arith::AddIOp>(
+          l, linear, ob.create<arith::MulIOp>(l, i, i64c(ob, l, stride)));
+    }
+    Value z = mix64(ob, l,
+                    ob.create<arith::XOrIOp>(l, stream, mix64(ob, l, linear)));
+    Value top = ob.create<arith::ShRUIOp>(l, z, i64c(ob, l, 11));
+    Value keep = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::uge, top,
+                                          i64c(ob, l, threshold));
+    Value scaled = ob.create<arith::MulFOp>(
+        l, a[0], BufferizedEntry::constantScalar(ob, l, elem, keepScale));
+    return ob.create<arith::SelectOp>(
+        l, keep, scaled, BufferizedEntry::constantScalar(ob, l, elem, 0.0));
+  });
+  return success();
+}
+
+LogicalResult lowerEmbeddingGrad(EmbeddingGradOp op, BufferizedEntry &e) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  auto outType = op.getType();
+  Type elem = outType.getElementType();
+  int64_t rows = outType.getDimSize(0), width = outType.getDimSize(1);
+  int64_t n = op.getIndices().getType().getNumElements();
+  Value out = e.destination(op.getResult());
+  e.fill(out, b.getFloatAttr(elem, 0.0));
+  if (n == 0 || width == 0)
+    return success();
+  Type idxType = op.getIndices().getType().getElementType();
+  Value idx = e.reshape(e.denseOf(op.getIndices()),
+                        MemRefType::get({n}, idxType));
+  Value grad = e.reshape(e.denseOf(op.getGrad()),
+                         MemRefType::get({n, width}, elem));
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+  Value count = b.create<arith::ConstantIndexOp>(loc, n);
+  Value cols = b.create<arith::ConstantIndexOp>(loc, width);
+  Value limit = b.create<arith::ConstantIndexOp>(loc, rows);
+  // Rows repeat, so the accumulation is sequential over positions.
+  b.create<scf::ForOp>(
+      loc, zero, count, one, ValueRange{},
+      [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+        Value row = ob.create<arith::IndexCastOp>(
+            l, ob.getIndexType(),
+            ob.create<memref::LoadOp>(l, idx, ValueRange{i}));
+        Value inRange = ob.create<arith::AndIOp>(
+            l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, row, zero),
+            ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, row, limit));
+        ob.create<scf::IfOp>(l, inRange, [&](OpBuilder &ib, Location il) {
+          ib.create<scf::ForOp>(
+              il, zero, cols, one, ValueRange{},
+              [&](OpBuilder &jb, Location jl, Value j, ValueRange) {
+                Value acc =
+                    jb.create<memref::LoadOp>(jl, out, ValueRange{row, j});
+                Value g = jb.create<memref::LoadOp>(jl, grad, ValueRange{i, j});
+                jb.create<memref::StoreOp>(
+                    jl, jb.create<arith::AddFOp>(jl, acc, g), out,
+                    ValueRange{row, j});
+                jb.create<scf::YieldOp>(jl);
+              });
+          ib.create<scf::YieldOp>(il);
+        });
+        ob.create<scf::YieldOp>(l);
+      });
+  return success();
+}
+
+} // namespace
+
+void mlir::tfm::populateTrainingLowerings(OpLoweringSet &set) {
+  set.add<NextStepOp>(lowerNextStep);
+  set.add<DropoutOp>(lowerDropout);
+  set.add<EmbeddingGradOp>(lowerEmbeddingGrad);
+}

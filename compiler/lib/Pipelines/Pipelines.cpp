@@ -1,0 +1,167 @@
+//===- Pipelines.cpp - Fusion, training, and the stage builder ------------===//
+
+#include "tfm/Pipelines/Pipelines.h"
+#include "tfm/Transforms/Passes.h"
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/ErrorHandling.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+StringRef mlir::tfm::targetName(Target target) {
+  switch (target) {
+  case Target::CPU:
+    return "cpu";
+  case Target::CUDA:
+    return "cuda";
+  }
+  llvm_unreachable("unknown target");
+}
+
+StringRef mlir::tfm::computeTypeName(ComputeType type) {
+  switch (type) {
+  case ComputeType::F32:
+    return "f32";
+  case ComputeType::BF16:
+    return "bf16";
+  case ComputeType::F16:
+    return "f16";
+  }
+  llvm_unreachable("unknown compute type");
+}
+
+FailureOr<CompilerOptions>
+TfmPipelineOptions::toCompilerOptions(std::string &error) const {
+  CompilerOptions o;
+  o.target = target;
+  o.computeType = computeType;
+  o.remarks = remarks;
+  o.fuse = fuse;
+  if (train) {
+    TrainingOptions t;
+#define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
+  t.MEMBER = MEMBER;
+#define TFM_TRAINING_LIST_OPTION(TYPE, MEMBER, FLAG, DESCRIPTION)              \
+  t.MEMBER.assign(MEMBER.begin(), MEMBER.end());
+#include "tfm/Transforms/TrainingOptions.def"
+    if (failed(t.parseSchedule(error)))
+      return failure();
+    o.training = std::move(t);
+  }
+  return o;
+}
+
+void mlir::tfm::buildFusionPipeline(OpPassManager &pm, bool remarks) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(createCanonicalizerPass());
+  // Layer norms first: their recognition consumes the Mul/Add chains that
+  // the linear recognition would otherwise see as biases.
+  fn.addPass(createFuseResidualLayerNormPass({remarks}));
+  fn.addPass(createFuseQKVPass({remarks}));
+  fn.addPass(createFuseMaskedSoftmaxPass({remarks}));
+  fn.addPass(createFuseBiasActivationPass({remarks}));
+  fn.addPass(createCanonicalizerPass());
+  fn.addPass(createCSEPass());
+}
+
+void mlir::tfm::buildTrainingPipeline(OpPassManager &pm, bool remarks,
+                                      const TrainingOptions &training) {
+  // Before fusion, which folds what stays constant into the kernels.
+  pm.addPass(createPromoteConstantsPass());
+  buildFusionPipeline(pm, remarks);
+  pm.addPass(createAutodiffPass(training));
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(createCanonicalizerPass());
+  fn.addPass(createCSEPass());
+}
+
+LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
+                                              const CompilerOptions &options,
+                                              std::string &error) {
+  if (stage == Stage::tfm)
+    return success();
+  if (stage == Stage::fused) {
+    if (options.training)
+      buildTrainingPipeline(pm, options.remarks, *options.training);
+    else if (options.fuse)
+      buildFusionPipeline(pm, options.remarks);
+    return success();
+  }
+  if (options.target == Target::CUDA) {
+    error = "--target=cuda is not available in this build yet; it compiles "
+            "for cpu";
+    return failure();
+  }
+  if (stage == Stage::ptx) {
+    error = "--emit=ptx needs --target=cuda";
+    return failure();
+  }
+  if (options.computeType == ComputeType::F16) {
+    error = "the CPU target multiplies in f32 or bf16, not f16";
+    return failure();
+  }
+  buildCPUBufferPipeline(pm, options);
+  if (stage != Stage::linalg)
+    buildCPUToLLVMPipeline(pm);
+  return success();
+}
+
+namespace {
+/// Stands for a pipeline whose options were bad: a registered builder
+/// cannot fail, so the run fails here, with the reason.
+struct ReportPipelineErrorPass
+    : public PassWrapper<ReportPipelineErrorPass, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportPipelineErrorPass)
+  explicit ReportPipelineErrorPass(std::string message)
+      : message(std::move(message)) {}
+  StringRef getArgument() const override { return "tfm-pipeline-error"; }
+  void runOnOperation() override {
+    getOperation()->emitError(message);
+    signalPassFailure();
+  }
+  std::string message;
+};
+} // namespace
+
+void mlir::tfm::registerTfmPipelines() {
+  struct FusionOptions : public PassPipelineOptions<FusionOptions> {
+    Option<bool> remarks{*this, "remarks",
+                         llvm::cl::desc("Emit a remark for every fusion site"),
+                         llvm::cl::init(false)};
+  };
+  PassPipelineRegistration<FusionOptions>(
+      "tfm-fuse-transformer",
+      "Canonicalize and run every tfm fusion (QKV, masked softmax, residual "
+      "+ layer norm, bias + activation)",
+      [](OpPassManager &pm, const FusionOptions &o) {
+        buildFusionPipeline(pm, o.remarks);
+      });
+  auto build = [](OpPassManager &pm, const TfmPipelineOptions &o,
+                  std::optional<Target> target) {
+    std::string error;
+    FailureOr<CompilerOptions> options = o.toCompilerOptions(error);
+    if (succeeded(options) && target)
+      options->target = *target;
+    if (succeeded(options) &&
+        succeeded(buildPipelineToStage(pm, o.stage, *options, error)))
+      return;
+    pm.clear();
+    pm.addPass(std::make_unique<ReportPipelineErrorPass>(error));
+  };
+  PassPipelineRegistration<TfmPipelineOptions>(
+      "tfm-pipeline",
+      "tfm as imported to `stage` for `target`: what tfmc compile runs",
+      [build](OpPassManager &pm, const TfmPipelineOptions &o) {
+        build(pm, o, std::nullopt);
+      });
+  PassPipelineRegistration<TfmPipelineOptions>(
+      "tfm-cpu-pipeline",
+      "tfm-pipeline with target=cpu: fuse, plan memory, lower to oneDNN "
+      "kernel calls and linalg, then to the LLVM dialect",
+      [build](OpPassManager &pm, const TfmPipelineOptions &o) {
+        build(pm, o, Target::CPU);
+      });
+}
