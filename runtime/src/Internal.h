@@ -121,8 +121,11 @@ struct tfm_session_s {
   std::shared_ptr<tfm::runtime::cpu::Device> device;
   std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
   std::unique_ptr<tfm::runtime::Profile> profile;
-  // Why the last failed kernel call failed, for the run's status.
-  std::string kernelError;
+  // Why the run failed (a kernel's exception, a failed check), for its
+  // status.
+  std::string failure;
+  // The entry being run, for messages about its inputs.
+  const tfm_abi_entry_t *running = nullptr;
   ~tfm_session_s();
 
   /// The state slot of `kind` named `name`, or null.

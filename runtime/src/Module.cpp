@@ -114,6 +114,16 @@ tfm_status_t validateModel(const std::string &path,
                         "outside the state or the weights",
                         path, i, st.tensor.name);
   }
+  if (m->num_checks < 0 || (m->num_checks > 0 && !m->checks))
+    return makeStatus(TFM_STATUS_DATA_LOSS,
+                      "'{}': corrupt metadata: {} checks", path,
+                      m->num_checks);
+  for (int32_t i = 0; i < m->num_checks; ++i) {
+    const tfm_abi_check_desc_t &c = m->checks[i];
+    if (!c.op || !c.tensor || c.input < -1 || c.lower > c.upper)
+      return makeStatus(TFM_STATUS_DATA_LOSS,
+                        "'{}': corrupt metadata: check {}", path, i);
+  }
   return nullptr;
 }
 

@@ -43,6 +43,10 @@ const tfm_abi_state_desc_t *tfm_session_s::findState(const char *name,
 
 namespace {
 
+/// What compiled code returns when run_kernel or check_failed fails.
+constexpr int32_t kKernelFailed = -2;
+constexpr int32_t kCheckFailed = -3;
+
 std::string shapeString(const int64_t *dims, size_t rank) {
   std::string s = "[";
   for (size_t i = 0; i < rank; ++i)
@@ -100,14 +104,44 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
     session->profile->kernelCalls[index]++;
     return rc;
   } catch (const std::exception &e) {
-    session->kernelError = fmt::format("kernel {} ({}): {}", index,
-                                       kernelName(session->module->model->kernels[index].kind),
-                                       e.what());
-    return -2; // reported by tfm_session_run as an internal error
+    session->failure = fmt::format("kernel {} ({}): {}", index,
+                                   kernelName(session->module->model->kernels[index].kind),
+                                   e.what());
+    return kKernelFailed;
   } catch (...) {
-    session->kernelError = fmt::format("kernel {} failed", index);
-    return -2;
+    session->failure = fmt::format("kernel {} failed", index);
+    return kKernelFailed;
   }
+}
+
+/// The check entry point compiled code calls through tfm_abi_host_t: an
+/// index it was about to read is out of range.
+int32_t checkFailed(const tfm_abi_host_t *host, int32_t check,
+                    int64_t position, int64_t value) {
+  auto *session = static_cast<tfm_session_s *>(host->session);
+  const tfm_abi_model_t *m = session->module->model;
+  if (check < 0 || check >= m->num_checks) {
+    session->failure = fmt::format("an unknown check {} failed", check);
+    return kCheckFailed;
+  }
+  const tfm_abi_check_desc_t &c = m->checks[check];
+  // The position as a multi-index when the indices are an entry input.
+  std::string where = fmt::format("at position {}", position);
+  const tfm_abi_entry_t *e = session->running;
+  if (e && c.input >= 0 && c.input < e->num_inputs) {
+    const tfm_abi_tensor_desc_t &d = e->inputs[c.input];
+    std::vector<int64_t> index(static_cast<size_t>(d.rank));
+    int64_t rest = position;
+    for (int32_t i = d.rank - 1; i >= 0; --i) {
+      index[i] = d.dims[i] ? rest % d.dims[i] : 0;
+      rest = d.dims[i] ? rest / d.dims[i] : 0;
+    }
+    where = "at " + shapeString(index.data(), index.size());
+  }
+  session->failure =
+      fmt::format("{} holds {} {}, outside [{}, {}) that {} reads", c.tensor,
+                  value, where, c.lower, c.upper, c.op);
+  return kCheckFailed;
 }
 
 void printProfile(const tfm_session_s &s) {
@@ -274,6 +308,8 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     host.run_kernel = runKernel;
     host.session = session;
     host.state = session->state.ptr.get();
+    host.check_failed = checkFailed;
+    session->running = e;
     tfm::runtime::cpu::setThreads(module->context->numThreads);
     auto start = Clock::now();
     int32_t rc = e->fn(&host, in.data(), out.data());
@@ -283,9 +319,13 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
               .count();
       session->profile->runs++;
     }
+    session->running = nullptr;
     if (rc != 0) {
       releaseAll();
-      std::string why = std::exchange(session->kernelError, std::string());
+      std::string why = std::exchange(session->failure, std::string());
+      if (rc == kCheckFailed)
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT, "entry '{}': {}", entry,
+                          why);
       return makeStatus(TFM_STATUS_INTERNAL,
                         "entry '{}' of '{}' failed with code {}{}{}", entry,
                         module->path, rc, why.empty() ? "" : ": ", why);

@@ -1,6 +1,7 @@
 //===- CPUPipeline.cpp - The CPU target's passes ---------------------------===//
 
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Transforms/Passes.h"
 
@@ -26,12 +27,14 @@ void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
     buildTrainingPipeline(pm, options.remarks, *options.training);
   else if (options.fuse)
     buildFusionPipeline(pm, options.remarks);
-  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
+  registerCPUTarget();
+  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cpu"}));
   pm.addPass(createLowerToCPUPass(
       {/*bf16=*/options.computeType == ComputeType::BF16}));
 }
 
 void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createLowerKernelCallsPass());
   // Glue becomes loop nests here; LLVM's loop vectorizer, run on the
   // emitted module, turns their contiguous inner loops into vector code.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());

@@ -9,6 +9,7 @@
 
 #include "tfm/Target/Artifact.h"
 #include "tfm/Target/Symbols.h"
+#include "tfm/IR/TfmOps.h"
 
 #include "tfm/abi.h"
 
@@ -157,24 +158,19 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     return module.emitError("no weights layout: run tfm-lower-to-cpu first");
   uint64_t weightsBytes = bytesAttr.getInt();
   auto stateSlots = module->getAttrOfType<ArrayAttr>("tfm.states");
+  auto checks = module->getAttrOfType<ArrayAttr>("tfm.checks");
   uint64_t stateBytes = 0;
   if (auto bytes = module->getAttrOfType<IntegerAttr>("tfm.state_bytes"))
     stateBytes = bytes.getInt();
-  // Entry signatures, checked before the attributes go.
-  for (Attribute a : entries) {
-    auto e = cast<DictionaryAttr>(a);
-    for (StringRef key : {"inputs", "outputs"})
-      for (Attribute t : e.getAs<ArrayAttr>(key)) {
-        auto d = cast<DictionaryAttr>(t);
-        auto type = cast<RankedTensorType>(d.getAs<TypeAttr>("type").getValue());
-        if (!dtypeOf(type.getElementType()))
+  // The dialect verified the tables' element types; the ABI takes fewer
+  // element types than the dialect, so check those before the tables go.
+  for (auto e : entries.getAsRange<EntryAttr>())
+    for (ArrayAttr list : {e.getInputs(), e.getOutputs()})
+      for (auto d : list.getAsRange<TensorDescAttr>())
+        if (!dtypeOf(d.getType().getElementType()))
           return module.emitError("entry '")
-                 << e.getAs<StringAttr>("name").getValue() << "': "
-                 << key.drop_back() << " '"
-                 << d.getAs<StringAttr>("name").getValue() << "' has type "
-                 << type << ", which the model ABI cannot carry";
-      }
-  }
+                 << e.getName() << "': '" << d.getName() << "' has type "
+                 << d.getType() << ", which the model ABI cannot carry";
   SmallVector<NamedAttribute> keep;
   for (NamedAttribute a : module->getAttrs())
     if (!a.getName().getValue().starts_with("tfm."))
@@ -229,12 +225,19 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   };
   using Host = tfm_abi_host_t;
   auto *hostTy = abiStruct(
-      "tfm_abi_host_t", {i32, ptr, ptr, ptr, ptr, ptr}, sizeof(Host),
+      "tfm_abi_host_t", {i32, ptr, ptr, ptr, ptr, ptr, ptr}, sizeof(Host),
       {offsetof(Host, struct_size), offsetof(Host, arena),
        offsetof(Host, weights), offsetof(Host, run_kernel),
-       offsetof(Host, session), offsetof(Host, state)});
+       offsetof(Host, session), offsetof(Host, state),
+       offsetof(Host, check_failed)});
   // Field numbers of tfm_abi_host_t that the generated code loads.
-  enum { kHostArena = 1, kHostWeights = 2, kHostRunKernel = 3, kHostState = 5 };
+  enum {
+    kHostArena = 1,
+    kHostWeights = 2,
+    kHostRunKernel = 3,
+    kHostState = 5,
+    kHostCheckFailed = 6
+  };
   using Tensor = tfm_abi_tensor_desc_t;
   auto *tensorTy = abiStruct(
       "tfm_abi_tensor_desc_t", {ptr, i32, i32, ptr}, sizeof(Tensor),
@@ -267,10 +270,16 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
       "tfm_abi_state_desc_t", {tensorTy, i32, i64, i64}, sizeof(State),
       {offsetof(State, tensor), offsetof(State, kind), offsetof(State, offset),
        offsetof(State, init_offset)});
+  using Check = tfm_abi_check_desc_t;
+  auto *checkTy = abiStruct(
+      "tfm_abi_check_desc_t", {ptr, ptr, i32, i64, i64}, sizeof(Check),
+      {offsetof(Check, op), offsetof(Check, tensor), offsetof(Check, input),
+       offsetof(Check, lower), offsetof(Check, upper)});
   using Model = tfm_abi_model_t;
   auto *modelTy = abiStruct(
       "tfm_abi_model_t",
-      {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr},
+      {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr, i32,
+       ptr},
       sizeof(Model),
       {offsetof(Model, abi_version), offsetof(Model, struct_size),
        offsetof(Model, producer), offsetof(Model, num_entries),
@@ -278,7 +287,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Model, weights_bytes), offsetof(Model, external_weights),
        offsetof(Model, num_kernels), offsetof(Model, kernels),
        offsetof(Model, state_bytes), offsetof(Model, num_states),
-       offsetof(Model, states)});
+       offsetof(Model, states), offsetof(Model, num_checks),
+       offsetof(Model, checks)});
   if (!layoutError.empty())
     return module.emitError(layoutError);
 
@@ -293,19 +303,39 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     auto *fnTy = llvm::FunctionType::get(i32, {ptr, i32, ptr}, false);
     b.CreateRet(b.CreateCall(fnTy, fn, {host, rk->getArg(1), rk->getArg(2)}));
   }
+  // host->check_failed(host, check, position, value), for the checks.
+  if (llvm::Function *cf = m->getFunction(kCheckFailedSymbol);
+      cf && cf->isDeclaration()) {
+    cf->setLinkage(llvm::GlobalValue::InternalLinkage);
+    auto *bb = llvm::BasicBlock::Create(c, "entry", cf);
+    llvm::IRBuilder<> b(bb);
+    llvm::Value *host = cf->getArg(0);
+    llvm::Value *fn = b.CreateLoad(
+        ptr, b.CreateStructGEP(hostTy, host, kHostCheckFailed), "check_failed");
+    auto *fnTy = llvm::FunctionType::get(i32, {ptr, i32, i64, i64}, false);
+    b.CreateRet(b.CreateCall(
+        fnTy, fn, {host, cf->getArg(1), cf->getArg(2), cf->getArg(3)}));
+  }
+
+  auto tensorDesc = [&](StringRef name, RankedTensorType type) {
+    SmallVector<llvm::Constant *> dims;
+    for (int64_t dim : type.getShape())
+      dims.push_back(i64c(dim));
+    return llvm::ConstantStruct::get(
+        tensorTy, {cstring(*m, name), i32c(*dtypeOf(type.getElementType())),
+                   i32c(type.getRank()),
+                   constantArray(*m, i64, dims, ".tfm.dims")});
+  };
 
   // Entries: an ABI wrapper over each lowered function, and its descriptors.
   SmallVector<llvm::Constant *> entryValues;
-  for (Attribute a : entries) {
-    auto e = cast<DictionaryAttr>(a);
-    StringRef name = e.getAs<StringAttr>("name").getValue();
-    llvm::Function *impl =
-        m->getFunction(e.getAs<StringAttr>("symbol").getValue());
+  for (auto e : entries.getAsRange<EntryAttr>()) {
+    StringRef name = e.getName();
+    llvm::Function *impl = m->getFunction(e.getSymbol().getValue());
     if (!impl)
       return module.emitError("entry '") << name << "' has no code";
     impl->setLinkage(llvm::GlobalValue::InternalLinkage);
-    auto inputs = e.getAs<ArrayAttr>("inputs");
-    auto outputs = e.getAs<ArrayAttr>("outputs");
+    ArrayAttr inputs = e.getInputs(), outputs = e.getOutputs();
 
     auto *wrapTy = llvm::FunctionType::get(i32, {ptr, ptr, ptr}, false);
     auto *wrap = llvm::Function::Create(
@@ -329,49 +359,35 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
 
     auto describe = [&](ArrayAttr list, StringRef what) {
       SmallVector<llvm::Constant *> descs;
-      for (auto [i, t] : llvm::enumerate(list)) {
-        auto d = cast<DictionaryAttr>(t);
-        auto type = cast<RankedTensorType>(d.getAs<TypeAttr>("type").getValue());
-        SmallVector<llvm::Constant *> dims;
-        for (int64_t dim : type.getShape())
-          dims.push_back(i64c(dim));
-        descs.push_back(llvm::ConstantStruct::get(
-            tensorTy,
-            {cstring(*m, d.getAs<StringAttr>("name").getValue()),
-             i32c(*dtypeOf(type.getElementType())), i32c(type.getRank()),
-             constantArray(*m, i64, dims, ".tfm.dims")}));
-      }
+      for (auto d : list.getAsRange<TensorDescAttr>())
+        descs.push_back(tensorDesc(d.getName(), d.getType()));
       return constantArray(*m, tensorTy, descs, (".tfm." + what).str());
     };
     entryValues.push_back(llvm::ConstantStruct::get(
         entryTy,
         {cstring(*m, name), i32c(inputs.size()), describe(inputs, "inputs"),
          i32c(outputs.size()), describe(outputs, "outputs"),
-         i64c(e.getAs<IntegerAttr>("arena_bytes").getInt()), wrap}));
+         i64c(e.getArenaBytes()), wrap}));
   }
 
   SmallVector<llvm::Constant *> kernelValues;
-  for (Attribute a : kernels) {
-    auto k = cast<DictionaryAttr>(a);
+  for (auto k : kernels.getAsRange<KernelAttr>()) {
     SmallVector<llvm::Constant *> params, fparams, strides;
-    for (int64_t p : k.getAs<DenseI64ArrayAttr>("params").asArrayRef())
+    for (int64_t p : k.getParams().asArrayRef())
       params.push_back(i64c(p));
-    if (auto st = k.getAs<DenseI64ArrayAttr>("strides"))
-      for (int64_t v : st.asArrayRef())
+    if (k.getStrides())
+      for (int64_t v : k.getStrides().asArrayRef())
         strides.push_back(i64c(v));
-    for (double f : k.getAs<DenseF64ArrayAttr>("fparams").asArrayRef())
-      fparams.push_back(llvm::ConstantFP::get(f64, f));
-    if (params.size() > TFM_KERNEL_MAX_PARAMS ||
-        fparams.size() > TFM_KERNEL_MAX_FPARAMS ||
-        strides.size() > TFM_KERNEL_MAX_STRIDES)
-      return module.emitError("internal error: kernel descriptor ")
-             << kernelValues.size() << " does not fit tfm/abi.h";
+    if (k.getFparams())
+      for (double f : k.getFparams().asArrayRef())
+        fparams.push_back(llvm::ConstantFP::get(f64, f));
+    // The dialect's verifier keeps the arrays within the ABI's sizes.
     params.resize(TFM_KERNEL_MAX_PARAMS, i64c(0));
     fparams.resize(TFM_KERNEL_MAX_FPARAMS, llvm::ConstantFP::get(f64, 0.0));
     strides.resize(TFM_KERNEL_MAX_STRIDES, i64c(0));
     kernelValues.push_back(llvm::ConstantStruct::get(
-        kernelTy, {i32c(k.getAs<IntegerAttr>("kind").getInt()),
-                   i32c(k.getAs<IntegerAttr>("dtype").getInt()),
+        kernelTy, {i32c(static_cast<int32_t>(k.getKind())),
+                   i32c(*dtypeOf(k.getDtype())),
                    llvm::ConstantArray::get(paramsTy, params),
                    llvm::ConstantArray::get(fparamsTy, fparams),
                    llvm::ConstantArray::get(stridesTy, strides)}));
@@ -380,21 +396,20 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   // The session state's slots.
   SmallVector<llvm::Constant *> stateValues;
   if (stateSlots)
-    for (Attribute a : stateSlots) {
-      auto d = cast<DictionaryAttr>(a);
-      auto type = cast<RankedTensorType>(d.getAs<TypeAttr>("type").getValue());
-      SmallVector<llvm::Constant *> dims;
-      for (int64_t dim : type.getShape())
-        dims.push_back(i64c(dim));
-      llvm::Constant *tensor = llvm::ConstantStruct::get(
-          tensorTy, {cstring(*m, d.getAs<StringAttr>("name").getValue()),
-                     i32c(*dtypeOf(type.getElementType())), i32c(type.getRank()),
-                     constantArray(*m, i64, dims, ".tfm.dims")});
+    for (auto d : stateSlots.getAsRange<StateSlotAttr>())
       stateValues.push_back(llvm::ConstantStruct::get(
-          stateTy, {tensor, i32c(d.getAs<IntegerAttr>("kind").getInt()),
-                    i64c(d.getAs<IntegerAttr>("offset").getInt()),
-                    i64c(d.getAs<IntegerAttr>("init_offset").getInt())}));
-    }
+          stateTy, {tensorDesc(d.getName(), d.getType()),
+                    i32c(static_cast<int32_t>(d.getKind())),
+                    i64c(d.getOffset()), i64c(d.getInitOffset())}));
+
+  // The run-time checks.
+  SmallVector<llvm::Constant *> checkValues;
+  if (checks)
+    for (auto ch : checks.getAsRange<IndexCheckAttr>())
+      checkValues.push_back(llvm::ConstantStruct::get(
+          checkTy, {cstring(*m, ch.getOp()), cstring(*m, ch.getTensor()),
+                    i32c(ch.getInput()), i64c(ch.getLower()),
+                    i64c(ch.getUpper())}));
 
   // Embedded weights live in an object of their own (writeWeightsObject):
   // kept out of this module, they cost the optimizer nothing.
@@ -421,7 +436,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            i64c(weightsBytes), external, i32c(kernelValues.size()),
            constantArray(*m, kernelTy, kernelValues, ".tfm.kernels"),
            i64c(stateBytes), i32c(stateValues.size()),
-           constantArray(*m, stateTy, stateValues, ".tfm.states")}),
+           constantArray(*m, stateTy, stateValues, ".tfm.states"),
+           i32c(checkValues.size()),
+           constantArray(*m, checkTy, checkValues, ".tfm.checks")}),
       ".tfm.model");
 
   // The one exported symbol.

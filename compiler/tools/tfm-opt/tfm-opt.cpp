@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Pipelines/Pipelines.h"
@@ -34,6 +35,7 @@ int main(int argc, char **argv) {
   mlir::tfm::registerTfmPasses();
   mlir::tfm::registerTfmConversionPasses();
   mlir::tfm::registerTfmPipelines();
+  mlir::tfm::registerCPUTarget();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, mlir::affine::AffineDialect,

@@ -12,6 +12,8 @@
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/Common/BufferAssignment.h"
+#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Transforms/Autodiff.h"
 #include "tfm/Transforms/Passes.h"
 
@@ -380,24 +382,6 @@ struct FusionSite {
   bool fused;
 };
 
-/// "node 'N' (OpType)" for imported ops, "file:line:col" for parsed ones.
-std::string describeLocation(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc)) {
-    std::string s = "node '" + name.getName().str() + "'";
-    if (auto op = dyn_cast<NameLoc>(name.getChildLoc()))
-      s += " (" + op.getName().str() + ")";
-    return s;
-  }
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().str() + ":" + Twine(file.getLine()) + ":" +
-            Twine(file.getColumn()))
-        .str();
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << loc;
-  return os.str();
-}
-
 void printFusionReport(llvm::raw_ostream &os, ArrayRef<FusionSite> sites,
                        bool json) {
   static const char *const kinds[] = {"qkv", "masked-softmax",
@@ -476,7 +460,7 @@ int runCompile(MLIRContext &context) {
         return failure();
       auto [flag, rest] = msg.split(": ");
       FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
-                      describeLocation(d.getLocation()), "", rest == "fused"};
+                      mlir::tfm::describeLocation(d.getLocation()), "", rest == "fused"};
       if (!site.fused)
         site.reason = rest.drop_front(strlen("missed: ")).str();
       sites.push_back(std::move(site));
@@ -772,6 +756,7 @@ int main(int argc, char **argv) {
                   math::MathDialect>();
   mlir::tfm::registerGradientExternalModels(registry);
   mlir::tfm::registerTfmConversionPasses();
+  mlir::tfm::registerCPUTarget();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // Errors name the op at fault; a dump of it (often a whole function)

@@ -20,6 +20,7 @@ void TfmDialect::initialize() {
 #define GET_OP_LIST
 #include "tfm/IR/TfmOps.cpp.inc"
       >();
+  registerAttributes();
 }
 
 LogicalResult mlir::tfm::OpTrait::verifyStaticShapes(Operation *op) {

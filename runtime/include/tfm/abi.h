@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define TFM_ABI_VERSION 3u
+#define TFM_ABI_VERSION 4u
 
 /* The symbol a model library exports: const tfm_abi_model_t *tfm_model_v1(void).
  * The name stays across versions; abi_version tells them apart. */
@@ -162,6 +162,23 @@ typedef struct tfm_abi_state_desc_t {
   int64_t init_offset;          /* in the weights; -1 for zeros */
 } tfm_abi_state_desc_t;
 
+/* A check compiled code makes at run time (since version 4): the indices an
+ * op reads (token ids into an embedding, a gather's indices, labels of a
+ * loss) lie in [lower, upper). */
+typedef struct tfm_abi_check_desc_t {
+  const char *op;     /* where the op came from: "node 'Gather_3' (Gather)" */
+  const char *tensor; /* what holds the indices: "input 'input_ids'", ... */
+  int32_t input;      /* the entry input the indices are, or -1 */
+  int64_t lower, upper;
+} tfm_abi_check_desc_t;
+
+/* Called by compiled code when check `check` fails: the element at flat
+ * position `position` of the indices holds `value`. Returns the status the
+ * entry then returns. */
+typedef int32_t (*tfm_abi_check_failed_fn_t)(const struct tfm_abi_host_t *host,
+                                             int32_t check, int64_t position,
+                                             int64_t value);
+
 /* What the runtime hands to compiled code. */
 typedef struct tfm_abi_host_t {
   uint32_t struct_size;
@@ -174,11 +191,14 @@ typedef struct tfm_abi_host_t {
   void *session;
   /* The session's state (since version 3). */
   void *state;
+  /* Reports a failed run-time check (since version 4). */
+  tfm_abi_check_failed_fn_t check_failed;
 } tfm_abi_host_t;
 
 /* An entry point. `inputs` and `outputs` hold dense row-major buffers in the
- * order of the descriptors. Returns 0 on success; any other value is an
- * internal error of the compiled code. */
+ * order of the descriptors. Returns 0 on success; otherwise it stops at the
+ * first failure and returns its status: what run_kernel or check_failed
+ * returned. */
 typedef int32_t (*tfm_abi_entry_fn_t)(const tfm_abi_host_t *host,
                                       const void *const *inputs,
                                       void *const *outputs);
@@ -208,6 +228,9 @@ typedef struct tfm_abi_model_t {
   uint64_t state_bytes;
   int32_t num_states;
   const tfm_abi_state_desc_t *states;
+  /* Since version 4. */
+  int32_t num_checks;
+  const tfm_abi_check_desc_t *checks;
 } tfm_abi_model_t;
 
 typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);

@@ -600,3 +600,89 @@ func.func @layer_norm_grad_grad(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %dy: ten
   %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %dy : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %dx : tensor<2x8xf32>
 }
+
+// -----
+
+// Tests that a kernel descriptor longer than the ABI's is refused.
+func.func @kernel_too_many_params(%host: !llvm.ptr, %x: memref<4xf32>) -> i32 {
+  // expected-error@+1 {{kernel sgd has more params, fparams or strides than tfm/abi.h holds (8, 2, 12)}}
+  %rc = tfm.kernel_call %host, <kind = sgd, dtype = f32, params = [1, 2, 3, 4, 5, 6, 7, 8, 9]>(%x) : !llvm.ptr, memref<4xf32>
+  return %rc : i32
+}
+
+// -----
+
+// Tests that only LINEAR computes in bf16.
+func.func @kernel_bf16(%host: !llvm.ptr, %x: memref<4xf32>) -> i32 {
+  // expected-error@+1 {{kernel sgd computes in f32, not 'bf16'}}
+  %rc = tfm.kernel_call %host, <kind = sgd, dtype = bf16, params = [4]>(%x) : !llvm.ptr, memref<4xf32>
+  return %rc : i32
+}
+
+// -----
+
+// Tests that kernels take dense buffers.
+func.func @kernel_strided(%host: !llvm.ptr, %x: memref<4xf32, strided<[2]>>) -> i32 {
+  // expected-error@+1 {{buffer 0 of type 'memref<4xf32, strided<[2]>>' is not dense; kernels take dense buffers (strides go in the descriptor)}}
+  %rc = tfm.kernel_call %host, <kind = sgd, dtype = f32, params = [4]>(%x) : !llvm.ptr, memref<4xf32, strided<[2]>>
+  return %rc : i32
+}
+
+// -----
+
+// Tests that argument slots increase and fit the ABI.
+func.func @kernel_slots(%host: !llvm.ptr, %x: memref<4xf32>) -> i32 {
+  // expected-error@+1 {{slots must increase and stay below 8; slot 9 of buffer 0 does not}}
+  %rc = tfm.kernel_call %host, <kind = sgd, dtype = f32, params = [4]>(%x) {slots = array<i64: 9>} : !llvm.ptr, memref<4xf32>
+  return %rc : i32
+}
+
+// -----
+
+// Tests that a plan has one entry per result.
+func.func @plan_length(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'tfm.plan' has 2 entries for 1 results}}
+  %y = tfm.relu %x {tfm.plan = [#tfm.inline, #tfm.inline]} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a view names an operand the op has.
+func.func @plan_view_operand(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{result #0 is a view of operand 3, which the op does not have}}
+  %y = tfm.relu %x {tfm.plan = [#tfm.view<operand = 3, offset = 0, strides = [1]>]} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a view names exactly one source.
+func.func @plan_view_source(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{a view names exactly one operand or one result}}
+  %y = tfm.relu %x {tfm.plan = [#tfm.view<offset = 0, strides = [1]>]} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that arena offsets keep the ABI's alignment.
+func.func @plan_alignment(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{arena offset 4 is not a non-negative multiple of 64}}
+  %y = tfm.relu %x {tfm.plan = [#tfm.arena<offset = 4>]} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that the module's tables hold their typed attributes.
+// expected-error@+1 {{'tfm.kernels' holds 3 : i64, which is not #tfm.kernel}}
+module attributes {tfm.kernels = [3]} {
+}
+
+// -----
+
+// Tests that only a parameter starts from the weights.
+// expected-error@+1 {{state slot 'm': only a parameter starts from the weights}}
+module attributes {tfm.states = [#tfm.state_slot<name = "m", kind = adam_m, type = tensor<4xf32>, offset = 0, init_offset = 0>]} {
+}

@@ -230,3 +230,34 @@ func.func @training(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x16xf32>, %ids: tenso
   tfm.adam_update "ln.weight", %dw, %t {lr = 1.0e-03 : f64} : tensor<16xf32>
   return %dx, %dw, %db, %dl, %de : tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<100x16xf32>
 }
+
+// Tests that the memory plan's attributes round-trip on the ops that carry
+// them, and the module's typed tables.
+// CHECK: module attributes {tfm.checks = [#tfm.index_check<op = "node 'g' (Gather)", tensor = "input 'ids'", input = 0, lower = -8, upper = 8>], tfm.entries = [#tfm.entry<name = "infer", symbol = @__tfm_entry_infer, inputs = [#tfm.tensor_desc<name = "x", type = tensor<4xf32>>], outputs = [], arena_bytes = 64>], tfm.kernels = [#tfm.kernel<kind = linear, dtype = bf16, params = [6, 8, 4, 1, 2, 0, 1]>], tfm.states = [#tfm.state_slot<name = "w", kind = parameter, type = tensor<4xf32>, offset = 0, init_offset = 64>, #tfm.state_slot<name = "step", kind = step, type = tensor<i64>, offset = 64>]}
+module attributes {
+  tfm.checks = [#tfm.index_check<op = "node 'g' (Gather)", tensor = "input 'ids'", input = 0, lower = -8, upper = 8>],
+  tfm.entries = [#tfm.entry<name = "infer", symbol = @__tfm_entry_infer, inputs = [#tfm.tensor_desc<name = "x", type = tensor<4xf32>>], outputs = [], arena_bytes = 64>],
+  tfm.kernels = [#tfm.kernel<kind = linear, dtype = bf16, params = [6, 8, 4, 1, 2, 0, 1]>],
+  tfm.states = [#tfm.state_slot<name = "w", kind = parameter, type = tensor<4xf32>, offset = 0, init_offset = 64>,
+                #tfm.state_slot<name = "step", kind = step, type = tensor<i64>, offset = 64>]} {
+  // CHECK-LABEL: func.func @planned
+  func.func @planned(%x: tensor<4x4xf32>) -> tensor<16xf32> {
+    // CHECK: tfm.relu %{{.+}} {tfm.plan = [#tfm.arena<offset = 64, bytes = 128, strides = [1, 4], reuses = 0>]}
+    %a = tfm.relu %x {tfm.plan = [#tfm.arena<offset = 64, bytes = 128, strides = [1, 4], reuses = 0>]} : tensor<4x4xf32>
+    // CHECK: tfm.reshape %{{.+}} {tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [1]>]}
+    %b = tfm.reshape %a {tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [1]>]} : tensor<4x4xf32> -> tensor<16xf32>
+    // CHECK: tfm.compare gt, {{.*}}{tfm.plan = [#tfm.inline]}
+    %c = tfm.compare gt, %b, %b {tfm.plan = [#tfm.inline]} : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xi1>
+    // CHECK: tfm.select {{.*}}{tfm.plan = [#tfm.output<index = 0>]}
+    %d = tfm.select %c, %b, %b {tfm.plan = [#tfm.output<index = 0>]} : (tensor<16xi1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    return %d : tensor<16xf32>
+  }
+
+  // Tests that a kernel call round-trips with absent arguments and offsets.
+  // CHECK-LABEL: func.func @kernel_call
+  func.func @kernel_call(%host: !llvm.ptr, %x: memref<6x8xf32>, %w: memref<8x8xf32>, %y: memref<6x4xf32>) -> i32 {
+    // CHECK: %{{.+}} = tfm.kernel_call %{{.+}}, <kind = linear, dtype = f32, params = [6, 8, 4, 0, 1, 0, 1]>(%{{.+}}, %{{.+}}, %{{.+}}) {offsets = array<i64: 0, 32, 0>, slots = array<i64: 0, 1, 4>} : !llvm.ptr, memref<6x8xf32>, memref<8x8xf32>, memref<6x4xf32>
+    %rc = tfm.kernel_call %host, <kind = linear, dtype = f32, params = [6, 8, 4, 0, 1, 0, 1]>(%x, %w, %y) {slots = array<i64: 0, 1, 4>, offsets = array<i64: 0, 32, 0>} : !llvm.ptr, memref<6x8xf32>, memref<8x8xf32>, memref<6x4xf32>
+    return %rc : i32
+  }
+}

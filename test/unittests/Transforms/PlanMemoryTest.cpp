@@ -13,7 +13,7 @@
 
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmOps.h"
-#include "tfm/Transforms/CPUFolding.h"
+#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Transforms/Passes.h"
 
@@ -27,85 +27,78 @@ using namespace mlir;
 
 namespace {
 
+/// A tensor with storage of its own in the arena, as the plan records it.
 struct Planned {
   Value value;
   int64_t def, last, offset, bytes;
+  /// The storage it overwrites in place (the root of the operand the plan
+  /// names), or null.
+  Value reuses;
 };
 
-/// The value whose storage `v` is in the CPU lowering.
-Value storageRoot(Value v) {
-  while (true) {
-    if (auto r = v.getDefiningOp<tfm::ReshapeOp>();
-        r && tfm::reshapeKeepsView(r)) {
-      v = r.getInput();
-      continue;
-    }
-    if (auto t = v.getDefiningOp<tfm::TransposeOp>();
-        t && (tfm::foldsIntoMatmulOperand(t) || tfm::movesOnlyUnitDims(t))) {
-      v = t.getInput();
-      continue;
-    }
-    if (auto q = v.getDefiningOp<tfm::QKVProjectionOp>();
-        q && tfm::isPackedQKV(q) && v != q.getResult(0)) {
-      v = q.getResult(0);
-      continue;
-    }
-    // A matmul that writes its transposed result directly has no storage
-    // of its own.
-    if (auto m = v.getDefiningOp<tfm::MatmulOp>(); m && m->hasOneUse())
-      if (auto t = dyn_cast<tfm::TransposeOp>(*m->getUsers().begin());
-          t && tfm::foldsIntoMatmulResult(t)) {
-        v = t.getResult();
-        continue;
-      }
-    return v;
-  }
+int64_t bytesOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * (bits == 1 ? 8 : bits) / 8;
 }
 
-int64_t storageBytes(Value v) {
-  auto bytes = [](Value r) {
-    auto t = cast<RankedTensorType>(r.getType());
-    return t.getNumElements() * t.getElementTypeBitWidth() / 8;
-  };
-  if (auto q = v.getDefiningOp<tfm::QKVProjectionOp>(); q && tfm::isPackedQKV(q)) {
-    int64_t total = 0;
-    for (Value r : q.getResults())
-      total += bytes(r);
-    return total;
-  }
-  return bytes(v);
-}
-
+/// Checks the plan of `fn` from its attributes alone: every view lies inside
+/// the storage it reads, no two buffers overlap while both are alive (but
+/// for an op writing in place over an operand that dies there), and the
+/// arena is close to the most bytes alive at once.
 void checkPlan(func::FuncOp fn) {
   Block &block = fn.getBody().front();
   DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(block))
     index[&op] = i;
-  // One entry per storage: written from its first definition (a matmul
-  // writing a folded transpose writes it at the matmul) to the last use of
-  // any view of it.
+  // The arena tensor whose storage each tensor's elements lie in.
+  DenseMap<Value, Value> rootOf;
   llvm::MapVector<Value, Planned> storage;
+  auto lastUse = [&](Value v) {
+    int64_t last = index[v.getDefiningOp()];
+    for (Operation *u : v.getUsers()) {
+      last = std::max(last, index[u]);
+      // A compare computed inside its selects reads its operands there.
+      if (u->getNumResults() == 1 &&
+          isa_and_nonnull<tfm::InlineAttr>(tfm::getPlannedBuffer(u, 0)))
+        for (Operation *sel : u->getUsers())
+          last = std::max(last, index[sel]);
+    }
+    return last;
+  };
   for (Operation &op : block) {
-    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("tfm.arena_offsets");
-    if (!offsets)
+    auto plan = op.getAttrOfType<ArrayAttr>(tfm::kPlanAttrName);
+    if (!plan)
       continue;
-    for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
-      if (off < 0)
-        continue;
-      Value root = storageRoot(r);
-      int64_t def = index[&op], last = index[&op];
-      if (auto t = r.getDefiningOp<tfm::TransposeOp>();
-          t && tfm::foldsIntoMatmulResult(t))
-        def = index[t.getInput().getDefiningOp()];
-      for (Operation *u : r.getUsers())
-        last = std::max(last, index[u]);
-      auto [it, fresh] = storage.try_emplace(
-          root, Planned{root, def, last, off, storageBytes(root)});
-      if (!fresh) {
-        if (root == r)
-          it->second.offset = off;
-        it->second.def = std::min(it->second.def, def);
-        it->second.last = std::max(it->second.last, last);
+    for (auto [r, a] : llvm::zip(op.getResults(), plan)) {
+      if (auto arena = dyn_cast<tfm::ArenaAttr>(a)) {
+        Planned p{r, index[&op], lastUse(r), arena.getOffset(),
+                  std::max(arena.getBytes(), bytesOf(r)), Value()};
+        if (arena.getReuses() >= 0) {
+          Value operand = op.getOperand(arena.getReuses());
+          p.reuses = rootOf.lookup(operand);
+          EXPECT_TRUE(p.reuses) << "in place over an operand outside the arena";
+          EXPECT_EQ(storage.lookup(p.reuses).offset, p.offset);
+        }
+        storage[r] = p;
+        rootOf[r] = r;
+      } else if (auto view = dyn_cast<tfm::ViewAttr>(a)) {
+        Value source = view.getOperand() >= 0 ? op.getOperand(view.getOperand())
+                                              : op.getResult(view.getResult());
+        Value root = rootOf.lookup(source);
+        if (!root)
+          continue; // a view of an input, a constant or an output
+        rootOf[r] = root;
+        Planned &p = storage[root];
+        p.last = std::max(p.last, lastUse(r));
+        // The view lies inside the storage it reads.
+        auto type = cast<RankedTensorType>(r.getType());
+        int64_t last = view.getOffset();
+        for (auto [d, st] : llvm::zip(type.getShape(), view.getStrides().asArrayRef()))
+          last += (d - 1) * st;
+        int64_t width = bytesOf(r) / std::max<int64_t>(type.getNumElements(), 1);
+        if (type.getNumElements() > 0)
+          EXPECT_LE((last + 1) * width, p.bytes) << "a view reads past its storage";
       }
     }
   }
@@ -124,14 +117,11 @@ void checkPlan(func::FuncOp fn) {
       bool time = a.def <= b.last && b.def <= a.last;
       if (!memory || !time)
         continue;
-      // In place: the later one is defined exactly where the earlier dies,
-      // by an op that reads (a view of) it.
+      // In place: the later one overwrites the earlier's storage exactly
+      // where the earlier dies.
       const Planned &first = a.def < b.def ? a : b, &second = a.def < b.def ? b : a;
-      Operation *def = second.value.getDefiningOp();
-      bool reads = llvm::any_of(def->getOperands(), [&](Value o) {
-        return storageRoot(o) == first.value;
-      });
-      if (first.last == second.def && reads)
+      if (second.reuses && second.reuses == rootOf.lookup(first.value) &&
+          first.last == second.def)
         continue;
       std::string what;
       llvm::raw_string_ostream os(what);
@@ -162,6 +152,7 @@ TEST_P(PlanMemory, PlansAreSafeAndTight) {
   ASSERT_TRUE(module);
   PassManager pm(&context);
   tfm::buildFusionPipeline(pm, /*remarks=*/false);
+  tfm::registerCPUTarget();
   pm.addNestedPass<func::FuncOp>(tfm::createPlanMemoryPass());
   ASSERT_TRUE(succeeded(pm.run(*module)));
   for (auto fn : module->getOps<func::FuncOp>())

@@ -6,30 +6,53 @@
 include "mlir/Pass/PassBase.td"
 
 def LowerToCPUPass : Pass<"tfm-lower-to-cpu", "::mlir::ModuleOp"> {
-  let summary = "Lowers planned tfm functions to oneDNN kernel calls and linalg on buffers.";
+  let summary = "Lowers planned tfm functions to kernel calls and linalg on buffers.";
   let description = [{
     Each public function, after `tfm-plan-memory`, becomes
-    `@__tfm_entry_<name>(%host, %arena, %weights, inputs..., outputs...) -> i32`
-    on memrefs. Tensors live where the plan put them (arena views), in the
-    weights blob (constants), or straight in the caller's output buffers
-    (returned values). GEMMs, masked softmax and layer norm become calls
-    through `host->run_kernel`, described in the module attribute
-    `tfm.kernels`; the rest becomes `linalg.generic`. The module also gets
-    `tfm.entries`, `tfm.weights`, `tfm.weight_offsets` and
-    `tfm.weights_bytes`, which the artifact emitter turns into the metadata
-    table and the weights blob.
+    `@__tfm_entry_<name>(%host, %arena, %weights, %state, inputs...,
+    outputs...) -> i32` on memrefs. Tensors live where the plan put them
+    (`tfm.plan`): arena views, strided views of other tensors' storage, the
+    caller's output buffers; constants in the weights blob, parameters in
+    the session state. GEMMs, masked softmax, layer norm and the optimizers
+    become `tfm.kernel_call`s, the rest `linalg.generic`; the entry returns
+    the first non-zero status. The module gets `tfm.entries`, `tfm.states`,
+    `tfm.checks` and the weights layout (`tfm.weights`,
+    `tfm.weight_offsets`, `tfm.weights_bytes`), from which the artifact
+    emitter writes the metadata table and the weights blob.
   }];
   let options = [
     Option<"bf16", "bf16", "bool", /*default=*/"false",
            "Multiply in the LINEAR kernels in bf16 with f32 accumulation">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tfm::TfmDialect"];
+}
+
+def LowerKernelCallsPass : Pass<"tfm-lower-kernel-calls", "::mlir::ModuleOp"> {
+  let summary = "Turns tfm.kernel_call into calls through host->run_kernel.";
+  let description = [{
+    Collects the descriptors of every `tfm.kernel_call` into the module's
+    kernel table `tfm.kernels` (one entry per distinct descriptor, which a
+    session creates once), and replaces each call by a call of
+    `__tfm_run_kernel(host, index, args)` on an array of the buffers'
+    pointers; the artifact emitter defines that function.
+
+    ```mlir
+    %rc = tfm.kernel_call %host, #tfm.kernel<...>(%x, %y) : ...
+      =>  (stores of %x's and %y's addresses into %args)
+          %rc = llvm.call @__tfm_run_kernel(%host, %c0_i32, %args)
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def ApproximateMathPass : Pass<"tfm-approximate-math"> {

@@ -14,6 +14,9 @@ namespace mlir::tfm {
 /// int32_t __tfm_run_kernel(host, index, args): calls host->run_kernel;
 /// declared by the lowering, defined by the artifact emitter.
 inline constexpr const char *kRunKernelSymbol = "__tfm_run_kernel";
+/// int32_t __tfm_check_failed(host, check, position, value): calls
+/// host->check_failed when a run-time check of compiled code fails.
+inline constexpr const char *kCheckFailedSymbol = "__tfm_check_failed";
 /// The prefix of each lowered entry function; the emitter wraps it in the
 /// ABI's entry signature.
 inline constexpr const char *kEntrySymbolPrefix = "__tfm_entry_";

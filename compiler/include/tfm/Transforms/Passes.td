@@ -137,20 +137,33 @@ def PromoteConstantsPass : Pass<"tfm-promote-constants", "::mlir::ModuleOp"> {
 //===----------------------------------------------------------------------===//
 
 def PlanMemoryPass : Pass<"tfm-plan-memory", "::mlir::func::FuncOp"> {
-  let summary = "Places every intermediate tensor in one activation arena.";
+  let summary = "Decides where every tensor lives and places the arena.";
   let description = [{
-    Gives each tensor that an op produces, other than the function's results
-    and constants, a byte offset in one arena, so that two tensors alive at
-    the same time never overlap. Lifetimes run from the defining op to the
-    last use in block order. A reshape shares its input's buffer, and an
-    elementwise op writes in place over an operand of its type that dies
-    there. Buffers are placed largest first, each at the lowest offset free
-    over its lifetime, 64-byte aligned.
+    Gives each tensor an op produces one place, recorded as `tfm.plan` (one
+    attribute per result, TfmAttrs.td): the caller's output buffer for a
+    returned tensor (`#tfm.output`); a view of another tensor's storage at
+    an element offset and strides (`#tfm.view`: reshapes the strides allow,
+    and what the target's layout rules take); nothing, for a compare
+    computed inside its selects (`#tfm.inline`); or storage of its own in
+    the arena (`#tfm.arena`), possibly an operand's that dies at the op.
 
-    The function gets `tfm.arena_bytes` and `tfm.arena_lower_bound` (the
-    largest total of bytes alive at once, which no plan can beat), and each
-    op `tfm.arena_offsets` (one per result, -1 outside the arena).
+    Storage that views share is one buffer, alive from its first write to
+    the last read of any view of it; buffers are placed at the lowest offset
+    free over their lifetime, 64-byte aligned, so that two buffers alive at
+    once never overlap. The function gets `tfm.arena_bytes` and
+    `tfm.arena_lower_bound` (the most bytes alive at once, which no plan can
+    beat).
+
+    ```mlir
+    %y = tfm.relu %x                    %y = tfm.relu %x {tfm.plan = [#tfm.arena<offset = 0>]}
+    %r = tfm.reshape %y          =>     %r = tfm.reshape %y {tfm.plan =
+                                          [#tfm.view<operand = 0, offset = 0, strides = array<i64: 1>>]}
+    ```
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The target whose layout rules decide the views (cpu, generic)">
+  ];
   let dependentDialects = ["::mlir::tfm::TfmDialect"];
 }
 

@@ -3,10 +3,10 @@
 #include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/Common/OpLowering.h"
 #include "tfm/Target/Symbols.h"
-#include "tfm/Transforms/CPUFolding.h"
 #include "tfm/abi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 #include <numeric>
@@ -30,55 +30,6 @@ MemRefType mlir::tfm::memrefOf(Type t) {
 
 bool mlir::tfm::isF32(Type t) {
   return cast<ShapedType>(t).getElementType().isF32();
-}
-
-SmallVector<int64_t> mlir::tfm::rowMajorStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
-std::optional<SmallVector<int64_t>>
-mlir::tfm::reshapeStrides(const StridedView &view, ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> oldShape, oldStrides;
-  for (auto [d, st] : llvm::zip(view.shape, view.strides))
-    if (d != 1) {
-      oldShape.push_back(d);
-      oldStrides.push_back(st);
-    }
-  SmallVector<int64_t> out(shape.size(), 0);
-  size_t i = 0, j = 0;
-  while (j < shape.size() && shape[j] == 1)
-    out[j++] = 1;
-  while (i < oldShape.size() && j < shape.size()) {
-    size_t i0 = i, j0 = j;
-    int64_t a = oldShape[i++], b = shape[j++];
-    while (a != b) {
-      if (a < b) {
-        if (i == oldShape.size())
-          return std::nullopt;
-        a *= oldShape[i++];
-      } else {
-        if (j == shape.size())
-          return std::nullopt;
-        b *= shape[j++];
-      }
-    }
-    for (size_t k = i0; k + 1 < i; ++k)
-      if (oldStrides[k] != oldStrides[k + 1] * oldShape[k + 1])
-        return std::nullopt;
-    int64_t st = oldStrides[i - 1];
-    for (size_t k = j; k-- > j0;) {
-      out[k] = st;
-      st *= shape[k];
-    }
-    while (j < shape.size() && shape[j] == 1)
-      out[j++] = 1;
-  }
-  if (i != oldShape.size() || j != shape.size())
-    return std::nullopt;
-  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -112,8 +63,9 @@ SmallVector<func::FuncOp> mlir::tfm::entryFunctions(ModuleOp module) {
 }
 
 LogicalResult mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries,
-                                      WeightsLayout &weights,
-                                      StateLayout &state) {
+                                      ModuleLayout &layout) {
+  WeightsLayout &weights = layout.weights;
+  StateLayout &state = layout.state;
   for (func::FuncOp fn : entries)
     fn.walk([&](arith::ConstantOp c) {
       if (auto v = dyn_cast<ElementsAttr>(c.getValue()))
@@ -178,24 +130,56 @@ LogicalResult mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries,
   return success();
 }
 
-void mlir::tfm::recordModuleLayout(ModuleOp module,
-                                   const WeightsLayout &weights,
-                                   const StateLayout &state) {
-  Builder b(module.getContext());
-  module->setAttr("tfm.weights", b.getArrayAttr(weights.values));
+void mlir::tfm::recordModuleLayout(ModuleOp module, const ModuleLayout &layout,
+                                   ArrayRef<Attribute> entries) {
+  MLIRContext *ctx = module.getContext();
+  Builder b(ctx);
+  module->setAttr("tfm.entries", b.getArrayAttr(entries));
+  module->setAttr("tfm.weights", b.getArrayAttr(layout.weights.values));
   module->setAttr("tfm.weight_offsets",
-                  b.getDenseI64ArrayAttr(weights.offsets));
-  module->setAttr("tfm.weights_bytes", b.getI64IntegerAttr(weights.bytes));
+                  b.getDenseI64ArrayAttr(layout.weights.offsets));
+  module->setAttr("tfm.weights_bytes",
+                  b.getI64IntegerAttr(layout.weights.bytes));
   SmallVector<Attribute> slots;
-  for (const StateLayout::Slot &slot : state.slots)
-    slots.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("name", b.getStringAttr(slot.name)),
-         b.getNamedAttr("kind", b.getI32IntegerAttr(slot.kind)),
-         b.getNamedAttr("type", TypeAttr::get(slot.type)),
-         b.getNamedAttr("offset", b.getI64IntegerAttr(slot.offset)),
-         b.getNamedAttr("init_offset", b.getI64IntegerAttr(slot.init))}));
+  for (const StateLayout::Slot &slot : layout.state.slots)
+    slots.push_back(StateSlotAttr::get(ctx, slot.name,
+                                       static_cast<StateKind>(slot.kind),
+                                       slot.type, slot.offset, slot.init));
   module->setAttr("tfm.states", b.getArrayAttr(slots));
-  module->setAttr("tfm.state_bytes", b.getI64IntegerAttr(state.bytes));
+  module->setAttr("tfm.state_bytes", b.getI64IntegerAttr(layout.state.bytes));
+  module->setAttr("tfm.checks", b.getArrayAttr(layout.checks.checks));
+}
+
+void mlir::tfm::declareCheckFailed(ModuleOp module) {
+  if (module.lookupSymbol(kCheckFailedSymbol))
+    return;
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  auto ptrTy = LLVM::LLVMPointerType::get(module.getContext());
+  auto fn = b.create<func::FuncOp>(
+      module.getLoc(), kCheckFailedSymbol,
+      b.getFunctionType({ptrTy, b.getI32Type(), b.getI64Type(), b.getI64Type()},
+                        {b.getI32Type()}));
+  fn.setPrivate();
+}
+
+std::string mlir::tfm::describeLocation(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string s = "node '" + name.getName().str() + "'";
+    if (auto op = dyn_cast<NameLoc>(name.getChildLoc()))
+      s += " (" + op.getName().str() + ")";
+    return s;
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().str() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())
+    return describeLocation(fused.getLocations().front());
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << loc;
+  return os.str();
 }
 
 //===----------------------------------------------------------------------===//
@@ -203,31 +187,48 @@ void mlir::tfm::recordModuleLayout(ModuleOp module,
 //===----------------------------------------------------------------------===//
 
 BufferizedEntry::BufferizedEntry(Kind kind, func::FuncOp fn,
-                                 WeightsLayout &weights, StateLayout &state)
+                                 ModuleLayout &layout)
     : ctx(fn.getContext()), b(ctx), loc(UnknownLoc::get(ctx)), fn(fn),
-      weights(weights), state(state), kind(kind) {}
+      layout(layout), kind(kind) {}
 
 BufferizedEntry::~BufferizedEntry() = default;
 
-Value BufferizedEntry::view(Value base, int64_t byteOffset, Type tensorType) {
+void BufferizedEntry::internalError(const Twine &message) {
+  emitError(loc) << "internal error: " << message;
+  failedOp = true;
+}
+
+Value BufferizedEntry::view(Value base, int64_t byteOffset, Type type) {
+  auto memref = isa<MemRefType>(type) ? cast<MemRefType>(type)
+                                      : memrefOf(type);
   Value shift = b.create<arith::ConstantIndexOp>(loc, byteOffset);
-  Value v = b.create<memref::ViewOp>(loc, memrefOf(tensorType), base, shift,
-                                     ValueRange{});
+  Value v = b.create<memref::ViewOp>(loc, memref, base, shift, ValueRange{});
   places[v] = {base, byteOffset};
   return v;
+}
+
+bool BufferizedEntry::isInline(Value tensor) {
+  auto r = dyn_cast<OpResult>(tensor);
+  return r && isa_and_nonnull<InlineAttr>(
+                  getPlannedBuffer(r.getOwner(), r.getResultNumber()));
 }
 
 Value BufferizedEntry::bufferOf(Value tensor) {
   if (auto v = views.find(tensor); v != views.end()) {
     Value &m = materialized[tensor];
-    if (!m)
-      m = materialize(v->second,
-                      cast<ShapedType>(tensor.getType()).getElementType());
+    if (!m) {
+      auto type = cast<RankedTensorType>(tensor.getType());
+      m = v->second.isDense()
+              ? reshape(v->second.base, memrefOf(type))
+              : materialize(v->second, type.getElementType());
+    }
     return m;
   }
   auto it = buffers.find(tensor);
-  assert(it != buffers.end() && "operand lowered before its use");
-  return it->second;
+  if (it != buffers.end())
+    return it->second;
+  internalError("a tensor is read before the op that defines it is lowered");
+  return temporary(memrefOf(tensor.getType()));
 }
 
 Value BufferizedEntry::materialize(const StridedView &view, Type elem) {
@@ -247,44 +248,102 @@ StridedView BufferizedEntry::viewOf(Value tensor) {
 
 Value BufferizedEntry::denseOf(Value tensor) {
   auto v = views.find(tensor);
-  if (v == views.end())
+  if (v == views.end() || v->second.isDense())
     return bufferOf(tensor);
-  const StridedView &view = v->second;
-  if (view.isDense())
-    return view.base.getType() == memrefOf(tensor.getType())
-               ? view.base
-               : reshape(view.base, memrefOf(tensor.getType()));
   Value dense = temporary(memrefOf(tensor.getType()));
-  copy(bufferOf(tensor), dense);
+  copyView(v->second,
+           {dense, 0, v->second.shape, rowMajorStrides(v->second.shape)},
+           cast<ShapedType>(tensor.getType()).getElementType());
   return dense;
 }
 
 Value BufferizedEntry::temporary(MemRefType type) {
-  Value t = b.create<memref::AllocOp>(loc, type,
-                                      b.getI64IntegerAttr(kBufferAlignment));
-  temporaries.push_back(t);
-  return t;
-}
-
-int64_t BufferizedEntry::plannedOffset(Operation *op, unsigned index) {
-  if (auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("tfm.arena_offsets"))
-    if (index < offsets.size())
-      return offsets[index];
-  return -1;
+  int64_t offset = alignBuffer(planBytes) + scratchUsed;
+  scratchUsed += alignBuffer(bufferBytes(type));
+  scratchBytes = std::max(scratchBytes, scratchUsed);
+  return view(arena, offset, type);
 }
 
 Value BufferizedEntry::destination(Value result) {
+  if (auto it = buffers.find(result); it != buffers.end())
+    return it->second;
+  auto r = cast<OpResult>(result);
+  Attribute plan = getPlannedBuffer(r.getOwner(), r.getResultNumber());
   Value buf;
-  if (auto it = outputOf.find(result); it != outputOf.end()) {
-    buf = it->second;
-  } else {
-    int64_t offset = plannedOffset(result.getDefiningOp(),
-                                   cast<OpResult>(result).getResultNumber());
-    buf = offset >= 0 ? view(arena, offset, result.getType())
-                      : temporary(memrefOf(result.getType()));
+  if (auto out = dyn_cast_or_null<OutputAttr>(plan)) {
+    if (out.getIndex() < static_cast<int64_t>(outBuffers.size()))
+      buf = outBuffers[out.getIndex()];
+  } else if (auto arenaPlan = dyn_cast_or_null<ArenaAttr>(plan)) {
+    if (!arenaPlan.getStrides() && !arenaPlan.getBytes())
+      buf = view(arena, arenaPlan.getOffset(), result.getType());
+  }
+  if (!buf) {
+    std::string what;
+    llvm::raw_string_ostream os(what);
+    os << "result #" << r.getResultNumber() << " of '"
+       << r.getOwner()->getName() << "' is planned as "
+       << (plan ? plan : Attribute()) << ", which its lowering does not "
+       << "write (it writes a dense buffer)";
+    internalError(os.str());
+    buf = temporary(memrefOf(result.getType()));
   }
   buffers[result] = buf;
   return buf;
+}
+
+StridedView BufferizedEntry::destinationView(Value result) {
+  auto r = cast<OpResult>(result);
+  auto type = cast<RankedTensorType>(result.getType());
+  auto arenaPlan = dyn_cast_or_null<ArenaAttr>(
+      getPlannedBuffer(r.getOwner(), r.getResultNumber()));
+  if (!arenaPlan || (!arenaPlan.getStrides() && !arenaPlan.getBytes()))
+    return {destination(result), 0, SmallVector<int64_t>(type.getShape()),
+            rowMajorStrides(type.getShape())};
+  // Storage of its own shape: a flat buffer of its bytes, which the
+  // tensor reads at its strides.
+  int64_t bytes = std::max(arenaPlan.getBytes(), bufferBytes(type));
+  int64_t width = bufferBytes(RankedTensorType::get({1}, type.getElementType()));
+  Value base = view(arena, arenaPlan.getOffset(),
+                    MemRefType::get({bytes / width}, type.getElementType()));
+  StridedView v{base, 0, SmallVector<int64_t>(type.getShape()),
+                arenaPlan.getStrides()
+                    ? SmallVector<int64_t>(arenaPlan.getStrides().asArrayRef())
+                    : rowMajorStrides(type.getShape())};
+  views[result] = v;
+  return v;
+}
+
+LogicalResult BufferizedEntry::bindPlannedViews(Operation *op) {
+  for (OpResult r : op->getResults()) {
+    auto plan = dyn_cast_or_null<ViewAttr>(
+        getPlannedBuffer(op, r.getResultNumber()));
+    if (!plan || views.count(r))
+      continue;
+    Value source = plan.getOperand() >= 0 ? op->getOperand(plan.getOperand())
+                                          : op->getResult(plan.getResult());
+    if (plan.getResult() >= 0 && !views.count(source) &&
+        !buffers.count(source))
+      continue; // a view of a result this op has not written yet
+    StridedView src = viewOf(source);
+    auto type = cast<RankedTensorType>(r.getType());
+    StridedView v{src.base, plan.getOffset(),
+                  SmallVector<int64_t>(type.getShape()),
+                  SmallVector<int64_t>(plan.getStrides().asArrayRef())};
+    // The view must lie inside the storage it reads.
+    int64_t last = v.offset;
+    for (auto [d, st] : llvm::zip(v.shape, v.strides))
+      last += (d - 1) * st;
+    int64_t capacity = cast<MemRefType>(src.base.getType()).getNumElements();
+    if (type.getNumElements() > 0 && last >= capacity) {
+      internalError("the plan's view of result #" +
+                    Twine(r.getResultNumber()) + " of '" +
+                    op->getName().getStringRef() + "' reaches element " +
+                    Twine(last) + " of a storage of " + Twine(capacity));
+      return failure();
+    }
+    views[r] = v;
+  }
+  return success();
 }
 
 Value BufferizedEntry::reshape(Value buffer, MemRefType to) {
@@ -297,6 +356,112 @@ Value BufferizedEntry::reshape(Value buffer, MemRefType to) {
   }
   return b.create<memref::ReinterpretCastOp>(loc, to, buffer, 0, to.getShape(),
                                              rowMajorStrides(to.getShape()));
+}
+
+//===----------------------------------------------------------------------===//
+// Control
+//===----------------------------------------------------------------------===//
+
+void BufferizedEntry::exitIfNonZero(Value status) {
+  Block *here = b.getInsertionBlock();
+  Block *next = here->splitBlock(b.getInsertionPoint());
+  b.setInsertionPointToEnd(here);
+  Value zero = b.create<arith::ConstantIntOp>(loc, 0, 32);
+  Value failed =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, status, zero);
+  b.create<cf::CondBranchOp>(loc, failed, exitBlock, ValueRange{status}, next,
+                             ValueRange{});
+  b.setInsertionPointToStart(next);
+}
+
+void BufferizedEntry::exitIf(
+    Value condition, function_ref<Value(OpBuilder &, Location)> failure) {
+  Block *here = b.getInsertionBlock();
+  Block *next = here->splitBlock(b.getInsertionPoint());
+  Block *fail = b.createBlock(next);
+  Value status = failure(b, loc);
+  b.create<cf::BranchOp>(loc, exitBlock, ValueRange{status});
+  b.setInsertionPointToEnd(here);
+  b.create<cf::CondBranchOp>(loc, condition, fail, next);
+  b.setInsertionPointToStart(next);
+}
+
+void BufferizedEntry::checkIndices(Operation *op, Value indices, int64_t lower,
+                                   int64_t upper, std::optional<int64_t> skip) {
+  auto type = cast<RankedTensorType>(indices.getType());
+  int64_t n = type.getNumElements();
+  if (n == 0)
+    return;
+  Type elem = type.getElementType();
+  // What holds the indices: an entry input (through reshapes and casts),
+  // or a tensor the model computes.
+  Value source = indices;
+  while (Operation *def = source.getDefiningOp()) {
+    if (!isa<ReshapeOp, CastOp, TransposeOp>(def))
+      break;
+    source = def->getOperand(0);
+  }
+  int64_t input = -1;
+  std::string tensor;
+  if (auto arg = dyn_cast<BlockArgument>(source)) {
+    input = arg.getArgNumber();
+    auto name = fn.getArgAttrOfType<StringAttr>(input, "tfm.name");
+    tensor = "input '" +
+             (name ? name.str() : "input_" + std::to_string(input)) + "'";
+  } else {
+    tensor = "the indices computed at " +
+             describeLocation(source.getDefiningOp()->getLoc());
+  }
+  if (input >= 0 && source != indices)
+    input = -1; // positions count in the tensor the op reads
+  int32_t check = layout.checks.add(
+      IndexCheckAttr::get(ctx, describeLocation(op->getLoc()), tensor, input,
+                          lower, upper));
+
+  // The first position out of range (n when there is none).
+  Value flat = reshape(denseOf(indices), MemRefType::get({n}, elem));
+  Type i64 = b.getI64Type();
+  Value first = temporary(MemRefType::get({}, i64));
+  fill(first, b.getI64IntegerAttr(n));
+  generic({flat}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, first,
+          AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
+          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            Value v = a[0];
+            if (v.getType() != i64)
+              v = ob.create<arith::ExtSIOp>(l, i64, v);
+            auto c = [&](int64_t x) {
+              return ob.create<arith::ConstantIntOp>(l, x, 64);
+            };
+            Value bad = ob.create<arith::OrIOp>(
+                l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, v,
+                                            c(lower)),
+                ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, v,
+                                         c(upper)));
+            if (skip)
+              bad = ob.create<arith::AndIOp>(
+                  l, bad,
+                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, v,
+                                           c(*skip)));
+            Value pos = ob.create<arith::IndexCastOp>(
+                l, i64, ob.create<linalg::IndexOp>(l, 0));
+            return ob.create<arith::SelectOp>(
+                l, bad, ob.create<arith::MinSIOp>(l, a[1], pos), a[1]);
+          });
+  Value position = b.create<memref::LoadOp>(loc, first, ValueRange{});
+  Value found = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::slt, position,
+      b.create<arith::ConstantIntOp>(loc, n, 64));
+  exitIf(found, [&](OpBuilder &ob, Location l) -> Value {
+    Value at = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), position);
+    Value value = ob.create<memref::LoadOp>(l, flat, ValueRange{at});
+    if (value.getType() != i64)
+      value = ob.create<arith::ExtSIOp>(l, i64, value);
+    Value id = ob.create<arith::ConstantIntOp>(l, check, 32);
+    return ob
+        .create<func::CallOp>(l, kCheckFailedSymbol, TypeRange{ob.getI32Type()},
+                              ValueRange{host, id, position, value})
+        .getResult(0);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -377,16 +542,12 @@ void BufferizedEntry::copyView(const StridedView &from, const StridedView &to,
   copy(materialize(from, elem), materialize(to, elem));
 }
 
-Value BufferizedEntry::returnCode() {
-  return b.create<arith::ConstantIntOp>(loc, 0, 32);
-}
-
 //===----------------------------------------------------------------------===//
 // The entry
 //===----------------------------------------------------------------------===//
 
 LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
-                                   DictionaryAttr &entryInfo) {
+                                   Attribute &entryInfo) {
   if (!fn.getBody().hasOneBlock())
     return fn.emitError("the backends need single-block functions");
   auto arenaAttr = fn->getAttrOfType<IntegerAttr>("tfm.arena_bytes");
@@ -395,13 +556,14 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
   for (Type t : fn.getFunctionType().getInputs())
     if (!isa<RankedTensorType>(t) || !cast<RankedTensorType>(t).hasStaticShape())
       return fn.emitError("entry arguments must be statically shaped tensors");
-  int64_t arenaBytes = arenaAttr.getInt();
+  planBytes = arenaAttr.getInt();
 
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  SmallVector<Type> argTypes{ptrTy,
-                             MemRefType::get({arenaBytes}, b.getI8Type()),
-                             MemRefType::get({weights.bytes}, b.getI8Type()),
-                             MemRefType::get({state.bytes}, b.getI8Type())};
+  // The arena's size is known once scratch memory is counted; the argument
+  // gets its type at the end.
+  SmallVector<Type> argTypes{ptrTy, MemRefType::get({planBytes}, b.getI8Type()),
+                             MemRefType::get({layout.weights.bytes}, b.getI8Type()),
+                             MemRefType::get({layout.state.bytes}, b.getI8Type())};
   // An empty tensor carries no data; it crosses the boundary as a rank-1
   // empty buffer because the bare-pointer calling convention rejects
   // buffers with a zero dimension among others.
@@ -419,8 +581,12 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
   entry = b.create<func::FuncOp>(
       fn.getLoc(), name, b.getFunctionType(argTypes, {b.getI32Type()}));
   Block *body = entry.addEntryBlock();
-  b.setInsertionPointToStart(body);
   loc = fn.getLoc();
+  // Every exit goes through one block that returns the status.
+  exitBlock = b.createBlock(&entry.getBody(), entry.getBody().end(),
+                            {b.getI32Type()}, {loc});
+  b.create<func::ReturnOp>(loc, exitBlock->getArgument(0));
+  b.setInsertionPointToStart(body);
   host = body->getArgument(0);
   arena = body->getArgument(1);
   weightsArg = body->getArgument(2);
@@ -433,42 +599,41 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
     buffers[arg] = type.getNumElements() == 0 ? temporary(type)
                                               : body->getArgument(kFirstIO + i);
   }
+  Block &src = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(src.getTerminator());
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    outBuffers.push_back(body->getArgument(kFirstIO + numIn + i));
   if (failed(beginEntry()))
     return failure();
 
-  Block &src = fn.getBody().front();
-  auto ret = cast<func::ReturnOp>(src.getTerminator());
-  SmallVector<Value> outBuffers;
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    Value out = body->getArgument(kFirstIO + numIn + i);
-    outBuffers.push_back(out);
-    Value v = ret.getOperand(i);
-    Operation *def = v.getDefiningOp();
-    auto qkv = dyn_cast_or_null<QKVProjectionOp>(def);
-    if (def && !isa<arith::ConstantOp, ParameterOp>(def) &&
-        !outputOf.count(v) && memrefOf(v.getType()).getNumElements() > 0 &&
-        !(qkv && isPackedQKV(qkv)))
-      outputOf[v] = out;
-  }
-
   for (Operation &op : src.without_terminator()) {
     loc = op.getLoc();
+    scratchUsed = 0;
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       auto value = dyn_cast<ElementsAttr>(c.getValue());
       if (!value)
         return op.emitError("the backends need tensor constants");
-      Value buf = view(weightsArg, weights.offsetOf.lookup(value), c.getType());
-      if (auto it = outputOf.find(c.getResult()); it != outputOf.end()) {
-        copy(buf, it->second);
-        buf = it->second;
-      }
-      buffers[c.getResult()] = buf;
+      buffers[c.getResult()] = view(
+          weightsArg, layout.weights.offsetOf.lookup(value), c.getType());
       continue;
     }
     if (auto p = dyn_cast<ParameterOp>(op)) {
       // The parameter's current value, in the session's state.
-      buffers[p.getResult()] =
-          view(stateArg, state.parameter.lookup(p.getName()), p.getType());
+      buffers[p.getResult()] = view(
+          stateArg, layout.state.parameter.lookup(p.getName()), p.getType());
+      continue;
+    }
+    if (op.getNumResults() && !op.getAttr(kPlanAttrName))
+      return op.emitError("'") << op.getName()
+                               << "' has no memory plan; run tfm-plan-memory "
+                                  "before lowering";
+    // Views and tensors computed where they are read need no code here.
+    if (op.getNumResults() && llvm::all_of(op.getResults(), [&](OpResult r) {
+          return isa<ViewAttr, InlineAttr>(
+              getPlannedBuffer(&op, r.getResultNumber()));
+        })) {
+      if (failed(bindPlannedViews(&op)) || failedOp)
+        return failure();
       continue;
     }
     const OpLoweringFn *lowering = lowerings.lookup(&op);
@@ -476,45 +641,63 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
       return op.emitError("the ")
              << targetName() << " backend cannot lower '" << op.getName()
              << "' yet";
-    if (failed((*lowering)(&op, *this)) || failed(endOp(&op)))
+    if (failed((*lowering)(&op, *this)) || failed(endOp(&op)) || failedOp)
+      return failure();
+    // Results that are views of this op's other results (a packed
+    // projection's parts).
+    if (failed(bindPlannedViews(&op)) || failedOp)
       return failure();
   }
   // Returned values the ops did not write in place: arguments, constants,
-  // and a value returned at more than one position.
+  // views, and a value returned at more than one position.
   loc = ret.getLoc();
-  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-    if (bufferOf(v) != outBuffers[i] &&
-        memrefOf(v.getType()).getNumElements() > 0)
+  scratchUsed = 0;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (memrefOf(v.getType()).getNumElements() == 0)
+      continue;
+    if (!isView(v) && bufferOf(v) == outBuffers[i])
+      continue;
+    StridedView from = viewOf(v);
+    if (from.isDense())
       copy(bufferOf(v), outBuffers[i]);
-  for (Value t : temporaries)
-    b.create<memref::DeallocOp>(loc, t);
-  b.create<func::ReturnOp>(loc, returnCode());
+    else
+      copyView(from,
+               {outBuffers[i], 0, from.shape, rowMajorStrides(from.shape)},
+               cast<ShapedType>(v.getType()).getElementType());
+  }
+  if (failedOp || failed(endOp(ret.getOperation())))
+    return failure();
+  b.create<cf::BranchOp>(loc, exitBlock,
+                         ValueRange{b.create<arith::ConstantIntOp>(loc, 0, 32)});
+
+  // The arena: the plan's buffers, then the largest scratch an op used.
+  int64_t arenaBytes = scratchBytes ? alignBuffer(planBytes) + scratchBytes
+                                    : planBytes;
+  auto arenaType = MemRefType::get({arenaBytes}, b.getI8Type());
+  arena.setType(arenaType);
+  argTypes[1] = arenaType;
+  entry.setFunctionType(b.getFunctionType(argTypes, {b.getI32Type()}));
 
   // What the artifact's metadata table says about this entry.
-  auto describe = [&](Type t, StringAttr name) {
-    auto r = cast<RankedTensorType>(t);
-    return b.getDictionaryAttr({b.getNamedAttr("name", name),
-                                b.getNamedAttr("type", TypeAttr::get(r))});
-  };
   auto nameOf = [&](DictionaryAttr attrs, unsigned i, const char *prefix) {
     if (attrs)
       if (auto n = attrs.getAs<StringAttr>("tfm.name"))
-        return n;
-    return b.getStringAttr(prefix + std::to_string(i));
+        return n.str();
+    return prefix + std::to_string(i);
   };
   SmallVector<Attribute> ins, outs;
   for (unsigned i = 0; i < numIn; ++i)
-    ins.push_back(describe(fn.getArgument(i).getType(),
-                           nameOf(fn.getArgAttrDict(i), i, "input_")));
+    ins.push_back(TensorDescAttr::get(
+        ctx, nameOf(fn.getArgAttrDict(i), i, "input_"),
+        cast<RankedTensorType>(fn.getArgument(i).getType())));
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    outs.push_back(describe(fn.getFunctionType().getResult(i),
-                            nameOf(fn.getResultAttrDict(i), i, "output_")));
-  entryInfo = b.getDictionaryAttr(
-      {b.getNamedAttr("name", fn.getSymNameAttr()),
-       b.getNamedAttr("symbol", b.getStringAttr(name)),
-       b.getNamedAttr("inputs", b.getArrayAttr(ins)),
-       b.getNamedAttr("outputs", b.getArrayAttr(outs)),
-       b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes))});
+    outs.push_back(TensorDescAttr::get(
+        ctx, nameOf(fn.getResultAttrDict(i), i, "output_"),
+        cast<RankedTensorType>(fn.getFunctionType().getResult(i))));
+  entryInfo = EntryAttr::get(ctx, fn.getSymName(),
+                             FlatSymbolRefAttr::get(ctx, name),
+                             b.getArrayAttr(ins), b.getArrayAttr(outs),
+                             arenaBytes);
   return success();
 }
 

@@ -1,16 +1,16 @@
 //===- Gemm.cpp - GEMMs on the LINEAR and BATCH_MATMUL kernels ------------===//
 //
 // A linear is one LINEAR kernel with its bias and activation as oneDNN
-// post-ops. A matmul whose operands the layout rules keep as strided views
-// (transposes, packed QKV parts) is one BATCH_MATMUL reading them in place.
-// A packed QKV projection is one LINEAR into one buffer whose column windows
-// are the three results.
+// post-ops. A strided matmul is one BATCH_MATMUL that reads its operands
+// where the plan keeps them (transposes, packed QKV parts) and writes its
+// result in the layout the plan gives it (transposed, when a transpose
+// follows). A QKV projection the plan packs is one LINEAR into one buffer
+// whose column windows are its results.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
-#include "tfm/Transforms/CPUFolding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -81,23 +81,7 @@ LogicalResult lowerMatmul(MatmulOp op, CPUEntry &e) {
       swapLast(a);
     if (op.getTransposeRhs())
       swapLast(bv);
-    StridedView c;
-    Value result = op.getResult();
-    auto t = result.hasOneUse() ? dyn_cast<TransposeOp>(*result.user_begin())
-                                : TransposeOp();
-    if (t && foldsIntoMatmulResult(t)) {
-      // Write the transposed layout: matmul dimension d is the transpose's
-      // dimension k with permutation[k] = d.
-      Value dst = e.destination(t.getResult());
-      SmallVector<int64_t> dstStrides = rowMajorStrides(t.getType().getShape());
-      c = {dst, 0, SmallVector<int64_t>(os), SmallVector<int64_t>(os.size())};
-      for (auto [kk, d] : llvm::enumerate(t.getPermutation()))
-        c.strides[d] = dstStrides[kk];
-    } else {
-      Value dst = e.destination(result);
-      c = {dst, 0, SmallVector<int64_t>(os), rowMajorStrides(os)};
-    }
-    e.batchMatmul(a, bv, c);
+    e.batchMatmul(a, bv, e.destinationView(op.getResult()));
     return success();
   }
   Value out = e.destination(op.getResult());
@@ -118,8 +102,9 @@ LogicalResult lowerMatmul(MatmulOp op, CPUEntry &e) {
   return success();
 }
 
-/// One GEMM into a packed [rows, Σsizes] buffer (the plan gave the first
-/// result room for all parts); each part is a column window of it.
+/// One GEMM into the packed [rows, Σsizes] storage the plan gave the first
+/// result; the others are column windows of it, which the plan records as
+/// views.
 LogicalResult lowerPackedQKV(QKVProjectionOp op, CPUEntry &e) {
   auto inType = op.getInput().getType();
   int64_t k = inType.getShape().back(),
@@ -127,10 +112,7 @@ LogicalResult lowerPackedQKV(QKVProjectionOp op, CPUEntry &e) {
   int64_t total = 0;
   for (int64_t size : op.getSizes())
     total += size;
-  auto packedType = RankedTensorType::get({rows, total}, e.b.getF32Type());
-  int64_t offset = BufferizedEntry::plannedOffset(op, 0);
-  Value packed = offset >= 0 ? e.view(e.arenaBuffer(), offset, packedType)
-                             : e.temporary(memrefOf(packedType));
+  StridedView packed = e.destinationView(op.getResult(0));
   Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
   bool constant = op.getWeight().getDefiningOp<arith::ConstantOp>() != nullptr;
   e.callKernel(TFM_KERNEL_LINEAR,
@@ -140,26 +122,14 @@ LogicalResult lowerPackedQKV(QKVProjectionOp op, CPUEntry &e) {
                {KernelArg(e.denseOf(op.getInput())),
                 KernelArg(e.denseOf(op.getWeight())),
                 bias ? KernelArg(bias) : KernelArg(), KernelArg(),
-                KernelArg(packed)},
+                KernelArg(packed.base)},
                {}, e.linearKernelDtype());
-  int64_t column = 0;
-  for (auto [r, size] : llvm::zip(op.getResults(), op.getSizes())) {
-    auto shape = cast<RankedTensorType>(r.getType()).getShape();
-    SmallVector<int64_t> strides = rowMajorStrides(shape);
-    // Rows are `total` apart; the leading dimensions multiply rows.
-    if (shape.size() >= 2) {
-      strides[shape.size() - 2] = total;
-      for (int64_t d = static_cast<int64_t>(shape.size()) - 3; d >= 0; --d)
-        strides[d] = strides[d + 1] * shape[d + 1];
-    }
-    e.setView(r, {packed, column, SmallVector<int64_t>(shape), strides});
-    column += size;
-  }
   return success();
 }
 
 LogicalResult lowerQKV(QKVProjectionOp p, CPUEntry &e) {
-  if (isPackedQKV(p))
+  auto first = dyn_cast_or_null<ArenaAttr>(getPlannedBuffer(p, 0));
+  if (first && first.getBytes())
     return lowerPackedQKV(p, e);
   // One GEMM per part over consecutive weight rows.
   int64_t row = 0;

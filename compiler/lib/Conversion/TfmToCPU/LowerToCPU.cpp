@@ -2,17 +2,14 @@
 //
 // Lays out the weights and the session state, lowers every planned entry
 // through the CPU's OpLoweringSet (TfmToCPU.h), and records what the
-// artifact emitter needs on the module: `tfm.entries`, `tfm.kernels`, the
-// weights layout and the state slots.
+// artifact emitter needs on the module: `tfm.entries`, the weights layout,
+// the state slots and the run-time checks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
-#include "tfm/Target/Symbols.h"
-
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace mlir::tfm {
 #define GEN_PASS_DEF_LOWERTOCPUPASS
@@ -37,37 +34,24 @@ struct LowerToCPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MLIRContext *ctx = &getContext();
     SmallVector<func::FuncOp> entries = entryFunctions(module);
-    WeightsLayout weights;
-    StateLayout state;
-    if (failed(layOutModule(entries, weights, state)))
+    ModuleLayout layout;
+    if (failed(layOutModule(entries, layout)))
       return signalPassFailure();
+    declareCheckFailed(module);
 
     OpLoweringSet lowerings;
     populateTfmToCPULowerings(lowerings);
-    KernelTable kernels;
     SmallVector<Attribute> infos;
     for (func::FuncOp fn : entries) {
-      DictionaryAttr info;
-      CPUEntry entry(fn, weights, state, kernels, bf16);
+      Attribute info;
+      CPUEntry entry(fn, layout, bf16);
       if (failed(entry.run(lowerings, info)))
         return signalPassFailure();
       infos.push_back(info);
       fn.erase();
     }
-
-    OpBuilder b(ctx);
-    b.setInsertionPointToStart(module.getBody());
-    auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-    // Defined by the artifact emitter: it calls host->run_kernel.
-    b.create<LLVM::LLVMFuncOp>(
-        module.getLoc(), kRunKernelSymbol,
-        LLVM::LLVMFunctionType::get(b.getI32Type(),
-                                    {ptrTy, b.getI32Type(), ptrTy}));
-    module->setAttr("tfm.entries", b.getArrayAttr(infos));
-    module->setAttr("tfm.kernels", b.getArrayAttr(kernels.descs));
-    recordModuleLayout(module, weights, state);
+    recordModuleLayout(module, layout, infos);
   }
 };
 

@@ -1,14 +1,13 @@
 //===- DataMovement.cpp - Gathers, windows, layouts as linalg -------------===//
 //
-// Reshapes, and transposes that the layout rules keep as views, move no
-// data: they become strided views of their operand's storage. The rest are
-// linalg copies, with the read position computed in the body where an
-// indexing map cannot express it (gathers, negative steps).
+// Reshapes and transposes the memory plan keeps as views move no data and
+// reach no lowering here. The rest are copies, with the read position
+// computed in the body where an indexing map cannot express it (gathers,
+// negative steps).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
-#include "tfm/Transforms/CPUFolding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -17,52 +16,32 @@ using namespace mlir;
 using namespace mlir::tfm;
 
 LogicalResult mlir::tfm::lowerReshape(BufferizedEntry &e, Value input,
-                                      Value result, ReshapeOp r) {
-  auto resultType = cast<RankedTensorType>(result.getType());
-  if (e.isView(input)) {
-    StridedView in = e.viewOf(input);
-    std::optional<SmallVector<int64_t>> st;
-    if (!r || reshapeKeepsView(r))
-      st = reshapeStrides(in, resultType.getShape());
-    if (!st) {
-      // Not expressible as a view: a copy into the reshape's own buffer,
-      // which the plan gave it for that reason.
-      Value dst = e.outputBufferOf(result);
-      if (!dst)
-        dst = e.destination(result);
-      e.copyView(in,
-                 {e.reshape(dst, memrefOf(input.getType())), 0, in.shape,
-                  rowMajorStrides(in.shape)},
-                 resultType.getElementType());
-      e.setBuffer(result, dst);
-      return success();
-    }
-    e.setView(result, {in.base, in.offset,
-                       SmallVector<int64_t>(resultType.getShape()), *st});
-    if (Value out = e.outputBufferOf(result)) {
-      e.copy(e.bufferOf(result), out);
-      e.dropView(result);
-      e.setBuffer(result, out);
-    }
+                                      Value result) {
+  // The plan keeps a reshape a view where the strides allow; here it is a
+  // copy into the result's own buffer.
+  StridedView in = e.viewOf(input);
+  auto inType = cast<RankedTensorType>(input.getType());
+  Value dst = e.destination(result);
+  if (inType.getNumElements() == 0)
     return success();
-  }
-  Value src = e.reshape(e.bufferOf(input), memrefOf(resultType));
-  if (Value out = e.outputBufferOf(result)) {
-    e.copy(src, out);
-    e.setBuffer(result, out);
-  } else {
-    e.setBuffer(result, src);
-  }
+  e.copyView(in,
+             {e.reshape(dst, memrefOf(inType)), 0, in.shape,
+              rowMajorStrides(in.shape)},
+             inType.getElementType());
   return success();
 }
 
 namespace {
 
 /// result[a..., i..., b...] = input[a..., indices[i...], b...], with
-/// negative indices counted from the end and out-of-range ones clamped (a
-/// wild index must not read outside the buffer).
-LogicalResult lowerGatherLike(BufferizedEntry &e, Value input, Value indices,
-                              int64_t axis, Value result) {
+/// negative indices counted from the end. The run stops at an index outside
+/// [lower, n), n being the size of the gathered dimension; the read position
+/// is clamped all the same, so no index can read outside the buffer.
+LogicalResult lowerGatherLike(BufferizedEntry &e, Operation *op, Value input,
+                              Value indices, int64_t axis, int64_t lower,
+                              Value result) {
+  e.checkIndices(op, indices, lower,
+                 cast<ShapedType>(input.getType()).getDimSize(axis));
   Value in = e.bufferOf(input), idx = e.bufferOf(indices);
   Value out = e.destination(result);
   auto inType = cast<MemRefType>(in.getType());
@@ -154,26 +133,21 @@ LogicalResult lowerSplit(SplitOp op, BufferizedEntry &e) {
   return success();
 }
 
+/// The plan keeps a transpose a view where the target reads it in place;
+/// here it is a copy, in the target's fastest way, into its own buffer.
 LogicalResult lowerTranspose(TransposeOp t, BufferizedEntry &e) {
-  if (movesOnlyUnitDims(t))
-    return lowerReshape(e, t.getInput(), t.getResult());
-  if (foldsIntoMatmulResult(t))
-    return success(); // the matmul wrote it
   StridedView in = e.viewOf(t.getInput());
   StridedView permuted{in.base, in.offset, {}, {}};
   for (int64_t p : t.getPermutation()) {
     permuted.shape.push_back(in.shape[p]);
     permuted.strides.push_back(in.strides[p]);
   }
-  if (foldsIntoMatmulOperand(t)) {
-    e.setView(t.getResult(), permuted);
-    return success();
-  }
   Value out = e.destination(t.getResult());
   auto shape = t.getType().getShape();
-  e.copyView(permuted,
-             {out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)},
-             t.getType().getElementType());
+  if (t.getType().getNumElements() > 0)
+    e.copyView(permuted,
+               {out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)},
+               t.getType().getElementType());
   return success();
 }
 
@@ -222,22 +196,28 @@ LogicalResult lowerPositionalEncoding(PositionalEncodingOp op,
 
 void mlir::tfm::populateDataMovementLowerings(OpLoweringSet &set) {
   set.add<EmbeddingOp>([](EmbeddingOp op, BufferizedEntry &e) {
-    return lowerGatherLike(e, op.getTable(), op.getIndices(), 0,
-                           op.getResult());
+    return lowerGatherLike(e, op, op.getTable(), op.getIndices(), 0,
+                           /*lower=*/0, op.getResult());
   });
   set.add<GatherOp>([](GatherOp g, BufferizedEntry &e) {
     int64_t axis = g.getAxis();
     if (axis < 0)
       axis += g.getInput().getType().getRank();
-    return lowerGatherLike(e, g.getInput(), g.getIndices(), axis,
+    // Negative indices count from the end.
+    int64_t n = g.getInput().getType().getDimSize(axis);
+    return lowerGatherLike(e, g, g.getInput(), g.getIndices(), axis, -n,
                            g.getResult());
   });
   set.add<SliceOp>(lowerSlice);
   set.add<ConcatOp>(lowerConcat);
   set.add<SplitOp>(lowerSplit);
   set.add<ReshapeOp>([](ReshapeOp r, BufferizedEntry &e) {
-    return lowerReshape(e, r.getInput(), r.getResult(), r);
+    return lowerReshape(e, r.getInput(), r.getResult());
   });
-  set.add<TransposeOp>(lowerTranspose);
+  set.add<TransposeOp>([](TransposeOp t, BufferizedEntry &e) {
+    if (movesOnlyUnitDims(t))
+      return lowerReshape(e, t.getInput(), t.getResult());
+    return lowerTranspose(t, e);
+  });
   set.add<PositionalEncodingOp>(lowerPositionalEncoding);
 }

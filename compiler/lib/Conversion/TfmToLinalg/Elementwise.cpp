@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
-#include "tfm/Transforms/CPUFolding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -156,8 +155,9 @@ LogicalResult lowerBinary(Operation *op, BufferizedEntry &e) {
 
 LogicalResult lowerSelect(SelectOp s, BufferizedEntry &e) {
   Value out = e.destination(s.getResult());
+  // A compare the plan computes inside its selects.
   auto c = s.getCondition().getDefiningOp<CompareOp>();
-  if (c && computedInsideSelects(c)) {
+  if (c && BufferizedEntry::isInline(c)) {
     e.elementwise({e.bufferOf(c.getLhs()), e.bufferOf(c.getRhs()),
                    e.bufferOf(s.getTrueValue()), e.bufferOf(s.getFalseValue())},
                   out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
@@ -243,10 +243,7 @@ LogicalResult lowerUnaryFloat(Operation *op, BufferizedEntry &e) {
 void mlir::tfm::populateElementwiseLowerings(OpLoweringSet &set) {
   set.addGeneric<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp>(lowerBinary);
   set.add<PowOp>(lowerPow);
-  set.add<CompareOp>([](CompareOp c, BufferizedEntry &e) {
-    // Inside its selects, the compare has no buffer of its own.
-    return computedInsideSelects(c) ? success() : lowerBinary(c, e);
-  });
+  set.addGeneric<CompareOp>(lowerBinary);
   set.add<SelectOp>(lowerSelect);
   set.add<CastOp>(lowerCast);
   set.addGeneric<ReluOp, GeluOp, math::SqrtOp, math::ErfOp, math::TanhOp,

@@ -42,9 +42,9 @@ void rowStatistics(BufferizedEntry &e, Value x, Value mx, Value se) {
 
 /// Mean cross-entropy over the last axis: per row the log-sum-exp, the sum
 /// of the logits and the label's logit give the smoothed loss; the loss of
-/// the rows whose label is not ignored is summed and counted in f64. A label
-/// outside [0, K) reads a clamped column (the reference interpreter reports
-/// it; compiled code cannot stop).
+/// the rows whose label is not ignored is summed and counted in f64. The run
+/// stops at a label outside [0, K) that is not the ignored one, as the
+/// reference interpreter does.
 LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
   MLIRContext *ctx = e.ctx;
   OpBuilder &b = e.b;
@@ -54,6 +54,8 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
   if (k == 0)
     return op.emitError("the ")
            << e.targetName() << " backend needs at least one class";
+  e.checkIndices(op, op.getLabels(), 0, k,
+                 static_cast<int64_t>(op.getIgnoreIndex()));
   Value x = e.reshape(e.denseOf(op.getLogits()),
                       MemRefType::get({rows, k}, elem));
   Type labelType = op.getLabels().getType().getElementType();
@@ -143,6 +145,8 @@ LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op, BufferizedEntry &e) {
            << " backend lowers the cross-entropy gradient for f32 logits "
               "only";
   int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
+  e.checkIndices(op, op.getLabels(), 0, k,
+                 static_cast<int64_t>(op.getIgnoreIndex()));
   auto matrix = MemRefType::get({rows, k}, elem);
   Value x = e.reshape(e.denseOf(op.getLogits()), matrix);
   Type labelType = op.getLabels().getType().getElementType();

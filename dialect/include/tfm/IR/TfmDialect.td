@@ -26,6 +26,13 @@ def Tfm_Dialect : Dialect {
     masks are i1.
   }];
   let cppNamespace = "::mlir::tfm";
+  let useDefaultAttributePrinterParser = 1;
+  // tfm.plan, tfm.entries, tfm.kernels, tfm.states and tfm.checks must hold
+  // the typed attributes that TfmAttrs.td defines.
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -14,6 +14,25 @@
 #include "tfm/IR/TfmEnums.h.inc"
 #include "tfm/IR/TfmInterfaces.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "tfm/IR/TfmAttrs.h.inc"
+
+namespace mlir::tfm {
+/// The session's training state, which tfm.parameter reads and the
+/// optimizer updates write.
+struct TrainingStateResource
+    : public SideEffects::Resource::Base<TrainingStateResource> {
+  StringRef getName() final { return "tfm.training_state"; }
+};
+
+/// The name of the attribute that holds an op's memory plan: one
+/// #tfm.arena, #tfm.view, #tfm.inline or #tfm.output per result.
+inline constexpr const char *kPlanAttrName = "tfm.plan";
+
+/// The plan of result `index` of `op`, or null when it has none.
+Attribute getPlannedBuffer(Operation *op, unsigned index);
+} // namespace mlir::tfm
+
 #define GET_OP_CLASSES
 #include "tfm/IR/TfmOps.h.inc"
 

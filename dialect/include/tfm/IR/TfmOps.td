@@ -682,14 +682,21 @@ def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_Differentiable]> {
 // Training: parameters, gradients that need ops of their own, optimizers
 //===----------------------------------------------------------------------===//
 
-def Tfm_ParameterOp : Tfm_PureOp<"parameter"> {
+// What tfm.parameter reads and the optimizer updates write: the session's
+// training state. Modelled as a resource so that no pass moves a read of a
+// parameter across the update that changes it, or merges the two.
+def Tfm_TrainingState : Resource<"::mlir::tfm::TrainingStateResource">;
+
+def Tfm_ParameterOp : Tfm_Op<"parameter",
+    [MemoryEffects<[MemRead<Tfm_TrainingState>]>]> {
   let summary = "a trainable parameter, with its initial value";
   let description = [{
     The value of the parameter `name` when the enclosing function starts.
     Parameters live in the session that runs the compiled model: they start
     at `initial_value`, `tfm.sgd_update` and `tfm.adam_update` change them
     when a training step ends, and the runtime reads and writes them by
-    name. Unlike constants, two parameters with equal values stay distinct.
+    name. Unlike constants, two parameters with equal values stay distinct,
+    and a read is never moved across an update of the same state.
 
     Shape rules: `initial_value` has the result's type.
 
@@ -704,7 +711,8 @@ def Tfm_ParameterOp : Tfm_PureOp<"parameter"> {
   let hasVerifier = 1;
 }
 
-def Tfm_NextStepOp : Tfm_Op<"next_step", [MemoryEffects<[MemRead, MemWrite]>]> {
+def Tfm_NextStepOp : Tfm_Op<"next_step",
+    [MemoryEffects<[MemRead<Tfm_TrainingState>, MemWrite<Tfm_TrainingState>]>]> {
   let summary = "advances the session's training step count and returns it";
   let description = [{
     The session counts training steps from 0. This op adds one and returns
@@ -810,7 +818,8 @@ def Tfm_EmbeddingGradOp : Tfm_PureOp<"embedding_grad"> {
 }
 
 class Tfm_OptimizerOp<string mnemonic, string rule>
-    : Tfm_Op<mnemonic, [MemoryEffects<[MemRead, MemWrite]>]> {
+    : Tfm_Op<mnemonic, [MemoryEffects<[MemRead<Tfm_TrainingState>,
+                                       MemWrite<Tfm_TrainingState>]>]> {
   let description = [{
     Updates the parameter named `parameter` in place, with its gradient
     `grad` and the step count `step` (from `tfm.next_step`):
@@ -867,6 +876,52 @@ def Tfm_AdamUpdateOp : Tfm_OptimizerOp<"adam_update", [{
                            "::mlir::tfm::LRSchedule::constant">:$schedule,
                        DefaultValuedAttr<I64Attr, "1">:$d_model,
                        DefaultValuedAttr<I64Attr, "1">:$warmup);
+}
+
+//===----------------------------------------------------------------------===//
+// Ops on buffers: what a backend's lowering emits
+//===----------------------------------------------------------------------===//
+
+def Tfm_KernelCallOp : Op<Tfm_Dialect, "kernel_call",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "calls a runtime kernel on buffers";
+  let description = [{
+    Runs the kernel `kernel` describes through the runtime the model is
+    loaded into (`host`, the entry's first argument), on dense buffers.
+    `slots` gives each buffer's argument position (absent positions are
+    NULL, as tfm/abi.h allows for optional arguments), and `offsets` an
+    element offset into each buffer. The result is the kernel's status: 0 on
+    success. `tfm-lower-kernel-calls` turns each call into a call through
+    `host->run_kernel` and collects the descriptors into the module's
+    `tfm.kernels` table.
+
+    ```mlir
+    %rc = tfm.kernel_call %host, #tfm.kernel<kind = linear, dtype = f32,
+            params = array<i64: 6, 8, 4, 1, 2, 0, 1>>
+            (%x, %w, %b, %y) {slots = array<i64: 0, 1, 2, 4>}
+            : memref<6x8xf32>, memref<4x8xf32>, memref<4xf32>, memref<6x4xf32>
+    ```
+  }];
+  // `host` is an !llvm.ptr; AnyType keeps the LLVM dialect out of this one.
+  let arguments = (ins AnyType:$host, Tfm_KernelAttr:$kernel,
+                       Variadic<AnyMemRef>:$args,
+                       OptionalAttr<DenseI64ArrayAttr>:$slots,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
+  let results = (outs I32:$status);
+  let assemblyFormat = [{
+    $host `,` $kernel `(` $args `)` attr-dict `:` type($host) `,` type($args)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The argument position of buffer `i`.
+    int64_t getSlot(unsigned i) {
+      return getSlots() ? (*getSlots())[i] : int64_t(i);
+    }
+    /// The element offset into buffer `i`.
+    int64_t getOffset(unsigned i) {
+      return getOffsets() ? (*getOffsets())[i] : 0;
+    }
+  }];
 }
 
 #endif // TFM_IR_TFMOPS_TD

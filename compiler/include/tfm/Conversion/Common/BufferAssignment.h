@@ -9,14 +9,20 @@
 //                            %weights: memref<Wxi8>, %state: memref<Sxi8>,
 //                            %in..., %out...) -> i32
 //
-// Every tensor gets its buffer from the plan: a view of the arena at its
-// offset, a view of the weights for constants, of the state for parameters,
-// the caller's buffer for inputs, and the caller's output buffer for a
-// returned value, so results are written where the caller wants them
-// without a copy. This is the bufferization step of the backends; it is done
-// here rather than by the generic one-shot bufferization because the plan
-// has already decided every buffer, and tfm ops are all value semantics on
-// static shapes.
+// Every tensor gets its buffer from the plan (`tfm.plan`): a view of the
+// arena at its offset, a strided view of another tensor's storage, the
+// caller's output buffer; constants live in the weights, parameters in the
+// state, inputs in the caller's buffers. This is the bufferization step of
+// the backends; it is done here rather than by the generic one-shot
+// bufferization because the plan has already decided every buffer, and tfm
+// ops are all value semantics on static shapes. The lowering checks what it
+// reads of the plan (views inside their storage, dense storage where a
+// lowering writes densely) and reports a disagreement as an internal error.
+//
+// Scratch memory an op's lowering needs lies in the arena too, past the
+// plan's buffers, so compiled code never allocates. The entry returns 0, or
+// at the first failure (a kernel's status, an index out of range) that
+// failure's code.
 //
 // How each op is lowered is not decided here: an OpLoweringSet (OpLowering.h)
 // maps op names to lowerings, which the backend-neutral TfmToLinalg files
@@ -28,6 +34,7 @@
 #define TFM_CONVERSION_COMMON_BUFFERASSIGNMENT_H
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Transforms/LayoutRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -51,9 +58,6 @@ MemRefType memrefOf(Type tensorType);
 /// Whether a shaped type's elements are f32.
 bool isF32(Type shapedType);
 
-/// Row-major strides of `shape`, in elements.
-SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
-
 /// A tensor read in place from another's storage: element i lies at
 /// base[offset + Σ i_d · strides[d]], base being a dense buffer.
 struct StridedView {
@@ -66,12 +70,6 @@ struct StridedView {
     return offset == 0 && strides == rowMajorStrides(shape);
   }
 };
-
-/// The strides of `view` read with `shape` instead, when no copy is needed:
-/// each run of new dimensions must split or merge a run of old ones that is
-/// contiguous within itself.
-std::optional<SmallVector<int64_t>> reshapeStrides(const StridedView &view,
-                                                   ArrayRef<int64_t> shape);
 
 /// The constants of every entry, deduplicated, laid out at the ABI's
 /// buffer alignment.
@@ -103,15 +101,43 @@ struct StateLayout {
               int64_t init);
 };
 
+/// The run-time checks of a module (#tfm.index_check), one table for every
+/// entry.
+struct CheckTable {
+  SmallVector<Attribute> checks;
+  int32_t add(Attribute check) {
+    checks.push_back(check);
+    return static_cast<int32_t>(checks.size() - 1);
+  }
+};
+
+/// What every entry of a module shares: the weights, the state slots and
+/// the checks.
+struct ModuleLayout {
+  WeightsLayout weights;
+  StateLayout state;
+  CheckTable checks;
+};
+
 /// Lays out the weights (every constant and every parameter's initial
 /// value) and the session state of `entries`. Reports and fails on a
 /// parameter with two types or an update of no parameter.
 LogicalResult layOutModule(ArrayRef<func::FuncOp> entries,
-                           WeightsLayout &weights, StateLayout &state);
+                           ModuleLayout &layout);
 
-/// Records the layouts on `module` for the artifact emitter.
-void recordModuleLayout(ModuleOp module, const WeightsLayout &weights,
-                        const StateLayout &state);
+/// Records the layouts and the checks on `module` for the artifact emitter
+/// (`tfm.weights`, `tfm.weight_offsets`, `tfm.weights_bytes`, `tfm.states`,
+/// `tfm.state_bytes`, `tfm.checks`), and the entries (`tfm.entries`).
+void recordModuleLayout(ModuleOp module, const ModuleLayout &layout,
+                        ArrayRef<Attribute> entries);
+
+/// Declares the function compiled code calls when a run-time check fails
+/// (defined by the artifact emitter; it calls host->check_failed).
+void declareCheckFailed(ModuleOp module);
+
+/// "node 'N' (OpType)" for an op imported from ONNX, "file:line:col" for
+/// one parsed from MLIR.
+std::string describeLocation(Location loc);
 
 /// The public functions with bodies: the entries a backend compiles.
 SmallVector<func::FuncOp> entryFunctions(ModuleOp module);
@@ -124,15 +150,14 @@ public:
   /// LLVM-style RTTI, so a target's lowerings can reach their entry type.
   enum class Kind { CPU };
 
-  BufferizedEntry(Kind kind, func::FuncOp fn, WeightsLayout &weights,
-                  StateLayout &state);
+  BufferizedEntry(Kind kind, func::FuncOp fn, ModuleLayout &layout);
   virtual ~BufferizedEntry();
   Kind getKind() const { return kind; }
 
   /// Builds `@__tfm_entry_<name>` before `fn`, lowering every op through
-  /// `lowerings`, and describes it in `entryInfo` (what the artifact's
-  /// metadata table needs). Does not erase `fn`.
-  LogicalResult run(const OpLoweringSet &lowerings, DictionaryAttr &entryInfo);
+  /// `lowerings`, and describes it in `entryInfo` (a #tfm.entry). Does not
+  /// erase `fn`.
+  LogicalResult run(const OpLoweringSet &lowerings, Attribute &entryInfo);
 
   //===------------------------------------------------------------------===//
   // Buffers
@@ -141,26 +166,25 @@ public:
   /// The buffer of `tensor`; a strided view is materialized as a strided
   /// memref (once).
   Value bufferOf(Value tensor);
-  /// A dense row-major buffer of `tensor`, copying a strided view if needed
-  /// (kernels read dense operands).
+  /// A dense row-major buffer of `tensor`, copying a strided view into
+  /// scratch memory if needed (kernels read dense operands).
   Value denseOf(Value tensor);
   /// Where `tensor`'s elements lie: its view, or its buffer read densely.
   StridedView viewOf(Value tensor);
   /// Whether `tensor` is kept as a strided view of another's storage.
   bool isView(Value tensor) const { return views.count(tensor); }
-  /// Makes `tensor` a view of another's storage: it gets no buffer.
-  void setView(Value tensor, StridedView view) { views[tensor] = std::move(view); }
-  /// Forgets that `tensor` is a view (it was copied into a buffer).
-  void dropView(Value tensor) { views.erase(tensor); }
-  /// Records that `tensor` lives in `buffer`.
-  void setBuffer(Value tensor, Value buffer) { buffers[tensor] = buffer; }
+  /// Whether the plan computes `tensor` where it is read (#tfm.inline).
+  static bool isInline(Value tensor);
 
-  /// Where the op that defines `result` writes it: the caller's output
-  /// buffer for a returned value, else its planned place in the arena.
+  /// The dense buffer the op that defines `result` writes it to: the
+  /// caller's output buffer or its place in the arena. Reports an internal
+  /// error (and returns null) when the plan gives it strided storage.
   Value destination(Value result);
-  /// The caller's output buffer that `result` is written to, or null.
-  Value outputBufferOf(Value result) const { return outputOf.lookup(result); }
-  /// Scratch memory of `type` for the op being lowered.
+  /// Where the op that defines `result` writes it, strided storage
+  /// included; for ops whose lowering writes at any strides.
+  StridedView destinationView(Value result);
+  /// Scratch memory of `type` for the op being lowered, in the arena past
+  /// the plan's buffers; it is reused by the next op.
   Value temporary(MemRefType type);
   /// A contiguous buffer read with another static shape; no data moves.
   Value reshape(Value buffer, MemRefType to);
@@ -169,19 +193,28 @@ public:
   Value view(Value base, int64_t byteOffset, Type tensorType);
   /// `view` as a strided memref.
   Value materialize(const StridedView &view, Type elementType);
-  /// Where a buffer made by `view` or `reshape` lies: its base (the arena,
-  /// the weights or the state) and a byte offset; {null, 0} for others.
-  std::pair<Value, int64_t> placeOf(Value buffer) const {
-    return places.lookup(buffer);
-  }
-  /// The arena offset the plan gave result `index` of `op`, or -1.
-  static int64_t plannedOffset(Operation *op, unsigned index);
 
-  /// The arena, the weights and the state as the entry sees them.
-  Value arenaBuffer() const { return arena; }
+  /// The state and the host pointer as the entry sees them.
   Value stateBuffer() const { return stateArg; }
   Value hostPointer() const { return host; }
-  const StateLayout &stateLayout() const { return state; }
+  const StateLayout &stateLayout() const { return layout.state; }
+
+  //===------------------------------------------------------------------===//
+  // Control: stopping a run at its first failure
+  //===------------------------------------------------------------------===//
+
+  /// Returns `status` (i32) from the entry when it is not 0; code after
+  /// this runs only when it is.
+  void exitIfNonZero(Value status);
+  /// Returns the status `failure` builds from the entry when `condition`
+  /// (i1) holds.
+  void exitIf(Value condition,
+              function_ref<Value(OpBuilder &, Location)> failure);
+  /// Checks that every element of `indices` lies in [lower, upper), or is
+  /// `skip` when given; at the first that does not, the run stops with a
+  /// status naming `op`, the tensor and the position.
+  void checkIndices(Operation *op, Value indices, int64_t lower,
+                    int64_t upper, std::optional<int64_t> skip = {});
 
   //===------------------------------------------------------------------===//
   // linalg on buffers
@@ -226,21 +259,22 @@ protected:
   /// Called after each op is lowered; a target that reports errors of its
   /// own (already emitted) fails here.
   virtual LogicalResult endOp(Operation *) { return success(); }
-  /// The value the entry returns on success.
-  virtual Value returnCode();
+  /// Reports a disagreement between the plan and a lowering; the op fails.
+  void internalError(const Twine &message);
+  /// The place of `tensor` in `buffers`, the arena or a view, read from the
+  /// plan when its op is about to be lowered.
+  LogicalResult bindPlannedViews(Operation *op);
 
   func::FuncOp fn;
   func::FuncOp entry;
-  WeightsLayout &weights;
-  StateLayout &state;
+  ModuleLayout &layout;
 
 private:
   Kind kind;
   Value host, arena, weightsArg, stateArg;
+  Block *exitBlock = nullptr;
+  SmallVector<Value> outBuffers;
   DenseMap<Value, Value> buffers;
-  // Returned values that are written straight into an output buffer.
-  DenseMap<Value, Value> outputOf;
-  SmallVector<Value> temporaries;
   // Pointers handed to kernels are taken from the base buffer and a byte
   // offset, because the strided-metadata expansion folds the aligned pointer
   // of a memref.view to its source's and so would drop the offset.
@@ -249,6 +283,16 @@ private:
   // memrefs once a glue op asked for one.
   DenseMap<Value, StridedView> views;
   DenseMap<Value, Value> materialized;
+  // The plan's arena bytes; scratch memory starts past them.
+  int64_t planBytes = 0, scratchUsed = 0, scratchBytes = 0;
+  bool failedOp = false;
+
+public:
+  /// Where a buffer made by `view` or `reshape` lies: its base (the arena,
+  /// the weights or the state) and a byte offset; {null, 0} for others.
+  std::pair<Value, int64_t> placeOf(Value buffer) const {
+    return places.lookup(buffer);
+  }
 };
 
 } // namespace mlir::tfm

@@ -1,11 +1,13 @@
 //===- TfmToCPU.h - The oneDNN-backed CPU lowering --------------*- C++ -*-===//
 //
 // The CPU target: heavy ops (GEMMs, masked softmax, layer norm, the
-// optimizers) become calls through `host->run_kernel` to runtime kernels
-// backed by oneDNN primitives, which a session creates once from the
-// descriptors the module collects in `tfm.kernels`; everything else is the
+// optimizers) become `tfm.kernel_call`s of runtime kernels backed by oneDNN
+// primitives, which a session creates once from the descriptors
+// (tfm-lower-kernel-calls collects them in `tfm.kernels` and turns each
+// call into a call through `host->run_kernel`); everything else is the
 // backend-neutral linalg of TfmToLinalg, which tfm-cpu-pipeline lowers to
-// loops and LLVM.
+// loops and LLVM. The CPU's layout rules let the plan keep transposes that
+// feed or leave a GEMM, and the parts of a packed projection, as views.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,24 +29,11 @@ struct KernelArg {
       : buffer(buffer), elementOffset(offset) {}
 };
 
-/// The module's kernel descriptors, one per distinct configuration.
-struct KernelTable {
-  SmallVector<Attribute> descs;
-  DenseMap<Attribute, int32_t> indexOf;
-
-  /// The index of the descriptor, or -1 when its arrays do not fit the
-  /// ABI's (an internal error of the lowering).
-  int32_t add(MLIRContext *ctx, int32_t kind, ArrayRef<int64_t> params,
-              ArrayRef<double> fparams, ArrayRef<int64_t> strides,
-              int32_t dtype);
-};
-
 /// One entry function of the CPU target.
 class CPUEntry : public BufferizedEntry {
 public:
-  CPUEntry(func::FuncOp fn, WeightsLayout &weights, StateLayout &state,
-           KernelTable &kernels, bool bf16)
-      : BufferizedEntry(Kind::CPU, fn, weights, state), kernels(kernels),
+  CPUEntry(func::FuncOp fn, ModuleLayout &layout, bool bf16)
+      : BufferizedEntry(Kind::CPU, fn, layout),
         linearDtype(bf16 ? TFM_DTYPE_BF16 : TFM_DTYPE_F32) {}
 
   static bool classof(const BufferizedEntry *e) {
@@ -56,7 +45,8 @@ public:
   void copyView(const StridedView &from, const StridedView &to,
                 Type elementType) override;
 
-  /// Calls kernel `kind` (a tfm_kernel_kind_t) on `args`.
+  /// Calls kernel `kind` (a tfm_kernel_kind_t) on `args`; the run stops if
+  /// it fails.
   void callKernel(int32_t kind, ArrayRef<int64_t> params,
                   ArrayRef<double> fparams, ArrayRef<KernelArg> args,
                   ArrayRef<int64_t> strides = {},
@@ -68,18 +58,24 @@ public:
   /// The dtype of LINEAR kernels: F32, or BF16 with --dtype=bf16.
   int32_t linearKernelDtype() const { return linearDtype; }
 
-protected:
-  LogicalResult beginEntry() override;
-  LogicalResult endOp(Operation *op) override;
-  Value returnCode() override { return errorCode; }
-
 private:
-  KernelTable &kernels;
   int32_t linearDtype;
-  Value argsArray, errorCode;
-  // Set when a kernel call could not be described (reported already).
-  bool kernelCallFailed = false;
 };
+
+/// A matmul the BATCH_MATMUL kernel runs with strided operands and result:
+/// f32, equal ranks of 2 to 4 and equal batch dimensions, no empty
+/// dimension. A transposed operand is the same buffer read with swapped
+/// strides, which is how the backward pass's weight and attention gradients
+/// (Xᵀ·dY, dSᵀ·Q) reach the kernel without a copy.
+bool isStridedMatmul(MatmulOp op);
+
+/// A QKV projection computed as one GEMM into one packed buffer
+/// [rows, Σsizes]; its results are column windows of that buffer.
+bool isPackedQKV(QKVProjectionOp op);
+
+/// Registers the CPU's layout rules with tfm-plan-memory (target "cpu").
+/// Idempotent.
+void registerCPUTarget();
 
 /// Adapts `fn(OpTy, CPUEntry &)` to an OpLoweringSet entry.
 template <typename OpTy>

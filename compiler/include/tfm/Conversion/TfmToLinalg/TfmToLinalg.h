@@ -57,12 +57,10 @@ void lowerGenericLinear(BufferizedEntry &e, Value x, Value w, Value bias,
 void lowerGenericSoftmax(BufferizedEntry &e, Value input, int64_t axis,
                          Value out);
 
-/// Lowers a reshape, or a transpose that only moves unit dimensions:
-/// `result` is `input` read with another shape, a view of the same storage
-/// when the layout allows, else a copy into the result's own buffer. `r` is
-/// the reshape, if it is one.
-LogicalResult lowerReshape(BufferizedEntry &e, Value input, Value result,
-                           ReshapeOp r = {});
+/// Lowers a reshape (or a transpose that only moves unit dimensions) that
+/// the plan does not keep as a view: a copy of `input` into the buffer of
+/// `result`.
+LogicalResult lowerReshape(BufferizedEntry &e, Value input, Value result);
 
 /// The step count as f64, and the learning rate of `schedule` at that step.
 std::pair<Value, Value> stepAndRate(BufferizedEntry &e, Value step,

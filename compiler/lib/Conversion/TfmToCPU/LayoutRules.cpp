@@ -1,0 +1,90 @@
+//===- LayoutRules.cpp - What the CPU's kernels read and write in place ---===//
+//
+// BATCH_MATMUL reads and writes any element strides, so a transpose that
+// feeds a strided matmul, or that follows one, is a view; LINEAR writes one
+// packed buffer for a QKV projection, whose parts are its column windows;
+// the softmax kernels read each row before writing it, so they work in
+// place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
+
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+bool mlir::tfm::isStridedMatmul(MatmulOp op) {
+  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
+  auto ot = op.getType();
+  if (!lt.getElementType().isF32() || lt.getRank() != rt.getRank() ||
+      lt.getRank() != ot.getRank() || ot.getRank() > 4 ||
+      ot.getNumElements() == 0 || lt.getNumElements() == 0 ||
+      rt.getNumElements() == 0)
+    return false;
+  return lt.getShape().drop_back(2) == ot.getShape().drop_back(2) &&
+         rt.getShape().drop_back(2) == ot.getShape().drop_back(2);
+}
+
+bool mlir::tfm::isPackedQKV(QKVProjectionOp op) {
+  auto in = op.getInput().getType();
+  return in.getElementType().isF32() && in.getNumElements() > 0 &&
+         op.getWeight().getType().getNumElements() > 0;
+}
+
+namespace {
+
+class CPULayoutRules : public LayoutRules {
+public:
+  StringRef getTarget() const override { return "cpu"; }
+
+  bool readsStrided(Operation *op, unsigned) const override {
+    auto mm = dyn_cast<MatmulOp>(op);
+    return mm && isStridedMatmul(mm);
+  }
+  bool writesStrided(Operation *op, unsigned) const override {
+    return readsStrided(op, 0);
+  }
+
+  std::optional<PackedResults> packsResults(Operation *op) const override {
+    auto qkv = dyn_cast<QKVProjectionOp>(op);
+    if (!qkv || !isPackedQKV(qkv))
+      return std::nullopt;
+    auto inShape = qkv.getInput().getType().getShape();
+    int64_t rows = product(inShape.drop_back()), total = 0;
+    for (int64_t size : qkv.getSizes())
+      total += size;
+    PackedResults packed;
+    packed.bytes = rows * total * 4;
+    int64_t column = 0;
+    for (auto [r, size] : llvm::zip(qkv.getResults(), qkv.getSizes())) {
+      auto shape = cast<RankedTensorType>(r.getType()).getShape();
+      SmallVector<int64_t> strides = rowMajorStrides(shape);
+      // Rows are `total` apart; the leading dimensions multiply rows.
+      if (shape.size() >= 2) {
+        strides[shape.size() - 2] = total;
+        for (int64_t d = static_cast<int64_t>(shape.size()) - 3; d >= 0; --d)
+          strides[d] = strides[d + 1] * shape[d + 1];
+      }
+      packed.offsets.push_back(column);
+      packed.strides.push_back(strides);
+      column += size;
+    }
+    return packed;
+  }
+
+  bool worksInPlace(Operation *op) const override {
+    return LayoutRules::worksInPlace(op) ||
+           isa<SoftmaxOp, MaskedSoftmaxOp>(op);
+  }
+};
+
+} // namespace
+
+void mlir::tfm::registerCPUTarget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerLayoutRules(std::make_unique<CPULayoutRules>());
+  });
+}
