@@ -380,9 +380,10 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   SmallVector<Operation *> order;
   for (Operation &op : body)
     order.push_back(&op);
+  // (A parameter's read has an effect, but erasing an unused one is safe.)
   for (Operation *op : llvm::reverse(order))
-    if (op->use_empty() && isPure(op) &&
-        !op->hasTrait<mlir::OpTrait::IsTerminator>())
+    if (!op->hasTrait<mlir::OpTrait::IsTerminator>() &&
+        wouldOpBeTriviallyDead(op))
       op->erase();
   return train;
 }
