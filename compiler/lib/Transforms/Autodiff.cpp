@@ -383,7 +383,7 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   // (A parameter's read has an effect, but erasing an unused one is safe.)
   for (Operation *op : llvm::reverse(order))
     if (!op->hasTrait<mlir::OpTrait::IsTerminator>() &&
-        wouldOpBeTriviallyDead(op))
+        isOpTriviallyDead(op))
       op->erase();
   return train;
 }
