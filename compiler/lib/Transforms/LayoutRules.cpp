@@ -21,6 +21,15 @@ SmallVector<int64_t> mlir::tfm::rowMajorStrides(ArrayRef<int64_t> shape) {
   return strides;
 }
 
+bool mlir::tfm::isRowMajor(ArrayRef<int64_t> shape,
+                           ArrayRef<int64_t> strides) {
+  SmallVector<int64_t> dense = rowMajorStrides(shape);
+  for (auto [d, st, want] : llvm::zip(shape, strides, dense))
+    if (d != 1 && st != want)
+      return false;
+  return shape.size() == strides.size();
+}
+
 std::optional<SmallVector<int64_t>>
 mlir::tfm::reshapeStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides,
                           ArrayRef<int64_t> newShape) {

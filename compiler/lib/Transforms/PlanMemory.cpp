@@ -51,7 +51,7 @@ struct Placement {
   int64_t bytes = 0, reuses = -1, operand = -1, result = -1, index = -1;
 
   bool isDenseFromStart(ArrayRef<int64_t> shape) const {
-    return offset == 0 && strides == rowMajorStrides(shape);
+    return offset == 0 && isRowMajor(shape, strides);
   }
 };
 
@@ -379,7 +379,7 @@ void Planner::record(int64_t arena, int64_t bound) {
       const Placement &p = placements[r];
       switch (p.kind) {
       case Placement::Arena: {
-        bool dense = p.strides == rowMajorStrides(shapeOf(r));
+        bool dense = isRowMajor(shapeOf(r), p.strides);
         plan.push_back(ArenaAttr::get(
             ctx, offsetOf.lookup(p.root), p.bytes,
             dense ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(p.strides),

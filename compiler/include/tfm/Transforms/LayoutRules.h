@@ -40,6 +40,11 @@ inline int64_t alignBuffer(int64_t bytes) {
 /// Row-major strides of `shape`, in elements.
 SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
 
+/// Whether `strides` read a tensor of `shape` densely in row-major order.
+/// The stride of a dimension of size 1 never moves a pointer, so it does
+/// not matter.
+bool isRowMajor(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides);
+
 /// The strides that read a tensor stored with `shape` and `strides` as
 /// `newShape` instead, when no copy is needed: each run of new dimensions
 /// must split or merge a run of old ones that is contiguous within itself.

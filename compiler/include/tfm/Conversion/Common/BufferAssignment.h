@@ -66,9 +66,7 @@ struct StridedView {
   SmallVector<int64_t> shape, strides;
 
   /// Whether the view is `base` itself read densely from its start.
-  bool isDense() const {
-    return offset == 0 && strides == rowMajorStrides(shape);
-  }
+  bool isDense() const { return offset == 0 && isRowMajor(shape, strides); }
 };
 
 /// The constants of every entry, deduplicated, laid out at the ABI's
