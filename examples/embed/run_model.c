@@ -38,10 +38,10 @@ int main(int argc, char **argv) {
   /* One zero-filled tensor per input, shaped as the model declares. */
   tfm_tensor_t *inputs[16] = {0}, *outputs[16] = {0};
   size_t num_inputs = 0, num_outputs = 0;
-  const tfm_abi_tensor_desc_t *d;
+  tfm_tensor_desc_t d;
   while (num_inputs < 16 &&
          !(s = tfm_module_entry_io(module, entry, 0, num_inputs, &d))) {
-    if ((s = tfm_tensor_create((tfm_dtype_t)d->dtype, d->dims, (size_t)d->rank,
+    if ((s = tfm_tensor_create(d.dtype, d.dims, d.rank,
                                &inputs[num_inputs]))) {
       rc = fail(s);
       goto done;
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < num_outputs; ++i) {
     tfm_module_entry_io(module, entry, 1, i, &d);
-    printf("%s:", d->name);
+    printf("%s:", d.name);
     if (tfm_tensor_dtype(outputs[i]) == TFM_DTYPE_F32) {
       const float *v = (const float *)tfm_tensor_data(outputs[i]);
       size_t n = tfm_tensor_byte_size(outputs[i]) / sizeof(float);

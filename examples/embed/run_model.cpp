@@ -18,23 +18,22 @@ int main(int argc, char **argv) {
     tfm::Session session(module);
     std::vector<tfm::Tensor> inputs;
     for (size_t i = 0;; ++i) {
-      const tfm_abi_tensor_desc_t *d = nullptr;
+      tfm_tensor_desc_t d;
       tfm_status_t s = tfm_module_entry_io(module.get(), entry, 0, i, &d);
       if (s) {
         tfm_status_free(s);
         break;
       }
-      inputs.emplace_back(static_cast<tfm_dtype_t>(d->dtype),
-                          std::vector<int64_t>(d->dims, d->dims + d->rank));
+      inputs.emplace_back(d.dtype, std::vector<int64_t>(d.dims, d.dims + d.rank));
     }
     std::vector<tfm::Tensor *> args;
     for (tfm::Tensor &t : inputs)
       args.push_back(&t);
     std::vector<tfm::Tensor> outputs = session.run(entry, args);
     for (size_t i = 0; i < outputs.size(); ++i) {
-      const tfm_abi_tensor_desc_t *d = nullptr;
+      tfm_tensor_desc_t d;
       tfm::check(tfm_module_entry_io(module.get(), entry, 1, i, &d));
-      std::printf("%s:", d->name);
+      std::printf("%s:", d.name);
       if (outputs[i].dtype() == TFM_DTYPE_F32) {
         size_t n = tfm_tensor_byte_size(outputs[i].get()) / sizeof(float);
         for (size_t j = 0; j < n && j < 8; ++j)

@@ -144,10 +144,10 @@ int main(int argc, char **argv) {
     tfm::Module module(context, argv[1]);
     tfm::Session session(module);
     std::string entry = example::inferenceEntry(module);
-    const tfm_abi_tensor_desc_t *out = nullptr;
+    tfm_tensor_desc_t out;
     tfm::check(tfm_module_entry_io(module.get(), entry.c_str(), 1, 0, &out));
-    if (out->rank != 3 || out->dims[2] != vocab)
-      throw std::runtime_error("the model predicts " + std::to_string(out->dims[out->rank - 1]) +
+    if (out.rank != 3 || out.dims[2] != vocab)
+      throw std::runtime_error("the model predicts " + std::to_string(out.dims[out.rank - 1]) +
                                " characters but the corpus has " + std::to_string(vocab) +
                                "; regenerate the model from this corpus (make_models.py)");
 

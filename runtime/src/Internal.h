@@ -8,6 +8,8 @@
 #ifndef TFM_RUNTIME_SRC_INTERNAL_H
 #define TFM_RUNTIME_SRC_INTERNAL_H
 
+#include "Device.h"
+#include "tfm/abi.h"
 #include "tfm/runtime.h"
 
 #include <fmt/format.h>
@@ -44,7 +46,8 @@ struct RefCounted {
   }
 };
 
-/// Storage aligned as the ABI promises compiled code (oneDNN prefers it too).
+/// Host storage aligned as the ABI promises compiled code (oneDNN prefers
+/// it too).
 struct AlignedBuffer {
   struct Free {
     void operator()(void *p) const { std::free(p); }
@@ -54,6 +57,8 @@ struct AlignedBuffer {
   /// Returns false when the allocation fails.
   bool allocate(size_t bytes) {
     constexpr size_t align = TFM_BUFFER_ALIGNMENT;
+    if (bytes > SIZE_MAX - align)
+      return false;
     size_t rounded = (bytes + align - 1) / align * align;
     void *p = std::aligned_alloc(align, rounded ? rounded : align);
     if (!p)
@@ -80,14 +85,32 @@ template <typename F> tfm_status_t guarded(const char *what, F &&f) {
 
 const char *dtypeName(int32_t dtype);
 
-/// The bytes of a dense tensor of descriptor `d`.
+/// "[2, 3]".
+std::string shapeString(const int64_t *dims, size_t rank);
+
+/// The bytes of a dense tensor of descriptor `d` (validated dims).
 uint64_t tensorBytes(const tfm_abi_tensor_desc_t &d);
 
-namespace cpu {
-struct Device;
-class Kernel;
-} // namespace cpu
-struct Profile;
+/// The kernel kind's name in messages ("linear").
+const char *kernelName(int32_t kind);
+
+/// Checks the model's metadata whole against the library's mapped image
+/// (every pointer inside it, every string terminated there, every entry
+/// point in code) and against itself (counts, shapes, offsets, kernel
+/// descriptors); a failure is DATA_LOSS naming the first problem.
+tfm_status_t validateModel(const std::string &path, const void *handle,
+                           const tfm_abi_model_t *model);
+
+/// Whether [p, p + bytes) lies in the loaded image of the library `handle`
+/// (from dlopen).
+bool pointsIntoLibrary(const void *handle, const void *p, uint64_t bytes);
+
+/// The bytes kernel `d` touches from each of its pointer arguments (0 for
+/// an argument it does not read). False, with `why`, for a descriptor that
+/// is not one the compiler writes (an unknown kind, a non-positive size, an
+/// overflowing product).
+bool kernelFootprint(const tfm_abi_kernel_desc_t &d,
+                     uint64_t bytes[TFM_KERNEL_MAX_ARGS], std::string &why);
 
 } // namespace tfm::runtime
 
@@ -109,27 +132,61 @@ struct tfm_module_s : tfm::runtime::RefCounted {
   std::string path;
   std::vector<char> externalWeights;
   const void *weights = nullptr;
+  /// The largest buffer a kernel may touch: no valid descriptor exceeds it.
+  uint64_t largestBuffer = 0;
 
   const tfm_abi_entry_t *findEntry(const char *name) const;
 };
 
+namespace tfm::runtime {
+struct Profile;
+} // namespace tfm::runtime
+
 struct tfm_session_s {
   tfm_module_s *module = nullptr;
-  tfm::runtime::AlignedBuffer arena;
-  /// Parameters, optimizer moments and the step count (tfm_abi_state_desc_t).
-  tfm::runtime::AlignedBuffer state;
-  std::shared_ptr<tfm::runtime::cpu::Device> device;
-  std::vector<std::unique_ptr<tfm::runtime::cpu::Kernel>> kernels;
+  /// Where the session's memory lives and its kernels run.
+  std::unique_ptr<tfm::runtime::Device> device;
+  /// Scratch memory of the largest entry, and the training state
+  /// (parameters, optimizer moments, the step count), in device memory.
+  tfm::runtime::DeviceBuffer arena, state;
+  /// The bytes each kernel touches from each argument (kernelFootprint).
+  std::vector<std::array<uint64_t, TFM_KERNEL_MAX_ARGS>> footprints;
   std::unique_ptr<tfm::runtime::Profile> profile;
+  /// Set while a call uses the session: a second thread's call fails.
+  std::atomic<bool> busy{false};
   // Why the run failed (a kernel's exception, a failed check), for its
   // status.
   std::string failure;
-  // The entry being run, for messages about its inputs.
+  // The entry being run and the buffers of its run, for messages about its
+  // inputs and for checking kernel arguments.
   const tfm_abi_entry_t *running = nullptr;
+  std::vector<std::pair<const char *, uint64_t>> regions;
   ~tfm_session_s();
 
   /// The state slot of `kind` named `name`, or null.
   const tfm_abi_state_desc_t *findState(const char *name, int32_t kind) const;
 };
+
+namespace tfm::runtime {
+/// Marks `session` busy for the lifetime of the guard; `acquired()` is false
+/// when another thread holds it.
+class SessionUse {
+public:
+  explicit SessionUse(tfm_session_s *s)
+      : s(s), held(!s->busy.exchange(true, std::memory_order_acquire)) {}
+  ~SessionUse() {
+    if (held)
+      s->busy.store(false, std::memory_order_release);
+  }
+  bool acquired() const { return held; }
+
+private:
+  tfm_session_s *s;
+  bool held;
+};
+
+/// The status of a call on a session another thread is using.
+tfm_status_t sessionInUse(const char *call);
+} // namespace tfm::runtime
 
 #endif // TFM_RUNTIME_SRC_INTERNAL_H

@@ -1,9 +1,10 @@
-//===- Module.cpp - Contexts and loaded model libraries -------------------===//
+//===- Module.cpp - Loaded model libraries --------------------------------===//
 //
 // A model library is untrusted input: a truncated file, a library of another
 // ABI version, or corrupt metadata must each end in a status that says so,
-// never in a crash. So the ABI version is checked before any other field is
-// read, and the metadata is validated once, at load.
+// never in a crash. So the file is checked before dlopen maps it, the ABI
+// version before any other field is read, and the metadata whole
+// (Validation.cpp) before anything uses it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 using namespace tfm::runtime;
 
@@ -34,98 +34,6 @@ const tfm_abi_entry_t *tfm_module_s::findEntry(const char *name) const {
 }
 
 namespace {
-
-tfm_status_t validateDescs(const std::string &path, const char *entry,
-                           const char *kind, int32_t count,
-                           const tfm_abi_tensor_desc_t *descs) {
-  if (count < 0 || (count > 0 && !descs))
-    return makeStatus(TFM_STATUS_DATA_LOSS,
-                      "'{}': corrupt metadata: entry '{}' has {} {}", path,
-                      entry, count, kind);
-  for (int32_t i = 0; i < count; ++i) {
-    const tfm_abi_tensor_desc_t &d = descs[i];
-    if (!d.name || tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype)) == 0 ||
-        d.rank < 0 || (d.rank > 0 && !d.dims))
-      return makeStatus(TFM_STATUS_DATA_LOSS,
-                        "'{}': corrupt metadata: {} {} of entry '{}'", path,
-                        kind, i, entry);
-    for (int32_t r = 0; r < d.rank; ++r)
-      if (d.dims[r] < 0)
-        return makeStatus(TFM_STATUS_DATA_LOSS,
-                          "'{}': corrupt metadata: {} '{}' of entry '{}' has "
-                          "a negative dimension",
-                          path, kind, d.name, entry);
-  }
-  return nullptr;
-}
-
-} // namespace
-
-uint64_t tfm::runtime::tensorBytes(const tfm_abi_tensor_desc_t &d) {
-  uint64_t n = tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype));
-  for (int32_t i = 0; i < d.rank; ++i)
-    n *= static_cast<uint64_t>(d.dims[i]);
-  return n;
-}
-
-namespace {
-
-tfm_status_t validateModel(const std::string &path,
-                           const tfm_abi_model_t *m) {
-  if (m->num_kernels < 0 || (m->num_kernels > 0 && !m->kernels))
-    return makeStatus(TFM_STATUS_DATA_LOSS,
-                      "'{}': corrupt metadata: {} kernels", path,
-                      m->num_kernels);
-  if (m->num_entries < 0 || (m->num_entries > 0 && !m->entries))
-    return makeStatus(TFM_STATUS_DATA_LOSS,
-                      "'{}': corrupt metadata: {} entry points", path,
-                      m->num_entries);
-  for (int32_t i = 0; i < m->num_entries; ++i) {
-    const tfm_abi_entry_t &e = m->entries[i];
-    if (!e.name || !e.fn)
-      return makeStatus(TFM_STATUS_DATA_LOSS,
-                        "'{}': corrupt metadata: entry point {} has no name "
-                        "or no code",
-                        path, i);
-    if (tfm_status_t s =
-            validateDescs(path, e.name, "input", e.num_inputs, e.inputs))
-      return s;
-    if (tfm_status_t s =
-            validateDescs(path, e.name, "output", e.num_outputs, e.outputs))
-      return s;
-  }
-  if (m->num_states < 0 || (m->num_states > 0 && !m->states))
-    return makeStatus(TFM_STATUS_DATA_LOSS,
-                      "'{}': corrupt metadata: {} state slots", path,
-                      m->num_states);
-  for (int32_t i = 0; i < m->num_states; ++i) {
-    const tfm_abi_state_desc_t &st = m->states[i];
-    if (tfm_status_t s = validateDescs(path, "state", "slot", 1, &st.tensor))
-      return s;
-    uint64_t bytes = tensorBytes(st.tensor);
-    bool fits = st.offset <= m->state_bytes && bytes <= m->state_bytes - st.offset;
-    bool initFits = st.init_offset < 0 ||
-                    (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
-                     bytes <= m->weights_bytes - st.init_offset);
-    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_STEP || !fits ||
-        !initFits)
-      return makeStatus(TFM_STATUS_DATA_LOSS,
-                        "'{}': corrupt metadata: state slot {} ('{}') lies "
-                        "outside the state or the weights",
-                        path, i, st.tensor.name);
-  }
-  if (m->num_checks < 0 || (m->num_checks > 0 && !m->checks))
-    return makeStatus(TFM_STATUS_DATA_LOSS,
-                      "'{}': corrupt metadata: {} checks", path,
-                      m->num_checks);
-  for (int32_t i = 0; i < m->num_checks; ++i) {
-    const tfm_abi_check_desc_t &c = m->checks[i];
-    if (!c.op || !c.tensor || c.input < -1 || c.lower > c.upper)
-      return makeStatus(TFM_STATUS_DATA_LOSS,
-                        "'{}': corrupt metadata: check {}", path, i);
-  }
-  return nullptr;
-}
 
 /// dlopen maps a truncated library without complaint and the process dies of
 /// SIGBUS on first touch of the missing pages; so check, before dlopen, that
@@ -163,54 +71,21 @@ tfm_status_t checkElf(const std::string &path) {
   return nullptr;
 }
 
+/// The version fields, which every ABI version keeps first, lie in the
+/// library.
+tfm_status_t validateVersionField(const std::string &path, const void *handle,
+                                  const tfm_abi_model_t *m) {
+  if (!pointsIntoLibrary(handle, m, 2 * sizeof(uint32_t)))
+    return makeStatus(TFM_STATUS_DATA_LOSS,
+                      "'{}': corrupt metadata: the model description lies "
+                      "outside the library",
+                      path);
+  return nullptr;
+}
+
 } // namespace
 
 extern "C" {
-
-void tfm_context_options_init(tfm_context_options_t *options) {
-  *options = tfm_context_options_t{};
-  options->struct_size = sizeof(tfm_context_options_t);
-}
-
-tfm_status_t tfm_context_create(const tfm_context_options_t *options,
-                                tfm_context_t **out_context) {
-  if (!out_context)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_context_create: out_context is NULL");
-  *out_context = nullptr;
-  tfm_context_options_t opts;
-  tfm_context_options_init(&opts);
-  if (options) {
-    if (options->struct_size < offsetof(tfm_context_options_t, num_threads) +
-                                   sizeof(int32_t))
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_context_create: options->struct_size {} is too "
-                        "small; call tfm_context_options_init",
-                        options->struct_size);
-    opts.num_threads = options->num_threads;
-  }
-  if (opts.num_threads < 0)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_context_create: num_threads is negative ({})",
-                      opts.num_threads);
-  return guarded("tfm_context_create", [&]() -> tfm_status_t {
-    auto *ctx = new tfm_context_s;
-    unsigned hw = std::thread::hardware_concurrency();
-    ctx->numThreads =
-        opts.num_threads ? opts.num_threads : static_cast<int32_t>(hw ? hw : 1);
-    *out_context = ctx;
-    return nullptr;
-  });
-}
-
-void tfm_context_release(tfm_context_t *context) {
-  if (context)
-    context->release();
-}
-
-int32_t tfm_context_num_threads(const tfm_context_t *context) {
-  return context->numThreads;
-}
 
 tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
                              tfm_module_t **out_module) {
@@ -252,6 +127,10 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
     m->model = get();
     if (!m->model)
       return makeStatus(TFM_STATUS_DATA_LOSS, "'{}' returned no model", path);
+    // The version comes first: a library of another version may lay the
+    // rest out differently.
+    if (tfm_status_t s = validateVersionField(path, m->handle, m->model))
+      return s;
     if (m->model->abi_version != TFM_ABI_VERSION)
       return makeStatus(TFM_STATUS_INCOMPATIBLE,
                         "'{}' was built for model ABI version {}; this "
@@ -263,7 +142,7 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
                         "'{}': model description of {} bytes is shorter than "
                         "this ABI's {}",
                         path, m->model->struct_size, sizeof(tfm_abi_model_t));
-    if (tfm_status_t s = validateModel(path, m->model))
+    if (tfm_status_t s = validateModel(path, m->handle, m->model))
       return s;
     m->weights = m->model->weights;
     if (m->model->external_weights) {
@@ -294,7 +173,7 @@ void tfm_module_release(tfm_module_t *module) {
 }
 
 size_t tfm_module_num_entries(const tfm_module_t *module) {
-  return static_cast<size_t>(module->model->num_entries);
+  return module ? static_cast<size_t>(module->model->num_entries) : 0;
 }
 
 const char *tfm_module_entry_name(const tfm_module_t *module, size_t index) {
@@ -319,7 +198,7 @@ tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
 
 tfm_status_t tfm_module_entry_io(const tfm_module_t *module, const char *entry,
                                  int is_output, size_t index,
-                                 const tfm_abi_tensor_desc_t **out_desc) {
+                                 tfm_tensor_desc_t *out_desc) {
   if (!module || !entry || !out_desc)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_module_entry_io: NULL argument");
@@ -333,7 +212,10 @@ tfm_status_t tfm_module_entry_io(const tfm_module_t *module, const char *entry,
                       "entry '{}' has {} {}s; there is no {} {}", entry,
                       count, is_output ? "output" : "input",
                       is_output ? "output" : "input", index);
-  *out_desc = is_output ? &e->outputs[index] : &e->inputs[index];
+  const tfm_abi_tensor_desc_t &d =
+      is_output ? e->outputs[index] : e->inputs[index];
+  *out_desc = tfm_tensor_desc_t{d.name, static_cast<tfm_dtype_t>(d.dtype),
+                                static_cast<size_t>(d.rank), d.dims};
   return nullptr;
 }
 

@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
-#include "cpu/Kernels.h"
 
 #include <chrono>
 #include <cstdio>
@@ -43,16 +42,11 @@ const tfm_abi_state_desc_t *tfm_session_s::findState(const char *name,
 
 namespace {
 
-/// What compiled code returns when run_kernel or check_failed fails.
+/// What run_kernel and check_failed return to compiled code, which returns
+/// it from the entry.
 constexpr int32_t kKernelFailed = -2;
 constexpr int32_t kCheckFailed = -3;
-
-std::string shapeString(const int64_t *dims, size_t rank) {
-  std::string s = "[";
-  for (size_t i = 0; i < rank; ++i)
-    s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
+constexpr int32_t kCorrupt = -5;
 
 tfm_status_t checkInput(const char *entry, size_t index,
                         const tfm_abi_tensor_desc_t &want,
@@ -73,45 +67,59 @@ tfm_status_t checkInput(const char *entry, size_t index,
   return nullptr;
 }
 
-const char *kernelName(int32_t kind) {
-  switch (kind) {
-  case TFM_KERNEL_LINEAR: return "linear";
-  case TFM_KERNEL_BATCH_MATMUL: return "batch_matmul";
-  case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
-  case TFM_KERNEL_LAYER_NORM: return "layer_norm";
-  case TFM_KERNEL_REORDER: return "reorder";
-  case TFM_KERNEL_ADAM: return "adam";
-  case TFM_KERNEL_SGD: return "sgd";
-  case TFM_KERNEL_LAYER_NORM_BACKWARD: return "layer_norm_backward";
-  default: return "?";
-  }
-}
-
-/// The kernel entry point compiled code calls through tfm_abi_host_t.
+/// The kernel entry point compiled code calls through tfm_abi_host_t. Each
+/// argument must lie, with the bytes the kernel touches, in one buffer of
+/// the run: the arena, the weights, the state, an input or an output. A
+/// model whose code passes anything else is corrupt.
 int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
                   void *const *args) {
   auto *session = static_cast<tfm_session_s *>(host->session);
-  if (index < 0 || static_cast<size_t>(index) >= session->kernels.size())
-    return -1;
-  try {
-    if (!session->profile)
-      return session->kernels[index]->run(args);
+  const tfm_abi_model_t *m = session->module->model;
+  if (index < 0 || index >= m->num_kernels) {
+    session->failure = fmt::format("the code called kernel {}, which the "
+                                   "model does not have",
+                                   index);
+    return kCorrupt;
+  }
+  const auto &footprint = session->footprints[index];
+  for (int a = 0; a < TFM_KERNEL_MAX_ARGS; ++a) {
+    if (!footprint[a])
+      continue;
+    auto *p = static_cast<const char *>(args[a]);
+    bool inside = false;
+    for (const auto &[base, bytes] : session->regions)
+      if (p >= base && footprint[a] <= bytes &&
+          static_cast<uint64_t>(p - base) <= bytes - footprint[a]) {
+        inside = true;
+        break;
+      }
+    if (!inside) {
+      session->failure = fmt::format(
+          "kernel {} ({}) was handed {} bytes at argument {} outside the "
+          "buffers of the run",
+          index, kernelName(m->kernels[index].kind), footprint[a], a);
+      return kCorrupt;
+    }
+  }
+  std::string error;
+  int32_t rc;
+  if (!session->profile) {
+    rc = session->device->runKernel(index, args, error);
+  } else {
     auto start = Clock::now();
-    int32_t rc = session->kernels[index]->run(args);
+    rc = session->device->runKernel(index, args, error);
     session->profile->kernelMs[index] +=
         std::chrono::duration<double, std::milli>(Clock::now() - start)
             .count();
     session->profile->kernelCalls[index]++;
-    return rc;
-  } catch (const std::exception &e) {
-    session->failure = fmt::format("kernel {} ({}): {}", index,
-                                   kernelName(session->module->model->kernels[index].kind),
-                                   e.what());
-    return kKernelFailed;
-  } catch (...) {
-    session->failure = fmt::format("kernel {} failed", index);
+  }
+  if (rc != 0) {
+    session->failure = fmt::format("kernel {} ({}) failed: {}", index,
+                                   kernelName(m->kernels[index].kind),
+                                   error.empty() ? "no reason given" : error);
     return kKernelFailed;
   }
+  return 0;
 }
 
 /// The check entry point compiled code calls through tfm_abi_host_t: an
@@ -122,7 +130,7 @@ int32_t checkFailed(const tfm_abi_host_t *host, int32_t check,
   const tfm_abi_model_t *m = session->module->model;
   if (check < 0 || check >= m->num_checks) {
     session->failure = fmt::format("an unknown check {} failed", check);
-    return kCheckFailed;
+    return kCorrupt;
   }
   const tfm_abi_check_desc_t &c = m->checks[check];
   // The position as a multi-index when the indices are an entry input.
@@ -184,6 +192,8 @@ tfm_session_s::~tfm_session_s() {
 extern "C" {
 
 void tfm_session_options_init(tfm_session_options_t *options) {
+  if (!options)
+    return;
   *options = tfm_session_options_t{};
   options->struct_size = sizeof(tfm_session_options_t);
 }
@@ -200,49 +210,49 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     auto s = std::make_unique<tfm_session_s>();
     s->module = module;
     module->retain();
+    const tfm_abi_model_t *m = module->model;
+    std::string error;
+    s->device = makeDevice("cpu", error);
+    if (!s->device)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT, "tfm_session_create: {}",
+                        error);
     uint64_t arena = 0;
-    for (int32_t i = 0; i < module->model->num_entries; ++i)
-      arena = std::max(arena, module->model->entries[i].arena_bytes);
-    if (!s->arena.allocate(arena))
+    for (int32_t i = 0; i < m->num_entries; ++i)
+      arena = std::max(arena, m->entries[i].arena_bytes);
+    s->arena = s->device->allocate(arena);
+    if (!s->arena.get())
       return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
                         "tfm_session_create: cannot allocate an arena of {} "
                         "bytes",
                         arena);
     // The training state starts at the parameters' initial values, the
     // moments and the step count at zero.
-    const tfm_abi_model_t *m = module->model;
-    if (!s->state.allocate(m->state_bytes))
+    s->state = s->device->allocate(m->state_bytes);
+    if (!s->state.get())
       return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
                         "tfm_session_create: cannot allocate a state of {} "
                         "bytes",
                         m->state_bytes);
-    auto *state = static_cast<char *>(s->state.ptr.get());
-    std::memset(state, 0, m->state_bytes);
+    std::vector<char> initial(m->state_bytes, 0);
     for (int32_t i = 0; i < m->num_states; ++i) {
       const tfm_abi_state_desc_t &st = m->states[i];
       if (st.init_offset >= 0)
-        std::memcpy(state + st.offset,
+        std::memcpy(initial.data() + st.offset,
                     static_cast<const char *>(module->weights) + st.init_offset,
                     tensorBytes(st.tensor));
     }
-    // Every primitive is created here, once; runs only execute them.
-    if (module->model->num_kernels > 0) {
-      s->device = tfm::runtime::cpu::makeDevice();
-      for (int32_t i = 0; i < module->model->num_kernels; ++i) {
-        std::string error;
-        auto k = tfm::runtime::cpu::makeKernel(
-            s->device, module->model->kernels[i], error);
-        if (!k)
-          return makeStatus(TFM_STATUS_INCOMPATIBLE,
-                            "'{}': kernel {} cannot be created: {}",
-                            module->path, i, error);
-        s->kernels.push_back(std::move(k));
-      }
-    }
+    s->device->copyToDevice(s->state.get(), initial.data(), initial.size());
+    // Every kernel is prepared here, once; runs only execute them.
+    if (!s->device->prepareKernels(m->kernels, m->num_kernels, error))
+      return makeStatus(TFM_STATUS_INCOMPATIBLE, "'{}': {}", module->path,
+                        error);
+    s->footprints.resize(m->num_kernels);
+    for (int32_t i = 0; i < m->num_kernels; ++i)
+      kernelFootprint(m->kernels[i], s->footprints[i].data(), error);
     if (const char *env = std::getenv("TFM_PROFILE"); env && *env && *env != '0') {
       s->profile = std::make_unique<Profile>();
-      s->profile->kernelMs.assign(s->kernels.size(), 0.0);
-      s->profile->kernelCalls.assign(s->kernels.size(), 0);
+      s->profile->kernelMs.assign(m->num_kernels, 0.0);
+      s->profile->kernelCalls.assign(m->num_kernels, 0);
     }
     *out_session = s.release();
     return nullptr;
@@ -280,6 +290,9 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
   for (size_t i = 0; i < num_inputs; ++i)
     if (tfm_status_t s = checkInput(entry, i, e->inputs[i], inputs[i]))
       return s;
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_run");
   return guarded("tfm_session_run", [&]() -> tfm_status_t {
     std::vector<tfm_tensor_t *> outs(e->num_outputs, nullptr);
     auto releaseAll = [&] {
@@ -295,22 +308,44 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
         return s;
       }
     }
+    // The buffers of the run, which kernel arguments must lie in.
+    auto &regions = session->regions;
+    regions.clear();
+    regions.emplace_back(static_cast<const char *>(session->arena.get()),
+                         session->arena.bytes());
+    regions.emplace_back(static_cast<const char *>(module->weights),
+                         module->model->weights_bytes);
+    regions.emplace_back(static_cast<const char *>(session->state.get()),
+                         session->state.bytes());
     std::vector<const void *> in(num_inputs);
-    for (size_t i = 0; i < num_inputs; ++i)
+    std::vector<uint64_t> inBytes(num_inputs);
+    for (size_t i = 0; i < num_inputs; ++i) {
       in[i] = inputs[i]->buffer.ptr.get();
+      inBytes[i] = inputs[i]->buffer.size;
+      regions.emplace_back(static_cast<const char *>(in[i]), inBytes[i]);
+    }
     std::vector<void *> out(outs.size());
-    for (size_t i = 0; i < outs.size(); ++i)
+    std::vector<uint64_t> outBytes(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
       out[i] = outs[i]->buffer.ptr.get();
+      outBytes[i] = outs[i]->buffer.size;
+      regions.emplace_back(static_cast<const char *>(out[i]), outBytes[i]);
+    }
     tfm_abi_host_t host{};
     host.struct_size = sizeof(tfm_abi_host_t);
-    host.arena = session->arena.ptr.get();
+    host.arena = session->arena.get();
     host.weights = module->weights;
     host.run_kernel = runKernel;
     host.session = session;
-    host.state = session->state.ptr.get();
+    host.state = session->state.get();
     host.check_failed = checkFailed;
+    host.arena_bytes = session->arena.bytes();
+    host.weights_bytes = module->model->weights_bytes;
+    host.state_bytes = session->state.bytes();
+    host.input_bytes = inBytes.data();
+    host.output_bytes = outBytes.data();
+    session->device->setThreads(module->context->numThreads);
     session->running = e;
-    tfm::runtime::cpu::setThreads(module->context->numThreads);
     auto start = Clock::now();
     int32_t rc = e->fn(&host, in.data(), out.data());
     if (session->profile) {
@@ -323,12 +358,26 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     if (rc != 0) {
       releaseAll();
       std::string why = std::exchange(session->failure, std::string());
-      if (rc == kCheckFailed)
+      switch (rc) {
+      case kCheckFailed:
         return makeStatus(TFM_STATUS_INVALID_ARGUMENT, "entry '{}': {}", entry,
                           why);
-      return makeStatus(TFM_STATUS_INTERNAL,
-                        "entry '{}' of '{}' failed with code {}{}{}", entry,
-                        module->path, rc, why.empty() ? "" : ": ", why);
+      case kCorrupt:
+        return makeStatus(TFM_STATUS_DATA_LOSS,
+                          "entry '{}' of '{}': the model library is corrupt: "
+                          "{}",
+                          entry, module->path, why);
+      case TFM_ABI_STATUS_SIZE_MISMATCH:
+        return makeStatus(TFM_STATUS_DATA_LOSS,
+                          "entry '{}' of '{}': the model library is corrupt: "
+                          "its code needs other buffer sizes than its "
+                          "metadata describes",
+                          entry, module->path);
+      default:
+        return makeStatus(TFM_STATUS_INTERNAL,
+                          "entry '{}' of '{}' failed with code {}{}{}", entry,
+                          module->path, rc, why.empty() ? "" : ": ", why);
+      }
     }
     for (size_t i = 0; i < outs.size(); ++i)
       out_outputs[i] = outs[i];

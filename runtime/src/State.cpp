@@ -144,11 +144,19 @@ tfm_status_t tfm_session_get_parameter(tfm_session_t *session,
     return makeStatus(TFM_STATUS_NOT_FOUND,
                       "'{}' has no parameter named '{}'", session->module->path,
                       name);
-  return tfm_tensor_create_copy(
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_get_parameter");
+  tfm_status_t s = tfm_tensor_create(
       static_cast<tfm_dtype_t>(st->tensor.dtype), st->tensor.dims,
-      static_cast<size_t>(st->tensor.rank),
-      static_cast<const char *>(session->state.ptr.get()) + st->offset,
-      tensorBytes(st->tensor), out_value);
+      static_cast<size_t>(st->tensor.rank), out_value);
+  if (s)
+    return s;
+  session->device->copyToHost(
+      (*out_value)->buffer.ptr.get(),
+      static_cast<const char *>(session->state.get()) + st->offset,
+      tensorBytes(st->tensor));
+  return nullptr;
 }
 
 tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
@@ -169,8 +177,12 @@ tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
                       "of another shape or type",
                       name, dtypeName(st->tensor.dtype), st->tensor.rank,
                       dtypeName(value->dtype));
-  std::memcpy(static_cast<char *>(session->state.ptr.get()) + st->offset,
-              value->buffer.ptr.get(), tensorBytes(st->tensor));
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_set_parameter");
+  session->device->copyToDevice(
+      static_cast<char *>(session->state.get()) + st->offset,
+      value->buffer.ptr.get(), tensorBytes(st->tensor));
   return nullptr;
 }
 
@@ -181,10 +193,10 @@ int64_t tfm_session_step_count(const tfm_session_t *session) {
   for (int32_t i = 0; i < m->num_states; ++i)
     if (m->states[i].kind == TFM_STATE_STEP) {
       int64_t step;
-      std::memcpy(&step,
-                  static_cast<const char *>(session->state.ptr.get()) +
-                      m->states[i].offset,
-                  sizeof(step));
+      session->device->copyToHost(
+          &step,
+          static_cast<const char *>(session->state.get()) + m->states[i].offset,
+          sizeof(step));
       return step;
     }
   return 0;
@@ -195,6 +207,9 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
   if (!session || !path)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_session_save_checkpoint: NULL argument");
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_save_checkpoint");
   return guarded("tfm_session_save_checkpoint", [&]() -> tfm_status_t {
     const tfm_abi_model_t *m = session->module->model;
     if (m->num_states == 0)
@@ -205,7 +220,9 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
     std::string out(kMagic, sizeof(kMagic));
     put(out, kFormatVersion);
     put(out, static_cast<uint32_t>(m->num_states));
-    const char *state = static_cast<const char *>(session->state.ptr.get());
+    std::vector<char> host(session->state.bytes());
+    session->device->copyToHost(host.data(), session->state.get(), host.size());
+    const char *state = host.data();
     for (int32_t i = 0; i < m->num_states; ++i) {
       const tfm_abi_state_desc_t &st = m->states[i];
       uint32_t len = static_cast<uint32_t>(std::strlen(st.tensor.name));
@@ -230,6 +247,9 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
   if (!session || !path)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_session_load_checkpoint: NULL argument");
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_load_checkpoint");
   return guarded("tfm_session_load_checkpoint", [&]() -> tfm_status_t {
     FILE *f = std::fopen(path, "rb");
     if (!f)
@@ -303,9 +323,10 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
                           path, kindName(m->states[i].kind),
                           m->states[i].tensor.name);
     }
-    char *state = static_cast<char *>(session->state.ptr.get());
+    auto *state = static_cast<char *>(session->state.get());
     for (auto &[st, payload] : copies)
-      std::memcpy(state + st->offset, payload, tensorBytes(st->tensor));
+      session->device->copyToDevice(state + st->offset, payload,
+                                    tensorBytes(st->tensor));
     return nullptr;
   });
 }

@@ -1,9 +1,6 @@
-//===- Status.cpp - Status and tensors of the runtime ---------------------===//
+//===- Status.cpp - Statuses and the names in messages --------------------===//
 
 #include "Internal.h"
-
-#include <cstring>
-#include <limits>
 
 using namespace tfm::runtime;
 
@@ -19,105 +16,14 @@ const char *tfm_status_message(tfm_status_t status) {
 
 void tfm_status_free(tfm_status_t status) { delete status; }
 
-size_t tfm_dtype_size(tfm_dtype_t dtype) {
-  switch (dtype) {
-  case TFM_DTYPE_F32:
-  case TFM_DTYPE_I32:
-    return 4;
-  case TFM_DTYPE_F16:
-  case TFM_DTYPE_BF16:
-    return 2;
-  case TFM_DTYPE_I64:
-    return 8;
-  case TFM_DTYPE_BOOL:
-    return 1;
-  }
-  return 0;
-}
-
-tfm_status_t tfm_tensor_create(tfm_dtype_t dtype, const int64_t *dims,
-                               size_t rank, tfm_tensor_t **out_tensor) {
-  if (!out_tensor)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create: out_tensor is NULL");
-  *out_tensor = nullptr;
-  size_t width = tfm_dtype_size(dtype);
-  if (!width)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create: unknown dtype {}",
-                      static_cast<int>(dtype));
-  if (rank && !dims)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create: dims is NULL for rank {}", rank);
-  size_t count = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0)
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_tensor_create: dimension {} is negative ({})", i,
-                        dims[i]);
-    if (dims[i] &&
-        count > std::numeric_limits<size_t>::max() / width /
-                    static_cast<size_t>(dims[i]))
-      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
-                        "tfm_tensor_create: the shape overflows memory");
-    count *= static_cast<size_t>(dims[i]);
-  }
-  return guarded("tfm_tensor_create", [&]() -> tfm_status_t {
-    auto t = std::make_unique<tfm_tensor_s>();
-    t->dtype = dtype;
-    t->dims.assign(dims, dims + rank);
-    if (!t->buffer.allocate(count * width))
-      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
-                        "tfm_tensor_create: cannot allocate {} bytes",
-                        count * width);
-    std::memset(t->buffer.ptr.get(), 0, count * width);
-    *out_tensor = t.release();
-    return nullptr;
-  });
-}
-
-tfm_status_t tfm_tensor_create_copy(tfm_dtype_t dtype, const int64_t *dims,
-                                    size_t rank, const void *data,
-                                    size_t byte_size,
-                                    tfm_tensor_t **out_tensor) {
-  tfm_status_t s = tfm_tensor_create(dtype, dims, rank, out_tensor);
-  if (s)
-    return s;
-  if ((*out_tensor)->buffer.size != byte_size || (byte_size && !data)) {
-    size_t want = (*out_tensor)->buffer.size;
-    tfm_tensor_release(*out_tensor);
-    *out_tensor = nullptr;
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create_copy: the shape needs {} bytes but "
-                      "{} were given",
-                      want, byte_size);
-  }
-  if (byte_size)
-    std::memcpy((*out_tensor)->buffer.ptr.get(), data, byte_size);
-  return nullptr;
-}
-
-void tfm_tensor_release(tfm_tensor_t *tensor) { delete tensor; }
-
-tfm_dtype_t tfm_tensor_dtype(const tfm_tensor_t *tensor) {
-  return tensor->dtype;
-}
-
-size_t tfm_tensor_rank(const tfm_tensor_t *tensor) {
-  return tensor->dims.size();
-}
-
-const int64_t *tfm_tensor_dims(const tfm_tensor_t *tensor) {
-  return tensor->dims.data();
-}
-
-size_t tfm_tensor_byte_size(const tfm_tensor_t *tensor) {
-  return tensor->buffer.size;
-}
-
-void *tfm_tensor_data(tfm_tensor_t *tensor) { return tensor->buffer.ptr.get(); }
-
 } // extern "C"
+
+tfm_status_t tfm::runtime::sessionInUse(const char *call) {
+  return makeStatus(TFM_STATUS_FAILED_PRECONDITION,
+                    "{}: another thread is using this session; a session "
+                    "serves one call at a time (create one per thread)",
+                    call);
+}
 
 const char *tfm::runtime::dtypeName(int32_t dtype) {
   switch (dtype) {
@@ -135,4 +41,25 @@ const char *tfm::runtime::dtypeName(int32_t dtype) {
     return "bool";
   }
   return "unknown";
+}
+
+std::string tfm::runtime::shapeString(const int64_t *dims, size_t rank) {
+  std::string s = "[";
+  for (size_t i = 0; i < rank; ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+const char *tfm::runtime::kernelName(int32_t kind) {
+  switch (kind) {
+  case TFM_KERNEL_LINEAR: return "linear";
+  case TFM_KERNEL_BATCH_MATMUL: return "batch_matmul";
+  case TFM_KERNEL_MASKED_SOFTMAX: return "masked_softmax";
+  case TFM_KERNEL_LAYER_NORM: return "layer_norm";
+  case TFM_KERNEL_REORDER: return "reorder";
+  case TFM_KERNEL_ADAM: return "adam";
+  case TFM_KERNEL_SGD: return "sgd";
+  case TFM_KERNEL_LAYER_NORM_BACKWARD: return "layer_norm_backward";
+  default: return "?";
+  }
 }

@@ -10,6 +10,7 @@
 #include "tfm/Target/Artifact.h"
 #include "tfm/Target/Symbols.h"
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Transforms/LayoutRules.h"
 
 #include "tfm/abi.h"
 
@@ -225,18 +226,27 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   };
   using Host = tfm_abi_host_t;
   auto *hostTy = abiStruct(
-      "tfm_abi_host_t", {i32, ptr, ptr, ptr, ptr, ptr, ptr}, sizeof(Host),
+      "tfm_abi_host_t",
+      {i32, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr},
+      sizeof(Host),
       {offsetof(Host, struct_size), offsetof(Host, arena),
        offsetof(Host, weights), offsetof(Host, run_kernel),
        offsetof(Host, session), offsetof(Host, state),
-       offsetof(Host, check_failed)});
+       offsetof(Host, check_failed), offsetof(Host, arena_bytes),
+       offsetof(Host, weights_bytes), offsetof(Host, state_bytes),
+       offsetof(Host, input_bytes), offsetof(Host, output_bytes)});
   // Field numbers of tfm_abi_host_t that the generated code loads.
   enum {
     kHostArena = 1,
     kHostWeights = 2,
     kHostRunKernel = 3,
     kHostState = 5,
-    kHostCheckFailed = 6
+    kHostCheckFailed = 6,
+    kHostArenaBytes = 7,
+    kHostWeightsBytes = 8,
+    kHostStateBytes = 9,
+    kHostInputBytes = 10,
+    kHostOutputBytes = 11
   };
   using Tensor = tfm_abi_tensor_desc_t;
   auto *tensorTy = abiStruct(
@@ -342,6 +352,30 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
         wrapTy, llvm::GlobalValue::InternalLinkage, "tfm_entry_" + name, *m);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", wrap));
     llvm::Value *host = wrap->getArg(0);
+    // The buffers the runtime allocated from the metadata must be the sizes
+    // this code was compiled for: the constants below are the code's own
+    // copy of them, which corrupting the metadata table does not change.
+    auto *mismatch = llvm::BasicBlock::Create(c, "size_mismatch", wrap);
+    auto requireSize = [&](llvm::Value *have, uint64_t want, bool atLeast) {
+      llvm::Value *ok = atLeast ? b.CreateICmpUGE(have, i64c(want))
+                                : b.CreateICmpEQ(have, i64c(want));
+      auto *next = llvm::BasicBlock::Create(c, "size_ok", wrap);
+      b.CreateCondBr(ok, next, mismatch);
+      b.SetInsertPoint(next);
+    };
+    auto hostField = [&](unsigned field, llvm::Type *type) {
+      return b.CreateLoad(type, b.CreateStructGEP(hostTy, host, field));
+    };
+    requireSize(hostField(kHostArenaBytes, i64), e.getArenaBytes(), true);
+    requireSize(hostField(kHostWeightsBytes, i64), weightsBytes, false);
+    requireSize(hostField(kHostStateBytes, i64), stateBytes, false);
+    for (auto [field, list] : {std::make_pair(kHostInputBytes, inputs),
+                               std::make_pair(kHostOutputBytes, outputs)}) {
+      llvm::Value *sizes = hostField(field, ptr);
+      for (auto [i, d] : llvm::enumerate(list.getAsRange<TensorDescAttr>()))
+        requireSize(b.CreateLoad(i64, b.CreateConstGEP1_64(i64, sizes, i)),
+                    static_cast<uint64_t>(bufferBytes(d.getType())), false);
+    }
     SmallVector<llvm::Value *> args{host};
     args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, kHostArena), "arena"));
     args.push_back(b.CreateLoad(ptr, b.CreateStructGEP(hostTy, host, kHostWeights), "weights"));
@@ -356,6 +390,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
       return module.emitError("entry '") << name << "' has "
              << impl->arg_size() << " arguments, expected " << args.size();
     b.CreateRet(b.CreateCall(impl, args));
+    b.SetInsertPoint(mismatch);
+    b.CreateRet(i32c(TFM_ABI_STATUS_SIZE_MISMATCH));
 
     auto describe = [&](ArrayAttr list, StringRef what) {
       SmallVector<llvm::Constant *> descs;

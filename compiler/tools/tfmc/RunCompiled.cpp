@@ -101,6 +101,47 @@ void load(const void *src, Tensor &t) {
   }
 }
 
+/// The signature of `entry` from a library's metadata. Refuses tensors too
+/// large for tfmc to hold, so a corrupt or huge model ends in a message,
+/// not in an allocation that aborts.
+bool signatureOfEntry(tfm_module_t *module, const std::string &entry,
+                      Signature &sig) {
+  // The reference interpreter's limit: values are held as doubles.
+  constexpr int64_t kMaxElements = int64_t(1) << 30;
+  sig.entry = entry;
+  for (int isOutput = 0; isOutput < 2; ++isOutput) {
+    size_t count = 0;
+    if (!ok(tfm_module_entry_num_io(module, entry.c_str(), isOutput, &count)))
+      return false;
+    for (size_t i = 0; i < count; ++i) {
+      tfm_tensor_desc_t d;
+      if (!ok(tfm_module_entry_io(module, entry.c_str(), isOutput, i, &d)))
+        return false;
+      Port p;
+      p.name = d.name;
+      p.kind = *kindOf(d.dtype);
+      p.shape.assign(d.dims, d.dims + d.rank);
+      p.graphPosition = i;
+      // Integer inputs are usually token ids: keep random ones small.
+      p.indexBound = isFloatKind(p.kind) ? 0 : 10;
+      int64_t elements = 1;
+      for (int64_t dim : p.shape)
+        if (dim && elements > kMaxElements / dim)
+          elements = kMaxElements + 1;
+        else
+          elements *= dim;
+      if (elements > kMaxElements) {
+        error() << "entry '" << entry << "': " << (isOutput ? "output" : "input")
+                << " '" << p.name << "' has more than " << kMaxElements
+                << " elements, more than tfmc holds\n";
+        return false;
+      }
+      (isOutput ? sig.outputs : sig.inputs).push_back(std::move(p));
+    }
+  }
+  return true;
+}
+
 /// Owns the runtime handles of one run.
 struct Loaded {
   tfm_context_t *context = nullptr;
@@ -142,26 +183,8 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   }
 
   Signature sig;
-  sig.entry = entry;
-  for (int isOutput = 0; isOutput < 2; ++isOutput) {
-    size_t count = 0;
-    if (!ok(tfm_module_entry_num_io(rt.module, entry.c_str(), isOutput,
-                                    &count)))
-      return kExitInputError;
-    for (size_t i = 0; i < count; ++i) {
-      const tfm_abi_tensor_desc_t *d = nullptr;
-      if (!ok(tfm_module_entry_io(rt.module, entry.c_str(), isOutput, i, &d)))
-        return kExitInputError;
-      Port p;
-      p.name = d->name;
-      p.kind = *kindOf(d->dtype);
-      p.shape.assign(d->dims, d->dims + d->rank);
-      p.graphPosition = i;
-      // Integer inputs are usually token ids: keep random ones small.
-      p.indexBound = isFloatKind(p.kind) ? 0 : 10;
-      (isOutput ? sig.outputs : sig.inputs).push_back(std::move(p));
-    }
-  }
+  if (!signatureOfEntry(rt.module, entry, sig))
+    return kExitInputError;
   sig.numGraphInputs = sig.inputs.size();
   if (known) {
     // Same types by construction; take the ONNX numbering and index bounds.
@@ -272,23 +295,8 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
     return kExitInputError;
   }
   Signature sig;
-  sig.entry = "train_step";
-  for (int isOutput = 0; isOutput < 2; ++isOutput) {
-    size_t count = 0;
-    if (!ok(tfm_module_entry_num_io(rt.module, "train_step", isOutput, &count)))
-      return kExitInputError;
-    for (size_t i = 0; i < count; ++i) {
-      const tfm_abi_tensor_desc_t *d = nullptr;
-      if (!ok(tfm_module_entry_io(rt.module, "train_step", isOutput, i, &d)))
-        return kExitInputError;
-      Port p;
-      p.name = d->name;
-      p.kind = *kindOf(d->dtype);
-      p.shape.assign(d->dims, d->dims + d->rank);
-      p.graphPosition = i;
-      (isOutput ? sig.outputs : sig.inputs).push_back(std::move(p));
-    }
-  }
+  if (!signatureOfEntry(rt.module, "train_step", sig))
+    return kExitInputError;
   if (known)
     for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs))
       mine.graphPosition = theirs.graphPosition;

@@ -14,6 +14,8 @@
 #ifndef TFM_ABI_H
 #define TFM_ABI_H
 
+#include "tfm/dtype.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,16 +33,6 @@ extern "C" {
  * multiples of this many bytes, and the runtime allocates the arena, the
  * state and tensors at this alignment. */
 #define TFM_BUFFER_ALIGNMENT 64
-
-/* Element types; the values are part of the ABI. */
-typedef enum tfm_dtype_t {
-  TFM_DTYPE_F32 = 1,
-  TFM_DTYPE_F16 = 2,
-  TFM_DTYPE_BF16 = 3,
-  TFM_DTYPE_I32 = 4,
-  TFM_DTYPE_I64 = 5,
-  TFM_DTYPE_BOOL = 6,
-} tfm_dtype_t;
 
 /* A tensor at an entry point's boundary: a name, an element type and a
  * static shape. All pointers point into the model library. */
@@ -193,7 +185,19 @@ typedef struct tfm_abi_host_t {
   void *state;
   /* Reports a failed run-time check (since version 4). */
   tfm_abi_check_failed_fn_t check_failed;
+  /* The bytes the runtime allocated for the arena, the weights and the
+   * state, and for each input and output buffer of the entry (since
+   * version 4). The entry compares them with what its code needs, which it
+   * knows apart from the metadata, and returns TFM_ABI_STATUS_SIZE_MISMATCH
+   * when they differ: a corrupt metadata table cannot make compiled code
+   * write past a buffer. */
+  uint64_t arena_bytes, weights_bytes, state_bytes;
+  const uint64_t *input_bytes, *output_bytes;
 } tfm_abi_host_t;
+
+/* What an entry returns when the buffers it was handed are not the sizes
+ * its code needs (since version 4). */
+#define TFM_ABI_STATUS_SIZE_MISMATCH (-100)
 
 /* An entry point. `inputs` and `outputs` hold dense row-major buffers in the
  * order of the descriptors. Returns 0 on success; otherwise it stops at the

@@ -11,14 +11,15 @@
 |*  - Options structs start with struct_size; initialize them with           *|
 |*    tfm_X_options_init so the ABI can grow.                                *|
 |*  - Strings passed in are borrowed for the duration of the call.           *|
-|*  - Nothing here throws, and bad input never aborts the process.           *|
+|*  - Nothing here throws, and bad input never aborts the process: a NULL    *|
+|*    handle given to an accessor reads as empty (0, NULL, "").             *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
 #ifndef TFM_RUNTIME_H
 #define TFM_RUNTIME_H
 
-#include "tfm/abi.h"
+#include "tfm/dtype.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,6 +44,7 @@ typedef enum tfm_status_code_t {
   TFM_STATUS_DATA_LOSS = 4,        /* a truncated or corrupt model file */
   TFM_STATUS_RESOURCE_EXHAUSTED = 5,
   TFM_STATUS_INTERNAL = 6,
+  TFM_STATUS_FAILED_PRECONDITION = 7, /* e.g. a session another thread runs */
 } tfm_status_code_t;
 
 typedef struct tfm_status_s *tfm_status_t;
@@ -69,6 +71,7 @@ TFM_API tfm_status_t tfm_tensor_create_copy(tfm_dtype_t dtype,
                                             const void *data, size_t byte_size,
                                             tfm_tensor_t **out_tensor);
 TFM_API void tfm_tensor_release(tfm_tensor_t *tensor);
+/* The element type; 0 (no tfm_dtype_t) for NULL. */
 TFM_API tfm_dtype_t tfm_tensor_dtype(const tfm_tensor_t *tensor);
 TFM_API size_t tfm_tensor_rank(const tfm_tensor_t *tensor);
 /* The dims, owned by the tensor, valid while it lives. */
@@ -112,23 +115,37 @@ TFM_API void tfm_module_release(tfm_module_t *module);
 TFM_API size_t tfm_module_num_entries(const tfm_module_t *module);
 TFM_API const char *tfm_module_entry_name(const tfm_module_t *module,
                                           size_t index);
+/* An input or output of an entry point. The name and dims are owned by the
+ * module and valid while it lives. */
+typedef struct tfm_tensor_desc_t {
+  const char *name;
+  tfm_dtype_t dtype;
+  size_t rank;
+  const int64_t *dims;
+} tfm_tensor_desc_t;
+
 /* The number of inputs (is_output == 0) or outputs of `entry`. */
 TFM_API tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
                                              const char *entry, int is_output,
                                              size_t *out_count);
-/* The descriptor of input or output `index` of `entry`, owned by the module.
- */
+/* Fills *out_desc with input or output `index` of `entry`. */
 TFM_API tfm_status_t tfm_module_entry_io(const tfm_module_t *module,
                                          const char *entry, int is_output,
                                          size_t index,
-                                         const tfm_abi_tensor_desc_t **out_desc);
+                                         tfm_tensor_desc_t *out_desc);
 
 /*===-- Sessions ----------------------------------------------------------===*/
 
-/* The state of one model in use: its arena and, for a model compiled with
- * --train, its parameters, optimizer moments and step count, which
- * "train_step" updates in place and "infer" reads. Thread-compatible: one
- * call at a time per session. It keeps its module alive. */
+/* The state of one model in use, on one device: its arena and, for a model
+ * compiled with --train, its parameters, optimizer moments and step count,
+ * which "train_step" updates in place and "infer" reads. It keeps its module
+ * alive.
+ *
+ * Threads: a session serves one call at a time. A call made while another
+ * thread is inside a call on the same session (a run, a checkpoint, a
+ * parameter read or write) fails with TFM_STATUS_FAILED_PRECONDITION and
+ * changes nothing; neither call's result is corrupted. Run one session per
+ * thread; sessions of one module run in parallel freely. */
 typedef struct tfm_session_s tfm_session_t;
 
 typedef struct tfm_session_options_t {

@@ -131,7 +131,7 @@ public:
     // Count the entry's outputs; an unknown entry is reported by the run.
     size_t n = 0;
     for (;; ++n) {
-      const tfm_abi_tensor_desc_t *d = nullptr;
+      tfm_tensor_desc_t d;
       tfm_status_t s = tfm_module_entry_io(module_, entry, 1, n, &d);
       if (s) {
         tfm_status_free(s);

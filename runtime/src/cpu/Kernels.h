@@ -1,8 +1,11 @@
-//===- Kernels.h - oneDNN-backed kernels of the runtime ---------*- C++ -*-===//
+//===- Kernels.h - oneDNN-backed kernels of the CPU device ------*- C++ -*-===//
 //
 // One object per kernel descriptor of a model, created when a session is
 // created (that is when oneDNN builds its primitives), then run any number
 // of times. Semantics are those of the tfm ops, documented in tfm/abi.h.
+// One file per family: Gemm.cpp (LINEAR, BATCH_MATMUL), Normalization.cpp
+// (MASKED_SOFTMAX, LAYER_NORM and its backward pass), Reorder.cpp,
+// Optimizer.cpp (ADAM, SGD).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,19 +26,38 @@ public:
   virtual int32_t run(void *const *args) = 0;
 };
 
-/// The CPU engine and stream a session's kernels share.
-class Device;
+/// The oneDNN engine and stream a session's kernels share (Engine.h).
+class Engine;
 
-std::shared_ptr<Device> makeDevice();
+std::shared_ptr<Engine> makeEngine();
 
 /// Sets the threads the kernels use on the calling thread (oneDNN's OpenMP
 /// pool reads it when a primitive runs).
 void setThreads(int32_t threads);
 
 /// Builds the kernel for `desc`, or returns null and sets `error`.
-std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Device> &device,
+std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Engine> &engine,
                                    const tfm_abi_kernel_desc_t &desc,
                                    std::string &error);
+
+// The families' constructors, for makeKernel; `desc` has been validated.
+std::unique_ptr<Kernel> makeLinearKernel(std::shared_ptr<Engine> engine,
+                                         const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel>
+makeBatchMatmulKernel(std::shared_ptr<Engine> engine,
+                      const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel>
+makeMaskedSoftmaxKernel(std::shared_ptr<Engine> engine,
+                        const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel> makeLayerNormKernel(std::shared_ptr<Engine> engine,
+                                            const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel>
+makeLayerNormBackwardKernel(std::shared_ptr<Engine> engine,
+                            const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel> makeReorderKernel(std::shared_ptr<Engine> engine,
+                                          const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel> makeAdamKernel(const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel> makeSGDKernel(const tfm_abi_kernel_desc_t &desc);
 
 } // namespace tfm::runtime::cpu
 

@@ -40,7 +40,7 @@ void expectClose(const std::vector<float> &got, const Tensor &want) {
 std::unique_ptr<cpu::Kernel> make(tfm_abi_kernel_desc_t d) {
   d.dtype = TFM_DTYPE_F32;
   std::string error;
-  auto k = cpu::makeKernel(cpu::makeDevice(), d, error);
+  auto k = cpu::makeKernel(cpu::makeEngine(), d, error);
   EXPECT_TRUE(k) << error;
   return k;
 }
@@ -90,7 +90,7 @@ TEST(Kernel, LinearSplitByColumnsPackedAndBf16) {
     tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, 0, {M, K, N, 1, 2, 1, 1}, {}};
     std::string error;
     d.dtype = dtype;
-    auto k = cpu::makeKernel(cpu::makeDevice(), d, error);
+    auto k = cpu::makeKernel(cpu::makeEngine(), d, error);
     ASSERT_TRUE(k) << error;
     // Twice: the second run reuses the packed weights.
     for (int run = 0; run < 2; ++run) {
@@ -268,10 +268,10 @@ TEST(Kernel, LayerNormBackward) {
 TEST(Kernel, RejectsBadDescriptors) {
   std::string error;
   tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {0, 4, 4}, {}};
-  EXPECT_FALSE(cpu::makeKernel(cpu::makeDevice(), d, error));
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, error));
   EXPECT_EQ(error, "kernel sizes must be positive");
   d = {99, TFM_DTYPE_F32, {1, 1, 1}, {}};
-  EXPECT_FALSE(cpu::makeKernel(cpu::makeDevice(), d, error));
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, error));
   EXPECT_EQ(error, "unknown kernel kind 99");
 }
 

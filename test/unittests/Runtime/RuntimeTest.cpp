@@ -6,10 +6,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/abi.h"
 #include "tfm/runtime.h"
 #include "tfm/runtime.hpp"
 
 #include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <thread>
 
 #include <fstream>
 #include <string>
@@ -102,7 +107,7 @@ TEST_F(ContextTest, CorruptMetadataIsDataLoss) {
   std::string path = kDir + "/libfake_model_corrupt.so";
   auto [code, msg] = take(tfm_module_load(ctx, path.c_str(), &m));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
-  EXPECT_NE(msg.find("output 'y' of entry 'infer' has a negative dimension"),
+  EXPECT_NE(msg.find("output 0 of entry 'infer' ('y') has the invalid shape [2, -3]"),
             std::string::npos)
       << msg;
 }
@@ -135,10 +140,11 @@ struct SessionTest : ContextTest {
 TEST_F(SessionTest, DescribesItsEntryPoints) {
   ASSERT_EQ(tfm_module_num_entries(module), 1u);
   EXPECT_STREQ(tfm_module_entry_name(module, 0), "infer");
-  const tfm_abi_tensor_desc_t *d = nullptr;
+  tfm_tensor_desc_t d;
   ASSERT_EQ(tfm_module_entry_io(module, "infer", 0, 1, &d), nullptr);
-  EXPECT_STREQ(d->name, "bias");
-  EXPECT_EQ(d->rank, 1);
+  EXPECT_STREQ(d.name, "bias");
+  EXPECT_EQ(d.dtype, TFM_DTYPE_F32);
+  EXPECT_EQ(d.rank, 1u);
 }
 
 TEST_F(SessionTest, RunsAnyNumberOfTimes) {
@@ -240,7 +246,7 @@ TEST(Tensor, ValidatesItsArguments) {
 
 TEST(Wrapper, RunsAndThrowsWithTheStatus) {
   // The external-weights variant reads fake_weights.bin beside it.
-  const float weights[3] = {1, 2, 3};
+  const float weights[12] = {1, 2, 3, 2, 0, 0, 0, 2, 0, 0, 0, 2};
   std::ofstream(kDir + "/fake_weights.bin", std::ios::binary)
       .write(reinterpret_cast<const char *>(weights), sizeof(weights));
   tfm::Context ctx(1);
@@ -258,6 +264,86 @@ TEST(Wrapper, RunsAndThrowsWithTheStatus) {
   } catch (const tfm::Error &e) {
     EXPECT_EQ(e.code(), TFM_STATUS_NOT_FOUND);
   }
+}
+
+TEST(NullHandles, AccessorsReadAsEmpty) {
+  EXPECT_EQ(tfm_tensor_rank(nullptr), 0u);
+  EXPECT_EQ(tfm_tensor_dims(nullptr), nullptr);
+  EXPECT_EQ(tfm_tensor_byte_size(nullptr), 0u);
+  EXPECT_EQ(tfm_tensor_data(nullptr), nullptr);
+  EXPECT_EQ(static_cast<int>(tfm_tensor_dtype(nullptr)), 0);
+  EXPECT_EQ(tfm_context_num_threads(nullptr), 0);
+  EXPECT_EQ(tfm_module_num_entries(nullptr), 0u);
+  EXPECT_EQ(tfm_module_entry_name(nullptr, 0), nullptr);
+  EXPECT_EQ(tfm_session_num_parameters(nullptr), 0u);
+  EXPECT_EQ(tfm_session_parameter_name(nullptr, 0), nullptr);
+  EXPECT_EQ(tfm_session_step_count(nullptr), 0);
+  EXPECT_EQ(tfm_status_code(nullptr), TFM_STATUS_OK);
+  EXPECT_STREQ(tfm_status_message(nullptr), "");
+  tfm_context_options_init(nullptr);
+  tfm_session_options_init(nullptr);
+  tfm_tensor_release(nullptr);
+  tfm_session_release(nullptr);
+  tfm_module_release(nullptr);
+  tfm_context_release(nullptr);
+  tfm_status_free(nullptr);
+}
+
+// A session serves one call at a time: a second thread's call while the
+// first is inside compiled code fails with FAILED_PRECONDITION and changes
+// nothing, and the first run completes with the right outputs.
+TEST_F(ContextTest, ASecondThreadsCallOnABusySessionFails) {
+  std::string path = kDir + "/libfake_model_blocking.so";
+  void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(lib);
+  auto block = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_block"));
+  auto entered = reinterpret_cast<int (*)()>(dlsym(lib, "fake_entered_infer"));
+  ASSERT_TRUE(block && entered);
+  tfm_module_t *module = nullptr;
+  tfm_session_t *session = nullptr;
+  ASSERT_EQ(tfm_module_load(ctx, path.c_str(), &module), nullptr);
+  ASSERT_EQ(tfm_session_create(module, nullptr, &session), nullptr);
+  const int64_t xd[] = {2, 3}, bd[] = {3};
+  tfm_tensor_t *x = nullptr, *b = nullptr;
+  ASSERT_EQ(tfm_tensor_create(TFM_DTYPE_F32, xd, 2, &x), nullptr);
+  ASSERT_EQ(tfm_tensor_create(TFM_DTYPE_F32, bd, 1, &b), nullptr);
+  tfm_tensor_t *inputs[] = {x, b};
+
+  block(1);
+  tfm_tensor_t *first = nullptr;
+  tfm_status_t firstStatus = nullptr;
+  std::thread runner([&] {
+    firstStatus = tfm_session_run(session, "infer", inputs, 2, &first, 1);
+  });
+  while (!entered())
+    std::this_thread::yield();
+  tfm_tensor_t *second = nullptr;
+  auto [code, msg] =
+      take(tfm_session_run(session, "infer", inputs, 2, &second, 1));
+  EXPECT_EQ(code, TFM_STATUS_FAILED_PRECONDITION);
+  EXPECT_NE(msg.find("another thread is using this session"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(second, nullptr);
+  auto [ckptCode, ckptMsg] = take(tfm_session_save_checkpoint(
+      session, (::testing::TempDir() + "busy.ckpt").c_str()));
+  EXPECT_EQ(ckptCode, TFM_STATUS_FAILED_PRECONDITION) << ckptMsg;
+  block(0);
+  runner.join();
+  ASSERT_EQ(firstStatus, nullptr) << tfm_status_message(firstStatus);
+  // Zero inputs plus the weights [100, 200, 300].
+  const float *y = static_cast<const float *>(tfm_tensor_data(first));
+  EXPECT_FLOAT_EQ(y[0], 100.0f);
+  EXPECT_FLOAT_EQ(y[5], 300.0f);
+  // Free again, the session runs.
+  ASSERT_EQ(tfm_session_run(session, "infer", inputs, 2, &second, 1), nullptr);
+  tfm_tensor_release(first);
+  tfm_tensor_release(second);
+  tfm_tensor_release(x);
+  tfm_tensor_release(b);
+  tfm_session_release(session);
+  tfm_module_release(module);
+  dlclose(lib);
 }
 
 } // namespace

@@ -5,7 +5,9 @@
 |* validation, arena and weight plumbing can be tested before the compiler    *|
 |* emits libraries. Compile definitions make the broken variants:            *|
 |* FAKE_ABI_VERSION (a foreign version), FAKE_CORRUPT (bad metadata),        *|
-|* FAKE_EXTERNAL (weights in a file beside the library).                     *|
+|* FAKE_EXTERNAL (weights in a file beside the library), FAKE_BAD_NAME (a    *|
+|* name pointer outside the library), FAKE_BAD_CODE (an entry point into     *|
+|* data), FAKE_BLOCKING (an entry that waits until the test releases it).    *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -25,7 +27,10 @@ static const int64_t kOutDims[] = {2, -3};
 #else
 static const int64_t kOutDims[] = {2, 3};
 #endif
-static const float kWeights[3] = {100.0f, 200.0f, 300.0f};
+/* The bias-like weights of "infer", then 2·I for "project" (kernels read
+ * only the run's buffers). */
+static const float kWeights[12] = {100.0f, 200.0f, 300.0f, 2, 0, 0,
+                                   0,      2,      0,      0, 0, 2};
 
 static const tfm_abi_tensor_desc_t kInputs[] = {
     {"x", TFM_DTYPE_F32, 2, kXDims},
@@ -35,12 +40,32 @@ static const tfm_abi_tensor_desc_t kOutputs[] = {
     {"y", TFM_DTYPE_F32, 2, kOutDims},
 };
 
-static int32_t infer(const tfm_abi_host_t *host, const void *const *inputs,
-                     void *const *outputs) {
+#ifdef FAKE_BLOCKING
+static int fake_blocked = 0, fake_entered = 0;
+/* Makes "infer" wait, once entered, until called with 0. */
+__attribute__((visibility("default"))) void fake_block(int on) {
+  __atomic_store_n(&fake_blocked, on, __ATOMIC_SEQ_CST);
+}
+/* Whether a run has entered "infer". */
+__attribute__((visibility("default"))) int fake_entered_infer(void) {
+  return __atomic_load_n(&fake_entered, __ATOMIC_SEQ_CST);
+}
+#endif
+
+__attribute__((unused)) static int32_t
+infer(const tfm_abi_host_t *host, const void *const *inputs,
+      void *const *outputs) {
+#ifdef FAKE_BLOCKING
+  __atomic_store_n(&fake_entered, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&fake_blocked, __ATOMIC_SEQ_CST))
+    ;
+#endif
   /* The arena must be usable scratch memory of the promised size and
    * alignment: stage the sum there. */
-  if (!host->arena || ((uintptr_t)host->arena % 64) != 0)
-    return 7;
+  if (!host->arena || ((uintptr_t)host->arena % 64) != 0 ||
+      host->arena_bytes < 6 * sizeof(float) ||
+      host->weights_bytes != sizeof(kWeights))
+    return TFM_ABI_STATUS_SIZE_MISMATCH;
   const float *x = (const float *)inputs[0];
   const float *b = (const float *)inputs[1];
   const float *w = (const float *)host->weights;
@@ -54,21 +79,33 @@ static int32_t infer(const tfm_abi_host_t *host, const void *const *inputs,
 
 #ifdef FAKE_KERNELS
 /* A second entry that calls a runtime kernel: y = x · Wᵀ with W = 2·I. */
-static float kIdentity2[9] = {2, 0, 0, 0, 2, 0, 0, 0, 2};
 static const tfm_abi_kernel_desc_t kKernels[] = {
     {TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {2, 3, 3, 0, 0, 0, 0, 0}, {0, 0}},
 };
 static int32_t project(const tfm_abi_host_t *host, const void *const *inputs,
                        void *const *outputs) {
   /* Kernel arguments are untyped; inputs are only read. */
-  void *args[] = {(void *)(uintptr_t)inputs[0], kIdentity2, NULL, NULL,
-                  outputs[0]};
+  void *args[] = {(void *)(uintptr_t)inputs[0],
+                  (void *)((uintptr_t)host->weights + 3 * sizeof(float)), NULL,
+                  NULL, outputs[0]};
   return host->run_kernel(host, 0, args);
 }
 #endif
 
+#if defined(FAKE_BAD_NAME)
+#define FAKE_INFER_NAME ((const char *)(uintptr_t)0x10)
+#else
+#define FAKE_INFER_NAME "infer"
+#endif
+#if defined(FAKE_BAD_CODE)
+#define FAKE_INFER_FN ((tfm_abi_entry_fn_t)(uintptr_t)kWeights)
+#else
+#define FAKE_INFER_FN infer
+#endif
+
 static const tfm_abi_entry_t kEntries[] = {
-    {"infer", 2, kInputs, 1, kOutputs, 6 * sizeof(float), infer},
+    {FAKE_INFER_NAME, 2, kInputs, 1, kOutputs, 6 * sizeof(float),
+     FAKE_INFER_FN},
 #ifdef FAKE_KERNELS
     {"project", 1, kInputs, 1, kOutputs, 0, project},
 #endif

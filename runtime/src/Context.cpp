@@ -1,0 +1,58 @@
+//===- Context.cpp - Process-wide settings --------------------------------===//
+
+#include "Internal.h"
+
+#include <thread>
+
+using namespace tfm::runtime;
+
+extern "C" {
+
+void tfm_context_options_init(tfm_context_options_t *options) {
+  if (!options)
+    return;
+  *options = tfm_context_options_t{};
+  options->struct_size = sizeof(tfm_context_options_t);
+}
+
+tfm_status_t tfm_context_create(const tfm_context_options_t *options,
+                                tfm_context_t **out_context) {
+  if (!out_context)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_context_create: out_context is NULL");
+  *out_context = nullptr;
+  tfm_context_options_t opts;
+  tfm_context_options_init(&opts);
+  if (options) {
+    if (options->struct_size < offsetof(tfm_context_options_t, num_threads) +
+                                   sizeof(int32_t))
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_context_create: options->struct_size {} is too "
+                        "small; call tfm_context_options_init",
+                        options->struct_size);
+    opts.num_threads = options->num_threads;
+  }
+  if (opts.num_threads < 0)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_context_create: num_threads is negative ({})",
+                      opts.num_threads);
+  return guarded("tfm_context_create", [&]() -> tfm_status_t {
+    auto *ctx = new tfm_context_s;
+    unsigned hw = std::thread::hardware_concurrency();
+    ctx->numThreads =
+        opts.num_threads ? opts.num_threads : static_cast<int32_t>(hw ? hw : 1);
+    *out_context = ctx;
+    return nullptr;
+  });
+}
+
+void tfm_context_release(tfm_context_t *context) {
+  if (context)
+    context->release();
+}
+
+int32_t tfm_context_num_threads(const tfm_context_t *context) {
+  return context ? context->numThreads : 0;
+}
+
+} // extern "C"

@@ -1,0 +1,386 @@
+//===- Validation.cpp - A model library's metadata, checked whole ---------===//
+//
+// A model library is untrusted input: a truncated or corrupt file, or a
+// table written by something else, must end in a status that says so,
+// never in a crash. So before anything reads the metadata, every pointer in
+// it is checked to lie in the library's mapped image (strings terminated
+// there, entry points in its code), every count and shape to be sane, and
+// every kernel descriptor to describe a kernel the compiler writes, whose
+// arguments fit the buffers of the model. What a descriptor cannot say (the
+// buffers its arguments point to) is checked when the kernel runs
+// (Session.cpp), and what the metadata says of the buffers' sizes is
+// checked by the compiled code itself against its own copy of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
+#include <cstring>
+
+using namespace tfm::runtime;
+
+namespace {
+
+/// The loaded segments of one library: [begin, end) and whether code runs
+/// from it.
+struct Image {
+  struct Segment {
+    uintptr_t begin, end;
+    bool code;
+  };
+  std::vector<Segment> segments;
+
+  const Segment *find(const void *p, uint64_t bytes) const {
+    auto at = reinterpret_cast<uintptr_t>(p);
+    for (const Segment &s : segments)
+      if (at >= s.begin && at < s.end && bytes <= s.end - at)
+        return &s;
+    return nullptr;
+  }
+  bool contains(const void *p, uint64_t bytes) const {
+    return p && find(p, bytes);
+  }
+  bool containsArray(const void *p, int64_t count, uint64_t size) const {
+    if (count == 0)
+      return true;
+    return count > 0 && static_cast<uint64_t>(count) <= UINT64_MAX / size &&
+           contains(p, static_cast<uint64_t>(count) * size);
+  }
+  /// A NUL-terminated string wholly inside the image.
+  bool containsString(const char *s) const {
+    const Segment *seg = s ? find(s, 1) : nullptr;
+    if (!seg)
+      return false;
+    return std::memchr(s, 0, seg->end - reinterpret_cast<uintptr_t>(s)) !=
+           nullptr;
+  }
+  bool containsCode(const void *fn) const {
+    const Segment *seg = fn ? find(fn, 1) : nullptr;
+    return seg && seg->code;
+  }
+};
+
+bool segmentsOf(const void *handle, Image &image) {
+  struct link_map *map = nullptr;
+  if (dlinfo(const_cast<void *>(handle), RTLD_DI_LINKMAP, &map) != 0 || !map)
+    return false;
+  struct Search {
+    ElfW(Addr) base;
+    Image *image;
+    bool found;
+  } search{map->l_addr, &image, false};
+  dl_iterate_phdr(
+      [](struct dl_phdr_info *info, size_t, void *data) {
+        auto *s = static_cast<Search *>(data);
+        if (info->dlpi_addr != s->base)
+          return 0;
+        for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_R))
+            continue;
+          uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+          s->image->segments.push_back(
+              {begin, begin + ph.p_memsz, (ph.p_flags & PF_X) != 0});
+        }
+        s->found = true;
+        return 1;
+      },
+      &search);
+  return search.found && !image.segments.empty();
+}
+
+constexpr int32_t kMaxRank = 32;
+/// No tensor of a model is larger (2^48 bytes); beyond it sizes overflow.
+constexpr uint64_t kMaxBytes = uint64_t(1) << 48;
+
+/// a · b, or false when it exceeds kMaxBytes.
+bool mul(uint64_t a, uint64_t b, uint64_t &out) {
+  return !__builtin_mul_overflow(a, b, &out) && out <= kMaxBytes;
+}
+
+} // namespace
+
+bool tfm::runtime::pointsIntoLibrary(const void *handle, const void *p,
+                                     uint64_t bytes) {
+  Image image;
+  return segmentsOf(handle, image) && image.contains(p, bytes);
+}
+
+uint64_t tfm::runtime::tensorBytes(const tfm_abi_tensor_desc_t &d) {
+  uint64_t n = tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype));
+  for (int32_t i = 0; i < d.rank; ++i)
+    n *= static_cast<uint64_t>(d.dims[i]);
+  return n;
+}
+
+bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
+                                   uint64_t bytes[TFM_KERNEL_MAX_ARGS],
+                                   std::string &why) {
+  std::fill(bytes, bytes + TFM_KERNEL_MAX_ARGS, 0);
+  const int64_t *p = d.params;
+  auto positive = [&](int n) {
+    for (int i = 0; i < n; ++i)
+      if (p[i] <= 0 || static_cast<uint64_t>(p[i]) > kMaxBytes) {
+        why = fmt::format("size {} is {}", i, p[i]);
+        return false;
+      }
+    return true;
+  };
+  // Elements · 4 bytes (every kernel reads and writes f32).
+  auto f32 = [&](std::initializer_list<int64_t> dims, uint64_t &out) {
+    out = 4;
+    for (int64_t x : dims)
+      if (!mul(out, static_cast<uint64_t>(x), out)) {
+        why = "its sizes overflow";
+        return false;
+      }
+    return true;
+  };
+  // The extent of a strided operand: one past its last element, · 4.
+  auto strided = [&](std::initializer_list<int64_t> dims, const int64_t *st,
+                     uint64_t &out) {
+    uint64_t last = 0;
+    size_t i = 0;
+    for (int64_t x : dims) {
+      uint64_t step;
+      if (st[i] < 0 || !mul(static_cast<uint64_t>(x - 1),
+                            static_cast<uint64_t>(st[i]), step) ||
+          __builtin_add_overflow(last, step, &last)) {
+        why = "its strides overflow";
+        return false;
+      }
+      ++i;
+    }
+    return mul(last + 1, 4, out) || (why = "its strides overflow", false);
+  };
+  switch (d.kind) {
+  case TFM_KERNEL_LINEAR: {
+    if (!positive(3))
+      return false;
+    int64_t m = p[0], k = p[1], n = p[2];
+    return f32({m, k}, bytes[0]) && f32({n, k}, bytes[1]) &&
+           (!p[3] || f32({n}, bytes[2])) && (!p[5] || f32({m, n}, bytes[3])) &&
+           f32({m, n}, bytes[4]);
+  }
+  case TFM_KERNEL_BATCH_MATMUL: {
+    if (!positive(5))
+      return false;
+    int64_t b1 = p[0], b2 = p[1], m = p[2], k = p[3], n = p[4];
+    return strided({b1, b2, m, k}, d.strides, bytes[0]) &&
+           strided({b1, b2, k, n}, d.strides + 4, bytes[1]) &&
+           strided({b1, b2, m, n}, d.strides + 8, bytes[2]);
+  }
+  case TFM_KERNEL_MASKED_SOFTMAX: {
+    if (!positive(3))
+      return false;
+    int64_t g = p[0], q = p[1], c = p[2], div = p[5] ? p[5] : 1;
+    if (!f32({g, q, c}, bytes[0]) || !f32({g, q, c}, bytes[2]))
+      return false;
+    if (p[4]) {
+      const int64_t st[] = {p[6], p[7], 1};
+      if (div <= 0 || !strided({(g - 1) / div + 1, q, c}, st, bytes[1])) {
+        why = why.empty() ? "its mask strides are invalid" : why;
+        return false;
+      }
+    }
+    return true;
+  }
+  case TFM_KERNEL_LAYER_NORM: {
+    if (!positive(2))
+      return false;
+    int64_t m = p[0], n = p[1];
+    return f32({m, n}, bytes[0]) && (!p[2] || f32({m, n}, bytes[1])) &&
+           f32({n}, bytes[2]) && (!p[3] || f32({n}, bytes[3])) &&
+           f32({m, n}, bytes[4]) && (!p[4] || f32({m, n}, bytes[5]));
+  }
+  case TFM_KERNEL_LAYER_NORM_BACKWARD: {
+    if (!positive(2))
+      return false;
+    int64_t m = p[0], n = p[1];
+    return f32({m, n}, bytes[0]) && f32({n}, bytes[1]) &&
+           f32({m, n}, bytes[2]) && f32({m, n}, bytes[3]) &&
+           f32({n}, bytes[4]) && f32({n}, bytes[5]);
+  }
+  case TFM_KERNEL_REORDER: {
+    int64_t rank = p[0];
+    if (rank < 1 || rank > TFM_REORDER_MAX_RANK) {
+      why = fmt::format("a reorder of rank {}", rank);
+      return false;
+    }
+    uint64_t extents[2];
+    for (int side = 0; side < 2; ++side) {
+      uint64_t last = 0;
+      for (int64_t i = 0; i < rank; ++i) {
+        int64_t dim = p[1 + i], st = d.strides[side * TFM_REORDER_MAX_RANK + i];
+        uint64_t step;
+        if (dim <= 0 || st < 0 ||
+            !mul(static_cast<uint64_t>(dim - 1), static_cast<uint64_t>(st),
+                 step) ||
+            __builtin_add_overflow(last, step, &last)) {
+          why = "its sizes or strides are invalid";
+          return false;
+        }
+      }
+      if (!mul(last + 1, 4, extents[side])) {
+        why = "its strides overflow";
+        return false;
+      }
+    }
+    bytes[0] = extents[0];
+    bytes[1] = extents[1];
+    return true;
+  }
+  case TFM_KERNEL_ADAM:
+    if (!positive(1))
+      return false;
+    if (!f32({p[0]}, bytes[0]))
+      return false;
+    bytes[1] = bytes[2] = bytes[3] = bytes[0];
+    bytes[4] = 8 * 4;
+    return true;
+  case TFM_KERNEL_SGD:
+    if (!positive(1))
+      return false;
+    if (!f32({p[0]}, bytes[0]))
+      return false;
+    bytes[1] = bytes[0];
+    bytes[2] = 2 * 4;
+    return true;
+  default:
+    why = fmt::format("unknown kind {}", d.kind);
+    return false;
+  }
+}
+
+tfm_status_t tfm::runtime::validateModel(const std::string &path,
+                                         const void *handle,
+                                         const tfm_abi_model_t *m) {
+  auto corrupt = [&](const std::string &what) {
+    return makeStatus(TFM_STATUS_DATA_LOSS, "'{}': corrupt metadata: {}", path,
+                      what);
+  };
+  Image image;
+  if (!segmentsOf(handle, image))
+    return corrupt("the library's loaded segments cannot be found");
+  if (!image.contains(m, sizeof(tfm_abi_model_t)))
+    return corrupt("the model description lies outside the library");
+  if (m->producer && !image.containsString(m->producer))
+    return corrupt("the producer string lies outside the library");
+
+  // Tensors at the entries' boundaries and in the state.
+  auto checkDesc = [&](const tfm_abi_tensor_desc_t &d, const std::string &what,
+                       uint64_t &bytes) -> tfm_status_t {
+    if (!image.containsString(d.name))
+      return corrupt(what + ": its name lies outside the library");
+    if (tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype)) == 0)
+      return corrupt(fmt::format("{} ('{}'): unknown dtype {}", what, d.name,
+                                 d.dtype));
+    if (d.rank < 0 || d.rank > kMaxRank ||
+        !image.containsArray(d.dims, d.rank, sizeof(int64_t)))
+      return corrupt(fmt::format("{} ('{}'): rank {} or its dims are invalid",
+                                 what, d.name, d.rank));
+    bytes = tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype));
+    for (int32_t r = 0; r < d.rank; ++r)
+      if (d.dims[r] < 0 || !mul(bytes, static_cast<uint64_t>(d.dims[r]), bytes))
+        return corrupt(fmt::format("{} ('{}') has the invalid shape {}", what,
+                                   d.name,
+                                   shapeString(d.dims, static_cast<size_t>(d.rank))));
+    return nullptr;
+  };
+
+  // The largest buffer a kernel may use: the arena, the weights, the state
+  // or a tensor at an entry's boundary.
+  uint64_t largest = std::max(m->weights_bytes, m->state_bytes);
+  if (!image.containsArray(m->entries, m->num_entries, sizeof(tfm_abi_entry_t)))
+    return corrupt(fmt::format("{} entry points lie outside the library",
+                               m->num_entries));
+  for (int32_t i = 0; i < m->num_entries; ++i) {
+    const tfm_abi_entry_t &e = m->entries[i];
+    if (!image.containsString(e.name))
+      return corrupt(fmt::format("entry point {} has no name", i));
+    if (!image.containsCode(reinterpret_cast<const void *>(e.fn)))
+      return corrupt(fmt::format("entry '{}' has no code in the library",
+                                 e.name));
+    largest = std::max(largest, e.arena_bytes);
+    for (int io = 0; io < 2; ++io) {
+      int32_t count = io ? e.num_outputs : e.num_inputs;
+      const tfm_abi_tensor_desc_t *descs = io ? e.outputs : e.inputs;
+      const char *kind = io ? "output" : "input";
+      if (!image.containsArray(descs, count, sizeof(tfm_abi_tensor_desc_t)))
+        return corrupt(fmt::format("entry '{}' has {} {}s outside the library",
+                                   e.name, count, kind));
+      for (int32_t j = 0; j < count; ++j) {
+        uint64_t bytes;
+        if (tfm_status_t s = checkDesc(
+                descs[j], fmt::format("{} {} of entry '{}'", kind, j, e.name),
+                bytes))
+          return s;
+        largest = std::max(largest, bytes);
+      }
+    }
+  }
+
+  if (!image.containsArray(m->states, m->num_states, sizeof(tfm_abi_state_desc_t)))
+    return corrupt(fmt::format("{} state slots lie outside the library",
+                               m->num_states));
+  for (int32_t i = 0; i < m->num_states; ++i) {
+    const tfm_abi_state_desc_t &st = m->states[i];
+    uint64_t bytes;
+    if (tfm_status_t s = checkDesc(st.tensor, fmt::format("state slot {}", i),
+                                   bytes))
+      return s;
+    bool fits = st.offset <= m->state_bytes && bytes <= m->state_bytes - st.offset;
+    bool initFits = st.init_offset < 0 ||
+                    (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
+                     bytes <= m->weights_bytes - st.init_offset);
+    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_STEP || !fits ||
+        !initFits)
+      return corrupt(fmt::format("state slot {} ('{}') lies outside the state "
+                                 "or the weights",
+                                 i, st.tensor.name));
+  }
+
+  if (!image.containsArray(m->checks, m->num_checks, sizeof(tfm_abi_check_desc_t)))
+    return corrupt(fmt::format("{} checks lie outside the library",
+                               m->num_checks));
+  for (int32_t i = 0; i < m->num_checks; ++i) {
+    const tfm_abi_check_desc_t &c = m->checks[i];
+    if (!image.containsString(c.op) || !image.containsString(c.tensor) ||
+        c.input < -1 || c.lower > c.upper)
+      return corrupt(fmt::format("check {} is invalid", i));
+  }
+
+  if (m->external_weights) {
+    if (!image.containsString(m->external_weights))
+      return corrupt("the weights file's name lies outside the library");
+  } else if (m->weights_bytes &&
+             !image.contains(m->weights, m->weights_bytes)) {
+    return corrupt(fmt::format("the weights ({} bytes) lie outside the library",
+                               m->weights_bytes));
+  }
+
+  if (!image.containsArray(m->kernels, m->num_kernels,
+                           sizeof(tfm_abi_kernel_desc_t)))
+    return corrupt(fmt::format("{} kernels lie outside the library",
+                               m->num_kernels));
+  for (int32_t i = 0; i < m->num_kernels; ++i) {
+    const tfm_abi_kernel_desc_t &d = m->kernels[i];
+    uint64_t bytes[TFM_KERNEL_MAX_ARGS];
+    std::string why;
+    if (!kernelFootprint(d, bytes, why))
+      return corrupt(fmt::format("kernel {} ({}): {}", i, kernelName(d.kind),
+                                 why));
+    for (int a = 0; a < TFM_KERNEL_MAX_ARGS; ++a)
+      if (bytes[a] > largest)
+        return corrupt(fmt::format("kernel {} ({}) touches {} bytes through "
+                                   "argument {}, more than the model's "
+                                   "largest buffer ({} bytes)",
+                                   i, kernelName(d.kind), bytes[a], a,
+                                   largest));
+  }
+  return nullptr;
+}

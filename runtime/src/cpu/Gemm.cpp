@@ -1,0 +1,301 @@
+//===- Gemm.cpp - LINEAR and BATCH_MATMUL on oneDNN's matmul ---------------===//
+//
+// LINEAR is a matmul with the bias, the activation and the residual as
+// post-ops, its constant weights packed once; BATCH_MATMUL reads and writes
+// operands at any strides, packing the ones oneDNN would run slowly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Engine.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+using namespace tfm::runtime::cpu;
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+namespace {
+
+class LinearKernel : public Kernel {
+public:
+  LinearKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), m(d.params[0]), k(d.params[1]), n(d.params[2]),
+        hasBias(d.params[3]), hasResidual(d.params[5]),
+        constWeights(d.params[6]), bf16(d.dtype == TFM_DTYPE_BF16) {
+    auto &eng = this->dev->engine;
+    userSrc = memory(rowMajor({m, k}), eng, DNNL_MEMORY_NONE);
+    dt compute = bf16 ? dt::bf16 : dt::f32;
+    memory::desc srcMd({m, k}, compute, tag::ab);
+    if (bf16) {
+      src = memory(srcMd, eng);
+      srcReorder = dnnl::reorder(userSrc, src);
+    } else {
+      src = userSrc;
+    }
+    // oneDNN runs a GEMM with few rows on one thread however many it has;
+    // such a GEMM is split by columns, one part per thread, each part
+    // running single-threaded inside the parallel region.
+    int threads = omp_get_max_threads();
+    int parts = (m <= 64 && threads > 1 && n >= 64 * threads) ? threads : 1;
+    int64_t step = (n + parts - 1) / parts;
+    step = (step + 15) / 16 * 16;
+    for (int64_t n0 = 0; n0 < n; n0 += step)
+      this->parts.push_back(makePart(d, n0, std::min(step, n - n0), srcMd));
+  }
+
+  int32_t run(void *const *args) override {
+    userSrc.set_data_handle(args[0]);
+    if (bf16)
+      srcReorder.execute(dev->stream, userSrc, src);
+    auto *w = static_cast<float *>(args[1]);
+    auto *b = static_cast<float *>(args[2]);
+    auto *r = static_cast<float *>(args[3]);
+    auto *y = static_cast<float *>(args[4]);
+    for (Part &p : parts) {
+      if (p.weights.get() == p.userWeights.get()) {
+        p.userWeights.set_data_handle(w + p.n0 * k);
+      } else if (w != packedFrom || !constWeights) {
+        // Packed at the first run, and again only if the weights move.
+        p.userWeights.set_data_handle(w + p.n0 * k);
+        p.weightsReorder.execute(dev->stream, p.userWeights, p.weights);
+      }
+      p.dst.set_data_handle(y + p.n0);
+      if (hasBias)
+        p.bias.set_data_handle(b + p.n0);
+      if (hasResidual)
+        p.residual.set_data_handle(r + p.n0);
+    }
+    packedFrom = w;
+    if (parts.size() == 1) {
+      parts[0].prim.execute(dev->stream, parts[0].args);
+      dev->stream.wait();
+      return 0;
+    }
+#pragma omp parallel for num_threads(parts.size()) schedule(static, 1)
+    for (size_t i = 0; i < parts.size(); ++i) {
+      parts[i].prim.execute(parts[i].stream, parts[i].args);
+      parts[i].stream.wait();
+    }
+    return 0;
+  }
+
+private:
+  /// The columns [n0, n0 + nn) of the output.
+  struct Part {
+    int64_t n0;
+    dnnl::matmul prim;
+    memory userWeights, weights, dst, bias, residual;
+    dnnl::reorder weightsReorder;
+    dnnl::stream stream;
+    std::unordered_map<int, memory> args;
+  };
+
+  Part makePart(const tfm_abi_kernel_desc_t &d, int64_t n0, int64_t nn,
+                const memory::desc &srcMd) {
+    auto &eng = dev->engine;
+    // Rows of the output and residual are n apart; the part's window of
+    // them is a strided 2-D operand.
+    memory::desc outMd({m, nn}, dt::f32, memory::dims{n, 1});
+    dnnl::post_ops ops;
+    switch (d.params[4]) {
+    case TFM_ACTIVATION_RELU:
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      break;
+    case TFM_ACTIVATION_GELU:
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+      break;
+    case TFM_ACTIVATION_GELU_TANH:
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+      break;
+    default:
+      break;
+    }
+    if (hasResidual)
+      ops.append_binary(dnnl::algorithm::binary_add, outMd);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    // w is [N, K] row-major, i.e. the [K, N] operand with strides (1, K).
+    memory::desc userW({k, nn}, dt::f32, memory::dims{1, k});
+    // Constant weights are packed once into the layout oneDNN prefers (and
+    // to bf16 for --dtype=bf16); others are read as they are.
+    bool pack = constWeights || bf16;
+    memory::desc wMd =
+        pack ? memory::desc({k, nn}, bf16 ? dt::bf16 : dt::f32, tag::any)
+             : userW;
+    auto desc = hasBias ? dnnl::matmul::desc(srcMd, wMd, rowMajor({1, nn}),
+                                             outMd)
+                        : dnnl::matmul::desc(srcMd, wMd, outMd);
+    dnnl::matmul::primitive_desc pd(desc, attr, eng);
+    Part p;
+    p.n0 = n0;
+    p.prim = dnnl::matmul(pd);
+    p.userWeights = memory(userW, eng, DNNL_MEMORY_NONE);
+    p.weights = pack ? memory(pd.weights_desc(), eng) : p.userWeights;
+    if (pack)
+      p.weightsReorder = dnnl::reorder(p.userWeights, p.weights);
+    p.dst = memory(outMd, eng, DNNL_MEMORY_NONE);
+    p.stream = dnnl::stream(eng);
+    p.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights},
+              {DNNL_ARG_DST, p.dst}};
+    if (hasBias) {
+      p.bias = memory(rowMajor({1, nn}), eng, DNNL_MEMORY_NONE);
+      p.args[DNNL_ARG_BIAS] = p.bias;
+    }
+    if (hasResidual) {
+      p.residual = memory(outMd, eng, DNNL_MEMORY_NONE);
+      int idx = pd.get_primitive_attr().get_post_ops().len() - 1;
+      p.args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1] = p.residual;
+    }
+    return p;
+  }
+
+  std::shared_ptr<Engine> dev;
+  int64_t m, k, n;
+  bool hasBias, hasResidual, constWeights, bf16;
+  memory userSrc, src;
+  dnnl::reorder srcReorder;
+  void *packedFrom = nullptr;
+  std::vector<Part> parts;
+};
+
+/// One operand of a batched matmul as the model lays it out: [B1, B2, R, C]
+/// at arbitrary strides. One that is not batch-after-batch dense is packed
+/// into (or, for the result, unpacked from) a dense scratch buffer with a
+/// parallel row copy: oneDNN runs dense batches several times faster than
+/// strided ones, and the copy costs a fraction of a separate transpose.
+struct MatmulOperand {
+  int64_t b1, b2, rows, cols;
+  int64_t s[4];
+  bool direct = false;   // used in place
+  bool colMajor = false; // dense layout is [B, C, R] (a transposed operand)
+  std::vector<float> scratch;
+
+  MatmulOperand(int64_t b1, int64_t b2, int64_t rows, int64_t cols,
+                const int64_t *strides, bool isResult)
+      : b1(b1), b2(b2), rows(rows), cols(cols) {
+    std::copy(strides, strides + 4, s);
+    int64_t mat = rows * cols;
+    bool batchDense = s[1] == mat && (b1 == 1 || s[0] == b2 * mat);
+    if (batchDense && s[3] == 1 && s[2] == cols)
+      direct = true;
+    else if (batchDense && !isResult && s[2] == 1 && s[3] == rows)
+      direct = colMajor = true;
+    else {
+      colMajor = !isResult && s[2] == 1; // keep the copy contiguous
+      scratch.resize(b1 * b2 * mat);
+    }
+  }
+  memory::desc desc() const {
+    int64_t mat = rows * cols;
+    memory::dims st = {b2 * mat, mat, colMajor ? 1 : cols, colMajor ? rows : 1};
+    return memory::desc({b1, b2, rows, cols}, dt::f32, st);
+  }
+  /// Copies between the model's layout at `p` and the scratch buffer.
+  void transfer(float *p, bool pack) {
+    int64_t mat = rows * cols;
+    int64_t outer = colMajor ? cols : rows, inner = colMajor ? rows : cols;
+    int64_t so = colMajor ? s[3] : s[2], si = colMajor ? s[2] : s[3];
+    if (si != 1 && so == 1) {
+      // The model's contiguous dimension is the scratch's outer one (a
+      // result written transposed): walk the model contiguously and the
+      // scratch, one small matrix per batch that the cache holds, strided.
+#pragma omp parallel for collapse(3) schedule(static)
+      for (int64_t i = 0; i < b1; ++i)
+        for (int64_t j = 0; j < b2; ++j)
+          for (int64_t x = 0; x < inner; ++x) {
+            float *model = p + i * s[0] + j * s[1] + x * si;
+            float *dense = scratch.data() + (i * b2 + j) * mat + x;
+            for (int64_t o = 0; o < outer; ++o)
+              (pack ? dense[o * inner] : model[o]) = pack ? model[o] : dense[o * inner];
+          }
+      return;
+    }
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int64_t i = 0; i < b1; ++i)
+      for (int64_t j = 0; j < b2; ++j)
+        for (int64_t o = 0; o < outer; ++o) {
+          float *model = p + i * s[0] + j * s[1] + o * so;
+          float *dense = scratch.data() + (i * b2 + j) * mat + o * inner;
+          if (si == 1) {
+            if (pack)
+              std::memcpy(dense, model, inner * sizeof(float));
+            else
+              std::memcpy(model, dense, inner * sizeof(float));
+          } else {
+            for (int64_t x = 0; x < inner; ++x)
+              (pack ? dense[x] : model[x * si]) =
+                  pack ? model[x * si] : dense[x];
+          }
+        }
+  }
+  void *bind(void *p) {
+    if (direct)
+      return p;
+    return scratch.data();
+  }
+};
+
+class BatchMatmulKernel : public Kernel {
+public:
+  BatchMatmulKernel(std::shared_ptr<Engine> dev,
+                    const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)),
+        a(d.params[0], d.params[1], d.params[2], d.params[3], d.strides, false),
+        b(d.params[0], d.params[1], d.params[3], d.params[4], d.strides + 4,
+          false),
+        c(d.params[0], d.params[1], d.params[2], d.params[4], d.strides + 8,
+          true) {
+    auto &eng = this->dev->engine;
+    prim = dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(a.desc(), b.desc(), c.desc()), eng));
+    am = memory(a.desc(), eng, DNNL_MEMORY_NONE);
+    bm = memory(b.desc(), eng, DNNL_MEMORY_NONE);
+    cm = memory(c.desc(), eng, DNNL_MEMORY_NONE);
+  }
+  int32_t run(void *const *args) override {
+    auto *ap = static_cast<float *>(args[0]);
+    auto *bp = static_cast<float *>(args[1]);
+    auto *cp = static_cast<float *>(args[2]);
+    if (!a.direct)
+      a.transfer(ap, true);
+    if (!b.direct)
+      b.transfer(bp, true);
+    am.set_data_handle(a.bind(ap));
+    bm.set_data_handle(b.bind(bp));
+    cm.set_data_handle(c.bind(cp));
+    prim.execute(dev->stream,
+                 {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    dev->stream.wait();
+    if (!c.direct)
+      c.transfer(cp, false);
+    return 0;
+  }
+
+private:
+  std::shared_ptr<Engine> dev;
+  MatmulOperand a, b, c;
+  memory am, bm, cm;
+  dnnl::matmul prim;
+};
+
+} // namespace
+
+std::unique_ptr<Kernel>
+tfm::runtime::cpu::makeLinearKernel(std::shared_ptr<Engine> engine,
+                                    const tfm_abi_kernel_desc_t &d) {
+  return std::make_unique<LinearKernel>(std::move(engine), d);
+}
+
+std::unique_ptr<Kernel>
+tfm::runtime::cpu::makeBatchMatmulKernel(std::shared_ptr<Engine> engine,
+                                         const tfm_abi_kernel_desc_t &d) {
+  return std::make_unique<BatchMatmulKernel>(std::move(engine), d);
+}

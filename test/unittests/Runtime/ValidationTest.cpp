@@ -1,0 +1,275 @@
+//===- ValidationTest.cpp - Corrupt model libraries end in a status -------===//
+//
+// Takes a tfmc-compiled library (tiny_train.mlir), changes one field of its
+// metadata table in a copy of the file, and loads and runs the copy: every
+// corruption must end in DATA_LOSS, at load or at the run, and never in a
+// crash or a wrong answer. Fields that hold pointers are relocated by the
+// loader, so they are corrupted in hand-written libraries (fake_model.c)
+// instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/abi.h"
+#include "tfm/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace {
+
+const std::string kModel = TFM_TINY_TRAIN_SO;
+const std::string kFakeDir = TFM_FAKE_MODEL_DIR;
+
+std::pair<tfm_status_code_t, std::string> take(tfm_status_t s) {
+  std::pair<tfm_status_code_t, std::string> r{tfm_status_code(s),
+                                              tfm_status_message(s)};
+  tfm_status_free(s);
+  return r;
+}
+
+/// The library loaded in this process, to find where each metadata field
+/// lies in the file: the loaded segment that holds it and that segment's
+/// file offset.
+class LoadedModel {
+public:
+  explicit LoadedModel(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(in), {});
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      return;
+    auto get = reinterpret_cast<tfm_abi_model_fn_t>(
+        dlsym(handle, TFM_ABI_MODEL_SYMBOL));
+    model = get ? get() : nullptr;
+    struct link_map *map = nullptr;
+    dlinfo(handle, RTLD_DI_LINKMAP, &map);
+    base = map->l_addr;
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *data) {
+          auto *self = static_cast<LoadedModel *>(data);
+          if (info->dlpi_addr != self->base)
+            return 0;
+          for (int i = 0; i < info->dlpi_phnum; ++i)
+            if (info->dlpi_phdr[i].p_type == PT_LOAD)
+              self->segments.push_back(info->dlpi_phdr[i]);
+          return 1;
+        },
+        this);
+  }
+  ~LoadedModel() {
+    if (handle)
+      dlclose(handle);
+  }
+
+  /// Writes a copy of the library with the bytes of `field` set to
+  /// `value`, and returns its path.
+  template <typename T>
+  std::string patched(const T *field, T value, const std::string &name) {
+    auto at = reinterpret_cast<uintptr_t>(field) - base;
+    std::vector<char> copy = file;
+    for (const ElfW(Phdr) &ph : segments)
+      if (at >= ph.p_vaddr && at + sizeof(T) <= ph.p_vaddr + ph.p_filesz) {
+        std::memcpy(copy.data() + ph.p_offset + (at - ph.p_vaddr), &value,
+                    sizeof(T));
+        std::string path = ::testing::TempDir() + "tfm_patched_" + name + ".so";
+        std::ofstream(path, std::ios::binary | std::ios::trunc)
+            .write(copy.data(), copy.size());
+        return path;
+      }
+    ADD_FAILURE() << "the field lies in no loaded segment of the file";
+    return "";
+  }
+
+  const tfm_abi_model_t *model = nullptr;
+
+private:
+  std::vector<char> file;
+  void *handle = nullptr;
+  ElfW(Addr) base = 0;
+  std::vector<ElfW(Phdr)> segments;
+};
+
+/// Loads `path`, creates a session and runs "infer" (or with `train`,
+/// "train_step") on zero inputs; the first failure's code and message.
+std::pair<tfm_status_code_t, std::string> loadAndRun(const std::string &path,
+                                                     bool train = false) {
+  tfm_context_t *ctx = nullptr;
+  tfm_context_create(nullptr, &ctx);
+  tfm_module_t *module = nullptr;
+  tfm_session_t *session = nullptr;
+  tfm_tensor_t *x = nullptr, *labels = nullptr, *y = nullptr;
+  std::pair<tfm_status_code_t, std::string> result{TFM_STATUS_OK, ""};
+  if (auto r = take(tfm_module_load(ctx, path.c_str(), &module));
+      r.first != TFM_STATUS_OK)
+    result = r;
+  else if (auto r = take(tfm_session_create(module, nullptr, &session));
+           r.first != TFM_STATUS_OK)
+    result = r;
+  else {
+    const int64_t dims[] = {4, 3}, labelDims[] = {4};
+    tfm_tensor_create(TFM_DTYPE_F32, dims, 2, &x);
+    tfm_tensor_create(TFM_DTYPE_I64, labelDims, 1, &labels);
+    tfm_tensor_t *inputs[] = {x, labels};
+    result = take(tfm_session_run(session, train ? "train_step" : "infer",
+                                  inputs, train ? 2 : 1, &y, 1));
+  }
+  tfm_tensor_release(labels);
+  tfm_tensor_release(y);
+  tfm_tensor_release(x);
+  tfm_session_release(session);
+  tfm_module_release(module);
+  tfm_context_release(ctx);
+  return result;
+}
+
+struct Corrupted : ::testing::Test {
+  void SetUp() override { ASSERT_TRUE(lib.model) << "cannot load " << kModel; }
+  const tfm_abi_entry_t &entry(const char *name) {
+    for (int32_t i = 0; i < lib.model->num_entries; ++i)
+      if (std::strcmp(lib.model->entries[i].name, name) == 0)
+        return lib.model->entries[i];
+    ADD_FAILURE() << "no entry " << name;
+    return lib.model->entries[0];
+  }
+  LoadedModel lib{kModel};
+};
+
+TEST_F(Corrupted, TheUnchangedLibraryRuns) {
+  auto [code, msg] = loadAndRun(kModel);
+  EXPECT_EQ(code, TFM_STATUS_OK) << msg;
+}
+
+TEST_F(Corrupted, AKernelLargerThanEveryBufferIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(lib.patched(&lib.model->kernels[0].params[0],
+                                            int64_t(1) << 20, "kernel_size"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("kernel 0"), std::string::npos) << msg;
+}
+
+TEST_F(Corrupted, AKernelLargerThanItsArgumentStopsTheRun) {
+  // The classifier's LINEAR reads x[M=4, K=3]; with M = 5 it would read past
+  // the input, though not past the model's largest buffer.
+  const tfm_abi_kernel_desc_t *linear = nullptr;
+  for (int32_t i = 0; i < lib.model->num_kernels; ++i)
+    if (lib.model->kernels[i].kind == TFM_KERNEL_LINEAR &&
+        lib.model->kernels[i].params[0] == 4)
+      linear = &lib.model->kernels[i];
+  ASSERT_TRUE(linear);
+  auto [code, msg] =
+      loadAndRun(lib.patched(&linear->params[0], int64_t(5), "kernel_arg"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("(linear) was handed"), std::string::npos) << msg;
+}
+
+TEST_F(Corrupted, AStridedKernelPastItsBufferIsRefused) {
+  for (int32_t i = 0; i < lib.model->num_kernels; ++i) {
+    const tfm_abi_kernel_desc_t &k = lib.model->kernels[i];
+    // A stride of the first operand along a dimension longer than 1.
+    const int64_t *dims = k.kind == TFM_KERNEL_BATCH_MATMUL ? k.params
+                          : k.kind == TFM_KERNEL_REORDER    ? k.params + 1
+                                                            : nullptr;
+    if (!dims)
+      continue;
+    for (int d = 0; d < 4; ++d) {
+      if (dims[d] <= 1)
+        continue;
+      auto [code, msg] = loadAndRun(
+          lib.patched(&k.strides[d], int64_t(1) << 40, "kernel_stride"));
+      EXPECT_EQ(code, TFM_STATUS_DATA_LOSS) << msg;
+      EXPECT_NE(msg.find("more than the model's largest buffer"),
+                std::string::npos)
+          << msg;
+      return;
+    }
+  }
+  GTEST_SKIP() << "the model has no strided kernel";
+}
+
+TEST_F(Corrupted, TooManyKernelsIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(
+      lib.patched(&lib.model->num_kernels, int32_t(1) << 30, "num_kernels"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("kernels lie outside the library"), std::string::npos)
+      << msg;
+}
+
+TEST_F(Corrupted, TooManyEntriesIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(
+      lib.patched(&lib.model->num_entries, int32_t(1000), "num_entries"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS) << msg;
+}
+
+TEST_F(Corrupted, ASmallerArenaStopsTheRun) {
+  ASSERT_GT(entry("train_step").arena_bytes, 0u);
+  EXPECT_EQ(loadAndRun(kModel, /*train=*/true).first, TFM_STATUS_OK);
+  // Every entry's arena shrinks, so the session's is too small for the
+  // training step.
+  std::string path = kModel;
+  for (int32_t i = 0; i < lib.model->num_entries; ++i) {
+    LoadedModel from(path);
+    path = from.patched(&from.model->entries[i].arena_bytes, uint64_t(64),
+                        "arena" + std::to_string(i));
+  }
+  auto [code, msg] = loadAndRun(path, /*train=*/true);
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("its code needs other buffer sizes than its metadata"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(Corrupted, AnOutputShapeTheCodeDoesNotHaveStopsTheRun) {
+  const tfm_abi_entry_t &e = entry("infer");
+  auto [code, msg] =
+      loadAndRun(lib.patched(&e.outputs[0].dims[0], int64_t(4000), "output"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("its code needs other buffer sizes"), std::string::npos)
+      << msg;
+}
+
+TEST_F(Corrupted, AHugeDimensionIsRefusedAtLoad) {
+  const tfm_abi_entry_t &e = entry("infer");
+  auto [code, msg] = loadAndRun(
+      lib.patched(&e.inputs[0].dims[0], int64_t(1) << 62, "input_dim"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("has the invalid shape"), std::string::npos) << msg;
+}
+
+TEST_F(Corrupted, AStateSlotOutsideTheStateIsRefusedAtLoad) {
+  ASSERT_GT(lib.model->num_states, 0);
+  auto [code, msg] =
+      loadAndRun(lib.patched(&lib.model->states[0].offset,
+                             lib.model->state_bytes, "state_offset"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("lies outside the state"), std::string::npos) << msg;
+}
+
+TEST_F(Corrupted, AnEmptyCheckRangeIsRefusedAtLoad) {
+  ASSERT_GT(lib.model->num_checks, 0) << "the labels of train_step are checked";
+  auto [code, msg] = loadAndRun(
+      lib.patched(&lib.model->checks[0].lower, int64_t(100), "check"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("check 0 is invalid"), std::string::npos) << msg;
+}
+
+TEST(CorruptPointers, ANameOutsideTheLibraryIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(kFakeDir + "/libfake_model_bad_name.so");
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("entry point 0 has no name"), std::string::npos) << msg;
+}
+
+TEST(CorruptPointers, AnEntryPointIntoDataIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(kFakeDir + "/libfake_model_bad_code.so");
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("has no code in the library"), std::string::npos) << msg;
+}
+
+} // namespace
