@@ -9,6 +9,7 @@
 
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "ImporterImpl.h"
+#include "tfm/Frontends/ONNX/Schema.h"
 
 #include "tfm/Reference/Interpreter.h"
 
@@ -279,6 +280,7 @@ bool isDefaultDomain(StringRef domain) {
   return domain.empty() || domain == "ai.onnx";
 }
 
+
 class Importer {
 public:
   Importer(MLIRContext *ctx, StringRef fileName, const ImportOptions &options)
@@ -331,10 +333,14 @@ LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
         defined.insert(out);
       continue;
     }
-    if (!registry().lookup(node.op_type(), opset))
+    if (!registry().lookup(node.op_type(), opset)) {
       problems.emplace_back(loc, "op type '" + node.op_type() + "' (opset " +
                                      std::to_string(opset) +
                                      ") is not supported");
+    } else {
+      for (std::string &b : onnx_io::schemaProblems(node, opset))
+        problems.emplace_back(loc, std::move(b));
+    }
     for (const std::string &in : node.input())
       if (!in.empty() && !defined.contains(in))
         problems.emplace_back(

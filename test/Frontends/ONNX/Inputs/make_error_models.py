@@ -69,6 +69,16 @@ def main():
     with open(os.path.join(HERE, "shape_3x2.pb"), "wb") as f:
         f.write(numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "shape").SerializeToString())
 
+    # Nodes that break their op's schema: all problems at once, before any
+    # converter sees them.
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x"], ["m"], name="mul0"),
+         helper.make_node("Softmax", ["m"], ["s"], name="softmax0", axis="last"),
+         helper.make_node("Gemm", ["s", "", "x"], ["y"], name="gemm0", beta=1.0,
+                          colour=3)],
+        "schema", [vi("x", [2, 2])], [vi("y", [2, 2])])
+    save("schema.onnx", g)
+
     with open(os.path.join(HERE, "not_protobuf.onnx"), "wb") as f:
         f.write(b"\xff\xfe this is not a protobuf \x00\x01\x02" * 4)
 
