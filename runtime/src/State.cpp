@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace tfm::runtime;
@@ -73,11 +74,13 @@ bool sameShape(const tfm_abi_tensor_desc_t &d, const int64_t *dims,
 /// Writes `data` to `path` through a temporary file in the same folder,
 /// flushed to disk before the rename that makes it visible.
 tfm_status_t writeAtomically(const std::string &path, const std::string &data) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A unique name, so two saves to one path never write the same file.
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0)
     return makeStatus(TFM_STATUS_NOT_FOUND, "cannot create '{}': {}", tmp,
                       std::strerror(errno));
+  ::fchmod(fd, 0644);
   size_t done = 0;
   int err = 0;
   while (done < data.size()) {

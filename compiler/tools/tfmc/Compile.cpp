@@ -16,6 +16,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -162,7 +163,16 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
 
   TimingScope linkTimer = root.nest("link");
   // Link to a temporary name and rename: a reader never sees half a file.
-  std::string partial = (output + ".tmp").str();
+  // The name is unique, so compiles to one output do not race for it; the
+  // last rename wins, and each rename replaces a whole file.
+  SmallString<256> partial;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          output + ".tmp-%%%%%%%%", fd, partial)) {
+    error() << "cannot write '" << output << "': " << ec.message() << "\n";
+    return kExitInputError;
+  }
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   llvm::FileRemover removePartial(partial);
   if (failed(mlir::tfm::linkSharedLibrary(objects, partial,
                                           stage == Stage::obj, err))) {
