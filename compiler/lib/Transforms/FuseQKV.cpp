@@ -162,8 +162,8 @@ struct FusePackedProjection : OpRewritePattern<LinearOp> {
         *reference::elementKindOf(op.getType().getElementType()),
         std::vector<int64_t>(op.getType().getShape().begin(),
                              op.getType().getShape().end()));
-    for (size_t i = 0; i < probe.data.size(); ++i)
-      probe.data[i] = static_cast<double>(i);
+    for (int64_t i = 0; i < probe.numElements(); ++i)
+      probe.set(i, static_cast<double>(i));
     reference::Interpreter interpreter;
     reference::Tensor cur = probe;
     for (Operation *c : chain) {
@@ -180,7 +180,7 @@ struct FusePackedProjection : OpRewritePattern<LinearOp> {
       auto r = interpreter.evaluate(g, {cur, idx});
       if (failed(r))
         return rewriter.notifyMatchFailure(op, "could not trace a gather");
-      const std::vector<double> &got = (*r)[0].data;
+      std::vector<double> got = (*r)[0].asDoubles();
       // Which part this gather reads, from its first element.
       int64_t part = (static_cast<int64_t>(got.empty() ? 0 : got[0]) % n) /
                      width;

@@ -69,7 +69,7 @@ int64_t indexBound(Value arg) {
 Tensor randomInput(const Port &port, uint64_t seed) {
   Tensor t(port.kind, port.shape);
   int64_t bound = port.indexBound;
-  for (size_t i = 0; i < t.data.size(); ++i) {
+  for (int64_t i = 0; i < t.numElements(); ++i) {
     double u = tfm_rng_uniform(seed, i);
     switch (t.kind) {
     case ElementKind::I1:
@@ -78,7 +78,7 @@ Tensor randomInput(const Port &port, uint64_t seed) {
       break;
     case ElementKind::I32:
     case ElementKind::I64:
-      t.data[i] = std::floor(u * static_cast<double>(bound));
+      t.setInt(i, static_cast<int64_t>(u * static_cast<double>(bound)));
       break;
     default: {
       // Round to the element type so the run is reproducible from its .pb.
@@ -190,17 +190,18 @@ bool gatherInputs(const Signature &sig, const RunOptions &opts,
 
 void printTensor(const std::string &name, const Tensor &t, unsigned limit) {
   llvm::outs() << name << ": " << t.typeString() << "\n  [";
-  size_t shown = std::min<size_t>(limit, t.data.size());
+  size_t total = static_cast<size_t>(t.numElements());
+  size_t shown = std::min<size_t>(limit, total);
   for (size_t i = 0; i < shown; ++i) {
     if (i)
       llvm::outs() << ", ";
     if (mlir::tfm::reference::isFloatKind(t.kind))
       llvm::outs() << llvm::format("%.6g", t.data[i]);
     else
-      llvm::outs() << static_cast<int64_t>(t.data[i]);
+      llvm::outs() << t.getInt(i);
   }
-  if (shown < t.data.size())
-    llvm::outs() << ", ... (" << t.data.size() - shown << " more)";
+  if (shown < total)
+    llvm::outs() << ", ... (" << total - shown << " more)";
   llvm::outs() << "]\n";
 }
 
@@ -214,8 +215,18 @@ bool compare(const std::string &name, const Tensor &got, const Tensor &want,
   }
   double maxAbs = 0, maxRel = 0, errSq = 0, refSq = 0;
   int64_t bad = 0, firstBad = -1;
-  for (size_t i = 0; i < got.data.size(); ++i) {
-    double g = got.data[i], w = want.data[i];
+  for (int64_t i = 0; i < got.numElements(); ++i) {
+    if (got.isInt() && want.isInt()) {
+      // Integers compare exactly (a double would merge neighbours past 2^53).
+      if (got.ints[i] != want.ints[i]) {
+        if (firstBad < 0)
+          firstBad = i;
+        ++bad;
+        maxAbs = INFINITY;
+      }
+      continue;
+    }
+    double g = got.get(i), w = want.get(i);
     if (std::isnan(g) && std::isnan(w))
       continue;
     if (std::isfinite(g) && std::isfinite(w)) {
@@ -244,10 +255,14 @@ bool compare(const std::string &name, const Tensor &got, const Tensor &want,
     llvm::outs() << ": ok\n";
     return true;
   }
-  llvm::outs() << ": MISMATCH in " << bad << " of " << got.data.size()
-               << " elements (first at flat index " << firstBad << ": got "
-               << llvm::format("%.9g", got.data[firstBad]) << ", expected "
-               << llvm::format("%.9g", want.data[firstBad]) << ")\n";
+  llvm::outs() << ": MISMATCH in " << bad << " of " << got.numElements()
+               << " elements (first at flat index " << firstBad << ": got ";
+  if (got.isInt() && want.isInt())
+    llvm::outs() << got.ints[firstBad] << ", expected " << want.ints[firstBad];
+  else
+    llvm::outs() << llvm::format("%.9g", got.get(firstBad)) << ", expected "
+                 << llvm::format("%.9g", want.get(firstBad));
+  llvm::outs() << ")\n";
   return false;
 }
 

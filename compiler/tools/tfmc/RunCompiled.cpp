@@ -64,13 +64,13 @@ tfm_dtype_t dtypeOf(ElementKind kind) {
 }
 
 void store(const Tensor &t, void *dst) {
-  for (size_t i = 0; i < t.data.size(); ++i) {
-    double v = t.data[i];
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double v = t.isInt() ? 0.0 : t.data[i];
     switch (t.kind) {
     case ElementKind::F32: static_cast<float *>(dst)[i] = static_cast<float>(v); break;
     case ElementKind::F64: static_cast<double *>(dst)[i] = v; break;
-    case ElementKind::I32: static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(v); break;
-    case ElementKind::I64: static_cast<int64_t *>(dst)[i] = static_cast<int64_t>(v); break;
+    case ElementKind::I32: static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(t.ints[i]); break;
+    case ElementKind::I64: static_cast<int64_t *>(dst)[i] = t.ints[i]; break;
     case ElementKind::I1: static_cast<uint8_t *>(dst)[i] = v != 0; break;
     case ElementKind::F16:
       static_cast<uint16_t *>(dst)[i] = mlir::tfm::onnx_io::doubleToHalfBits(v);
@@ -83,13 +83,21 @@ void store(const Tensor &t, void *dst) {
 }
 
 void load(const void *src, Tensor &t) {
-  for (size_t i = 0; i < t.data.size(); ++i) {
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (t.kind == ElementKind::I32) {
+      t.ints[i] = static_cast<const int32_t *>(src)[i];
+      continue;
+    }
+    if (t.kind == ElementKind::I64) {
+      t.ints[i] = static_cast<const int64_t *>(src)[i];
+      continue;
+    }
     double &v = t.data[i];
     switch (t.kind) {
     case ElementKind::F32: v = static_cast<const float *>(src)[i]; break;
     case ElementKind::F64: v = static_cast<const double *>(src)[i]; break;
-    case ElementKind::I32: v = static_cast<const int32_t *>(src)[i]; break;
-    case ElementKind::I64: v = static_cast<double>(static_cast<const int64_t *>(src)[i]); break;
+    case ElementKind::I32:
+    case ElementKind::I64: break;
     case ElementKind::I1: v = static_cast<const uint8_t *>(src)[i] ? 1 : 0; break;
     case ElementKind::F16:
       v = mlir::tfm::onnx_io::halfBitsToDouble(static_cast<const uint16_t *>(src)[i]);
@@ -345,9 +353,9 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
     load(tfm_tensor_data(loss), value);
     tfm_tensor_release(loss);
     reportStep(static_cast<unsigned>(first) + step,
-               static_cast<unsigned>(first) + opts.steps, value.data[0],
+               static_cast<unsigned>(first) + opts.steps, value.get(0),
                seconds);
-    if (!std::isfinite(value.data[0])) {
+    if (!std::isfinite(value.get(0))) {
       error() << "the loss is not finite at step " << first + step << "\n";
       rc = kExitInputError;
     }

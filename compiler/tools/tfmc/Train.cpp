@@ -146,7 +146,7 @@ int mlir::tfm::tfmc::trainReference(func::FuncOp trainStep,
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    double loss = (*out)[0].data[0];
+    double loss = (*out)[0].get(0);
     reportStep(step, options.steps, loss, seconds);
     if (!std::isfinite(loss)) {
       error() << "the loss is not finite at step " << step << "\n";

@@ -159,11 +159,14 @@ double decodeRaw(ElementKind kind, const char *p) {
   case ElementKind::I1:
     return *p ? 1.0 : 0.0;
   case ElementKind::I32:
-    return load<int32_t>(p);
   case ElementKind::I64:
-    return static_cast<double>(load<int64_t>(p));
+    break; // decoded exactly by decodeRawInt
   }
   return 0;
+}
+
+int64_t decodeRawInt(ElementKind kind, const char *p) {
+  return kind == ElementKind::I32 ? load<int32_t>(p) : load<int64_t>(p);
 }
 
 /// Values of 16-bit and narrower types travel in int32_data.
@@ -244,8 +247,13 @@ bool parseTensorProto(const std::string &bytes, NamedTensor &out,
   if (proto.has_raw_data()) {
     const std::string &raw = proto.raw_data();
     size_t w = byteWidth(kind);
-    for (size_t i = 0; i < n; ++i)
-      t.data[i] = decodeRaw(kind, raw.data() + i * w);
+    for (size_t i = 0; i < n; ++i) {
+      const char *p = raw.data() + i * w;
+      if (t.isInt())
+        t.ints[i] = decodeRawInt(kind, p);
+      else
+        t.data[i] = decodeRaw(kind, p);
+    }
   } else {
     switch (kind) {
     case ElementKind::F32:
@@ -258,7 +266,11 @@ bool parseTensorProto(const std::string &bytes, NamedTensor &out,
       break;
     case ElementKind::I64:
       for (size_t i = 0; i < n; ++i)
-        t.data[i] = static_cast<double>(proto.int64_data(i));
+        t.ints[i] = proto.int64_data(i);
+      break;
+    case ElementKind::I32:
+      for (size_t i = 0; i < n; ++i)
+        t.ints[i] = proto.int32_data(i);
       break;
     default:
       for (size_t i = 0; i < n; ++i)
@@ -297,9 +309,11 @@ void fillTensorProto(const NamedTensor &named, onnx::TensorProto &proto) {
   proto.set_data_type(dataTypeOfKind(t.kind));
   for (int64_t d : t.shape)
     proto.add_dims(d);
-  std::string raw(t.data.size() * byteWidth(t.kind), '\0');
+  int64_t n = t.numElements();
+  std::string raw(n * byteWidth(t.kind), '\0');
   char *p = raw.data();
-  for (double v : t.data) {
+  for (int64_t e = 0; e < n; ++e) {
+    double v = t.isInt() ? 0.0 : t.data[e];
     switch (t.kind) {
     case ElementKind::F32: {
       float f = static_cast<float>(v);
@@ -323,15 +337,13 @@ void fillTensorProto(const NamedTensor &named, onnx::TensorProto &proto) {
       *p = v != 0;
       break;
     case ElementKind::I32: {
-      auto i = static_cast<int32_t>(v);
+      auto i = static_cast<int32_t>(t.ints[e]);
       std::memcpy(p, &i, 4);
       break;
     }
-    case ElementKind::I64: {
-      auto i = static_cast<int64_t>(v);
-      std::memcpy(p, &i, 8);
+    case ElementKind::I64:
+      std::memcpy(p, &t.ints[e], 8);
       break;
-    }
     }
     p += byteWidth(t.kind);
   }

@@ -100,6 +100,32 @@ TEST(Interpreter, IntegerDivisionTruncates) {
   expectNear(out.at(0), {3}, {3, -3, 3});
 }
 
+TEST(Interpreter, Int64IsExact) {
+  // 2^53 + 1 has no double: a double-based interpreter adds 1 to 2^53 and
+  // finds 2^53 + 1 equal to 2^53. Constants round-trip through attributes.
+  InterpreterHarness h;
+  ASSERT_TRUE(h.parse(R"mlir(
+    func.func @infer(%a: tensor<2xi64>) -> (tensor<2xi64>, tensor<2xi1>, tensor<2xi64>) {
+      %one = arith.constant dense<[1, 9223372036854775806]> : tensor<2xi64>
+      %0 = tfm.add %a, %one : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+      %big = arith.constant dense<[9007199254740993, 9223372036854775807]> : tensor<2xi64>
+      %1 = tfm.compare eq, %0, %big : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>
+      %2 = tfm.sub %big, %a : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+      return %0, %1, %2 : tensor<2xi64>, tensor<2xi1>, tensor<2xi64>
+    })mlir"));
+  auto out = h.run({Tensor::ofInts(ElementKind::I64, {2}, {int64_t(1) << 53, 1})});
+  ASSERT_TRUE(mlir::succeeded(out)) << h.diagnostics;
+  expectInts(out->at(0), {2}, {(int64_t(1) << 53) + 1, INT64_MAX});
+  expectNear(out->at(1), {2}, {1, 1});
+  expectInts(out->at(2), {2}, {1, INT64_MAX - 1});
+  auto type =
+      mlir::RankedTensorType::get({2}, mlir::IntegerType::get(&h.context, 64));
+  auto attr = mlir::tfm::reference::Interpreter::toAttr(out->at(0), type);
+  auto back = mlir::tfm::reference::Interpreter::fromAttr(attr);
+  ASSERT_TRUE(mlir::succeeded(back));
+  EXPECT_EQ(back->ints, out->at(0).ints);
+}
+
 TEST(Interpreter, ReluAndGelu) {
   InterpreterHarness h;
   auto out = h.eval(R"mlir(

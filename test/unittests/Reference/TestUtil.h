@@ -83,14 +83,24 @@ inline void expectNear(const reference::Tensor &got,
                        const std::vector<int64_t> &shape,
                        const std::vector<double> &want, double tol = 1e-12) {
   ASSERT_EQ(got.shape, shape);
-  ASSERT_EQ(got.data.size(), want.size());
+  std::vector<double> values = got.asDoubles();
+  ASSERT_EQ(values.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::isnan(want[i])) {
-      EXPECT_TRUE(std::isnan(got.data[i])) << "at " << i;
+      EXPECT_TRUE(std::isnan(values[i])) << "at " << i;
       continue;
     }
-    EXPECT_NEAR(got.data[i], want[i], tol) << "at flat index " << i;
+    EXPECT_NEAR(values[i], want[i], tol) << "at flat index " << i;
   }
+}
+
+/// Exact comparison of an integer tensor.
+inline void expectInts(const reference::Tensor &got,
+                       const std::vector<int64_t> &shape,
+                       const std::vector<int64_t> &want) {
+  ASSERT_EQ(got.shape, shape);
+  ASSERT_TRUE(got.isInt()) << got.typeString();
+  EXPECT_EQ(got.ints, want);
 }
 
 } // namespace mlir::tfm::testing

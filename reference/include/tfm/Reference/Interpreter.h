@@ -1,9 +1,11 @@
 //===- Interpreter.h - The reference interpreter of tfm ---------*- C++ -*-===//
 //
-// A plain evaluator, in double precision, of every tfm op plus func.func,
-// func.return, func.call and arith.constant. It fixes the semantics that the
-// fusion passes must preserve and the backends must reproduce, so it favours
-// the obvious loop over the fast one.
+// A plain evaluator, in double precision (integers exact), of every tfm op
+// plus func.func, func.return, func.call, arith.constant and the math ops
+// imported models use on tensors. It fixes the semantics that the fusion
+// passes must preserve and the backends must reproduce. The per-op
+// semantics are the pure functions of Ops.h; this is their dispatcher, by
+// op name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,9 +27,6 @@ mlir::FailureOr<ElementKind> elementKindOf(mlir::Type type);
 
 /// The MLIR element type of a kind (the inverse of elementKindOf).
 mlir::Type elementTypeOf(mlir::MLIRContext *context, ElementKind kind);
-
-/// Rounds `value` to what an element of `kind` holds, as tfm.cast does.
-double roundToKind(double value, ElementKind kind);
 
 /// What a training session keeps between steps: the parameters by name (one
 /// not yet here reads its initial value), Adam's moments, the step count.
@@ -62,6 +61,11 @@ public:
   /// The state that tfm.parameter reads and the optimizer updates write; it
   /// persists across runs, as a runtime session's does.
   TrainingState &state() { return trainingState; }
+
+  /// Whether the interpreter has semantics for ops named `name`.
+  static bool evaluates(llvm::StringRef name);
+  /// The names of the ops it evaluates, sorted.
+  static std::vector<std::string> evaluatedOps();
 
 private:
   unsigned callDepth = 0;

@@ -1,0 +1,128 @@
+//===- Ops.h - Semantics of the tfm ops, one function each ------*- C++ -*-===//
+//
+// Each tfm op's definition in TfmOps.td as a pure function on host tensors,
+// in double precision, with the result's shape given (the op's verified
+// result type); the dispatcher (Interpreter.cpp) maps ops to them. They
+// favour the obvious loop over the fast one. Ops whose operands can be out
+// of their domain (indices, labels) fail with a message instead.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_REFERENCE_OPS_H
+#define TFM_REFERENCE_OPS_H
+
+#include "tfm/IR/TfmOps.h"
+#include "tfm/Reference/Tensor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::tfm::reference {
+
+using Shape = llvm::ArrayRef<int64_t>;
+
+/// For every element of `out` (row-major), the flat index of the element of
+/// `in` that numpy broadcasting reads.
+std::vector<int64_t> broadcastMap(Shape in, Shape out);
+
+//===----------------------------------------------------------------------===//
+// Elementwise (ElementwiseOps.cpp)
+//===----------------------------------------------------------------------===//
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min };
+
+/// `lhs op rhs`, broadcast to `outShape`, in the result's kind: integers
+/// exactly (wrapping, division truncating), floats in double precision.
+Tensor evalBinary(BinaryKind op, const Tensor &lhs, const Tensor &rhs,
+                  ElementKind kind, Shape outShape);
+Tensor evalCompare(ComparePredicate p, const Tensor &lhs, const Tensor &rhs,
+                   Shape outShape);
+Tensor evalSelect(const Tensor &cond, const Tensor &t, const Tensor &f,
+                  ElementKind kind, Shape outShape);
+/// Each element converted to `kind`, rounded as the type holds it.
+Tensor evalCast(const Tensor &in, ElementKind kind);
+/// `f` of every element of a float tensor.
+Tensor evalUnary(Tensor in, double (*f)(double));
+double evalActivation(double x, Activation act);
+Tensor evalGelu(Tensor in, GeluApproximation approximate);
+/// Dropout with the counter-based RNG of CounterRNG.h; `step` mixes the
+/// training step into the stream.
+Tensor evalDropout(Tensor in, double rate, bool training, uint64_t seed,
+                   std::optional<int64_t> step);
+
+//===----------------------------------------------------------------------===//
+// Data movement (DataMovementOps.cpp)
+//===----------------------------------------------------------------------===//
+
+Tensor evalBroadcast(const Tensor &in, Shape outShape);
+/// `result.shape[i] = in.shape[perm[i]]`.
+Tensor evalTranspose(const Tensor &in, Shape perm);
+Tensor evalReshape(const Tensor &in, Shape outShape);
+Tensor evalSlice(const Tensor &in, Shape starts, Shape steps, Shape outShape);
+/// Gathers along `axis`; an index outside [-n, n) fails.
+FailureOr<Tensor> evalGather(const Tensor &in, const Tensor &indices,
+                             int64_t axis, Shape outShape, std::string &error);
+/// Rows of `table`; an index outside [0, rows) fails.
+FailureOr<Tensor> evalEmbedding(const Tensor &table, const Tensor &indices,
+                                Shape outShape, std::string &error);
+Tensor evalConcat(llvm::ArrayRef<const Tensor *> inputs, int64_t axis,
+                  Shape outShape);
+std::vector<Tensor> evalSplit(const Tensor &in, int64_t axis, Shape sizes);
+Tensor evalPositionalEncoding(ElementKind kind, Shape outShape);
+
+//===----------------------------------------------------------------------===//
+// Neural-network ops (NNOps.cpp)
+//===----------------------------------------------------------------------===//
+
+Tensor evalMatmul(const Tensor &a, const Tensor &b, bool ta, bool tb,
+                  ElementKind kind, Shape outShape);
+/// x·Wᵀ + b over the last dimension, then an activation.
+Tensor evalLinear(const Tensor &x, const Tensor &w, const Tensor *bias,
+                  Activation act, Shape outShape);
+std::vector<Tensor> evalQKVProjection(const Tensor &x, const Tensor &w,
+                                      const Tensor *bias, Shape sizes);
+Tensor evalSoftmax(const Tensor &in, int64_t axis);
+/// softmax(scale·x ⊕ mask) over the last axis, with an optional causal
+/// triangle over the last two axes: the one definition behind attention and
+/// masked_softmax.
+Tensor evalMaskedSoftmax(const Tensor &x, const Tensor *mask, bool booleanMask,
+                         bool causal, double scale);
+Tensor evalLayerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+                     int64_t axis, double eps);
+Tensor evalAttention(const Tensor &q, const Tensor &k, const Tensor &v,
+                     const Tensor *mask, bool causal,
+                     std::optional<double> scale, Shape outShape);
+Tensor evalReduce(ReduceKind kind, const Tensor &in, Shape axes,
+                  Shape outShape);
+
+//===----------------------------------------------------------------------===//
+// Training (TrainingOps.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Mean cross-entropy with label smoothing; a label outside [0, K) that is
+/// not `ignoreIndex` fails.
+FailureOr<Tensor> evalCrossEntropy(const Tensor &logits, const Tensor &labels,
+                                   double labelSmoothing, int64_t ignoreIndex,
+                                   ElementKind kind, std::string &error);
+FailureOr<Tensor> evalCrossEntropyGrad(const Tensor &logits,
+                                       const Tensor &labels, double grad,
+                                       double labelSmoothing,
+                                       int64_t ignoreIndex, Shape outShape,
+                                       std::string &error);
+/// dx, dscale and dbias of layer norm without a residual.
+std::vector<Tensor> evalLayerNormGrad(const Tensor &x, const Tensor &scale,
+                                      const Tensor &dy, double eps);
+Tensor evalEmbeddingGrad(const Tensor &grad, const Tensor &indices,
+                         Shape outShape);
+/// One SGD step on `p` with learning rate `lr`.
+void evalSGD(Tensor &p, const Tensor &g, double lr, double weightDecay);
+/// One Adam step on `p` and its moments at step `step` (from 1).
+void evalAdam(Tensor &p, Tensor &m, Tensor &v, const Tensor &g, double lr,
+              double beta1, double beta2, double eps, double weightDecay,
+              int64_t step);
+
+} // namespace mlir::tfm::reference
+
+#endif // TFM_REFERENCE_OPS_H

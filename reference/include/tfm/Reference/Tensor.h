@@ -1,0 +1,103 @@
+//===- Tensor.h - Host tensors of the reference interpreter -----*- C++ -*-===//
+//
+// The interpreter is the oracle of every later test, so its data model is
+// the simplest one that is exact: floating-point and boolean elements are
+// doubles (f32, f16 and bf16 values and i1 masks are all represented
+// exactly), integer elements are int64 (indices, shapes and the INT64_MAX
+// that ONNX writes for "to the end" stay exact, which doubles would not).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_REFERENCE_TENSOR_H
+#define TFM_REFERENCE_TENSOR_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::tfm::reference {
+
+/// The element types a tfm program can carry at its boundary.
+enum class ElementKind { F32, F16, BF16, F64, I1, I32, I64 };
+
+/// Returns "f32", "i64", ... as MLIR spells them.
+const char *elementKindName(ElementKind kind);
+
+/// Whether the kind holds floating-point values.
+inline bool isFloatKind(ElementKind kind) {
+  return kind == ElementKind::F32 || kind == ElementKind::F16 ||
+         kind == ElementKind::BF16 || kind == ElementKind::F64;
+}
+
+/// Whether the kind holds integers (kept exactly, as int64).
+inline bool isIntKind(ElementKind kind) {
+  return kind == ElementKind::I32 || kind == ElementKind::I64;
+}
+
+/// Rounds `value` to what an element of the float or i1 `kind` holds.
+double roundToKind(double value, ElementKind kind);
+
+/// `value` as an element of the integer `kind`: i32 wraps to 32 bits, as a
+/// cast does.
+int64_t wrapToKind(int64_t value, ElementKind kind);
+
+/// A dense, row-major host tensor.
+struct Tensor {
+  ElementKind kind = ElementKind::F32;
+  std::vector<int64_t> shape;
+  /// The elements of a float or i1 tensor.
+  std::vector<double> data;
+  /// The elements of an i32 or i64 tensor.
+  std::vector<int64_t> ints;
+
+  Tensor() = default;
+  /// Zeros of `kind` and `shape`.
+  Tensor(ElementKind kind, std::vector<int64_t> shape);
+  /// `values` as elements of `kind`; for an integer kind each must be an
+  /// integer that a double holds exactly.
+  Tensor(ElementKind kind, std::vector<int64_t> shape,
+         std::vector<double> values);
+  /// `values` as elements of the integer `kind`.
+  static Tensor ofInts(ElementKind kind, std::vector<int64_t> shape,
+                       std::vector<int64_t> values);
+
+  static int64_t numElementsOf(const std::vector<int64_t> &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  int64_t numElements() const { return numElementsOf(shape); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  bool isInt() const { return isIntKind(kind); }
+
+  /// Element `i` as a double (exact but for integers beyond 2^53).
+  double get(int64_t i) const {
+    return isInt() ? static_cast<double>(ints[i]) : data[i];
+  }
+  /// Element `i` as an integer (a float element truncated, saturating).
+  int64_t getInt(int64_t i) const;
+  /// Sets element `i` to `v`: a float kind holds it in double precision,
+  /// as every op computes (casts round); an integer kind truncates,
+  /// saturating at int64's range and wrapping to an i32's.
+  void set(int64_t i, double v);
+  /// Sets element `i` to the integer `v` (wrapped to an i32's range).
+  void setInt(int64_t i, int64_t v);
+  /// Sets element `i` to element `j` of `from`, a tensor of the same kind.
+  void copyElement(int64_t i, const Tensor &from, int64_t j) {
+    if (isInt())
+      ints[i] = from.ints[j];
+    else
+      data[i] = from.data[j];
+  }
+
+  /// The elements as doubles, for printing and comparing.
+  std::vector<double> asDoubles() const;
+
+  /// "tensor<2x3xf32>", as MLIR prints the type.
+  std::string typeString() const;
+};
+
+} // namespace mlir::tfm::reference
+
+#endif // TFM_REFERENCE_TENSOR_H

@@ -1,0 +1,236 @@
+//===- NNOps.cpp - Contractions, normalizations, reductions ---------------===//
+
+#include "tfm/Reference/Ops.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::tfm;
+using namespace mlir::tfm::reference;
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+int64_t product(Shape dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> stridesOf(Shape shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// Softmax over the innermost dimension of length `len`, in place.
+void softmaxRows(std::vector<double> &data, int64_t len) {
+  for (size_t row = 0; row < data.size(); row += len) {
+    double *x = data.data() + row;
+    double mx = kNegInf;
+    for (int64_t i = 0; i < len; ++i)
+      mx = std::max(mx, x[i]);
+    double sum = 0;
+    for (int64_t i = 0; i < len; ++i)
+      sum += (x[i] = std::exp(x[i] - mx));
+    for (int64_t i = 0; i < len; ++i)
+      x[i] /= sum;
+  }
+}
+} // namespace
+
+Tensor mlir::tfm::reference::evalMatmul(const Tensor &a, const Tensor &b,
+                                        bool ta, bool tb, ElementKind kind,
+                                        Shape outShape) {
+  Tensor out(kind, outShape.vec());
+  int64_t r = out.rank();
+  int64_t m = out.shape[r - 2], n = out.shape[r - 1];
+  int64_t k = ta ? a.shape[a.rank() - 2] : a.shape.back();
+  Shape outBatch = outShape.drop_back(2);
+  std::vector<int64_t> aBatch = broadcastMap(Shape(a.shape).drop_back(2), outBatch);
+  std::vector<int64_t> bBatch = broadcastMap(Shape(b.shape).drop_back(2), outBatch);
+  for (size_t bi = 0; bi < aBatch.size(); ++bi) {
+    const double *A = a.data.data() + aBatch[bi] * m * k;
+    const double *B = b.data.data() + bBatch[bi] * k * n;
+    double *C = out.data.data() + bi * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (ta ? A[p * m + i] : A[i * k + p]) *
+                 (tb ? B[j * k + p] : B[p * n + j]);
+        C[i * n + j] = acc;
+      }
+  }
+  return out;
+}
+
+Tensor mlir::tfm::reference::evalLinear(const Tensor &x, const Tensor &w,
+                                        const Tensor *bias, Activation act,
+                                        Shape outShape) {
+  int64_t k = x.shape.back(), n = w.shape[0];
+  int64_t rows = product(Shape(x.shape).drop_back());
+  Tensor out(x.kind, outShape.vec());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias ? bias->data[j] : 0.0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += x.data[r * k + p] * w.data[j * k + p];
+      out.data[r * n + j] = evalActivation(acc, act);
+    }
+  return out;
+}
+
+std::vector<Tensor> mlir::tfm::reference::evalQKVProjection(
+    const Tensor &x, const Tensor &w, const Tensor *bias, Shape sizes) {
+  std::vector<int64_t> fusedShape = x.shape;
+  fusedShape.back() = w.shape[0];
+  Tensor fused = evalLinear(x, w, bias, Activation::none, fusedShape);
+  return evalSplit(fused, fused.rank() - 1, sizes);
+}
+
+Tensor mlir::tfm::reference::evalSoftmax(const Tensor &in, int64_t axis) {
+  // Move the axis innermost, apply, and move it back.
+  SmallVector<int64_t> perm, inverse(in.rank());
+  for (int64_t d = 0; d < in.rank(); ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  for (int64_t d = 0; d < in.rank(); ++d)
+    inverse[perm[d]] = d;
+  Tensor moved = evalTranspose(in, perm);
+  softmaxRows(moved.data, moved.shape.back());
+  return evalTranspose(moved, inverse);
+}
+
+Tensor mlir::tfm::reference::evalMaskedSoftmax(const Tensor &x,
+                                               const Tensor *mask,
+                                               bool booleanMask, bool causal,
+                                               double scale) {
+  Tensor out(x.kind, x.shape);
+  int64_t cols = x.shape.back();
+  int64_t rows = x.rank() >= 2 ? x.shape[x.rank() - 2] : 1;
+  std::vector<int64_t> mm;
+  if (mask)
+    mm = broadcastMap(mask->shape, x.shape);
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    double s = scale * x.data[i];
+    if (mask) {
+      double m = mask->get(mm[i]);
+      s = booleanMask ? (m != 0 ? s : kNegInf) : s + m;
+    }
+    int64_t col = i % cols, row = (i / cols) % rows;
+    if (causal && col > row)
+      s = kNegInf;
+    out.data[i] = s;
+  }
+  softmaxRows(out.data, cols);
+  return out;
+}
+
+Tensor mlir::tfm::reference::evalLayerNorm(const Tensor &x, const Tensor &scale,
+                                           const Tensor *bias, int64_t axis,
+                                           double eps) {
+  int64_t inner = product(Shape(x.shape).drop_front(axis));
+  Tensor out(x.kind, x.shape);
+  for (size_t row = 0; inner && row < x.data.size(); row += inner) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      mean += x.data[row + i];
+    mean /= inner;
+    for (int64_t i = 0; i < inner; ++i)
+      var += (x.data[row + i] - mean) * (x.data[row + i] - mean);
+    var /= inner;
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < inner; ++i)
+      out.data[row + i] = (x.data[row + i] - mean) * inv * scale.data[i] +
+                          (bias ? bias->data[i] : 0.0);
+  }
+  return out;
+}
+
+Tensor mlir::tfm::reference::evalAttention(const Tensor &q, const Tensor &k,
+                                           const Tensor &v, const Tensor *mask,
+                                           bool causal,
+                                           std::optional<double> scale,
+                                           Shape outShape) {
+  double s = scale ? *scale : 1.0 / std::sqrt(double(q.shape.back()));
+  std::vector<int64_t> scoreShape = q.shape;
+  scoreShape.back() = k.shape[q.rank() - 2];
+  Tensor scores = evalMatmul(q, k, false, true, q.kind, scoreShape);
+  bool boolean = mask && mask->kind == ElementKind::I1;
+  Tensor probs = evalMaskedSoftmax(scores, mask, boolean, causal, s);
+  return evalMatmul(probs, v, false, false, q.kind, outShape);
+}
+
+Tensor mlir::tfm::reference::evalReduce(ReduceKind kind, const Tensor &in,
+                                        Shape axes, Shape outShape) {
+  Tensor out(in.kind, outShape.vec());
+  std::vector<bool> reduced(in.rank(), false);
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + in.rank() : a] = true;
+  // The output strides, with reduced dimensions contributing nothing.
+  std::vector<int64_t> keptShape;
+  for (int64_t d = 0; d < in.rank(); ++d)
+    keptShape.push_back(reduced[d] ? 1 : in.shape[d]);
+  std::vector<int64_t> outStrides = stridesOf(keptShape);
+  int64_t count = out.numElements()
+                      ? in.numElements() / out.numElements()
+                      : 0;
+  std::vector<int64_t> idx(in.rank(), 0);
+  auto target = [&]() {
+    int64_t dst = 0;
+    for (int64_t d = 0; d < in.rank(); ++d)
+      if (!reduced[d])
+        dst += idx[d] * outStrides[d];
+    for (int64_t d = in.rank() - 1; d >= 0; --d) {
+      if (++idx[d] < in.shape[d])
+        break;
+      idx[d] = 0;
+    }
+    return dst;
+  };
+  if (in.isInt()) {
+    // Integers reduce exactly; a mean truncates toward zero.
+    int64_t init = kind == ReduceKind::max   ? std::numeric_limits<int64_t>::min()
+                   : kind == ReduceKind::min ? std::numeric_limits<int64_t>::max()
+                                             : 0;
+    std::fill(out.ints.begin(), out.ints.end(), init);
+    for (int64_t v : in.ints) {
+      int64_t &acc = out.ints[target()];
+      if (kind == ReduceKind::max)
+        acc = std::max(acc, v);
+      else if (kind == ReduceKind::min)
+        acc = std::min(acc, v);
+      else
+        acc = static_cast<int64_t>(static_cast<uint64_t>(acc) +
+                                   static_cast<uint64_t>(v));
+    }
+    for (int64_t &v : out.ints) {
+      if (kind == ReduceKind::mean && count)
+        v /= count;
+      v = wrapToKind(v, in.kind);
+    }
+    return out;
+  }
+  double init = kind == ReduceKind::max   ? -INFINITY
+                : kind == ReduceKind::min ? INFINITY
+                                          : 0.0;
+  std::fill(out.data.begin(), out.data.end(), init);
+  for (double v : in.data) {
+    double &acc = out.data[target()];
+    if (kind == ReduceKind::max)
+      acc = std::isnan(v) ? v : std::max(acc, v);
+    else if (kind == ReduceKind::min)
+      acc = std::isnan(v) ? v : std::min(acc, v);
+    else
+      acc += v;
+  }
+  if (kind == ReduceKind::mean && count)
+    for (double &v : out.data)
+      v /= static_cast<double>(count);
+  return out;
+}
