@@ -712,3 +712,46 @@ std::vector<std::string> OpLoweringSet::opNames() const {
   llvm::sort(names);
   return names;
 }
+
+namespace {
+struct LoweringRegistry {
+  std::mutex mutex;
+  llvm::StringMap<PopulateLoweringsFn> targets;
+};
+LoweringRegistry &loweringRegistry() {
+  static LoweringRegistry r;
+  return r;
+}
+} // namespace
+
+void mlir::tfm::registerTargetLowerings(StringRef target,
+                                        PopulateLoweringsFn populate) {
+  LoweringRegistry &r = loweringRegistry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.targets[target] = populate;
+}
+
+std::vector<std::string> mlir::tfm::registeredLoweringTargets() {
+  LoweringRegistry &r = loweringRegistry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto &entry : r.targets)
+    names.push_back(entry.getKey().str());
+  llvm::sort(names);
+  return names;
+}
+
+LogicalResult mlir::tfm::populateTargetLowerings(StringRef target,
+                                                 OpLoweringSet &set) {
+  PopulateLoweringsFn populate = nullptr;
+  {
+    LoweringRegistry &r = loweringRegistry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.targets.find(target);
+    if (it == r.targets.end())
+      return failure();
+    populate = it->second;
+  }
+  populate(set);
+  return success();
+}

@@ -86,5 +86,6 @@ void mlir::tfm::registerCPUTarget() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerLayoutRules(std::make_unique<CPULayoutRules>());
+    registerTargetLowerings("cpu", populateTfmToCPULowerings);
   });
 }

@@ -23,6 +23,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,20 @@ public:
 private:
   llvm::StringMap<OpLoweringFn> table;
 };
+
+/// Fills a set with one target's lowerings.
+using PopulateLoweringsFn = void (*)(OpLoweringSet &);
+
+/// Records that `target` lowers the ops `populate` registers, so that
+/// tools and tests can ask every target what it claims
+/// (test/unittests/Conversion/OpCoverageTest.cpp). Idempotent per target.
+void registerTargetLowerings(StringRef target, PopulateLoweringsFn populate);
+
+/// The targets registered so far, sorted.
+std::vector<std::string> registeredLoweringTargets();
+
+/// Fills `set` with `target`'s lowerings; fails for an unknown target.
+LogicalResult populateTargetLowerings(StringRef target, OpLoweringSet &set);
 
 } // namespace mlir::tfm
 

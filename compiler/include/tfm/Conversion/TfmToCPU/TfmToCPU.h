@@ -73,8 +73,8 @@ bool isStridedMatmul(MatmulOp op);
 /// [rows, Σsizes]; its results are column windows of that buffer.
 bool isPackedQKV(QKVProjectionOp op);
 
-/// Registers the CPU's layout rules with tfm-plan-memory (target "cpu").
-/// Idempotent.
+/// Registers the CPU's layout rules with tfm-plan-memory and its lowerings
+/// (target "cpu"). Idempotent.
 void registerCPUTarget();
 
 /// Adapts `fn(OpTy, CPUEntry &)` to an OpLoweringSet entry.
