@@ -29,8 +29,7 @@ void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
     buildFusionPipeline(pm, options.remarks);
   registerCPUTarget();
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cpu"}));
-  pm.addPass(createLowerToCPUPass(
-      {/*bf16=*/options.computeType == ComputeType::BF16}));
+  pm.addPass(createLowerToCPUPass({options.computeType}));
 }
 
 void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {

@@ -21,18 +21,6 @@ StringRef mlir::tfm::targetName(Target target) {
   llvm_unreachable("unknown target");
 }
 
-StringRef mlir::tfm::computeTypeName(ComputeType type) {
-  switch (type) {
-  case ComputeType::F32:
-    return "f32";
-  case ComputeType::BF16:
-    return "bf16";
-  case ComputeType::F16:
-    return "f16";
-  }
-  llvm_unreachable("unknown compute type");
-}
-
 FailureOr<CompilerOptions>
 TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   CompilerOptions o;

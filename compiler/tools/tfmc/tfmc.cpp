@@ -113,11 +113,7 @@ cl::opt<mlir::tfm::ComputeType> dtype(
     "dtype",
     cl::desc("The type the linear layers multiply in (f32 accumulation; "
              "inputs and outputs stay f32)"),
-    cl::init(mlir::tfm::ComputeType::F32),
-    cl::values(clEnumValN(mlir::tfm::ComputeType::F32, "f32", ""),
-               clEnumValN(mlir::tfm::ComputeType::BF16, "bf16", ""),
-               clEnumValN(mlir::tfm::ComputeType::F16, "f16",
-                          "(the GPU target)")),
+    cl::init(mlir::tfm::ComputeType::F32), mlir::tfm::computeTypeValues(),
     cl::cat(compileCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
+#include "tfm/Conversion/ComputeType.h"
 #include "tfm/IR/TfmDialect.h"
 
 namespace mlir::tfm {

@@ -21,8 +21,10 @@ def LowerToCPUPass : Pass<"tfm-lower-to-cpu", "::mlir::ModuleOp"> {
     emitter writes the metadata table and the weights blob.
   }];
   let options = [
-    Option<"bf16", "bf16", "bool", /*default=*/"false",
-           "Multiply in the LINEAR kernels in bf16 with f32 accumulation">
+    Option<"computeType", "compute-type", "::mlir::tfm::ComputeType",
+           /*default=*/"::mlir::tfm::ComputeType::F32",
+           "The type the LINEAR kernels multiply in (f32 accumulation)",
+           "::mlir::tfm::computeTypeValues()">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect",

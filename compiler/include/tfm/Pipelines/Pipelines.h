@@ -18,6 +18,7 @@
 #ifndef TFM_PIPELINES_PIPELINES_H
 #define TFM_PIPELINES_PIPELINES_H
 
+#include "tfm/Conversion/ComputeType.h"
 #include "tfm/Transforms/Autodiff.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -31,8 +32,6 @@ namespace mlir::tfm {
 /// What the compiler generates code for.
 enum class Target { CPU, CUDA };
 
-/// The type GEMMs multiply in; accumulation, inputs and outputs stay f32.
-enum class ComputeType { F32, BF16, F16 };
 
 /// The stages a compile can stop at, in order.
 enum class Stage {
@@ -47,8 +46,6 @@ enum class Stage {
 
 /// The target's name as the CLI spells it ("cpu", "cuda").
 StringRef targetName(Target target);
-/// The compute type's name as the CLI spells it ("f32", "bf16", "f16").
-StringRef computeTypeName(ComputeType type);
 
 /// How a module is compiled: the one options struct behind tfmc's flags and
 /// the registered pipelines' options.
@@ -80,10 +77,7 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
   Option<ComputeType> computeType{
       *this, "compute-type",
       llvm::cl::desc("The type GEMMs multiply in (f32 accumulation)"),
-      llvm::cl::init(ComputeType::F32),
-      llvm::cl::values(clEnumValN(ComputeType::F32, "f32", ""),
-                       clEnumValN(ComputeType::BF16, "bf16", ""),
-                       clEnumValN(ComputeType::F16, "f16", ""))};
+      llvm::cl::init(ComputeType::F32), computeTypeValues()};
   Option<bool> remarks{*this, "remarks",
                        llvm::cl::desc("Emit a remark for every fusion site"),
                        llvm::cl::init(false)};

@@ -274,6 +274,8 @@ Value BufferizedEntry::destination(Value result) {
     if (out.getIndex() < static_cast<int64_t>(outBuffers.size()))
       buf = outBuffers[out.getIndex()];
   } else if (auto arenaPlan = dyn_cast_or_null<ArenaAttr>(plan)) {
+    if (!fitsInArena(r, arenaPlan))
+      return temporary(memrefOf(result.getType()));
     if (!arenaPlan.getStrides() && !arenaPlan.getBytes())
       buf = view(arena, arenaPlan.getOffset(), result.getType());
   }
@@ -291,6 +293,19 @@ Value BufferizedEntry::destination(Value result) {
   return buf;
 }
 
+bool BufferizedEntry::fitsInArena(OpResult r, ArenaAttr plan) {
+  auto type = cast<RankedTensorType>(r.getType());
+  int64_t end = plan.getOffset() + std::max(plan.getBytes(), bufferBytes(type));
+  if (plan.getOffset() >= 0 && end <= planBytes)
+    return true;
+  internalError("result #" + Twine(r.getResultNumber()) + " of '" +
+                r.getOwner()->getName().getStringRef() +
+                "' is planned at arena bytes [" + Twine(plan.getOffset()) +
+                ", " + Twine(end) + "), past the function's tfm.arena_bytes = " +
+                Twine(planBytes));
+  return false;
+}
+
 StridedView BufferizedEntry::destinationView(Value result) {
   auto r = cast<OpResult>(result);
   auto type = cast<RankedTensorType>(result.getType());
@@ -298,6 +313,9 @@ StridedView BufferizedEntry::destinationView(Value result) {
       getPlannedBuffer(r.getOwner(), r.getResultNumber()));
   if (!arenaPlan || (!arenaPlan.getStrides() && !arenaPlan.getBytes()))
     return {destination(result), 0, SmallVector<int64_t>(type.getShape()),
+            rowMajorStrides(type.getShape())};
+  if (!fitsInArena(r, arenaPlan))
+    return {temporary(memrefOf(type)), 0, SmallVector<int64_t>(type.getShape()),
             rowMajorStrides(type.getShape())};
   // Storage of its own shape: a flat buffer of its bytes, which the
   // tensor reads at its strides.

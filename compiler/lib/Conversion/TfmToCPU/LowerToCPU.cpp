@@ -34,6 +34,10 @@ struct LowerToCPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (computeType == ComputeType::F16) {
+      module.emitError("the CPU target multiplies in f32 or bf16, not f16");
+      return signalPassFailure();
+    }
     SmallVector<func::FuncOp> entries = entryFunctions(module);
     ModuleLayout layout;
     if (failed(layOutModule(entries, layout)))
@@ -45,7 +49,7 @@ struct LowerToCPUPass
     SmallVector<Attribute> infos;
     for (func::FuncOp fn : entries) {
       Attribute info;
-      CPUEntry entry(fn, layout, bf16);
+      CPUEntry entry(fn, layout, computeType);
       if (failed(entry.run(lowerings, info)))
         return signalPassFailure();
       infos.push_back(info);

@@ -262,6 +262,9 @@ protected:
   /// The place of `tensor` in `buffers`, the arena or a view, read from the
   /// plan when its op is about to be lowered.
   LogicalResult bindPlannedViews(Operation *op);
+  /// Whether `plan`'s slot for `r` lies inside the planned arena; reports
+  /// it (an internal error) when not.
+  bool fitsInArena(OpResult r, ArenaAttr plan);
 
   func::FuncOp fn;
   func::FuncOp entry;

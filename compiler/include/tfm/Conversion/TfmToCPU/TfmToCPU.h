@@ -15,6 +15,7 @@
 #define TFM_CONVERSION_TFMTOCPU_TFMTOCPU_H
 
 #include "tfm/Conversion/Common/OpLowering.h"
+#include "tfm/Conversion/ComputeType.h"
 #include "tfm/abi.h"
 
 namespace mlir::tfm {
@@ -32,9 +33,10 @@ struct KernelArg {
 /// One entry function of the CPU target.
 class CPUEntry : public BufferizedEntry {
 public:
-  CPUEntry(func::FuncOp fn, ModuleLayout &layout, bool bf16)
+  CPUEntry(func::FuncOp fn, ModuleLayout &layout, ComputeType computeType)
       : BufferizedEntry(Kind::CPU, fn, layout),
-        linearDtype(bf16 ? TFM_DTYPE_BF16 : TFM_DTYPE_F32) {}
+        linearDtype(computeType == ComputeType::BF16 ? TFM_DTYPE_BF16
+                                                     : TFM_DTYPE_F32) {}
 
   static bool classof(const BufferizedEntry *e) {
     return e->getKind() == Kind::CPU;
@@ -55,7 +57,7 @@ public:
   /// batch dimensions, through BATCH_MATMUL.
   void batchMatmul(const StridedView &a, const StridedView &bv,
                    const StridedView &c);
-  /// The dtype of LINEAR kernels: F32, or BF16 with --dtype=bf16.
+  /// The dtype of LINEAR kernels: F32, or BF16 for compute type bf16.
   int32_t linearKernelDtype() const { return linearDtype; }
 
 private:
