@@ -14,20 +14,6 @@ using namespace mlir::tfm;
 using namespace mlir::tfm::reference;
 
 namespace {
-int64_t product(Shape dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
-
-std::vector<int64_t> stridesOf(Shape shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
 /// Advances a row-major multi-index over `shape`.
 void next(std::vector<int64_t> &idx, Shape shape) {
   for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {

@@ -10,13 +10,6 @@ using namespace mlir::tfm;
 using namespace mlir::tfm::reference;
 
 namespace {
-std::vector<int64_t> stridesOf(Shape shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
 /// Integers wrap around as machine integers do, without the undefined
 /// behaviour of signed overflow.
 int64_t wrapping(BinaryKind op, int64_t x, int64_t y) {
@@ -64,6 +57,20 @@ double floating(BinaryKind op, double x, double y) {
   return NAN;
 }
 } // namespace
+
+int64_t mlir::tfm::reference::product(Shape dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> mlir::tfm::reference::stridesOf(Shape shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
 
 std::vector<int64_t> mlir::tfm::reference::broadcastMap(Shape in, Shape out) {
   size_t lead = out.size() - in.size();

@@ -12,20 +12,6 @@ using namespace mlir::tfm::reference;
 namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-int64_t product(Shape dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
-
-std::vector<int64_t> stridesOf(Shape shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
 /// Softmax over the innermost dimension of length `len`, in place.
 void softmaxRows(std::vector<double> &data, int64_t len) {
   for (size_t row = 0; row < data.size(); row += len) {

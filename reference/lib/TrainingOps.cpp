@@ -21,12 +21,14 @@ std::string badLabel(int64_t label, int64_t position, int64_t classes,
 }
 } // namespace
 
-FailureOr<Tensor> mlir::tfm::reference::evalCrossEntropy(
-    const Tensor &logits, const Tensor &labels, double eps, int64_t ignore,
-    ElementKind kind, std::string &error) {
+namespace {
+/// Calls `fn(t, label, x, lse)` for each row `t` of `logits` whose label is
+/// not `ignore`, with the row `x` and its log-sum-exp; fails on a label out
+/// of range.
+template <typename Fn>
+LogicalResult forEachLabelledRow(const Tensor &logits, const Tensor &labels,
+                                 int64_t ignore, std::string &error, Fn fn) {
   int64_t classes = logits.shape.back();
-  double total = 0;
-  int64_t count = 0;
   for (int64_t t = 0; t < labels.numElements(); ++t) {
     int64_t label = labels.getInt(t);
     if (label == ignore)
@@ -36,17 +38,33 @@ FailureOr<Tensor> mlir::tfm::reference::evalCrossEntropy(
       return failure();
     }
     const double *x = logits.data.data() + t * classes;
-    double mx = kNegInf, sum = 0, sumLogp = 0;
+    double mx = kNegInf, sum = 0;
     for (int64_t k = 0; k < classes; ++k)
       mx = std::max(mx, x[k]);
     for (int64_t k = 0; k < classes; ++k)
       sum += std::exp(x[k] - mx);
-    double lse = mx + std::log(sum);
-    for (int64_t k = 0; k < classes; ++k)
-      sumLogp += x[k] - lse;
-    total += -(1 - eps) * (x[label] - lse) - eps / classes * sumLogp;
-    ++count;
+    fn(t, label, x, mx + std::log(sum));
   }
+  return success();
+}
+} // namespace
+
+FailureOr<Tensor> mlir::tfm::reference::evalCrossEntropy(
+    const Tensor &logits, const Tensor &labels, double eps, int64_t ignore,
+    ElementKind kind, std::string &error) {
+  int64_t classes = logits.shape.back();
+  double total = 0;
+  int64_t count = 0;
+  if (failed(forEachLabelledRow(
+          logits, labels, ignore, error,
+          [&](int64_t, int64_t label, const double *x, double lse) {
+            double sumLogp = 0;
+            for (int64_t k = 0; k < classes; ++k)
+              sumLogp += x[k] - lse;
+            total += -(1 - eps) * (x[label] - lse) - eps / classes * sumLogp;
+            ++count;
+          })))
+    return failure();
   // Like PyTorch, a batch with every label ignored has a NaN mean.
   Tensor out(kind, {});
   out.data[0] = total / static_cast<double>(count);
@@ -61,27 +79,17 @@ FailureOr<Tensor> mlir::tfm::reference::evalCrossEntropyGrad(
   for (int64_t t = 0; t < labels.numElements(); ++t)
     count += labels.getInt(t) != ignore;
   Tensor out(logits.kind, outShape.vec());
-  for (int64_t t = 0; t < labels.numElements(); ++t) {
-    int64_t label = labels.getInt(t);
-    if (label == ignore)
-      continue;
-    if (label < 0 || label >= classes) {
-      error = badLabel(label, t, classes, ignore);
-      return failure();
-    }
-    const double *x = logits.data.data() + t * classes;
-    double *d = out.data.data() + t * classes;
-    double mx = kNegInf, sum = 0;
-    for (int64_t k = 0; k < classes; ++k)
-      mx = std::max(mx, x[k]);
-    for (int64_t k = 0; k < classes; ++k)
-      sum += std::exp(x[k] - mx);
-    for (int64_t k = 0; k < classes; ++k) {
-      double target = eps / classes + (k == label ? 1 - eps : 0.0);
-      d[k] = grad * (std::exp(x[k] - mx) / sum - target) /
-             static_cast<double>(count);
-    }
-  }
+  if (failed(forEachLabelledRow(
+          logits, labels, ignore, error,
+          [&](int64_t t, int64_t label, const double *x, double lse) {
+            double *d = out.data.data() + t * classes;
+            for (int64_t k = 0; k < classes; ++k) {
+              double target = eps / classes + (k == label ? 1 - eps : 0.0);
+              d[k] = grad * (std::exp(x[k] - lse) - target) /
+                     static_cast<double>(count);
+            }
+          })))
+    return failure();
   return out;
 }
 

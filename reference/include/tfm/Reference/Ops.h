@@ -23,6 +23,11 @@ namespace mlir::tfm::reference {
 
 using Shape = llvm::ArrayRef<int64_t>;
 
+/// The number of elements of `dims`.
+int64_t product(Shape dims);
+/// Row-major strides of `shape`, in elements.
+std::vector<int64_t> stridesOf(Shape shape);
+
 /// For every element of `out` (row-major), the flat index of the element of
 /// `in` that numpy broadcasting reads.
 std::vector<int64_t> broadcastMap(Shape in, Shape out);
