@@ -199,8 +199,7 @@ LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
                                << std::max(view.getOperand(), view.getResult())
                                << ", which the op does not have";
       auto type = dyn_cast<ShapedType>(op->getResult(i).getType());
-      if (!type || view.getStrides().size() !=
-                       static_cast<size_t>(type.getRank()))
+      if (!type || view.getStrides().size() != type.getRank())
         return op->emitError() << "result #" << i << " is a view whose "
                                << view.getStrides().size()
                                << " strides do not match its rank";
