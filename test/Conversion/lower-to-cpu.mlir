@@ -124,9 +124,12 @@ func.func @infer(%x: tensor<1x3x4xf32>) -> tensor<3x1x4xf32> {
 // CHECK: func.func @__tfm_entry_train_step
 // CHECK-SAME: (%{{.+}}: !llvm.ptr, %[[A:.+]]: memref<{{[0-9]+}}xi8>, %{{.+}}: memref<128xi8>, %[[S:.+]]: memref<448xi8>, %[[G:.+]]: memref<4x8xf32>,
 // CHECK: %[[STEP:.+]] = memref.view %[[S]][%c128{{.*}}][] : memref<448xi8> to memref<i64>
-// CHECK: memref.load %[[STEP]][]
-// CHECK: memref.store
+// CHECK: %[[NEXT:.+]] = memref.view %[[A]][%c0{{.*}}][] : memref<{{[0-9]+}}xi8> to memref<i64>
+// CHECK: linalg.generic {{.+}} ins(%[[STEP]] : memref<i64>) outs(%[[NEXT]] : memref<i64>)
+// CHECK: arith.addi
+// CHECK: linalg.generic {{.+}} ins(%[[NEXT]] : memref<i64>) outs(%[[STEP]] : memref<i64>)
 // CHECK: memref.view %[[S]][%c0{{.*}}][] : memref<448xi8> to memref<4x8xf32>
+// CHECK: memref.load %[[NEXT]][]
 // CHECK: math.powf
 // CHECK: %[[C:.+]] = memref.view %[[A]][%{{.+}}][] : memref<{{[0-9]+}}xi8> to memref<8xf32>
 // CHECK-COUNT-8: memref.store %{{.+}}, %[[C]][%{{.+}}] : memref<8xf32>

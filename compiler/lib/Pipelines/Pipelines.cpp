@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - Fusion, training, and the stage builder ------------===//
 
 #include "tfm/Pipelines/Pipelines.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Pass/Pass.h"
@@ -26,6 +27,7 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   CompilerOptions o;
   o.target = target;
   o.computeType = computeType;
+  o.gpuArch = gpuArch;
   o.remarks = remarks;
   o.fuse = fuse;
   if (train) {
@@ -79,9 +81,16 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     return success();
   }
   if (options.target == Target::CUDA) {
-    error = "--target=cuda is not available in this build yet; it compiles "
-            "for cpu";
-    return failure();
+    if (ptxFeaturesOf(options.gpuArch).empty()) {
+      error = "unknown GPU architecture '" + options.gpuArch +
+              "'; the CUDA target builds for sm_80, sm_86, sm_89, sm_90 and "
+              "sm_90a";
+      return failure();
+    }
+    buildGPUBufferPipeline(pm, options);
+    if (stage != Stage::linalg)
+      buildGPUToLLVMPipeline(pm, options.gpuArch);
+    return success();
   }
   if (stage == Stage::ptx) {
     error = "--emit=ptx needs --target=cuda";
@@ -144,6 +153,14 @@ void mlir::tfm::registerTfmPipelines() {
       "tfm as imported to `stage` for `target`: what tfmc compile runs",
       [build](OpPassManager &pm, const TfmPipelineOptions &o) {
         build(pm, o, std::nullopt);
+      });
+  PassPipelineRegistration<TfmPipelineOptions>(
+      "tfm-gpu-pipeline",
+      "tfm-pipeline with target=cuda: fuse, plan memory, lower to linalg on "
+      "device buffers, map to blocks and threads, compile the kernels to PTX "
+      "and the host code to the LLVM dialect",
+      [build](OpPassManager &pm, const TfmPipelineOptions &o) {
+        build(pm, o, Target::CUDA);
       });
   PassPipelineRegistration<TfmPipelineOptions>(
       "tfm-cpu-pipeline",

@@ -152,8 +152,15 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto entries = module->getAttrOfType<ArrayAttr>("tfm.entries");
   auto kernels = module->getAttrOfType<ArrayAttr>("tfm.kernels");
   if (!entries || !kernels)
-    return module.emitError("not a tfm-cpu-pipeline module: it lacks "
+    return module.emitError("not a module of the tfm pipelines: it lacks "
                             "tfm.entries and tfm.kernels");
+  // GPU code: its PTX and kernel names (tfm-lower-gpu-launches).
+  auto deviceCode = module->getAttrOfType<StringAttr>("tfm.device_code");
+  auto deviceArch = module->getAttrOfType<StringAttr>("tfm.device_arch");
+  auto deviceKernels = module->getAttrOfType<ArrayAttr>("tfm.device_kernels");
+  if (deviceCode && (!deviceArch || !deviceKernels))
+    return module.emitError("tfm.device_code without tfm.device_arch and "
+                            "tfm.device_kernels");
   auto bytesAttr = module->getAttrOfType<IntegerAttr>("tfm.weights_bytes");
   if (!bytesAttr)
     return module.emitError("no weights layout: run tfm-lower-to-cpu first");
@@ -227,14 +234,15 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   using Host = tfm_abi_host_t;
   auto *hostTy = abiStruct(
       "tfm_abi_host_t",
-      {i32, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr},
+      {i32, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr},
       sizeof(Host),
       {offsetof(Host, struct_size), offsetof(Host, arena),
        offsetof(Host, weights), offsetof(Host, run_kernel),
        offsetof(Host, session), offsetof(Host, state),
        offsetof(Host, check_failed), offsetof(Host, arena_bytes),
        offsetof(Host, weights_bytes), offsetof(Host, state_bytes),
-       offsetof(Host, input_bytes), offsetof(Host, output_bytes)});
+       offsetof(Host, input_bytes), offsetof(Host, output_bytes),
+       offsetof(Host, launch), offsetof(Host, read_device)});
   // Field numbers of tfm_abi_host_t that the generated code loads.
   enum {
     kHostArena = 1,
@@ -246,7 +254,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     kHostWeightsBytes = 8,
     kHostStateBytes = 9,
     kHostInputBytes = 10,
-    kHostOutputBytes = 11
+    kHostOutputBytes = 11,
+    kHostLaunch = 12,
+    kHostReadDevice = 13
   };
   using Tensor = tfm_abi_tensor_desc_t;
   auto *tensorTy = abiStruct(
@@ -289,7 +299,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto *modelTy = abiStruct(
       "tfm_abi_model_t",
       {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr, i32,
-       ptr},
+       ptr, i32, ptr, ptr, i64, i32, ptr},
       sizeof(Model),
       {offsetof(Model, abi_version), offsetof(Model, struct_size),
        offsetof(Model, producer), offsetof(Model, num_entries),
@@ -298,7 +308,10 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Model, num_kernels), offsetof(Model, kernels),
        offsetof(Model, state_bytes), offsetof(Model, num_states),
        offsetof(Model, states), offsetof(Model, num_checks),
-       offsetof(Model, checks)});
+       offsetof(Model, checks), offsetof(Model, target),
+       offsetof(Model, device_arch), offsetof(Model, device_code),
+       offsetof(Model, device_code_bytes), offsetof(Model, num_device_kernels),
+       offsetof(Model, device_kernels)});
   if (!layoutError.empty())
     return module.emitError(layoutError);
 
@@ -326,6 +339,24 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     b.CreateRet(b.CreateCall(
         fnTy, fn, {host, cf->getArg(1), cf->getArg(2), cf->getArg(3)}));
   }
+
+  // host->launch(host, kernel, grid, block, shared, args) and
+  // host->read_device(host, dst, src, bytes), for GPU code.
+  auto forward = [&](StringRef symbol, unsigned field) {
+    llvm::Function *f = m->getFunction(symbol);
+    if (!f || !f->isDeclaration())
+      return;
+    f->setLinkage(llvm::GlobalValue::InternalLinkage);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", f));
+    llvm::Value *fn = b.CreateLoad(
+        ptr, b.CreateStructGEP(hostTy, f->getArg(0), field), symbol);
+    SmallVector<llvm::Value *> args;
+    for (llvm::Argument &a : f->args())
+      args.push_back(&a);
+    b.CreateRet(b.CreateCall(f->getFunctionType(), fn, args));
+  };
+  forward(kLaunchKernelSymbol, kHostLaunch);
+  forward(kReadDeviceSymbol, kHostReadDevice);
 
   auto tensorDesc = [&](StringRef name, RankedTensorType type) {
     SmallVector<llvm::Constant *> dims;
@@ -462,6 +493,11 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
                                  ? cstring(*m, options.externalWeightsName)
                                  : llvm::ConstantPointerNull::get(ptr);
   uint64_t modelSize = m->getDataLayout().getTypeAllocSize(modelTy);
+  llvm::Constant *nullPtr = llvm::ConstantPointerNull::get(ptr);
+  SmallVector<llvm::Constant *> kernelNames;
+  if (deviceKernels)
+    for (auto name : deviceKernels.getAsRange<StringAttr>())
+      kernelNames.push_back(cstring(*m, name.getValue()));
   auto *model = new llvm::GlobalVariable(
       *m, modelTy, true, llvm::GlobalValue::PrivateLinkage,
       llvm::ConstantStruct::get(
@@ -474,7 +510,13 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            i64c(stateBytes), i32c(stateValues.size()),
            constantArray(*m, stateTy, stateValues, ".tfm.states"),
            i32c(checkValues.size()),
-           constantArray(*m, checkTy, checkValues, ".tfm.checks")}),
+           constantArray(*m, checkTy, checkValues, ".tfm.checks"),
+           i32c(deviceCode ? TFM_TARGET_CUDA : TFM_TARGET_CPU),
+           deviceCode ? cstring(*m, deviceArch.getValue()) : nullPtr,
+           deviceCode ? cstring(*m, deviceCode.getValue()) : nullPtr,
+           i64c(deviceCode ? deviceCode.getValue().size() + 1 : 0),
+           i32c(deviceKernels ? deviceKernels.size() : 0),
+           constantArray(*m, ptr, kernelNames, ".tfm.device_kernels")}),
       ".tfm.model");
 
   // The one exported symbol.

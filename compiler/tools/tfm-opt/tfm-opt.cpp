@@ -8,6 +8,7 @@
 
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Pipelines/Pipelines.h"
@@ -27,15 +28,26 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  // The upstream passes the GPU pipeline runs, to reproduce it step by step.
+  mlir::registerConvertLinalgToParallelLoopsPass();
+  mlir::registerPass([] { return mlir::createParallelLoopToGpuPass(); });
+  mlir::registerGpuLaunchSinkIndexComputationsPass();
+  mlir::registerGpuKernelOutliningPass();
+  mlir::gpu::registerGPUToNVVMPipeline();
   mlir::tfm::registerTfmPasses();
   mlir::tfm::registerTfmConversionPasses();
   mlir::tfm::registerTfmPipelines();
   mlir::tfm::registerCPUTarget();
+  mlir::tfm::registerGPUTarget();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::tfm::TfmDialect, mlir::affine::AffineDialect,
@@ -48,6 +60,7 @@ int main(int argc, char **argv) {
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::vector::VectorDialect>();
   mlir::tfm::registerGradientExternalModels(registry);
+  mlir::tfm::registerPipelineExtensions(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tfm optimizer driver\n", registry));
 }

@@ -105,6 +105,15 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
       module.print(os);
       os << "\n";
     });
+  if (stage == Stage::ptx) {
+    auto ptx = module->getAttrOfType<StringAttr>("tfm.device_code");
+    if (!ptx) {
+      error() << "the model has no device code\n";
+      return kExitInputError;
+    }
+    return writeText(output,
+                     [&](llvm::raw_ostream &os) { os << ptx.getValue(); });
+  }
 
   mlir::tfm::ArtifactOptions artifact = options.artifact;
   if (artifact.externalWeights && stage != Stage::so) {

@@ -107,8 +107,14 @@ cl::opt<mlir::tfm::Target> target(
     cl::values(clEnumValN(mlir::tfm::Target::CPU, "cpu",
                           "this machine's CPU, with oneDNN kernels"),
                clEnumValN(mlir::tfm::Target::CUDA, "cuda",
-                          "an NVIDIA GPU (not in this build yet)")),
+                          "an NVIDIA GPU: kernels as PTX, which the runtime "
+                          "loads through the CUDA driver")),
     cl::cat(compileCat));
+cl::opt<std::string> gpuArch(
+    "gpu-arch",
+    cl::desc("The GPU architecture --target=cuda builds for: sm_80, sm_86, "
+             "sm_89, sm_90 or sm_90a"),
+    cl::init("sm_80"), cl::cat(compileCat));
 cl::opt<mlir::tfm::ComputeType> dtype(
     "dtype",
     cl::desc("The type the linear layers multiply in (f32 accumulation; "
@@ -444,6 +450,10 @@ int runCompile(MLIRContext &context) {
     error() << "--external-weights applies to --emit=so\n";
     return kExitUsage;
   }
+  if (gpuArch.getNumOccurrences() && target != mlir::tfm::Target::CUDA) {
+    error() << "--gpu-arch applies to --target=cuda\n";
+    return kExitUsage;
+  }
   return withModel(context, [&](ModuleOp module) -> int {
     std::vector<FusionSite> sites;
     // The passes report every site as a remark; collect them here and let
@@ -478,6 +488,7 @@ int runCompile(MLIRContext &context) {
     }
     options.compiler.target = target;
     options.compiler.computeType = dtype;
+    options.compiler.gpuArch = gpuArch;
     options.compiler.remarks = report;
     options.artifact.externalWeights = externalWeights;
     options.artifact.cpu = targetCpu;
@@ -751,6 +762,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
   mlir::tfm::registerGradientExternalModels(registry);
+  mlir::tfm::registerPipelineExtensions(registry);
   mlir::tfm::registerTfmConversionPasses();
   mlir::tfm::registerCPUTarget();
   MLIRContext context(registry);

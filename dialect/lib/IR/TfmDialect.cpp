@@ -4,6 +4,7 @@
 #include "tfm/IR/TfmOps.h"
 #include "tfm/IR/TypeInference.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -21,6 +22,11 @@ void TfmDialect::initialize() {
 #include "tfm/IR/TfmOps.cpp.inc"
       >();
   registerAttributes();
+}
+
+Operation *TfmDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  return arith::ConstantOp::materialize(builder, value, type, loc);
 }
 
 LogicalResult mlir::tfm::OpTrait::verifyStaticShapes(Operation *op) {

@@ -227,6 +227,27 @@ LogicalResult SoftmaxOp::verify() {
                        getType().getRank(), "axis");
 }
 
+OpFoldResult PositionalEncodingOp::fold(FoldAdaptor) {
+  RankedTensorType t = getType();
+  auto ft = dyn_cast<FloatType>(t.getElementType());
+  if (!ft || t.getRank() != 2 || t.getDimSize(1) % 2 != 0)
+    return {};
+  int64_t len = t.getDimSize(0), dim = t.getDimSize(1);
+  SmallVector<APFloat> values;
+  values.reserve(len * dim);
+  for (int64_t pos = 0; pos < len; ++pos)
+    for (int64_t c = 0; c < dim; ++c) {
+      // In double precision, rounded once, as the reference interpreter.
+      double angle = static_cast<double>(pos) /
+                     std::pow(10000.0, static_cast<double>(c - c % 2) / dim);
+      APFloat v(c % 2 ? std::cos(angle) : std::sin(angle));
+      bool lost = false;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+  return DenseElementsAttr::get(t, values);
+}
+
 LogicalResult PositionalEncodingOp::verify() {
   RankedTensorType t = getType();
   if (t.getRank() != 2)

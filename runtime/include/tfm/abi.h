@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define TFM_ABI_VERSION 4u
+#define TFM_ABI_VERSION 5u
 
 /* The symbol a model library exports: const tfm_abi_model_t *tfm_model_v1(void).
  * The name stays across versions; abi_version tells them apart. */
@@ -171,7 +171,28 @@ typedef int32_t (*tfm_abi_check_failed_fn_t)(const struct tfm_abi_host_t *host,
                                              int32_t check, int64_t position,
                                              int64_t value);
 
-/* What the runtime hands to compiled code. */
+/* Launches kernel `kernel` of the model's device code (since version 5) on
+ * a grid of grid[0..2] blocks of block[0..2] threads with `shared_bytes` of
+ * dynamic shared memory; args[i] points to the value of the kernel's i-th
+ * parameter (a device pointer, an integer or a float). Returns 0, or a
+ * status that names the kernel through the session. Launches are
+ * asynchronous and in order. */
+typedef int32_t (*tfm_abi_launch_fn_t)(const struct tfm_abi_host_t *host,
+                                       int32_t kernel, const int64_t grid[3],
+                                       const int64_t block[3],
+                                       int64_t shared_bytes, void **args);
+
+/* Copies `bytes` from device memory at `src` to host memory at `dst` once
+ * the launches before it have finished (since version 5). Returns 0 or a
+ * status. */
+typedef int32_t (*tfm_abi_read_device_fn_t)(const struct tfm_abi_host_t *host,
+                                            void *dst, const void *src,
+                                            uint64_t bytes);
+
+/* What the runtime hands to compiled code. For a model compiled for a GPU
+ * (target TFM_TARGET_CUDA), arena, weights, state and the entry's inputs and
+ * outputs are device pointers, which the code only offsets and passes to
+ * kernels. */
 typedef struct tfm_abi_host_t {
   uint32_t struct_size;
   /* Scratch memory of the entry's arena_bytes, 64-byte aligned. */
@@ -193,6 +214,10 @@ typedef struct tfm_abi_host_t {
    * write past a buffer. */
   uint64_t arena_bytes, weights_bytes, state_bytes;
   const uint64_t *input_bytes, *output_bytes;
+  /* The GPU target's launches and device reads (since version 5); NULL for
+   * a CPU session. */
+  tfm_abi_launch_fn_t launch;
+  tfm_abi_read_device_fn_t read_device;
 } tfm_abi_host_t;
 
 /* What an entry returns when the buffers it was handed are not the sizes
@@ -217,6 +242,12 @@ typedef struct tfm_abi_entry_t {
   tfm_abi_entry_fn_t fn;
 } tfm_abi_entry_t;
 
+/* What a model's code runs on (since version 5). */
+typedef enum tfm_target_t {
+  TFM_TARGET_CPU = 0,
+  TFM_TARGET_CUDA = 1, /* device code: PTX for the driver's JIT */
+} tfm_target_t;
+
 typedef struct tfm_abi_model_t {
   uint32_t abi_version; /* TFM_ABI_VERSION the library was built for */
   uint32_t struct_size; /* sizeof(tfm_abi_model_t) in that version */
@@ -235,6 +266,16 @@ typedef struct tfm_abi_model_t {
   /* Since version 4. */
   int32_t num_checks;
   const tfm_abi_check_desc_t *checks;
+  /* Since version 5. */
+  int32_t target; /* a tfm_target_t */
+  /* TFM_TARGET_CUDA: the architecture the device code was built for
+   * ("sm_80"), the PTX text (NUL-terminated; device_code_bytes counts the
+   * NUL) and the names of its kernels, which launches index. */
+  const char *device_arch;
+  const char *device_code;
+  uint64_t device_code_bytes;
+  int32_t num_device_kernels;
+  const char *const *device_kernels;
 } tfm_abi_model_t;
 
 typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);

@@ -9,6 +9,7 @@
 
 #include "tfm/Conversion/Common/OpLowering.h"
 #include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Reference/Interpreter.h"
@@ -62,10 +63,11 @@ TEST(OpCoverage, EveryOpHasInterpreterSemantics) {
 
 TEST(OpCoverage, EveryOpLowersOnEveryTarget) {
   tfm::registerCPUTarget();
+  tfm::registerGPUTarget();
   MLIRContext context;
   context.getOrLoadDialect<tfm::TfmDialect>();
   std::vector<std::string> targets = tfm::registeredLoweringTargets();
-  ASSERT_FALSE(targets.empty());
+  ASSERT_EQ(targets, (std::vector<std::string>{"cpu", "cuda"}));
   for (const std::string &target : targets) {
     tfm::OpLoweringSet set;
     ASSERT_TRUE(succeeded(tfm::populateTargetLowerings(target, set)));

@@ -97,8 +97,9 @@ void checkPlan(func::FuncOp fn) {
         for (auto [d, st] : llvm::zip(type.getShape(), view.getStrides().asArrayRef()))
           last += (d - 1) * st;
         int64_t width = bytesOf(r) / std::max<int64_t>(type.getNumElements(), 1);
-        if (type.getNumElements() > 0)
+        if (type.getNumElements() > 0) {
           EXPECT_LE((last + 1) * width, p.bytes) << "a view reads past its storage";
+        }
       }
     }
   }

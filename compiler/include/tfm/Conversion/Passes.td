@@ -65,10 +65,111 @@ def ApproximateMathPass : Pass<"tfm-approximate-math"> {
     gradient would run at libm's scalar speed (about half of a GPT
     training step's time). Their polynomial approximations (accurate to a
     few ulp in f32) are plain arithmetic, which vectorizes.
+
+    With `all`, every f32 function the math dialect can approximate goes
+    too (exp, log, sin, cos, and powf through exp and log): GPU kernels
+    cannot call libm, and libdevice is part of a CUDA toolkit, which a
+    build of tfm does not need.
   }];
+  let options = [
+    Option<"all", "all", "bool", /*default=*/"false",
+           "Approximate every f32 function, not only erf and tanh">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// The CUDA target
+//===----------------------------------------------------------------------===//
+
+def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers planned tfm functions to linalg on device buffers.";
+  let description = [{
+    Each public function, after `tfm-plan-memory{target=cuda}`, becomes
+    `@__tfm_entry_<name>(%host, %arena, %weights, %state, inputs...,
+    outputs...) -> i32` on memrefs of device memory, every op lowered by the
+    backend-neutral TfmToLinalg lowerings. The module gets the same tables
+    as for the CPU (`tfm.entries`, `tfm.states`, `tfm.checks`, the weights
+    layout) and an empty kernel table. Index checks read their result
+    through `__tfm_read_device`.
+  }];
+  let options = [
+    Option<"computeType", "compute-type", "::mlir::tfm::ComputeType",
+           /*default=*/"::mlir::tfm::ComputeType::F32",
+           "The type GEMMs multiply in (f32 only so far)",
+           "::mlir::tfm::computeTypeValues()">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tfm::TfmDialect"];
+}
+
+def MapToGPUPass : Pass<"tfm-map-to-gpu", "::mlir::func::FuncOp"> {
+  let summary = "Maps the loop nests of a GPU entry to blocks and threads.";
+  let description = [{
+    Runs after `convert-linalg-to-parallel-loops`. Each top-level
+    `scf.parallel` is flattened, row-major, into one index over a grid of
+    blocks of `threads` threads (`#gpu.loop_dim_map` block_x, thread_x), so
+    that consecutive threads write consecutive elements; a top-level
+    `scf.for` nest (a reduction to a scalar) runs on one thread.
+    `convert-parallel-loops-to-gpu` then makes each one a `gpu.launch`.
+    What remains on the host must not touch memory: an op that does is an
+    error.
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"256",
+           "Threads per block">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {
+  let summary = "Gathers the outlined kernels into one gpu.module.";
+  let description = [{
+    `gpu-kernel-outlining` makes a `gpu.module` per kernel; this moves every
+    kernel into one module, `@tfm_kernels`, renaming clashes and the
+    launches with them, so that the device code is one PTX module that the
+    driver compiles once.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def GPUMathLibraryPass : Pass<"tfm-gpu-math-library", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Defines the libdevice functions that are one PTX instruction.";
+  let description = [{
+    MLIR's NVVM conversion calls libdevice for `math.sqrt`, `math.absf`,
+    `math.floor`, `math.ceil`, `math.roundeven`, `math.trunc`,
+    `math.copysign` and `math.fma`. libdevice comes with a CUDA toolkit,
+    which tfm does not need, and the driver cannot link it at load time, so
+    the kernel module defines these functions itself, each as its PTX
+    instruction in inline assembly, before the conversion looks them up.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def LowerGPULaunchesPass : Pass<"tfm-lower-gpu-launches", "::mlir::ModuleOp"> {
+  let summary = "Launches kernels through the runtime; records the PTX.";
+  let description = [{
+    Runs after MLIR's NVVM pipeline. Each `gpu.launch_func` becomes a call
+    of `__tfm_launch_kernel(host, kernel, grid, block, shared_bytes, args)`
+    (which the artifact defines over `host->launch`) followed by a return
+    of its status if it is not 0. The `gpu.binary`'s PTX goes to
+    `tfm.device_code`, its chip to `tfm.device_arch`, and the launched
+    kernels' names, in the order of their indices, to
+    `tfm.device_kernels`. Device code that calls a function it does not
+    define (a libdevice function) is an error.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // TFM_CONVERSION_PASSES_TD

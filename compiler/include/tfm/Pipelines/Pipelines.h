@@ -58,6 +58,8 @@ struct CompilerOptions {
   bool fuse = true;
   /// Set to also build @train_step (tfm-autodiff) with these options.
   std::optional<TrainingOptions> training;
+  /// The GPU architecture the CUDA target compiles for.
+  std::string gpuArch = "sm_80";
 };
 
 /// The options of the registered pipelines: CompilerOptions as pass
@@ -73,7 +75,12 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
       *this, "target", llvm::cl::desc("The target"),
       llvm::cl::init(Target::CPU),
       llvm::cl::values(clEnumValN(Target::CPU, "cpu", "oneDNN kernels"),
-                       clEnumValN(Target::CUDA, "cuda", "PTX (not built yet)"))};
+                       clEnumValN(Target::CUDA, "cuda", "PTX for NVIDIA GPUs"))};
+  Option<std::string> gpuArch{
+      *this, "gpu-arch",
+      llvm::cl::desc("The GPU architecture: sm_80, sm_86, sm_89, sm_90, "
+                     "sm_90a"),
+      llvm::cl::init("sm_80")};
   Option<ComputeType> computeType{
       *this, "compute-type",
       llvm::cl::desc("The type GEMMs multiply in (f32 accumulation)"),
@@ -114,6 +121,15 @@ void buildCPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 /// linalg, memref, math and friends down to the LLVM dialect.
 void buildCPUToLLVMPipeline(OpPassManager &pm);
 
+/// Fusion (and training) as `options` ask, memory planning for the GPU and
+/// tfm-lower-to-gpu: the program as linalg on device buffers.
+void buildGPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
+
+/// The linalg of a GPU entry mapped to blocks and threads, outlined into
+/// kernels, compiled to PTX for `arch` by MLIR's NVVM pipeline, and the
+/// host code in the LLVM dialect, launching them through the runtime.
+void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch);
+
 /// The passes that take a module as imported (tfm on tensors) to `stage`
 /// for `options.target`. Stages past `llvm` need translation, which the
 /// caller does (tfm/Target/Artifact.h); for them this builds up to `llvm`.
@@ -123,7 +139,13 @@ LogicalResult buildPipelineToStage(OpPassManager &pm, Stage stage,
                                    const CompilerOptions &options,
                                    std::string &error);
 
-/// Registers tfm-fuse-transformer, tfm-cpu-pipeline and tfm-pipeline.
+/// Adds what the pipelines need of a context's registry beyond dialects:
+/// the NVVM target's serialization to PTX and the translations to LLVM IR
+/// it runs.
+void registerPipelineExtensions(DialectRegistry &registry);
+
+/// Registers tfm-fuse-transformer, tfm-pipeline, tfm-cpu-pipeline and
+/// tfm-gpu-pipeline.
 void registerTfmPipelines();
 
 } // namespace mlir::tfm

@@ -17,6 +17,12 @@ inline constexpr const char *kRunKernelSymbol = "__tfm_run_kernel";
 /// int32_t __tfm_check_failed(host, check, position, value): calls
 /// host->check_failed when a run-time check of compiled code fails.
 inline constexpr const char *kCheckFailedSymbol = "__tfm_check_failed";
+/// int32_t __tfm_launch_kernel(host, kernel, grid[3], block[3], shared,
+/// args): calls host->launch for a GPU kernel of the model's device code.
+inline constexpr const char *kLaunchKernelSymbol = "__tfm_launch_kernel";
+/// int32_t __tfm_read_device(host, dst, src, bytes): calls
+/// host->read_device, so that host code can read what a kernel wrote.
+inline constexpr const char *kReadDeviceSymbol = "__tfm_read_device";
 /// The prefix of each lowered entry function; the emitter wraps it in the
 /// ABI's entry signature.
 inline constexpr const char *kEntrySymbolPrefix = "__tfm_entry_";

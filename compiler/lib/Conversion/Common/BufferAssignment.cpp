@@ -465,6 +465,13 @@ void BufferizedEntry::checkIndices(Operation *op, Value indices, int64_t lower,
             return ob.create<arith::SelectOp>(
                 l, bad, ob.create<arith::MinSIOp>(l, a[1], pos), a[1]);
           });
+  exitIfCheckFailed(check, first, flat);
+}
+
+void BufferizedEntry::exitIfCheckFailed(int32_t check, Value first,
+                                        Value flat) {
+  Type i64 = b.getI64Type();
+  int64_t n = cast<MemRefType>(flat.getType()).getNumElements();
   Value position = b.create<memref::LoadOp>(loc, first, ValueRange{});
   Value found = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::slt, position,

@@ -32,7 +32,9 @@ LogicalResult lowerOptimizer(UpdateOp op, CPUEntry &e) {
   const StateLayout &state = e.stateLayout();
   Value param = e.view(e.stateBuffer(), state.parameter.lookup(name), type);
   Value grad = e.denseOf(op.getGrad());
-  auto [t, rate] = stepAndRate(e, op.getStep(), op.getSchedule(),
+  Value step = b.create<memref::LoadOp>(loc, e.bufferOf(op.getStep()),
+                                       ValueRange{});
+  auto [t, rate] = stepAndRate(b, loc, step, op.getSchedule(),
                                op.getLr().convertToDouble(),
                                static_cast<int64_t>(op.getDModel()),
                                static_cast<int64_t>(op.getWarmup()));

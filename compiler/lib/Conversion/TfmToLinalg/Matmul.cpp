@@ -10,6 +10,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -100,6 +102,32 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
                        bias, 0, op.getActivation(), out);
     return success();
   });
+  set.add<AttentionOp>([](AttentionOp op, BufferizedEntry &e) {
+    // Scores in scratch memory, the masked softmax over them in place, and
+    // the weighted sum of the values.
+    auto qt = op.getQuery().getType();
+    ArrayRef<int64_t> qs = qt.getShape();
+    int64_t d = qs.back();
+    SmallVector<int64_t> scoreShape(qs.drop_back());
+    scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
+    Value scores =
+        e.temporary(MemRefType::get(scoreShape, qt.getElementType()));
+    lowerGenericMatmul(e, e.bufferOf(op.getQuery()), e.bufferOf(op.getKey()),
+                       false, true, scores);
+    double scale = op.getScale() ? op.getScale()->convertToDouble()
+                                 : 1.0 / std::sqrt(static_cast<double>(d));
+    MaskKind kind = MaskKind::none;
+    if (Value m = op.getMask())
+      kind = cast<ShapedType>(m.getType()).getElementType().isInteger(1)
+                 ? MaskKind::boolean
+                 : MaskKind::additive;
+    lowerGenericMaskedSoftmax(e, scores,
+                              op.getMask() ? e.bufferOf(op.getMask()) : Value(),
+                              kind, scale, op.getCausal(), scores);
+    lowerGenericMatmul(e, scores, e.bufferOf(op.getValue()), false, false,
+                       e.destination(op.getResult()));
+    return success();
+  });
   set.add<QKVProjectionOp>([](QKVProjectionOp op, BufferizedEntry &e) {
     // One GEMM per part over consecutive weight rows.
     int64_t row = 0;
@@ -121,4 +149,6 @@ void mlir::tfm::populateTfmToLinalgLowerings(OpLoweringSet &set) {
   populateLossLowerings(set);
   populateTrainingLowerings(set);
   populateMatmulLowerings(set);
+  populateNormalizationLowerings(set);
+  populateOptimizerLowerings(set);
 }

@@ -128,9 +128,13 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
     Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
     Value one = b.create<arith::ConstantIndexOp>(loc, 1);
     Value initValue = b.create<arith::ConstantOp>(loc, cast<TypedAttr>(init));
-    b.create<scf::ForOp>(
-        loc, zero, b.create<arith::ConstantIndexOp>(loc, rows), one,
-        ValueRange{}, [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+    // Rows are independent: a parallel loop, which the GPU maps to
+    // threads and the CPU runs in order.
+    b.create<scf::ParallelOp>(
+        loc, ValueRange{zero},
+        ValueRange{b.create<arith::ConstantIndexOp>(loc, rows)},
+        ValueRange{one}, [&](OpBuilder &ob, Location l, ValueRange ivs) {
+          Value i = ivs[0];
           auto inner = ob.create<scf::ForOp>(
               l, zero, ob.create<arith::ConstantIndexOp>(l, count), one,
               ValueRange{initValue},
@@ -146,7 +150,6 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
                 BufferizedEntry::constantScalar(ob, l, elem,
                                                 static_cast<double>(count)));
           ob.create<memref::StoreOp>(l, r, out1, ValueRange{i});
-          ob.create<scf::YieldOp>(l);
         });
     return success();
   }

@@ -17,19 +17,15 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
-std::pair<Value, Value> mlir::tfm::stepAndRate(BufferizedEntry &e, Value step,
-                                               LRSchedule schedule, double lr,
-                                               int64_t dModel,
+std::pair<Value, Value> mlir::tfm::stepAndRate(OpBuilder &b, Location loc,
+                                               Value step, LRSchedule schedule,
+                                               double lr, int64_t dModel,
                                                int64_t warmup) {
-  OpBuilder &b = e.b;
-  Location loc = e.loc;
   Type f64 = b.getF64Type();
   auto c = [&](double v) {
     return BufferizedEntry::constantScalar(b, loc, f64, v);
   };
-  Value t = b.create<arith::SIToFPOp>(
-      loc, f64,
-      b.create<memref::LoadOp>(loc, e.bufferOf(step), ValueRange{}));
+  Value t = b.create<arith::SIToFPOp>(loc, f64, step);
   if (schedule == LRSchedule::constant)
     return {t, c(lr)};
   // lr · d^-0.5 · min(t^-0.5, t · w^-1.5)
@@ -66,16 +62,31 @@ LogicalResult lowerNextStep(NextStepOp op, BufferizedEntry &e) {
   const StateLayout &state = e.stateLayout();
   if (state.step < 0)
     return op.emitError("no step count in the session state");
-  OpBuilder &b = e.b;
-  auto scalar = RankedTensorType::get({}, b.getI64Type());
+  // As linalg rather than loads and stores in the entry, so that a target
+  // whose state lives on a device runs it there.
+  auto scalar = RankedTensorType::get({}, e.b.getI64Type());
   Value slot = e.view(e.stateBuffer(), state.step, scalar);
-  Value next = b.create<arith::AddIOp>(
-      e.loc, b.create<memref::LoadOp>(e.loc, slot, ValueRange{}),
-      b.create<arith::ConstantOp>(e.loc, b.getI64IntegerAttr(1)));
-  b.create<memref::StoreOp>(e.loc, next, slot, ValueRange{});
-  b.create<memref::StoreOp>(e.loc, next, e.destination(op.getResult()),
-                            ValueRange{});
+  Value next = e.destination(op.getResult());
+  e.elementwise({slot}, next, [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    return ob.create<arith::AddIOp>(
+        l, a[0], ob.create<arith::ConstantOp>(l, ob.getI64IntegerAttr(1)));
+  });
+  e.copy(next, slot);
   return success();
+}
+
+/// The dropout stream of `seed` at `step` (none: the seed alone).
+Value streamOf(OpBuilder &ob, Location l, uint64_t seed, Value step) {
+  auto i64c = [&](uint64_t v) -> Value {
+    return ob.create<arith::ConstantOp>(
+        l, ob.getI64IntegerAttr(static_cast<int64_t>(v)));
+  };
+  Value stream = i64c(seed);
+  if (!step)
+    return stream;
+  Value mixedStep = mix64(
+      ob, l, ob.create<arith::XOrIOp>(l, step, i64c(0xD1B54A32D192ED03ull)));
+  return mix64(ob, l, ob.create<arith::XOrIOp>(l, stream, mixedStep));
 }
 
 /// In training, element i is kept when the top 53 bits of
@@ -89,27 +100,33 @@ LogicalResult lowerDropout(DropoutOp op, BufferizedEntry &e) {
     e.copy(in, out);
     return success();
   }
-  OpBuilder &b = e.b;
   auto i64c = [](OpBuilder &ob, Location l, uint64_t v) -> Value {
     return ob.create<arith::ConstantOp>(
         l, ob.getI64IntegerAttr(static_cast<int64_t>(v)));
   };
-  Value stream = i64c(b, e.loc, static_cast<uint64_t>(op.getSeed()));
-  if (op.getStep()) {
+  // The stream mixes in the step: once in the entry where it can read the
+  // step, else where the elements are computed (an input broadcast to
+  // every element).
+  Value hostStream;
+  SmallVector<Value> ins{in};
+  if (op.getStep() && e.hostReadsBuffers()) {
+    OpBuilder &b = e.b;
     Value step = b.create<memref::LoadOp>(e.loc, e.bufferOf(op.getStep()),
                                           ValueRange{});
-    Value mixedStep = mix64(
-        b, e.loc,
-        b.create<arith::XOrIOp>(e.loc, step,
-                                i64c(b, e.loc, 0xD1B54A32D192ED03ull)));
-    stream = mix64(b, e.loc, b.create<arith::XOrIOp>(e.loc, stream, mixedStep));
+    hostStream = streamOf(b, e.loc, op.getSeed(), step);
+  } else if (op.getStep()) {
+    ins.push_back(e.bufferOf(op.getStep()));
   }
   double rate = op.getRate().convertToDouble();
   auto threshold = static_cast<uint64_t>(std::ceil(std::ldexp(rate, 53)));
   double keepScale = 1.0 / (1.0 - rate);
   SmallVector<int64_t> strides = rowMajorStrides(type.getShape());
   Type elem = type.getElementType();
-  e.elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+  e.elementwise(ins, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+    Value stream = hostStream;
+    if (!stream)
+      stream = streamOf(ob, l, op.getSeed(),
+                        op.getStep() ? a[1] : Value());
     Value linear = i64c(ob, l, 0);
     for (auto [d, stride] : llvm::enumerate(strides)) {
       Value i = ob.create<arith::IndexCastOp>(l, ob.getI64Type(),

@@ -30,6 +30,8 @@ def Tfm_Dialect : Dialect {
   // tfm.plan, tfm.entries, tfm.kernels, tfm.states and tfm.checks must hold
   // the typed attributes that TfmAttrs.td defines.
   let hasOperationAttrVerify = 1;
+  // Folded ops (the position table) become arith.constant.
+  let hasConstantMaterializer = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

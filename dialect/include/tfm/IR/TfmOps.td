@@ -309,6 +309,9 @@ def Tfm_PositionalEncodingOp : Tfm_PureOp<"positional_encoding"> {
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
+  // A constant table: folded, so that no target computes sin and cos of
+  // large angles at run time (a GPU has them in f64 only through libdevice).
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -146,7 +146,7 @@ SmallVector<func::FuncOp> entryFunctions(ModuleOp module);
 class BufferizedEntry {
 public:
   /// LLVM-style RTTI, so a target's lowerings can reach their entry type.
-  enum class Kind { CPU };
+  enum class Kind { CPU, GPU };
 
   BufferizedEntry(Kind kind, func::FuncOp fn, ModuleLayout &layout);
   virtual ~BufferizedEntry();
@@ -213,6 +213,12 @@ public:
   /// status naming `op`, the tensor and the position.
   void checkIndices(Operation *op, Value indices, int64_t lower,
                     int64_t upper, std::optional<int64_t> skip = {});
+  /// Stops the run with check `check`'s status when `first` (a 0-d i64
+  /// buffer that checkIndices computed) holds a position of `flat`, the
+  /// indices, rather than their count. By default the entry reads both
+  /// buffers itself; a target whose buffers the host cannot read overrides
+  /// it.
+  virtual void exitIfCheckFailed(int32_t check, Value first, Value flat);
 
   //===------------------------------------------------------------------===//
   // linalg on buffers
@@ -243,6 +249,10 @@ public:
 
   /// The target's name in diagnostics ("CPU").
   virtual StringRef targetName() const = 0;
+  /// Whether the entry itself may read buffers (load a step count, say):
+  /// false where they live in device memory, so that lowerings read them in
+  /// the generated loops instead.
+  virtual bool hostReadsBuffers() const { return true; }
   /// Copies one tensor between two layouts; by default a linalg copy.
   virtual void copyView(const StridedView &from, const StridedView &to,
                         Type elementType);

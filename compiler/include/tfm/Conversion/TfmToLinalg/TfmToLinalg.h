@@ -30,9 +30,14 @@ void populateLossLowerings(OpLoweringSet &set);
 /// The step count, dropout in training and the embedding gradient
 /// (Training.cpp).
 void populateTrainingLowerings(OpLoweringSet &set);
-/// matmul, linear and unpacked QKV projections as generic contractions
-/// (Matmul.cpp).
+/// matmul, linear, unpacked QKV projections and attention as generic
+/// contractions (Matmul.cpp).
 void populateMatmulLowerings(OpLoweringSet &set);
+/// masked softmax, layer norm (with the residual add) and its gradient
+/// (Normalization.cpp).
+void populateNormalizationLowerings(OpLoweringSet &set);
+/// SGD and Adam updates of the session state (Optimizer.cpp).
+void populateOptimizerLowerings(OpLoweringSet &set);
 
 /// Every populate function above.
 void populateTfmToLinalgLowerings(OpLoweringSet &set);
@@ -57,13 +62,20 @@ void lowerGenericLinear(BufferizedEntry &e, Value x, Value w, Value bias,
 void lowerGenericSoftmax(BufferizedEntry &e, Value input, int64_t axis,
                          Value out);
 
+/// tfm.masked_softmax of `x` (with `mask` broadcast to it, or none) over
+/// the last axis into `out`, which may be `x`.
+void lowerGenericMaskedSoftmax(BufferizedEntry &e, Value x, Value mask,
+                               MaskKind kind, double scale, bool causal,
+                               Value out);
+
 /// Lowers a reshape (or a transpose that only moves unit dimensions) that
 /// the plan does not keep as a view: a copy of `input` into the buffer of
 /// `result`.
 LogicalResult lowerReshape(BufferizedEntry &e, Value input, Value result);
 
-/// The step count as f64, and the learning rate of `schedule` at that step.
-std::pair<Value, Value> stepAndRate(BufferizedEntry &e, Value step,
+/// The step count `step` (i64) as f64, and the learning rate of
+/// `schedule` at that step, computed with `ob` at `l`.
+std::pair<Value, Value> stepAndRate(OpBuilder &ob, Location l, Value step,
                                     LRSchedule schedule, double lr,
                                     int64_t dModel, int64_t warmup);
 

@@ -23,10 +23,18 @@ using namespace mlir;
 namespace {
 struct ApproximateMathPass
     : tfm::impl::ApproximateMathPassBase<ApproximateMathPass> {
+  using ApproximateMathPassBase::ApproximateMathPassBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populatePolynomialApproximateErfPattern(patterns);
     populatePolynomialApproximateTanhPattern(patterns);
+    if (all) {
+      populateExpandPowFPattern(patterns);
+      populateMathPolynomialApproximationPatterns(patterns);
+      // The approximations' fma has no lowering in kernels; NVPTX fuses the
+      // multiply and add again.
+      populateExpandFmaFPattern(patterns);
+    }
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

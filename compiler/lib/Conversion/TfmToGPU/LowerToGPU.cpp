@@ -1,0 +1,80 @@
+//===- LowerToGPU.cpp - tfm-lower-to-gpu ----------------------------------===//
+//
+// Lays out the weights and the session state, and lowers every planned
+// entry through the GPU's OpLoweringSet into linalg on device buffers, as
+// tfm-lower-to-cpu does for the CPU; tfm-map-to-gpu then turns the linalg
+// into kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+#include "tfm/Target/Symbols.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_LOWERTOGPUPASS
+#include "tfm/Conversion/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+/// int32_t __tfm_read_device(host, dst, src, bytes), which the artifact
+/// defines over host->read_device.
+void declareReadDevice(ModuleOp module) {
+  if (module.lookupSymbol(kReadDeviceSymbol))
+    return;
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  auto ptrTy = LLVM::LLVMPointerType::get(module.getContext());
+  auto fn = b.create<func::FuncOp>(
+      module.getLoc(), kReadDeviceSymbol,
+      b.getFunctionType({ptrTy, ptrTy, ptrTy, b.getI64Type()},
+                        {b.getI32Type()}));
+  fn.setPrivate();
+}
+
+struct LowerToGPUPass
+    : public mlir::tfm::impl::LowerToGPUPassBase<LowerToGPUPass> {
+  using LowerToGPUPassBase::LowerToGPUPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (computeType != ComputeType::F32) {
+      module.emitError("the CUDA target computes in f32 only so far, not ")
+          << computeTypeName(computeType);
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> entries = entryFunctions(module);
+    ModuleLayout layout;
+    if (failed(layOutModule(entries, layout)))
+      return signalPassFailure();
+    declareCheckFailed(module);
+    declareReadDevice(module);
+
+    OpLoweringSet lowerings;
+    populateTfmToGPULowerings(lowerings);
+    SmallVector<Attribute> infos;
+    for (func::FuncOp fn : entries) {
+      Attribute info;
+      GPUEntry entry(fn, layout);
+      if (failed(entry.run(lowerings, info)))
+        return signalPassFailure();
+      infos.push_back(info);
+      fn.erase();
+    }
+    recordModuleLayout(module, layout, infos);
+    // Entries take plain pointers, as the artifact's wrapper passes them.
+    auto kernels = ArrayAttr::get(&getContext(), {});
+    module->setAttr("tfm.kernels", kernels);
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn.getName().starts_with(kEntrySymbolPrefix))
+        fn->setAttr("llvm.bareptr", UnitAttr::get(&getContext()));
+  }
+};
+
+} // namespace

@@ -1,0 +1,224 @@
+//===- MapToGPU.cpp - tfm-map-to-gpu --------------------------------------===//
+//
+// After convert-linalg-to-parallel-loops, each linalg op of a GPU entry is
+// an scf.parallel over its parallel dimensions (reductions are scf.for
+// inside). This pass maps every such nest to a grid: its iteration space is
+// flattened, row-major, into one index that runs over blocks × threads, so
+// that consecutive threads write consecutive elements of a row-major
+// result. A loop nest with no parallel dimension (a reduction to a scalar)
+// runs on one thread. convert-parallel-loops-to-gpu then makes each mapped
+// nest a gpu.launch.
+//
+// What stays in the entry runs on the host: index arithmetic, views of
+// device buffers, calls into the runtime and control flow. Anything else
+// that touches memory is an error here, since the host cannot read device
+// memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_MAPTOGPUPASS
+#include "tfm/Conversion/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+gpu::ParallelLoopDimMappingAttr mappingOf(MLIRContext *ctx,
+                                          gpu::Processor processor) {
+  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
+  return gpu::ParallelLoopDimMappingAttr::get(ctx, processor, id, id);
+}
+
+/// Replaces `anchor` by a grid of ceil(n / threads) blocks of `threads`
+/// threads whose body `body(builder, loc, index)` runs for every flat index
+/// in [0, n).
+void buildGrid(OpBuilder &b, Location loc, int64_t n, int64_t threads,
+               function_ref<void(OpBuilder &, Location, Value)> body) {
+  int64_t perBlock = std::min(n, threads);
+  int64_t blocks = (n + perBlock - 1) / perBlock;
+  MLIRContext *ctx = b.getContext();
+  auto c = [&](OpBuilder &ob, int64_t v) -> Value {
+    return ob.create<arith::ConstantIndexOp>(loc, v);
+  };
+  auto outer = b.create<scf::ParallelOp>(
+      loc, ValueRange{c(b, 0)}, ValueRange{c(b, blocks)}, ValueRange{c(b, 1)},
+      [&](OpBuilder &ob, Location l, ValueRange block) {
+        auto inner = ob.create<scf::ParallelOp>(
+            l, ValueRange{c(ob, 0)}, ValueRange{c(ob, perBlock)},
+            ValueRange{c(ob, 1)},
+            [&](OpBuilder &ib, Location il, ValueRange thread) {
+              Value flat = ib.create<arith::AddIOp>(
+                  il, ib.create<arith::MulIOp>(il, block[0], c(ib, perBlock)),
+                  thread[0]);
+              if (blocks * perBlock == n) {
+                body(ib, il, flat);
+                return;
+              }
+              Value inside = ib.create<arith::CmpIOp>(
+                  il, arith::CmpIPredicate::ult, flat, c(ib, n));
+              ib.create<scf::IfOp>(il, inside, [&](OpBuilder &tb, Location tl) {
+                body(tb, tl, flat);
+                tb.create<scf::YieldOp>(tl);
+              });
+            });
+        (void)gpu::setMappingAttr(
+            inner, {mappingOf(ctx, gpu::Processor::ThreadX)});
+      });
+  (void)gpu::setMappingAttr(outer, {mappingOf(ctx, gpu::Processor::BlockX)});
+}
+
+std::optional<int64_t> constantIndex(Value v) {
+  if (auto c = v.getDefiningOp<arith::ConstantIndexOp>())
+    return c.value();
+  return std::nullopt;
+}
+
+/// Whether the host may run `op`: it computes on values alone, or is a view
+/// of a buffer, a call into the runtime, host stack memory or control flow.
+bool runsOnHost(Operation *op) {
+  if (isa<func::CallOp, func::ReturnOp, cf::BranchOp, cf::CondBranchOp>(op))
+    return true;
+  if (op->getDialect() &&
+      op->getDialect()->getNamespace() == LLVM::LLVMDialect::getDialectNamespace())
+    return true;
+  return isMemoryEffectFree(op);
+}
+
+struct MapToGPUPass : public mlir::tfm::impl::MapToGPUPassBase<MapToGPUPass> {
+  using MapToGPUPassBase::MapToGPUPassBase;
+
+  /// A parallel nest over the flat index space of its bounds.
+  LogicalResult mapParallel(scf::ParallelOp loop) {
+    if (loop.getNumReductions() != 0)
+      return loop.emitError("tfm-map-to-gpu: a parallel loop with "
+                            "reductions cannot be mapped yet");
+    SmallVector<int64_t> lbs, steps, trips;
+    for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
+                                         loop.getUpperBound(), loop.getStep())) {
+      auto l = constantIndex(lb), u = constantIndex(ub), s = constantIndex(step);
+      if (!l || !u || !s || *s <= 0)
+        return loop.emitError("tfm-map-to-gpu: the loop's bounds are not "
+                              "constants");
+      lbs.push_back(*l);
+      steps.push_back(*s);
+      trips.push_back(*u > *l ? (*u - *l + *s - 1) / *s : 0);
+    }
+    int64_t n = 1;
+    for (int64_t t : trips)
+      n *= t;
+    if (n > 0) {
+      OpBuilder b(loop);
+      buildGrid(b, loop.getLoc(), n, threads,
+                [&](OpBuilder &ob, Location l, Value flat) {
+                  // Row-major: the last dimension varies fastest.
+                  IRMapping map;
+                  Value rest = flat;
+                  for (int64_t d = static_cast<int64_t>(trips.size()) - 1;
+                       d >= 0; --d) {
+                    Value t = ob.create<arith::ConstantIndexOp>(l, trips[d]);
+                    Value k = d ? ob.create<arith::RemUIOp>(l, rest, t).getResult()
+                                : rest;
+                    if (d)
+                      rest = ob.create<arith::DivUIOp>(l, rest, t);
+                    Value iv = ob.create<arith::AddIOp>(
+                        l, ob.create<arith::ConstantIndexOp>(l, lbs[d]),
+                        ob.create<arith::MulIOp>(
+                            l, k, ob.create<arith::ConstantIndexOp>(l, steps[d])));
+                    map.map(loop.getInductionVars()[d], iv);
+                  }
+                  for (Operation &op : loop.getBody()->without_terminator())
+                    ob.clone(op, map);
+                });
+    }
+    loop.erase();
+    return success();
+  }
+
+  /// A loop nest with no parallel dimension, on one thread.
+  LogicalResult mapSequential(scf::ForOp loop) {
+    if (loop.getNumResults() != 0)
+      return loop.emitError("tfm-map-to-gpu: the host cannot use a value "
+                            "computed on the device");
+    OpBuilder b(loop);
+    buildGrid(b, loop.getLoc(), 1, 1,
+              [&](OpBuilder &ob, Location, Value) { ob.clone(*loop); });
+    loop.erase();
+    return success();
+  }
+
+  /// A store outside any loop (a linalg op on rank-0 buffers has none), on
+  /// one thread with the loads and arithmetic it stores the result of.
+  LogicalResult mapStore(memref::StoreOp store) {
+    Block *top = store->getBlock();
+    BackwardSliceOptions options;
+    options.filter = [&](Operation *op) { return op->getBlock() == top; };
+    SetVector<Operation *> slice;
+    getBackwardSlice(store.getOperation(), &slice, options);
+    OpBuilder b(store);
+    buildGrid(b, store.getLoc(), 1, 1, [&](OpBuilder &ob, Location, Value) {
+      IRMapping map;
+      for (Operation *op : slice)
+        ob.clone(*op, map);
+      ob.clone(*store, map);
+    });
+    store.erase();
+    // What only the store used goes with it; a load the host still uses is
+    // reported as such.
+    for (Operation *op : llvm::reverse(slice))
+      if (op->use_empty() && !isa<memref::StoreOp>(op))
+        op->erase();
+    return success();
+  }
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (fn.isDeclaration())
+      return;
+    SmallVector<Operation *> topLevel;
+    for (Block &block : fn.getBody())
+      for (Operation &op : block)
+        topLevel.push_back(&op);
+    // Stores first: they take loads with them, which the walk below would
+    // otherwise report.
+    for (Operation *op : topLevel)
+      if (auto store = dyn_cast<memref::StoreOp>(op))
+        if (failed(mapStore(store)))
+          return signalPassFailure();
+    topLevel.clear();
+    for (Block &block : fn.getBody())
+      for (Operation &op : block)
+        topLevel.push_back(&op);
+    for (Operation *op : topLevel) {
+      LogicalResult mapped = success();
+      if (auto loop = dyn_cast<scf::ParallelOp>(op))
+        mapped = loop->hasAttr(gpu::getMappingAttrName()) ? success()
+                                                          : mapParallel(loop);
+      else if (auto loop = dyn_cast<scf::ForOp>(op))
+        mapped = mapSequential(loop);
+
+      else if (!runsOnHost(op))
+        mapped = op->emitError("the CUDA target cannot run '")
+                 << op->getName()
+                 << "' on the host, which cannot read device memory";
+      if (failed(mapped))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,69 @@
+//===- GPUPipeline.cpp - The CUDA target's passes --------------------------===//
+
+#include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+#include "tfm/Pipelines/Pipelines.h"
+#include "tfm/Transforms/Passes.h"
+
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+void mlir::tfm::registerPipelineExtensions(DialectRegistry &registry) {
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+}
+
+void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
+                                       const CompilerOptions &options) {
+  if (options.training)
+    buildTrainingPipeline(pm, options.remarks, *options.training);
+  else if (options.fuse)
+    buildFusionPipeline(pm, options.remarks);
+  registerGPUTarget();
+  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cuda"}));
+  pm.addPass(createLowerToGPUPass({options.computeType}));
+}
+
+void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(createConvertLinalgToParallelLoopsPass());
+  // Kernels cannot call libm, and libdevice comes with a CUDA toolkit,
+  // which a build of tfm does not need.
+  fn.addPass(createApproximateMathPass({/*all=*/true}));
+  fn.addPass(createMapToGPUPass());
+  fn.addPass(createParallelLoopToGpuPass());
+  fn.addPass(createCanonicalizerPass());
+  fn.addPass(createCSEPass());
+  // Constants are cloned into the kernels rather than passed to them.
+  fn.addPass(createGpuLauchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createMergeGPUModulesPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createGPUMathLibraryPass());
+  gpu::GPUToNVVMPipelineOptions nvvm;
+  nvvm.cubinChip = arch.str();
+  nvvm.cubinFeatures = ptxFeaturesOf(arch).str();
+  nvvm.cubinFormat = "isa";
+  nvvm.optLevel = 3;
+  // Kernels take plain device pointers, as the driver passes them.
+  nvvm.kernelUseBarePtrCallConv = true;
+  nvvm.hostUseBarePtrCallConv = true;
+  gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
+  pm.addPass(createLowerGPULaunchesPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
