@@ -31,13 +31,29 @@ tfm_status_t tfm_context_create(const tfm_context_options_t *options,
                         "small; call tfm_context_options_init",
                         options->struct_size);
     opts.num_threads = options->num_threads;
+    if (options->struct_size >= offsetof(tfm_context_options_t, device) +
+                                    sizeof(const char *))
+      opts.device = options->device;
   }
   if (opts.num_threads < 0)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_context_create: num_threads is negative ({})",
                       opts.num_threads);
+  std::string device = opts.device ? opts.device : "";
+  int32_t target;
+  int ordinal;
+  if (!device.empty() && !parseDeviceName(device, target, ordinal))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_context_create: unknown device '{}'; devices are "
+                      "'cpu', 'cuda' and 'cuda:N'",
+                      device);
   return guarded("tfm_context_create", [&]() -> tfm_status_t {
+    // A GPU named outright must be there: say so now rather than at the
+    // first session.
+    if (!device.empty() && target == TFM_TARGET_CUDA)
+      makeDevice(device);
     auto *ctx = new tfm_context_s;
+    ctx->device = device;
     unsigned hw = std::thread::hardware_concurrency();
     ctx->numThreads =
         opts.num_threads ? opts.num_threads : static_cast<int32_t>(hw ? hw : 1);
@@ -53,6 +69,10 @@ void tfm_context_release(tfm_context_t *context) {
 
 int32_t tfm_context_num_threads(const tfm_context_t *context) {
   return context ? context->numThreads : 0;
+}
+
+const char *tfm_context_device(const tfm_context_t *context) {
+  return context ? context->device.c_str() : "";
 }
 
 } // extern "C"

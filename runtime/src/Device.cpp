@@ -25,14 +25,35 @@ DeviceBuffer Device::allocate(size_t bytes) {
   return p ? DeviceBuffer(this, p, bytes) : DeviceBuffer();
 }
 
-std::unique_ptr<Device> tfm::runtime::makeDevice(const std::string &name,
-                                                 std::string &error) {
-  if (name.empty() || name == "cpu")
+bool tfm::runtime::parseDeviceName(const std::string &name, int32_t &target,
+                                   int &ordinal) {
+  ordinal = 0;
+  if (name == "cpu") {
+    target = TFM_TARGET_CPU;
+    return true;
+  }
+  if (name.rfind("cuda", 0) != 0)
+    return false;
+  target = TFM_TARGET_CUDA;
+  if (name.size() == 4)
+    return true;
+  if (name[4] != ':' || name.size() == 5 || name.size() > 9)
+    return false;
+  for (char c : name.substr(5))
+    if (c < '0' || c > '9')
+      return false;
+  ordinal = std::stoi(name.substr(5));
+  return true;
+}
+
+std::unique_ptr<Device> tfm::runtime::makeDevice(const std::string &name) {
+  int32_t target;
+  int ordinal;
+  if (!parseDeviceName(name, target, ordinal))
+    throw DeviceError(TFM_STATUS_INVALID_ARGUMENT,
+                      "unknown device '" + name +
+                          "'; devices are 'cpu', 'cuda' and 'cuda:N'");
+  if (target == TFM_TARGET_CPU)
     return cpu::makeCPUDevice();
-  if (name.rfind("cuda", 0) == 0)
-    error = "device '" + name +
-            "': this runtime has no CUDA device yet; use 'cpu'";
-  else
-    error = "unknown device '" + name + "'; use 'cpu'";
-  return nullptr;
+  return cuda::makeCUDADevice(ordinal);
 }

@@ -3,8 +3,14 @@
 // A session computes on one device. The device owns the memory the compiled
 // code reads (the arena, the state) and the kernels the model's descriptors
 // ask for, which it prepares once per session. The CPU device (cpu/) keeps
-// memory on the host and runs oneDNN primitives; a GPU device beside it
-// keeps device memory and runs kernels the compiler embedded as PTX.
+// memory on the host and runs oneDNN primitives; the CUDA device (cuda/)
+// keeps device memory and launches the kernels the compiler embedded as
+// PTX.
+//
+// Calls the runtime makes outside compiled code report failure by throwing
+// DeviceError, which the C API turns into a status of its code. Calls made
+// from compiled code (runKernel, launch) return a code instead: nothing may
+// unwind through generated frames.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,15 +18,25 @@
 #define TFM_RUNTIME_SRC_DEVICE_H
 
 #include "tfm/abi.h"
+#include "tfm/runtime.h"
 
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace tfm::runtime {
 
 class Device;
+
+/// A device's failure outside compiled code, with the status it becomes.
+class DeviceError : public std::runtime_error {
+public:
+  DeviceError(tfm_status_code_t code, const std::string &message)
+      : std::runtime_error(message), code(code) {}
+  tfm_status_code_t code;
+};
 
 /// Device memory that frees itself.
 class DeviceBuffer {
@@ -48,22 +64,40 @@ public:
   virtual ~Device();
   /// "cpu", or "cuda:0" for a GPU.
   virtual std::string name() const = 0;
+  /// The code target the device runs (TFM_TARGET_CPU, TFM_TARGET_CUDA).
+  virtual int32_t target() const = 0;
+  /// Whether compiled code reads host memory directly, so the weights and
+  /// the tensors of a run need no copies.
+  virtual bool hostAddressable() const { return false; }
 
   /// `bytes` of device memory aligned to TFM_BUFFER_ALIGNMENT; an empty
   /// buffer (null) when there is not enough.
   DeviceBuffer allocate(size_t bytes);
-  /// Copies between host memory and device memory.
+  /// Copies between host memory and device memory, in order with the work
+  /// before them; copyToHost returns once the bytes are on the host.
   virtual void copyToDevice(void *device, const void *host, size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, size_t bytes) = 0;
 
-  /// Prepares the kernel of each of `count` descriptors, once; on failure
-  /// returns false and names the kernel and the reason in `error`.
-  virtual bool prepareKernels(const tfm_abi_kernel_desc_t *kernels,
-                              int32_t count, std::string &error) = 0;
+  /// Prepares what the model's code calls, once per session: its kernel
+  /// descriptors (CPU), its device code (GPU).
+  virtual void prepare(const tfm_abi_model_t &model) = 0;
   /// Runs prepared kernel `index` on `args` (device pointers); returns 0, or
   /// non-zero with the reason in `error`.
   virtual int32_t runKernel(int32_t index, void *const *args,
-                            std::string &error) = 0;
+                            std::string &error) {
+    error = "device " + name() + " runs no kernel descriptors";
+    return -1;
+  }
+  /// Launches kernel `kernel` of the device code (tfm_abi_launch_fn_t);
+  /// returns 0, or non-zero with the reason in `error`.
+  virtual int32_t launch(int32_t kernel, const int64_t grid[3],
+                         const int64_t block[3], int64_t sharedBytes,
+                         void **args, std::string &error) {
+    error = "device " + name() + " has no device code";
+    return -1;
+  }
+  /// Waits until the work handed to the device so far is done.
+  virtual void synchronize() {}
   /// The threads kernels may use (0: the device's choice).
   virtual void setThreads(int32_t threads) {}
 
@@ -73,15 +107,25 @@ protected:
   friend class DeviceBuffer;
 };
 
-/// The device named `name` ("cpu"); null, with the reason in `error`, for
-/// one this build does not have.
-std::unique_ptr<Device> makeDevice(const std::string &name,
-                                   std::string &error);
+/// The device named `name`: "cpu", "cuda" (the first GPU) or "cuda:N".
+/// Throws DeviceError when this machine has no such device.
+std::unique_ptr<Device> makeDevice(const std::string &name);
+
+/// Whether `name` spells a device ("cpu", "cuda", "cuda:N"); the target it
+/// runs in `target`.
+bool parseDeviceName(const std::string &name, int32_t &target,
+                     int &ordinal);
 
 namespace cpu {
 /// The CPU device: host memory, oneDNN kernels.
 std::unique_ptr<Device> makeCPUDevice();
 } // namespace cpu
+
+namespace cuda {
+/// GPU `ordinal` through the CUDA driver; throws DeviceError when there is
+/// no driver or no such GPU.
+std::unique_ptr<Device> makeCUDADevice(int ordinal);
+} // namespace cuda
 
 } // namespace tfm::runtime
 

@@ -69,10 +69,13 @@ struct AlignedBuffer {
   }
 };
 
-/// Runs `f`, turning any escaping exception into an internal status.
+/// Runs `f`, turning any escaping exception into a status: a device's
+/// failure into its own, anything else into an internal one.
 template <typename F> tfm_status_t guarded(const char *what, F &&f) {
   try {
     return f();
+  } catch (const DeviceError &e) {
+    return makeStatus(e.code, "{}: {}", what, e.what());
   } catch (const std::bad_alloc &) {
     return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED, "{}: out of memory",
                       what);
@@ -90,6 +93,9 @@ std::string shapeString(const int64_t *dims, size_t rank);
 
 /// The bytes of a dense tensor of descriptor `d` (validated dims).
 uint64_t tensorBytes(const tfm_abi_tensor_desc_t &d);
+
+/// The target's name in messages ("the CPU").
+const char *targetName(int32_t target);
 
 /// The kernel kind's name in messages ("linear").
 const char *kernelName(int32_t kind);
@@ -122,6 +128,8 @@ struct tfm_tensor_s {
 
 struct tfm_context_s : tfm::runtime::RefCounted {
   int32_t numThreads = 1;
+  /// The device every session uses; empty: each model's own target.
+  std::string device;
 };
 
 struct tfm_module_s : tfm::runtime::RefCounted {
@@ -149,6 +157,12 @@ struct tfm_session_s {
   /// Scratch memory of the largest entry, and the training state
   /// (parameters, optimizer moments, the step count), in device memory.
   tfm::runtime::DeviceBuffer arena, state;
+  /// On a device compiled code cannot read host memory from: the weights,
+  /// and each entry's inputs and outputs (allocated at its first run), in
+  /// device memory.
+  tfm::runtime::DeviceBuffer weights;
+  std::vector<std::vector<tfm::runtime::DeviceBuffer>> entryBuffers;
+  std::string deviceName;
   /// The bytes each kernel touches from each argument (kernelFootprint).
   std::vector<std::array<uint64_t, TFM_KERNEL_MAX_ARGS>> footprints;
   std::unique_ptr<tfm::runtime::Profile> profile;

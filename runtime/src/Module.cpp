@@ -144,6 +144,15 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
                         path, m->model->struct_size, sizeof(tfm_abi_model_t));
     if (tfm_status_t s = validateModel(path, m->handle, m->model))
       return s;
+    int32_t target;
+    int ordinal;
+    if (!context->device.empty() &&
+        parseDeviceName(context->device, target, ordinal) &&
+        target != m->model->target)
+      return makeStatus(TFM_STATUS_INCOMPATIBLE,
+                        "'{}' was compiled for {}; it cannot run on {}, the "
+                        "context's device",
+                        path, targetName(m->model->target), context->device);
     m->weights = m->model->weights;
     if (m->model->external_weights) {
       auto file = std::filesystem::path(full).parent_path() /

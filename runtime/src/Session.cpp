@@ -20,6 +20,8 @@ namespace tfm::runtime {
 /// Time per kernel and in generated code, kept when TFM_PROFILE is set and
 /// printed to stderr when the session is released.
 struct Profile {
+  /// One row per kernel: its kind (or, on a GPU, its name) and parameters.
+  std::vector<std::pair<std::string, std::string>> rows;
   std::vector<double> kernelMs;
   std::vector<int64_t> kernelCalls;
   double totalMs = 0;
@@ -152,11 +154,61 @@ int32_t checkFailed(const tfm_abi_host_t *host, int32_t check,
   return kCheckFailed;
 }
 
+/// The launch entry point compiled code for a GPU calls through
+/// tfm_abi_host_t. Under TFM_PROFILE each launch is waited on, which times
+/// it and names the kernel that fails while running.
+int32_t launchKernel(const tfm_abi_host_t *host, int32_t kernel,
+                     const int64_t grid[3], const int64_t block[3],
+                     int64_t sharedBytes, void **args) {
+  auto *session = static_cast<tfm_session_s *>(host->session);
+  Device &device = *session->device;
+  std::string error;
+  int32_t rc;
+  try {
+    if (!session->profile) {
+      rc = device.launch(kernel, grid, block, sharedBytes, args, error);
+    } else {
+      auto start = Clock::now();
+      rc = device.launch(kernel, grid, block, sharedBytes, args, error);
+      if (rc == 0) {
+        device.synchronize();
+        session->profile->kernelMs[kernel] +=
+            std::chrono::duration<double, std::milli>(Clock::now() - start)
+                .count();
+        session->profile->kernelCalls[kernel]++;
+      }
+    }
+  } catch (const DeviceError &e) {
+    error = fmt::format("kernel '{}' failed: {}",
+                        session->module->model->device_kernels[kernel],
+                        e.what());
+    rc = -1;
+  }
+  if (rc != 0) {
+    session->failure = std::move(error);
+    return kKernelFailed;
+  }
+  return 0;
+}
+
+/// The device read compiled code for a GPU calls through tfm_abi_host_t
+/// (for its run-time checks).
+int32_t readDevice(const tfm_abi_host_t *host, void *dst, const void *src,
+                   uint64_t bytes) {
+  auto *session = static_cast<tfm_session_s *>(host->session);
+  try {
+    session->device->copyToHost(dst, src, bytes);
+  } catch (const DeviceError &e) {
+    session->failure = e.what();
+    return kKernelFailed;
+  }
+  return 0;
+}
+
 void printProfile(const tfm_session_s &s) {
   const Profile &p = *s.profile;
   if (p.runs == 0)
     return;
-  const tfm_abi_model_t *m = s.module->model;
   double kernels = 0;
   std::fprintf(stderr, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
                s.module->path.c_str(), static_cast<long long>(p.runs),
@@ -164,14 +216,11 @@ void printProfile(const tfm_session_s &s) {
   std::fprintf(stderr, "  %-4s %-15s %-40s %8s %10s %6s\n", "#", "kernel",
                "params", "calls/run", "ms/run", "%");
   for (size_t i = 0; i < p.kernelMs.size(); ++i) {
-    const tfm_abi_kernel_desc_t &d = m->kernels[i];
-    std::string params;
-    for (int j = 0; j < 8; ++j)
-      params += (j ? "," : "") + std::to_string(d.params[j]);
+    const auto &[kind, params] = p.rows[i];
     double ms = p.kernelMs[i] / p.runs;
     kernels += ms;
     std::fprintf(stderr, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f\n", i,
-                 kernelName(d.kind), params.c_str(),
+                 kind.c_str(), params.c_str(),
                  double(p.kernelCalls[i]) / p.runs, ms,
                  100.0 * ms / (p.totalMs / p.runs));
   }
@@ -211,28 +260,34 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     s->module = module;
     module->retain();
     const tfm_abi_model_t *m = module->model;
-    std::string error;
-    s->device = makeDevice("cpu", error);
-    if (!s->device)
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT, "tfm_session_create: {}",
-                        error);
+    std::string deviceName = module->context->device;
+    if (deviceName.empty())
+      deviceName = m->target == TFM_TARGET_CUDA ? "cuda:0" : "cpu";
+    s->device = makeDevice(deviceName);
+    s->deviceName = s->device->name();
+    if (s->device->target() != m->target)
+      return makeStatus(TFM_STATUS_INCOMPATIBLE,
+                        "'{}' was compiled for {}; it cannot run on {}",
+                        module->path, targetName(m->target), s->deviceName);
     uint64_t arena = 0;
     for (int32_t i = 0; i < m->num_entries; ++i)
       arena = std::max(arena, m->entries[i].arena_bytes);
-    s->arena = s->device->allocate(arena);
-    if (!s->arena.get())
+    auto allocate = [&](DeviceBuffer &buffer, uint64_t bytes,
+                        const char *what) -> tfm_status_t {
+      buffer = s->device->allocate(bytes);
+      if (buffer.get())
+        return nullptr;
       return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
-                        "tfm_session_create: cannot allocate an arena of {} "
+                        "tfm_session_create: {} cannot allocate {} of {} "
                         "bytes",
-                        arena);
+                        s->deviceName, what, bytes);
+    };
+    if (tfm_status_t st = allocate(s->arena, arena, "an arena"))
+      return st;
     // The training state starts at the parameters' initial values, the
     // moments and the step count at zero.
-    s->state = s->device->allocate(m->state_bytes);
-    if (!s->state.get())
-      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
-                        "tfm_session_create: cannot allocate a state of {} "
-                        "bytes",
-                        m->state_bytes);
+    if (tfm_status_t st = allocate(s->state, m->state_bytes, "a state"))
+      return st;
     std::vector<char> initial(m->state_bytes, 0);
     for (int32_t i = 0; i < m->num_states; ++i) {
       const tfm_abi_state_desc_t &st = m->states[i];
@@ -242,17 +297,37 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
                     tensorBytes(st.tensor));
     }
     s->device->copyToDevice(s->state.get(), initial.data(), initial.size());
+    if (!s->device->hostAddressable()) {
+      if (tfm_status_t st =
+              allocate(s->weights, m->weights_bytes, "the weights"))
+        return st;
+      s->device->copyToDevice(s->weights.get(), module->weights,
+                              m->weights_bytes);
+      s->entryBuffers.resize(m->num_entries);
+    }
     // Every kernel is prepared here, once; runs only execute them.
-    if (!s->device->prepareKernels(m->kernels, m->num_kernels, error))
-      return makeStatus(TFM_STATUS_INCOMPATIBLE, "'{}': {}", module->path,
-                        error);
+    try {
+      s->device->prepare(*m);
+    } catch (const DeviceError &e) {
+      return makeStatus(e.code, "'{}': {}", module->path, e.what());
+    }
+    std::string error;
     s->footprints.resize(m->num_kernels);
     for (int32_t i = 0; i < m->num_kernels; ++i)
       kernelFootprint(m->kernels[i], s->footprints[i].data(), error);
     if (const char *env = std::getenv("TFM_PROFILE"); env && *env && *env != '0') {
       s->profile = std::make_unique<Profile>();
-      s->profile->kernelMs.assign(m->num_kernels, 0.0);
-      s->profile->kernelCalls.assign(m->num_kernels, 0);
+      Profile &p = *s->profile;
+      for (int32_t i = 0; i < m->num_kernels; ++i) {
+        std::string params;
+        for (int j = 0; j < 8; ++j)
+          params += (j ? "," : "") + std::to_string(m->kernels[i].params[j]);
+        p.rows.emplace_back(kernelName(m->kernels[i].kind), params);
+      }
+      for (int32_t i = 0; i < m->num_device_kernels; ++i)
+        p.rows.emplace_back(m->device_kernels[i], "");
+      p.kernelMs.assign(p.rows.size(), 0.0);
+      p.kernelCalls.assign(p.rows.size(), 0);
     }
     *out_session = s.release();
     return nullptr;
@@ -260,6 +335,10 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
 }
 
 void tfm_session_release(tfm_session_t *session) { delete session; }
+
+const char *tfm_session_device(const tfm_session_t *session) {
+  return session ? session->deviceName.c_str() : "";
+}
 
 tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
                              tfm_tensor_t *const *inputs, size_t num_inputs,
@@ -310,31 +389,57 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     }
     // The buffers of the run, which kernel arguments must lie in.
     auto &regions = session->regions;
+    Device &device = *session->device;
+    bool onHost = device.hostAddressable();
+    // On a GPU the run's tensors are staged through device buffers the
+    // session keeps per entry, allocated at its first run.
+    std::vector<DeviceBuffer> *staged = nullptr;
+    if (!onHost) {
+      staged = &session->entryBuffers[e - module->model->entries];
+      if (staged->empty()) {
+        for (int io = 0; io < 2; ++io)
+          for (int32_t i = 0; i < (io ? e->num_outputs : e->num_inputs); ++i) {
+            const tfm_abi_tensor_desc_t &d = io ? e->outputs[i] : e->inputs[i];
+            staged->push_back(device.allocate(tensorBytes(d)));
+            if (!staged->back().get()) {
+              staged->clear();
+              releaseAll();
+              return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                                "entry '{}': {} cannot allocate {} bytes for "
+                                "'{}'",
+                                entry, session->deviceName, tensorBytes(d),
+                                d.name);
+            }
+          }
+      }
+    }
+    const void *weights = onHost ? module->weights : session->weights.get();
     regions.clear();
     regions.emplace_back(static_cast<const char *>(session->arena.get()),
                          session->arena.bytes());
-    regions.emplace_back(static_cast<const char *>(module->weights),
+    regions.emplace_back(static_cast<const char *>(weights),
                          module->model->weights_bytes);
     regions.emplace_back(static_cast<const char *>(session->state.get()),
                          session->state.bytes());
     std::vector<const void *> in(num_inputs);
     std::vector<uint64_t> inBytes(num_inputs);
     for (size_t i = 0; i < num_inputs; ++i) {
-      in[i] = inputs[i]->buffer.ptr.get();
+      in[i] = onHost ? inputs[i]->buffer.ptr.get() : (*staged)[i].get();
       inBytes[i] = inputs[i]->buffer.size;
       regions.emplace_back(static_cast<const char *>(in[i]), inBytes[i]);
     }
     std::vector<void *> out(outs.size());
     std::vector<uint64_t> outBytes(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
-      out[i] = outs[i]->buffer.ptr.get();
+      out[i] = onHost ? outs[i]->buffer.ptr.get()
+                      : (*staged)[num_inputs + i].get();
       outBytes[i] = outs[i]->buffer.size;
       regions.emplace_back(static_cast<const char *>(out[i]), outBytes[i]);
     }
     tfm_abi_host_t host{};
     host.struct_size = sizeof(tfm_abi_host_t);
     host.arena = session->arena.get();
-    host.weights = module->weights;
+    host.weights = weights;
     host.run_kernel = runKernel;
     host.session = session;
     host.state = session->state.get();
@@ -344,21 +449,40 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     host.state_bytes = session->state.bytes();
     host.input_bytes = inBytes.data();
     host.output_bytes = outBytes.data();
-    session->device->setThreads(module->context->numThreads);
-    session->running = e;
+    if (!onHost)
+      host.launch = launchKernel;
+    host.read_device = readDevice;
+    device.setThreads(module->context->numThreads);
+    int32_t rc;
     auto start = Clock::now();
-    int32_t rc = e->fn(&host, in.data(), out.data());
+    try {
+      for (size_t i = 0; i < num_inputs && !onHost; ++i)
+        device.copyToDevice(const_cast<void *>(in[i]),
+                            inputs[i]->buffer.ptr.get(), inBytes[i]);
+      session->running = e;
+      rc = e->fn(&host, in.data(), out.data());
+      session->running = nullptr;
+      for (size_t i = 0; i < outs.size() && !onHost && rc == 0; ++i)
+        device.copyToHost(outs[i]->buffer.ptr.get(), out[i], outBytes[i]);
+    } catch (const DeviceError &err) {
+      session->running = nullptr;
+      releaseAll();
+      return makeStatus(err.code, "entry '{}' of '{}': {}", entry,
+                        module->path, err.what());
+    }
     if (session->profile) {
       session->profile->totalMs +=
           std::chrono::duration<double, std::milli>(Clock::now() - start)
               .count();
       session->profile->runs++;
     }
-    session->running = nullptr;
     if (rc != 0) {
       releaseAll();
       std::string why = std::exchange(session->failure, std::string());
       switch (rc) {
+      case kKernelFailed:
+        return makeStatus(TFM_STATUS_INTERNAL, "entry '{}' of '{}': {}", entry,
+                          module->path, why);
       case kCheckFailed:
         return makeStatus(TFM_STATUS_INVALID_ARGUMENT, "entry '{}': {}", entry,
                           why);

@@ -155,11 +155,18 @@ tfm_status_t tfm_session_get_parameter(tfm_session_t *session,
       static_cast<size_t>(st->tensor.rank), out_value);
   if (s)
     return s;
-  session->device->copyToHost(
-      (*out_value)->buffer.ptr.get(),
-      static_cast<const char *>(session->state.get()) + st->offset,
-      tensorBytes(st->tensor));
-  return nullptr;
+  s = guarded("tfm_session_get_parameter", [&]() -> tfm_status_t {
+    session->device->copyToHost(
+        (*out_value)->buffer.ptr.get(),
+        static_cast<const char *>(session->state.get()) + st->offset,
+        tensorBytes(st->tensor));
+    return nullptr;
+  });
+  if (s) {
+    tfm_tensor_release(*out_value);
+    *out_value = nullptr;
+  }
+  return s;
 }
 
 tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
@@ -183,10 +190,12 @@ tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
   SessionUse use(session);
   if (!use.acquired())
     return sessionInUse("tfm_session_set_parameter");
-  session->device->copyToDevice(
-      static_cast<char *>(session->state.get()) + st->offset,
-      value->buffer.ptr.get(), tensorBytes(st->tensor));
-  return nullptr;
+  return guarded("tfm_session_set_parameter", [&]() -> tfm_status_t {
+    session->device->copyToDevice(
+        static_cast<char *>(session->state.get()) + st->offset,
+        value->buffer.ptr.get(), tensorBytes(st->tensor));
+    return nullptr;
+  });
 }
 
 int64_t tfm_session_step_count(const tfm_session_t *session) {
@@ -195,11 +204,16 @@ int64_t tfm_session_step_count(const tfm_session_t *session) {
   const tfm_abi_model_t *m = session->module->model;
   for (int32_t i = 0; i < m->num_states; ++i)
     if (m->states[i].kind == TFM_STATE_STEP) {
-      int64_t step;
-      session->device->copyToHost(
-          &step,
-          static_cast<const char *>(session->state.get()) + m->states[i].offset,
-          sizeof(step));
+      int64_t step = -1;
+      try {
+        session->device->copyToHost(
+            &step,
+            static_cast<const char *>(session->state.get()) +
+                m->states[i].offset,
+            sizeof(step));
+      } catch (...) {
+        return -1;
+      }
       return step;
     }
   return 0;

@@ -50,6 +50,14 @@ std::string tfm::runtime::shapeString(const int64_t *dims, size_t rank) {
   return s + "]";
 }
 
+const char *tfm::runtime::targetName(int32_t target) {
+  switch (target) {
+  case TFM_TARGET_CPU: return "the CPU";
+  case TFM_TARGET_CUDA: return "CUDA GPUs";
+  default: return "an unknown target";
+  }
+}
+
 const char *tfm::runtime::kernelName(int32_t kind) {
   switch (kind) {
   case TFM_KERNEL_LINEAR: return "linear";

@@ -363,6 +363,35 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                                m->weights_bytes));
   }
 
+  // Device code: a CPU model has none; a GPU model has PTX, its
+  // architecture and its kernels' names, and no kernel descriptors, which
+  // the runtime runs on the CPU only.
+  if (m->target == TFM_TARGET_CPU) {
+    if (m->device_code || m->device_arch || m->num_device_kernels)
+      return corrupt("a model for the CPU carries device code");
+  } else if (m->target == TFM_TARGET_CUDA) {
+    if (m->num_kernels)
+      return corrupt("a model for CUDA GPUs carries CPU kernels");
+    if (!image.containsString(m->device_arch))
+      return corrupt("the device code's architecture lies outside the "
+                     "library");
+    if (!m->device_code_bytes ||
+        !image.contains(m->device_code, m->device_code_bytes) ||
+        m->device_code[m->device_code_bytes - 1] != 0)
+      return corrupt(fmt::format("the device code ({} bytes) lies outside "
+                                 "the library or is not terminated",
+                                 m->device_code_bytes));
+    if (!image.containsArray(m->device_kernels, m->num_device_kernels,
+                             sizeof(const char *)))
+      return corrupt(fmt::format("{} device kernels lie outside the library",
+                                 m->num_device_kernels));
+    for (int32_t i = 0; i < m->num_device_kernels; ++i)
+      if (!image.containsString(m->device_kernels[i]))
+        return corrupt(fmt::format("device kernel {} has no name", i));
+  } else {
+    return corrupt(fmt::format("unknown target {}", m->target));
+  }
+
   if (!image.containsArray(m->kernels, m->num_kernels,
                            sizeof(tfm_abi_kernel_desc_t)))
     return corrupt(fmt::format("{} kernels lie outside the library",

@@ -3,7 +3,10 @@
 
 With --mode=reference every test runs in the reference interpreter; with
 --mode=compiled it is compiled for the CPU (tfm-cpu-pipeline, model.so) and
-run through the runtime.
+run through the runtime; with --mode=gpu-schedule it is compiled for the CUDA
+target with its kernels' schedule of blocks and threads run as serial loops
+on the CPU (--gpu-schedule-on-cpu), which checks the GPU path's lowering and
+indexing without a GPU; with --mode=cuda it runs on the GPU.
 
 Every test whose ops the importer supports (`tfmc --list-onnx-ops`) and whose
 opset lies in 13..17 runs, and must match its expected outputs, unless it is
@@ -41,9 +44,11 @@ def classify(path, supported):
 
 
 def run_one(tfmc, path, mode):
-    reference = ["--reference"] if mode == "reference" else []
+    flags = {"reference": ["--reference"], "compiled": [],
+             "gpu-schedule": ["--device=cuda", "--gpu-schedule-on-cpu"],
+             "cuda": ["--device=cuda"]}[mode]
     proc = subprocess.run(
-        [tfmc, "run", os.path.join(path, "model.onnx")] + reference +
+        [tfmc, "run", os.path.join(path, "model.onnx")] + flags +
         ["--test-data-dir", os.path.join(path, "test_data_set_0")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
@@ -67,7 +72,8 @@ def main():
     ap.add_argument("--tfmc", required=True)
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--expected", required=True, help="expected failures")
-    ap.add_argument("--mode", choices=["reference", "compiled"],
+    ap.add_argument("--mode", choices=["reference", "compiled", "gpu-schedule",
+                                       "cuda"],
                     default="reference")
     ap.add_argument("--table", help="write the per-op Markdown table here")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)

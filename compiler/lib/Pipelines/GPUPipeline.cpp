@@ -39,13 +39,24 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
   pm.addPass(createLowerToGPUPass({options.computeType}));
 }
 
-void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
-  OpPassManager &fn = pm.nest<func::FuncOp>();
+/// The schedule: every linalg op as parallel loops mapped to a grid of
+/// blocks and threads.
+static void addSchedule(OpPassManager &fn) {
   fn.addPass(createConvertLinalgToParallelLoopsPass());
   // Kernels cannot call libm, and libdevice comes with a CUDA toolkit,
   // which a build of tfm does not need.
   fn.addPass(createApproximateMathPass({/*all=*/true}));
   fn.addPass(createMapToGPUPass());
+}
+
+void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm) {
+  addSchedule(pm.nest<func::FuncOp>());
+  buildCPUToLLVMPipeline(pm);
+}
+
+void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  addSchedule(fn);
   fn.addPass(createParallelLoopToGpuPass());
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());

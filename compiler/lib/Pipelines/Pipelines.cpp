@@ -28,6 +28,7 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.target = target;
   o.computeType = computeType;
   o.gpuArch = gpuArch;
+  o.gpuScheduleOnCPU = gpuScheduleOnCPU;
   o.remarks = remarks;
   o.fuse = fuse;
   if (train) {
@@ -87,8 +88,16 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
               "sm_90a";
       return failure();
     }
+    if (options.gpuScheduleOnCPU && stage == Stage::ptx) {
+      error = "--gpu-schedule-on-cpu compiles no PTX";
+      return failure();
+    }
     buildGPUBufferPipeline(pm, options);
-    if (stage != Stage::linalg)
+    if (stage == Stage::linalg)
+      return success();
+    if (options.gpuScheduleOnCPU)
+      buildGPUScheduleOnCPUPipeline(pm);
+    else
       buildGPUToLLVMPipeline(pm, options.gpuArch);
     return success();
   }

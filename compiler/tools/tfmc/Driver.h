@@ -28,6 +28,7 @@ enum ExitCode : int {
 struct RunOptions {
   unsigned bench = 0;   // timed runs after the checked one
   int32_t threads = 0;  // 0: the runtime's choice
+  std::string device;   // empty: what the model was compiled for
   std::string entry;
   std::vector<std::string> inputs; // NAME=FILE.pb
   std::string testDataDir;

@@ -170,6 +170,7 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   tfm_context_options_t co;
   tfm_context_options_init(&co);
   co.num_threads = opts.threads;
+  co.device = opts.device.c_str();
   if (!ok(tfm_context_create(&co, &rt.context)) ||
       !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
     return kExitInputError;
@@ -280,9 +281,10 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   double median = ms.size() % 2 ? ms[ms.size() / 2]
                                 : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
   llvm::outs() << llvm::format("bench: %u runs, median %.3f ms, min %.3f ms, "
-                               "max %.3f ms, threads %d\n",
+                               "max %.3f ms, threads %d, device %s\n",
                                opts.bench, median, ms.front(), ms.back(),
-                               tfm_context_num_threads(rt.context));
+                               tfm_context_num_threads(rt.context),
+                               tfm_session_device(rt.session));
   return kExitOk;
 }
 

@@ -112,9 +112,16 @@ cl::opt<mlir::tfm::Target> target(
     cl::cat(compileCat));
 cl::opt<std::string> gpuArch(
     "gpu-arch",
-    cl::desc("The GPU architecture --target=cuda builds for: sm_80, sm_86, "
-             "sm_89, sm_90 or sm_90a"),
-    cl::init("sm_80"), cl::cat(compileCat));
+    cl::desc("The GPU architecture --target=cuda (or run's --device=cuda) "
+             "builds for: sm_80, sm_86, sm_89, sm_90 or sm_90a"),
+    cl::init("sm_80"), cl::cat(compileCat), cl::cat(runCat));
+cl::opt<bool> gpuScheduleOnCPU(
+    "gpu-schedule-on-cpu",
+    cl::desc("With --target=cuda (compile) or --device=cuda (run): run the "
+             "kernels' schedule of blocks and threads as serial loops on this "
+             "CPU instead of compiling PTX; a test of the GPU schedule on a "
+             "machine without one"),
+    cl::Hidden, cl::cat(compileCat), cl::cat(runCat));
 cl::opt<mlir::tfm::ComputeType> dtype(
     "dtype",
     cl::desc("The type the linear layers multiply in (f32 accumulation; "
@@ -227,6 +234,12 @@ void registerThreadsOption() {
       cl::desc("Threads for the kernels (0: the runtime's choice)"),
       cl::value_desc("N"), cl::init(0), cl::cat(runCat), cl::cat(trainCat));
 }
+cl::opt<std::string> device(
+    "device",
+    cl::desc("The device to run on: cpu, cuda (the first GPU) or cuda:N. A "
+             "model file is compiled for it; a compiled one must have been "
+             "compiled for it (default: what it was compiled for)"),
+    cl::value_desc("DEVICE"), cl::cat(runCat));
 cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
                              cl::init(16), cl::cat(runCat));
@@ -450,8 +463,10 @@ int runCompile(MLIRContext &context) {
     error() << "--external-weights applies to --emit=so\n";
     return kExitUsage;
   }
-  if (gpuArch.getNumOccurrences() && target != mlir::tfm::Target::CUDA) {
-    error() << "--gpu-arch applies to --target=cuda\n";
+  if ((gpuArch.getNumOccurrences() || gpuScheduleOnCPU) &&
+      target != mlir::tfm::Target::CUDA) {
+    error() << (gpuScheduleOnCPU ? "--gpu-schedule-on-cpu" : "--gpu-arch")
+            << " applies to --target=cuda\n";
     return kExitUsage;
   }
   return withModel(context, [&](ModuleOp module) -> int {
@@ -489,6 +504,7 @@ int runCompile(MLIRContext &context) {
     options.compiler.target = target;
     options.compiler.computeType = dtype;
     options.compiler.gpuArch = gpuArch;
+    options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
     options.compiler.remarks = report;
     options.artifact.externalWeights = externalWeights;
     options.artifact.cpu = targetCpu;
@@ -633,9 +649,20 @@ int runRun(MLIRContext &context) {
   opts.printLimit = printLimit;
   opts.bench = bench;
   opts.threads = *threads;
+  opts.device = device;
   if (useReference && (bench || *threads)) {
     error() << "--bench and --threads time compiled code; they do not apply "
                "to --reference\n";
+    return kExitUsage;
+  }
+  if (useReference && !device.empty()) {
+    error() << "--device runs compiled code; it does not apply to "
+               "--reference\n";
+    return kExitUsage;
+  }
+  bool onGPU = StringRef(device).starts_with("cuda");
+  if (gpuScheduleOnCPU && !onGPU) {
+    error() << "--gpu-schedule-on-cpu applies to --device=cuda\n";
     return kExitUsage;
   }
   if (llvm::sys::path::extension(inputFile) == ".so") {
@@ -672,9 +699,18 @@ int runRun(MLIRContext &context) {
     CompileOptions options;
     options.artifact.cpu = "native";
     options.artifact.producer = "tfmc 0.1.0";
+    if (onGPU) {
+      options.compiler.target = mlir::tfm::Target::CUDA;
+      options.compiler.gpuArch = gpuArch;
+      options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
+    }
     int rc = compileTo(module, Emit::so, so, options);
+    // The schedule compiled for the host runs on the CPU.
+    RunOptions runOpts = opts;
+    if (gpuScheduleOnCPU)
+      runOpts.device = "cpu";
     if (rc == kExitOk)
-      rc = runCompiled(so, opts, &*sig);
+      rc = runCompiled(so, runOpts, &*sig);
     llvm::sys::fs::remove(so);
     llvm::sys::fs::remove(dir);
     return rc;

@@ -214,8 +214,8 @@ typedef struct tfm_abi_host_t {
    * write past a buffer. */
   uint64_t arena_bytes, weights_bytes, state_bytes;
   const uint64_t *input_bytes, *output_bytes;
-  /* The GPU target's launches and device reads (since version 5); NULL for
-   * a CPU session. */
+  /* The GPU target's launches (since version 5; NULL for a CPU session)
+   * and device reads (a plain copy in a CPU session). */
   tfm_abi_launch_fn_t launch;
   tfm_abi_read_device_fn_t read_device;
 } tfm_abi_host_t;

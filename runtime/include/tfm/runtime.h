@@ -45,6 +45,8 @@ typedef enum tfm_status_code_t {
   TFM_STATUS_RESOURCE_EXHAUSTED = 5,
   TFM_STATUS_INTERNAL = 6,
   TFM_STATUS_FAILED_PRECONDITION = 7, /* e.g. a session another thread runs */
+  TFM_STATUS_UNAVAILABLE = 8, /* the device is not there: no GPU driver, no
+                                 such GPU */
 } tfm_status_code_t;
 
 typedef struct tfm_status_s *tfm_status_t;
@@ -91,6 +93,11 @@ typedef struct tfm_context_options_t {
   size_t struct_size;
   /* Threads for kernels; 0 lets the runtime choose. */
   int32_t num_threads;
+  /* The device sessions compute on: "cpu", "cuda" (the first GPU) or
+   * "cuda:N". NULL or "" runs each model on what it was compiled for: the
+   * CPU, or the first GPU. A model compiled for another target than the
+   * device named fails to load with TFM_STATUS_INCOMPATIBLE. */
+  const char *device;
 } tfm_context_options_t;
 
 TFM_API void tfm_context_options_init(tfm_context_options_t *options);
@@ -99,6 +106,9 @@ TFM_API tfm_status_t tfm_context_create(const tfm_context_options_t *options,
                                         tfm_context_t **out_context);
 TFM_API void tfm_context_release(tfm_context_t *context);
 TFM_API int32_t tfm_context_num_threads(const tfm_context_t *context);
+/* The device the context's options named; "" when each model runs on its
+ * own target. Owned by the context. */
+TFM_API const char *tfm_context_device(const tfm_context_t *context);
 
 /*===-- Modules -----------------------------------------------------------===*/
 
@@ -157,6 +167,9 @@ TFM_API tfm_status_t tfm_session_create(tfm_module_t *module,
                                         const tfm_session_options_t *options,
                                         tfm_session_t **out_session);
 TFM_API void tfm_session_release(tfm_session_t *session);
+/* The device the session computes on: "cpu", "cuda:0", ... Owned by the
+ * session; "" for NULL. */
+TFM_API const char *tfm_session_device(const tfm_session_t *session);
 
 /* Runs `entry` ("infer", "train_step", ...). `inputs` are borrowed and
  * checked against the entry's dtypes and shapes. On success, out_outputs
@@ -184,7 +197,8 @@ TFM_API tfm_status_t tfm_session_get_parameter(tfm_session_t *session,
 TFM_API tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
                                                const char *name,
                                                const tfm_tensor_t *value);
-/* The number of training steps the session has run. */
+/* The number of training steps the session has run; -1 when the device
+ * cannot be read. */
 TFM_API int64_t tfm_session_step_count(const tfm_session_t *session);
 
 /* Saves every parameter, optimizer moment and the step count to `path`,

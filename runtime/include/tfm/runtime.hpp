@@ -83,11 +83,13 @@ public:
 
 class Context : public detail::Handle<tfm_context_t, tfm_context_release> {
 public:
-  /// `num_threads` 0 lets the runtime choose.
-  explicit Context(int32_t num_threads = 0) {
+  /// `num_threads` 0 lets the runtime choose; `device` ("cpu", "cuda:N")
+  /// null runs each model on what it was compiled for.
+  explicit Context(int32_t num_threads = 0, const char *device = nullptr) {
     tfm_context_options_t opts;
     tfm_context_options_init(&opts);
     opts.num_threads = num_threads;
+    opts.device = device;
     tfm_context_t *c = nullptr;
     check(tfm_context_create(&opts, &c));
     *this = Context(c, 0);

@@ -23,20 +23,21 @@ public:
     std::memcpy(host, device, bytes);
   }
 
-  bool prepareKernels(const tfm_abi_kernel_desc_t *descs, int32_t count,
-                      std::string &error) override {
-    if (count > 0 && !engine)
+  int32_t target() const override { return TFM_TARGET_CPU; }
+  bool hostAddressable() const override { return true; }
+
+  void prepare(const tfm_abi_model_t &model) override {
+    if (model.num_kernels > 0 && !engine)
       engine = cpu::makeEngine();
-    for (int32_t i = 0; i < count; ++i) {
+    for (int32_t i = 0; i < model.num_kernels; ++i) {
       std::string why;
-      auto k = cpu::makeKernel(engine, descs[i], why);
-      if (!k) {
-        error = "kernel " + std::to_string(i) + " cannot be created: " + why;
-        return false;
-      }
+      auto k = cpu::makeKernel(engine, model.kernels[i], why);
+      if (!k)
+        throw DeviceError(TFM_STATUS_INCOMPATIBLE,
+                          "kernel " + std::to_string(i) +
+                              " cannot be created: " + why);
       kernels.push_back(std::move(k));
     }
-    return true;
   }
 
   int32_t runKernel(int32_t index, void *const *args,

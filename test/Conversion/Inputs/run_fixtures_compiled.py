@@ -1,7 +1,9 @@
 """Compiles every PyTorch fixture of the reference interpreter
 (test/fixtures/reference/*/model.mlir) for the CPU and checks its outputs
 against PyTorch's (rtol 1e-4, atol 1e-5), except those listed with a reason.
-Usage: run_fixtures_compiled.py TFMC FIXTURES_DIR"""
+Further arguments go to `tfmc run`: `--device=cuda --gpu-schedule-on-cpu`
+checks the CUDA target's schedule on the CPU, `--device=cuda` runs on a GPU.
+Usage: run_fixtures_compiled.py TFMC FIXTURES_DIR [TFMC_RUN_FLAGS...]"""
 import os
 import subprocess
 import sys
@@ -10,13 +12,14 @@ import sys
 NOT_LOWERED = {}
 
 tfmc, root = sys.argv[1:3]
+flags = sys.argv[3:]
 passed, failures = 0, []
 for name in sorted(os.listdir(root)):
     case = os.path.join(root, name)
     if not os.path.isfile(os.path.join(case, "model.mlir")):
         continue
     p = subprocess.run([tfmc, "run", os.path.join(case, "model.mlir"),
-                        "--test-data-dir", case], capture_output=True)
+                        "--test-data-dir", case] + flags, capture_output=True)
     ok = p.returncode == 0
     if name in NOT_LOWERED:
         if ok:

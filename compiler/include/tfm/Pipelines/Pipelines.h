@@ -60,6 +60,11 @@ struct CompilerOptions {
   std::optional<TrainingOptions> training;
   /// The GPU architecture the CUDA target compiles for.
   std::string gpuArch = "sm_80";
+  /// For the CUDA target: run the kernels' schedule (the loops mapped to
+  /// blocks and threads) as serial loops on the host instead of compiling
+  /// it to PTX, so that CI without a GPU checks its indexing against the
+  /// reference interpreter. The artifact is a CPU model.
+  bool gpuScheduleOnCPU = false;
 };
 
 /// The options of the registered pipelines: CompilerOptions as pass
@@ -81,6 +86,11 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
       llvm::cl::desc("The GPU architecture: sm_80, sm_86, sm_89, sm_90, "
                      "sm_90a"),
       llvm::cl::init("sm_80")};
+  Option<bool> gpuScheduleOnCPU{
+      *this, "gpu-schedule-on-cpu",
+      llvm::cl::desc("With target=cuda: the kernels' schedule as serial host "
+                     "loops instead of PTX (a test of the schedule)"),
+      llvm::cl::init(false)};
   Option<ComputeType> computeType{
       *this, "compute-type",
       llvm::cl::desc("The type GEMMs multiply in (f32 accumulation)"),
@@ -129,6 +139,11 @@ void buildGPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 /// kernels, compiled to PTX for `arch` by MLIR's NVVM pipeline, and the
 /// host code in the LLVM dialect, launching them through the runtime.
 void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch);
+
+/// The linalg of a GPU entry mapped to blocks and threads, as
+/// buildGPUToLLVMPipeline maps it, then lowered with the CPU's passes: the
+/// grid runs as serial loops on the host (CompilerOptions::gpuScheduleOnCPU).
+void buildGPUScheduleOnCPUPipeline(OpPassManager &pm);
 
 /// The passes that take a module as imported (tfm on tensors) to `stage`
 /// for `options.target`. Stages past `llvm` need translation, which the

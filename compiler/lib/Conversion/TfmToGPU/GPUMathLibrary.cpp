@@ -64,13 +64,20 @@ struct GPUMathLibraryPass
     b.setInsertionPoint(module.getBody()->getTerminator());
     Location loc = module.getLoc();
     for (const MathFunction &f : kFunctions) {
-      if (module.lookupSymbol(f.name))
-        continue;
       Type t = f.f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
       SmallVector<Type> params(f.arity, t);
-      auto fn = b.create<LLVM::LLVMFuncOp>(
-          loc, f.name, LLVM::LLVMFunctionType::get(t, params),
-          LLVM::Linkage::Internal);
+      auto type = LLVM::LLVMFunctionType::get(t, params);
+      // A declaration already there (from a conversion run earlier) gets
+      // the body; a definition stays as it is.
+      auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(f.name);
+      if (fn && (!fn.isExternal() || fn.getFunctionType() != type))
+        continue;
+      if (!fn && module.lookupSymbol(f.name))
+        continue;
+      if (!fn)
+        fn = b.create<LLVM::LLVMFuncOp>(loc, f.name, type,
+                                        LLVM::Linkage::Internal);
+      fn.setLinkage(LLVM::Linkage::Internal);
       Block *body = fn.addEntryBlock(b);
       OpBuilder fb = OpBuilder::atBlockEnd(body);
       std::string constraints = f.f64 ? "=d" : "=f";

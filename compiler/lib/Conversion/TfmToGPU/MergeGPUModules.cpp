@@ -3,11 +3,14 @@
 // gpu-kernel-outlining puts every kernel in a gpu.module of its own, which
 // would become a PTX module of its own for the driver to compile and load.
 // A model has hundreds of kernels, so they are gathered into one module,
-// `tfm_kernels`, compiled and loaded once.
+// `tfm_kernels`, compiled and loaded once. A kernel is named after its
+// entry point, not the entry's symbol ("infer_kernel_3"): the name shows in
+// profiles and in the runtime's messages.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Target/Symbols.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/SymbolTable.h"
@@ -51,6 +54,9 @@ struct MergeGPUModulesPass
           return signalPassFailure();
         }
         StringAttr old = sym.getNameAttr();
+        StringRef shown = old.getValue();
+        shown.consume_front(kEntrySymbolPrefix);
+        sym.setName(StringAttr::get(module.getContext(), shown));
         op.moveBefore(merged.getBody()->getTerminator());
         // Names are unique per module only; the table renames a clash.
         renamed[{from.getNameAttr(), old}] = table.insert(&op);

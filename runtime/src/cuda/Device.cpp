@@ -1,0 +1,269 @@
+//===- Device.cpp - The CUDA device: device memory, PTX kernels -----------===//
+//
+// A session on a GPU holds the device's primary context (shared with every
+// other user of the GPU in the process), its own stream, and its own module:
+// the model's PTX, compiled by the driver's JIT when the session is created.
+// Compiled code launches kernels by index into the model's kernel names; all
+// work goes to the session's stream, in order, so a copy back to the host
+// after a run sees every launch of the run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Device.h"
+#include "Driver.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace tfm::runtime;
+using namespace tfm::runtime::cuda;
+
+namespace {
+
+/// "sm_90a" -> 90, with `exact` set by the suffix; -1 for a malformed name.
+int capabilityOf(const std::string &arch, bool &exact) {
+  exact = !arch.empty() && arch.back() == 'a';
+  std::string digits = arch.substr(0, arch.size() - (exact ? 1 : 0));
+  if (digits.rfind("sm_", 0) != 0 || digits.size() < 5 || digits.size() > 6)
+    return -1;
+  int value = 0;
+  for (char c : digits.substr(3)) {
+    if (c < '0' || c > '9')
+      return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+class CUDADevice : public Device {
+public:
+  CUDADevice(const Driver &d, int ordinal) : drv(d), ordinal(ordinal) {}
+
+  ~CUDADevice() override {
+    // Errors here cannot be reported; the context stays usable for others.
+    if (!context)
+      return;
+    drv.ctxSetCurrent(context);
+    if (module)
+      drv.moduleUnload(module);
+    if (stream)
+      drv.streamDestroy(stream);
+    drv.primaryCtxRelease(device);
+  }
+
+  void open() {
+    int count = 0;
+    check(drv.deviceGetCount(&count), "cannot count the GPUs");
+    if (ordinal >= count)
+      throw DeviceError(TFM_STATUS_UNAVAILABLE,
+                        fmt::format("{}: this machine has {} GPU{}", name(),
+                                    count, count == 1 ? "" : "s"));
+    check(drv.deviceGet(&device, ordinal), "cannot open the GPU");
+    char buffer[256] = {};
+    check(drv.deviceGetName(buffer, sizeof buffer - 1, device),
+          "cannot read the GPU's name");
+    model = buffer;
+    int major = 0, minor = 0;
+    check(drv.deviceGetAttribute(&major,
+                                 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                 device),
+          "cannot read the GPU's architecture");
+    check(drv.deviceGetAttribute(&minor,
+                                 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                 device),
+          "cannot read the GPU's architecture");
+    capability = major * 10 + minor;
+    check(drv.deviceGetAttribute(
+              &sharedOptIn,
+              CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device),
+          "cannot read the GPU's shared memory size");
+    check(drv.primaryCtxRetain(&context, device),
+          "cannot create a context on the GPU");
+    makeCurrent();
+    check(drv.streamCreate(&stream, CU_STREAM_NON_BLOCKING),
+          "cannot create a stream");
+  }
+
+  std::string name() const override {
+    return fmt::format("cuda:{}", ordinal);
+  }
+  int32_t target() const override { return TFM_TARGET_CUDA; }
+
+  void copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (!bytes)
+      return;
+    makeCurrent();
+    check(drv.memcpyHtoDAsync(address(dst), src, bytes, stream),
+          "cannot copy to the GPU");
+  }
+  void copyToHost(void *dst, const void *src, size_t bytes) override {
+    makeCurrent();
+    if (bytes)
+      check(drv.memcpyDtoHAsync(dst, address(src), bytes, stream),
+            "cannot copy from the GPU");
+    synchronize();
+  }
+
+  void prepare(const tfm_abi_model_t &m) override {
+    bool exact;
+    int wanted = capabilityOf(m.device_arch, exact);
+    if (wanted < 0)
+      throw DeviceError(TFM_STATUS_DATA_LOSS,
+                        fmt::format("the model names the unknown GPU "
+                                    "architecture '{}'",
+                                    m.device_arch));
+    // PTX runs on its architecture and, through the JIT, on later ones;
+    // an 'a' architecture's features exist on that one only.
+    if (exact ? capability != wanted : capability < wanted)
+      throw DeviceError(
+          TFM_STATUS_INCOMPATIBLE,
+          fmt::format("the model was compiled for {}, which {} ({}, sm_{}) "
+                      "does not run; compile it for an architecture up to "
+                      "this GPU's (--gpu-arch=sm_80 runs on every GPU the "
+                      "CUDA target supports)",
+                      m.device_arch, name(), model, capability));
+    makeCurrent();
+    std::vector<char> log(8192, 0);
+    int options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log.data(),
+                      reinterpret_cast<void *>(uintptr_t(log.size() - 1))};
+    if (CUresult rc =
+            drv.moduleLoadDataEx(&module, m.device_code, 2, options, values);
+        rc != CUDA_SUCCESS) {
+      module = nullptr;
+      throw DeviceError(rc == CUDA_ERROR_OUT_OF_MEMORY
+                            ? TFM_STATUS_RESOURCE_EXHAUSTED
+                            : TFM_STATUS_INCOMPATIBLE,
+                        fmt::format("{} cannot load the model's PTX: {}{}{}",
+                                    name(), drv.describe(rc),
+                                    log[0] ? ": " : "", log.data()));
+    }
+    functions.resize(m.num_device_kernels);
+    kernelNames.resize(m.num_device_kernels);
+    for (int32_t i = 0; i < m.num_device_kernels; ++i) {
+      kernelNames[i] = m.device_kernels[i];
+      if (CUresult rc = drv.moduleGetFunction(&functions[i], module,
+                                              m.device_kernels[i]);
+          rc != CUDA_SUCCESS)
+        throw DeviceError(TFM_STATUS_DATA_LOSS,
+                          fmt::format("the model's PTX has no kernel '{}': {}",
+                                      kernelNames[i], drv.describe(rc)));
+    }
+  }
+
+  int32_t launch(int32_t kernel, const int64_t grid[3], const int64_t block[3],
+                 int64_t sharedBytes, void **args,
+                 std::string &error) override {
+    if (kernel < 0 || kernel >= static_cast<int32_t>(functions.size())) {
+      error = fmt::format("the code launched kernel {}, which the model does "
+                          "not have",
+                          kernel);
+      return -1;
+    }
+    const std::string &kname = kernelNames[kernel];
+    for (int d = 0; d < 3; ++d)
+      if (grid[d] < 1 || grid[d] > INT32_MAX || block[d] < 1 ||
+          block[d] > 1024) {
+        error = fmt::format("kernel '{}': a launch of [{}, {}, {}] blocks of "
+                            "[{}, {}, {}] threads is out of range",
+                            kname, grid[0], grid[1], grid[2], block[0],
+                            block[1], block[2]);
+        return -1;
+      }
+    if (sharedBytes < 0 || sharedBytes > sharedOptIn) {
+      error = fmt::format("kernel '{}' asks for {} bytes of shared memory; {} "
+                          "has {}",
+                          kname, sharedBytes, name(), sharedOptIn);
+      return -1;
+    }
+    makeCurrent();
+    CUfunction f = functions[kernel];
+    CUresult rc = CUDA_SUCCESS;
+    // Past 48 KiB, dynamic shared memory is opted into per function.
+    if (sharedBytes > 48 * 1024)
+      rc = drv.funcSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(sharedBytes));
+    if (rc == CUDA_SUCCESS)
+      rc = drv.launchKernel(
+          f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+          unsigned(block[0]), unsigned(block[1]), unsigned(block[2]),
+          unsigned(sharedBytes), stream, args, nullptr);
+    if (rc != CUDA_SUCCESS) {
+      error = fmt::format("kernel '{}' did not launch on {}: {}", kname,
+                          name(), drv.describe(rc));
+      return -1;
+    }
+    return 0;
+  }
+
+  void synchronize() override {
+    makeCurrent();
+    check(drv.streamSynchronize(stream),
+          "a kernel failed (run with TFM_PROFILE=1 to wait on each kernel "
+          "and name it)");
+  }
+
+protected:
+  void *allocateRaw(size_t bytes) override {
+    makeCurrent();
+    CUdeviceptr p = 0;
+    // The driver aligns every allocation to at least 256 bytes.
+    CUresult rc = drv.memAlloc(&p, bytes ? bytes : 1);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+      return nullptr;
+    check(rc, fmt::format("cannot allocate {} bytes", bytes));
+    return reinterpret_cast<void *>(static_cast<uintptr_t>(p));
+  }
+  void deallocateRaw(void *ptr) override {
+    makeCurrent();
+    drv.memFree(address(ptr));
+  }
+
+private:
+  static CUdeviceptr address(const void *p) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+  }
+  void makeCurrent() {
+    if (context)
+      check(drv.ctxSetCurrent(context), "cannot use the GPU's context");
+  }
+  void check(CUresult rc, const std::string &what) {
+    if (rc == CUDA_SUCCESS)
+      return;
+    tfm_status_code_t code = TFM_STATUS_INTERNAL;
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+      code = TFM_STATUS_RESOURCE_EXHAUSTED;
+    else if (rc == CUDA_ERROR_NO_DEVICE || rc == CUDA_ERROR_INVALID_DEVICE)
+      code = TFM_STATUS_UNAVAILABLE;
+    throw DeviceError(code, fmt::format("{}: {}: {}", name(), what,
+                                        drv.describe(rc)));
+  }
+
+  const Driver &drv;
+  int ordinal;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  CUmodule module = nullptr;
+  std::string model;
+  int capability = 0;
+  int sharedOptIn = 48 * 1024;
+  std::vector<CUfunction> functions;
+  std::vector<std::string> kernelNames;
+};
+
+} // namespace
+
+std::unique_ptr<Device> tfm::runtime::cuda::makeCUDADevice(int ordinal) {
+  std::string error;
+  const Driver *d = driver(error);
+  if (!d)
+    throw DeviceError(TFM_STATUS_UNAVAILABLE,
+                      fmt::format("cuda:{}: {}", ordinal, error));
+  auto device = std::make_unique<CUDADevice>(*d, ordinal);
+  device->open();
+  return device;
+}

@@ -1,0 +1,96 @@
+//===- Driver.h - The CUDA driver functions the runtime calls ---*- C++ -*-===//
+//
+// The runtime builds and runs without CUDA: it opens the driver library
+// (libcuda.so.1) with dlopen when a session first asks for a GPU, and finds
+// the few functions it calls by name. Their types are declared here from
+// the driver's documented C interface, so no CUDA header is needed to build.
+// TFM_CUDA_DRIVER names another library to open instead (tests use it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_RUNTIME_SRC_CUDA_DRIVER_H
+#define TFM_RUNTIME_SRC_CUDA_DRIVER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tfm::runtime::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+
+// The driver's values this runtime uses.
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+
+// Each function: the member's name, the symbol the driver exports (the
+// versioned one where the header maps the plain name onto it), its type.
+#define TFM_CUDA_DRIVER_FUNCTIONS(X)                                           \
+  X(init, "cuInit", CUresult (*)(unsigned))                                    \
+  X(driverGetVersion, "cuDriverGetVersion", CUresult (*)(int *))              \
+  X(getErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char **))    \
+  X(getErrorString, "cuGetErrorString", CUresult (*)(CUresult, const char **))\
+  X(deviceGetCount, "cuDeviceGetCount", CUresult (*)(int *))                  \
+  X(deviceGet, "cuDeviceGet", CUresult (*)(CUdevice *, int))                  \
+  X(deviceGetAttribute, "cuDeviceGetAttribute",                                \
+    CUresult (*)(int *, int, CUdevice))                                        \
+  X(deviceGetName, "cuDeviceGetName", CUresult (*)(char *, int, CUdevice))    \
+  X(primaryCtxRetain, "cuDevicePrimaryCtxRetain",                              \
+    CUresult (*)(CUcontext *, CUdevice))                                       \
+  X(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))\
+  X(ctxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                \
+  X(moduleLoadDataEx, "cuModuleLoadDataEx",                                    \
+    CUresult (*)(CUmodule *, const void *, unsigned, int *, void **))          \
+  X(moduleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                   \
+  X(moduleGetFunction, "cuModuleGetFunction",                                  \
+    CUresult (*)(CUfunction *, CUmodule, const char *))                        \
+  X(funcSetAttribute, "cuFuncSetAttribute",                                    \
+    CUresult (*)(CUfunction, int, int))                                        \
+  X(launchKernel, "cuLaunchKernel",                                            \
+    CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned,           \
+                 unsigned, unsigned, unsigned, CUstream, void **, void **))    \
+  X(memAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t))           \
+  X(memFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                        \
+  X(memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                   \
+    CUresult (*)(CUdeviceptr, const void *, size_t, CUstream))                 \
+  X(memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                   \
+    CUresult (*)(void *, CUdeviceptr, size_t, CUstream))                       \
+  X(streamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))       \
+  X(streamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))              \
+  X(streamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))
+
+/// Spells a function pointer type where a declarator cannot.
+template <typename T> using Function = T;
+
+struct Driver {
+#define TFM_CUDA_MEMBER(member, symbol, type) Function<type> member = nullptr;
+  TFM_CUDA_DRIVER_FUNCTIONS(TFM_CUDA_MEMBER)
+#undef TFM_CUDA_MEMBER
+
+  /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+  std::string describe(CUresult rc) const;
+};
+
+/// The process's driver, opened and initialized on first use; null, with
+/// the reason in `error`, when there is no driver library, it lacks a
+/// function, or it does not initialize (no device, a driver too old).
+const Driver *driver(std::string &error);
+
+} // namespace tfm::runtime::cuda
+
+#endif // TFM_RUNTIME_SRC_CUDA_DRIVER_H

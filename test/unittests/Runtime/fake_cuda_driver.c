@@ -1,0 +1,197 @@
+/*===- fake_cuda_driver.c - A CUDA driver without a GPU, for tests --------===*\
+|*                                                                            *|
+|* CI has no GPU, so the runtime's CUDA device is tested against this        *|
+|* stand-in for libcuda.so.1 (TFM_CUDA_DRIVER names it). Memory is host      *|
+|* memory; launches run nothing, but each is checked against the PTX the     *|
+|* session loaded (the kernel exists as an .entry of the module) and logged  *|
+|* with its grid and block. What the machine looks like comes from the       *|
+|* environment:                                                              *|
+|*   TFM_FAKE_CUDA_GPUS         the number of GPUs (1); 0 fails cuInit       *|
+|*   TFM_FAKE_CUDA_SM           the compute capability, as 90 (90)           *|
+|*   TFM_FAKE_CUDA_MEMORY       bytes the GPU holds (1 GiB)                  *|
+|*   TFM_FAKE_CUDA_FAIL_LAUNCH  a kernel whose launch fails                  *|
+|*   TFM_FAKE_CUDA_LOG          a file that receives a line per launch       *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+enum {
+  OK = 0,
+  INVALID_VALUE = 1,
+  OUT_OF_MEMORY = 2,
+  NO_DEVICE = 100,
+  INVALID_DEVICE = 101,
+  INVALID_PTX = 218,
+  NOT_FOUND = 500,
+  LAUNCH_FAILED = 719,
+};
+
+static long envLong(const char *name, long fallback) {
+  const char *v = getenv(name);
+  return v && *v ? strtol(v, NULL, 10) : fallback;
+}
+
+static long long used;
+
+/* Every allocation carries its size in front, so frees give memory back.
+ * It starts filled with 0x7f bytes: kernels do not run here, and a run-time
+ * index check then reads "first failure at a position past the end", so
+ * the run goes on as one with valid indices. */
+EXPORT CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes) {
+  long long capacity = envLong("TFM_FAKE_CUDA_MEMORY", 1L << 30);
+  if (used + (long long)bytes > capacity)
+    return OUT_OF_MEMORY;
+  char *block = malloc(bytes + 256);
+  if (!block)
+    return OUT_OF_MEMORY;
+  memcpy(block, &bytes, sizeof bytes);
+  memset(block + 256, 0x7f, bytes);
+  used += (long long)bytes;
+  *p = (unsigned long long)(size_t)(block + 256);
+  return OK;
+}
+EXPORT CUresult cuMemFree_v2(unsigned long long p) {
+  char *block = (char *)(size_t)p - 256;
+  size_t bytes;
+  memcpy(&bytes, block, sizeof bytes);
+  used -= (long long)bytes;
+  free(block);
+  return OK;
+}
+
+EXPORT CUresult cuInit(unsigned flags) {
+  return envLong("TFM_FAKE_CUDA_GPUS", 1) > 0 ? OK : NO_DEVICE;
+}
+EXPORT CUresult cuDriverGetVersion(int *v) {
+  *v = 12040;
+  return OK;
+}
+EXPORT CUresult cuGetErrorName(CUresult rc, const char **name) {
+  switch (rc) {
+  case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; return OK;
+  case NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; return OK;
+  case INVALID_PTX: *name = "CUDA_ERROR_INVALID_PTX"; return OK;
+  case NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return OK;
+  case LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; return OK;
+  default: *name = "CUDA_ERROR_INVALID_VALUE"; return OK;
+  }
+}
+EXPORT CUresult cuGetErrorString(CUresult rc, const char **text) {
+  *text = rc == LAUNCH_FAILED ? "unspecified launch failure" : "fake";
+  return OK;
+}
+EXPORT CUresult cuDeviceGetCount(int *n) {
+  *n = (int)envLong("TFM_FAKE_CUDA_GPUS", 1);
+  return OK;
+}
+EXPORT CUresult cuDeviceGet(int *d, int ordinal) {
+  if (ordinal < 0 || ordinal >= envLong("TFM_FAKE_CUDA_GPUS", 1))
+    return INVALID_DEVICE;
+  *d = ordinal;
+  return OK;
+}
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attribute, int d) {
+  long sm = envLong("TFM_FAKE_CUDA_SM", 90);
+  switch (attribute) {
+  case 75: *v = (int)(sm / 10); return OK;
+  case 76: *v = (int)(sm % 10); return OK;
+  case 97: *v = 227 * 1024; return OK;
+  default: return INVALID_VALUE;
+  }
+}
+EXPORT CUresult cuDeviceGetName(char *name, int len, int d) {
+  snprintf(name, (size_t)len, "Fake GPU %d", d);
+  return OK;
+}
+
+static int context;
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **c, int d) {
+  *c = &context;
+  return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { return OK; }
+EXPORT CUresult cuCtxSetCurrent(void *c) { return OK; }
+
+/* A module is its PTX; a function is a kernel name inside it. */
+struct Module {
+  char *ptx;
+};
+struct Function {
+  char name[256];
+};
+EXPORT CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n,
+                                   int *options, void **values) {
+  const char *ptx = image;
+  if (!strstr(ptx, ".version") || !strstr(ptx, ".target")) {
+    for (unsigned i = 0; i + 1 < n; ++i)
+      if (options[i] == 5 && options[i + 1] == 6)
+        snprintf(values[i], (size_t)values[i + 1], "not PTX");
+    return INVALID_PTX;
+  }
+  struct Module *mod = malloc(sizeof *mod);
+  mod->ptx = strdup(ptx);
+  *m = mod;
+  return OK;
+}
+EXPORT CUresult cuModuleUnload(void *m) {
+  struct Module *mod = m;
+  free(mod->ptx);
+  free(mod);
+  return OK;
+}
+EXPORT CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
+  struct Module *mod = m;
+  char entry[300];
+  snprintf(entry, sizeof entry, ".entry %s(", name);
+  if (!strstr(mod->ptx, entry))
+    return NOT_FOUND;
+  struct Function *fn = malloc(sizeof *fn);
+  snprintf(fn->name, sizeof fn->name, "%s", name);
+  *f = fn;
+  return OK;
+}
+EXPORT CUresult cuFuncSetAttribute(void *f, int attribute, int value) {
+  return OK;
+}
+EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
+                               unsigned bx, unsigned by, unsigned bz,
+                               unsigned shared, void *stream, void **params,
+                               void **extra) {
+  struct Function *fn = f;
+  const char *fail = getenv("TFM_FAKE_CUDA_FAIL_LAUNCH");
+  if (fail && strcmp(fail, fn->name) == 0)
+    return LAUNCH_FAILED;
+  const char *log = getenv("TFM_FAKE_CUDA_LOG");
+  if (log && *log) {
+    FILE *out = fopen(log, "a");
+    if (out) {
+      fprintf(out, "launch %s grid %u,%u,%u block %u,%u,%u shared %u\n",
+              fn->name, gx, gy, gz, bx, by, bz, shared);
+      fclose(out);
+    }
+  }
+  return OK;
+}
+EXPORT CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src,
+                                     size_t bytes, void *stream) {
+  memcpy((void *)(size_t)dst, src, bytes);
+  return OK;
+}
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
+                                     size_t bytes, void *stream) {
+  memcpy(dst, (const void *)(size_t)src, bytes);
+  return OK;
+}
+static int stream;
+EXPORT CUresult cuStreamCreate(void **s, unsigned flags) {
+  *s = &stream;
+  return OK;
+}
+EXPORT CUresult cuStreamDestroy_v2(void *s) { return OK; }
+EXPORT CUresult cuStreamSynchronize(void *s) { return OK; }
