@@ -110,6 +110,7 @@ struct TrainOptions {
   std::string dataDir;
   unsigned steps = 1;
   int32_t threads = 0;
+  std::string device;         // empty: what the model was compiled for
   std::string checkpoint;     // saved at the end (and every N steps)
   unsigned checkpointEvery = 0;
   std::string resume;         // a checkpoint to start from

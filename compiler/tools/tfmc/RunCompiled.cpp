@@ -294,6 +294,7 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
   tfm_context_options_t co;
   tfm_context_options_init(&co);
   co.num_threads = opts.threads;
+  co.device = opts.device.c_str();
   if (!ok(tfm_context_create(&co, &rt.context)) ||
       !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
     return kExitInputError;

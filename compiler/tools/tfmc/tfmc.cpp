@@ -114,14 +114,15 @@ cl::opt<std::string> gpuArch(
     "gpu-arch",
     cl::desc("The GPU architecture --target=cuda (or run's --device=cuda) "
              "builds for: sm_80, sm_86, sm_89, sm_90 or sm_90a"),
-    cl::init("sm_80"), cl::cat(compileCat), cl::cat(runCat));
+    cl::init("sm_80"), cl::cat(compileCat), cl::cat(runCat),
+    cl::cat(trainCat));
 cl::opt<bool> gpuScheduleOnCPU(
     "gpu-schedule-on-cpu",
     cl::desc("With --target=cuda (compile) or --device=cuda (run): run the "
              "kernels' schedule of blocks and threads as serial loops on this "
              "CPU instead of compiling PTX; a test of the GPU schedule on a "
              "machine without one"),
-    cl::Hidden, cl::cat(compileCat), cl::cat(runCat));
+    cl::Hidden, cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat));
 cl::opt<mlir::tfm::ComputeType> dtype(
     "dtype",
     cl::desc("The type the linear layers multiply in (f32 accumulation; "
@@ -239,7 +240,7 @@ cl::opt<std::string> device(
     cl::desc("The device to run on: cpu, cuda (the first GPU) or cuda:N. A "
              "model file is compiled for it; a compiled one must have been "
              "compiled for it (default: what it was compiled for)"),
-    cl::value_desc("DEVICE"), cl::cat(runCat));
+    cl::value_desc("DEVICE"), cl::cat(runCat), cl::cat(trainCat));
 cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
                              cl::init(16), cl::cat(runCat));
@@ -526,6 +527,17 @@ int runTrain(MLIRContext &context) {
   opts.resume = resumeOpt;
   opts.exportOnnx = exportOnnxOpt;
   opts.onnxModel = inputFile;
+  opts.device = device;
+  bool onGPU = StringRef(device).starts_with("cuda");
+  if (gpuScheduleOnCPU && !onGPU) {
+    error() << "--gpu-schedule-on-cpu applies to --device=cuda\n";
+    return kExitUsage;
+  }
+  if (useReference && !device.empty()) {
+    error() << "--device runs compiled code; it does not apply to "
+               "--reference\n";
+    return kExitUsage;
+  }
   if (!opts.exportOnnx.empty() &&
       llvm::sys::path::extension(inputFile) != ".onnx") {
     error() << "--export-onnx writes a copy of an ONNX model; '" << inputFile
@@ -603,9 +615,18 @@ int runTrain(MLIRContext &context) {
     options.compiler.training = training;
     options.artifact.cpu = "native";
     options.artifact.producer = "tfmc 0.1.0";
+    if (onGPU) {
+      options.compiler.target = mlir::tfm::Target::CUDA;
+      options.compiler.gpuArch = gpuArch;
+      options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
+    }
     int rc = compileTo(module, Emit::so, so, options);
+    // The schedule compiled for the host trains on the CPU.
+    TrainOptions trainOpts = opts;
+    if (gpuScheduleOnCPU)
+      trainOpts.device = "cpu";
     if (rc == kExitOk)
-      rc = trainCompiled(so, opts, &*sig);
+      rc = trainCompiled(so, trainOpts, &*sig);
     llvm::sys::fs::remove(so);
     llvm::sys::fs::remove(dir);
     return rc;

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Runs every exported model family of test/models (model.onnx and PyTorch's
+outputs in test_data_set_0) through `tfmc run` with the given flags and
+checks the outputs (rtol 1e-4, atol 1e-5).
+
+usage: run_models.py TFMC MODELS_DIR [TFMC_RUN_FLAGS...]
+"""
+import os
+import subprocess
+import sys
+
+tfmc, root = sys.argv[1:3]
+flags = sys.argv[3:]
+passed, failures = 0, []
+for name in sorted(os.listdir(root)):
+    folder = os.path.join(root, name)
+    if not os.path.isfile(os.path.join(folder, "model.onnx")):
+        continue
+    # BERT's batch and sequence are dynamic; its test data is 2x8.
+    shape = (["--shape", "input_ids=2x8", "--shape", "attention_mask=2x8"]
+             if name.startswith("bert") else [])
+    p = subprocess.run([tfmc, "run", os.path.join(folder, "model.onnx"),
+                        "--test-data-dir",
+                        os.path.join(folder, "test_data_set_0")] + shape + flags,
+                       capture_output=True, text=True)
+    if p.returncode == 0:
+        passed += 1
+    else:
+        failures.append(f"{name}: exit {p.returncode}: {p.stdout}{p.stderr}")
+for f in failures:
+    print("FAIL", f)
+print(f"{passed} models match PyTorch, {len(failures)} do not")
+sys.exit(1 if failures else 0)
