@@ -23,10 +23,7 @@ using namespace mlir::tfm;
 
 void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
                                        const CompilerOptions &options) {
-  if (options.training)
-    buildTrainingPipeline(pm, options.remarks, *options.training);
-  else if (options.fuse)
-    buildFusionPipeline(pm, options.remarks);
+  buildFrontPipeline(pm, options);
   registerCPUTarget();
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cpu"}));
   pm.addPass(createLowerToCPUPass({options.computeType}));

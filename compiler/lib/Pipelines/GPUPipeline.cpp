@@ -30,10 +30,7 @@ void mlir::tfm::registerPipelineExtensions(DialectRegistry &registry) {
 
 void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
                                        const CompilerOptions &options) {
-  if (options.training)
-    buildTrainingPipeline(pm, options.remarks, *options.training);
-  else if (options.fuse)
-    buildFusionPipeline(pm, options.remarks);
+  buildFrontPipeline(pm, options);
   registerGPUTarget();
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cuda"}));
   pm.addPass(createLowerToGPUPass({options.computeType}));
@@ -74,7 +71,7 @@ void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   nvvm.kernelUseBarePtrCallConv = true;
   nvvm.hostUseBarePtrCallConv = true;
   gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
-  pm.addPass(createLowerGPULaunchesPass());
+  pm.addPass(createLowerGPULaunchesPass({arch.str()}));
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
 }

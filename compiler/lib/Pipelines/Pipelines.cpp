@@ -69,16 +69,21 @@ void mlir::tfm::buildTrainingPipeline(OpPassManager &pm, bool remarks,
   fn.addPass(createCSEPass());
 }
 
+void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
+                                   const CompilerOptions &options) {
+  if (options.training)
+    buildTrainingPipeline(pm, options.remarks, *options.training);
+  else if (options.fuse)
+    buildFusionPipeline(pm, options.remarks);
+}
+
 LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
                                               const CompilerOptions &options,
                                               std::string &error) {
   if (stage == Stage::tfm)
     return success();
   if (stage == Stage::fused) {
-    if (options.training)
-      buildTrainingPipeline(pm, options.remarks, *options.training);
-    else if (options.fuse)
-      buildFusionPipeline(pm, options.remarks);
+    buildFrontPipeline(pm, options);
     return success();
   }
   if (options.target == Target::CUDA) {

@@ -124,6 +124,9 @@ public:
                       "this GPU's (--gpu-arch=sm_80 runs on every GPU the "
                       "CUDA target supports)",
                       m.device_arch, name(), model, capability));
+    // A model without kernels has empty device code, nothing to load.
+    if (m.num_device_kernels == 0)
+      return;
     makeCurrent();
     std::vector<char> log(8192, 0);
     int options[] = {CU_JIT_ERROR_LOG_BUFFER,

@@ -69,13 +69,15 @@ def ApproximateMathPass : Pass<"tfm-approximate-math"> {
     With `all`, every f32 function the math dialect can approximate goes
     too (exp, log, sin, cos, and powf through exp and log): GPU kernels
     cannot call libm, and libdevice is part of a CUDA toolkit, which a
-    build of tfm does not need.
+    build of tfm does not need. So does arith.remf, which NVPTX lacks
+    (powf's expansion tests odd exponents with it): a - b * trunc(a / b).
   }];
   let options = [
     Option<"all", "all", "bool", /*default=*/"false",
            "Approximate every f32 function, not only erf and tanh">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];
 }
@@ -167,8 +169,13 @@ def LowerGPULaunchesPass : Pass<"tfm-lower-gpu-launches", "::mlir::ModuleOp"> {
     `tfm.device_code`, its chip to `tfm.device_arch`, and the launched
     kernels' names, in the order of their indices, to
     `tfm.device_kernels`. Device code that calls a function it does not
-    define (a libdevice function) is an error.
+    define (a libdevice function) is an error. A module without kernels
+    gets empty device code for `arch`.
   }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_80\"",
+           "The architecture recorded for a module without kernels">
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 

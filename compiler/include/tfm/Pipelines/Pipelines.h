@@ -128,6 +128,10 @@ void buildTrainingPipeline(OpPassManager &pm, bool remarks,
 /// tfm-lower-to-cpu: the program on buffers, with kernel calls and linalg.
 void buildCPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 
+/// What every target runs first: fusion as `options` ask, and autodiff
+/// with the training options.
+void buildFrontPipeline(OpPassManager &pm, const CompilerOptions &options);
+
 /// linalg, memref, math and friends down to the LLVM dialect.
 void buildCPUToLLVMPipeline(OpPassManager &pm);
 

@@ -8,6 +8,7 @@
 #include "tfm/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -21,6 +22,25 @@ namespace mlir::tfm {
 using namespace mlir;
 
 namespace {
+/// a rem b as a - b * trunc(a / b). NVPTX has no frem; powf's expansion uses
+/// it to test whether an exponent is odd, which this computes exactly for
+/// quotients below 2^24 (f32) or 2^53 (f64).
+struct ExpandRemF : OpRewritePattern<arith::RemFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::RemFOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value a = op.getLhs(), b = op.getRhs();
+    // LLVM's trunc intrinsic directly: the NVVM conversion leaves
+    // math.trunc alone.
+    Value q = rewriter.create<LLVM::FTruncOp>(
+        loc, rewriter.create<arith::DivFOp>(loc, a, b));
+    rewriter.replaceOpWithNewOp<arith::SubFOp>(
+        op, a, rewriter.create<arith::MulFOp>(loc, b, q));
+    return success();
+  }
+};
+
 struct ApproximateMathPass
     : tfm::impl::ApproximateMathPassBase<ApproximateMathPass> {
   using ApproximateMathPassBase::ApproximateMathPassBase;
@@ -34,6 +54,7 @@ struct ApproximateMathPass
       // The approximations' fma has no lowering in kernels; NVPTX fuses the
       // multiply and add again.
       populateExpandFmaFPattern(patterns);
+      patterns.add<ExpandRemF>(&getContext());
     }
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

@@ -166,13 +166,8 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
   e.batchMatmul({e.denseOf(op.getQuery()), 0, {batch, sq, d}, {sq * d, d, 1}},
                 {e.denseOf(op.getKey()), 0, {batch, d, sk}, {sk * d, 1, d}},
                 {scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}});
-  double scale = op.getScale() ? op.getScale()->convertToDouble()
-                               : 1.0 / std::sqrt(static_cast<double>(d));
-  MaskKind kind = MaskKind::none;
-  if (Value m = op.getMask())
-    kind = cast<ShapedType>(m.getType()).getElementType().isInteger(1)
-               ? MaskKind::boolean
-               : MaskKind::additive;
+  double scale = attentionScale(op);
+  MaskKind kind = attentionMaskKind(op);
   // The softmax works in place over the scores.
   if (failed(lowerCPUSoftmax(e, scores,
                              op.getMask() ? e.denseOf(op.getMask()) : Value(),

@@ -50,14 +50,21 @@ SmallVector<StringRef> externalFunctions(StringRef ptx) {
 
 struct LowerGPULaunchesPass
     : public mlir::tfm::impl::LowerGPULaunchesPassBase<LowerGPULaunchesPass> {
+  using LowerGPULaunchesPassBase::LowerGPULaunchesPassBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     SmallVector<gpu::BinaryOp> binaries(module.getOps<gpu::BinaryOp>());
     SmallVector<gpu::LaunchFuncOp> launches;
     module.walk([&](gpu::LaunchFuncOp l) { launches.push_back(l); });
-    if (binaries.empty() && launches.empty())
+    // A model without kernels (every tensor empty) is still a GPU model:
+    // its entry takes device pointers.
+    if (binaries.empty() && launches.empty()) {
+      module->setAttr("tfm.device_code", StringAttr::get(ctx, ""));
+      module->setAttr("tfm.device_arch", StringAttr::get(ctx, arch));
+      module->setAttr("tfm.device_kernels", ArrayAttr::get(ctx, {}));
       return;
+    }
     if (binaries.size() != 1) {
       module.emitError("tfm-lower-gpu-launches: expected one gpu.binary "
                        "(tfm-merge-gpu-modules), found ")
@@ -136,8 +143,9 @@ struct LowerGPULaunchesPass
 
       OpBuilder b(launch);
       auto at = [&](Value base, Type elem, int64_t i) -> Value {
-        return b.create<LLVM::GEPOp>(loc, ptrTy, elem, base,
-                                     ArrayRef<LLVM::GEPArg>{i});
+        return b.create<LLVM::GEPOp>(
+            loc, ptrTy, elem, base,
+            ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
       };
       for (auto [i, v] : llvm::enumerate(operands)) {
         b.create<LLVM::StoreOp>(loc, v, argSlots[i]);

@@ -88,6 +88,21 @@ void mlir::tfm::lowerGenericLinear(BufferizedEntry &e, Value x, Value w,
   });
 }
 
+double mlir::tfm::attentionScale(AttentionOp op) {
+  int64_t d = op.getQuery().getType().getShape().back();
+  return op.getScale() ? op.getScale()->convertToDouble()
+                       : 1.0 / std::sqrt(static_cast<double>(d));
+}
+
+MaskKind mlir::tfm::attentionMaskKind(AttentionOp op) {
+  Value m = op.getMask();
+  if (!m)
+    return MaskKind::none;
+  return cast<ShapedType>(m.getType()).getElementType().isInteger(1)
+             ? MaskKind::boolean
+             : MaskKind::additive;
+}
+
 void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
   set.add<MatmulOp>([](MatmulOp op, BufferizedEntry &e) {
     Value out = e.destination(op.getResult());
@@ -107,23 +122,16 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
     // the weighted sum of the values.
     auto qt = op.getQuery().getType();
     ArrayRef<int64_t> qs = qt.getShape();
-    int64_t d = qs.back();
     SmallVector<int64_t> scoreShape(qs.drop_back());
     scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
     Value scores =
         e.temporary(MemRefType::get(scoreShape, qt.getElementType()));
     lowerGenericMatmul(e, e.bufferOf(op.getQuery()), e.bufferOf(op.getKey()),
                        false, true, scores);
-    double scale = op.getScale() ? op.getScale()->convertToDouble()
-                                 : 1.0 / std::sqrt(static_cast<double>(d));
-    MaskKind kind = MaskKind::none;
-    if (Value m = op.getMask())
-      kind = cast<ShapedType>(m.getType()).getElementType().isInteger(1)
-                 ? MaskKind::boolean
-                 : MaskKind::additive;
     lowerGenericMaskedSoftmax(e, scores,
                               op.getMask() ? e.bufferOf(op.getMask()) : Value(),
-                              kind, scale, op.getCausal(), scores);
+                              attentionMaskKind(op), attentionScale(op),
+                              op.getCausal(), scores);
     lowerGenericMatmul(e, scores, e.bufferOf(op.getValue()), false, false,
                        e.destination(op.getResult()));
     return success();

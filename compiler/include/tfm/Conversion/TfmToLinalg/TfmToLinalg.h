@@ -68,6 +68,11 @@ void lowerGenericMaskedSoftmax(BufferizedEntry &e, Value x, Value mask,
                                MaskKind kind, double scale, bool causal,
                                Value out);
 
+/// The factor tfm.attention scales its scores by (1/sqrt(head dim) unless
+/// the op gives one) and the kind of its mask.
+double attentionScale(AttentionOp op);
+MaskKind attentionMaskKind(AttentionOp op);
+
 /// Lowers a reshape (or a transpose that only moves unit dimensions) that
 /// the plan does not keep as a view: a copy of `input` into the buffer of
 /// `result`.

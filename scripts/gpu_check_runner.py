@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Runs the GPU check pack (made by scripts/gpu-check.sh) on a machine with
+an NVIDIA GPU: no compiler, only the runtime and the compiled models.
+
+  check  every packed case (exported model families, op fixtures, ONNX node
+         tests) on the GPU against its expected outputs: floats within rtol
+         1e-4 and atol 1e-5 (bf16 cases 1e-2 normwise), integers exactly
+  train  every training fixture for its steps, each loss within 1e-3
+         (relative) of PyTorch's
+  bench  the workloads of gpu_workloads.py against PyTorch on the same GPU in
+         the same run, with the GEMM peak measured by cuBLAS through PyTorch
+  all    the three, in that order
+
+Prints one summary line per part, the last lines of the output.
+usage: run.sh [check|train|bench|all] [--device cuda:0] [--reps N]"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tfm_runtime  # noqa: E402
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def compare(got, want):
+    """None when `got` matches `want`, else why not."""
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    if want.dtype.kind in "iub":
+        bad = np.count_nonzero(got != want)
+        return f"{bad} of {want.size} elements differ" if bad else None
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    if not np.all(np.isfinite(g) == np.isfinite(w)):
+        return "non-finite values where the expected ones are finite (or the reverse)"
+    fin = np.isfinite(w)
+    err = np.abs(g[fin] - w[fin])
+    bad = np.count_nonzero(err > ATOL + RTOL * np.abs(w[fin]))
+    if bad:
+        return (f"{bad} of {want.size} elements off, max abs error {err.max():.3g}")
+    return None
+
+
+def cases(root):
+    for group in sorted(os.listdir(root)):
+        for name in sorted(os.listdir(os.path.join(root, group))):
+            yield group, name, os.path.join(root, group, name)
+
+
+def check(rt, args, pack):
+    per_group, failures = {}, []
+    root = os.path.join(pack, "cases")
+    for group, name, folder in cases(root):
+        data = np.load(os.path.join(folder, "case.npz"))
+        ins = [data[f"in{i}"] for i in range(sum(k.startswith("in") for k in data))]
+        outs = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data))]
+        ok = per_group.setdefault(group, [0, 0])
+        ok[1] += 1
+        try:
+            m = tfm_runtime.Model(rt, os.path.join(folder, "model.so"), args.device)
+            got = m.run(ins)
+            m.close()
+            why = next((f"output {i}: {w}" for i, w in
+                        enumerate(compare(g, e) for g, e in zip(got, outs)) if w), None)
+        except tfm_runtime.Error as e:
+            why = str(e)
+        if why:
+            failures.append(f"{group}/{name}: {why}")
+        else:
+            ok[0] += 1
+    for f in failures:
+        print("FAIL", f)
+    summary = ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in per_group.items())
+    print(f"gpu-check check on {args.device}: {summary}; "
+          f"{'all match' if not failures else f'{len(failures)} failures'}", flush=True)
+    return not failures
+
+
+def train(rt, args, pack):
+    root = os.path.join(pack, "train")
+    if not os.path.isdir(root):
+        print("gpu-check train: nothing packed")
+        return True
+    matched, failures = 0, []
+    for label in sorted(os.listdir(root)):
+        folder = os.path.join(root, label)
+        want = json.load(open(os.path.join(folder, "losses.json")))["losses"]
+        batch = np.load(os.path.join(folder, "batch.npz"))
+        ins = [batch[f"in{i}"] for i in range(len(batch.files))]
+        try:
+            m = tfm_runtime.Model(rt, os.path.join(folder, "model.so"), args.device,
+                                  entry="train_step")
+            got = [float(m.run(ins)[0].reshape(-1)[0]) for _ in want]
+            m.close()
+            worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+            why = None if worst <= 1e-3 else f"largest relative error {worst:.2e}"
+        except tfm_runtime.Error as e:
+            why = str(e)
+        if why:
+            failures.append(f"{label}: {why}")
+        else:
+            matched += 1
+    for f in failures:
+        print("FAIL train", f)
+    print(f"gpu-check train on {args.device}: {matched} of {matched + len(failures)} "
+          f"trajectories match PyTorch (rtol 1e-3)", flush=True)
+    return not failures
+
+
+def bench(rt, args, pack):
+    import torch
+    import gpu_workloads as W
+
+    def timed(fn, reps):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t)
+        return statistics.median(ts) * 1e3
+
+    dev = torch.device("cuda")
+    n = 8192
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    peak_bf16 = 2 * n ** 3 / timed(lambda: a @ b, 20) / 1e9
+    a32, b32 = a.float(), b.float()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    peak_f32 = 2 * n ** 3 / timed(lambda: a32 @ b32, 10) / 1e9
+    del a, b, a32, b32
+    print(f"{torch.cuda.get_device_name()}: cuBLAS GEMM {n}^3 bf16 {peak_bf16:.0f} TFLOP/s, "
+          f"f32 {peak_f32:.1f} TFLOP/s (no TF32)")
+    print(f"{'workload':12s} {'GFLOP':>8s} {'tfm f32 ms':>11s} {'err':>8s} {'torch f32 ms':>13s} "
+          f"{'torch bf16 ms':>14s} {'tfm/torch f32':>14s} {'tfm % f32 peak':>15s}")
+    for name in W.WORKLOADS:
+        folder = os.path.join(pack, "bench", name)
+        flops = W.flops(name)
+        model, tin, _ = W.build(name)
+        ins = [t.numpy() for t in tin]
+        model = model.to(dev)
+        tin = [t.to(dev) for t in tin]
+        with torch.inference_mode():
+            # The reference: the same model in float64 on the GPU.
+            ref = model.double()(*[t.double() for t in tin]).cpu().numpy()
+            model.float()
+            torch_ms = timed(lambda: model(*tin), args.reps)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                bf16_ms = timed(lambda: model(*tin), args.reps)
+        tfm_ms, err = float("nan"), "-"
+        so = os.path.join(folder, "model.so")
+        if os.path.exists(so):
+            try:
+                m = tfm_runtime.Model(rt, so, args.device)
+                out = m.run(ins)[0]
+                err = f"{np.linalg.norm(out - ref) / np.linalg.norm(ref):.1e}"
+                tfm_ms = timed(lambda: m.run(ins), args.reps)
+                m.close()
+            except tfm_runtime.Error as e:
+                err = "error: " + str(e)[:60]
+        print(f"{name:12s} {flops / 1e9:8.1f} {tfm_ms:11.3f} {err:>8s} {torch_ms:13.3f} "
+              f"{bf16_ms:14.3f} {tfm_ms / torch_ms:14.2f} "
+              f"{100 * flops / tfm_ms / 1e9 / peak_f32:14.1f}%", flush=True)
+        del model, tin
+        torch.cuda.empty_cache()
+    print("gpu-check bench: tfm times include copying inputs to the GPU and outputs back; "
+          "bf16 is PyTorch only (the CUDA target computes in f32 so far)", flush=True)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("part", nargs="?", default="all", choices=["check", "train", "bench", "all"])
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    pack = HERE
+    rt = tfm_runtime.Runtime(os.path.join(pack, "lib", "libtfm_runtime.so"))
+    info = json.load(open(os.path.join(pack, "pack.json")))
+    if info.get("schedule_on_cpu"):
+        args.device = "cpu"
+    ok = True
+    for part, fn in (("check", check), ("train", train), ("bench", bench)):
+        if args.part in (part, "all") and not (part == "bench" and args.device == "cpu"):
+            ok &= fn(rt, args, pack)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

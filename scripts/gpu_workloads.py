@@ -1,0 +1,97 @@
+"""The GPU bench's workloads (PERFORMANCE.md: W1-W4 and a BERT-base encoder
+at B32 S128), built the same way where the pack is made (exported as ONNX
+and compiled by tfmc) and on the GPU machine (the PyTorch peer), so both
+compute the same function on the same weights and inputs.
+
+Weights are one fixed pseudo-random block of TILE values repeated through
+every parameter, scaled by 1/sqrt(fan-in): realistic magnitudes, never
+zeros, and a model library of hundreds of MB that compresses to a few MB
+for the trip to the GPU machine. The block and the inputs come from a hash
+of the element index in float64 arithmetic, not from a random generator, so
+any PyTorch version builds the same values."""
+import math
+
+import torch
+import torch.nn as nn
+
+TILE = 4099  # prime, so rows do not repeat in step with the tile
+
+# name: kind, d_model, heads, d_ff, batch, sequence, layers
+WORKLOADS = {
+    "w1": ("encoder", 768, 12, 3072, 1, 128, 1),
+    "w2": ("encoder", 768, 12, 3072, 8, 128, 1),
+    "w3": ("encoder", 256, 4, 1024, 1, 32, 1),
+    "w4": ("transformer", 512, 8, 2048, 8, 64, 6),
+    "bert-base": ("encoder", 768, 12, 3072, 32, 128, 12),
+}
+
+
+def enc_flops(b, s, d, ff):
+    return 2 * b * s * d * 3 * d + 2 * 2 * b * s * s * d + 2 * b * s * d * d + 2 * 2 * b * s * d * ff
+
+
+def flops(name):
+    kind, d, _, ff, b, s, layers = WORKLOADS[name]
+    if kind == "encoder":
+        return layers * enc_flops(b, s, d, ff)
+    cross = 2 * b * s * d * d * 2 + 2 * 2 * b * s * s * d + 2 * b * s * d * d
+    return layers * enc_flops(b, s, d, ff) + layers * (enc_flops(b, s, d, ff) + cross)
+
+
+def _noise(n, salt):
+    """n values in [-1, 1), a fixed function of the index."""
+    i = torch.arange(n, dtype=torch.float64)
+    v = torch.sin(i * 12.9898 + salt * 78.233) * 43758.5453
+    return (v - torch.floor(v)) * 2 - 1
+
+
+def _tile(n):
+    return _noise(TILE, 0).repeat(n // TILE + 1)[:n]
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src, tgt, mask):
+        return self.model(src, tgt, tgt_mask=mask)
+
+
+def build(name):
+    """The module (eval mode, f32, on the CPU) and its inputs."""
+    kind, d, h, ff, b, s, layers = WORKLOADS[name]
+    if kind == "encoder":
+        layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True)
+        model = layer if layers == 1 else nn.TransformerEncoder(layer, layers,
+                                                                enable_nested_tensor=False)
+    else:
+        model = Seq2Seq(nn.Transformer(d, h, layers, layers, ff, dropout=0.0,
+                                       batch_first=True))
+    with torch.no_grad():
+        for p in model.parameters():
+            fan_in = p.shape[-1] if p.dim() > 1 else d
+            p.copy_((_tile(p.numel()) / math.sqrt(fan_in)).reshape(p.shape).float())
+            if p.dim() == 1 and p.numel() == d and "norm" in _name_of(model, p):
+                p.add_(1.0)
+    model.eval()
+    x = _noise(b * s * d, 1).reshape(b, s, d).float()
+    if kind == "encoder":
+        return model, [x], ["x"]
+    mask = nn.Transformer.generate_square_subsequent_mask(s)
+    tgt = _noise(b * s * d, 2).reshape(b, s, d).float()
+    return model, [x, tgt, mask], ["src", "tgt", "mask"]
+
+
+def _name_of(model, param):
+    for n, p in model.named_parameters():
+        if p is param:
+            return n
+    return ""
+
+
+def export(name, path):
+    model, inputs, names = build(name)
+    torch.onnx.export(model, tuple(inputs), path, input_names=names, output_names=["y"],
+                      opset_version=17)
+    return [x.numpy() for x in inputs]

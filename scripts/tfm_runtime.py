@@ -1,0 +1,131 @@
+"""The runtime's C API (tfm/runtime.h) through ctypes, for the scripts that
+run compiled models where no compiler is installed (the GPU check pack).
+Tensors go in and out as numpy arrays."""
+import ctypes
+
+import numpy as np
+
+# tfm_dtype_t (tfm/dtype.h) and numpy's types.
+DTYPES = {1: np.float32, 2: np.float16, 4: np.int32, 5: np.int64, 6: np.bool_}
+CODES = {np.dtype(v): k for k, v in DTYPES.items()}
+
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("num_threads", ctypes.c_int32),
+                ("device", ctypes.c_char_p)]
+
+
+class TensorDesc(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_size_t), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class Error(Exception):
+    pass
+
+
+class Runtime:
+    def __init__(self, path):
+        lib = self.lib = ctypes.CDLL(path)
+        p = ctypes.c_void_p
+        for name, res, args in [
+            ("tfm_status_message", ctypes.c_char_p, [p]),
+            ("tfm_status_free", None, [p]),
+            ("tfm_context_options_init", None, [ctypes.POINTER(ContextOptions)]),
+            ("tfm_context_create", p, [ctypes.POINTER(ContextOptions), ctypes.POINTER(p)]),
+            ("tfm_context_release", None, [p]),
+            ("tfm_module_load", p, [p, ctypes.c_char_p, ctypes.POINTER(p)]),
+            ("tfm_module_release", None, [p]),
+            ("tfm_module_entry_num_io", p, [p, ctypes.c_char_p, ctypes.c_int,
+                                            ctypes.POINTER(ctypes.c_size_t)]),
+            ("tfm_module_entry_io", p, [p, ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t,
+                                        ctypes.POINTER(TensorDesc)]),
+            ("tfm_session_create", p, [p, p, ctypes.POINTER(p)]),
+            ("tfm_session_release", None, [p]),
+            ("tfm_session_device", ctypes.c_char_p, [p]),
+            ("tfm_session_run", p, [p, ctypes.c_char_p, ctypes.POINTER(p), ctypes.c_size_t,
+                                    ctypes.POINTER(p), ctypes.c_size_t]),
+            ("tfm_tensor_create_copy", p, [ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                                           ctypes.c_size_t, p, ctypes.c_size_t,
+                                           ctypes.POINTER(p)]),
+            ("tfm_tensor_release", None, [p]),
+            ("tfm_tensor_data", p, [p]),
+            ("tfm_tensor_byte_size", ctypes.c_size_t, [p]),
+        ]:
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+
+    def check(self, status):
+        if status:
+            message = self.lib.tfm_status_message(status).decode()
+            self.lib.tfm_status_free(status)
+            raise Error(message)
+
+
+class Model:
+    """A model library loaded into a context on `device`, with one session."""
+
+    def __init__(self, rt, path, device=None, entry="infer"):
+        self.rt, self.entry = rt, entry.encode()
+        lib = rt.lib
+        opts = ContextOptions()
+        lib.tfm_context_options_init(ctypes.byref(opts))
+        opts.device = device.encode() if device else None
+        self.ctx, self.module, self.session = (ctypes.c_void_p() for _ in range(3))
+        rt.check(lib.tfm_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)))
+        rt.check(lib.tfm_module_load(self.ctx, path.encode(), ctypes.byref(self.module)))
+        self.inputs, self.outputs = self._io(0), self._io(1)
+
+    def _io(self, is_output):
+        n = ctypes.c_size_t()
+        self.rt.check(self.rt.lib.tfm_module_entry_num_io(self.module, self.entry, is_output,
+                                                          ctypes.byref(n)))
+        descs = []
+        for i in range(n.value):
+            d = TensorDesc()
+            self.rt.check(self.rt.lib.tfm_module_entry_io(self.module, self.entry, is_output,
+                                                          i, ctypes.byref(d)))
+            descs.append((d.name.decode(), DTYPES.get(d.dtype),
+                          tuple(d.dims[r] for r in range(d.rank))))
+        return descs
+
+    def open(self):
+        """Creates the session (where a device's failures show)."""
+        if not self.session:
+            self.rt.check(self.rt.lib.tfm_session_create(self.module, None,
+                                                         ctypes.byref(self.session)))
+        return self.rt.lib.tfm_session_device(self.session).decode()
+
+    def run(self, arrays):
+        lib = self.rt.lib
+        self.open()
+        ins = (ctypes.c_void_p * len(arrays))()
+        try:
+            for i, a in enumerate(arrays):
+                a = np.require(a, requirements="C")  # keeps a 0-d array 0-d
+                dims = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
+                t = ctypes.c_void_p()
+                self.rt.check(lib.tfm_tensor_create_copy(
+                    CODES[a.dtype], dims, a.ndim, a.ctypes.data_as(ctypes.c_void_p),
+                    a.nbytes, ctypes.byref(t)))
+                ins[i] = t.value
+            outs = (ctypes.c_void_p * len(self.outputs))()
+            self.rt.check(lib.tfm_session_run(self.session, self.entry, ins, len(arrays),
+                                              outs, len(self.outputs)))
+        finally:
+            for t in ins:
+                lib.tfm_tensor_release(t)
+        results = []
+        for t, (_, dtype, shape) in zip(outs, self.outputs):
+            n = lib.tfm_tensor_byte_size(t)
+            buf = (ctypes.c_char * n).from_address(lib.tfm_tensor_data(t))
+            results.append(np.frombuffer(bytes(buf), dtype=dtype).reshape(shape))
+            lib.tfm_tensor_release(t)
+        return results
+
+    def close(self):
+        lib = self.rt.lib
+        lib.tfm_session_release(self.session)
+        lib.tfm_module_release(self.module)
+        lib.tfm_context_release(self.ctx)
+        self.session = self.module = self.ctx = None
