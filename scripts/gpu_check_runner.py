@@ -7,8 +7,9 @@ an NVIDIA GPU: no compiler, only the runtime and the compiled models.
          1e-4 and atol 1e-5 (bf16 cases 1e-2 normwise), integers exactly
   train  every training fixture for its steps, each loss within 1e-3
          (relative) of PyTorch's
-  bench  the workloads of gpu_workloads.py against PyTorch on the same GPU in
-         the same run, with the GEMM peak measured by cuBLAS through PyTorch
+  bench  the workloads of gpu_workloads.py (inference, and W5's training
+         step) against PyTorch on the same GPU in the same run, with the
+         GEMM peak measured by cuBLAS through PyTorch
   all    the three, in that order
 
 Prints one summary line per part, the last lines of the output.
@@ -137,22 +138,26 @@ def bench(rt, args, pack):
     a32, b32 = a.float(), b.float()
     torch.backends.cuda.matmul.allow_tf32 = False
     peak_f32 = 2 * n ** 3 / timed(lambda: a32 @ b32, 10) / 1e9
-    del a, b, a32, b32
+    a = b = a32 = b32 = None  # frees the GEMM's operands
     print(f"{torch.cuda.get_device_name()}: cuBLAS GEMM {n}^3 bf16 {peak_bf16:.0f} TFLOP/s, "
           f"f32 {peak_f32:.1f} TFLOP/s (no TF32)")
     print(f"{'workload':12s} {'GFLOP':>8s} {'tfm f32 ms':>11s} {'err':>8s} {'torch f32 ms':>13s} "
           f"{'torch bf16 ms':>14s} {'tfm/torch f32':>14s} {'tfm % f32 peak':>15s}")
-    for name in W.WORKLOADS:
+    for name in list(W.WORKLOADS) + list(W.TRAINING):
+        if name in W.TRAINING:
+            train_bench(rt, args, pack, name, timed, peak_f32)
+            continue
         folder = os.path.join(pack, "bench", name)
         flops = W.flops(name)
         model, tin, _ = W.build(name)
         ins = [t.numpy() for t in tin]
         model = model.to(dev)
         tin = [t.to(dev) for t in tin]
-        with torch.inference_mode():
+        with torch.no_grad():
             # The reference: the same model in float64 on the GPU.
             ref = model.double()(*[t.double() for t in tin]).cpu().numpy()
             model.float()
+        with torch.inference_mode():
             torch_ms = timed(lambda: model(*tin), args.reps)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 bf16_ms = timed(lambda: model(*tin), args.reps)
@@ -170,11 +175,52 @@ def bench(rt, args, pack):
         print(f"{name:12s} {flops / 1e9:8.1f} {tfm_ms:11.3f} {err:>8s} {torch_ms:13.3f} "
               f"{bf16_ms:14.3f} {tfm_ms / torch_ms:14.2f} "
               f"{100 * flops / tfm_ms / 1e9 / peak_f32:14.1f}%", flush=True)
-        del model, tin
+        model = tin = None
         torch.cuda.empty_cache()
     print("gpu-check bench: tfm times include copying inputs to the GPU and outputs back; "
           "bf16 is PyTorch only (the CUDA target computes in f32 so far)", flush=True)
     return True
+
+
+def train_bench(rt, args, pack, name, timed, peak_f32):
+    """A training step: tfm's train_step against PyTorch's forward,
+    cross-entropy, backward and Adam on the same model and batch."""
+    import torch
+    import torch.nn.functional as F
+    import gpu_workloads as W
+    source = W.TRAINING[name]
+    d = W.WORKLOADS[source][1]
+    model, tin, names = W.build(source)
+    labels = W.labels(source)
+    flops = W.flops(name)
+    dev = torch.device("cuda")
+    model = model.to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    tdev, ldev = [t.to(dev) for t in tin], labels.to(dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        y = model(*tdev)
+        F.cross_entropy(y.reshape(-1, d), ldev.reshape(-1)).backward()
+        opt.step()
+    torch_ms = timed(step, max(args.reps // 4, 3))
+    tfm_ms, note = float("nan"), "-"
+    so = os.path.join(pack, "bench", name, "model.so")
+    if os.path.exists(so):
+        try:
+            m = tfm_runtime.Model(rt, so, args.device, entry="train_step")
+            feed = {n: t.numpy() for n, t in zip(names, tin)}
+            feed["labels"] = labels.numpy()
+            ins = [feed[port] for port, _, _ in m.inputs]
+            tfm_ms = timed(lambda: m.run(ins), max(args.reps // 4, 3))
+            m.close()
+        except (tfm_runtime.Error, KeyError) as e:
+            note = "error: " + str(e)[:60]
+    print(f"{name:12s} {flops / 1e9:8.1f} {tfm_ms:11.3f} {note:>8s} {torch_ms:13.3f} "
+          f"{'-':>14s} {tfm_ms / torch_ms:14.2f} "
+          f"{100 * flops / tfm_ms / 1e9 / peak_f32:14.1f}%", flush=True)
+    model = opt = tdev = None
+    torch.cuda.empty_cache()
 
 
 def main():

@@ -190,6 +190,15 @@ def pack_bench(p):
             p.compile(onnx_path, os.path.join(out, "model.so"))
         except RuntimeError as e:
             p.skipped.append(f"bench/{name}: {e}")
+        if name in [w for w in W.TRAINING.values()]:
+            for train in (t for t, src in W.TRAINING.items() if src == name):
+                folder = os.path.join(p.args.out, "bench", train)
+                os.makedirs(folder, exist_ok=True)
+                try:
+                    p.compile(onnx_path, os.path.join(folder, "model.so"),
+                              ["--train", "--optimizer=adam", "--lr=1e-3"])
+                except RuntimeError as e:
+                    p.skipped.append(f"bench/{train}: {e}")
         os.remove(onnx_path)
 
 

@@ -24,6 +24,9 @@ WORKLOADS = {
     "w4": ("transformer", 512, 8, 2048, 8, 64, 6),
     "bert-base": ("encoder", 768, 12, 3072, 32, 128, 12),
 }
+# W5 is W4's training step: forward, cross-entropy over the last axis
+# against `labels`, backward and an Adam step (lr 1e-3).
+TRAINING = {"w5": "w4"}
 
 
 def enc_flops(b, s, d, ff):
@@ -31,10 +34,13 @@ def enc_flops(b, s, d, ff):
 
 
 def flops(name):
+    if name in TRAINING:
+        return 3 * flops(TRAINING[name])
     kind, d, _, ff, b, s, layers = WORKLOADS[name]
     if kind == "encoder":
         return layers * enc_flops(b, s, d, ff)
-    cross = 2 * b * s * d * d * 2 + 2 * 2 * b * s * s * d + 2 * b * s * d * d
+    # Cross-attention: four d x d projections and the two products.
+    cross = 4 * 2 * b * s * d * d + 2 * 2 * b * s * s * d
     return layers * enc_flops(b, s, d, ff) + layers * (enc_flops(b, s, d, ff) + cross)
 
 
@@ -88,6 +94,12 @@ def _name_of(model, param):
         if p is param:
             return n
     return ""
+
+
+def labels(name):
+    """W5's labels: one class of d_model per target position."""
+    _, d, _, _, b, s, _ = WORKLOADS[name]
+    return ((_noise(b * s, 3) + 1) / 2 * d).long().clamp(0, d - 1).reshape(b, s)
 
 
 def export(name, path):
