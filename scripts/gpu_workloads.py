@@ -51,8 +51,12 @@ def _noise(n, salt):
     return (v - torch.floor(v)) * 2 - 1
 
 
-def _tile(n):
-    return _noise(TILE, 0).repeat(n // TILE + 1)[:n]
+def _tile(n, k):
+    """The block from a start that depends on the parameter's index `k`:
+    no two parameters are equal, so no compiler can share their storage
+    (identical layers would read one set of weights from cache)."""
+    block = torch.roll(_noise(TILE, 0), shifts=(k * 997) % TILE)
+    return block.repeat(n // TILE + 1)[:n]
 
 
 class Seq2Seq(nn.Module):
@@ -75,9 +79,9 @@ def build(name):
         model = Seq2Seq(nn.Transformer(d, h, layers, layers, ff, dropout=0.0,
                                        batch_first=True))
     with torch.no_grad():
-        for p in model.parameters():
+        for k, p in enumerate(model.parameters()):
             fan_in = p.shape[-1] if p.dim() > 1 else d
-            p.copy_((_tile(p.numel()) / math.sqrt(fan_in)).reshape(p.shape).float())
+            p.copy_((_tile(p.numel(), k) / math.sqrt(fan_in)).reshape(p.shape).float())
             if p.dim() == 1 and p.numel() == d and "norm" in _name_of(model, p):
                 p.add_(1.0)
     model.eval()

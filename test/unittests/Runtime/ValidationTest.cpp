@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -27,6 +28,7 @@
 namespace {
 
 const std::string kModel = TFM_TINY_TRAIN_SO;
+const std::string kCudaModel = TFM_TINY_TRAIN_CUDA_SO;
 const std::string kFakeDir = TFM_FAKE_MODEL_DIR;
 
 std::pair<tfm_status_code_t, std::string> take(tfm_status_t s) {
@@ -259,6 +261,78 @@ TEST_F(Corrupted, AnEmptyCheckRangeIsRefusedAtLoad) {
       lib.patched(&lib.model->checks[0].lower, int64_t(100), "check"));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
   EXPECT_NE(msg.find("check 0 is invalid"), std::string::npos) << msg;
+}
+
+// The target and the device code (ABI 5).
+
+TEST_F(Corrupted, AnUnknownTargetIsRefusedAtLoad) {
+  auto [code, msg] =
+      loadAndRun(lib.patched(&lib.model->target, int32_t(7), "target"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("unknown target 7"), std::string::npos) << msg;
+}
+
+TEST_F(Corrupted, ACPUModelCalledAGPUModelIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(
+      lib.patched(&lib.model->target, int32_t(TFM_TARGET_CUDA), "to_cuda"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("a model for CUDA GPUs carries CPU kernels"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(Corrupted, ACPUModelWithDeviceKernelsIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(lib.patched(&lib.model->num_device_kernels,
+                                            int32_t(3), "device_kernels"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("a model for the CPU carries device code"),
+            std::string::npos)
+      << msg;
+}
+
+struct CorruptedGPU : ::testing::Test {
+  void SetUp() override {
+    ASSERT_TRUE(lib.model) << "cannot load " << kCudaModel;
+    ASSERT_EQ(lib.model->target, TFM_TARGET_CUDA);
+    ASSERT_GT(lib.model->num_device_kernels, 0);
+    // No GPU in this process: sessions fail cleanly after a good load.
+    setenv("TFM_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  }
+  LoadedModel lib{kCudaModel};
+};
+
+TEST_F(CorruptedGPU, TheUnchangedLibraryLoadsAndWantsADriver) {
+  auto [code, msg] = loadAndRun(kCudaModel);
+  EXPECT_EQ(code, TFM_STATUS_UNAVAILABLE) << msg;
+  EXPECT_NE(msg.find("the CUDA driver (/nonexistent/libcuda.so.1) cannot be "
+                     "loaded"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(CorruptedGPU, DeviceCodePastTheLibraryIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(lib.patched(
+      &lib.model->device_code_bytes, uint64_t(1) << 40, "code_bytes"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("the device code"), std::string::npos) << msg;
+}
+
+TEST_F(CorruptedGPU, UnterminatedDeviceCodeIsRefusedAtLoad) {
+  // One byte short: the last byte counted is PTX text, not the NUL.
+  auto [code, msg] = loadAndRun(
+      lib.patched(&lib.model->device_code_bytes,
+                  lib.model->device_code_bytes - 1, "code_unterminated"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("is not terminated"), std::string::npos) << msg;
+}
+
+TEST_F(CorruptedGPU, TooManyDeviceKernelsIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(lib.patched(&lib.model->num_device_kernels,
+                                            int32_t(1) << 30, "kernels"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("device kernels lie outside the library"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(CorruptPointers, ANameOutsideTheLibraryIsRefusedAtLoad) {
