@@ -61,17 +61,17 @@ def run_one(tfmc, path, mode):
     return proc.returncode, (lines[-1] if lines else "")
 
 
-def compile_ptx(tfmc, path):
-    """Compiles the test to PTX, binding the shape operands the compiler asks
-    for to their test data, as `tfmc run` does."""
+def compile_ptx(tfmc, path, flags=("--target=cuda", "-o", os.devnull)):
+    """Compiles the test to PTX with `flags`, binding the shape operands the
+    compiler asks for to their test data, as `tfmc run` does."""
     model = onnx.load(os.path.join(path, "model.onnx"), load_external_data=False)
     inits = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
     binds = []
     while True:
         proc = subprocess.run(
-            [tfmc, "compile", os.path.join(path, "model.onnx"), "--target=cuda",
-             "--emit=ptx", "-o", os.devnull] + binds,
+            [tfmc, "compile", os.path.join(path, "model.onnx"), "--emit=ptx"] +
+            list(flags) + binds,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
         ask = re.search(r"bind it with --bind (\S+)=FILE\.pb", proc.stdout.decode())
         if proc.returncode == 0 or not ask or ask.group(1) not in names or len(binds) > 8:

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Compiles every test case (the exported models, the op fixtures and the
+runnable ONNX node tests) for the CUDA target and assembles its PTX with a
+CUDA toolkit's ptxas: a check that the PTX is valid for the architecture,
+for machines that have a toolkit (CI does not; tfm needs none).
+
+usage: check_ptx.py --tfmc TFMC [--ptxas PTXAS] [--arch sm_90]
+Needs Debian's python3-onnx (run it with /usr/bin/python3)."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import onnx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "conformance"))
+import run_node_suite as suite  # noqa: E402
+
+
+def cases(tfmc):
+    models = os.path.join(ROOT, "test", "models")
+    for name in sorted(os.listdir(models)):
+        path = os.path.join(models, name, "model.onnx")
+        if os.path.isfile(path):
+            shape = (["--shape", "input_ids=2x8", "--shape", "attention_mask=2x8"]
+                     if name.startswith("bert") else [])
+            yield name, path, shape
+    fixtures = os.path.join(ROOT, "test", "fixtures", "reference")
+    for name in sorted(os.listdir(fixtures)):
+        path = os.path.join(fixtures, name, "model.mlir")
+        if os.path.isfile(path):
+            yield name, path, []
+    if not os.path.isdir(suite.DEFAULT_DATA):
+        return
+    supported = set(subprocess.run([tfmc, "--list-onnx-ops"], check=True,
+                                   capture_output=True, text=True).stdout.split())
+    expected = suite.load_expected(os.path.join(ROOT, "test", "conformance",
+                                                "node-expected-failures.txt"))
+    for name in sorted(os.listdir(suite.DEFAULT_DATA)):
+        path = os.path.join(suite.DEFAULT_DATA, name)
+        if not os.path.isfile(os.path.join(path, "model.onnx")) or name in expected:
+            continue
+        ops, opset, unsupported = suite.classify(path, supported)
+        if unsupported or not 13 <= opset <= 17:
+            continue
+        # Shape operands bound to their test data, as `tfmc run` does.
+        graph = onnx.load(os.path.join(path, "model.onnx"), load_external_data=False).graph
+        inits = {t.name for t in graph.initializer}
+        names = [i.name for i in graph.input if i.name not in inits]
+        yield name, os.path.join(path, "model.onnx"), ("bind", path, names)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tfmc", required=True)
+    ap.add_argument("--ptxas", default="ptxas")
+    ap.add_argument("--arch", default="sm_90")
+    args = ap.parse_args()
+    ok, failed = 0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = os.path.join(tmp, "kernels.ptx")
+        for name, model, extra in cases(args.tfmc):
+            flags = ["--target=cuda", "--gpu-arch=" + args.arch, "--emit=ptx", "-o", ptx]
+            if extra and extra[0] == "bind":
+                _, path, names = extra
+                p = suite.compile_ptx(args.tfmc, path, flags[:2] + ["-o", ptx])
+            else:
+                p = subprocess.run([args.tfmc, "compile", model] + flags + extra,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if p.returncode != 0:
+                failed.append(f"{name}: compile: {p.stdout.decode().strip()[-200:]}")
+                continue
+            if os.path.getsize(ptx) == 0:  # no kernels at all
+                ok += 1
+                continue
+            q = subprocess.run([args.ptxas, "-arch=" + args.arch, ptx, "-o", os.devnull],
+                               capture_output=True, text=True)
+            if q.returncode != 0:
+                failed.append(f"{name}: ptxas: {q.stderr.strip()[-300:]}")
+            else:
+                ok += 1
+    for f in failed:
+        print("FAIL", f)
+    print(f"ptxas {args.arch}: {ok} modules assemble, {len(failed)} do not")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
