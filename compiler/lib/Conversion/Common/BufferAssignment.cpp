@@ -150,17 +150,22 @@ void mlir::tfm::recordModuleLayout(ModuleOp module, const ModuleLayout &layout,
   module->setAttr("tfm.checks", b.getArrayAttr(layout.checks.checks));
 }
 
-void mlir::tfm::declareCheckFailed(ModuleOp module) {
-  if (module.lookupSymbol(kCheckFailedSymbol))
+void mlir::tfm::declareHostFunction(ModuleOp module, StringRef name,
+                                    FunctionType type) {
+  if (module.lookupSymbol(name))
     return;
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
+  b.create<func::FuncOp>(module.getLoc(), name, type).setPrivate();
+}
+
+void mlir::tfm::declareCheckFailed(ModuleOp module) {
+  Builder b(module.getContext());
   auto ptrTy = LLVM::LLVMPointerType::get(module.getContext());
-  auto fn = b.create<func::FuncOp>(
-      module.getLoc(), kCheckFailedSymbol,
+  declareHostFunction(
+      module, kCheckFailedSymbol,
       b.getFunctionType({ptrTy, b.getI32Type(), b.getI64Type(), b.getI64Type()},
                         {b.getI32Type()}));
-  fn.setPrivate();
 }
 
 std::string mlir::tfm::describeLocation(Location loc) {

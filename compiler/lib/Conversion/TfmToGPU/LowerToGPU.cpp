@@ -26,16 +26,11 @@ namespace {
 /// int32_t __tfm_read_device(host, dst, src, bytes), which the artifact
 /// defines over host->read_device.
 void declareReadDevice(ModuleOp module) {
-  if (module.lookupSymbol(kReadDeviceSymbol))
-    return;
-  OpBuilder b(module.getContext());
-  b.setInsertionPointToStart(module.getBody());
+  Builder b(module.getContext());
   auto ptrTy = LLVM::LLVMPointerType::get(module.getContext());
-  auto fn = b.create<func::FuncOp>(
-      module.getLoc(), kReadDeviceSymbol,
-      b.getFunctionType({ptrTy, ptrTy, ptrTy, b.getI64Type()},
-                        {b.getI32Type()}));
-  fn.setPrivate();
+  declareHostFunction(module, kReadDeviceSymbol,
+                      b.getFunctionType({ptrTy, ptrTy, ptrTy, b.getI64Type()},
+                                        {b.getI32Type()}));
 }
 
 struct LowerToGPUPass

@@ -133,6 +133,10 @@ void recordModuleLayout(ModuleOp module, const ModuleLayout &layout,
 /// (defined by the artifact emitter; it calls host->check_failed).
 void declareCheckFailed(ModuleOp module);
 
+/// Declares the runtime callback `name` of `type` (private, at the top of
+/// `module`) unless the module has it already.
+void declareHostFunction(ModuleOp module, StringRef name, FunctionType type);
+
 /// "node 'N' (OpType)" for an op imported from ONNX, "file:line:col" for
 /// one parsed from MLIR.
 std::string describeLocation(Location loc);
