@@ -8,7 +8,7 @@ table="$(mktemp)"
 summary="$(/usr/bin/python3 "$root/test/conformance/run_node_suite.py" \
   --tfmc "$build/bin/tfmc" \
   --expected "$root/test/conformance/node-expected-failures.txt" \
-  --table "$table" -j "$(nproc)" | grep '^node suite:')"
+  --table "$table" -j "$(nproc)" | grep '^node suite')"
 {
   sed -n '1,/^<!-- table -->$/p' "$root/docs/conformance.md"
   echo

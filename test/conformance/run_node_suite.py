@@ -9,7 +9,7 @@ on the CPU (--gpu-schedule-on-cpu), which checks the GPU path's lowering and
 indexing without a GPU, and compiled to PTX as well; with --mode=cuda it runs on the GPU.
 
 Every test whose ops the importer supports (`tfmc --list-onnx-ops`) and whose
-opset lies in 13..17 runs, and must match its expected outputs, unless it is
+opset lies in 7..21 runs (7 to 12 through the ONNX version converter), and must match its expected outputs, unless it is
 listed with a reason in node-expected-failures.txt. A listed test that passes
 is an error too, so the list stays true. With --table, writes the per-op
 Markdown table for docs/conformance.md.
@@ -123,7 +123,7 @@ def main():
         if unsupported:
             skipped["unsupported op"] += 1
             continue
-        if not 13 <= opset <= 17:
+        if not 7 <= opset <= 21:
             skipped[f"opset {opset}"] += 1
             for op in ops:
                 per_op[op]["other opset"] += 1
@@ -163,7 +163,7 @@ def main():
     for name in stale:
         print(f"STALE {name} is listed as an expected failure but does not run")
     print(f"node suite ({args.mode}): {len(tests)} tests; {len(runnable)} run "
-          f"(supported ops, opset 13-17): {passed} passed, {xfailed} expected "
+          f"(supported ops, opset 7-21): {passed} passed, {xfailed} expected "
           f"failures, {len(unexpected_fail)} unexpected failures; skipped: "
           + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
 

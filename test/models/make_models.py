@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Exports the model families the ONNX importer must handle, with PyTorch, at
-opset 13 and opset 17, plus one test case for each (ONNX backend-test layout:
+opsets 11, 13 and 17 (11 reaches the importer through the ONNX version
+converter), plus one test case for each (ONNX backend-test layout:
 test_data_set_0/input_N.pb, output_N.pb, outputs computed by PyTorch).
 
   encoder_layer   nn.TransformerEncoderLayer (post-LN, batch_first)
@@ -153,7 +154,7 @@ def export(name, model, inputs, input_names, dynamic_axes=None):
     model.eval()
     with torch.no_grad():
         expected = model(*inputs)
-    for opset in (13, 17):
+    for opset in (11, 13, 17):
         folder = os.path.join(HERE, f"{name}_opset{opset}")
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)

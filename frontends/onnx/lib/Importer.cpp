@@ -513,9 +513,10 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
                           "opset";
     return {};
   }
-  if (opset < 13 || opset > 17) {
+  if (opset < onnx_io::kFirstNativeOpset || opset > onnx_io::kNewestOpset) {
     emitError(fileLoc) << "the model uses ONNX opset " << opset
-                       << "; tfm imports opsets 13 to 17";
+                       << "; tfm imports opsets " << onnx_io::kOldestOpset
+                       << " to " << onnx_io::kNewestOpset;
     return {};
   }
   const onnx::GraphProto &graph = model.graph();
@@ -684,6 +685,41 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
     emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
         << "the model holds no graph";
     return {};
+  }
+  // Old opsets are upgraded as a whole model, so converters only ever see
+  // opset 13 semantics or newer.
+  int64_t opset = 0;
+  for (const auto &imp : model.opset_import())
+    if (isDefaultDomain(imp.domain()))
+      opset = imp.version();
+  if (opset >= onnx_io::kOldestOpset && opset < onnx_io::kFirstNativeOpset) {
+    // Some of the converter's adapters need ranks that shape inference can
+    // only find from static input shapes, so the --shape bindings go in
+    // first (a rank that disagrees is reported by the importer later).
+    bool dynamic = false;
+    for (onnx::ValueInfoProto &in : *model.mutable_graph()->mutable_input()) {
+      auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+      auto fixed = options.inputShapes.find(in.name());
+      if (fixed != options.inputShapes.end() &&
+          shape->dim_size() == static_cast<int>(fixed->second.size())) {
+        for (auto [i, d] : llvm::enumerate(fixed->second))
+          shape->mutable_dim(i)->set_dim_value(d);
+        continue;
+      }
+      for (const auto &d : shape->dim())
+        dynamic |= !d.has_dim_value();
+    }
+    std::string error;
+    if (!onnx_io::convertOpset(model, onnx_io::kFirstNativeOpset, error)) {
+      emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
+          << "the model uses ONNX opset " << opset
+          << ", and the ONNX version converter could not upgrade it to opset "
+          << onnx_io::kFirstNativeOpset << ": " << error
+          << (dynamic ? " (fixing the inputs' dynamic dimensions with "
+                        "--shape may let it)"
+                      : "");
+      return {};
+    }
   }
   ctx->loadDialect<TfmDialect, func::FuncDialect, arith::ArithDialect,
                    math::MathDialect>();

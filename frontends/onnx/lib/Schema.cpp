@@ -7,6 +7,8 @@
 #include "tfm/Frontends/ONNX/Schema.h"
 
 #include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <algorithm>
 #include <limits>
@@ -29,12 +31,71 @@ const char *attributeTypeName(int type) {
   }
 }
 
+/// Ops whose inputs or attributes changed after opset 17, the newest the
+/// ONNX library here knows, with the opset of the change. At or past it the
+/// library's older schema would reject valid nodes (ReduceMean's axes
+/// input, Split's num_outputs), so the converter checks such nodes itself.
+int changedAfterLibrary(const std::string &opType) {
+  static const std::pair<const char *, int> table[] = {
+      {"ReduceMean", 18},   {"ReduceMax", 18},      {"ReduceMin", 18},
+      {"ReduceProd", 18},   {"ReduceL1", 18},       {"ReduceL2", 18},
+      {"ReduceLogSum", 18}, {"ReduceLogSumExp", 18}, {"ReduceSumSquare", 18},
+      {"Split", 18},        {"Pad", 18},            {"Resize", 18},
+      {"ScatterND", 18},    {"ScatterElements", 18}, {"LpPool", 18},
+      {"AveragePool", 19},  {"Cast", 19},           {"CastLike", 19},
+      {"DeformConv", 19},   {"Gelu", 20},           {"GroupNormalization", 18}};
+  for (const auto &[name, since] : table)
+    if (opType == name)
+      return since;
+  return 0;
+}
+
 } // namespace
+
+bool mlir::tfm::onnx_io::convertOpset(onnx::ModelProto &model, int target,
+                                      std::string &error) {
+  for (onnx::NodeProto &node : *model.mutable_graph()->mutable_node()) {
+    if (node.op_type() != "Softmax" && node.op_type() != "LogSoftmax")
+      continue;
+    int64_t axis = 1;
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == "axis")
+        axis = a.i();
+    // Last-axis softmax means the same before and after opset 13.
+    if (axis == -1)
+      continue;
+    onnx::AttributeProto *legacy = node.add_attribute();
+    legacy->set_name(kLegacySoftmaxAxis);
+    legacy->set_type(onnx::AttributeProto::INT);
+    legacy->set_i(axis);
+    for (onnx::AttributeProto &a : *node.mutable_attribute())
+      if (a.name() == "axis")
+        a.set_i(-1);
+  }
+  try {
+    // Some adapters (Softmax 12 -> 13) need the rank of their input.
+    // Data propagation carries the ranks through the exporters' shape
+    // subgraphs (Shape, Gather, Concat into Reshape) when axes are dynamic.
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/0,
+                                    /*data_prop=*/true));
+    model = onnx::version_conversion::ConvertVersion(model, target);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+  } catch (...) {
+    error = "an unknown error in the ONNX version converter";
+  }
+  return false;
+}
 
 std::vector<std::string>
 mlir::tfm::onnx_io::schemaProblems(const onnx::NodeProto &node,
                                    int64_t opset) {
   std::vector<std::string> problems;
+  if (int since = changedAfterLibrary(node.op_type()); since && opset >= since)
+    return problems;
   const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
       node.op_type(), static_cast<int>(opset), "");
   if (!schema)
@@ -68,6 +129,8 @@ mlir::tfm::onnx_io::schemaProblems(const onnx::NodeProto &node,
   const auto &known = schema->attributes();
   for (const onnx::AttributeProto &a : node.attribute()) {
     auto it = known.find(a.name());
+    if (a.name() == kLegacySoftmaxAxis)
+      continue;
     if (it == known.end()) {
       problems.push_back("has the attribute '" + a.name() + "', which " +
                          node.op_type() + " does not take");

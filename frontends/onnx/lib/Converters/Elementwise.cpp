@@ -116,6 +116,18 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
     n.results.push_back(n.create<ReluOp>(n.input(0)));
     return success();
   });
+  r.onOp("Gelu", 20, [](NodeContext &n) -> LogicalResult {
+    if (failed(n.requireFloat(n.input(0))))
+      return failure();
+    std::string mode = n.stringAttr("approximate", "none");
+    if (mode != "none" && mode != "tanh")
+      return n.fail("Gelu's approximate must be 'none' or 'tanh', not '" +
+                    mode + "'");
+    n.results.push_back(n.create<GeluOp>(
+        n.input(0), mode == "tanh" ? GeluApproximation::tanh
+                                   : GeluApproximation::none));
+    return success();
+  });
   r.onOp("Cast", 1, [](NodeContext &n) -> LogicalResult {
     Type to = elementTypeOf(n.builder.getContext(), n.intAttr("to", 0));
     if (!to)

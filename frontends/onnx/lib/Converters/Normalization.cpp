@@ -1,6 +1,7 @@
 //===- Normalization.cpp - ONNX softmax, layer norm and reductions --------===//
 
 #include "../ImporterImpl.h"
+#include "tfm/Frontends/ONNX/Schema.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -52,18 +53,41 @@ Converter reduction(ReduceKind kind) {
   };
 }
 
+/// Softmax over `axis`, or, for a node upgraded from opset 12 or older, over
+/// the input flattened to 2-D at its old axis, as those opsets define it.
+FailureOr<Value> softmaxOfNode(NodeContext &n) {
+  if (!n.attr(onnx_io::kLegacySoftmaxAxis))
+    return n.softmax(n.input(0), n.intAttr("axis", -1));
+  RankedTensorType type = n.inputType(0);
+  int64_t rank = type.getRank();
+  int64_t axis = n.intAttr(onnx_io::kLegacySoftmaxAxis, 1);
+  if (axis < -rank || axis > rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " +
+                  Twine(rank));
+  if (axis < 0)
+    axis += rank;
+  if (axis == rank - 1 && rank > 0)
+    return n.softmax(n.input(0), -1);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= type.getDimSize(i);
+  auto flat = n.reshape(n.input(0), {outer, inner});
+  if (failed(flat))
+    return failure();
+  auto p = n.softmax(*flat, -1);
+  if (failed(p))
+    return failure();
+  return n.reshape(*p, type.getShape());
+}
+
 } // namespace
 
 void mlir::tfm::onnx_import::populateNormalizationConverters(Registry &r) {
   r.onOp("Softmax", 13, [](NodeContext &n) -> LogicalResult {
-    auto v = n.softmax(n.input(0), n.intAttr("axis", -1));
-    if (failed(v))
-      return failure();
-    n.results.push_back(*v);
-    return success();
+    return n.push(softmaxOfNode(n));
   });
   r.onOp("LogSoftmax", 13, [](NodeContext &n) -> LogicalResult {
-    auto p = n.softmax(n.input(0), n.intAttr("axis", -1));
+    auto p = softmaxOfNode(n);
     if (failed(p))
       return failure();
     auto v = n.floatUnary<math::LogOp>(*p);

@@ -60,6 +60,8 @@ def main():
         [helper.make_node("Relu", ["x"], ["y"], name="relu0")],
         "old", [vi("x", [2])], [vi("y", [2])])
     save("opset11.onnx", g, opset=11)
+    save("opset6.onnx", g, opset=6)
+    save("opset22.onnx", g, opset=22)
 
     # A shape that comes from a graph input must be bound at compile time.
     g = helper.make_graph(

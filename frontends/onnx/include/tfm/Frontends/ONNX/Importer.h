@@ -1,6 +1,6 @@
 //===- Importer.h - ONNX models into the tfm dialect ------------*- C++ -*-===//
 //
-// Reads an ONNX ModelProto (opsets 13 to 17) and builds a module holding one
+// Reads an ONNX ModelProto (opsets 7 to 21; 7 to 12 are upgraded to 13 first) and builds a module holding one
 // function, @infer, on static shapes. Initializers become constants; every
 // op carries the location loc("<node name>"("<op type>")). Subgraphs that
 // compute on constants only (shape arithmetic, masks built from Trilu, ...)
