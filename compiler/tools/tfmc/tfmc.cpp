@@ -321,6 +321,44 @@ void printOnnxDiagnostic(Diagnostic &d, StringRef file) {
   llvm::errs() << where << ": " << severity << ": " << d.str() << "\n";
 }
 
+enum class ModelFormat { onnx, mlir, library };
+
+/// What the file holds, judged by its first bytes rather than its name, so
+/// `Model.ONNX`, `model.pb` or a library without `.so` are read as what they
+/// are: an ELF header is a compiled model, text is MLIR, and anything else
+/// is handed to the ONNX reader (a ModelProto starts with a binary field
+/// tag), which reports a file that is not one. Unreadable files count as
+/// MLIR, whose reader reports why it cannot open them.
+ModelFormat modelFormat(StringRef path) {
+  llvm::Expected<llvm::sys::fs::file_t> fd =
+      llvm::sys::fs::openNativeFileForRead(path);
+  if (!fd) {
+    llvm::consumeError(fd.takeError());
+    return ModelFormat::mlir;
+  }
+  char head[512];
+  llvm::Expected<size_t> got = llvm::sys::fs::readNativeFileSlice(
+      *fd, llvm::MutableArrayRef<char>(head, sizeof(head)), 0);
+  llvm::sys::fs::closeFile(*fd);
+  if (!got) {
+    llvm::consumeError(got.takeError());
+    return ModelFormat::mlir;
+  }
+  StringRef bytes(head, *got);
+  if (bytes.starts_with("\x7f" "ELF"))
+    return ModelFormat::library;
+  if (bytes.empty())
+    return ModelFormat::mlir;
+  for (unsigned char c : bytes)
+    if (c < 0x20 && c != '\n' && c != '\r' && c != '\t')
+      return ModelFormat::onnx;
+  return ModelFormat::mlir;
+}
+
+bool isCompiledModel(StringRef path) {
+  return modelFormat(path) == ModelFormat::library;
+}
+
 /// Parses the model file and hands it to `body`, whose result is the exit
 /// code. Diagnostics carry file:line:col while `body` runs.
 int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
@@ -329,8 +367,7 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
     error() << "no model given\n";
     return kExitUsage;
   }
-  StringRef ext = llvm::sys::path::extension(inputFile);
-  if (ext == ".onnx") {
+  if (modelFormat(inputFile) == ModelFormat::onnx) {
     mlir::tfm::onnx_import::ImportOptions options;
     options.trainable = trainable;
     for (const std::string &spec : shapes) {
@@ -387,8 +424,14 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sm, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
-  if (!module)
+  if (!module) {
+    StringRef ext = llvm::sys::path::extension(inputFile);
+    if (ext.equals_insensitive(".onnx") || ext.equals_insensitive(".pb"))
+      error() << "'" << inputFile
+              << "' holds text, not an ONNX protobuf, so it was read as "
+                 "MLIR\n";
     return kExitInputError;
+  }
   return body(*module);
 }
 
@@ -539,7 +582,7 @@ int runTrain(MLIRContext &context) {
     return kExitUsage;
   }
   if (!opts.exportOnnx.empty() &&
-      llvm::sys::path::extension(inputFile) != ".onnx") {
+      modelFormat(inputFile) != ModelFormat::onnx) {
     error() << "--export-onnx writes a copy of an ONNX model; '" << inputFile
             << "' is not one\n";
     return kExitUsage;
@@ -563,7 +606,7 @@ int runTrain(MLIRContext &context) {
     if (entry.second->getNumOccurrences() &&
         llvm::is_contained(entry.second->Categories, &trainingCat))
       trainingFlagsGiven = true;
-  if (llvm::sys::path::extension(inputFile) == ".so") {
+  if (isCompiledModel(inputFile)) {
     if (useReference || trainingFlagsGiven || !shapes.empty()) {
       error() << "'" << inputFile << "' is compiled: its loss and optimizer "
               << "were fixed by 'tfmc compile --train'; --reference, the "
@@ -686,7 +729,7 @@ int runRun(MLIRContext &context) {
     error() << "--gpu-schedule-on-cpu applies to --device=cuda\n";
     return kExitUsage;
   }
-  if (llvm::sys::path::extension(inputFile) == ".so") {
+  if (isCompiledModel(inputFile)) {
     if (useReference) {
       error() << "--reference needs the model (.onnx or .mlir), not a "
                  "compiled library\n";
