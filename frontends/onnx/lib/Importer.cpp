@@ -18,6 +18,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -152,8 +153,68 @@ Type mlir::tfm::onnx_import::elementTypeOf(MLIRContext *ctx, int dataType) {
   }
 }
 
+std::optional<StringRef>
+ExternalData::bytes(const onnx::TensorProto &t, std::string &error) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const onnx::StringStringEntryProto &e : t.external_data()) {
+    if (e.key() == "location") {
+      location = e.value();
+    } else if (e.key() == "offset" || e.key() == "length") {
+      int64_t v;
+      if (StringRef(e.value()).getAsInteger(10, v) || v < 0) {
+        error = "tensor '" + t.name() + "' has the invalid external data " +
+                e.key() + " '" + e.value() + "'";
+        return std::nullopt;
+      }
+      (e.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty()) {
+    error = "tensor '" + t.name() +
+            "' keeps its data in an external file but names none "
+            "(no 'location')";
+    return std::nullopt;
+  }
+  // As the ONNX checker requires: inside the model's folder.
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(llvm::make_range(llvm::sys::path::begin(location),
+                                          llvm::sys::path::end(location)),
+                         "..")) {
+    error = "tensor '" + t.name() + "' names the external data file '" +
+            location + "', which is not inside the model's folder";
+    return std::nullopt;
+  }
+  SmallString<256> path(folder);
+  llvm::sys::path::append(path, location);
+  auto &file = files[path];
+  if (!file) {
+    auto mapped = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                              /*RequiresNullTerminator=*/false);
+    if (!mapped) {
+      error = "tensor '" + t.name() + "' keeps its data in '" +
+              path.str().str() + "', which cannot be read: " +
+              mapped.getError().message();
+      files.erase(path);
+      return std::nullopt;
+    }
+    file = std::move(*mapped);
+  }
+  int64_t size = file->getBufferSize();
+  if (length < 0)
+    length = size - std::min(offset, size);
+  if (offset > size || length > size - offset) {
+    error = "tensor '" + t.name() + "' reads bytes " + std::to_string(offset) +
+            " to " + std::to_string(offset + length) + " of '" +
+            path.str().str() + "', which holds " + std::to_string(size);
+    return std::nullopt;
+  }
+  return file->getBuffer().substr(offset, length);
+}
+
 DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
-    MLIRContext *ctx, const onnx::TensorProto &t, std::string &error) {
+    MLIRContext *ctx, const onnx::TensorProto &t, std::string &error,
+    ExternalData *external) {
   Type elt = elementTypeOf(ctx, t.data_type());
   if (!elt) {
     error = "tensor '" + t.name() + "' has data type " +
@@ -162,10 +223,17 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
             ", which tfm does not support";
     return {};
   }
+  std::optional<StringRef> externalBytes;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    error = "tensor '" + t.name() +
-            "' keeps its data in an external file, which is not supported";
-    return {};
+    if (!external) {
+      error = "tensor '" + t.name() +
+              "' keeps its data in an external file, which is not "
+              "supported here";
+      return {};
+    }
+    externalBytes = external->bytes(t, error);
+    if (!externalBytes)
+      return {};
   }
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
   int64_t n = 1;
@@ -183,8 +251,8 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
     return DenseElementsAttr();
   };
   unsigned bits = elt.getIntOrFloatBitWidth();
-  if (t.has_raw_data()) {
-    const std::string &raw = t.raw_data();
+  if (t.has_raw_data() || externalBytes) {
+    StringRef raw = externalBytes ? *externalBytes : StringRef(t.raw_data());
     if (elt.isInteger(1)) {
       if (static_cast<int64_t>(raw.size()) != n)
         return mismatch(raw.size());
@@ -285,7 +353,10 @@ class Importer {
 public:
   Importer(MLIRContext *ctx, StringRef fileName, const ImportOptions &options)
       : ctx(ctx), fileName(fileName.str()), options(options),
-        fileLoc(FileLineColLoc::get(ctx, fileName, 0, 0)) {}
+        fileLoc(FileLineColLoc::get(ctx, fileName, 0, 0)),
+        external(options.externalDataFolder.empty()
+                     ? llvm::sys::path::parent_path(fileName).str()
+                     : options.externalDataFolder) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
 
@@ -306,6 +377,7 @@ private:
   Location fileLoc;
   int64_t opset = 0;
   llvm::StringMap<Value> values;
+  ExternalData external;
 };
 
 Location Importer::nodeLoc(const onnx::NodeProto &node, int index) const {
@@ -477,6 +549,7 @@ LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
   OpBuilder::Listener *previous = b.getListener();
   b.setListener(&created);
   NodeContext nc(b, node, loc, opset, std::move(inputs), options.trainable);
+  nc.externalData = &external;
   LogicalResult converted = (*registry().lookup(node.op_type(), opset))(nc);
   b.setListener(previous);
   if (failed(converted))
@@ -593,7 +666,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
         NameLoc::get(b.getStringAttr(name)), value);
   for (const auto &init : graph.initializer()) {
     std::string error;
-    DenseElementsAttr attr = tensorToAttr(ctx, init, error);
+    DenseElementsAttr attr = tensorToAttr(ctx, init, error, &external);
     if (!attr) {
       emitError(fileLoc) << "initializer: " << error;
       return {};

@@ -19,6 +19,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -30,10 +31,29 @@ namespace mlir::tfm::onnx_import {
 /// Maps an ONNX TensorProto data type to an MLIR element type, or null.
 Type elementTypeOf(MLIRContext *ctx, int dataType);
 
+/// The files that hold tensors' data outside the model (ONNX external data:
+/// `location`, `offset`, `length`, relative to the model's folder). Each file
+/// is mapped read-only once, however many tensors it holds, so the weights
+/// are copied once, from the mapping into their attributes.
+class ExternalData {
+public:
+  explicit ExternalData(std::string folder) : folder(std::move(folder)) {}
+  /// The bytes of `t`'s data; on failure returns std::nullopt and sets
+  /// `error`.
+  std::optional<StringRef> bytes(const onnx::TensorProto &t,
+                                 std::string &error);
+
+private:
+  std::string folder;
+  llvm::StringMap<std::unique_ptr<llvm::MemoryBuffer>> files;
+};
+
 /// Converts an initializer or a Constant's tensor to a dense attribute. On
-/// failure returns null and sets `error`.
+/// failure returns null and sets `error`. Data kept outside the model is read
+/// through `external`; without one it is an error.
 DenseElementsAttr tensorToAttr(MLIRContext *ctx, const onnx::TensorProto &t,
-                               std::string &error);
+                               std::string &error,
+                               ExternalData *external = nullptr);
 
 class NodeContext {
 public:
@@ -48,6 +68,8 @@ public:
   int64_t opset;
   /// Whether the graph is imported for training (ImportOptions::trainable).
   bool trainable;
+  /// Where tensors kept outside the model are read from.
+  ExternalData *externalData = nullptr;
 
   /// Input `i`, or null when it is absent (empty name or past the end).
   Value input(unsigned i) const {

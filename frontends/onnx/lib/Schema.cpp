@@ -11,6 +11,7 @@
 #include <onnx/version_converter/convert.h>
 
 #include <algorithm>
+#include <map>
 #include <limits>
 
 namespace {
@@ -72,6 +73,17 @@ bool mlir::tfm::onnx_io::convertOpset(onnx::ModelProto &model, int target,
       if (a.name() == "axis")
         a.set_i(-1);
   }
+  // The converter's in-memory graph drops external data references, and no
+  // adapter reads an initializer's values, so the references are set aside
+  // and put back by name (the data itself is never loaded here).
+  std::map<std::string, onnx::TensorProto> external;
+  for (onnx::TensorProto &t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    onnx::TensorProto &saved = external[t.name()];
+    saved.mutable_external_data()->Swap(t.mutable_external_data());
+    t.clear_data_location();
+  }
   try {
     // Some adapters (Softmax 12 -> 13) need the rank of their input.
     // Data propagation carries the ranks through the exporters' shape
@@ -81,6 +93,15 @@ bool mlir::tfm::onnx_io::convertOpset(onnx::ModelProto &model, int target,
         onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/0,
                                     /*data_prop=*/true));
     model = onnx::version_conversion::ConvertVersion(model, target);
+    for (onnx::TensorProto &t :
+         *model.mutable_graph()->mutable_initializer()) {
+      auto it = external.find(t.name());
+      if (it == external.end())
+        continue;
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      t.mutable_external_data()->Swap(it->second.mutable_external_data());
+    }
     return true;
   } catch (const std::exception &e) {
     error = e.what();

@@ -289,7 +289,7 @@ LogicalResult convertConstant(NodeContext &n) {
   Builder b(ctx);
   if (const onnx::AttributeProto *a = n.attr("value")) {
     std::string error;
-    DenseElementsAttr attr = tensorToAttr(ctx, a->t(), error);
+    DenseElementsAttr attr = tensorToAttr(ctx, a->t(), error, n.externalData);
     if (!attr)
       return n.fail("Constant: " + error);
     n.results.push_back(n.constant(attr));
@@ -327,7 +327,7 @@ LogicalResult convertConstantOfShape(NodeContext &n) {
   DenseElementsAttr value;
   if (const onnx::AttributeProto *a = n.attr("value")) {
     std::string error;
-    value = tensorToAttr(ctx, a->t(), error);
+    value = tensorToAttr(ctx, a->t(), error, n.externalData);
     if (!value)
       return n.fail("ConstantOfShape: " + error);
     if (value.getNumElements() != 1)

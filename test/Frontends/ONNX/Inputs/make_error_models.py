@@ -81,6 +81,43 @@ def main():
         "schema", [vi("x", [2, 2])], [vi("y", [2, 2])])
     save("schema.onnx", g)
 
+    # External data: a weight and a bias in one file beside the models, at
+    # offsets, read by a model at opset 17 and by one at opset 11 (which goes
+    # through the version converter); then the ways a reference can be bad.
+    w = np.arange(12, dtype=np.float32).reshape(3, 4) / 8
+    b = np.array([0.5, -1.0, 2.0, 0.25], dtype=np.float32)
+    with open(os.path.join(HERE, "external_weights.bin"), "wb") as f:
+        f.write(b"\0" * 16 + w.tobytes() + b.tobytes())
+
+    def external(name, dims, location, offset, length):
+        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", offset), ("length", length)):
+            if value is not None:
+                t.external_data.add(key=key, value=str(value))
+        return t
+
+    def affine(name, location="external_weights.bin", offset=16, opset=17):
+        g = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["xw"], name="matmul0"),
+             helper.make_node("Add", ["xw", "b"], ["y"], name="add0")],
+            "external", [vi("x", [2, 3])], [vi("y", [2, 4])],
+            [external("w", [3, 4], location, offset, 48),
+             external("b", [4], "external_weights.bin", 64, None)])
+        save(name, g, opset=opset)
+
+    affine("external.onnx")
+    affine("external_opset11.onnx", opset=11)
+    affine("external_missing.onnx", location="absent.bin")
+    affine("external_escape.onnx", location="../external_weights.bin")
+    affine("external_range.onnx", offset=48)
+    x = np.array([[1, 2, 3], [-1, 0, 0.5]], dtype=np.float32)
+    os.makedirs(os.path.join(HERE, "external_case"), exist_ok=True)
+    with open(os.path.join(HERE, "external_case", "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+    with open(os.path.join(HERE, "external_case", "output_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(x @ w + b, "y").SerializeToString())
+
     with open(os.path.join(HERE, "not_protobuf.onnx"), "wb") as f:
         f.write(b"\xff\xfe this is not a protobuf \x00\x01\x02" * 4)
 

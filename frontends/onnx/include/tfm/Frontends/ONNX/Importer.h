@@ -39,6 +39,9 @@ struct ImportOptions {
   /// constants), and Dropout becomes `tfm.dropout`, inactive until
   /// tfm-autodiff builds the training step.
   bool trainable = false;
+  /// The folder that external data locations are relative to; empty means
+  /// the model file's folder.
+  std::string externalDataFolder;
 };
 
 /// Parses "NAME=2x128" into `options`. Returns false and sets `error` when
