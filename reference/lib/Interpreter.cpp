@@ -258,6 +258,13 @@ llvm::StringMap<EvalFn> buildTable() {
   onUnary<math::ExpOp>(t, [](double x) { return std::exp(x); });
   onUnary<math::LogOp>(t, [](double x) { return std::log(x); });
   onUnary<math::AbsFOp>(t, [](double x) { return std::fabs(x); });
+  onUnary<math::SinOp>(t, [](double x) { return std::sin(x); });
+  onUnary<math::CosOp>(t, [](double x) { return std::cos(x); });
+  onUnary<math::FloorOp>(t, [](double x) { return std::floor(x); });
+  onUnary<math::CeilOp>(t, [](double x) { return std::ceil(x); });
+  onUnary<math::TruncOp>(t, [](double x) { return std::trunc(x); });
+  // The default rounding mode rounds halves to even.
+  onUnary<math::RoundEvenOp>(t, [](double x) { return std::nearbyint(x); });
   onUnary<arith::NegFOp>(t, [](double x) { return -x; });
 
   // Data movement.

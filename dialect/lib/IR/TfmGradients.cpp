@@ -797,6 +797,22 @@ struct AbsRule {
                     dy, g.neg(dy));
   }
 };
+struct SinRule {
+  Value operator()(GradBuilder &g, Value x, Value, Value dy) {
+    return g.mul(dy, g.b.create<math::CosOp>(g.loc, x));
+  }
+};
+struct CosRule {
+  Value operator()(GradBuilder &g, Value x, Value, Value dy) {
+    return g.neg(g.mul(dy, g.b.create<math::SinOp>(g.loc, x)));
+  }
+};
+/// Floor, Ceil, Trunc and rounding are flat almost everywhere.
+struct StepRule {
+  Value operator()(GradBuilder &g, Value x, Value, Value dy) {
+    return g.mulScalar(dy, 0.0);
+  }
+};
 
 } // namespace
 
@@ -811,5 +827,11 @@ void mlir::tfm::registerGradientExternalModels(DialectRegistry &registry) {
     math::TanhOp::attachInterface<UnaryGradient<math::TanhOp, TanhRule>>(*ctx);
     math::ErfOp::attachInterface<UnaryGradient<math::ErfOp, ErfRule>>(*ctx);
     math::AbsFOp::attachInterface<UnaryGradient<math::AbsFOp, AbsRule>>(*ctx);
+    math::SinOp::attachInterface<UnaryGradient<math::SinOp, SinRule>>(*ctx);
+    math::CosOp::attachInterface<UnaryGradient<math::CosOp, CosRule>>(*ctx);
+    math::FloorOp::attachInterface<UnaryGradient<math::FloorOp, StepRule>>(*ctx);
+    math::CeilOp::attachInterface<UnaryGradient<math::CeilOp, StepRule>>(*ctx);
+    math::TruncOp::attachInterface<UnaryGradient<math::TruncOp, StepRule>>(*ctx);
+    math::RoundEvenOp::attachInterface<UnaryGradient<math::RoundEvenOp, StepRule>>(*ctx);
   });
 }

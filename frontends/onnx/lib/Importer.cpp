@@ -339,7 +339,8 @@ bool isShapeOperand(StringRef opType, int operand) {
       {"Unsqueeze", {1}}, {"Expand", {1}},         {"Split", {1}},
       {"ReduceSum", {1}}, {"ReduceMean", {1}},     {"ReduceMax", {1}},
       {"ReduceMin", {1}}, {"ConstantOfShape", {0}}, {"Trilu", {1}},
-      {"Range", {0, 1, 2}}, {"Dropout", {1, 2}}};
+      {"Range", {0, 1, 2}}, {"Dropout", {1, 2}},   {"Pad", {1, 3}},
+      {"Tile", {1}},        {"CumSum", {1}},       {"TopK", {1}}};
   auto it = table.find(opType);
   return it != table.end() && llvm::is_contained(it->second, operand);
 }

@@ -166,6 +166,15 @@ private:
   SmallVector<Value> inputs;
 };
 
+/// Unwraps a checked builder's result into `out`; false on failure (already
+/// reported). Lets a converter chain several builders in one condition.
+template <typename T> bool take(FailureOr<T> result, T &out) {
+  if (failed(result))
+    return false;
+  out = std::move(*result);
+  return true;
+}
+
 using Converter = std::function<LogicalResult(NodeContext &)>;
 
 /// Converters by op type, each with the opset range it covers.

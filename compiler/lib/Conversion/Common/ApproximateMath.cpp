@@ -41,6 +41,20 @@ struct ExpandRemF : OpRewritePattern<arith::RemFOp> {
   }
 };
 
+/// A math op the NVVM conversion leaves alone, as the LLVM intrinsic that
+/// NVPTX selects to one instruction (cvt.rzi, cvt.rni).
+template <typename MathOp, typename LLVMOp>
+struct MathToIntrinsic : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MathOp op,
+                                PatternRewriter &rewriter) const override {
+    if (isa<ShapedType>(op.getType()))
+      return failure();
+    rewriter.replaceOpWithNewOp<LLVMOp>(op, op.getOperand());
+    return success();
+  }
+};
+
 struct ApproximateMathPass
     : tfm::impl::ApproximateMathPassBase<ApproximateMathPass> {
   using ApproximateMathPassBase::ApproximateMathPassBase;
@@ -54,7 +68,9 @@ struct ApproximateMathPass
       // The approximations' fma has no lowering in kernels; NVPTX fuses the
       // multiply and add again.
       populateExpandFmaFPattern(patterns);
-      patterns.add<ExpandRemF>(&getContext());
+      patterns.add<ExpandRemF, MathToIntrinsic<math::TruncOp, LLVM::FTruncOp>,
+                   MathToIntrinsic<math::RoundEvenOp, LLVM::RoundEvenOp>>(
+          &getContext());
     }
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

@@ -233,6 +233,12 @@ LogicalResult lowerUnaryFloat(Operation *op, BufferizedEntry &e) {
         .Case([&](math::ExpOp) -> Value { return ob.create<math::ExpOp>(l, x); })
         .Case([&](math::LogOp) -> Value { return ob.create<math::LogOp>(l, x); })
         .Case([&](math::AbsFOp) -> Value { return ob.create<math::AbsFOp>(l, x); })
+        .Case([&](math::SinOp) -> Value { return ob.create<math::SinOp>(l, x); })
+        .Case([&](math::CosOp) -> Value { return ob.create<math::CosOp>(l, x); })
+        .Case([&](math::FloorOp) -> Value { return ob.create<math::FloorOp>(l, x); })
+        .Case([&](math::CeilOp) -> Value { return ob.create<math::CeilOp>(l, x); })
+        .Case([&](math::TruncOp) -> Value { return ob.create<math::TruncOp>(l, x); })
+        .Case([&](math::RoundEvenOp) -> Value { return ob.create<math::RoundEvenOp>(l, x); })
         .Case([&](arith::NegFOp) -> Value { return ob.create<arith::NegFOp>(l, x); });
   });
   return success();
@@ -247,7 +253,9 @@ void mlir::tfm::populateElementwiseLowerings(OpLoweringSet &set) {
   set.add<SelectOp>(lowerSelect);
   set.add<CastOp>(lowerCast);
   set.addGeneric<ReluOp, GeluOp, math::SqrtOp, math::ErfOp, math::TanhOp,
-                 math::ExpOp, math::LogOp, math::AbsFOp, arith::NegFOp>(
+                 math::ExpOp, math::LogOp, math::AbsFOp, math::SinOp,
+                 math::CosOp, math::FloorOp, math::CeilOp, math::TruncOp,
+                 math::RoundEvenOp, arith::NegFOp>(
       lowerUnaryFloat);
   set.add<BroadcastOp>([](BroadcastOp o, BufferizedEntry &e) {
     e.copy(e.bufferOf(o.getInput()), e.destination(o.getResult()));

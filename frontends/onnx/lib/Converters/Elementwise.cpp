@@ -10,6 +10,8 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::tfm;
 using namespace mlir::tfm::onnx_import;
@@ -50,6 +52,75 @@ template <typename OpTy> Converter floatUnaryOp() {
 }
 
 Type elementType(Value v) { return getElementTypeOrSelf(v.getType()); }
+
+/// And, Or and Xor of booleans, as selects and a compare, which broadcast.
+Converter logicalOp(StringRef kind) {
+  return [kind = kind.str()](NodeContext &n) -> LogicalResult {
+    Value a = n.input(0), b = n.input(1);
+    if (!elementType(a).isInteger(1) || !elementType(b).isInteger(1))
+      return n.fail(kind + " needs boolean inputs");
+    Type i1 = n.builder.getI1Type();
+    if (kind == "And")
+      return n.push(n.select(a, b, n.scalar(i1, 0)));
+    if (kind == "Or")
+      return n.push(n.select(a, n.scalar(i1, 1), b));
+    return n.push(n.compare(ComparePredicate::ne, a, b));
+  };
+}
+
+/// max(lo, min(hi, alpha·x + beta)), HardSigmoid's form.
+FailureOr<Value> hardSigmoid(NodeContext &n, Value x, double alpha,
+                             double beta) {
+  Type t = elementType(x);
+  Value ax, shifted, upper;
+  if (!take(n.binary<MulOp>(x, n.scalar(t, alpha)), ax) ||
+      !take(n.binary<AddOp>(ax, n.scalar(t, beta)), shifted) ||
+      !take(n.binary<MinOp>(shifted, n.scalar(t, 1)), upper))
+    return failure();
+  return n.binary<MaxOp>(upper, n.scalar(t, 0));
+}
+
+/// `negative` where x < 0, else x: the piecewise activations.
+FailureOr<Value> whereNegative(NodeContext &n, Value x, Value negative) {
+  Value isNeg;
+  if (!take(n.compare(ComparePredicate::lt, x, n.scalar(elementType(x), 0)),
+            isNeg))
+    return failure();
+  return n.select(isNeg, negative, x);
+}
+
+/// ONNX Mod: with fmod = 1 the remainder has the dividend's sign (C fmod);
+/// with fmod = 0 (integers only) the divisor's (Python's %).
+LogicalResult convertMod(NodeContext &n) {
+  Value a = n.input(0), b = n.input(1);
+  Type t = elementType(a);
+  bool isFloat = isa<FloatType>(t);
+  bool cStyle = n.intAttr("fmod", 0);
+  if (isFloat && !cStyle)
+    return n.fail("Mod of floats needs fmod = 1");
+  // a - b·trunc(a/b); integer division truncates already.
+  Value q, r, prod;
+  if (!take(n.binary<DivOp>(a, b), q))
+    return failure();
+  if (isFloat && !take(n.floatUnary<math::TruncOp>(q), q))
+    return failure();
+  if (!take(n.binary<MulOp>(q, b), prod) ||
+      !take(n.binary<SubOp>(a, prod), r))
+    return failure();
+  if (cStyle)
+    return n.push(r);
+  // Python's sign rule: add b where r is nonzero and its sign differs.
+  Value zero = n.scalar(t, 0), rNeg, bNeg, differ, nonzero, fix, rPlusB;
+  if (!take(n.compare(ComparePredicate::lt, r, zero), rNeg) ||
+      !take(n.compare(ComparePredicate::lt, b, zero), bNeg) ||
+      !take(n.compare(ComparePredicate::ne, rNeg, bNeg), differ) ||
+      !take(n.compare(ComparePredicate::ne, r, zero), nonzero) ||
+      !take(n.select(nonzero, differ, n.scalar(n.builder.getI1Type(), 0)),
+            fix) ||
+      !take(n.binary<AddOp>(r, b), rPlusB))
+    return failure();
+  return n.push(n.select(fix, rPlusB, r));
+}
 
 } // namespace
 
@@ -115,6 +186,116 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
       return failure();
     n.results.push_back(n.create<ReluOp>(n.input(0)));
     return success();
+  });
+  r.onOp("Sin", 7, floatUnaryOp<math::SinOp>());
+  r.onOp("Cos", 7, floatUnaryOp<math::CosOp>());
+  r.onOp("Floor", 1, floatUnaryOp<math::FloorOp>());
+  r.onOp("Ceil", 1, floatUnaryOp<math::CeilOp>());
+  r.onOp("Round", 11, floatUnaryOp<math::RoundEvenOp>());
+  r.onOp("Sign", 9, [](NodeContext &n) -> LogicalResult {
+    // x itself where x is neither positive nor negative: keeps 0 and NaN.
+    Value x = n.input(0);
+    Type t = elementType(x);
+    Value pos, neg, inner;
+    if (!take(n.compare(ComparePredicate::gt, x, n.scalar(t, 0)), pos) ||
+        !take(n.compare(ComparePredicate::lt, x, n.scalar(t, 0)), neg) ||
+        !take(n.select(neg, n.scalar(t, -1), x), inner))
+      return failure();
+    return n.push(n.select(pos, n.scalar(t, 1), inner));
+  });
+  r.onOp("IsNaN", 9, [](NodeContext &n) -> LogicalResult {
+    if (failed(n.requireFloat(n.input(0))))
+      return failure();
+    return n.push(n.compare(ComparePredicate::ne, n.input(0), n.input(0)));
+  });
+  r.onOp("IsInf", 10, [](NodeContext &n) -> LogicalResult {
+    Value x = n.input(0);
+    if (failed(n.requireFloat(x)))
+      return failure();
+    Type t = elementType(x);
+    bool pos = n.intAttr("detect_positive", 1),
+         neg = n.intAttr("detect_negative", 1);
+    Value isPos, isNeg;
+    if (!take(n.compare(ComparePredicate::eq, x,
+                        n.scalar(t, std::numeric_limits<double>::infinity())),
+              isPos) ||
+        !take(n.compare(ComparePredicate::eq, x,
+                        n.scalar(t, -std::numeric_limits<double>::infinity())),
+              isNeg))
+      return failure();
+    Value none = n.scalar(n.builder.getI1Type(), 0);
+    if (!pos)
+      isPos = none;
+    if (!neg)
+      isNeg = none;
+    return n.push(n.select(isPos, n.scalar(n.builder.getI1Type(), 1), isNeg));
+  });
+  r.onOp("And", 7, logicalOp("And"));
+  r.onOp("Or", 7, logicalOp("Or"));
+  r.onOp("Xor", 7, logicalOp("Xor"));
+  r.onOp("Mod", 10, convertMod);
+  r.onOp("Clip", 11, [](NodeContext &n) -> LogicalResult {
+    Value v = n.input(0);
+    if (Value lo = n.input(1); lo && !take(n.binary<MaxOp>(v, lo), v))
+      return failure();
+    if (Value hi = n.input(2); hi && !take(n.binary<MinOp>(v, hi), v))
+      return failure();
+    n.results.push_back(v);
+    return success();
+  });
+  r.onOp("HardSigmoid", 6, [](NodeContext &n) -> LogicalResult {
+    if (failed(n.requireFloat(n.input(0))))
+      return failure();
+    return n.push(hardSigmoid(n, n.input(0), n.floatAttr("alpha", 0.2f),
+                              n.floatAttr("beta", 0.5f)));
+  });
+  r.onOp("HardSwish", 14, [](NodeContext &n) -> LogicalResult {
+    Value x = n.input(0), gate;
+    if (failed(n.requireFloat(x)) ||
+        !take(hardSigmoid(n, x, 1.0 / 6, 0.5), gate))
+      return failure();
+    return n.push(n.binary<MulOp>(x, gate));
+  });
+  r.onOp("LeakyRelu", 6, [](NodeContext &n) -> LogicalResult {
+    Value x = n.input(0), scaled;
+    if (failed(n.requireFloat(x)) ||
+        !take(n.binary<MulOp>(x, n.scalar(elementType(x),
+                                          n.floatAttr("alpha", 0.01f))),
+              scaled))
+      return failure();
+    return n.push(whereNegative(n, x, scaled));
+  });
+  r.onOp("PRelu", 9, [](NodeContext &n) -> LogicalResult {
+    Value x = n.input(0), scaled;
+    if (failed(n.requireFloat(x)) ||
+        !take(n.binary<MulOp>(x, n.input(1)), scaled))
+      return failure();
+    return n.push(whereNegative(n, x, scaled));
+  });
+  r.onOp("Elu", 6, [](NodeContext &n) -> LogicalResult {
+    // alpha·(exp(x) - 1) where x < 0.
+    Value x = n.input(0), e, em1, scaled;
+    Type t = elementType(x);
+    if (!take(n.floatUnary<math::ExpOp>(x), e) ||
+        !take(n.binary<SubOp>(e, n.scalar(t, 1)), em1) ||
+        !take(n.binary<MulOp>(em1, n.scalar(t, n.floatAttr("alpha", 1.0f))),
+              scaled))
+      return failure();
+    return n.push(whereNegative(n, x, scaled));
+  });
+  r.onOp("Softplus", 1, [](NodeContext &n) -> LogicalResult {
+    Value x = n.input(0), e, e1;
+    if (!take(n.floatUnary<math::ExpOp>(x), e) ||
+        !take(n.binary<AddOp>(e, n.scalar(elementType(x), 1)), e1))
+      return failure();
+    return n.push(n.floatUnary<math::LogOp>(e1));
+  });
+  r.onOp("Softsign", 1, [](NodeContext &n) -> LogicalResult {
+    Value x = n.input(0), a, a1;
+    if (!take(n.floatUnary<math::AbsFOp>(x), a) ||
+        !take(n.binary<AddOp>(a, n.scalar(elementType(x), 1)), a1))
+      return failure();
+    return n.push(n.binary<DivOp>(x, a1));
   });
   r.onOp("Gelu", 20, [](NodeContext &n) -> LogicalResult {
     if (failed(n.requireFloat(n.input(0))))

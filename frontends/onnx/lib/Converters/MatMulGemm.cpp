@@ -14,6 +14,157 @@ using namespace mlir;
 using namespace mlir::tfm;
 using namespace mlir::tfm::onnx_import;
 
+namespace {
+
+/// One operand of an Einsum: its value and one letter per dimension.
+struct Term {
+  Value value;
+  std::string letters;
+};
+
+/// `t` transposed so that its letters read `order` (a permutation of them).
+FailureOr<Value> arrange(NodeContext &n, const Term &t, StringRef order) {
+  SmallVector<int64_t> perm;
+  for (char c : order)
+    perm.push_back(t.letters.find(c));
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(perm))
+    identity &= static_cast<int64_t>(i) == p;
+  return identity ? FailureOr<Value>(t.value) : n.transpose(t.value, perm);
+}
+
+/// Sums `t` over its letters that `keep` does not hold.
+FailureOr<Term> sumOut(NodeContext &n, Term t, StringRef keep) {
+  SmallVector<int64_t> axes;
+  std::string left;
+  for (auto [i, c] : llvm::enumerate(t.letters)) {
+    if (keep.contains(c))
+      left += c;
+    else
+      axes.push_back(i);
+  }
+  if (axes.empty())
+    return t;
+  Value v;
+  if (!take(n.reduce(ReduceKind::sum, t.value, axes, false), v))
+    return failure();
+  return Term{v, left};
+}
+
+/// The contraction of two terms, keeping the letters in `keep`: one batched
+/// matmul over [batch, lhs-only, contracted] x [batch, contracted, rhs-only].
+FailureOr<Term> contract(NodeContext &n, Term a, Term b, StringRef keep) {
+  std::string keepA, keepB;
+  for (char c : a.letters)
+    if (keep.contains(c) || b.letters.find(c) != std::string::npos)
+      keepA += c;
+  for (char c : b.letters)
+    if (keep.contains(c) || a.letters.find(c) != std::string::npos)
+      keepB += c;
+  if (!take(sumOut(n, a, keepA), a) || !take(sumOut(n, b, keepB), b))
+    return failure();
+  auto size = [&](const Term &t, char c) {
+    return cast<RankedTensorType>(t.value.getType())
+        .getDimSize(t.letters.find(c));
+  };
+  std::string batch, lhs, con, rhs;
+  for (char c : a.letters) {
+    bool inB = b.letters.find(c) != std::string::npos;
+    if (inB && size(a, c) != size(b, c))
+      return n.fail(Twine("Einsum's index '") + Twine(c) +
+                    "' has the sizes " + Twine(size(a, c)) + " and " +
+                    Twine(size(b, c)));
+    (inB ? (keep.contains(c) ? batch : con) : lhs) += c;
+  }
+  for (char c : b.letters)
+    if (a.letters.find(c) == std::string::npos)
+      rhs += c;
+  auto product = [&](const Term &t, StringRef letters) {
+    int64_t p = 1;
+    for (char c : letters)
+      p *= size(t, c);
+    return p;
+  };
+  int64_t pb = product(a, batch), pl = product(a, lhs), pk = product(a, con),
+          pr = product(b, rhs);
+  SmallVector<int64_t> outShape;
+  for (char c : batch + lhs)
+    outShape.push_back(size(a, c));
+  for (char c : rhs)
+    outShape.push_back(size(b, c));
+  Value x, y, z;
+  if (!take(arrange(n, a, batch + lhs + con), x) ||
+      !take(n.reshape(x, {pb, pl, pk}), x) ||
+      !take(arrange(n, b, batch + con + rhs), y) ||
+      !take(n.reshape(y, {pb, pk, pr}), y) ||
+      !take(n.matmul(x, y, false, false), z) ||
+      !take(n.reshape(z, outShape), z))
+    return failure();
+  return Term{z, batch + lhs + rhs};
+}
+
+/// Einsum as transposes, reshapes, sums and batched matmuls, contracting the
+/// operands left to right. Ellipses and repeated letters within an operand
+/// (diagonals) are not supported.
+LogicalResult convertEinsum(NodeContext &n) {
+  std::string eq;
+  for (char c : n.stringAttr("equation", ""))
+    if (!isspace(static_cast<unsigned char>(c)))
+      eq += c;
+  if (eq.find("...") != std::string::npos)
+    return n.fail("Einsum with an ellipsis ('" + eq + "') is not supported");
+  StringRef eqRef(eq);
+  auto [inputs, output] = eqRef.split("->");
+  SmallVector<StringRef> specs;
+  inputs.split(specs, ',');
+  if (specs.size() != n.numInputs())
+    return n.fail("Einsum's equation '" + eq + "' names " +
+                  Twine(specs.size()) + " operands; the node has " +
+                  Twine(n.numInputs()));
+  SmallVector<Term> terms;
+  for (auto [i, spec] : llvm::enumerate(specs)) {
+    if (static_cast<int64_t>(spec.size()) != n.inputType(i).getRank())
+      return n.fail("Einsum operand " + Twine(i) + " has rank " +
+                    Twine(n.inputType(i).getRank()) + " but '" + spec +
+                    "' names " + Twine(spec.size()) + " indices");
+    for (auto [j, c] : llvm::enumerate(spec))
+      if (!isalpha(static_cast<unsigned char>(c)) ||
+          spec.find(c, j + 1) != StringRef::npos)
+        return n.fail("Einsum's term '" + spec +
+                      "' repeats an index or uses a character that is not "
+                      "a letter; diagonals are not supported");
+    terms.push_back({n.input(i), spec.str()});
+  }
+  std::string out;
+  if (eqRef.contains("->")) {
+    out = output.str();
+  } else {
+    // Implicit output: the letters that appear once, in alphabetical order.
+    std::string all = inputs.str();
+    for (char c = 'A'; c <= 'z'; ++c)
+      if (isalpha(static_cast<unsigned char>(c)) &&
+          llvm::count(all, c) == 1)
+        out += c;
+  }
+  Term acc = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) {
+    std::string keep = out;
+    for (size_t j = i + 1; j < terms.size(); ++j)
+      keep += terms[j].letters;
+    if (!take(contract(n, acc, terms[i], keep), acc))
+      return failure();
+  }
+  if (!take(sumOut(n, acc, out), acc))
+    return failure();
+  for (char c : out)
+    if (acc.letters.find(c) == std::string::npos)
+      return n.fail(Twine("Einsum's output index '") + Twine(c) +
+                    "' is in no operand");
+  return n.push(arrange(n, acc, out));
+}
+
+} // namespace
+
 static LogicalResult convertMatMul(NodeContext &n) {
   Value a = n.input(0), b = n.input(1);
   auto at = n.inputType(0), bt = n.inputType(1);
@@ -107,4 +258,5 @@ static LogicalResult convertGemm(NodeContext &n) {
 void mlir::tfm::onnx_import::populateMatMulGemmConverters(Registry &r) {
   r.onOp("MatMul", 1, convertMatMul);
   r.onOp("Gemm", 1, convertGemm);
+  r.onOp("Einsum", 12, convertEinsum);
 }

@@ -404,9 +404,202 @@ LogicalResult convertRange(NodeContext &n) {
   return success();
 }
 
+/// The elements of `x` at positions `idx` along `axis`: a Gather with
+/// constant indices, which expresses Pad's reflect and edge modes and Tile.
+FailureOr<Value> takeAlong(NodeContext &n, Value x, int64_t axis,
+                           ArrayRef<int64_t> idx) {
+  return n.gather(x, i64Constant(n, idx, {static_cast<int64_t>(idx.size())}),
+                  axis);
+}
+
+/// `size` elements of `x` from `start` along `axis`.
+FailureOr<Value> sliceAlong(NodeContext &n, Value x, int64_t axis,
+                            int64_t start, int64_t size) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> starts(type.getRank(), 0), sizes(type.getShape()),
+      steps(type.getRank(), 1);
+  starts[axis] = start;
+  sizes[axis] = size;
+  return n.slice(x, starts, sizes, steps);
+}
+
+/// A tensor shaped like `x` but `size` long on `axis`, filled with the
+/// rank-0 or one-element `value`.
+FailureOr<Value> fillAlong(NodeContext &n, Value x, int64_t axis,
+                           int64_t size, Value value) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = size;
+  SmallVector<int64_t> ones(type.getRank(), 1);
+  Value v;
+  if (!take(n.reshape(value, ones), v))
+    return failure();
+  return n.broadcast(v, shape);
+}
+
+/// Pad: per axis, crop negative pads, then add constant blocks (constant
+/// mode) or gather the reflected, edge or wrapped elements.
+LogicalResult convertPad(NodeContext &n) {
+  Value x = n.input(0);
+  auto type = n.inputType(0);
+  int64_t rank = type.getRank();
+  auto pads = n.constantInts(1, "pads");
+  if (failed(pads))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (n.input(3)) {
+    auto given = n.constantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    for (int64_t a : *given) {
+      auto ax = axisIn(n, a, rank, "axis");
+      if (failed(ax))
+        return failure();
+      axes.push_back(*ax);
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  int64_t k = axes.size();
+  if (static_cast<int64_t>(pads->size()) != 2 * k)
+    return n.fail("Pad's pads has " + Twine(pads->size()) +
+                  " values; it needs 2 per padded axis (" + Twine(2 * k) +
+                  ")");
+  std::string mode = n.stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" &&
+      mode != "wrap")
+    return n.fail("Pad's mode '" + mode + "' is not one of constant, "
+                  "reflect, edge and wrap");
+  Value fill = n.input(2);
+  if (!fill)
+    fill = n.scalar(type.getElementType(), 0);
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t axis = axes[i], before = (*pads)[i], after = (*pads)[i + k];
+    int64_t d = cast<RankedTensorType>(x.getType()).getDimSize(axis);
+    if (before < 0 || after < 0) {
+      int64_t from = std::max<int64_t>(0, -before);
+      int64_t size = d - from - std::max<int64_t>(0, -after);
+      if (size < 0)
+        return n.fail("Pad crops more than axis " + Twine(axis) + " holds");
+      if (!take(sliceAlong(n, x, axis, from, size), x))
+        return failure();
+      d = size;
+      before = std::max<int64_t>(0, before);
+      after = std::max<int64_t>(0, after);
+    }
+    if (before == 0 && after == 0)
+      continue;
+    if (mode == "constant") {
+      SmallVector<Value> parts;
+      Value block;
+      if (before) {
+        if (!take(fillAlong(n, x, axis, before, fill), block))
+          return failure();
+        parts.push_back(block);
+      }
+      parts.push_back(x);
+      if (after) {
+        if (!take(fillAlong(n, x, axis, after, fill), block))
+          return failure();
+        parts.push_back(block);
+      }
+      if (!take(n.concat(parts, axis), x))
+        return failure();
+      continue;
+    }
+    if (d == 0 || (mode == "reflect" && (before >= d || after >= d)))
+      return n.fail("Pad in " + mode + " mode needs axis " + Twine(axis) +
+                    " longer than its pads");
+    SmallVector<int64_t> idx;
+    for (int64_t j = -before; j < d + after; ++j) {
+      if (mode == "edge")
+        idx.push_back(std::clamp<int64_t>(j, 0, d - 1));
+      else if (mode == "wrap")
+        idx.push_back(((j % d) + d) % d);
+      else
+        idx.push_back(j < 0 ? -j : j >= d ? 2 * (d - 1) - j : j);
+    }
+    if (!take(takeAlong(n, x, axis, idx), x))
+      return failure();
+  }
+  n.results.push_back(x);
+  return success();
+}
+
+LogicalResult convertTile(NodeContext &n) {
+  auto repeats = n.constantInts(1, "repeats");
+  if (failed(repeats))
+    return failure();
+  Value x = n.input(0);
+  auto type = n.inputType(0);
+  if (static_cast<int64_t>(repeats->size()) != type.getRank())
+    return n.fail("Tile's repeats has " + Twine(repeats->size()) +
+                  " values for an input of rank " + Twine(type.getRank()));
+  for (auto [axis, r] : llvm::enumerate(*repeats)) {
+    if (r < 0)
+      return n.fail("Tile's repeat " + Twine(r) + " is negative");
+    if (r == 1)
+      continue;
+    int64_t d = type.getDimSize(axis);
+    SmallVector<int64_t> idx;
+    for (int64_t j = 0; j < d * r; ++j)
+      idx.push_back(j % d);
+    if (!take(takeAlong(n, x, axis, idx), x))
+      return failure();
+  }
+  n.results.push_back(x);
+  return success();
+}
+
+/// CumSum as log2(n) shifted additions (Hillis-Steele), exact for integers
+/// as well as floats; reverse runs it on the reversed axis.
+LogicalResult convertCumSum(NodeContext &n) {
+  auto axisValue = n.constantInts(1, "axis");
+  if (failed(axisValue))
+    return failure();
+  if (axisValue->size() != 1)
+    return n.fail("CumSum's axis must hold one value");
+  int64_t rank = n.inputType(0).getRank();
+  auto axis = axisIn(n, (*axisValue)[0], rank, "axis");
+  if (failed(axis))
+    return failure();
+  Value y = n.input(0);
+  int64_t d = n.inputType(0).getDimSize(*axis);
+  SmallVector<int64_t> reversed;
+  for (int64_t j = d - 1; j >= 0; --j)
+    reversed.push_back(j);
+  bool reverse = n.intAttr("reverse", 0);
+  if (reverse && !take(takeAlong(n, y, *axis, reversed), y))
+    return failure();
+  Value zero = n.scalar(n.inputType(0).getElementType(), 0);
+  // y shifted by k along the axis, zeros coming in.
+  auto shifted = [&](Value v, int64_t k) -> FailureOr<Value> {
+    Value head, tail;
+    if (!take(fillAlong(n, v, *axis, k, zero), head) ||
+        !take(sliceAlong(n, v, *axis, 0, d - k), tail))
+      return failure();
+    return n.concat({head, tail}, *axis);
+  };
+  if (n.intAttr("exclusive", 0) && d > 0 && !take(shifted(y, 1), y))
+    return failure();
+  for (int64_t k = 1; k < d; k *= 2) {
+    Value s;
+    if (!take(shifted(y, k), s) || !take(n.binary<AddOp>(y, s), y))
+      return failure();
+  }
+  if (reverse && !take(takeAlong(n, y, *axis, reversed), y))
+    return failure();
+  n.results.push_back(y);
+  return success();
+}
+
 } // namespace
 
 void mlir::tfm::onnx_import::populateShapeConverters(Registry &r) {
+  r.onOp("Pad", 11, convertPad);
+  r.onOp("Tile", 6, convertTile);
+  r.onOp("CumSum", 11, convertCumSum);
   r.onOp("Transpose", 1, [](NodeContext &n) {
     SmallVector<int64_t> perm;
     if (auto p = n.intsAttr("perm"))

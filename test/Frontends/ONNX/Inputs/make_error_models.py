@@ -26,8 +26,8 @@ def main():
     # Two unsupported nodes among supported ones: both must be reported.
     g = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu0"),
-         helper.make_node("HardSwish", ["r"], ["h"], name="act1"),
-         helper.make_node("Einsum", ["h", "h"], ["y"], name="mix2", equation="ij,ij->ij")],
+         helper.make_node("Hardmax", ["r"], ["h"], name="act1"),
+         helper.make_node("Det", ["h"], ["y"], name="mix2")],
         "unsupported", [vi("x", [2, 3])], [vi("y", [2, 3])])
     valid = save("unsupported.onnx", g)
 
