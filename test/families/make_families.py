@@ -66,6 +66,8 @@ import types
 
 import torch
 import torch.nn as nn
+import torchaudio
+import torchvision
 from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -134,7 +136,6 @@ def export(name, model, inputs, input_names, output_names=("output",), opsets=(1
 class Wav2Vec2(nn.Module):
     def __init__(self):
         super().__init__()
-        import torchaudio
         self.model = torchaudio.models.wav2vec2_model(
             extractor_mode="group_norm", extractor_conv_layer_config=[(8, 10, 5), (8, 3, 2)],
             extractor_conv_bias=False, encoder_embed_dim=32, encoder_projection_dropout=0.1,
@@ -631,9 +632,6 @@ def padding_mask(batch, length, valid):
 
 
 def main():
-    import torchaudio
-    import torchvision
-
     torch.manual_seed(0)
     vit = torchvision.models.vision_transformer.VisionTransformer(
         image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,

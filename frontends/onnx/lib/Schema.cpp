@@ -33,22 +33,59 @@ const char *attributeTypeName(int type) {
 }
 
 /// Ops whose inputs or attributes changed after opset 17, the newest the
-/// ONNX library here knows, with the opset of the change. At or past it the
-/// library's older schema would reject valid nodes (ReduceMean's axes
-/// input, Split's num_outputs), so the converter checks such nodes itself.
-int changedAfterLibrary(const std::string &opType) {
-  static const std::pair<const char *, int> table[] = {
-      {"ReduceMean", 18},   {"ReduceMax", 18},      {"ReduceMin", 18},
-      {"ReduceProd", 18},   {"ReduceL1", 18},       {"ReduceL2", 18},
-      {"ReduceLogSum", 18}, {"ReduceLogSumExp", 18}, {"ReduceSumSquare", 18},
-      {"Split", 18},        {"Pad", 18},            {"Resize", 18},
-      {"ScatterND", 18},    {"ScatterElements", 18}, {"LpPool", 18},
-      {"AveragePool", 19},  {"Cast", 19},           {"CastLike", 19},
-      {"DeformConv", 19},   {"Gelu", 20},           {"GroupNormalization", 18}};
-  for (const auto &[name, since] : table)
-    if (opType == name)
-      return since;
-  return 0;
+/// ONNX library here knows, or that it does not know at all: the opset of
+/// the change and the arity from then on. At or past it the library's older
+/// schema would reject valid nodes (ReduceMean's axes input, Split's
+/// num_outputs), so the importer checks such nodes' arity from this table
+/// and their attributes in the converters.
+struct LaterSchema {
+  const char *op;
+  int since, minIn, maxIn, minOut, maxOut;
+};
+constexpr int kMany = std::numeric_limits<int>::max();
+constexpr LaterSchema kLaterSchemas[] = {
+    {"ReduceMean", 18, 1, 2, 1, 1},      {"ReduceMax", 18, 1, 2, 1, 1},
+    {"ReduceMin", 18, 1, 2, 1, 1},       {"ReduceProd", 18, 1, 2, 1, 1},
+    {"ReduceL1", 18, 1, 2, 1, 1},        {"ReduceL2", 18, 1, 2, 1, 1},
+    {"ReduceLogSum", 18, 1, 2, 1, 1},    {"ReduceLogSumExp", 18, 1, 2, 1, 1},
+    {"ReduceSumSquare", 18, 1, 2, 1, 1}, {"Split", 18, 1, 2, 1, kMany},
+    {"Pad", 18, 2, 4, 1, 1},             {"Resize", 18, 1, 4, 1, 1},
+    {"ScatterND", 18, 3, 3, 1, 1},       {"ScatterElements", 18, 3, 3, 1, 1},
+    {"LpPool", 18, 1, 1, 1, 1},          {"AveragePool", 19, 1, 1, 1, 1},
+    {"Cast", 19, 1, 1, 1, 1},            {"CastLike", 19, 2, 2, 1, 1},
+    {"DeformConv", 19, 3, 5, 1, 1},      {"Gelu", 20, 1, 1, 1, 1},
+    {"GroupNormalization", 18, 3, 3, 1, 1}};
+
+const LaterSchema *laterSchema(const std::string &opType, int64_t opset) {
+  for (const LaterSchema &s : kLaterSchemas)
+    if (opType == s.op && opset >= s.since)
+      return &s;
+  return nullptr;
+}
+
+std::string arityRange(int lo, int hi) {
+  if (lo == hi)
+    return std::to_string(lo);
+  if (hi == std::numeric_limits<int>::max())
+    return "at least " + std::to_string(lo);
+  return std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+/// Input and output counts against [minIn, maxIn] and [minOut, maxOut].
+void checkArity(const onnx::NodeProto &node, int64_t opset, int minIn,
+                int maxIn, int minOut, int maxOut,
+                std::vector<std::string> &problems) {
+  int inputs = node.input_size(), outputs = node.output_size();
+  if (inputs < minIn || inputs > maxIn)
+    problems.push_back("has " + std::to_string(inputs) +
+                       (inputs == 1 ? " input" : " inputs") + ", but " +
+                       node.op_type() + " (opset " + std::to_string(opset) +
+                       ") takes " + arityRange(minIn, maxIn));
+  if (outputs < minOut || outputs > maxOut)
+    problems.push_back("has " + std::to_string(outputs) +
+                       (outputs == 1 ? " output" : " outputs") + ", but " +
+                       node.op_type() + " (opset " + std::to_string(opset) +
+                       ") gives " + arityRange(minOut, maxOut));
 }
 
 } // namespace
@@ -115,32 +152,22 @@ std::vector<std::string>
 mlir::tfm::onnx_io::schemaProblems(const onnx::NodeProto &node,
                                    int64_t opset) {
   std::vector<std::string> problems;
-  if (int since = changedAfterLibrary(node.op_type()); since && opset >= since)
+  if (const LaterSchema *later = laterSchema(node.op_type(), opset)) {
+    checkArity(node, opset, later->minIn, later->maxIn, later->minOut,
+               later->maxOut, problems);
+    for (int i = 0; i < later->minIn && i < node.input_size(); ++i)
+      if (node.input(i).empty())
+        problems.push_back("leaves its required input " + std::to_string(i) +
+                           " empty");
     return problems;
+  }
   const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
       node.op_type(), static_cast<int>(opset), "");
   if (!schema)
     return problems;
-  auto range = [](int lo, int hi) {
-    if (lo == hi)
-      return std::to_string(lo);
-    if (hi == std::numeric_limits<int>::max())
-      return "at least " + std::to_string(lo);
-    return std::to_string(lo) + " to " + std::to_string(hi);
-  };
-  int inputs = node.input_size(), outputs = node.output_size();
-  if (inputs < schema->min_input() || inputs > schema->max_input())
-    problems.push_back("has " + std::to_string(inputs) +
-                       (inputs == 1 ? " input" : " inputs") + ", but " +
-                       node.op_type() + " (opset " + std::to_string(opset) +
-                       ") takes " +
-                       range(schema->min_input(), schema->max_input()));
-  if (outputs < schema->min_output() || outputs > schema->max_output())
-    problems.push_back("has " + std::to_string(outputs) +
-                       (outputs == 1 ? " output" : " outputs") + ", but " +
-                       node.op_type() + " (opset " + std::to_string(opset) +
-                       ") gives " +
-                       range(schema->min_output(), schema->max_output()));
+  int inputs = node.input_size();
+  checkArity(node, opset, schema->min_input(), schema->max_input(),
+             schema->min_output(), schema->max_output(), problems);
   const auto &formal = schema->inputs();
   for (int i = 0; i < inputs && i < static_cast<int>(formal.size()); ++i)
     if (node.input(i).empty() &&

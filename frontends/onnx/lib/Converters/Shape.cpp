@@ -149,6 +149,10 @@ LogicalResult convertSplit(NodeContext &n) {
     sizes = *attr;
   } else {
     int64_t parts = n.intAttr("num_outputs", n.node.output_size());
+    if (parts != n.node.output_size())
+      return n.fail("Split's num_outputs is " + Twine(parts) +
+                    " but the node has " + Twine(n.node.output_size()) +
+                    " outputs");
     int64_t each = (dim + parts - 1) / parts;
     for (int64_t i = 0; i < parts; ++i)
       sizes.push_back(std::min(each, dim - i * each));

@@ -3,7 +3,9 @@
 from 0 to 4 (and of outputs from 1 to 2), and with each attribute of its
 schema given a value of the wrong type: each model must import or be refused
 with exit code 1 and a message that names the node, never crash. A node the
-schema refuses must be refused.
+schema refuses must be refused. Op types without a schema at the opset
+(Gelu before 20, ...) are skipped. Past opset 17, which the ONNX library here
+knows last, only the "never crash, always name the node" half is checked.
 
 usage: sweep_arity.py --tfmc TFMC [--opset 17] [-j N]"""
 import argparse
@@ -38,8 +40,20 @@ def model(op, n_in, n_out, attrs):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", ARGS.opset)])
 
 
+def schema_of(op):
+    try:
+        return defs.get_schema(op, min(ARGS.opset, 17))
+    except defs.SchemaError:
+        return None
+
+
 def cases(op):
-    schema = defs.get_schema(op, ARGS.opset)
+    schema = schema_of(op)
+    if schema is None:  # an op after opset 17: arity only, never judged
+        for n_in in range(0, 5):
+            for n_out in (1, 2):
+                yield f"{op}_in{n_in}_out{n_out}", model(op, n_in, n_out, {}), True
+        return
     for n_in in range(0, 5):
         for n_out in (1, 2):
             ok = (schema.min_input <= n_in <= schema.max_input and
@@ -67,7 +81,7 @@ def run(case):
     if r.returncode == 1 and "n0" not in r.stderr and "node" not in r.stderr and \
             "graph input" not in r.stderr:
         return f"UNNAMED {name}: {r.stderr.strip()[:300]}"
-    if not schema_ok and r.returncode == 0:
+    if not schema_ok and r.returncode == 0 and ARGS.opset <= 17:
         return f"ACCEPTED {name}: the schema refuses it"
     return None
 
@@ -82,6 +96,8 @@ def main():
     ops = subprocess.run([ARGS.tfmc, "--list-onnx-ops"], capture_output=True,
                          text=True, check=True).stdout.split()
     ops = [op for op in ops if op not in ("Constant",)]  # no inputs by design
+    if ARGS.opset <= 17:
+        ops = [op for op in ops if schema_of(op)]
     with tempfile.TemporaryDirectory() as work:
         ARGS.work = work
         all_cases = [c for op in ops for c in cases(op)]
