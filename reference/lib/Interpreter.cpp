@@ -333,6 +333,13 @@ llvm::StringMap<EvalFn> buildTable() {
                         shapeOf(l.getType())));
     return success();
   });
+  on<Conv2DOp>(t, [](Conv2DOp c, Frame &f) {
+    f.set(c, evalConv2D(f.get(c.getInput()), f.get(c.getWeight()),
+                        f.getOptional(c.getBias()), c.getStrides(),
+                        c.getPads(), c.getDilations(), c.getGroup(),
+                        shapeOf(c.getType())));
+    return success();
+  });
   on<QKVProjectionOp>(t, [](QKVProjectionOp p, Frame &f) {
     std::vector<Tensor> parts =
         evalQKVProjection(f.get(p.getInput()), f.get(p.getWeight()),

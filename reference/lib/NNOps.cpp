@@ -54,6 +54,41 @@ Tensor mlir::tfm::reference::evalMatmul(const Tensor &a, const Tensor &b,
   return out;
 }
 
+Tensor mlir::tfm::reference::evalConv2D(const Tensor &x, const Tensor &w,
+                                        const Tensor *bias,
+                                        ArrayRef<int64_t> strides,
+                                        ArrayRef<int64_t> pads,
+                                        ArrayRef<int64_t> dilations,
+                                        int64_t group, Shape outShape) {
+  int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  int64_t m = w.shape[0], cg = w.shape[1], kh = w.shape[2], kw = w.shape[3];
+  int64_t oh = outShape[2], ow = outShape[3], mg = m / group;
+  Tensor out(x.kind, outShape.vec());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < m; ++o) {
+      int64_t g = o / mg;
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          double acc = bias ? bias->data[o] : 0.0;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t i = 0; i < kh; ++i) {
+              int64_t yi = y * strides[0] + i * dilations[0] - pads[0];
+              if (yi < 0 || yi >= h)
+                continue;
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t xi = xo * strides[1] + j * dilations[1] - pads[1];
+                if (xi < 0 || xi >= wd)
+                  continue;
+                acc += x.data[((b * c + g * cg + ci) * h + yi) * wd + xi] *
+                       w.data[((o * cg + ci) * kh + i) * kw + j];
+              }
+            }
+          out.data[((b * m + o) * oh + y) * ow + xo] = acc;
+        }
+    }
+  return out;
+}
+
 Tensor mlir::tfm::reference::evalLinear(const Tensor &x, const Tensor &w,
                                         const Tensor *bias, Activation act,
                                         Shape outShape) {

@@ -234,6 +234,37 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     bytes[1] = extents[1];
     return true;
   }
+  case TFM_KERNEL_CONV_2D: {
+    if (!positive(8))
+      return false;
+    const int64_t *s = d.strides;
+    int64_t n = p[0], c = p[1], h = p[2], w = p[3], m = p[4], kh = p[5],
+            kw = p[6], g = p[7];
+    for (int i = 0; i < 4; ++i)
+      if (s[i] <= 0 || static_cast<uint64_t>(s[i]) > kMaxBytes) {
+        why = "its strides and dilations must be positive";
+        return false;
+      }
+    for (int i = 4; i < 8; ++i)
+      if (s[i] < 0 || static_cast<uint64_t>(s[i]) > kMaxBytes) {
+        why = "its pads must not be negative";
+        return false;
+      }
+    if (c % g != 0 || m % g != 0) {
+      why = fmt::format("{} groups do not divide {} and {} channels", g, c, m);
+      return false;
+    }
+    int64_t oh = h + s[4] + s[6] - s[2] * (kh - 1) - 1,
+            ow = w + s[5] + s[7] - s[3] * (kw - 1) - 1;
+    if (oh < 0 || ow < 0) {
+      why = "its window is larger than its padded input";
+      return false;
+    }
+    oh = oh / s[0] + 1;
+    ow = ow / s[1] + 1;
+    return f32({n, c, h, w}, bytes[0]) && f32({m, c / g, kh, kw}, bytes[1]) &&
+           (!s[8] || f32({m}, bytes[2])) && f32({n, m, oh, ow}, bytes[3]);
+  }
   case TFM_KERNEL_ADAM:
     if (!positive(1))
       return false;

@@ -50,6 +50,18 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  Type bias = a.getBias() ? a.getBias().getType() : Type();
+  return push(inferConv2DType({loc, getOperationName()},
+                              a.getInput().getType(), a.getWeight().getType(),
+                              bias, a.getStrides(), a.getPads(),
+                              a.getDilations(), a.getGroup()),
+              out);
+}
+
 #define TFM_BINARY_INFER(OP)                                                   \
   LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
                                      std::optional<Location> loc, Adaptor a,   \

@@ -123,6 +123,65 @@ FailureOr<Type> mlir::tfm::inferMatmulType(const ShapeDiag &d, Type lhsT,
   return Type(RankedTensorType::get(shape, lhs->getElementType()));
 }
 
+FailureOr<Type> mlir::tfm::inferConv2DType(const ShapeDiag &d, Type inputT,
+                                           Type weightT, Type biasT,
+                                           ArrayRef<int64_t> strides,
+                                           ArrayRef<int64_t> pads,
+                                           ArrayRef<int64_t> dilations,
+                                           int64_t group) {
+  auto input = staticTensor(d, inputT, "input");
+  auto weight = staticTensor(d, weightT, "weight");
+  if (failed(input) || failed(weight))
+    return failure();
+  if (input->getRank() != 4)
+    return d.fail("'input' must be [N, C, H, W] (rank 4), got ",
+                  fmtType(*input));
+  if (weight->getRank() != 4)
+    return d.fail("'weight' must be [M, C / group, KH, KW] (rank 4), got ",
+                  fmtType(*weight));
+  if (failed(sameElementType(d, *input, "input", *weight, "weight")))
+    return failure();
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+    return d.fail("'strides' and 'dilations' need 2 values and 'pads' 4; "
+                  "got ",
+                  strides.size(), ", ", dilations.size(), " and ", pads.size());
+  for (int64_t v : strides)
+    if (v < 1)
+      return d.fail("'strides' must be positive, got ", fmtShape(strides));
+  for (int64_t v : dilations)
+    if (v < 1)
+      return d.fail("'dilations' must be positive, got ", fmtShape(dilations));
+  for (int64_t v : pads)
+    if (v < 0)
+      return d.fail("'pads' must not be negative, got ", fmtShape(pads));
+  int64_t c = input->getDimSize(1), m = weight->getDimSize(0);
+  if (group < 1 || c % group != 0 || m % group != 0)
+    return d.fail("'group' ", group, " must divide the input channels ", c,
+                  " and the output channels ", m);
+  if (weight->getDimSize(1) != c / group)
+    return d.fail("'weight' ", fmtType(*weight), " must have ", c / group,
+                  " input channels per group (", c, " / group ", group, ")");
+  if (biasT) {
+    auto bias = staticTensor(d, biasT, "bias");
+    if (failed(bias) ||
+        failed(sameElementType(d, *input, "input", *bias, "bias")))
+      return failure();
+    if (bias->getRank() != 1 || bias->getDimSize(0) != m)
+      return d.fail("'bias' ", fmtType(*bias), " must be [", m,
+                    "], the output channels of 'weight'");
+  }
+  SmallVector<int64_t> shape = {input->getDimSize(0), m};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = input->getDimSize(2 + i) + pads[i] + pads[2 + i];
+    int64_t window = dilations[i] * (weight->getDimSize(2 + i) - 1) + 1;
+    if (extent < window)
+      return d.fail("the kernel window ", window, " is larger than the padded ",
+                    i == 0 ? "height " : "width ", extent);
+    shape.push_back((extent - window) / strides[i] + 1);
+  }
+  return Type(RankedTensorType::get(shape, input->getElementType()));
+}
+
 FailureOr<Type> mlir::tfm::inferLinearType(const ShapeDiag &d, Type inputT,
                                            Type weightT, Type biasT) {
   auto input = staticTensor(d, inputT, "input");

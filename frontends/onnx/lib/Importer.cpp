@@ -322,6 +322,7 @@ struct CreatedOps : public OpBuilder::Listener {
 const Registry &registry() {
   static const Registry r = [] {
     Registry reg;
+    populateConvolutionConverters(reg);
     populateElementwiseConverters(reg);
     populateMatMulGemmConverters(reg);
     populateNormalizationConverters(reg);

@@ -192,6 +192,7 @@ private:
   llvm::StringMap<std::vector<std::pair<int64_t, Converter>>> table;
 };
 
+void populateConvolutionConverters(Registry &registry);
 void populateElementwiseConverters(Registry &registry);
 void populateMatMulGemmConverters(Registry &registry);
 void populateNormalizationConverters(Registry &registry);

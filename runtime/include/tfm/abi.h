@@ -93,7 +93,13 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 and db[N] summed over the rows
  *                 params: M, N
  *                 fparams: epsilon
- *                 args:   x, g, dy, dx, dg, db */
+ *                 args:   x, g, dy, dx, dg, db
+ *  CONV_2D        y[N,M,OH,OW] = conv(x[N,C,H,W], w[M,C/G,KH,KW]) + b[M]
+ *                 (tfm.conv2d), zero padding
+ *                 params:  N, C, H, W, M, KH, KW, G (groups)
+ *                 strides: sh, sw, dh, dw (dilations, 1 = dense), pt, pl,
+ *                          pb, pr (pads), has_bias; OH and OW follow
+ *                 args:    x, w, b (or NULL), y */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
@@ -103,6 +109,7 @@ typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_ADAM = 6,    /* since version 3 */
   TFM_KERNEL_SGD = 7,     /* since version 3 */
   TFM_KERNEL_LAYER_NORM_BACKWARD = 8, /* since version 3 */
+  TFM_KERNEL_CONV_2D = 9, /* an append to version 5: older runtimes refuse it as unknown */
 } tfm_kernel_kind_t;
 
 /* The activation a LINEAR kernel applies after the bias (params[4]). */

@@ -33,6 +33,7 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
                       d.kind == TFM_KERNEL_LAYER_NORM_BACKWARD
                   ? 2
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD ? 1
+              : d.kind == TFM_KERNEL_CONV_2D ? 8
               : d.kind == TFM_KERNEL_REORDER
                   ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, TFM_REORDER_MAX_RANK)) + 1
                   : 3;
@@ -59,6 +60,8 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
       return makeReorderKernel(device, d);
     case TFM_KERNEL_LAYER_NORM_BACKWARD:
       return makeLayerNormBackwardKernel(device, d);
+    case TFM_KERNEL_CONV_2D:
+      return makeConv2DKernel(device, d);
     case TFM_KERNEL_ADAM:
       return makeAdamKernel(d);
     case TFM_KERNEL_SGD:

@@ -56,6 +56,8 @@ makeLayerNormBackwardKernel(std::shared_ptr<Engine> engine,
                             const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeReorderKernel(std::shared_ptr<Engine> engine,
                                           const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel> makeConv2DKernel(std::shared_ptr<Engine> engine,
+                                         const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeAdamKernel(const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeSGDKernel(const tfm_abi_kernel_desc_t &desc);
 

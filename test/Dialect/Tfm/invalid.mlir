@@ -686,3 +686,39 @@ module attributes {tfm.kernels = [3]} {
 // expected-error@+1 {{state slot 'm': only a parameter starts from the weights}}
 module attributes {tfm.states = [#tfm.state_slot<name = "m", kind = adam_m, type = tensor<4xf32>, offset = 0, init_offset = 0>]} {
 }
+
+// -----
+
+// Tests that conv2d's groups must divide both channel counts.
+func.func @conv2d_group(%x: tensor<1x4x8x8xf32>, %w: tensor<6x2x3x3xf32>) {
+  // expected-error@+1 {{'group' 3 must divide the input channels 4 and the output channels 6}}
+  %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] group = 3 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d's weight holds C / group input channels.
+func.func @conv2d_weight_channels(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error@+1 {{'weight' 'tensor<6x4x3x3xf32>' must have 2 input channels per group (4 / group 2)}}
+  %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] group = 2 : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d's window must fit in the padded input.
+func.func @conv2d_window(%x: tensor<1x1x2x8xf32>, %w: tensor<1x1x3x3xf32>) {
+  // expected-error@+1 {{the kernel window 3 is larger than the padded height 2}}
+  %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x1x2x8xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x1x6xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d's pads are four non-negative values.
+func.func @conv2d_pads(%x: tensor<1x1x8x8xf32>, %w: tensor<1x1x3x3xf32>) {
+  // expected-error@+1 {{'pads' must not be negative, got [0, -1, 0, 0]}}
+  %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, -1, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x1x8x8xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x6x6xf32>
+  return
+}

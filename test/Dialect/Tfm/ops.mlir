@@ -261,3 +261,14 @@ module attributes {
     return %rc : i32
   }
 }
+
+// Tests that conv2d round-trips with and without bias, grouped and dilated.
+// CHECK-LABEL: func.func @conv2d
+func.func @conv2d(%x: tensor<1x4x8x8xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>)
+    -> (tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>) {
+  // CHECK: tfm.conv2d %{{.+}}, %{{.+}}, %{{.+}} strides = [2, 2] pads = [1, 1, 1, 1] dilations = [1, 1] group = 2 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+  %0 = tfm.conv2d %x, %w, %b strides = [2, 2] pads = [1, 1, 1, 1] dilations = [1, 1] group = 2 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+  // CHECK: tfm.conv2d %{{.+}}, %{{.+}} strides = [1, 1] pads = [0, 0, 0, 0] dilations = [2, 2] group = 2 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x4x4xf32>
+  %1 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [2, 2] group = 2 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x4x4xf32>
+  return %0, %1 : tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>
+}

@@ -22,6 +22,7 @@ using namespace mlir::tfm;
 void mlir::tfm::populateTfmToCPULowerings(OpLoweringSet &set) {
   populateTfmToLinalgLowerings(set);
   populateCPUGemmLowerings(set);
+  populateCPUConvolutionLowerings(set);
   populateCPUNormalizationLowerings(set);
   populateCPUOptimizerLowerings(set);
 }

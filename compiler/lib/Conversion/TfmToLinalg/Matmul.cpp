@@ -157,6 +157,7 @@ void mlir::tfm::populateTfmToLinalgLowerings(OpLoweringSet &set) {
   populateLossLowerings(set);
   populateTrainingLowerings(set);
   populateMatmulLowerings(set);
+  populateConvolutionLowerings(set);
   populateNormalizationLowerings(set);
   populateOptimizerLowerings(set);
 }

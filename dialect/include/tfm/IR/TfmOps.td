@@ -73,6 +73,41 @@ def Tfm_LinearOp : Tfm_PureOp<"linear",
   }];
 }
 
+def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [InferTypeOpAdaptor]> {
+  let summary = "2-D convolution with groups, padding, strides and dilations";
+  let description = [{
+    Computes, for image n, output channel m and position (y, x),
+    `bias[m] + Σ input[n, g·Cg + c, y·sh + i·dh − pt, x·sw + j·dw − pl] ·
+    weight[m, c, i, j]` over c < Cg, i < KH, j < KW, where the group
+    g = m / (M / group), Cg = C / group, and positions outside the input
+    read zero. A 1-D convolution is one with H = KH = 1.
+
+    Shape rules: `input` is `[N, C, H, W]`, `weight` `[M, C / group, KH, KW]`
+    with `group` dividing C and M, `bias` (optional) `[M]`; `strides` and
+    `dilations` are two positive values (h, w), `pads` four non-negative
+    ones (top, left, bottom, right). The result is `[N, M, OH, OW]` with
+    `OH = (H + pt + pb − dh·(KH − 1) − 1) / sh + 1`, which must be positive,
+    and likewise OW.
+
+    ```mlir
+    %y = tfm.conv2d %x, %w, %b strides = [4, 4] pads = [0, 0, 0, 0]
+        dilations = [1, 1] group = 1
+        : (tensor<1x3x32x32xf32>, tensor<16x3x4x4xf32>, tensor<16xf32>)
+        -> tensor<1x16x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Optional<Tfm_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `strides` `=` $strides `pads` `=` $pads
+    `dilations` `=` $dilations `group` `=` $group attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise arithmetic
 //===----------------------------------------------------------------------===//

@@ -52,6 +52,11 @@ FailureOr<Type> inferMatmulType(const ShapeDiag &d, Type lhs, Type rhs,
                                 bool transposeLhs, bool transposeRhs);
 FailureOr<Type> inferLinearType(const ShapeDiag &d, Type input, Type weight,
                                 Type bias);
+/// tfm.conv2d's result: [N, M, OH, OW] (see the op's shape rules).
+FailureOr<Type> inferConv2DType(const ShapeDiag &d, Type input, Type weight,
+                                Type bias, ArrayRef<int64_t> strides,
+                                ArrayRef<int64_t> pads,
+                                ArrayRef<int64_t> dilations, int64_t group);
 FailureOr<Type> inferBroadcastType(const ShapeDiag &d, Type lhs, Type rhs,
                                    StringRef lhsName = "lhs",
                                    StringRef rhsName = "rhs");

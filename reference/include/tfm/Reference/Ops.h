@@ -86,6 +86,11 @@ Tensor evalMatmul(const Tensor &a, const Tensor &b, bool ta, bool tb,
 /// x·Wᵀ + b over the last dimension, then an activation.
 Tensor evalLinear(const Tensor &x, const Tensor &w, const Tensor *bias,
                   Activation act, Shape outShape);
+/// tfm.conv2d: input [N, C, H, W], weight [M, C/group, KH, KW], zero
+/// padding; strides and dilations (h, w), pads (top, left, bottom, right).
+Tensor evalConv2D(const Tensor &x, const Tensor &w, const Tensor *bias,
+                  ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                  ArrayRef<int64_t> dilations, int64_t group, Shape outShape);
 std::vector<Tensor> evalQKVProjection(const Tensor &x, const Tensor &w,
                                       const Tensor *bias, Shape sizes);
 Tensor evalSoftmax(const Tensor &in, int64_t axis);

@@ -100,6 +100,8 @@ LogicalResult lowerCPUSoftmax(CPUEntry &e, Value x, Value mask, MaskKind kind,
 void populateCPUGemmLowerings(OpLoweringSet &set);
 /// softmax, masked softmax, layer norm and its gradient (Normalization.cpp).
 void populateCPUNormalizationLowerings(OpLoweringSet &set);
+/// 2-D convolution on the oneDNN convolution kernel (Convolution.cpp).
+void populateCPUConvolutionLowerings(OpLoweringSet &set);
 /// SGD and Adam updates (Optimizer.cpp).
 void populateCPUOptimizerLowerings(OpLoweringSet &set);
 

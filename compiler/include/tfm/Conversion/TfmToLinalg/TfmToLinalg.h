@@ -39,6 +39,8 @@ void populateNormalizationLowerings(OpLoweringSet &set);
 /// SGD and Adam updates of the session state (Optimizer.cpp).
 void populateOptimizerLowerings(OpLoweringSet &set);
 
+/// 2-D convolution (Convolution.cpp).
+void populateConvolutionLowerings(OpLoweringSet &set);
 /// Every populate function above.
 void populateTfmToLinalgLowerings(OpLoweringSet &set);
 
@@ -58,6 +60,8 @@ void lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs, bool tl,
 void lowerGenericLinear(BufferizedEntry &e, Value x, Value w, Value bias,
                         int64_t rowOffset, Activation act, Value out);
 
+/// tfm.conv2d as a padded copy and one generic contraction.
+void lowerGenericConv2D(BufferizedEntry &e, Conv2DOp op);
 /// Softmax of `input` over `axis` into `out` (buffers of one shape).
 void lowerGenericSoftmax(BufferizedEntry &e, Value input, int64_t axis,
                          Value out);

@@ -1,0 +1,218 @@
+//===- Convolution.cpp - ONNX Conv and AveragePool ------------------------===//
+//
+// Both become tfm.conv2d, which holds 2-D convolutions; a 1-D one (speech
+// front ends, Conformer's convolution module) is a 2-D one of height 1.
+// AveragePool is a depthwise convolution with a constant kernel, divided by
+// how many elements each window covers, which is known when compiling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../ImporterImpl.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+using namespace mlir::tfm::onnx_import;
+
+namespace {
+
+/// The geometry of a convolution or pooling window over r (1 or 2) spatial
+/// axes, from the node's attributes.
+struct Window {
+  SmallVector<int64_t> kernel, strides, dilations, padBegin, padEnd;
+};
+
+/// Reads strides, dilations, pads and auto_pad for `kernel` over `spatial`.
+FailureOr<Window> readWindow(NodeContext &n, ArrayRef<int64_t> spatial,
+                             ArrayRef<int64_t> kernel) {
+  size_t r = spatial.size();
+  Window w;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  auto ints = [&](StringRef name, size_t count,
+                  int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
+    auto v = n.intsAttr(name);
+    if (!v)
+      return SmallVector<int64_t>(count, dflt);
+    if (v->size() != count)
+      return n.fail(n.node.op_type() + "'s " + name + " has " +
+                    Twine(v->size()) + " values; it needs " + Twine(count));
+    return *v;
+  };
+  auto strides = ints("strides", r, 1), dilations = ints("dilations", r, 1),
+       pads = ints("pads", 2 * r, 0);
+  if (failed(strides) || failed(dilations) || failed(pads))
+    return failure();
+  w.strides = *strides;
+  w.dilations = *dilations;
+  for (size_t i = 0; i < r; ++i) {
+    if (w.strides[i] < 1 || w.dilations[i] < 1 || w.kernel[i] < 1)
+      return n.fail(n.node.op_type() +
+                    "'s kernel, strides and dilations must be positive");
+    w.padBegin.push_back((*pads)[i]);
+    w.padEnd.push_back((*pads)[r + i]);
+  }
+  std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    w.padBegin.assign(r, 0);
+    w.padEnd.assign(r, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < r; ++i) {
+      int64_t out = (spatial[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * w.strides[i] +
+                 (w.kernel[i] - 1) * w.dilations[i] + 1 - spatial[i]);
+      int64_t small = total / 2;
+      w.padBegin[i] = autoPad == "SAME_UPPER" ? small : total - small;
+      w.padEnd[i] = total - w.padBegin[i];
+    }
+  } else if (autoPad != "NOTSET") {
+    return n.fail(n.node.op_type() + "'s auto_pad '" + autoPad +
+                  "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  }
+  for (size_t i = 0; i < r; ++i)
+    if (w.padBegin[i] < 0 || w.padEnd[i] < 0)
+      return n.fail(n.node.op_type() + "'s pads must not be negative");
+  return w;
+}
+
+/// `v` with a unit axis inserted at `axis`.
+FailureOr<Value> withUnitAxis(NodeContext &n, Value v, int64_t axis) {
+  SmallVector<int64_t> shape(cast<RankedTensorType>(v.getType()).getShape());
+  shape.insert(shape.begin() + axis, 1);
+  return n.reshape(v, shape);
+}
+
+/// tfm.conv2d over 1 or 2 spatial axes: a 1-D window gains a unit height.
+FailureOr<Value> conv(NodeContext &n, Value x, Value w, Value bias,
+                      const Window &win, int64_t group) {
+  bool oneD = win.kernel.size() == 1;
+  if (oneD && (!take(withUnitAxis(n, x, 2), x) ||
+               !take(withUnitAxis(n, w, 2), w)))
+    return failure();
+  auto pick = [&](ArrayRef<int64_t> v, int64_t unit) {
+    return oneD ? SmallVector<int64_t>{unit, v[0]}
+                : SmallVector<int64_t>(v.begin(), v.end());
+  };
+  SmallVector<int64_t> strides = pick(win.strides, 1),
+                       dilations = pick(win.dilations, 1),
+                       begin = pick(win.padBegin, 0), end = pick(win.padEnd, 0);
+  SmallVector<int64_t> pads = {begin[0], begin[1], end[0], end[1]};
+  auto type = inferConv2DType(n.diag(Conv2DOp::getOperationName()),
+                              x.getType(), w.getType(),
+                              bias ? bias.getType() : Type(), strides, pads,
+                              dilations, group);
+  if (failed(type))
+    return failure();
+  Value y = n.builder.create<Conv2DOp>(
+      n.loc, *type, x, w, bias, n.builder.getDenseI64ArrayAttr(strides),
+      n.builder.getDenseI64ArrayAttr(pads),
+      n.builder.getDenseI64ArrayAttr(dilations),
+      n.builder.getI64IntegerAttr(group));
+  if (!oneD)
+    return y;
+  auto shape = cast<RankedTensorType>(y.getType()).getShape();
+  return n.reshape(y, {shape[0], shape[1], shape[3]});
+}
+
+LogicalResult convertConv(NodeContext &n) {
+  Value x = n.input(0), w = n.input(1);
+  auto xt = n.inputType(0), wt = n.inputType(1);
+  if (failed(n.requireFloat(x)))
+    return failure();
+  int64_t r = xt.getRank() - 2;
+  if (r != 1 && r != 2)
+    return n.fail("Conv over " + Twine(r) +
+                  " spatial axes is not supported (1-D and 2-D are)");
+  if (wt.getRank() != r + 2)
+    return n.fail("Conv's weight has rank " + Twine(wt.getRank()) +
+                  "; the input's needs " + Twine(r + 2));
+  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
+  if (auto given = n.intsAttr("kernel_shape"); given && *given != kernel)
+    return n.fail("Conv's kernel_shape disagrees with its weight's shape");
+  auto win = readWindow(n, xt.getShape().drop_front(2), kernel);
+  if (failed(win))
+    return failure();
+  return n.push(conv(n, x, w, n.input(2), *win, n.intAttr("group", 1)));
+}
+
+LogicalResult convertAveragePool(NodeContext &n) {
+  Value x = n.input(0);
+  auto xt = n.inputType(0);
+  if (failed(n.requireFloat(x)))
+    return failure();
+  int64_t r = xt.getRank() - 2;
+  auto kernel = n.intsAttr("kernel_shape");
+  if (!kernel || static_cast<int64_t>(kernel->size()) != r || (r != 1 && r != 2))
+    return n.fail("AveragePool needs a kernel_shape over 1 or 2 spatial axes");
+  ArrayRef<int64_t> spatial = xt.getShape().drop_front(2);
+  auto win = readWindow(n, spatial, *kernel);
+  if (failed(win))
+    return failure();
+  bool ceilMode = n.intAttr("ceil_mode", 0);
+  bool countPads = n.intAttr("count_include_pad", 0);
+  // With ceil_mode the last window may hang past the padded input: pad
+  // further with zeros, which the divisor below does not count.
+  SmallVector<int64_t> outSize, realEnd(win->padEnd);
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t extent = spatial[i] + win->padBegin[i] + win->padEnd[i];
+    int64_t window = (win->kernel[i] - 1) * win->dilations[i] + 1;
+    if (extent < window)
+      return n.fail("AveragePool's window is larger than its padded input");
+    int64_t span = extent - window;
+    int64_t out = (ceilMode ? (span + win->strides[i] - 1) / win->strides[i]
+                            : span / win->strides[i]) + 1;
+    // A window may not start in the end padding (as ONNX Runtime does).
+    if (ceilMode && (out - 1) * win->strides[i] >=
+                        spatial[i] + win->padBegin[i])
+      --out;
+    outSize.push_back(out);
+    win->padEnd[i] += std::max<int64_t>(
+        0, (out - 1) * win->strides[i] + window - extent);
+  }
+  int64_t c = xt.getDimSize(1);
+  Type elt = xt.getElementType();
+  SmallVector<int64_t> wShape = {c, 1};
+  wShape.append(win->kernel.begin(), win->kernel.end());
+  auto wType = RankedTensorType::get(wShape, elt);
+  Value ones = n.constant(DenseElementsAttr::get(
+      wType, n.builder.getFloatAttr(elt, 1.0).getValue()));
+  Value sum;
+  if (!take(conv(n, x, ones, Value(), *win, c), sum))
+    return failure();
+  // How many elements each window averages, from the geometry alone.
+  int64_t positions = 1;
+  for (int64_t o : outSize)
+    positions *= o;
+  SmallVector<float> counts(positions);
+  for (int64_t p = 0; p < positions; ++p) {
+    int64_t rest = p, count = 1;
+    for (int64_t i = r - 1; i >= 0; --i) {
+      int64_t o = rest % outSize[i];
+      rest /= outSize[i];
+      int64_t covered = 0;
+      for (int64_t k = 0; k < win->kernel[i]; ++k) {
+        int64_t at = o * win->strides[i] + k * win->dilations[i] -
+                     win->padBegin[i];
+        bool inside = countPads ? at < spatial[i] + realEnd[i]
+                                : at >= 0 && at < spatial[i];
+        covered += inside;
+      }
+      count *= covered;
+    }
+    counts[p] = static_cast<float>(count);
+  }
+  SmallVector<int64_t> countShape = {1, 1};
+  countShape.append(outSize.begin(), outSize.end());
+  Value divisor = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(countShape, n.builder.getF32Type()),
+      ArrayRef<float>(counts)));
+  if (!take(n.castTo(divisor, elt), divisor))
+    return failure();
+  return n.push(n.binary<DivOp>(sum, divisor));
+}
+
+} // namespace
+
+void mlir::tfm::onnx_import::populateConvolutionConverters(Registry &r) {
+  r.onOp("Conv", 1, convertConv);
+  r.onOp("AveragePool", 7, convertAveragePool);
+}
