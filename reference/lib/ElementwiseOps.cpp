@@ -180,6 +180,8 @@ double mlir::tfm::reference::evalActivation(double x, Activation act) {
   case Activation::gelu_tanh:
     return 0.5 * x *
            (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case Activation::silu:
+    return x / (1.0 + std::exp(-x));
   }
   return x;
 }

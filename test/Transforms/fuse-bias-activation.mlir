@@ -91,3 +91,72 @@ func.func @not_linear(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
   %r = tfm.relu %x : tensor<3x2xf32>
   return %r : tensor<3x2xf32>
 }
+
+// -----
+
+// Tests GPT-2's gelu_new (tanh, x³ by pow) on a linear viewed back to 3-D:
+// the activation moves into the linear and the view follows it.
+// CHECK-LABEL: func.func @gelu_new_through_view
+// CHECK: %[[L:.+]] = tfm.linear %{{.+}}, %{{.+}}, %{{.+}} activation = gelu_tanh
+// CHECK: tfm.reshape %[[L]] : tensor<6x4xf32> -> tensor<2x3x4xf32>
+// CHECK-NOT: math.tanh
+func.func @gelu_new_through_view(%x: tensor<6x2xf32>) -> tensor<2x3x4xf32> {
+  %w = arith.constant dense<[[1.0, -1.0], [0.5, 2.0], [-1.5, 0.25], [0.0, 1.0]]> : tensor<4x2xf32>
+  %b = arith.constant dense<[0.1, -0.2, 0.3, 0.0]> : tensor<4xf32>
+  %half = arith.constant dense<0.5> : tensor<f32>
+  %three = arith.constant dense<3.0> : tensor<f32>
+  %k = arith.constant dense<0.044715> : tensor<f32>
+  %s = arith.constant dense<0.797884583> : tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %y = tfm.linear %x, %w, %b : (tensor<6x2xf32>, tensor<4x2xf32>, tensor<4xf32>) -> tensor<6x4xf32>
+  %v = tfm.reshape %y : tensor<6x4xf32> -> tensor<2x3x4xf32>
+  %h = tfm.mul %v, %half : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %c = tfm.pow %v, %three : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %kc = tfm.mul %c, %k : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %in = tfm.add %v, %kc : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %sc = tfm.mul %in, %s : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %t = math.tanh %sc : tensor<2x3x4xf32>
+  %t1 = tfm.add %t, %one : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %g = tfm.mul %h, %t1 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %g : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that SiLU, x·sigmoid(x) with the sigmoid as 1 / (1 + exp(-x)),
+// becomes the linear's activation.
+// CHECK-LABEL: func.func @silu
+// CHECK: tfm.linear %{{.+}}, %{{.+}}, %{{.+}} activation = silu
+// CHECK-NOT: math.exp
+func.func @silu(%x: tensor<3x2xf32>) -> tensor<3x4xf32> {
+  %w = arith.constant dense<[[1.0, -1.0], [0.5, 2.0], [-1.5, 0.25], [0.0, 1.0]]> : tensor<4x2xf32>
+  %b = arith.constant dense<[0.1, -0.2, 0.3, 0.0]> : tensor<4xf32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %y = tfm.linear %x, %w, %b : (tensor<3x2xf32>, tensor<4x2xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %n = arith.negf %y : tensor<3x4xf32>
+  %e = math.exp %n : tensor<3x4xf32>
+  %d = tfm.add %one, %e : (tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %s = tfm.div %one, %d : (tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %r = tfm.mul %y, %s : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %r : tensor<3x4xf32>
+}
+
+// -----
+
+// Tests that SiLU of something other than a linear (Conformer's convolution
+// module) is a reported miss, and that x·sigmoid(y) is no SiLU.
+// CHECK-LABEL: func.func @silu_not_linear
+// CHECK: math.exp
+func.func @silu_not_linear(%x: tensor<3x4xf32>, %z: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %n = arith.negf %x : tensor<3x4xf32>
+  %e = math.exp %n : tensor<3x4xf32>
+  %d = tfm.add %one, %e : (tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %s = tfm.div %one, %d : (tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: missed: the input is not a linear}}
+  %r = tfm.mul %x, %s : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r2 = tfm.mul %z, %s : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %r, %r2 : tensor<3x4xf32>, tensor<3x4xf32>
+}

@@ -131,3 +131,70 @@ func.func @not_attention(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
   %p = tfm.softmax %x : tensor<2x5xf32>
   return %p : tensor<2x5xf32>
 }
+
+// -----
+
+// Tests GPT-2's idiom: scores divided by a constant, a causal boolean
+// triangle applied with where(causal, w, finfo.min), then an additive
+// padding mask: one masked softmax, causal, with the additive mask.
+// CHECK-LABEL: func.func @gpt2_where_then_add
+// CHECK: %[[S:.+]] = tfm.matmul
+// CHECK: tfm.masked_softmax %[[S]], mask %arg2 mask_kind = additive causal {scale = 2.500000e-01 : f64}
+// CHECK-NOT: tfm.select
+func.func @gpt2_where_then_add(%q: tensor<2x3x4xf32>, %k: tensor<2x4x3xf32>, %pad: tensor<2x1x3xf32>) -> tensor<2x3x3xf32> {
+  %c = arith.constant dense<4.0> : tensor<f32>
+  %tril = arith.constant dense<[[[true, false, false], [true, true, false], [true, true, true]]]> : tensor<1x3x3xi1>
+  %min = arith.constant dense<-3.40282347E+38> : tensor<f32>
+  %s = tfm.matmul %q, %k : (tensor<2x3x4xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
+  %t = tfm.div %s, %c : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %w = tfm.select %tril, %t, %min : (tensor<1x3x3xi1>, tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %u = tfm.add %w, %pad : (tensor<2x3x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3x3xf32>
+  // expected-remark@+1 {{tfm-fuse-masked-softmax: fused}}
+  %p = tfm.softmax %u : tensor<2x3x3xf32>
+  return %p : tensor<2x3x3xf32>
+}
+
+// -----
+
+// Tests the stabilized forms: softmax(w - max(w)), and the softmax written
+// out as exp(w - max(w)) / sum(exp(w - max(w))).
+// CHECK-LABEL: func.func @stable_softmax
+// CHECK-COUNT-2: tfm.masked_softmax
+// CHECK-NOT: tfm.reduce
+// CHECK-NOT: math.exp
+func.func @stable_softmax(%q: tensor<3x4xf32>, %k: tensor<4x3xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>) {
+  %s = tfm.matmul %q, %k : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %m = tfm.reduce max %s axes = [-1] keepdims : tensor<3x3xf32> -> tensor<3x1xf32>
+  %d = tfm.sub %s, %m : (tensor<3x3xf32>, tensor<3x1xf32>) -> tensor<3x3xf32>
+  // expected-remark@+1 {{tfm-fuse-masked-softmax: fused}}
+  %p = tfm.softmax %d : tensor<3x3xf32>
+  %s2 = tfm.matmul %q, %k : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %m2 = tfm.reduce max %s2 axes = [1] keepdims : tensor<3x3xf32> -> tensor<3x1xf32>
+  %d2 = tfm.sub %s2, %m2 : (tensor<3x3xf32>, tensor<3x1xf32>) -> tensor<3x3xf32>
+  %e2 = math.exp %d2 : tensor<3x3xf32>
+  %z2 = tfm.reduce sum %e2 axes = [-1] keepdims : tensor<3x3xf32> -> tensor<3x1xf32>
+  // expected-remark@+1 {{tfm-fuse-masked-softmax: fused}}
+  %p2 = tfm.div %e2, %z2 : (tensor<3x3xf32>, tensor<3x1xf32>) -> tensor<3x3xf32>
+  return %p, %p2 : tensor<3x3xf32>, tensor<3x3xf32>
+}
+
+// -----
+
+// Tests that exp / sum over another axis is not a softmax, and that a
+// boolean mask that is not causal beside an additive one is reported: the
+// fused op takes one mask.
+// CHECK-LABEL: func.func @not_fused
+// CHECK: tfm.softmax
+// CHECK: tfm.div
+func.func @not_fused(%q: tensor<3x4xf32>, %k: tensor<4x3xf32>, %b: tensor<3x3xi1>, %pad: tensor<1x3xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>) {
+  %min = arith.constant dense<-1.0e+09> : tensor<f32>
+  %s = tfm.matmul %q, %k : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %w = tfm.select %b, %s, %min : (tensor<3x3xi1>, tensor<3x3xf32>, tensor<f32>) -> tensor<3x3xf32>
+  %u = tfm.add %w, %pad : (tensor<3x3xf32>, tensor<1x3xf32>) -> tensor<3x3xf32>
+  // expected-remark@+1 {{tfm-fuse-masked-softmax: missed: the scores have both a boolean mask that is not causal and an additive one; the fused op takes one}}
+  %p = tfm.softmax %u : tensor<3x3xf32>
+  %e = math.exp %s : tensor<3x3xf32>
+  %z = tfm.reduce sum %e axes = [0] keepdims : tensor<3x3xf32> -> tensor<1x3xf32>
+  %p2 = tfm.div %e, %z : (tensor<3x3xf32>, tensor<1x3xf32>) -> tensor<3x3xf32>
+  return %p, %p2 : tensor<3x3xf32>, tensor<3x3xf32>
+}

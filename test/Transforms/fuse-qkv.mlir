@@ -181,3 +181,37 @@ func.func @two_layers_same_memory(%mem: tensor<5x4xf32>) -> (tensor<5x2xf32>, te
   %v2 = tfm.slice %kv2 starts = [0, 2] sizes = [5, 2] steps = [1, 1] : tensor<5x4xf32> -> tensor<5x2xf32>
   return %k1, %v1, %k2, %v2 : tensor<5x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>, tensor<5x2xf32>
 }
+
+// -----
+
+// Tests GPT-2's Conv1D form: the packed projection on a 2-D view of x,
+// viewed back to 3-D, then split in three along the last axis.
+// CHECK-LABEL: func.func @conv1d_split
+// CHECK: %[[R:.+]]:3 = tfm.qkv_projection %{{.+}}, %{{.+}}, %{{.+}} sizes = [2, 2, 2] : (tensor<6x4xf32>
+// CHECK-NOT: tfm.split
+// CHECK: tfm.reshape %[[R]]#0 : tensor<6x2xf32> -> tensor<2x3x2xf32>
+func.func @conv1d_split(%x: tensor<2x3x4xf32>) -> (tensor<2x3x2xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>) {
+  %w = arith.constant dense<[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]> : tensor<6x4xf32>
+  %b = arith.constant dense<[0.5, 1.0, 1.5, 2.0, 2.5, 3.0]> : tensor<6xf32>
+  %x2 = tfm.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %y = tfm.linear %x2, %w, %b : (tensor<6x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<6x6xf32>
+  %y3 = tfm.reshape %y : tensor<6x6xf32> -> tensor<2x3x6xf32>
+  %p:3 = tfm.split %y3 axis = 2 sizes = [2, 2, 2] : tensor<2x3x6xf32> -> tensor<2x3x2xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>
+  return %p#0, %p#1, %p#2 : tensor<2x3x2xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>
+}
+
+// -----
+
+// Tests that a view that changes the last axis before the split stays
+// apart: the parts would not be column blocks of the projection.
+// CHECK-LABEL: func.func @conv1d_split_other_view
+// CHECK: tfm.split
+// CHECK-NOT: tfm.qkv_projection
+func.func @conv1d_split_other_view(%x: tensor<6x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) {
+  %w = arith.constant dense<1.0> : tensor<6x4xf32>
+  %y = tfm.linear %x, %w : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x6xf32>
+  %y3 = tfm.reshape %y : tensor<6x6xf32> -> tensor<3x12xf32>
+  %p:3 = tfm.split %y3 axis = 1 sizes = [4, 4, 4] : tensor<3x12xf32> -> tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+  return %p#0, %p#1, %p#2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}

@@ -92,3 +92,19 @@ func.func @early_reader(%x: tensor<2x4xf32>, %f: tensor<2x4xf32>, %g: tensor<4xf
   %n = tfm.layer_norm %s, %g : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   return %early, %n : tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a sum that reaches a layer norm through a transpose (Conformer's
+// convolution module normalizes the time-major residual stream after moving
+// it back to batch-major) is a reported miss, not a silent one.
+// CHECK-LABEL: func.func @sum_through_transpose
+// CHECK: tfm.layer_norm
+func.func @sum_through_transpose(%x: tensor<3x2x4xf32>, %r: tensor<3x2x4xf32>) -> tensor<2x3x4xf32> {
+  %g = arith.constant dense<1.0> : tensor<4xf32>
+  %s = tfm.add %x, %r : (tensor<3x2x4xf32>, tensor<3x2x4xf32>) -> tensor<3x2x4xf32>
+  %t = tfm.transpose %s permutation = [1, 0, 2] : tensor<3x2x4xf32> -> tensor<2x3x4xf32>
+  // expected-remark@+1 {{tfm-fuse-residual-layernorm: missed: the sum reaches the layer norm through a tfm.transpose, which the fused op cannot see through}}
+  %y = tfm.layer_norm %t, %g {epsilon = 1.0e-05 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}

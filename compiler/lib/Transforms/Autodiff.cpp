@@ -196,13 +196,14 @@ LogicalResult TrainingOptions::parseSchedule(std::string &error) {
 
 namespace {
 
-/// Splits gelu activations off linears on the differentiated path: the
-/// gelu backward needs the pre-activation, which the fused op does not keep.
+/// Splits gelu and silu activations off linears on the differentiated path:
+/// their backward needs the pre-activation, which the fused op does not keep.
 void splitActivations(func::FuncOp fn) {
   SmallVector<LinearOp> linears;
   fn.walk([&](LinearOp l) {
     if (l.getActivation() == Activation::gelu ||
-        l.getActivation() == Activation::gelu_tanh)
+        l.getActivation() == Activation::gelu_tanh ||
+        l.getActivation() == Activation::silu)
       linears.push_back(l);
   });
   for (LinearOp l : linears) {
@@ -210,6 +211,21 @@ void splitActivations(func::FuncOp fn) {
     auto z = b.create<LinearOp>(
         l.getLoc(), l.getInput(), l.getWeight(), l.getBias(),
         ActivationAttr::get(b.getContext(), Activation::none));
+    if (l.getActivation() == Activation::silu) {
+      // z / (1 + exp(-z)), from differentiable ops.
+      Location loc = l.getLoc();
+      auto scalarType = RankedTensorType::get({}, z.getType().getElementType());
+      Value one = b.create<arith::ConstantOp>(
+          loc, DenseElementsAttr::get(scalarType,
+                                      b.getFloatAttr(scalarType.getElementType(), 1.0)
+                                          .getValue()));
+      Value e = b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, z));
+      Value den = b.create<AddOp>(loc, z.getType(), e, one);
+      Value y = b.create<DivOp>(loc, z.getType(), z, den);
+      l.replaceAllUsesWith(y);
+      l.erase();
+      continue;
+    }
     auto approx = l.getActivation() == Activation::gelu_tanh
                       ? GeluApproximation::tanh
                       : GeluApproximation::none;

@@ -3,7 +3,8 @@
 // Exporters write nn.Linear on 3-D inputs as MatMul by a transposed weight
 // plus Add, and GELU as its formula (Erf, or Tanh and Pow/Mul). These
 // patterns rebuild `tfm.linear` and `tfm.gelu` from those pieces, then fold
-// relu or gelu into the linear's activation.
+// relu, gelu or SiLU (x·sigmoid(x)) into the linear's activation, also
+// through a reshape of the linear's output (an activation is elementwise).
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +52,24 @@ SmallVector<Value> threeFactors(MulOp op, function_ref<bool(MulOp)> keep) {
       factors.push_back(v);
   }
   return factors;
+}
+
+/// If `mul` is x·sigmoid(x) (SiLU, swish), with the sigmoid as the importer
+/// writes it, 1 / (1 + exp(-x)), returns x.
+Value siluInput(MulOp mul) {
+  for (unsigned i = 0; i < 2; ++i) {
+    Value x = mul->getOperand(i);
+    auto div = mul->getOperand(1 - i).getDefiningOp<DivOp>();
+    if (!div || !splatValue(div.getLhs()) || *splatValue(div.getLhs()) != 1.0)
+      continue;
+    Value e = otherThanSplat(div.getRhs().getDefiningOp<AddOp>(), 1.0);
+    auto exp = e ? e.getDefiningOp<math::ExpOp>() : math::ExpOp();
+    auto neg = exp ? exp.getOperand().getDefiningOp<arith::NegFOp>()
+                   : arith::NegFOp();
+    if (neg && neg.getOperand() == x && x.getType() == mul.getType())
+      return x;
+  }
+  return {};
 }
 
 /// matmul(x, W) with a constant 2-D W is tfm.linear(x, Wᵀ).
@@ -207,7 +226,12 @@ struct FoldActivation : OpRewritePattern<ActOp> {
       : OpRewritePattern<ActOp>(ctx), log(log) {}
   LogicalResult matchAndRewrite(ActOp op,
                                 PatternRewriter &rewriter) const override {
-    auto linear = op.getInput().template getDefiningOp<LinearOp>();
+    // An activation commutes with a reshape between it and the linear
+    // (GPT-2's Conv1D views its 2-D product back to 3-D).
+    auto reshape = op.getInput().template getDefiningOp<ReshapeOp>();
+    Value source = reshape && reshape->hasOneUse() ? reshape.getInput()
+                                                   : op.getInput();
+    auto linear = source.template getDefiningOp<LinearOp>();
     if (!linear)
       return rewriter.notifyMatchFailure(op, "the input is not a linear");
     if (linear.getActivation() != Activation::none)
@@ -223,10 +247,48 @@ struct FoldActivation : OpRewritePattern<ActOp> {
                 : Activation::gelu;
     if (log)
       log->fused.push_back(op.getLoc());
-    rewriter.replaceOpWithNewOp<LinearOp>(op, linear.getType(),
-                                          linear.getInput(),
-                                          linear.getWeight(),
-                                          linear.getBias(), act);
+    Value fused = rewriter.create<LinearOp>(
+        linear.getLoc(), linear.getType(), linear.getInput(),
+        linear.getWeight(), linear.getBias(), act);
+    if (source != op.getInput())
+      fused = rewriter.create<ReshapeOp>(reshape.getLoc(), op.getType(), fused);
+    rewriter.replaceOp(op, fused);
+    return success();
+  }
+  FusionLog *log;
+};
+
+/// x·sigmoid(x) of a linear (maybe through a reshape) becomes the linear's
+/// silu activation.
+struct FoldSiLU : OpRewritePattern<MulOp> {
+  FoldSiLU(MLIRContext *ctx, FusionLog *log)
+      : OpRewritePattern<MulOp>(ctx), log(log) {}
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value x = siluInput(op);
+    if (!x)
+      return rewriter.notifyMatchFailure(op, "not x·sigmoid(x)");
+    auto reshape = x.getDefiningOp<ReshapeOp>();
+    Value source = reshape ? reshape.getInput() : x;
+    auto linear = source.getDefiningOp<LinearOp>();
+    if (!linear)
+      return rewriter.notifyMatchFailure(op, "the input is not a linear");
+    if (linear.getActivation() != Activation::none)
+      return rewriter.notifyMatchFailure(op, "the linear has an activation");
+    // x feeds the product and the sigmoid's negation, and nothing else.
+    unsigned uses = std::distance(x.getUses().begin(), x.getUses().end());
+    if (uses != 2 || (reshape && !linear->hasOneUse()))
+      return rewriter.notifyMatchFailure(
+          op, "the linear's output has other users, which need it before "
+              "the activation");
+    if (log)
+      log->fused.push_back(op.getLoc());
+    Value fused = rewriter.create<LinearOp>(
+        linear.getLoc(), linear.getType(), linear.getInput(),
+        linear.getWeight(), linear.getBias(), Activation::silu);
+    if (reshape)
+      fused = rewriter.create<ReshapeOp>(reshape.getLoc(), op.getType(), fused);
+    rewriter.replaceOp(op, fused);
     return success();
   }
   FusionLog *log;
@@ -235,7 +297,7 @@ struct FoldActivation : OpRewritePattern<ActOp> {
 void populate(RewritePatternSet &patterns, FusionLog *log) {
   populateLinearRecognitionPatterns(patterns);
   patterns.add<RecognizeGeluErf, RecognizeGeluTanh>(patterns.getContext());
-  patterns.add<FoldActivation<ReluOp>, FoldActivation<GeluOp>>(
+  patterns.add<FoldActivation<ReluOp>, FoldActivation<GeluOp>, FoldSiLU>(
       patterns.getContext(), log);
 }
 
@@ -253,7 +315,8 @@ struct FuseBiasActivationPass
       return;
     SmallVector<std::pair<Location, std::string>> missed;
     getOperation().walk([&](Operation *op) {
-      if (isa<ReluOp, GeluOp>(op))
+      auto mul = dyn_cast<MulOp>(op);
+      if (isa<ReluOp, GeluOp>(op) || (mul && siluInput(mul)))
         missed.emplace_back(op->getLoc(),
                             recorder.reasonAt(op->getLoc(),
                                               "the input is not a linear"));

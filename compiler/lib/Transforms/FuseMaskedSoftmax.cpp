@@ -12,7 +12,10 @@
 #include "tfm/IR/TypeInference.h"
 #include "tfm/Transforms/Passes.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
+
 #include <cmath>
+#include <functional>
 
 namespace mlir::tfm {
 #define GEN_PASS_DEF_FUSEMASKEDSOFTMAXPASS
@@ -69,6 +72,39 @@ bool coversScores(DenseElementsAttr c, RankedTensorType scores) {
          broadcastsTo(t.getShape(), scores.getShape()) && r >= 2;
 }
 
+/// Whether `r` reduces `of` with `kind` over its last axis, keeping it.
+bool reducesLastAxis(ReduceOp r, ReduceKind kind, Value of) {
+  int64_t rank = cast<RankedTensorType>(of.getType()).getRank();
+  return r && r.getKind() == kind && r.getInput() == of && r.getKeepdims() &&
+         r.getAxes().size() == 1 &&
+         (r.getAxes()[0] == -1 || r.getAxes()[0] == rank - 1);
+}
+
+/// exp(x - max(x)) / sum(exp(x - max(x))), or without the max, over the
+/// last axis: a softmax written out, which then fuses like any other.
+struct RecognizeSoftmax : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DivOp op,
+                                PatternRewriter &rewriter) const override {
+    auto exp = op.getLhs().getDefiningOp<math::ExpOp>();
+    if (!exp || op.getLhs().getType() != op.getType() ||
+        !reducesLastAxis(op.getRhs().getDefiningOp<ReduceOp>(),
+                         ReduceKind::sum, exp.getResult()) ||
+        std::distance(exp->use_begin(), exp->use_end()) != 2 ||
+        !op.getRhs().hasOneUse())
+      return failure();
+    Value x = exp.getOperand();
+    if (auto sub = x.getDefiningOp<SubOp>();
+        sub && reducesLastAxis(sub.getRhs().getDefiningOp<ReduceOp>(),
+                               ReduceKind::max, sub.getLhs()) &&
+        sub.getLhs().getType() == op.getType())
+      x = sub.getLhs();
+    rewriter.replaceOpWithNewOp<SoftmaxOp>(op, op.getType(), x,
+                                           rewriter.getI64IntegerAttr(-1));
+    return success();
+  }
+};
+
 struct FuseMaskedSoftmax : OpRewritePattern<SoftmaxOp> {
   FuseMaskedSoftmax(MLIRContext *ctx, FusionLog *log)
       : OpRewritePattern(ctx), log(log) {}
@@ -83,73 +119,101 @@ struct FuseMaskedSoftmax : OpRewritePattern<SoftmaxOp> {
           op, "the softmax is not over the last axis of a rank >= 2 tensor");
     Location loc = op.getLoc();
     Value s = op.getInput();
-    Value mask;
-    MaskKind kind = MaskKind::none;
     bool causal = false, invertMask = false;
+    Value boolMask, addMask;
 
-    // The mask: where(cond, fill, x), where(cond, x, fill), or x + mask.
-    if (auto sel = s.getDefiningOp<SelectOp>()) {
-      auto fillTrue = splatValue(sel.getTrueValue());
-      auto fillFalse = splatValue(sel.getFalseValue());
-      bool dropWhenTrue = fillTrue && *fillTrue <= kMaskedBelow;
-      bool dropWhenFalse = fillFalse && *fillFalse <= kMaskedBelow;
-      if (dropWhenTrue == dropWhenFalse)
-        return rewriter.notifyMatchFailure(
-            op, "the select does not fill masked scores with a large "
-                "negative constant");
-      s = dropWhenTrue ? sel.getFalseValue() : sel.getTrueValue();
-      Value cond = sel.getCondition();
-      if (!broadcastsTo(cast<RankedTensorType>(cond.getType()).getShape(),
-                        type.getShape()) ||
-          s.getType() != type)
-        return rewriter.notifyMatchFailure(
-            op, "the boolean mask does not broadcast to the scores");
-      DenseElementsAttr c = constantOf(cond);
-      if (c && coversScores(c, type) &&
-          allTriangle(c, [&](int64_t i, int64_t j, double v) {
-            bool keep = dropWhenTrue ? v == 0 : v != 0;
-            return keep == (j <= i);
-          })) {
-        causal = true;
-      } else {
-        kind = MaskKind::boolean;
-        mask = cond;
-        invertMask = dropWhenTrue;
+    // softmax(x - max(x)) is softmax(x): the stabilizer exporters write out.
+    if (auto sub = s.getDefiningOp<SubOp>();
+        sub && sub.getLhs().getType() == type &&
+        reducesLastAxis(sub.getRhs().getDefiningOp<ReduceOp>(),
+                        ReduceKind::max, sub.getLhs()))
+      s = sub.getLhs();
+
+    // Whether `v` is q·kᵀ, maybe scaled, maybe behind a boolean mask.
+    std::function<bool(Value)> fromScores = [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      if (auto sel = dyn_cast_or_null<SelectOp>(d))
+        return fromScores(sel.getTrueValue()) ||
+               fromScores(sel.getFalseValue());
+      if (isa_and_nonnull<MulOp, DivOp>(d))
+        for (Value o : d->getOperands())
+          if (o.getDefiningOp<MatmulOp>())
+            return true;
+      return isa_and_nonnull<MatmulOp>(d);
+    };
+
+    // The masks, peeled in either order: at most one where(cond, fill, x) or
+    // where(cond, x, fill), and at most one x + mask. A causal triangle in
+    // either becomes the causal flag; the op takes one other mask.
+    bool seenSelect = false, seenAdd = false;
+    for (int layer = 0; layer < 2; ++layer) {
+      if (auto sel = s.getDefiningOp<SelectOp>(); sel && !seenSelect) {
+        seenSelect = true;
+        auto fillTrue = splatValue(sel.getTrueValue());
+        auto fillFalse = splatValue(sel.getFalseValue());
+        bool dropWhenTrue = fillTrue && *fillTrue <= kMaskedBelow;
+        bool dropWhenFalse = fillFalse && *fillFalse <= kMaskedBelow;
+        if (dropWhenTrue == dropWhenFalse)
+          return rewriter.notifyMatchFailure(
+              op, "the select does not fill masked scores with a large "
+                  "negative constant");
+        s = dropWhenTrue ? sel.getFalseValue() : sel.getTrueValue();
+        Value cond = sel.getCondition();
+        if (!broadcastsTo(cast<RankedTensorType>(cond.getType()).getShape(),
+                          type.getShape()) ||
+            s.getType() != type)
+          return rewriter.notifyMatchFailure(
+              op, "the boolean mask does not broadcast to the scores");
+        DenseElementsAttr c = constantOf(cond);
+        if (c && coversScores(c, type) &&
+            allTriangle(c, [&](int64_t i, int64_t j, double v) {
+              bool keep = dropWhenTrue ? v == 0 : v != 0;
+              return keep == (j <= i);
+            })) {
+          causal = true;
+        } else {
+          boolMask = cond;
+          invertMask = dropWhenTrue;
+        }
+        continue;
       }
-    } else if (auto add = s.getDefiningOp<AddOp>()) {
-      // The scores come from a matmul, possibly scaled; the other side is the
-      // mask.
-      auto fromScores = [](Value v) {
-        Operation *d = v.getDefiningOp();
-        if (isa_and_nonnull<MulOp, DivOp>(d))
-          for (Value o : d->getOperands())
-            if (o.getDefiningOp<MatmulOp>())
-              return true;
-        return isa_and_nonnull<MatmulOp>(d);
-      };
-      bool lhsScores = fromScores(add.getLhs());
-      if (!lhsScores && !fromScores(add.getRhs()))
-        return rewriter.notifyMatchFailure(
-            op, "neither addend of the masked scores is q·kᵀ");
-      s = lhsScores ? add.getLhs() : add.getRhs();
-      Value m = lhsScores ? add.getRhs() : add.getLhs();
-      auto mt = cast<RankedTensorType>(m.getType());
-      // The mask must broadcast to the scores, not the scores to the mask.
-      if (!broadcastsTo(mt.getShape(), type.getShape()) ||
-          s.getType() != type || mt.getElementType() != type.getElementType())
-        return rewriter.notifyMatchFailure(
-            op, "the additive mask does not broadcast to the scores");
-      DenseElementsAttr c = constantOf(m);
-      if (c && coversScores(c, type) &&
-          allTriangle(c, [](int64_t i, int64_t j, double v) {
-            return j <= i ? v == 0 : v <= kMaskedBelow;
-          })) {
-        causal = true;
-      } else {
-        kind = MaskKind::additive;
-        mask = m;
+      if (auto add = s.getDefiningOp<AddOp>(); add && !seenAdd) {
+        seenAdd = true;
+        // The scores come from a matmul, possibly scaled or masked; the
+        // other side is the mask.
+        bool lhsScores = fromScores(add.getLhs());
+        if (!lhsScores && !fromScores(add.getRhs()))
+          return rewriter.notifyMatchFailure(
+              op, "neither addend of the masked scores is q·kᵀ");
+        s = lhsScores ? add.getLhs() : add.getRhs();
+        Value m = lhsScores ? add.getRhs() : add.getLhs();
+        auto mt = cast<RankedTensorType>(m.getType());
+        // The mask must broadcast to the scores, not the scores to the mask.
+        if (!broadcastsTo(mt.getShape(), type.getShape()) ||
+            s.getType() != type ||
+            mt.getElementType() != type.getElementType())
+          return rewriter.notifyMatchFailure(
+              op, "the additive mask does not broadcast to the scores");
+        DenseElementsAttr c = constantOf(m);
+        if (c && coversScores(c, type) &&
+            allTriangle(c, [](int64_t i, int64_t j, double v) {
+              return j <= i ? v == 0 : v <= kMaskedBelow;
+            }))
+          causal = true;
+        else
+          addMask = m;
+        continue;
       }
+      break;
     }
+    if (boolMask && addMask)
+      return rewriter.notifyMatchFailure(
+          op, "the scores have both a boolean mask that is not causal and an "
+              "additive one; the fused op takes one");
+    Value mask = boolMask ? boolMask : addMask;
+    MaskKind kind = boolMask  ? MaskKind::boolean
+                    : addMask ? MaskKind::additive
+                              : MaskKind::none;
 
     // The scale on the scores.
     double scale = 1.0;
@@ -220,6 +284,7 @@ struct FuseMaskedSoftmaxPass
     FailureRecorder recorder;
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseMaskedSoftmax>(&getContext(), &log);
+    patterns.add<RecognizeSoftmax>(&getContext());
     if (failed(applyRecording(getOperation(), std::move(patterns), recorder)))
       return signalPassFailure();
     if (!remarks)
@@ -237,4 +302,5 @@ struct FuseMaskedSoftmaxPass
 
 void mlir::tfm::populateMaskedSoftmaxPatterns(RewritePatternSet &patterns) {
   patterns.add<FuseMaskedSoftmax>(patterns.getContext(), nullptr);
+  patterns.add<RecognizeSoftmax>(patterns.getContext());
 }

@@ -291,6 +291,42 @@ struct FusePackedProjection : OpRewritePattern<LinearOp> {
   FusionLog *log;
 };
 
+/// split(reshape(linear)) along the last axis, where the reshape keeps the
+/// last dimension (GPT-2's Conv1D views its 2-D product back to 3-D before
+/// splitting Q, K and V), becomes reshapes of split(linear), so the packed
+/// projection is split directly.
+struct SplitBeforeReshape : OpRewritePattern<SplitOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SplitOp op,
+                                PatternRewriter &rewriter) const override {
+    auto reshape = op.getInput().getDefiningOp<ReshapeOp>();
+    if (!reshape || !reshape->hasOneUse() ||
+        !reshape.getInput().getDefiningOp<LinearOp>())
+      return failure();
+    auto from = cast<RankedTensorType>(reshape.getInput().getType());
+    auto to = cast<RankedTensorType>(reshape.getType());
+    auto axis = static_cast<int64_t>(op.getAxis());
+    if ((axis != -1 && axis != to.getRank() - 1) ||
+        from.getShape().back() != to.getShape().back())
+      return failure();
+    SmallVector<Type> types;
+    for (int64_t size : op.getSizes()) {
+      SmallVector<int64_t> shape(from.getShape());
+      shape.back() = size;
+      types.push_back(RankedTensorType::get(shape, from.getElementType()));
+    }
+    auto split = rewriter.create<SplitOp>(
+        op.getLoc(), types, reshape.getInput(),
+        rewriter.getI64IntegerAttr(from.getRank() - 1), op.getSizesAttr());
+    SmallVector<Value> parts;
+    for (auto [r, old] : llvm::zip(split.getResults(), op.getResults()))
+      parts.push_back(
+          rewriter.create<ReshapeOp>(reshape.getLoc(), old.getType(), r));
+    rewriter.replaceOp(op, parts);
+    return success();
+  }
+};
+
 struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
   using FuseQKVPassBase::FuseQKVPassBase;
   void runOnOperation() override {
@@ -300,6 +336,7 @@ struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
     populateLinearRecognitionPatterns(patterns);
     patterns.add<FuseSeparateProjections, FusePackedProjection>(&getContext(),
                                                                 &log);
+    patterns.add<SplitBeforeReshape>(&getContext());
     if (failed(applyRecording(getOperation(), std::move(patterns), recorder)))
       return signalPassFailure();
     if (!remarks)
@@ -326,4 +363,5 @@ struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
 void mlir::tfm::populateQKVPatterns(RewritePatternSet &patterns) {
   patterns.add<FuseSeparateProjections, FusePackedProjection>(
       patterns.getContext(), nullptr);
+  patterns.add<SplitBeforeReshape>(patterns.getContext());
 }

@@ -226,6 +226,17 @@ struct FuseResidualLayerNormPass
         if (ln.getInput().getDefiningOp<AddOp>())
           missed.emplace_back(op->getLoc(),
                               recorder.reasonAt(op->getLoc(), "not fused"));
+        // A sum that reaches the norm through a transpose or a reshape
+        // (Conformer's convolution module) is a site too, not fused: the
+        // fused op reads the sum's own layout.
+        Operation *between = ln.getInput().getDefiningOp();
+        if (isa_and_nonnull<TransposeOp, ReshapeOp>(between) &&
+            between->getOperand(0).getDefiningOp<AddOp>())
+          missed.emplace_back(
+              op->getLoc(), (Twine("the sum reaches the layer norm through a ") +
+                             between->getName().getStringRef() +
+                             ", which the fused op cannot see through")
+                                .str());
         return;
       }
       // A mean that is subtracted from its own input starts a layer norm

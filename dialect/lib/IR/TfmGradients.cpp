@@ -167,6 +167,12 @@ struct GradBuilder {
       return mul(dy, geluDerivative(z, false));
     case Activation::gelu_tanh:
       return mul(dy, geluDerivative(z, true));
+    case Activation::silu: {
+      // d/dz z·s(z) = s·(1 + z·(1 − s)), s the sigmoid.
+      Value one = scalarLike(z, 1.0);
+      Value s = div(one, add(one, b.create<math::ExpOp>(loc, neg(z))));
+      return mul(dy, mul(s, add(one, mul(z, sub(one, s)))));
+    }
     }
     return dy;
   }
@@ -240,7 +246,8 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b, ValueRange dys,
   GradBuilder g{b, getLoc()};
   Value z;
   if (getActivation() == Activation::gelu ||
-      getActivation() == Activation::gelu_tanh)
+      getActivation() == Activation::gelu_tanh ||
+      getActivation() == Activation::silu)
     // tfm-autodiff splits activations off before differentiating; this
     // recomputation only serves a caller that did not.
     z = b.create<LinearOp>(getLoc(), getInput(), getWeight(), getBias(),

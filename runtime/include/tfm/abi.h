@@ -118,6 +118,7 @@ typedef enum tfm_activation_t {
   TFM_ACTIVATION_RELU = 1,
   TFM_ACTIVATION_GELU = 2,      /* 0.5·x·(1 + erf(x/√2)) */
   TFM_ACTIVATION_GELU_TANH = 3, /* the tanh approximation of GELU */
+  TFM_ACTIVATION_SILU = 4,      /* x·sigmoid(x) (SiLU, swish) */
 } tfm_activation_t;
 
 /* The sizes of a kernel descriptor's arrays, and the most pointer arguments

@@ -115,6 +115,10 @@ private:
     case TFM_ACTIVATION_GELU_TANH:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
       break;
+    case TFM_ACTIVATION_SILU:
+      // oneDNN's swish is x·sigmoid(alpha·x).
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
+      break;
     default:
       break;
     }

@@ -92,8 +92,8 @@ func.func @linear_bias(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf3
 
 // Tests that an unknown activation keyword is rejected.
 func.func @linear_activation(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>) {
-  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'activation' [none, relu, gelu, gelu_tanh]}}
-  %0 = tfm.linear %x, %w activation = swish : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'activation' [none, relu, gelu, gelu_tanh, silu]}}
+  %0 = tfm.linear %x, %w activation = mish : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
   return
 }
 

@@ -32,6 +32,8 @@ int64_t abiActivation(Activation act) {
     return TFM_ACTIVATION_GELU;
   case Activation::gelu_tanh:
     return TFM_ACTIVATION_GELU_TANH;
+  case Activation::silu:
+    return TFM_ACTIVATION_SILU;
   }
   llvm_unreachable("unknown activation");
 }

@@ -47,6 +47,11 @@ Value mlir::tfm::applyActivation(OpBuilder &ob, Location l, Activation act,
     return ob.create<arith::MulFOp>(l, half(x),
                                     ob.create<arith::AddFOp>(l, c(1), t));
   }
+  case Activation::silu: {
+    // x / (1 + exp(-x))
+    Value e = ob.create<math::ExpOp>(l, ob.create<arith::NegFOp>(l, x));
+    return ob.create<arith::DivFOp>(l, x, ob.create<arith::AddFOp>(l, c(1), e));
+  }
   }
   return x;
 }

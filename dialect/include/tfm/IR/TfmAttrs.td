@@ -21,7 +21,8 @@ def Tfm_Activation : I32EnumAttr<"Activation",
       I32EnumAttrCase<"none", 0>,
       I32EnumAttrCase<"relu", 1>,
       I32EnumAttrCase<"gelu", 2>,
-      I32EnumAttrCase<"gelu_tanh", 3>]> {
+      I32EnumAttrCase<"gelu_tanh", 3>,
+      I32EnumAttrCase<"silu", 4>]> {
   let cppNamespace = "::mlir::tfm";
 }
 
