@@ -36,6 +36,7 @@ struct RunOptions {
   uint64_t seed = 0;
   double rtol = 1e-4;
   double atol = 1e-5;
+  double relL2 = -1; // >= 0: judge float outputs by the normwise error
   unsigned printLimit = 16;
 };
 

@@ -205,9 +205,12 @@ void printTensor(const std::string &name, const Tensor &t, unsigned limit) {
   llvm::outs() << "]\n";
 }
 
-/// Compares as numpy.allclose does; NaN matches NaN.
+/// Compares as numpy.allclose does (NaN matches NaN), or, with `relL2`
+/// >= 0, by the normwise relative error ||got - want|| / ||want|| alone:
+/// at d_model 768 PyTorch's own f32 rounding exceeds rtol 1e-4 on some
+/// elements of a correct result.
 bool compare(const std::string &name, const Tensor &got, const Tensor &want,
-             double rtol, double atol) {
+             double rtol, double atol, double relL2) {
   if (got.shape != want.shape) {
     llvm::outs() << name << ": shape mismatch: got " << got.typeString()
                  << ", expected " << want.typeString() << "\n";
@@ -251,6 +254,11 @@ bool compare(const std::string &name, const Tensor &got, const Tensor &want,
   llvm::outs() << name << ": max abs error " << llvm::format("%.3g", maxAbs)
                << ", max rel error " << llvm::format("%.3g", maxRel)
                << ", rel l2 error " << llvm::format("%.3g", normRel);
+  if (relL2 >= 0 && !got.isInt()) {
+    bool ok = normRel <= relL2;
+    llvm::outs() << (ok ? ": ok (normwise)\n" : ": MISMATCH (normwise)\n");
+    return ok;
+  }
   if (bad == 0) {
     llvm::outs() << ": ok\n";
     return true;
@@ -422,9 +430,13 @@ int mlir::tfm::tfmc::runWith(const Signature &sig, const RunOptions &opts,
   bool allMatch = true;
   for (auto [i, t] : llvm::enumerate(*results))
     allMatch &= compare(sig.outputs[i].name, t, expected[i], opts.rtol,
-                        opts.atol);
-  llvm::outs() << (allMatch ? "all outputs match" : "outputs do not match")
-               << " (rtol " << llvm::format("%g", opts.rtol) << ", atol "
-               << llvm::format("%g", opts.atol) << ")\n";
+                        opts.atol, opts.relL2);
+  llvm::outs() << (allMatch ? "all outputs match" : "outputs do not match");
+  if (opts.relL2 >= 0)
+    llvm::outs() << " (rel l2 " << llvm::format("%g", opts.relL2)
+                 << "; integers exactly)\n";
+  else
+    llvm::outs() << " (rtol " << llvm::format("%g", opts.rtol) << ", atol "
+                 << llvm::format("%g", opts.atol) << ")\n";
   return allMatch ? kExitOk : kExitMismatch;
 }

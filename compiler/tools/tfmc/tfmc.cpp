@@ -64,8 +64,10 @@ cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
                                cl::cat(modelCat));
 cl::list<std::string> shapes(
-    "shape", cl::desc("Fix an ONNX input's dynamic dimensions"),
-    cl::value_desc("NAME=2x128"), cl::cat(modelCat));
+    "shape",
+    cl::desc("Fix an ONNX input's dynamic dimensions (NAME=2x128), or a "
+             "dimension symbol's size wherever it appears (batch=2)"),
+    cl::value_desc("NAME=2x128|SYMBOL=N"), cl::cat(modelCat));
 cl::list<std::string> binds(
     "bind",
     cl::desc("Fix the value of an ONNX input that gives a shape (Reshape's "
@@ -202,7 +204,8 @@ cl::opt<bool> useReference(
     cl::cat(runCat), cl::cat(trainCat));
 cl::opt<std::string> testDataDir(
     "test-data-dir",
-    cl::desc("Read input_N.pb and compare with output_N.pb (ONNX layout)"),
+    cl::desc("Read input_N.pb and compare with output_N.pb (ONNX layout); "
+             "a model folder runs each test_data_set_N in it"),
     cl::value_desc("dir"), cl::cat(runCat));
 cl::list<std::string> inputs("input", cl::desc("Feed input NAME from a .pb"),
                              cl::value_desc("NAME=FILE.pb"), cl::cat(runCat));
@@ -215,6 +218,11 @@ cl::opt<double> rtol("rtol", cl::desc("Relative tolerance of the comparison"),
                      cl::init(1e-4), cl::cat(runCat));
 cl::opt<double> atol("atol", cl::desc("Absolute tolerance of the comparison"),
                      cl::init(1e-5), cl::cat(runCat));
+cl::opt<double> relL2(
+    "rel-l2",
+    cl::desc("Judge float outputs by their normwise relative error "
+             "||got - expected|| / ||expected|| <= E instead of rtol/atol"),
+    cl::value_desc("E"), cl::init(-1), cl::cat(runCat));
 cl::opt<std::string> entry("entry",
                            cl::desc("Function to run (default: @infer, or "
                                     "the only public function)"),
@@ -396,6 +404,20 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
       if (path.empty())
         return {};
       return readConstant(&context, path);
+    };
+    // Dynamic dimensions that no --shape fixes take the test data's.
+    options.inputShapeHint =
+        [&](StringRef name,
+            unsigned position) -> std::optional<SmallVector<int64_t>> {
+      if (dataDir.empty())
+        return std::nullopt;
+      std::string path = (dataDir + "/input_" + Twine(position) + ".pb").str();
+      if (!llvm::sys::fs::exists(path))
+        return std::nullopt;
+      DenseElementsAttr value = readConstant(&context, path);
+      if (!value)
+        return std::nullopt;
+      return SmallVector<int64_t>(value.getType().getShape());
     };
     // Import diagnostics carry node names, not file positions.
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
@@ -701,7 +723,54 @@ int runInspectCommand(MLIRContext &context) {
   });
 }
 
+int runRunOnce(MLIRContext &context);
+
+/// The test_data_set_N folders of a model folder (the ONNX backend-test
+/// layout), in order; empty when `dir` is itself one case.
+std::vector<std::string> testDataSets(StringRef dir) {
+  std::vector<std::string> sets;
+  if (dir.empty() ||
+      llvm::sys::fs::exists(Twine(dir) + "/input_0.pb") ||
+      llvm::sys::fs::exists(Twine(dir) + "/output_0.pb"))
+    return sets;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    if (llvm::sys::path::filename(it->path()).starts_with("test_data_set_"))
+      sets.push_back(it->path());
+  // test_data_set_10 after test_data_set_9.
+  llvm::sort(sets, [](const std::string &a, const std::string &b) {
+    return std::make_pair(a.size(), a) < std::make_pair(b.size(), b);
+  });
+  return sets;
+}
+
+/// `tfmc run`, once per test data set when --test-data-dir names a model
+/// folder. Each set is imported on its own, since a dynamic model takes its
+/// shapes from the set's inputs.
 int runRun(MLIRContext &context) {
+  std::vector<std::string> sets = testDataSets(testDataDir);
+  if (sets.empty())
+    return runRunOnce(context);
+  std::string folder = testDataDir;
+  int worst = kExitOk, matched = 0;
+  for (const std::string &set : sets) {
+    llvm::outs() << llvm::sys::path::filename(set) << ":\n";
+    testDataDir.setValue(set);
+    int rc = runRunOnce(context);
+    matched += rc == kExitOk;
+    if (rc == kExitUsage)
+      return rc;
+    if (worst == kExitOk || rc == kExitInputError)
+      worst = rc;
+  }
+  testDataDir.setValue(folder);
+  llvm::outs() << matched << " of " << sets.size()
+               << " test data sets match\n";
+  return worst;
+}
+
+int runRunOnce(MLIRContext &context) {
   RunOptions opts;
   opts.entry = entry;
   opts.inputs.assign(inputs.begin(), inputs.end());
@@ -710,6 +779,7 @@ int runRun(MLIRContext &context) {
   opts.seed = seed;
   opts.rtol = rtol;
   opts.atol = atol;
+  opts.relL2 = relL2;
   opts.printLimit = printLimit;
   opts.bench = bench;
   opts.threads = *threads;

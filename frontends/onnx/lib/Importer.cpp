@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -365,7 +366,12 @@ public:
 private:
   Location nodeLoc(const onnx::NodeProto &node, int index) const;
   LogicalResult checkGraph(const onnx::GraphProto &graph);
-  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
+  /// Gives every graph input in `inputsToResolve` a static type, from the
+  /// model, --shape (by input or by dimension symbol) and the test data,
+  /// into `resolvedShapes`. Reports every unresolved dimension at once.
+  /// `positions` holds each graph input's position among the inputs.
+  LogicalResult resolveInputShapes(const onnx::GraphProto &graph,
+                                   ArrayRef<unsigned> positions);
   LogicalResult convert(OpBuilder &b, const onnx::NodeProto &node, int index);
   /// Replaces ops whose operands are all constants by the constants the
   /// interpreter computes; returns the replaced values and the dead ops,
@@ -380,6 +386,8 @@ private:
   int64_t opset = 0;
   llvm::StringMap<Value> values;
   ExternalData external;
+  llvm::StringSet<> inputsToResolve;
+  llvm::StringMap<RankedTensorType> resolvedShapes;
 };
 
 Location Importer::nodeLoc(const onnx::NodeProto &node, int index) const {
@@ -440,55 +448,160 @@ LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
   return failure();
 }
 
-FailureOr<RankedTensorType>
-Importer::inputType(const onnx::ValueInfoProto &info) {
-  if (!info.type().has_tensor_type())
-    return emitError(fileLoc) << "graph input '" << info.name()
-                              << "' is not a tensor";
-  const auto &tt = info.type().tensor_type();
-  Type elt = elementTypeOf(ctx, tt.elem_type());
-  if (!elt)
-    return emitError(fileLoc)
-           << "graph input '" << info.name() << "' has data type "
-           << onnx::TensorProto::DataType_Name(
-                  static_cast<onnx::TensorProto::DataType>(tt.elem_type()))
-           << ", which tfm does not support";
-  auto fixed = options.inputShapes.find(info.name());
-  if (fixed != options.inputShapes.end()) {
-    if (tt.has_shape() &&
-        tt.shape().dim_size() != static_cast<int>(fixed->second.size()))
-      return emitError(fileLoc)
-             << "--shape gives '" << info.name() << "' rank "
-             << fixed->second.size() << " but the model gives it rank "
-             << tt.shape().dim_size();
-    for (int i = 0; tt.has_shape() && i < tt.shape().dim_size(); ++i) {
+LogicalResult Importer::resolveInputShapes(const onnx::GraphProto &graph,
+                                           ArrayRef<unsigned> positions) {
+  // Names --shape gives that are not inputs bind dimension symbols.
+  llvm::StringSet<> inputNames;
+  // In order of appearance, so messages list them the same way every time.
+  llvm::SetVector<StringRef> symbols;
+  for (const auto &in : graph.input()) {
+    inputNames.insert(in.name());
+    if (in.type().has_tensor_type())
+      for (const auto &d : in.type().tensor_type().shape().dim())
+        if (d.has_dim_param() && !d.has_dim_value())
+          symbols.insert(d.dim_param());
+  }
+  llvm::StringMap<int64_t> symbolSizes;
+  llvm::StringMap<std::string> symbolSource;
+  for (const auto &[name, shape] : options.inputShapes) {
+    if (inputNames.contains(name))
+      continue;
+    if (!symbols.contains(name) || shape.size() != 1) {
+      std::string known = llvm::join(symbols, ", ");
+      emitError(fileLoc) << "--shape names '" << name
+                         << "', which is neither an input of the model nor "
+                            "one of its dimension symbols"
+                         << (known.empty() ? std::string(" (it has none)")
+                                           : " (" + known + ")");
+      return failure();
+    }
+    symbolSizes[name] = shape[0];
+    symbolSource[name] = ("--shape " + name + "=" + Twine(shape[0])).str();
+  }
+
+  SmallVector<std::string> unresolved;
+  bool failedInput = false;
+  for (auto [index, info] : llvm::enumerate(graph.input())) {
+    if (!inputsToResolve.contains(info.name()))
+      continue;
+    if (!info.type().has_tensor_type()) {
+      emitError(fileLoc) << "graph input '" << info.name()
+                         << "' is not a tensor";
+      return failure();
+    }
+    const auto &tt = info.type().tensor_type();
+    Type elt = elementTypeOf(ctx, tt.elem_type());
+    if (!elt) {
+      emitError(fileLoc)
+          << "graph input '" << info.name() << "' has data type "
+          << onnx::TensorProto::DataType_Name(
+                 static_cast<onnx::TensorProto::DataType>(tt.elem_type()))
+          << ", which tfm does not support";
+      return failure();
+    }
+    // A whole shape: --shape NAME=..., else the test data's.
+    std::optional<SmallVector<int64_t>> whole;
+    std::string wholeSource;
+    auto fixed = options.inputShapes.find(info.name());
+    if (fixed != options.inputShapes.end()) {
+      whole = fixed->second;
+      wholeSource = "--shape";
+    }
+    int rank = tt.has_shape() ? tt.shape().dim_size() : -1;
+    SmallVector<int64_t> shape;
+    SmallVector<std::string> missing;
+    for (int i = 0; i < rank; ++i) {
       const auto &dim = tt.shape().dim(i);
-      if (dim.has_dim_value() && dim.dim_value() != fixed->second[i])
-        return emitError(fileLoc)
-               << "--shape gives dimension " << i << " of '" << info.name()
-               << "' size " << fixed->second[i]
-               << " but the model fixes it to " << dim.dim_value();
+      if (dim.has_dim_value() && dim.dim_value() >= 0) {
+        shape.push_back(dim.dim_value());
+        continue;
+      }
+      std::string symbol = dim.has_dim_param() ? dim.dim_param() : "";
+      auto bound = symbolSizes.find(symbol);
+      shape.push_back(bound != symbolSizes.end() ? bound->second : -1);
     }
-    return RankedTensorType::get(fixed->second, elt);
-  }
-  if (!tt.has_shape())
-    return emitError(fileLoc) << "graph input '" << info.name()
-                              << "' has no shape; give one with --shape "
-                              << info.name() << "=DxDx...";
-  SmallVector<int64_t> shape;
-  for (int i = 0; i < tt.shape().dim_size(); ++i) {
-    const auto &dim = tt.shape().dim(i);
-    if (!dim.has_dim_value() || dim.dim_value() < 0) {
-      std::string symbol =
-          dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "(unnamed)";
-      return emitError(fileLoc)
-             << "graph input '" << info.name() << "' has the dynamic dimension "
-             << symbol << " at index " << i << "; fix it with --shape "
-             << info.name() << "=DxDx...";
+    if (!whole && rank >= 0 && llvm::is_contained(shape, -1) &&
+        options.inputShapeHint) {
+      if (auto hint = options.inputShapeHint(info.name(), positions[index])) {
+        whole = *hint;
+        wholeSource = "the test data";
+      }
     }
-    shape.push_back(dim.dim_value());
+    if (whole) {
+      if (rank >= 0 && static_cast<int>(whole->size()) != rank) {
+        emitError(fileLoc) << wholeSource << " gives '" << info.name()
+                           << "' rank " << whole->size()
+                           << " but the model gives it rank " << rank;
+        failedInput = true;
+        continue;
+      }
+      for (int i = 0; i < rank; ++i) {
+        const auto &dim = tt.shape().dim(i);
+        int64_t want = (*whole)[i];
+        if (dim.has_dim_value() && dim.dim_value() != want) {
+          emitError(fileLoc) << wholeSource << " gives dimension " << i
+                             << " of '" << info.name() << "' size " << want
+                             << " but the model fixes it to "
+                             << dim.dim_value();
+          failedInput = true;
+        } else if (dim.has_dim_param() && shape[i] >= 0 && shape[i] != want) {
+          emitError(fileLoc)
+              << wholeSource << " gives dimension " << i << " of '"
+              << info.name() << "' ('" << dim.dim_param() << "') size "
+              << want << ", but " << symbolSource[dim.dim_param()]
+              << " gives " << shape[i];
+          failedInput = true;
+        } else if (dim.has_dim_param() && !dim.dim_param().empty()) {
+          // The symbol now has a size; other inputs must agree with it.
+          auto [it, inserted] = symbolSizes.try_emplace(dim.dim_param(), want);
+          if (inserted)
+            symbolSource[dim.dim_param()] = wholeSource;
+          else if (it->second != want) {
+            emitError(fileLoc)
+                << wholeSource << " gives '" << dim.dim_param() << "' size "
+                << want << ", but " << symbolSource[dim.dim_param()]
+                << " gives " << it->second;
+            failedInput = true;
+          }
+        }
+      }
+      resolvedShapes[info.name()] = RankedTensorType::get(*whole, elt);
+      continue;
+    }
+    if (rank < 0) {
+      unresolved.push_back("'" + info.name() + "' has no shape");
+      continue;
+    }
+    for (int i = 0; i < rank; ++i)
+      if (shape[i] < 0) {
+        const auto &dim = tt.shape().dim(i);
+        missing.push_back(
+            "dimension " + std::to_string(i) + " (" +
+            (dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unnamed") +
+            ")");
+      }
+    if (!missing.empty()) {
+      unresolved.push_back("'" + info.name() + "' " +
+                           llvm::join(missing, ", "));
+      continue;
+    }
+    resolvedShapes[info.name()] = RankedTensorType::get(shape, elt);
   }
-  return RankedTensorType::get(shape, elt);
+  if (failedInput)
+    return failure();
+  if (unresolved.empty())
+    return success();
+  SmallVector<std::string> hints;
+  for (StringRef sym : symbols)
+    if (!symbolSizes.count(sym))
+      hints.push_back(("--shape " + sym + "=N").str());
+  emitError(fileLoc) << "the model has dynamic dimensions that no --shape "
+                        "fixes: "
+                     << llvm::join(unresolved, "; ") << "; fix them by symbol ("
+                     << (hints.empty() ? std::string("--shape SYMBOL=N")
+                                       : llvm::join(hints, " "))
+                     << ") or by input (--shape NAME=DxDx...)";
+  return failure();
 }
 
 void Importer::foldConstants(ArrayRef<Operation *> ops,
@@ -614,10 +727,11 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
 
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
-  SmallVector<unsigned> argPositions;
+  SmallVector<unsigned> argPositions, positions;
   llvm::StringMap<DenseElementsAttr> bound;
   unsigned position = 0;
   for (const auto &in : graph.input()) {
+    positions.push_back(position);
     if (initializerNames.contains(in.name()))
       continue; // an initializer with a default value, not a real input
     unsigned pos = position++;
@@ -638,19 +752,23 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       bound[in.name()] = value;
       continue;
     }
-    auto type = inputType(in);
-    if (failed(type))
-      return {};
-    argTypes.push_back(*type);
+    inputsToResolve.insert(in.name());
     argNames.push_back(in.name());
     argPositions.push_back(pos);
   }
   for (const auto &[name, shape] : options.inputShapes)
-    if (!llvm::is_contained(argNames, name.str())) {
+    if (!inputsToResolve.contains(name) &&
+        llvm::any_of(graph.input(),
+                     [&](const auto &in) { return in.name() == name; })) {
       emitError(fileLoc) << "--shape names '" << name.str()
-                         << "', which is not an input of the model";
+                         << "', which is not an input of the model (an "
+                            "initializer or a bound shape operand)";
       return {};
     }
+  if (failed(resolveInputShapes(graph, positions)))
+    return {};
+  for (const std::string &name : argNames)
+    argTypes.push_back(resolvedShapes.lookup(name));
 
   auto fn = b.create<func::FuncOp>(fileLoc, options.functionName,
                                    b.getFunctionType(argTypes, {}));
@@ -737,7 +855,18 @@ bool mlir::tfm::onnx_import::parseShapeOption(StringRef text,
   }
   if (dims == "scalar")
     shape.clear();
-  options.inputShapes[name] = shape;
+  auto [it, inserted] = options.inputShapes.try_emplace(name, shape);
+  if (!inserted && it->second != shape) {
+    auto show = [](ArrayRef<int64_t> s) {
+      SmallVector<std::string> parts;
+      for (int64_t d : s)
+        parts.push_back(std::to_string(d));
+      return parts.empty() ? std::string("scalar") : llvm::join(parts, "x");
+    };
+    error = "--shape gives '" + name.str() + "' twice: " + show(it->second) +
+            " and " + show(shape);
+    return false;
+  }
   return true;
 }
 
@@ -781,8 +910,13 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
           shape->mutable_dim(i)->set_dim_value(d);
         continue;
       }
-      for (const auto &d : shape->dim())
+      for (auto &d : *shape->mutable_dim()) {
+        auto symbol = options.inputShapes.find(d.dim_param());
+        if (!d.has_dim_value() && symbol != options.inputShapes.end() &&
+            symbol->second.size() == 1)
+          d.set_dim_value(symbol->second[0]);
         dynamic |= !d.has_dim_value();
+      }
     }
     std::string error;
     if (!onnx_io::convertOpset(model, onnx_io::kFirstNativeOpset, error)) {

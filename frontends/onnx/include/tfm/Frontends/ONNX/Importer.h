@@ -19,12 +19,20 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
+#include <optional>
 
 namespace mlir::tfm::onnx_import {
 
 struct ImportOptions {
-  /// Fixes graph inputs' dynamic dimensions: NAME -> full static shape.
+  /// Fixes graph inputs' dynamic dimensions: an input's NAME -> its full
+  /// static shape, or a dimension symbol's name -> {its size}.
   llvm::StringMap<SmallVector<int64_t>> inputShapes;
+  /// The shape of a graph input whose dimensions neither the model nor
+  /// inputShapes fix (from test data, say), by name and position among the
+  /// graph's inputs; std::nullopt when not known.
+  std::function<std::optional<SmallVector<int64_t>>(StringRef name,
+                                                    unsigned position)>
+      inputShapeHint;
   /// The name of the function to build.
   std::string functionName = "infer";
   /// Supplies the value of a graph input that some node uses as a shape
@@ -44,8 +52,9 @@ struct ImportOptions {
   std::string externalDataFolder;
 };
 
-/// Parses "NAME=2x128" into `options`. Returns false and sets `error` when
-/// the text is malformed.
+/// Parses "NAME=2x128" (an input's shape) or "SYMBOL=N" (a dimension
+/// symbol's size) into `options`. Returns false and sets `error` when the
+/// text is malformed, or when it gives NAME a second, different value.
 bool parseShapeOption(llvm::StringRef text, ImportOptions &options,
                       std::string &error);
 
