@@ -699,6 +699,26 @@ int runTrain(MLIRContext &context) {
 }
 
 int runInspectCommand(MLIRContext &context) {
+  // A model with dimension symbols is described as the file gives it; its
+  // ops, FLOPs and memory plan need the symbols bound.
+  if (!inputFile.empty() && modelFormat(inputFile) == ModelFormat::onnx) {
+    std::string text, err;
+    std::vector<std::string> symbols;
+    if (mlir::tfm::onnx_import::describeSignature(inputFile, text, symbols,
+                                                  err) &&
+        !symbols.empty()) {
+      llvm::outs() << "model " << inputFile << ", dimension symbols "
+                   << llvm::join(symbols, ", ") << "\n"
+                   << text;
+      if (shapes.empty()) {
+        llvm::outs() << "bind the symbols with --shape (";
+        for (auto [i, s] : llvm::enumerate(symbols))
+          llvm::outs() << (i ? " " : "") << "--shape " << s << "=N";
+        llvm::outs() << ") to see the ops, fusions, FLOPs and memory plan\n";
+        return kExitOk;
+      }
+    }
+  }
   return withModel(context, [](ModuleOp module) -> int {
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))

@@ -947,6 +947,58 @@ mlir::tfm::onnx_import::importFile(MLIRContext *ctx, StringRef path,
   return importBytes(ctx, (*buffer)->getBuffer(), path, options);
 }
 
+bool mlir::tfm::onnx_import::describeSignature(StringRef path,
+                                               std::string &text,
+                                               std::vector<std::string> &symbols,
+                                               std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  onnx::ModelProto model;
+  if (!buffer) {
+    error = "cannot open '" + path.str() + "': " + buffer.getError().message();
+    return false;
+  }
+  google::protobuf::io::CodedInputStream stream(
+      reinterpret_cast<const uint8_t *>((*buffer)->getBufferStart()),
+      static_cast<int>((*buffer)->getBufferSize()));
+  stream.SetTotalBytesLimit(INT32_MAX);
+  if (!model.ParseFromCodedStream(&stream)) {
+    error = "'" + path.str() + "' is not a valid ONNX model";
+    return false;
+  }
+  llvm::StringSet<> initializers;
+  for (const auto &init : model.graph().initializer())
+    initializers.insert(init.name());
+  // Only the inputs' symbols need binding; the outputs' follow from them.
+  auto describe = [&](const onnx::ValueInfoProto &v, bool isInput) {
+    std::string line = "  " + v.name() + ": ";
+    const auto &tt = v.type().tensor_type();
+    line += onnx::TensorProto::DataType_Name(
+        static_cast<onnx::TensorProto::DataType>(tt.elem_type()));
+    if (!tt.has_shape())
+      return line + " (no shape)\n";
+    SmallVector<std::string> dims;
+    for (const auto &d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        dims.push_back(std::to_string(d.dim_value()));
+        continue;
+      }
+      std::string sym = d.has_dim_param() ? d.dim_param() : "?";
+      dims.push_back(sym);
+      if (isInput && d.has_dim_param() && !llvm::is_contained(symbols, sym))
+        symbols.push_back(sym);
+    }
+    return line + "[" + llvm::join(dims, ", ") + "]\n";
+  };
+  text = "inputs:\n";
+  for (const auto &in : model.graph().input())
+    if (!initializers.contains(in.name()))
+      text += describe(in, true);
+  text += "outputs:\n";
+  for (const auto &out : model.graph().output())
+    text += describe(out, false);
+  return true;
+}
+
 std::vector<std::string> mlir::tfm::onnx_import::supportedOpTypes() {
   return registry().opTypes();
 }

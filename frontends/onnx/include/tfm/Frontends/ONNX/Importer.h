@@ -68,6 +68,13 @@ OwningOpRef<ModuleOp> importBytes(MLIRContext *context, llvm::StringRef bytes,
                                   llvm::StringRef fileName,
                                   const ImportOptions &options);
 
+/// The graph inputs and outputs of the ONNX model at `path` as the file
+/// gives them, symbolic dimensions by name ("input_ids: i64[batch,
+/// sequence]"), one per line, and the inputs' dimension symbols in order
+/// of appearance. Returns false and sets `error` when the file is no model.
+bool describeSignature(llvm::StringRef path, std::string &text,
+                       std::vector<std::string> &symbols, std::string &error);
+
 /// The ONNX op types the importer converts, sorted.
 std::vector<std::string> supportedOpTypes();
 
