@@ -104,15 +104,65 @@ FailureOr<Term> contract(NodeContext &n, Term a, Term b, StringRef keep) {
 }
 
 /// Einsum as transposes, reshapes, sums and batched matmuls, contracting the
-/// operands left to right. Ellipses and repeated letters within an operand
-/// (diagonals) are not supported.
+/// operands left to right. Repeated letters within an operand (diagonals)
+/// are not supported, nor an ellipsis whose dimensions broadcast (size 1
+/// against n).
 LogicalResult convertEinsum(NodeContext &n) {
   std::string eq;
   for (char c : n.stringAttr("equation", ""))
     if (!isspace(static_cast<unsigned char>(c)))
       eq += c;
-  if (eq.find("...") != std::string::npos)
-    return n.fail("Einsum with an ellipsis ('" + eq + "') is not supported");
+  // An ellipsis stands for the same trailing run of fresh letters in every
+  // term (right-aligned, as numpy broadcasts); the implicit output puts
+  // those dimensions first.
+  std::string ellipsis, written = eq;
+  if (eq.find("...") != std::string::npos) {
+    SmallVector<StringRef> lhsTerms;
+    StringRef(eq).split("->").first.split(lhsTerms, ',');
+    if (lhsTerms.size() != n.numInputs())
+      return n.fail("Einsum's equation '" + eq + "' names " +
+                    Twine(lhsTerms.size()) + " operands; the node has " +
+                    Twine(n.numInputs()));
+    int64_t most = 0;
+    for (auto [i, t] : llvm::enumerate(lhsTerms))
+      if (t.contains("..."))
+        most = std::max<int64_t>(most, n.inputType(i).getRank() -
+                                           (static_cast<int64_t>(t.size()) - 3));
+    for (char c = 'A'; c <= 'Z' && static_cast<int64_t>(ellipsis.size()) < most;
+         ++c)
+      if (eq.find(c) == std::string::npos)
+        ellipsis += c;
+    if (most < 0 || static_cast<int64_t>(ellipsis.size()) < most)
+      return n.fail("Einsum's ellipsis in '" + eq + "' does not fit its "
+                    "operands' ranks");
+    std::string expanded;
+    StringRef rest(eq);
+    auto [lhsPart, outPart] = rest.split("->");
+    SmallVector<StringRef> parts;
+    lhsPart.split(parts, ',');
+    for (auto [i, t] : llvm::enumerate(parts)) {
+      std::string term = t.str();
+      size_t at = term.find("...");
+      if (at != std::string::npos) {
+        int64_t count = n.inputType(i).getRank() -
+                        (static_cast<int64_t>(term.size()) - 3);
+        if (count < 0)
+          return n.fail("Einsum operand " + Twine(i) + " has rank " +
+                        Twine(n.inputType(i).getRank()) + ", fewer than '" +
+                        t + "' names");
+        term.replace(at, 3, ellipsis.substr(ellipsis.size() - count));
+      }
+      expanded += (i ? "," : "") + term;
+    }
+    if (rest.contains("->")) {
+      std::string outTerm = outPart.str();
+      size_t at = outTerm.find("...");
+      if (at != std::string::npos)
+        outTerm.replace(at, 3, ellipsis);
+      expanded += "->" + outTerm;
+    }
+    eq = expanded;
+  }
   StringRef eqRef(eq);
   auto [inputs, output] = eqRef.split("->");
   SmallVector<StringRef> specs;
@@ -130,20 +180,22 @@ LogicalResult convertEinsum(NodeContext &n) {
     for (auto [j, c] : llvm::enumerate(spec))
       if (!isalpha(static_cast<unsigned char>(c)) ||
           spec.find(c, j + 1) != StringRef::npos)
-        return n.fail("Einsum's term '" + spec +
-                      "' repeats an index or uses a character that is not "
-                      "a letter; diagonals are not supported");
+        return n.fail("Einsum's equation '" + written +
+                      "' repeats an index within a term or uses a character "
+                      "that is not a letter; diagonals are not supported");
     terms.push_back({n.input(i), spec.str()});
   }
   std::string out;
   if (eqRef.contains("->")) {
     out = output.str();
   } else {
-    // Implicit output: the letters that appear once, in alphabetical order.
+    // Implicit output: the ellipsis' dimensions, then the letters that
+    // appear once, in alphabetical order.
     std::string all = inputs.str();
+    out = ellipsis;
     for (char c = 'A'; c <= 'z'; ++c)
       if (isalpha(static_cast<unsigned char>(c)) &&
-          llvm::count(all, c) == 1)
+          llvm::count(all, c) == 1 && ellipsis.find(c) == std::string::npos)
         out += c;
   }
   Term acc = terms[0];

@@ -4,7 +4,8 @@ here (1.12, opsets up to 17) does not know, with expected outputs computed by
 ONNX Runtime: reductions taking axes as an input, Split's num_outputs, Gelu,
 Cast's saturate, and an attention block at opset 21 that uses them together.
 Also Softmax and LogSoftmax at opsets 11 and 12 over a middle axis, whose
-meaning (flatten to 2-D at the axis) changed at 13.
+meaning (flatten to 2-D at the axis) changed at 13, and the Einsum forms
+exporters write (attention contractions, ellipses, implicit outputs).
 
 Each case is a folder in the ONNX backend-test layout. Needs node and the
 onnxruntime-node package that ./tfm.sh bench installs:
@@ -132,6 +133,16 @@ def main():
          [vi("x", [2, 3, 4])], [vi("y", None)], {"x": randn(2, 3, 4)})
     save("softmax_default_axis_11", 11, [helper.make_node("Softmax", ["x"], ["y"])],
          [vi("x", [2, 3, 4])], [vi("y", None)], {"x": randn(2, 3, 4)})
+    save("einsum_forms_12", 12,
+         [helper.make_node("Einsum", ["q", "k"], ["scores"], equation="bhqd,bhkd->bhqk"),
+          helper.make_node("Einsum", ["a", "b"], ["batched"], equation="...ij,...jk->...ik"),
+          helper.make_node("Einsum", ["a", "w"], ["broadcast"], equation="...ij, jk"),
+          helper.make_node("Einsum", ["q"], ["total"], equation="bhqd->")],
+         [vi("q", [2, 3, 4, 5]), vi("k", [2, 3, 6, 5]), vi("a", [2, 3, 4, 5]),
+          vi("b", [2, 3, 5, 2]), vi("w", [5, 3])],
+         [vi("scores", None), vi("batched", None), vi("broadcast", None), vi("total", None)],
+         {"q": randn(2, 3, 4, 5), "k": randn(2, 3, 6, 5), "a": randn(2, 3, 4, 5),
+          "b": randn(2, 3, 5, 2), "w": randn(5, 3)})
 
 
 if __name__ == "__main__":
