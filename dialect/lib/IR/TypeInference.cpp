@@ -158,6 +158,8 @@ FailureOr<Type> mlir::tfm::inferConv2DType(const ShapeDiag &d, Type inputT,
   if (group < 1 || c % group != 0 || m % group != 0)
     return d.fail("'group' ", group, " must divide the input channels ", c,
                   " and the output channels ", m);
+  if (weight->getDimSize(2) < 1 || weight->getDimSize(3) < 1)
+    return d.fail("'weight' ", fmtType(*weight), " has an empty kernel");
   if (weight->getDimSize(1) != c / group)
     return d.fail("'weight' ", fmtType(*weight), " must have ", c / group,
                   " input channels per group (", c, " / group ", group, ")");

@@ -722,3 +722,12 @@ func.func @conv2d_pads(%x: tensor<1x1x8x8xf32>, %w: tensor<1x1x3x3xf32>) {
   %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, -1, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x1x8x8xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x6x6xf32>
   return
 }
+
+// -----
+
+// Tests that conv2d's kernel is not empty.
+func.func @conv2d_empty_kernel(%x: tensor<1x1x8x8xf32>, %w: tensor<1x1x0x3xf32>) {
+  // expected-error@+1 {{'weight' 'tensor<1x1x0x3xf32>' has an empty kernel}}
+  %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x1x8x8xf32>, tensor<1x1x0x3xf32>) -> tensor<1x1x9x6xf32>
+  return
+}
