@@ -1,13 +1,16 @@
-//===- Convolution.cpp - ONNX Conv and AveragePool ------------------------===//
+//===- Convolution.cpp - ONNX Conv, AveragePool and MaxPool ---------------===//
 //
 // Both become tfm.conv2d, which holds 2-D convolutions; a 1-D one (speech
 // front ends, Conformer's convolution module) is a 2-D one of height 1.
 // AveragePool is a depthwise convolution with a constant kernel, divided by
 // how many elements each window covers, which is known when compiling.
+// MaxPool gathers each window's elements and takes their max.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../ImporterImpl.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -210,9 +213,91 @@ LogicalResult convertAveragePool(NodeContext &n) {
   return n.push(n.binary<DivOp>(sum, divisor));
 }
 
+/// MaxPool over any number of spatial axes, exactly: the input padded with
+/// -inf, each window's elements gathered along each axis by constant
+/// indices (a window axis beside each output axis), then a max over the
+/// window axes.
+LogicalResult convertMaxPool(NodeContext &n) {
+  if (n.hasOutput(1))
+    return n.fail("MaxPool's Indices output is not supported");
+  if (n.intAttr("storage_order", 0) != 0)
+    return n.fail("MaxPool with storage_order 1 is not supported");
+  Value x = n.input(0);
+  auto xt = n.inputType(0);
+  if (failed(n.requireFloat(x)))
+    return failure();
+  int64_t r = xt.getRank() - 2;
+  auto kernel = n.intsAttr("kernel_shape");
+  if (r < 1 || !kernel || static_cast<int64_t>(kernel->size()) != r)
+    return n.fail("MaxPool needs a kernel_shape with one size per spatial "
+                  "axis");
+  ArrayRef<int64_t> spatial = xt.getShape().drop_front(2);
+  auto win = readWindow(n, spatial, *kernel);
+  if (failed(win))
+    return failure();
+  bool ceilMode = n.intAttr("ceil_mode", 0);
+  Type elt = xt.getElementType();
+  Value lowest = n.scalar(elt, -std::numeric_limits<double>::infinity());
+  Value v = x;
+  SmallVector<int64_t> windowAxes;
+  for (int64_t i = 0; i < r; ++i) {
+    // Axis 2 + i of the input sits at 2 + 2i once i window axes are in.
+    int64_t axis = 2 + 2 * i;
+    int64_t extent = spatial[i] + win->padBegin[i] + win->padEnd[i];
+    int64_t window = (win->kernel[i] - 1) * win->dilations[i] + 1;
+    if (extent < window)
+      return n.fail("MaxPool's window is larger than its padded input");
+    int64_t span = extent - window, s = win->strides[i];
+    int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
+    if (ceilMode && (out - 1) * s >= spatial[i] + win->padBegin[i])
+      --out;
+    int64_t after = std::max<int64_t>(win->padEnd[i],
+                                      (out - 1) * s + window - spatial[i] -
+                                          win->padBegin[i]);
+    // Pad with -inf, which no window's max can pick over a real element.
+    auto shape = cast<RankedTensorType>(v.getType()).getShape();
+    SmallVector<Value> parts;
+    for (int64_t pad : {win->padBegin[i], int64_t(-1), after}) {
+      if (pad == -1) {
+        parts.push_back(v);
+        continue;
+      }
+      if (pad == 0)
+        continue;
+      SmallVector<int64_t> padShape(shape), ones(shape.size(), 1);
+      padShape[axis] = pad;
+      Value block;
+      if (!take(n.reshape(lowest, ones), block) ||
+          !take(n.broadcast(block, padShape), block))
+        return failure();
+      parts.push_back(block);
+    }
+    if (parts.size() > 1 && !take(n.concat(parts, axis), v))
+      return failure();
+    SmallVector<int64_t> idx;
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < win->kernel[i]; ++k)
+        idx.push_back(o * s + k * win->dilations[i]);
+    Value indices = n.constant(DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(idx.size())},
+                              n.builder.getI64Type()),
+        ArrayRef<int64_t>(idx)));
+    if (!take(n.gather(v, indices, axis), v))
+      return failure();
+    SmallVector<int64_t> split(cast<RankedTensorType>(v.getType()).getShape());
+    split[axis] = out;
+    split.insert(split.begin() + axis + 1, win->kernel[i]);
+    if (!take(n.reshape(v, split), v))
+      return failure();
+    windowAxes.push_back(axis + 1);
+  }
+  return n.push(n.reduce(ReduceKind::max, v, windowAxes, false));
+}
+
 } // namespace
 
 void mlir::tfm::onnx_import::populateConvolutionConverters(Registry &r) {
+  r.onOp("MaxPool", 8, convertMaxPool);
   r.onOp("Conv", 1, convertConv);
   r.onOp("AveragePool", 7, convertAveragePool);
 }
