@@ -77,6 +77,24 @@ FailureOr<Window> readWindow(NodeContext &n, ArrayRef<int64_t> spatial,
   return w;
 }
 
+/// The output size of a pooling window along spatial axis `i`: floor, or
+/// with ceil_mode ceiling, but a window may not start in the end padding
+/// (as ONNX Runtime and PyTorch do). Fails when the window does not fit.
+FailureOr<int64_t> pooledSize(NodeContext &n, const Window &w,
+                              ArrayRef<int64_t> spatial, int64_t i,
+                              bool ceilMode) {
+  int64_t extent = spatial[i] + w.padBegin[i] + w.padEnd[i];
+  int64_t window = (w.kernel[i] - 1) * w.dilations[i] + 1;
+  if (extent < window)
+    return n.fail(n.node.op_type() +
+                  "'s window is larger than its padded input");
+  int64_t span = extent - window, s = w.strides[i];
+  int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
+  if (ceilMode && (out - 1) * s >= spatial[i] + w.padBegin[i])
+    --out;
+  return out;
+}
+
 /// `v` with a unit axis inserted at `axis`.
 FailureOr<Value> withUnitAxis(NodeContext &n, Value v, int64_t axis) {
   SmallVector<int64_t> shape(cast<RankedTensorType>(v.getType()).getShape());
@@ -156,20 +174,14 @@ LogicalResult convertAveragePool(NodeContext &n) {
   // further with zeros, which the divisor below does not count.
   SmallVector<int64_t> outSize, realEnd(win->padEnd);
   for (int64_t i = 0; i < r; ++i) {
-    int64_t extent = spatial[i] + win->padBegin[i] + win->padEnd[i];
+    auto out = pooledSize(n, *win, spatial, i, ceilMode);
+    if (failed(out))
+      return failure();
+    outSize.push_back(*out);
     int64_t window = (win->kernel[i] - 1) * win->dilations[i] + 1;
-    if (extent < window)
-      return n.fail("AveragePool's window is larger than its padded input");
-    int64_t span = extent - window;
-    int64_t out = (ceilMode ? (span + win->strides[i] - 1) / win->strides[i]
-                            : span / win->strides[i]) + 1;
-    // A window may not start in the end padding (as ONNX Runtime does).
-    if (ceilMode && (out - 1) * win->strides[i] >=
-                        spatial[i] + win->padBegin[i])
-      --out;
-    outSize.push_back(out);
     win->padEnd[i] += std::max<int64_t>(
-        0, (out - 1) * win->strides[i] + window - extent);
+        0, (*out - 1) * win->strides[i] + window -
+               (spatial[i] + win->padBegin[i] + win->padEnd[i]));
   }
   int64_t c = xt.getDimSize(1);
   Type elt = xt.getElementType();
@@ -243,14 +255,11 @@ LogicalResult convertMaxPool(NodeContext &n) {
   for (int64_t i = 0; i < r; ++i) {
     // Axis 2 + i of the input sits at 2 + 2i once i window axes are in.
     int64_t axis = 2 + 2 * i;
-    int64_t extent = spatial[i] + win->padBegin[i] + win->padEnd[i];
+    auto pooled = pooledSize(n, *win, spatial, i, ceilMode);
+    if (failed(pooled))
+      return failure();
+    int64_t out = *pooled, s = win->strides[i];
     int64_t window = (win->kernel[i] - 1) * win->dilations[i] + 1;
-    if (extent < window)
-      return n.fail("MaxPool's window is larger than its padded input");
-    int64_t span = extent - window, s = win->strides[i];
-    int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
-    if (ceilMode && (out - 1) * s >= spatial[i] + win->padBegin[i])
-      --out;
     int64_t after = std::max<int64_t>(win->padEnd[i],
                                       (out - 1) * s + window - spatial[i] -
                                           win->padBegin[i]);
