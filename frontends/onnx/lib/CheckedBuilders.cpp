@@ -161,3 +161,15 @@ LogicalResult NodeContext::requireFloat(Value x) const {
               llvm::formatv("{0}", elt).str() +
               " is not supported (tfm computes in f32, f16 or bf16)");
 }
+
+FailureOr<Value> NodeContext::fillAlong(Value x, int64_t axis, int64_t size,
+                                        Value value) const {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = size;
+  SmallVector<int64_t> ones(type.getRank(), 1);
+  auto v = reshape(value, ones);
+  if (failed(v))
+    return failure();
+  return broadcast(*v, shape);
+}

@@ -141,6 +141,10 @@ public:
   FailureOr<Value> softmax(Value x, int64_t axis) const;
   FailureOr<Value> castTo(Value x, Type elementType) const;
   FailureOr<Value> broadcast(Value x, ArrayRef<int64_t> shape) const;
+  /// A tensor shaped like `x` but `size` long on `axis`, filled with the
+  /// rank-0 or one-element `value` (pads, shifted-in zeros).
+  FailureOr<Value> fillAlong(Value x, int64_t axis, int64_t size,
+                             Value value) const;
   /// A math-dialect unary op; fails unless `x` is a float tensor.
   template <typename OpTy> FailureOr<Value> floatUnary(Value x) const {
     if (failed(requireFloat(x)))

@@ -264,20 +264,12 @@ LogicalResult convertMaxPool(NodeContext &n) {
                                       (out - 1) * s + window - spatial[i] -
                                           win->padBegin[i]);
     // Pad with -inf, which no window's max can pick over a real element.
-    auto shape = cast<RankedTensorType>(v.getType()).getShape();
     SmallVector<Value> parts;
     for (int64_t pad : {win->padBegin[i], int64_t(-1), after}) {
-      if (pad == -1) {
-        parts.push_back(v);
-        continue;
-      }
+      Value block = v;
       if (pad == 0)
         continue;
-      SmallVector<int64_t> padShape(shape), ones(shape.size(), 1);
-      padShape[axis] = pad;
-      Value block;
-      if (!take(n.reshape(lowest, ones), block) ||
-          !take(n.broadcast(block, padShape), block))
+      if (pad > 0 && !take(n.fillAlong(v, axis, pad, lowest), block))
         return failure();
       parts.push_back(block);
     }

@@ -427,20 +427,6 @@ FailureOr<Value> sliceAlong(NodeContext &n, Value x, int64_t axis,
   return n.slice(x, starts, sizes, steps);
 }
 
-/// A tensor shaped like `x` but `size` long on `axis`, filled with the
-/// rank-0 or one-element `value`.
-FailureOr<Value> fillAlong(NodeContext &n, Value x, int64_t axis,
-                           int64_t size, Value value) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape[axis] = size;
-  SmallVector<int64_t> ones(type.getRank(), 1);
-  Value v;
-  if (!take(n.reshape(value, ones), v))
-    return failure();
-  return n.broadcast(v, shape);
-}
-
 /// Pad: per axis, crop negative pads, then add constant blocks (constant
 /// mode) or gather the reflected, edge or wrapped elements.
 LogicalResult convertPad(NodeContext &n) {
@@ -498,13 +484,13 @@ LogicalResult convertPad(NodeContext &n) {
       SmallVector<Value> parts;
       Value block;
       if (before) {
-        if (!take(fillAlong(n, x, axis, before, fill), block))
+        if (!take(n.fillAlong(x, axis, before, fill), block))
           return failure();
         parts.push_back(block);
       }
       parts.push_back(x);
       if (after) {
-        if (!take(fillAlong(n, x, axis, after, fill), block))
+        if (!take(n.fillAlong(x, axis, after, fill), block))
           return failure();
         parts.push_back(block);
       }
@@ -580,7 +566,7 @@ LogicalResult convertCumSum(NodeContext &n) {
   // y shifted by k along the axis, zeros coming in.
   auto shifted = [&](Value v, int64_t k) -> FailureOr<Value> {
     Value head, tail;
-    if (!take(fillAlong(n, v, *axis, k, zero), head) ||
+    if (!take(n.fillAlong(v, *axis, k, zero), head) ||
         !take(sliceAlong(n, v, *axis, 0, d - k), tail))
       return failure();
     return n.concat({head, tail}, *axis);
