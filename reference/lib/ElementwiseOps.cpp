@@ -11,9 +11,18 @@ using namespace mlir::tfm::reference;
 
 namespace {
 /// Integers wrap around as machine integers do, without the undefined
-/// behaviour of signed overflow.
-int64_t wrapping(BinaryKind op, int64_t x, int64_t y) {
+/// behaviour of signed overflow. u64 elements are held as bit patterns, so
+/// their order and quotient are taken unsigned (narrower unsigned kinds
+/// hold their values exactly).
+int64_t wrapping(BinaryKind op, int64_t x, int64_t y, bool u64) {
   auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  if (u64 && (op == BinaryKind::Div || op == BinaryKind::Max ||
+              op == BinaryKind::Min)) {
+    if (op == BinaryKind::Div)
+      return y == 0 ? 0 : static_cast<int64_t>(u(x) / u(y));
+    bool less = u(x) < u(y);
+    return (op == BinaryKind::Max) == less ? y : x;
+  }
   switch (op) {
   case BinaryKind::Add:
     return static_cast<int64_t>(u(x) + u(y));
@@ -100,7 +109,8 @@ Tensor mlir::tfm::reference::evalBinary(BinaryKind op, const Tensor &a,
   bool exact = out.isInt() && a.isInt() && b.isInt() && op != BinaryKind::Pow;
   for (int64_t i = 0; i < out.numElements(); ++i) {
     if (exact)
-      out.setInt(i, wrapping(op, a.ints[am[i]], b.ints[bm[i]]));
+      out.setInt(i, wrapping(op, a.ints[am[i]], b.ints[bm[i]],
+                             kind == ElementKind::U64));
     else
       out.set(i, floating(op, a.get(am[i]), b.get(bm[i])));
   }
@@ -124,8 +134,13 @@ Tensor mlir::tfm::reference::evalCompare(ComparePredicate p, const Tensor &a,
     return false;
   };
   bool exact = a.isInt() && b.isInt();
+  bool u64 = a.kind == ElementKind::U64;
+  auto exactly = [&](int64_t x, int64_t y) {
+    return u64 ? compare(static_cast<uint64_t>(x), static_cast<uint64_t>(y))
+               : compare(x, y);
+  };
   for (int64_t i = 0; i < out.numElements(); ++i)
-    out.data[i] = (exact ? compare(a.ints[am[i]], b.ints[bm[i]])
+    out.data[i] = (exact ? exactly(a.ints[am[i]], b.ints[bm[i]])
                          : compare(a.get(am[i]), b.get(bm[i])))
                       ? 1.0
                       : 0.0;
@@ -156,7 +171,7 @@ Tensor mlir::tfm::reference::evalCast(const Tensor &in, ElementKind kind) {
     else if (out.isInt())
       out.set(i, in.data[i]);
     else if (in.isInt())
-      out.data[i] = roundToKind(static_cast<double>(in.ints[i]), kind);
+      out.data[i] = roundToKind(in.get(i), kind);
     else
       out.data[i] = roundToKind(in.data[i], kind);
   }

@@ -35,10 +35,15 @@ FailureOr<ElementKind> mlir::tfm::reference::elementKindOf(Type type) {
     return ElementKind::F64;
   if (type.isInteger(1))
     return ElementKind::I1;
+  bool u = type.isUnsignedInteger();
+  if (type.isInteger(8))
+    return u ? ElementKind::U8 : ElementKind::I8;
+  if (type.isInteger(16))
+    return u ? ElementKind::U16 : ElementKind::I16;
   if (type.isInteger(32))
-    return ElementKind::I32;
+    return u ? ElementKind::U32 : ElementKind::I32;
   if (type.isInteger(64))
-    return ElementKind::I64;
+    return u ? ElementKind::U64 : ElementKind::I64;
   return failure();
 }
 
@@ -60,6 +65,18 @@ Type mlir::tfm::reference::elementTypeOf(MLIRContext *context,
     return b.getI32Type();
   case ElementKind::I64:
     return b.getI64Type();
+  case ElementKind::I8:
+    return b.getI8Type();
+  case ElementKind::I16:
+    return b.getI16Type();
+  case ElementKind::U8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case ElementKind::U16:
+    return b.getIntegerType(16, /*isSigned=*/false);
+  case ElementKind::U32:
+    return b.getIntegerType(32, /*isSigned=*/false);
+  case ElementKind::U64:
+    return b.getIntegerType(64, /*isSigned=*/false);
   }
   return {};
 }
@@ -574,8 +591,10 @@ FailureOr<Tensor> Interpreter::fromAttr(DenseElementsAttr dense) {
     for (bool v : dense.getValues<bool>())
       t.data[i++] = v ? 1.0 : 0.0;
   } else {
+    bool isUnsigned = elt.isUnsignedInteger();
     for (APInt v : dense.getValues<APInt>())
-      t.ints[i++] = v.getSExtValue();
+      t.ints[i++] = isUnsigned ? static_cast<int64_t>(v.getZExtValue())
+                               : v.getSExtValue();
   }
   return t;
 }

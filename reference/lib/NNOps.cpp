@@ -216,16 +216,23 @@ Tensor mlir::tfm::reference::evalReduce(ReduceKind kind, const Tensor &in,
   };
   if (in.isInt()) {
     // Integers reduce exactly; a mean truncates toward zero.
-    int64_t init = kind == ReduceKind::max   ? std::numeric_limits<int64_t>::min()
-                   : kind == ReduceKind::min ? std::numeric_limits<int64_t>::max()
+    // A u64 holds its bit pattern; order it unsigned.
+    bool u64 = in.kind == ElementKind::U64;
+    auto less = [u64](int64_t x, int64_t y) {
+      return u64 ? static_cast<uint64_t>(x) < static_cast<uint64_t>(y) : x < y;
+    };
+    int64_t lowest = u64 ? 0 : std::numeric_limits<int64_t>::min();
+    int64_t highest = u64 ? -1 : std::numeric_limits<int64_t>::max();
+    int64_t init = kind == ReduceKind::max   ? lowest
+                   : kind == ReduceKind::min ? highest
                                              : 0;
     std::fill(out.ints.begin(), out.ints.end(), init);
     for (int64_t v : in.ints) {
       int64_t &acc = out.ints[target()];
       if (kind == ReduceKind::max)
-        acc = std::max(acc, v);
+        acc = less(acc, v) ? v : acc;
       else if (kind == ReduceKind::min)
-        acc = std::min(acc, v);
+        acc = less(v, acc) ? v : acc;
       else
         acc = static_cast<int64_t>(static_cast<uint64_t>(acc) +
                                    static_cast<uint64_t>(v));

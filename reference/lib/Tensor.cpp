@@ -25,6 +25,18 @@ const char *mlir::tfm::reference::elementKindName(ElementKind kind) {
     return "i32";
   case ElementKind::I64:
     return "i64";
+  case ElementKind::I8:
+    return "i8";
+  case ElementKind::I16:
+    return "i16";
+  case ElementKind::U8:
+    return "ui8";
+  case ElementKind::U16:
+    return "ui16";
+  case ElementKind::U32:
+    return "ui32";
+  case ElementKind::U64:
+    return "ui64";
   }
   return "?";
 }
@@ -49,17 +61,29 @@ double mlir::tfm::reference::roundToKind(double v, ElementKind kind) {
     return viaAPFloat(llvm::APFloat::BFloat());
   case ElementKind::I1:
     return v != 0 ? 1.0 : 0.0;
-  case ElementKind::I32:
-  case ElementKind::I64:
+  default:
     return std::trunc(v);
   }
-  return v;
 }
 
 int64_t mlir::tfm::reference::wrapToKind(int64_t v, ElementKind kind) {
-  if (kind == ElementKind::I32)
-    return static_cast<int32_t>(static_cast<uint32_t>(v));
-  return v;
+  auto bits = static_cast<uint64_t>(v);
+  switch (kind) {
+  case ElementKind::I8:
+    return static_cast<int8_t>(static_cast<uint8_t>(bits));
+  case ElementKind::I16:
+    return static_cast<int16_t>(static_cast<uint16_t>(bits));
+  case ElementKind::I32:
+    return static_cast<int32_t>(static_cast<uint32_t>(bits));
+  case ElementKind::U8:
+    return static_cast<uint8_t>(bits);
+  case ElementKind::U16:
+    return static_cast<uint16_t>(bits);
+  case ElementKind::U32:
+    return static_cast<uint32_t>(bits);
+  default:
+    return v;
+  }
 }
 
 namespace {
@@ -110,10 +134,14 @@ int64_t Tensor::getInt(int64_t i) const {
 }
 
 void Tensor::set(int64_t i, double v) {
-  if (isInt())
-    ints[i] = wrapToKind(saturatingTrunc(v), kind);
-  else
+  if (!isInt())
     data[i] = v;
+  else if (kind == ElementKind::U64 && v >= 9223372036854775808.0)
+    ints[i] = v >= 18446744073709551615.0
+                  ? -1
+                  : static_cast<int64_t>(static_cast<uint64_t>(v));
+  else
+    ints[i] = wrapToKind(saturatingTrunc(v), kind);
 }
 
 void Tensor::setInt(int64_t i, int64_t v) {
@@ -126,7 +154,10 @@ void Tensor::setInt(int64_t i, int64_t v) {
 std::vector<double> Tensor::asDoubles() const {
   if (!isInt())
     return data;
-  return std::vector<double>(ints.begin(), ints.end());
+  std::vector<double> out(ints.size());
+  for (size_t i = 0; i < ints.size(); ++i)
+    out[i] = get(static_cast<int64_t>(i));
+  return out;
 }
 
 std::string Tensor::typeString() const {

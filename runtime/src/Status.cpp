@@ -39,6 +39,20 @@ const char *tfm::runtime::dtypeName(int32_t dtype) {
     return "i64";
   case TFM_DTYPE_BOOL:
     return "bool";
+  case TFM_DTYPE_F64:
+    return "f64";
+  case TFM_DTYPE_I8:
+    return "i8";
+  case TFM_DTYPE_I16:
+    return "i16";
+  case TFM_DTYPE_U8:
+    return "u8";
+  case TFM_DTYPE_U16:
+    return "u16";
+  case TFM_DTYPE_U32:
+    return "u32";
+  case TFM_DTYPE_U64:
+    return "u64";
   }
   return "unknown";
 }

@@ -13,13 +13,20 @@ size_t tfm_dtype_size(tfm_dtype_t dtype) {
   switch (dtype) {
   case TFM_DTYPE_F32:
   case TFM_DTYPE_I32:
+  case TFM_DTYPE_U32:
     return 4;
   case TFM_DTYPE_F16:
   case TFM_DTYPE_BF16:
+  case TFM_DTYPE_I16:
+  case TFM_DTYPE_U16:
     return 2;
+  case TFM_DTYPE_F64:
   case TFM_DTYPE_I64:
+  case TFM_DTYPE_U64:
     return 8;
   case TFM_DTYPE_BOOL:
+  case TFM_DTYPE_I8:
+  case TFM_DTYPE_U8:
     return 1;
   }
   return 0;

@@ -50,12 +50,19 @@ std::optional<int32_t> dtypeOf(Type t) {
     return TFM_DTYPE_F16;
   if (t.isBF16())
     return TFM_DTYPE_BF16;
-  if (t.isInteger(32))
-    return TFM_DTYPE_I32;
-  if (t.isInteger(64))
-    return TFM_DTYPE_I64;
+  if (t.isF64())
+    return TFM_DTYPE_F64;
   if (t.isInteger(1))
     return TFM_DTYPE_BOOL;
+  bool u = t.isUnsignedInteger();
+  if (t.isInteger(8))
+    return u ? TFM_DTYPE_U8 : TFM_DTYPE_I8;
+  if (t.isInteger(16))
+    return u ? TFM_DTYPE_U16 : TFM_DTYPE_I16;
+  if (t.isInteger(32))
+    return u ? TFM_DTYPE_U32 : TFM_DTYPE_I32;
+  if (t.isInteger(64))
+    return u ? TFM_DTYPE_U64 : TFM_DTYPE_I64;
   return std::nullopt;
 }
 
@@ -677,8 +684,10 @@ LogicalResult mlir::tfm::linkSharedLibrary(ArrayRef<std::string> objects,
     error = "cannot find the linker ld.lld (Debian package lld)";
     return failure();
   }
-  // libm for erf and tanh, libc for malloc; linked by name so that the
-  // library also loads into processes that did not load them globally.
+  // libm for erf and tanh, libc for malloc, libgcc_s for the conversions
+  // the target has no instruction for (f64 to f16); linked by name so that
+  // the library also loads into processes that did not load them globally,
+  // and only where used (--as-needed).
   std::string multiarch = llvm::Triple(llvm::sys::getDefaultTargetTriple())
                               .getArchName()
                               .str() +
@@ -697,6 +706,7 @@ LogicalResult mlir::tfm::linkSharedLibrary(ArrayRef<std::string> objects,
     args.append(objects.begin(), objects.end());
     args.push_back("-l:libm.so.6");
     args.push_back("-l:libc.so.6");
+    args.push_back("-l:libgcc_s.so.1");
   }
   SmallVector<StringRef> argv(args.begin(), args.end());
   SmallString<128> errFile;

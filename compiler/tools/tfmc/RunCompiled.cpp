@@ -40,43 +40,60 @@ bool ok(tfm_status_t s) {
   return false;
 }
 
+/// The ABI's element type codes beside the interpreter's kinds.
+constexpr std::pair<tfm_dtype_t, ElementKind> kDtypeKinds[] = {
+    {TFM_DTYPE_F32, ElementKind::F32}, {TFM_DTYPE_F16, ElementKind::F16},
+    {TFM_DTYPE_BF16, ElementKind::BF16}, {TFM_DTYPE_F64, ElementKind::F64},
+    {TFM_DTYPE_BOOL, ElementKind::I1},  {TFM_DTYPE_I8, ElementKind::I8},
+    {TFM_DTYPE_I16, ElementKind::I16},  {TFM_DTYPE_I32, ElementKind::I32},
+    {TFM_DTYPE_I64, ElementKind::I64},  {TFM_DTYPE_U8, ElementKind::U8},
+    {TFM_DTYPE_U16, ElementKind::U16},  {TFM_DTYPE_U32, ElementKind::U32},
+    {TFM_DTYPE_U64, ElementKind::U64},
+};
+
 std::optional<ElementKind> kindOf(int32_t dtype) {
-  switch (dtype) {
-  case TFM_DTYPE_F32: return ElementKind::F32;
-  case TFM_DTYPE_F16: return ElementKind::F16;
-  case TFM_DTYPE_BF16: return ElementKind::BF16;
-  case TFM_DTYPE_I32: return ElementKind::I32;
-  case TFM_DTYPE_I64: return ElementKind::I64;
-  case TFM_DTYPE_BOOL: return ElementKind::I1;
-  default: return std::nullopt;
-  }
+  for (auto [d, k] : kDtypeKinds)
+    if (d == dtype)
+      return k;
+  return std::nullopt;
 }
 
 tfm_dtype_t dtypeOf(ElementKind kind) {
-  switch (kind) {
-  case ElementKind::F16: return TFM_DTYPE_F16;
-  case ElementKind::BF16: return TFM_DTYPE_BF16;
-  case ElementKind::I32: return TFM_DTYPE_I32;
-  case ElementKind::I64: return TFM_DTYPE_I64;
-  case ElementKind::I1: return TFM_DTYPE_BOOL;
-  default: return TFM_DTYPE_F32;
-  }
+  for (auto [d, k] : kDtypeKinds)
+    if (k == kind)
+      return d;
+  return TFM_DTYPE_F32;
+}
+
+template <typename T> void put(void *dst, int64_t i, T v) {
+  static_cast<T *>(dst)[i] = v;
+}
+template <typename T> T at(const void *src, int64_t i) {
+  return static_cast<const T *>(src)[i];
 }
 
 void store(const Tensor &t, void *dst) {
   for (int64_t i = 0; i < t.numElements(); ++i) {
+    // Integers are written from their exact values, wrapping to the width.
+    int64_t n = t.isInt() ? t.ints[i] : 0;
     double v = t.isInt() ? 0.0 : t.data[i];
     switch (t.kind) {
-    case ElementKind::F32: static_cast<float *>(dst)[i] = static_cast<float>(v); break;
-    case ElementKind::F64: static_cast<double *>(dst)[i] = v; break;
-    case ElementKind::I32: static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(t.ints[i]); break;
-    case ElementKind::I64: static_cast<int64_t *>(dst)[i] = t.ints[i]; break;
-    case ElementKind::I1: static_cast<uint8_t *>(dst)[i] = v != 0; break;
+    case ElementKind::F32: put(dst, i, static_cast<float>(v)); break;
+    case ElementKind::F64: put(dst, i, v); break;
+    case ElementKind::I1: put<uint8_t>(dst, i, v != 0); break;
+    case ElementKind::I8:
+    case ElementKind::U8: put(dst, i, static_cast<uint8_t>(n)); break;
+    case ElementKind::I16:
+    case ElementKind::U16: put(dst, i, static_cast<uint16_t>(n)); break;
+    case ElementKind::I32:
+    case ElementKind::U32: put(dst, i, static_cast<uint32_t>(n)); break;
+    case ElementKind::I64:
+    case ElementKind::U64: put(dst, i, n); break;
     case ElementKind::F16:
-      static_cast<uint16_t *>(dst)[i] = mlir::tfm::onnx_io::doubleToHalfBits(v);
+      put(dst, i, mlir::tfm::onnx_io::doubleToHalfBits(v));
       break;
     case ElementKind::BF16:
-      static_cast<uint16_t *>(dst)[i] = mlir::tfm::onnx_io::doubleToBf16Bits(v);
+      put(dst, i, mlir::tfm::onnx_io::doubleToBf16Bits(v));
       break;
     }
   }
@@ -84,26 +101,23 @@ void store(const Tensor &t, void *dst) {
 
 void load(const void *src, Tensor &t) {
   for (int64_t i = 0; i < t.numElements(); ++i) {
-    if (t.kind == ElementKind::I32) {
-      t.ints[i] = static_cast<const int32_t *>(src)[i];
-      continue;
-    }
-    if (t.kind == ElementKind::I64) {
-      t.ints[i] = static_cast<const int64_t *>(src)[i];
-      continue;
-    }
-    double &v = t.data[i];
     switch (t.kind) {
-    case ElementKind::F32: v = static_cast<const float *>(src)[i]; break;
-    case ElementKind::F64: v = static_cast<const double *>(src)[i]; break;
-    case ElementKind::I32:
-    case ElementKind::I64: break;
-    case ElementKind::I1: v = static_cast<const uint8_t *>(src)[i] ? 1 : 0; break;
+    case ElementKind::F32: t.data[i] = at<float>(src, i); break;
+    case ElementKind::F64: t.data[i] = at<double>(src, i); break;
+    case ElementKind::I1: t.data[i] = at<uint8_t>(src, i) ? 1 : 0; break;
+    case ElementKind::I8: t.ints[i] = at<int8_t>(src, i); break;
+    case ElementKind::U8: t.ints[i] = at<uint8_t>(src, i); break;
+    case ElementKind::I16: t.ints[i] = at<int16_t>(src, i); break;
+    case ElementKind::U16: t.ints[i] = at<uint16_t>(src, i); break;
+    case ElementKind::I32: t.ints[i] = at<int32_t>(src, i); break;
+    case ElementKind::U32: t.ints[i] = at<uint32_t>(src, i); break;
+    case ElementKind::I64:
+    case ElementKind::U64: t.ints[i] = at<int64_t>(src, i); break;
     case ElementKind::F16:
-      v = mlir::tfm::onnx_io::halfBitsToDouble(static_cast<const uint16_t *>(src)[i]);
+      t.data[i] = mlir::tfm::onnx_io::halfBitsToDouble(at<uint16_t>(src, i));
       break;
     case ElementKind::BF16:
-      v = mlir::tfm::onnx_io::bf16BitsToDouble(static_cast<const uint16_t *>(src)[i]);
+      t.data[i] = mlir::tfm::onnx_io::bf16BitsToDouble(at<uint16_t>(src, i));
       break;
     }
   }

@@ -155,11 +155,11 @@ FailureOr<Value> NodeContext::broadcast(Value x,
 
 LogicalResult NodeContext::requireFloat(Value x) const {
   Type elt = getElementTypeOrSelf(x.getType());
-  if (elt.isF32() || elt.isF16() || elt.isBF16())
+  if (isa<FloatType>(elt))
     return success();
   return fail(node.op_type() + " on element type " +
               llvm::formatv("{0}", elt).str() +
-              " is not supported (tfm computes in f32, f16 or bf16)");
+              " is not supported (it takes f32, f16, bf16 or f64)");
 }
 
 FailureOr<Value> NodeContext::fillAlong(Value x, int64_t axis, int64_t size,

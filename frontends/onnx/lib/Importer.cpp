@@ -123,9 +123,22 @@ Value NodeContext::scalar(Type elementType, double value) const {
   if (isa<FloatType>(elementType))
     return constant(DenseElementsAttr::get(
         type, builder.getFloatAttr(elementType, value).getValue()));
-  return constant(DenseElementsAttr::get(
-      type, APInt(elementType.getIntOrFloatBitWidth(),
-                  static_cast<int64_t>(value), /*isSigned=*/true)));
+  // An integer saturates to its type's range, so ±infinity (a max's
+  // padding) reads as the lowest or highest value of the type.
+  unsigned w = elementType.getIntOrFloatBitWidth();
+  bool isUnsigned = elementType.isUnsignedInteger() || w == 1;
+  APInt lo = isUnsigned ? APInt::getMinValue(w) : APInt::getSignedMinValue(w);
+  APInt hi = isUnsigned ? APInt::getMaxValue(w) : APInt::getSignedMaxValue(w);
+  double loD = isUnsigned ? lo.roundToDouble() : lo.signedRoundToDouble();
+  double hiD = isUnsigned ? hi.roundToDouble() : hi.signedRoundToDouble();
+  APInt v = value <= loD   ? lo
+            : value >= hiD ? hi
+                           : APInt(64, static_cast<uint64_t>(
+                                           static_cast<int64_t>(value)))
+                                 .zextOrTrunc(w);
+  if (value > 0 && value < hiD && value >= 9223372036854775808.0)
+    v = APInt(64, static_cast<uint64_t>(value));
+  return constant(DenseElementsAttr::get(type, v));
 }
 
 //===----------------------------------------------------------------------===//
@@ -145,10 +158,22 @@ Type mlir::tfm::onnx_import::elementTypeOf(MLIRContext *ctx, int dataType) {
     return b.getF64Type();
   case onnx::TensorProto::BOOL:
     return b.getI1Type();
+  case onnx::TensorProto::INT8:
+    return b.getI8Type();
+  case onnx::TensorProto::INT16:
+    return b.getI16Type();
   case onnx::TensorProto::INT32:
     return b.getI32Type();
   case onnx::TensorProto::INT64:
     return b.getI64Type();
+  case onnx::TensorProto::UINT8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case onnx::TensorProto::UINT16:
+    return b.getIntegerType(16, /*isSigned=*/false);
+  case onnx::TensorProto::UINT32:
+    return b.getIntegerType(32, /*isSigned=*/false);
+  case onnx::TensorProto::UINT64:
+    return b.getIntegerType(64, /*isSigned=*/false);
   default:
     return {};
   }
@@ -282,6 +307,15 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
       return mismatch(t.int64_data_size());
     return DenseElementsAttr::get(
         type, ArrayRef<int64_t>(t.int64_data().data(), t.int64_data_size()));
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64: {
+    if (t.uint64_data_size() != n)
+      return mismatch(t.uint64_data_size());
+    SmallVector<APInt> values;
+    for (uint64_t v : t.uint64_data())
+      values.push_back(APInt(64, v).zextOrTrunc(bits));
+    return DenseElementsAttr::get(type, values);
+  }
   default:
     break;
   }
@@ -293,9 +327,14 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
       values.push_back(v != 0);
     return DenseElementsAttr::get(type, values);
   }
-  if (elt.isInteger(32))
-    return DenseElementsAttr::get(
-        type, ArrayRef<int32_t>(t.int32_data().data(), t.int32_data_size()));
+  if (elt.isInteger()) {
+    // 8-, 16- and 32-bit integers travel in int32_data, wrapped to width.
+    SmallVector<APInt> values;
+    for (int32_t v : t.int32_data())
+      values.push_back(APInt(64, static_cast<uint64_t>(static_cast<int64_t>(v)))
+                           .zextOrTrunc(bits));
+    return DenseElementsAttr::get(type, values);
+  }
   // f16 and bf16 travel as their 16-bit patterns in int32_data.
   SmallVector<uint16_t> bitsOf;
   for (int32_t v : t.int32_data())

@@ -75,68 +75,48 @@ uint16_t doubleToBf16Bits(double value) {
 
 namespace {
 
+/// The ONNX data types a host tensor can hold, with their byte widths.
+struct KindInfo {
+  int dataType;
+  ElementKind kind;
+  size_t width;
+};
+constexpr KindInfo kKinds[] = {
+    {onnx::TensorProto::FLOAT, ElementKind::F32, 4},
+    {onnx::TensorProto::FLOAT16, ElementKind::F16, 2},
+    {onnx::TensorProto::BFLOAT16, ElementKind::BF16, 2},
+    {onnx::TensorProto::DOUBLE, ElementKind::F64, 8},
+    {onnx::TensorProto::BOOL, ElementKind::I1, 1},
+    {onnx::TensorProto::INT8, ElementKind::I8, 1},
+    {onnx::TensorProto::INT16, ElementKind::I16, 2},
+    {onnx::TensorProto::INT32, ElementKind::I32, 4},
+    {onnx::TensorProto::INT64, ElementKind::I64, 8},
+    {onnx::TensorProto::UINT8, ElementKind::U8, 1},
+    {onnx::TensorProto::UINT16, ElementKind::U16, 2},
+    {onnx::TensorProto::UINT32, ElementKind::U32, 4},
+    {onnx::TensorProto::UINT64, ElementKind::U64, 8},
+};
+
 bool kindOfDataType(int dt, ElementKind &kind) {
-  switch (dt) {
-  case onnx::TensorProto::FLOAT:
-    kind = ElementKind::F32;
-    return true;
-  case onnx::TensorProto::FLOAT16:
-    kind = ElementKind::F16;
-    return true;
-  case onnx::TensorProto::BFLOAT16:
-    kind = ElementKind::BF16;
-    return true;
-  case onnx::TensorProto::DOUBLE:
-    kind = ElementKind::F64;
-    return true;
-  case onnx::TensorProto::BOOL:
-    kind = ElementKind::I1;
-    return true;
-  case onnx::TensorProto::INT32:
-    kind = ElementKind::I32;
-    return true;
-  case onnx::TensorProto::INT64:
-    kind = ElementKind::I64;
-    return true;
-  default:
-    return false;
-  }
+  for (const KindInfo &k : kKinds)
+    if (k.dataType == dt) {
+      kind = k.kind;
+      return true;
+    }
+  return false;
 }
 
 int dataTypeOfKind(ElementKind kind) {
-  switch (kind) {
-  case ElementKind::F32:
-    return onnx::TensorProto::FLOAT;
-  case ElementKind::F16:
-    return onnx::TensorProto::FLOAT16;
-  case ElementKind::BF16:
-    return onnx::TensorProto::BFLOAT16;
-  case ElementKind::F64:
-    return onnx::TensorProto::DOUBLE;
-  case ElementKind::I1:
-    return onnx::TensorProto::BOOL;
-  case ElementKind::I32:
-    return onnx::TensorProto::INT32;
-  case ElementKind::I64:
-    return onnx::TensorProto::INT64;
-  }
+  for (const KindInfo &k : kKinds)
+    if (k.kind == kind)
+      return k.dataType;
   return onnx::TensorProto::UNDEFINED;
 }
 
 size_t byteWidth(ElementKind kind) {
-  switch (kind) {
-  case ElementKind::I1:
-    return 1;
-  case ElementKind::F16:
-  case ElementKind::BF16:
-    return 2;
-  case ElementKind::F32:
-  case ElementKind::I32:
-    return 4;
-  case ElementKind::F64:
-  case ElementKind::I64:
-    return 8;
-  }
+  for (const KindInfo &k : kKinds)
+    if (k.kind == kind)
+      return k.width;
   return 0;
 }
 
@@ -158,15 +138,21 @@ double decodeRaw(ElementKind kind, const char *p) {
     return bf16BitsToDouble(load<uint16_t>(p));
   case ElementKind::I1:
     return *p ? 1.0 : 0.0;
-  case ElementKind::I32:
-  case ElementKind::I64:
-    break; // decoded exactly by decodeRawInt
+  default:
+    return 0; // integers are decoded exactly by decodeRawInt
   }
-  return 0;
 }
 
 int64_t decodeRawInt(ElementKind kind, const char *p) {
-  return kind == ElementKind::I32 ? load<int32_t>(p) : load<int64_t>(p);
+  switch (kind) {
+  case ElementKind::I8: return load<int8_t>(p);
+  case ElementKind::U8: return load<uint8_t>(p);
+  case ElementKind::I16: return load<int16_t>(p);
+  case ElementKind::U16: return load<uint16_t>(p);
+  case ElementKind::I32: return load<int32_t>(p);
+  case ElementKind::U32: return load<uint32_t>(p);
+  default: return load<int64_t>(p); // u64 keeps its bit pattern
+  }
 }
 
 /// Values of 16-bit and narrower types travel in int32_data.
@@ -230,6 +216,8 @@ bool parseTensorProto(const std::string &bytes, NamedTensor &out,
     held = proto.double_data_size();
   else if (kind == ElementKind::I64)
     held = proto.int64_data_size();
+  else if (kind == ElementKind::U32 || kind == ElementKind::U64)
+    held = proto.uint64_data_size();
   else
     held = proto.int32_data_size();
   bool exact = !proto.has_raw_data() ||
@@ -268,13 +256,18 @@ bool parseTensorProto(const std::string &bytes, NamedTensor &out,
       for (size_t i = 0; i < n; ++i)
         t.ints[i] = proto.int64_data(i);
       break;
-    case ElementKind::I32:
+    case ElementKind::U32:
+    case ElementKind::U64:
       for (size_t i = 0; i < n; ++i)
-        t.ints[i] = proto.int32_data(i);
+        t.setInt(i, static_cast<int64_t>(proto.uint64_data(i)));
       break;
     default:
-      for (size_t i = 0; i < n; ++i)
-        t.data[i] = decodeInt32Field(kind, proto.int32_data(i));
+      for (size_t i = 0; i < n; ++i) {
+        if (t.isInt())
+          t.setInt(i, proto.int32_data(i));
+        else
+          t.data[i] = decodeInt32Field(kind, proto.int32_data(i));
+      }
       break;
     }
   }
@@ -336,14 +329,12 @@ void fillTensorProto(const NamedTensor &named, onnx::TensorProto &proto) {
     case ElementKind::I1:
       *p = v != 0;
       break;
-    case ElementKind::I32: {
-      auto i = static_cast<int32_t>(t.ints[e]);
-      std::memcpy(p, &i, 4);
+    default: {
+      // Little-endian, as ONNX stores raw data: the low bytes of the value.
+      uint64_t bits = static_cast<uint64_t>(t.ints[e]);
+      std::memcpy(p, &bits, byteWidth(t.kind));
       break;
     }
-    case ElementKind::I64:
-      std::memcpy(p, &t.ints[e], 8);
-      break;
     }
     p += byteWidth(t.kind);
   }

@@ -20,6 +20,13 @@ typedef enum tfm_dtype_t {
   TFM_DTYPE_I32 = 4,
   TFM_DTYPE_I64 = 5,
   TFM_DTYPE_BOOL = 6,
+  TFM_DTYPE_F64 = 7,
+  TFM_DTYPE_I8 = 8,
+  TFM_DTYPE_I16 = 9,
+  TFM_DTYPE_U8 = 10,
+  TFM_DTYPE_U16 = 11,
+  TFM_DTYPE_U32 = 12,
+  TFM_DTYPE_U64 = 13,
 } tfm_dtype_t;
 
 #ifdef __cplusplus

@@ -119,7 +119,7 @@ func.func @mul_element_type(%a: tensor<3xf32>, %b: tensor<3xf16>) {
 
 // Tests that a float op rejects an integer tensor.
 func.func @relu_integer(%a: tensor<3xi64>) {
-  // expected-error@+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values, but got 'tensor<3xi64>'}}
+  // expected-error@+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values, but got 'tensor<3xi64>'}}
   %0 = tfm.relu %a : tensor<3xi64>
   return
 }

@@ -55,10 +55,14 @@ TEST(TensorProtoFile, RoundTripsEveryKind) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("tfm-tensorproto-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (ElementKind kind : {ElementKind::F32, ElementKind::F16, ElementKind::BF16,
-                           ElementKind::F64, ElementKind::I1, ElementKind::I32,
-                           ElementKind::I64}) {
+  for (ElementKind kind :
+       {ElementKind::F32, ElementKind::F16, ElementKind::BF16, ElementKind::F64,
+        ElementKind::I1, ElementKind::I8, ElementKind::I16, ElementKind::I32,
+        ElementKind::I64, ElementKind::U8, ElementKind::U16, ElementKind::U32,
+        ElementKind::U64}) {
     Tensor t(kind, {2, 2}, {1, 0, -2, 4});
+    if (mlir::tfm::reference::isUnsignedKind(kind))
+      t = Tensor(kind, {2, 2}, {1, 0, 200, 4});
     if (kind == ElementKind::I1)
       t.data = {1, 0, 1, 1};
     std::string path = (dir / "t.pb").string(), err;
@@ -89,6 +93,48 @@ TEST(TensorProtoFile, KeepsEveryInt64Exactly) {
   ASSERT_TRUE(readTensorProtoFile(path, back, err)) << err;
   std::filesystem::remove(path);
   EXPECT_EQ(back.tensor.ints, values);
+}
+
+// ONNX keeps 8- and 16-bit integers in int32_data and UINT32/UINT64 in
+// uint64_data; raw data is little-endian at the type's width.
+TEST(TensorProtoFile, ReadsNarrowAndUnsignedIntegersFromTheirFields) {
+  auto parse = [](const onnx::TensorProto &p) {
+    NamedTensor t;
+    std::string err;
+    EXPECT_TRUE(parseTensorProto(p.SerializeAsString(), t, err)) << err;
+    return t.tensor;
+  };
+  onnx::TensorProto p;
+  p.set_data_type(onnx::TensorProto::INT8);
+  p.add_dims(2);
+  p.add_int32_data(-128);
+  p.add_int32_data(127);
+  Tensor i8 = parse(p);
+  EXPECT_EQ(i8.kind, ElementKind::I8);
+  EXPECT_EQ(i8.ints, (std::vector<int64_t>{-128, 127}));
+
+  p.Clear();
+  p.set_data_type(onnx::TensorProto::UINT64);
+  p.add_dims(2);
+  p.add_uint64_data(std::numeric_limits<uint64_t>::max());
+  p.add_uint64_data(7);
+  Tensor u64 = parse(p);
+  EXPECT_EQ(u64.kind, ElementKind::U64);
+  EXPECT_EQ(u64.get(0), 18446744073709551615.0);
+  EXPECT_EQ(u64.get(1), 7.0);
+
+  p.Clear();
+  p.set_data_type(onnx::TensorProto::UINT16);
+  p.add_dims(2);
+  p.set_raw_data(std::string("\xff\xff\x01\x00", 4));
+  Tensor u16 = parse(p);
+  EXPECT_EQ(u16.ints, (std::vector<int64_t>{65535, 1}));
+
+  p.Clear();
+  p.set_data_type(onnx::TensorProto::INT16);
+  p.add_dims(1);
+  p.set_raw_data(std::string("\x00\x80", 2));
+  EXPECT_EQ(parse(p).ints, (std::vector<int64_t>{-32768}));
 }
 
 TEST(TensorProtoFile, RejectsCorruptAndMissingFiles) {

@@ -100,6 +100,37 @@ TEST(Interpreter, IntegerDivisionTruncates) {
   expectNear(out.at(0), {3}, {3, -3, 3});
 }
 
+TEST(Interpreter, NarrowAndUnsignedIntegersWrapAndOrderByTheirType) {
+  // ui8: 200 + 100 wraps to 44; 200 > 100 unsigned. i8: 100 + 100 wraps to
+  // -56. ui64: 2^64 - 1 is the largest, not -1, so it is the max and
+  // (2^64 - 1) / 2 = 2^63 - 1.
+  InterpreterHarness h;
+  ASSERT_TRUE(h.parse(R"mlir(
+    func.func @infer(%a: tensor<2xui8>, %b: tensor<2xi8>, %c: tensor<2xui64>)
+        -> (tensor<2xui8>, tensor<2xi1>, tensor<2xi8>, tensor<2xui64>, tensor<2xui64>, tensor<2xf64>) {
+      %k = arith.constant dense<100> : tensor<2xui8>
+      %0 = tfm.add %a, %k : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xui8>
+      %1 = tfm.compare gt, %a, %k : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xi1>
+      %2 = tfm.add %b, %b : (tensor<2xi8>, tensor<2xi8>) -> tensor<2xi8>
+      %one = arith.constant dense<1> : tensor<2xui64>
+      %3 = tfm.max %c, %one : (tensor<2xui64>, tensor<2xui64>) -> tensor<2xui64>
+      %two = arith.constant dense<2> : tensor<2xui64>
+      %4 = tfm.div %c, %two : (tensor<2xui64>, tensor<2xui64>) -> tensor<2xui64>
+      %5 = tfm.cast %c : tensor<2xui64> -> tensor<2xf64>
+      return %0, %1, %2, %3, %4, %5 : tensor<2xui8>, tensor<2xi1>, tensor<2xi8>, tensor<2xui64>, tensor<2xui64>, tensor<2xf64>
+    })mlir"));
+  auto out = h.run({Tensor::ofInts(ElementKind::U8, {2}, {200, 3}),
+                    Tensor::ofInts(ElementKind::I8, {2}, {100, -3}),
+                    Tensor::ofInts(ElementKind::U64, {2}, {-1, 0})});
+  ASSERT_TRUE(mlir::succeeded(out)) << h.diagnostics;
+  expectInts(out->at(0), {2}, {44, 103});
+  expectNear(out->at(1), {2}, {1, 0});
+  expectInts(out->at(2), {2}, {-56, -6});
+  expectInts(out->at(3), {2}, {-1, 1});
+  expectInts(out->at(4), {2}, {INT64_MAX, 0});
+  expectNear(out->at(5), {2}, {18446744073709551615.0, 0});
+}
+
 TEST(Interpreter, Int64IsExact) {
   // 2^53 + 1 has no double: a double-based interpreter adds 1 to 2^53 and
   // finds 2^53 + 1 equal to 2^53. Constants round-trip through attributes.

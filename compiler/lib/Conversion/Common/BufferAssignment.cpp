@@ -587,6 +587,9 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
     if (!isa<RankedTensorType>(t) || !cast<RankedTensorType>(t).hasStaticShape())
       return fn.emitError("entry arguments must be statically shaped tensors");
   planBytes = arenaAttr.getInt();
+  // The metadata describes the signature as the model declares it.
+  FunctionType signature = fn.getFunctionType();
+  makeSignless();
 
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   // The arena's size is known once scratch memory is counted; the argument
@@ -719,16 +722,37 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
   for (unsigned i = 0; i < numIn; ++i)
     ins.push_back(TensorDescAttr::get(
         ctx, nameOf(fn.getArgAttrDict(i), i, "input_"),
-        cast<RankedTensorType>(fn.getArgument(i).getType())));
+        cast<RankedTensorType>(signature.getInput(i))));
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     outs.push_back(TensorDescAttr::get(
         ctx, nameOf(fn.getResultAttrDict(i), i, "output_"),
-        cast<RankedTensorType>(fn.getFunctionType().getResult(i))));
+        cast<RankedTensorType>(signature.getResult(i))));
   entryInfo = EntryAttr::get(ctx, fn.getSymName(),
                              FlatSymbolRefAttr::get(ctx, name),
                              b.getArrayAttr(ins), b.getArrayAttr(outs),
                              arenaBytes);
   return success();
+}
+
+void BufferizedEntry::makeSignless() {
+  auto retype = [&](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || !t.getElementType().isUnsignedInteger())
+      return;
+    unsignedTensors.insert(v);
+    v.setType(t.clone(IntegerType::get(ctx, t.getElementTypeBitWidth())));
+  };
+  fn.walk([&](Operation *op) {
+    for (Region &r : op->getRegions())
+      for (Block &block : r)
+        for (BlockArgument a : block.getArguments())
+          retype(a);
+    for (Value v : op->getResults())
+      retype(v);
+  });
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  fn.setType(FunctionType::get(ctx, fn.getBody().getArgumentTypes(),
+                               ret.getOperandTypes()));
 }
 
 //===----------------------------------------------------------------------===//

@@ -58,8 +58,10 @@ Value mlir::tfm::applyActivation(OpBuilder &ob, Location l, Activation act,
 
 namespace {
 
-/// `x pred y` for one element pair of a compare's operands.
-Value compareValues(OpBuilder &ob, Location l, CompareOp c, Value x, Value y) {
+/// `x pred y` for one element pair of a compare's operands, integers
+/// compared unsigned when `isUnsigned`.
+Value compareValues(OpBuilder &ob, Location l, CompareOp c, Value x, Value y,
+                    bool isUnsigned) {
   Type elem = x.getType();
   if (isa<FloatType>(elem)) {
     arith::CmpFPredicate p = arith::CmpFPredicate::OEQ;
@@ -75,7 +77,7 @@ Value compareValues(OpBuilder &ob, Location l, CompareOp c, Value x, Value y) {
   }
   // i1 compares as unsigned, the way the interpreter reads booleans as 0
   // and 1.
-  bool u = elem.isInteger(1);
+  bool u = isUnsigned || elem.isInteger(1);
   arith::CmpIPredicate p = arith::CmpIPredicate::eq;
   switch (c.getPredicate()) {
   case ComparePredicate::eq: p = arith::CmpIPredicate::eq; break;
@@ -94,23 +96,29 @@ LogicalResult lowerPow(PowOp op, BufferizedEntry &e) {
   Value lhs = e.bufferOf(op.getLhs()), rhs = e.bufferOf(op.getRhs());
   Value out = e.destination(op.getResult());
   Type outElem = op.getType().getElementType();
+  bool unsignedIn[2] = {e.isUnsigned(op.getLhs()), e.isUnsigned(op.getRhs())};
+  bool unsignedOut = e.isUnsigned(op.getResult());
   e.elementwise({lhs, rhs}, out,
                 [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
                   Type f64 = ob.getF64Type();
-                  auto widen = [&](Value v) -> Value {
+                  auto widen = [&](Value v, bool isUnsigned) -> Value {
                     Type t = v.getType();
                     if (t.isF64())
                       return v;
                     if (isa<FloatType>(t))
                       return ob.create<arith::ExtFOp>(l, f64, v);
+                    if (isUnsigned)
+                      return ob.create<arith::UIToFPOp>(l, f64, v);
                     return ob.create<arith::SIToFPOp>(l, f64, v);
                   };
-                  Value p =
-                      ob.create<math::PowFOp>(l, widen(a[0]), widen(a[1]));
+                  Value p = ob.create<math::PowFOp>(
+                      l, widen(a[0], unsignedIn[0]), widen(a[1], unsignedIn[1]));
                   if (outElem.isF64())
                     return p;
                   if (isa<FloatType>(outElem))
                     return ob.create<arith::TruncFOp>(l, outElem, p);
+                  if (unsignedOut)
+                    return ob.create<arith::FPToUIOp>(l, outElem, p);
                   return ob.create<arith::FPToSIOp>(l, outElem, p);
                 });
   return success();
@@ -120,6 +128,7 @@ LogicalResult lowerPow(PowOp op, BufferizedEntry &e) {
 LogicalResult lowerBinary(Operation *op, BufferizedEntry &e) {
   Type elem = cast<ShapedType>(op->getOperand(0).getType()).getElementType();
   bool isFloat = isa<FloatType>(elem);
+  bool u = e.isUnsigned(op->getOperand(0));
   Value lhs = e.bufferOf(op->getOperand(0));
   Value rhs = e.bufferOf(op->getOperand(1));
   Value out = e.destination(op->getResult(0));
@@ -140,19 +149,25 @@ LogicalResult lowerBinary(Operation *op, BufferizedEntry &e) {
                                        : ob.create<arith::MulIOp>(l, x, y).getResult();
                       })
                       .Case([&](DivOp) -> Value {
-                        return isFloat ? ob.create<arith::DivFOp>(l, x, y)
-                                       : ob.create<arith::DivSIOp>(l, x, y).getResult();
+                        if (isFloat)
+                          return ob.create<arith::DivFOp>(l, x, y);
+                        return u ? ob.create<arith::DivUIOp>(l, x, y).getResult()
+                                 : ob.create<arith::DivSIOp>(l, x, y).getResult();
                       })
                       .Case([&](MaxOp) -> Value {
-                        return isFloat ? ob.create<arith::MaximumFOp>(l, x, y)
-                                       : ob.create<arith::MaxSIOp>(l, x, y).getResult();
+                        if (isFloat)
+                          return ob.create<arith::MaximumFOp>(l, x, y);
+                        return u ? ob.create<arith::MaxUIOp>(l, x, y).getResult()
+                                 : ob.create<arith::MaxSIOp>(l, x, y).getResult();
                       })
                       .Case([&](MinOp) -> Value {
-                        return isFloat ? ob.create<arith::MinimumFOp>(l, x, y)
-                                       : ob.create<arith::MinSIOp>(l, x, y).getResult();
+                        if (isFloat)
+                          return ob.create<arith::MinimumFOp>(l, x, y);
+                        return u ? ob.create<arith::MinUIOp>(l, x, y).getResult()
+                                 : ob.create<arith::MinSIOp>(l, x, y).getResult();
                       })
                       .Case([&](CompareOp c) -> Value {
-                        return compareValues(ob, l, c, x, y);
+                        return compareValues(ob, l, c, x, y, u);
                       });
                 });
   return success();
@@ -163,11 +178,12 @@ LogicalResult lowerSelect(SelectOp s, BufferizedEntry &e) {
   // A compare the plan computes inside its selects.
   auto c = s.getCondition().getDefiningOp<CompareOp>();
   if (c && BufferizedEntry::isInline(c)) {
+    bool u = e.isUnsigned(c.getLhs());
     e.elementwise({e.bufferOf(c.getLhs()), e.bufferOf(c.getRhs()),
                    e.bufferOf(s.getTrueValue()), e.bufferOf(s.getFalseValue())},
                   out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
                     return ob.create<arith::SelectOp>(
-                        l, compareValues(ob, l, c, a[0], a[1]), a[2], a[3]);
+                        l, compareValues(ob, l, c, a[0], a[1], u), a[2], a[3]);
                   });
     return success();
   }
@@ -182,6 +198,9 @@ LogicalResult lowerSelect(SelectOp s, BufferizedEntry &e) {
 LogicalResult lowerCast(CastOp op, BufferizedEntry &e) {
   Type from = op.getInput().getType().getElementType();
   Type to = op.getType().getElementType();
+  // Booleans convert as unsigned, reading as 0 and 1.
+  bool fromU = from.isInteger(1) || e.isUnsigned(op.getInput());
+  bool toU = e.isUnsigned(op.getResult());
   Value in = e.bufferOf(op.getInput());
   Value out = e.destination(op.getResult());
   e.elementwise({in}, out, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
@@ -198,20 +217,23 @@ LogicalResult lowerCast(CastOp op, BufferizedEntry &e) {
         return ob.create<arith::CmpFOp>(
             l, arith::CmpFPredicate::UNE, x,
             BufferizedEntry::constantScalar(ob, l, from, 0));
-      return ob.create<arith::FPToSIOp>(l, to, x);
+      return toU ? ob.create<arith::FPToUIOp>(l, to, x).getResult()
+                 : ob.create<arith::FPToSIOp>(l, to, x).getResult();
     }
     // From an integer or a boolean.
     if (toF)
-      return from.isInteger(1) ? ob.create<arith::UIToFPOp>(l, to, x).getResult()
-                               : ob.create<arith::SIToFPOp>(l, to, x).getResult();
+      return fromU ? ob.create<arith::UIToFPOp>(l, to, x).getResult()
+                   : ob.create<arith::SIToFPOp>(l, to, x).getResult();
     if (to.isInteger(1))
       return ob.create<arith::CmpIOp>(
           l, arith::CmpIPredicate::ne, x,
           BufferizedEntry::constantScalar(ob, l, from, 0));
     unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+    if (fw == tw)
+      return x; // a change of signedness only
     if (fw < tw)
-      return from.isInteger(1) ? ob.create<arith::ExtUIOp>(l, to, x).getResult()
-                               : ob.create<arith::ExtSIOp>(l, to, x).getResult();
+      return fromU ? ob.create<arith::ExtUIOp>(l, to, x).getResult()
+                   : ob.create<arith::ExtSIOp>(l, to, x).getResult();
     return ob.create<arith::TruncIOp>(l, to, x);
   });
   return success();

@@ -77,6 +77,7 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
     }
   }
   bool isFloat = isa<FloatType>(elem);
+  bool u = e.isUnsigned(op.getInput());
   ReduceKind kind = op.getKind();
   Attribute init;
   if (kind == ReduceKind::sum || kind == ReduceKind::mean)
@@ -86,9 +87,9 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
     init = b.getFloatAttr(elem, kind == ReduceKind::max ? -INFINITY : INFINITY);
   else {
     unsigned w = elem.getIntOrFloatBitWidth();
-    init = b.getIntegerAttr(elem, kind == ReduceKind::max
-                                      ? APInt::getSignedMinValue(w)
-                                      : APInt::getSignedMaxValue(w));
+    APInt lowest = u ? APInt::getMinValue(w) : APInt::getSignedMinValue(w);
+    APInt highest = u ? APInt::getMaxValue(w) : APInt::getSignedMaxValue(w);
+    init = b.getIntegerAttr(elem, kind == ReduceKind::max ? lowest : highest);
   }
   // `fm` applies to floats only.
   auto combine = [&](OpBuilder &ob, Location l, Value acc, Value x,
@@ -100,11 +101,15 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
       return isFloat ? ob.create<arith::AddFOp>(l, acc, x, flags).getResult()
                      : ob.create<arith::AddIOp>(l, acc, x).getResult();
     case ReduceKind::max:
-      return isFloat ? ob.create<arith::MaximumFOp>(l, acc, x, flags).getResult()
-                     : ob.create<arith::MaxSIOp>(l, acc, x).getResult();
+      if (isFloat)
+        return ob.create<arith::MaximumFOp>(l, acc, x, flags);
+      return u ? ob.create<arith::MaxUIOp>(l, acc, x).getResult()
+               : ob.create<arith::MaxSIOp>(l, acc, x).getResult();
     case ReduceKind::min:
-      return isFloat ? ob.create<arith::MinimumFOp>(l, acc, x, flags).getResult()
-                     : ob.create<arith::MinSIOp>(l, acc, x).getResult();
+      if (isFloat)
+        return ob.create<arith::MinimumFOp>(l, acc, x, flags);
+      return u ? ob.create<arith::MinUIOp>(l, acc, x).getResult()
+               : ob.create<arith::MinSIOp>(l, acc, x).getResult();
     }
     return x;
   };

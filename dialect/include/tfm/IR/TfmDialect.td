@@ -63,11 +63,15 @@ class Tfm_PureOp<string mnemonic, list<Trait> traits = []>
 // Type constraints
 //===----------------------------------------------------------------------===//
 
-def Tfm_Float : AnyTypeOf<[F32, BF16, F16]>;
-def Tfm_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def Tfm_Float : AnyTypeOf<[F32, BF16, F16, F64]>;
+def Tfm_FloatTensor : RankedTensorOf<[F32, BF16, F16, F64]>;
 def Tfm_IndexTensor : RankedTensorOf<[I32, I64]>;
-def Tfm_NumericTensor : RankedTensorOf<[F32, BF16, F16, I32, I64]>;
-def Tfm_AnyTensor : RankedTensorOf<[F32, BF16, F16, I32, I64, I1]>;
+// Signless integers are signed; unsigned ones carry their signedness in the
+// type, which the backends read where it matters (division, order, casts).
+def Tfm_NumericTensor : RankedTensorOf<[F32, BF16, F16, F64, I8, I16, I32, I64,
+                                        UI8, UI16, UI32, UI64]>;
+def Tfm_AnyTensor : RankedTensorOf<[F32, BF16, F16, F64, I8, I16, I32, I64,
+                                    UI8, UI16, UI32, UI64, I1]>;
 // A mask is boolean (true = attend) or additive (added to the scores).
 def Tfm_MaskTensor : RankedTensorOf<[I1, F32, BF16, F16]>;
 

@@ -156,10 +156,9 @@ LogicalResult convertConv(NodeContext &n) {
 }
 
 LogicalResult convertAveragePool(NodeContext &n) {
+  // Integers too (an 8-bit image): the padding is the type's lowest value.
   Value x = n.input(0);
   auto xt = n.inputType(0);
-  if (failed(n.requireFloat(x)))
-    return failure();
   int64_t r = xt.getRank() - 2;
   auto kernel = n.intsAttr("kernel_shape");
   if (!kernel || static_cast<int64_t>(kernel->size()) != r || (r != 1 && r != 2))
@@ -234,10 +233,9 @@ LogicalResult convertMaxPool(NodeContext &n) {
     return n.fail("MaxPool's Indices output is not supported");
   if (n.intAttr("storage_order", 0) != 0)
     return n.fail("MaxPool with storage_order 1 is not supported");
+  // Integers too (an 8-bit image): the padding is the type's lowest value.
   Value x = n.input(0);
   auto xt = n.inputType(0);
-  if (failed(n.requireFloat(x)))
-    return failure();
   int64_t r = xt.getRank() - 2;
   auto kernel = n.intsAttr("kernel_shape");
   if (r < 1 || !kernel || static_cast<int64_t>(kernel->size()) != r)

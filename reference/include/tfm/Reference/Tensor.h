@@ -4,7 +4,8 @@
 // the simplest one that is exact: floating-point and boolean elements are
 // doubles (f32, f16 and bf16 values and i1 masks are all represented
 // exactly), integer elements are int64 (indices, shapes and the INT64_MAX
-// that ONNX writes for "to the end" stay exact, which doubles would not).
+// that ONNX writes for "to the end" stay exact, which doubles would not);
+// a u64 element is held as its bit pattern and read back unsigned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +19,7 @@
 namespace mlir::tfm::reference {
 
 /// The element types a tfm program can carry at its boundary.
-enum class ElementKind { F32, F16, BF16, F64, I1, I32, I64 };
+enum class ElementKind { F32, F16, BF16, F64, I1, I32, I64, I8, I16, U8, U16, U32, U64 };
 
 /// Returns "f32", "i64", ... as MLIR spells them.
 const char *elementKindName(ElementKind kind);
@@ -31,14 +32,20 @@ inline bool isFloatKind(ElementKind kind) {
 
 /// Whether the kind holds integers (kept exactly, as int64).
 inline bool isIntKind(ElementKind kind) {
-  return kind == ElementKind::I32 || kind == ElementKind::I64;
+  return !isFloatKind(kind) && kind != ElementKind::I1;
+}
+
+/// Whether the kind holds unsigned integers.
+inline bool isUnsignedKind(ElementKind kind) {
+  return kind == ElementKind::U8 || kind == ElementKind::U16 ||
+         kind == ElementKind::U32 || kind == ElementKind::U64;
 }
 
 /// Rounds `value` to what an element of the float or i1 `kind` holds.
 double roundToKind(double value, ElementKind kind);
 
-/// `value` as an element of the integer `kind`: i32 wraps to 32 bits, as a
-/// cast does.
+/// `value` as an element of the integer `kind`: narrower kinds wrap to
+/// their width, as a cast does.
 int64_t wrapToKind(int64_t value, ElementKind kind);
 
 /// A dense, row-major host tensor.
@@ -47,7 +54,7 @@ struct Tensor {
   std::vector<int64_t> shape;
   /// The elements of a float or i1 tensor.
   std::vector<double> data;
-  /// The elements of an i32 or i64 tensor.
+  /// The elements of an integer tensor.
   std::vector<int64_t> ints;
 
   Tensor() = default;
@@ -73,15 +80,20 @@ struct Tensor {
 
   /// Element `i` as a double (exact but for integers beyond 2^53).
   double get(int64_t i) const {
-    return isInt() ? static_cast<double>(ints[i]) : data[i];
+    if (!isInt())
+      return data[i];
+    return kind == ElementKind::U64
+               ? static_cast<double>(static_cast<uint64_t>(ints[i]))
+               : static_cast<double>(ints[i]);
   }
   /// Element `i` as an integer (a float element truncated, saturating).
   int64_t getInt(int64_t i) const;
   /// Sets element `i` to `v`: a float kind holds it in double precision,
   /// as every op computes (casts round); an integer kind truncates,
-  /// saturating at int64's range and wrapping to an i32's.
+  /// saturating at int64's range (u64's for u64) and wrapping to a
+  /// narrower kind's.
   void set(int64_t i, double v);
-  /// Sets element `i` to the integer `v` (wrapped to an i32's range).
+  /// Sets element `i` to the integer `v` (wrapped to the kind's width).
   void setInt(int64_t i, int64_t v);
   /// Sets element `i` to element `j` of `from`, a tensor of the same kind.
   void copyElement(int64_t i, const Tensor &from, int64_t j) {

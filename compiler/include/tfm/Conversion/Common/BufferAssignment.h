@@ -177,6 +177,10 @@ public:
   bool isView(Value tensor) const { return views.count(tensor); }
   /// Whether the plan computes `tensor` where it is read (#tfm.inline).
   static bool isInline(Value tensor);
+  /// Whether `tensor` holds unsigned integers. Buffers hold integers
+  /// signless, as arith requires, so the lowerings whose result depends on
+  /// signedness (division, order, conversions) ask here.
+  bool isUnsigned(Value tensor) const { return unsignedTensors.contains(tensor); }
 
   /// The dense buffer the op that defines `result` writes it to: the
   /// caller's output buffer or its place in the arena. Reports an internal
@@ -285,7 +289,12 @@ protected:
   ModuleLayout &layout;
 
 private:
+  /// Retypes the unsigned tensors of `fn` signless, remembering which they
+  /// were; `fn` is only read from then on and is erased after lowering.
+  void makeSignless();
+
   Kind kind;
+  DenseSet<Value> unsignedTensors;
   Value host, arena, weightsArg, stateArg;
   Block *exitBlock = nullptr;
   SmallVector<Value> outBuffers;
