@@ -90,6 +90,31 @@ Value compareValues(OpBuilder &ob, Location l, CompareOp c, Value x, Value y,
   return ob.create<arith::CmpIOp>(l, p, x, y);
 }
 
+/// x / y for integers, truncating, as the interpreter defines the cases the
+/// hardware traps on: x / 0 = 0, and the signed minimum / -1 wraps to itself
+/// (= 0 - x, as for every x / -1).
+Value integerDivide(OpBuilder &ob, Location l, Value x, Value y,
+                    bool isUnsigned) {
+  Type t = x.getType();
+  Value zero = BufferizedEntry::constantScalar(ob, l, t, 0);
+  Value one = BufferizedEntry::constantScalar(ob, l, t, 1);
+  Value byZero = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, y, zero);
+  if (isUnsigned) {
+    Value q = ob.create<arith::DivUIOp>(
+        l, x, ob.create<arith::SelectOp>(l, byZero, one, y));
+    return ob.create<arith::SelectOp>(l, byZero, zero, q);
+  }
+  Value minusOne = BufferizedEntry::constantScalar(ob, l, t, -1);
+  Value byMinusOne =
+      ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, y, minusOne);
+  Value trap = ob.create<arith::OrIOp>(l, byZero, byMinusOne);
+  Value q = ob.create<arith::DivSIOp>(
+      l, x, ob.create<arith::SelectOp>(l, trap, one, y));
+  Value negated = ob.create<arith::SubIOp>(l, zero, x);
+  return ob.create<arith::SelectOp>(
+      l, byZero, zero, ob.create<arith::SelectOp>(l, byMinusOne, negated, q));
+}
+
 /// Operands may differ in type (ONNX Pow): computed in f64 like the
 /// reference, then converted to the result type.
 LogicalResult lowerPow(PowOp op, BufferizedEntry &e) {
@@ -151,8 +176,7 @@ LogicalResult lowerBinary(Operation *op, BufferizedEntry &e) {
                       .Case([&](DivOp) -> Value {
                         if (isFloat)
                           return ob.create<arith::DivFOp>(l, x, y);
-                        return u ? ob.create<arith::DivUIOp>(l, x, y).getResult()
-                                 : ob.create<arith::DivSIOp>(l, x, y).getResult();
+                        return integerDivide(ob, l, x, y, u);
                       })
                       .Case([&](MaxOp) -> Value {
                         if (isFloat)
