@@ -98,6 +98,59 @@ FailureOr<Tensor> mlir::tfm::reference::evalGather(const Tensor &in,
   return out;
 }
 
+FailureOr<Tensor> mlir::tfm::reference::evalScatterND(
+    const Tensor &in, const Tensor &indices, const Tensor &updates,
+    ScatterReduction reduction, std::string &error) {
+  Tensor out = in;
+  int64_t k = indices.shape.back();
+  int64_t count = indices.numElements() / std::max<int64_t>(k, 1);
+  int64_t inner = product(Shape(in.shape).drop_front(k));
+  std::vector<int64_t> strides = stridesOf(in.shape);
+  bool u64 = in.kind == ElementKind::U64;
+  for (int64_t p = 0; p < count; ++p) {
+    int64_t base = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t n = in.shape[j], id = indices.getInt(p * k + j);
+      if (id < -n || id >= n) {
+        error = "index " + std::to_string(id) + " at position " +
+                std::to_string(p * k + j) + " of 'indices' is outside [" +
+                std::to_string(-n) + ", " + std::to_string(n) + ")";
+        return failure();
+      }
+      base += (id < 0 ? id + n : id) * strides[j];
+    }
+    for (int64_t e = 0; e < inner; ++e) {
+      int64_t dst = base + e, src = p * inner + e;
+      if (reduction == ScatterReduction::none) {
+        out.copyElement(dst, updates, src);
+        continue;
+      }
+      if (out.isInt()) {
+        auto x = static_cast<uint64_t>(out.ints[dst]);
+        auto y = static_cast<uint64_t>(updates.ints[src]);
+        bool less = u64 ? x < y
+                        : static_cast<int64_t>(x) < static_cast<int64_t>(y);
+        uint64_t r = reduction == ScatterReduction::add   ? x + y
+                     : reduction == ScatterReduction::mul ? x * y
+                     : reduction == ScatterReduction::max ? (less ? y : x)
+                                                          : (less ? x : y);
+        out.setInt(dst, static_cast<int64_t>(r));
+        continue;
+      }
+      double x = out.data[dst], y = updates.data[src];
+      switch (reduction) {
+      case ScatterReduction::add: out.data[dst] = x + y; break;
+      case ScatterReduction::mul: out.data[dst] = x * y; break;
+      case ScatterReduction::max: out.data[dst] = std::isnan(y) ? y : std::max(x, y); break;
+      case ScatterReduction::min: out.data[dst] = std::isnan(y) ? y : std::min(x, y); break;
+      case ScatterReduction::none: break;
+      }
+      out.data[dst] = roundToKind(out.data[dst], out.kind);
+    }
+  }
+  return out;
+}
+
 FailureOr<Tensor> mlir::tfm::reference::evalEmbedding(const Tensor &table,
                                                       const Tensor &ids,
                                                       Shape outShape,

@@ -310,6 +310,12 @@ llvm::StringMap<EvalFn> buildTable() {
                         shapeOf(g.getType()), error);
     return orError(g, std::move(r), error, f);
   });
+  on<ScatterNDOp>(t, [](ScatterNDOp s, Frame &f) {
+    std::string error;
+    auto r = evalScatterND(f.get(s.getInput()), f.get(s.getIndices()),
+                           f.get(s.getUpdates()), s.getReduction(), error);
+    return orError(s, std::move(r), error, f);
+  });
   on<EmbeddingOp>(t, [](EmbeddingOp e, Frame &f) {
     std::string error;
     auto r = evalEmbedding(f.get(e.getTable()), f.get(e.getIndices()),

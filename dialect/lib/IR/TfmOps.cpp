@@ -218,6 +218,17 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return push(inferScatterNDType({loc, getOperationName()},
+                                 a.getInput().getType(),
+                                 a.getIndices().getType(),
+                                 a.getUpdates().getType()),
+              out);
+}
+
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor a,

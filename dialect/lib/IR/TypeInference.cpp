@@ -558,6 +558,34 @@ FailureOr<Type> mlir::tfm::inferGatherType(const ShapeDiag &d, Type inputT,
   return Type(RankedTensorType::get(shape, input->getElementType()));
 }
 
+FailureOr<Type> mlir::tfm::inferScatterNDType(const ShapeDiag &d,
+                                              Type inputT, Type indicesT,
+                                              Type updatesT) {
+  auto input = staticTensor(d, inputT, "input");
+  auto indices = staticTensor(d, indicesT, "indices");
+  auto updates = staticTensor(d, updatesT, "updates");
+  if (failed(input) || failed(indices) || failed(updates))
+    return failure();
+  if (indices->getRank() < 1)
+    return d.fail("'indices' must have rank at least 1, got ",
+                  fmtType(*indices));
+  int64_t k = indices->getShape().back();
+  if (k < 1 || k > input->getRank())
+    return d.fail("the last dimension of 'indices' (", k,
+                  ") must lie in [1, ", input->getRank(),
+                  "], the rank of 'input'");
+  SmallVector<int64_t> want(indices->getShape().drop_back());
+  llvm::append_range(want, input->getShape().drop_front(k));
+  if (updates->getShape() != ArrayRef<int64_t>(want))
+    return d.fail("'updates' must have shape ", fmtShape(want),
+                  " (indices.shape[:-1] + input.shape[k:]), got ",
+                  fmtType(*updates));
+  if (updates->getElementType() != input->getElementType())
+    return d.fail("'updates' must have the element type of 'input', got ",
+                  fmtType(*updates), " and ", fmtType(*input));
+  return Type(*input);
+}
+
 FailureOr<Type> mlir::tfm::inferReduceType(const ShapeDiag &d, Type inputT,
                                            ArrayRef<int64_t> axes,
                                            bool keepdims, bool isMean) {

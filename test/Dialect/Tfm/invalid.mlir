@@ -731,3 +731,21 @@ func.func @conv2d_empty_kernel(%x: tensor<1x1x8x8xf32>, %w: tensor<1x1x0x3xf32>)
   %0 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x1x8x8xf32>, tensor<1x1x0x3xf32>) -> tensor<1x1x9x6xf32>
   return
 }
+
+// -----
+
+// Tests that scatter_nd's updates have indices.shape[:-1] + input.shape[k:].
+func.func @scatter_nd_updates(%c: tensor<2x8x4xf32>, %p: tensor<2x1x2xi64>, %u: tensor<2x4xf32>) {
+  // expected-error@+1 {{'updates' must have shape [2, 1, 4] (indices.shape[:-1] + input.shape[k:]), got 'tensor<2x4xf32>'}}
+  %0 = tfm.scatter_nd %c, %p, %u reduction = none : (tensor<2x8x4xf32>, tensor<2x1x2xi64>, tensor<2x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd's index tuples are no longer than input's rank.
+func.func @scatter_nd_tuple(%c: tensor<8xf32>, %p: tensor<1x2xi64>, %u: tensor<1xf32>) {
+  // expected-error@+1 {{the last dimension of 'indices' (2) must lie in [1, 1], the rank of 'input'}}
+  %0 = tfm.scatter_nd %c, %p, %u reduction = add : (tensor<8xf32>, tensor<1x2xi64>, tensor<1xf32>) -> tensor<8xf32>
+  return
+}

@@ -207,6 +207,17 @@ func.func @indexing(%x: tensor<4x8xf32>, %i: tensor<3xi64>, %s: tensor<i64>)
   return %0, %1, %2, %3, %4 : tensor<2x3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x1xf32>, tensor<f32>
 }
 
+// Tests that scatter_nd round-trips with each reduction.
+// CHECK-LABEL: func.func @scatter
+func.func @scatter(%c: tensor<2x8x4xf32>, %p: tensor<2x1x2xi64>, %u: tensor<2x1x4xf32>,
+                   %r: tensor<3x1xi32>, %s: tensor<3x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>) {
+  // CHECK: tfm.scatter_nd %{{.+}}, %{{.+}}, %{{.+}} reduction = none : (tensor<2x8x4xf32>, tensor<2x1x2xi64>, tensor<2x1x4xf32>) -> tensor<2x8x4xf32>
+  %0 = tfm.scatter_nd %c, %p, %u reduction = none : (tensor<2x8x4xf32>, tensor<2x1x2xi64>, tensor<2x1x4xf32>) -> tensor<2x8x4xf32>
+  // CHECK: tfm.scatter_nd %{{.+}}, %{{.+}}, %{{.+}} reduction = max : (tensor<2x8x4xf32>, tensor<3x1xi32>, tensor<3x8x4xf32>) -> tensor<2x8x4xf32>
+  %1 = tfm.scatter_nd %c, %r, %s reduction = max : (tensor<2x8x4xf32>, tensor<3x1xi32>, tensor<3x8x4xf32>) -> tensor<2x8x4xf32>
+  return %0, %1 : tensor<2x8x4xf32>, tensor<2x8x4xf32>
+}
+
 // Tests that the training ops round-trip: parameters and the step count,
 // the backward ops the gradient rules build, and the optimizer updates.
 // CHECK-LABEL: func.func @training

@@ -411,6 +411,19 @@ void BufferizedEntry::exitIf(
 
 void BufferizedEntry::checkIndices(Operation *op, Value indices, int64_t lower,
                                    int64_t upper, std::optional<int64_t> skip) {
+  checkIndexRange(op, indices, lower, upper, skip, std::nullopt);
+}
+
+void BufferizedEntry::checkIndexColumn(Operation *op, Value indices,
+                                       int64_t column, int64_t lower,
+                                       int64_t upper) {
+  checkIndexRange(op, indices, lower, upper, std::nullopt, column);
+}
+
+void BufferizedEntry::checkIndexRange(Operation *op, Value indices,
+                                      int64_t lower, int64_t upper,
+                                      std::optional<int64_t> skip,
+                                      std::optional<int64_t> column) {
   auto type = cast<RankedTensorType>(indices.getType());
   int64_t n = type.getNumElements();
   if (n == 0)
@@ -467,6 +480,14 @@ void BufferizedEntry::checkIndices(Operation *op, Value indices, int64_t lower,
                                            c(*skip)));
             Value pos = ob.create<arith::IndexCastOp>(
                 l, i64, ob.create<linalg::IndexOp>(l, 0));
+            if (column) {
+              int64_t k = type.getShape().back();
+              Value col = ob.create<arith::RemSIOp>(l, pos, c(k));
+              bad = ob.create<arith::AndIOp>(
+                  l, bad,
+                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col,
+                                           c(*column)));
+            }
             return ob.create<arith::SelectOp>(
                 l, bad, ob.create<arith::MinSIOp>(l, a[1], pos), a[1]);
           });

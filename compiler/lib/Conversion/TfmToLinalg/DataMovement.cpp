@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -81,6 +82,109 @@ LogicalResult lowerGatherLike(BufferizedEntry &e, Operation *op, Value input,
                 src.push_back(ob.create<linalg::IndexOp>(l, d - 1 + idxRank));
               return ob.create<memref::LoadOp>(l, in, src);
             });
+  return success();
+}
+
+/// `x` combined with `y` by a scatter's reduction, in the element type of
+/// both.
+Value scatterCombine(OpBuilder &ob, Location l, ScatterReduction r, Value x,
+                     Value y, bool isUnsigned) {
+  bool f = isa<FloatType>(x.getType());
+  switch (r) {
+  case ScatterReduction::none:
+    return y;
+  case ScatterReduction::add:
+    return f ? ob.create<arith::AddFOp>(l, x, y).getResult()
+             : ob.create<arith::AddIOp>(l, x, y).getResult();
+  case ScatterReduction::mul:
+    return f ? ob.create<arith::MulFOp>(l, x, y).getResult()
+             : ob.create<arith::MulIOp>(l, x, y).getResult();
+  case ScatterReduction::max:
+    if (f)
+      return ob.create<arith::MaximumFOp>(l, x, y);
+    return isUnsigned ? ob.create<arith::MaxUIOp>(l, x, y).getResult()
+                      : ob.create<arith::MaxSIOp>(l, x, y).getResult();
+  case ScatterReduction::min:
+    if (f)
+      return ob.create<arith::MinimumFOp>(l, x, y);
+    return isUnsigned ? ob.create<arith::MinUIOp>(l, x, y).getResult()
+                      : ob.create<arith::MinSIOp>(l, x, y).getResult();
+  }
+  return y;
+}
+
+/// The input copied to the result, then each update slice written (or
+/// combined) at its run-time position. Positions go in order, so repeated
+/// ones end as in the interpreter; the elements of a slice are independent
+/// and form the parallel loop, which a GPU maps to threads.
+LogicalResult lowerScatterND(ScatterNDOp op, BufferizedEntry &e) {
+  RankedTensorType inType = op.getInput().getType();
+  RankedTensorType idxType = op.getIndices().getType();
+  int64_t k = idxType.getShape().back();
+  ArrayRef<int64_t> shape = inType.getShape();
+  for (int64_t j = 0; j < k; ++j)
+    e.checkIndexColumn(op, op.getIndices(), j, -shape[j], shape[j]);
+  Value out = e.destination(op.getResult());
+  Value in = e.bufferOf(op.getInput());
+  int64_t total = inType.getNumElements();
+  int64_t count = idxType.getNumElements() / k;
+  int64_t inner = product(shape.drop_front(k));
+  if (total == 0)
+    return success();
+  if (in != out)
+    e.copy(in, out);
+  if (count == 0 || inner == 0)
+    return success();
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Type elem = cast<MemRefType>(out.getType()).getElementType();
+  Value flatOut = e.reshape(out, MemRefType::get({total}, elem));
+  Value idx = e.reshape(e.denseOf(op.getIndices()),
+                        MemRefType::get({count, k}, idxType.getElementType()));
+  Value upd = e.reshape(e.denseOf(op.getUpdates()),
+                        MemRefType::get({count, inner}, elem));
+  SmallVector<int64_t> strides = rowMajorStrides(shape);
+  bool isUnsigned = e.isUnsigned(op.getInput());
+  ScatterReduction reduction = op.getReduction();
+  auto cidx = [&](OpBuilder &ob, Location l, int64_t v) -> Value {
+    return ob.create<arith::ConstantIndexOp>(l, v);
+  };
+  Value zero = cidx(b, loc, 0), one = cidx(b, loc, 1);
+  b.create<scf::ParallelOp>(
+      loc, ValueRange{zero}, ValueRange{cidx(b, loc, inner)}, ValueRange{one},
+      [&](OpBuilder &ob, Location l, ValueRange ivs) {
+        Value el = ivs[0];
+        ob.create<scf::ForOp>(
+            l, zero, cidx(ob, l, count), one, ValueRange{},
+            [&](OpBuilder &fb, Location fl, Value p, ValueRange) {
+              Value dst = el;
+              for (int64_t j = 0; j < k; ++j) {
+                Value raw = fb.create<memref::LoadOp>(
+                    fl, idx, ValueRange{p, cidx(fb, fl, j)});
+                Value i =
+                    fb.create<arith::IndexCastOp>(fl, fb.getIndexType(), raw);
+                Value n = cidx(fb, fl, shape[j]);
+                Value neg = fb.create<arith::CmpIOp>(
+                    fl, arith::CmpIPredicate::slt, i, zero);
+                i = fb.create<arith::SelectOp>(
+                    fl, neg, fb.create<arith::AddIOp>(fl, i, n), i);
+                // Checked above; clamped so no index writes outside.
+                i = fb.create<arith::MaxSIOp>(fl, i, zero);
+                i = fb.create<arith::MinSIOp>(fl, i, cidx(fb, fl, shape[j] - 1));
+                dst = fb.create<arith::AddIOp>(
+                    fl, dst,
+                    fb.create<arith::MulIOp>(fl, i, cidx(fb, fl, strides[j])));
+              }
+              Value v = fb.create<memref::LoadOp>(fl, upd, ValueRange{p, el});
+              if (reduction != ScatterReduction::none)
+                v = scatterCombine(
+                    fb, fl, reduction,
+                    fb.create<memref::LoadOp>(fl, flatOut, ValueRange{dst}), v,
+                    isUnsigned);
+              fb.create<memref::StoreOp>(fl, v, flatOut, ValueRange{dst});
+              fb.create<scf::YieldOp>(fl);
+            });
+      });
   return success();
 }
 
@@ -214,6 +318,7 @@ void mlir::tfm::populateDataMovementLowerings(OpLoweringSet &set) {
     return lowerGatherLike(e, g, g.getInput(), g.getIndices(), axis, -n,
                            g.getResult());
   });
+  set.add<ScatterNDOp>(lowerScatterND);
   set.add<SliceOp>(lowerSlice);
   set.add<ConcatOp>(lowerConcat);
   set.add<SplitOp>(lowerSplit);

@@ -61,6 +61,16 @@ def Tfm_ReduceKind : I32EnumAttr<"ReduceKind",
   let cppNamespace = "::mlir::tfm";
 }
 
+def Tfm_ScatterReduction : I32EnumAttr<"ScatterReduction",
+    "how a scatter combines an update with the element it lands on", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"add", 1>,
+      I32EnumAttrCase<"mul", 2>,
+      I32EnumAttrCase<"max", 3>,
+      I32EnumAttrCase<"min", 4>]> {
+  let cppNamespace = "::mlir::tfm";
+}
+
 def Tfm_LRSchedule : I32EnumAttr<"LRSchedule",
     "how an optimizer's learning rate follows the step count", [
       I32EnumAttrCase<"constant", 0>,

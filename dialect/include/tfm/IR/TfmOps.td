@@ -538,6 +538,35 @@ def Tfm_GatherOp : Tfm_PureOp<"gather", [Tfm_Differentiable, InferTypeOpAdaptor]
   }];
 }
 
+def Tfm_ScatterNDOp : Tfm_PureOp<"scatter_nd", [InferTypeOpAdaptor]> {
+  let summary = "writes slices into a copy of a tensor at run-time positions";
+  let description = [{
+    ONNX ScatterND: the result starts as `input`; with `k` the last dimension
+    of `indices`, each position `p` of `indices.shape[:-1]` names the slice
+    `input[indices[p, 0], ..., indices[p, k-1], ...]`, which `updates[p, ...]`
+    replaces (`none`) or is combined into (`add`, `mul`, `max`, `min`).
+    Positions are applied in row-major order, so with `none` the last of
+    repeated positions wins. A negative index counts from the end; an index
+    outside `[-n, n)` is an error at run time. Caches that models update in
+    place (a decoder's keys and values) are written this way.
+
+    Shape rules: `1 <= k <= rank(input)`; `updates.shape` is
+    `indices.shape[:-1] + input.shape[k:]`; the result has input's type.
+
+    ```mlir
+    %r = tfm.scatter_nd %cache, %pos, %kv reduction = none : (tensor<2x8x4xf32>, tensor<2x1x2xi64>, tensor<2x1x4xf32>) -> tensor<2x8x4xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyTensor:$input, Tfm_IndexTensor:$indices,
+                       Tfm_AnyTensor:$updates,
+                       Tfm_ScatterReduction:$reduction);
+  let results = (outs Tfm_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $updates `reduction` `=` $reduction attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def Tfm_ReduceOp : Tfm_PureOp<"reduce", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "sum, mean, max or min over some axes";
   let description = [{

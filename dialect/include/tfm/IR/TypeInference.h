@@ -92,6 +92,8 @@ FailureOr<Type> inferSliceType(const ShapeDiag &d, Type input,
                                ArrayRef<int64_t> steps);
 FailureOr<Type> inferGatherType(const ShapeDiag &d, Type input, Type indices,
                                 int64_t axis);
+FailureOr<Type> inferScatterNDType(const ShapeDiag &d, Type input,
+                                   Type indices, Type updates);
 FailureOr<Type> inferReduceType(const ShapeDiag &d, Type input,
                                 ArrayRef<int64_t> axes, bool keepdims,
                                 bool isMean);

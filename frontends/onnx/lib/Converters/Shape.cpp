@@ -246,6 +246,23 @@ LogicalResult convertGather(NodeContext &n) {
   return n.push(n.gather(n.input(0), n.input(1), axis));
 }
 
+LogicalResult convertScatterND(NodeContext &n) {
+  std::string name = n.stringAttr("reduction", "none");
+  auto reduction = symbolizeScatterReduction(name);
+  if (!reduction)
+    return n.fail("ScatterND reduction '" + name +
+                  "' is not one of none, add, mul, max, min");
+  Value data = n.input(0), indices = n.input(1), updates = n.input(2);
+  auto t = inferScatterNDType(n.diag(ScatterNDOp::getOperationName()),
+                              data.getType(), indices.getType(),
+                              updates.getType());
+  if (failed(t))
+    return failure();
+  n.results.push_back(n.builder.create<ScatterNDOp>(n.loc, *t, data, indices,
+                                                     updates, *reduction));
+  return success();
+}
+
 LogicalResult convertExpand(NodeContext &n) {
   auto target = n.constantInts(1, "shape");
   if (failed(target))
@@ -613,6 +630,7 @@ void mlir::tfm::onnx_import::populateShapeConverters(Registry &r) {
   r.onOp("Split", 13, convertSplit);
   r.onOp("Slice", 1, convertSlice);
   r.onOp("Gather", 1, convertGather);
+  r.onOp("ScatterND", 11, convertScatterND);
   r.onOp("Expand", 1, convertExpand);
   r.onOp("Shape", 1, convertShape);
   r.onOp("Size", 1, convertSize);

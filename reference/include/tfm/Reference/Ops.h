@@ -69,6 +69,11 @@ Tensor evalSlice(const Tensor &in, Shape starts, Shape steps, Shape outShape);
 /// Gathers along `axis`; an index outside [-n, n) fails.
 FailureOr<Tensor> evalGather(const Tensor &in, const Tensor &indices,
                              int64_t axis, Shape outShape, std::string &error);
+/// ONNX ScatterND into a copy of `in`, combining by `reduction`; an index
+/// outside [-n, n) fails.
+FailureOr<Tensor> evalScatterND(const Tensor &in, const Tensor &indices,
+                                const Tensor &updates,
+                                ScatterReduction reduction, std::string &error);
 /// Rows of `table`; an index outside [0, rows) fails.
 FailureOr<Tensor> evalEmbedding(const Tensor &table, const Tensor &indices,
                                 Shape outShape, std::string &error);

@@ -4,8 +4,10 @@ here (1.12, opsets up to 17) does not know, with expected outputs computed by
 ONNX Runtime: reductions taking axes as an input, Split's num_outputs, Gelu,
 Cast's saturate, and an attention block at opset 21 that uses them together.
 Also Softmax and LogSoftmax at opsets 11 and 12 over a middle axis, whose
-meaning (flatten to 2-D at the axis) changed at 13, and the Einsum forms
-exporters write (attention contractions, ellipses, implicit outputs).
+meaning (flatten to 2-D at the axis) changed at 13, the Einsum forms
+exporters write (attention contractions, ellipses, implicit outputs), and
+ScatterND at 18 as a cache update (run-time and negative positions) and with
+the reductions (repeated positions combine).
 
 Each case is a folder in the ONNX backend-test layout. Needs node and the
 onnxruntime-node package that ./tfm.sh bench installs:
@@ -143,6 +145,27 @@ def main():
          [vi("scores", None), vi("batched", None), vi("broadcast", None), vi("total", None)],
          {"q": randn(2, 3, 4, 5), "k": randn(2, 3, 6, 5), "a": randn(2, 3, 4, 5),
           "b": randn(2, 3, 5, 2), "w": randn(5, 3)})
+
+    # A cache [batch, length, width] written at run-time (batch, position)
+    # pairs, one negative; then the reductions, with repeated positions.
+    sn = lambda out, idx, upd, **kw: helper.make_node(
+        "ScatterND", ["cache", idx, upd], [out], **kw)
+    save("scatternd_cache_18", 18,
+         [sn("written", "pos", "kv"),
+          sn("summed", "rows", "slab", reduction="add"),
+          sn("maxed", "pos", "kv", reduction="max"),
+          sn("minned", "rows", "slab", reduction="min")],
+         [vi("cache", [2, 6, 4]), vi("pos", [2, 1, 2], TensorProto.INT64),
+          vi("kv", [2, 1, 4]), vi("rows", [3, 1], TensorProto.INT64),
+          vi("slab", [3, 6, 4])],
+         [vi("written", None), vi("summed", None), vi("maxed", None), vi("minned", None)],
+         {"cache": randn(2, 6, 4), "pos": np.array([[[0, 3]], [[1, -1]]], np.int64),
+          "kv": randn(2, 1, 4), "rows": np.array([[1], [1], [0]], np.int64),
+          "slab": randn(3, 6, 4)})
+    # A batch position past the two batches, for the run-time check.
+    with open(os.path.join(HERE, "scatternd_cache_18", "bad_pos.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(
+            np.array([[[0, 3]], [[2, 1]]], np.int64), "pos").SerializeToString())
 
 
 if __name__ == "__main__":

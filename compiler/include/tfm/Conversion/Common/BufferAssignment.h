@@ -221,6 +221,10 @@ public:
   /// status naming `op`, the tensor and the position.
   void checkIndices(Operation *op, Value indices, int64_t lower,
                     int64_t upper, std::optional<int64_t> skip = {});
+  /// checkIndices for one column of `indices` (its last dimension), whose
+  /// columns index dimensions of different sizes (ScatterND's tuples).
+  void checkIndexColumn(Operation *op, Value indices, int64_t column,
+                        int64_t lower, int64_t upper);
   /// Stops the run with check `check`'s status when `first` (a 0-d i64
   /// buffer that checkIndices computed) holds a position of `flat`, the
   /// indices, rather than their count. By default the entry reads both
@@ -292,6 +296,10 @@ private:
   /// Retypes the unsigned tensors of `fn` signless, remembering which they
   /// were; `fn` is only read from then on and is erased after lowering.
   void makeSignless();
+  /// checkIndices, for the elements of one column when `column` is given.
+  void checkIndexRange(Operation *op, Value indices, int64_t lower,
+                       int64_t upper, std::optional<int64_t> skip,
+                       std::optional<int64_t> column);
 
   Kind kind;
   DenseSet<Value> unsignedTensors;
