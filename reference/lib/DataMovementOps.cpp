@@ -7,6 +7,7 @@
 
 #include "tfm/Reference/Ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -149,6 +150,43 @@ FailureOr<Tensor> mlir::tfm::reference::evalScatterND(
     }
   }
   return out;
+}
+
+std::vector<Tensor> mlir::tfm::reference::evalTopK(const Tensor &in,
+                                                   int64_t k, int64_t axis,
+                                                   bool smallest) {
+  int64_t outer = product(Shape(in.shape).take_front(axis));
+  int64_t inner = product(Shape(in.shape).drop_front(axis + 1));
+  int64_t n = in.shape[axis];
+  std::vector<int64_t> shape = in.shape;
+  shape[axis] = k;
+  Tensor values(in.kind, shape), indices(ElementKind::I64, shape);
+  bool u64 = in.kind == ElementKind::U64;
+  // a before b: larger (or smaller) first; NaN above every number.
+  auto greater = [&](int64_t a, int64_t b) {
+    if (in.isInt())
+      return u64 ? static_cast<uint64_t>(in.ints[a]) >
+                       static_cast<uint64_t>(in.ints[b])
+                 : in.ints[a] > in.ints[b];
+    double x = in.data[a], y = in.data[b];
+    return x > y || (std::isnan(x) && !std::isnan(y));
+  };
+  std::vector<int64_t> line(n);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t e = 0; e < inner; ++e) {
+      auto at = [&](int64_t i) { return (o * n + i) * inner + e; };
+      for (int64_t i = 0; i < n; ++i)
+        line[i] = i;
+      std::stable_sort(line.begin(), line.end(), [&](int64_t a, int64_t b) {
+        return smallest ? greater(at(b), at(a)) : greater(at(a), at(b));
+      });
+      for (int64_t t = 0; t < k; ++t) {
+        int64_t dst = (o * k + t) * inner + e;
+        values.copyElement(dst, in, at(line[t]));
+        indices.ints[dst] = line[t];
+      }
+    }
+  return {std::move(values), std::move(indices)};
 }
 
 FailureOr<Tensor> mlir::tfm::reference::evalEmbedding(const Tensor &table,

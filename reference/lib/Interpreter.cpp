@@ -310,6 +310,15 @@ llvm::StringMap<EvalFn> buildTable() {
                         shapeOf(g.getType()), error);
     return orError(g, std::move(r), error, f);
   });
+  on<TopKOp>(t, [](TopKOp op, Frame &f) {
+    const Tensor &in = f.get(op.getInput());
+    std::vector<Tensor> r =
+        evalTopK(in, op.getK(), normalizedAxis(op.getAxis(), in.rank()),
+                 op.getSmallest());
+    f.set(op.getValues(), std::move(r[0]));
+    f.set(op.getIndices(), std::move(r[1]));
+    return success();
+  });
   on<ScatterNDOp>(t, [](ScatterNDOp s, Frame &f) {
     std::string error;
     auto r = evalScatterND(f.get(s.getInput()), f.get(s.getIndices()),

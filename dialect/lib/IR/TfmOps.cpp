@@ -229,6 +229,14 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc, Adaptor a,
+                                       SmallVectorImpl<Type> &out) {
+  return inferTopKTypes({loc, getOperationName()}, a.getInput().getType(),
+                        static_cast<int64_t>(a.getK()),
+                        static_cast<int64_t>(a.getAxis()), out);
+}
+
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor a,

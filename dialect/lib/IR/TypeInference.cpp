@@ -586,6 +586,27 @@ FailureOr<Type> mlir::tfm::inferScatterNDType(const ShapeDiag &d,
   return Type(*input);
 }
 
+LogicalResult mlir::tfm::inferTopKTypes(const ShapeDiag &d, Type inputT,
+                                        int64_t k, int64_t axis,
+                                        SmallVectorImpl<Type> &out) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  auto ax = normalizeAxis(d, axis, input->getRank(), "axis");
+  if (failed(ax))
+    return failure();
+  int64_t n = input->getDimSize(*ax);
+  if (k < 0 || k > n)
+    return d.fail("'k' = ", k, " must lie in [0, ", n,
+                  "], the size of the axis");
+  SmallVector<int64_t> shape(input->getShape());
+  shape[*ax] = k;
+  out.push_back(RankedTensorType::get(shape, input->getElementType()));
+  out.push_back(RankedTensorType::get(
+      shape, IntegerType::get(input->getContext(), 64)));
+  return success();
+}
+
 FailureOr<Type> mlir::tfm::inferReduceType(const ShapeDiag &d, Type inputT,
                                            ArrayRef<int64_t> axes,
                                            bool keepdims, bool isMean) {

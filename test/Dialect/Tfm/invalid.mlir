@@ -749,3 +749,12 @@ func.func @scatter_nd_tuple(%c: tensor<8xf32>, %p: tensor<1x2xi64>, %u: tensor<1
   %0 = tfm.scatter_nd %c, %p, %u reduction = add : (tensor<8xf32>, tensor<1x2xi64>, tensor<1xf32>) -> tensor<8xf32>
   return
 }
+
+// -----
+
+// Tests that top_k's k fits its axis.
+func.func @top_k_k(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{'k' = 4 must lie in [0, 3], the size of the axis}}
+  %v, %i = tfm.top_k %x k = 4 axis = 1 : tensor<2x3xf32> -> tensor<2x4xf32>, tensor<2x4xi64>
+  return
+}

@@ -218,6 +218,16 @@ func.func @scatter(%c: tensor<2x8x4xf32>, %p: tensor<2x1x2xi64>, %u: tensor<2x1x
   return %0, %1 : tensor<2x8x4xf32>, tensor<2x8x4xf32>
 }
 
+// Tests that top_k round-trips, largest and smallest.
+// CHECK-LABEL: func.func @top_k
+func.func @top_k(%x: tensor<2x9xf32>) -> (tensor<2x4xf32>, tensor<2x4xi64>, tensor<1x9xf32>, tensor<1x9xi64>) {
+  // CHECK: tfm.top_k %{{.+}} k = 4 axis = -1 : tensor<2x9xf32> -> tensor<2x4xf32>, tensor<2x4xi64>
+  %v, %i = tfm.top_k %x k = 4 axis = -1 : tensor<2x9xf32> -> tensor<2x4xf32>, tensor<2x4xi64>
+  // CHECK: tfm.top_k %{{.+}} k = 1 axis = 0 smallest : tensor<2x9xf32> -> tensor<1x9xf32>, tensor<1x9xi64>
+  %s, %j = tfm.top_k %x k = 1 axis = 0 smallest : tensor<2x9xf32> -> tensor<1x9xf32>, tensor<1x9xi64>
+  return %v, %i, %s, %j : tensor<2x4xf32>, tensor<2x4xi64>, tensor<1x9xf32>, tensor<1x9xi64>
+}
+
 // Tests that the training ops round-trip: parameters and the step count,
 // the backward ops the gradient rules build, and the optimizer updates.
 // CHECK-LABEL: func.func @training

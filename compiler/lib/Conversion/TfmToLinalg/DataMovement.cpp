@@ -188,6 +188,125 @@ LogicalResult lowerScatterND(ScatterNDOp op, BufferizedEntry &e) {
   return success();
 }
 
+/// Whether element (a, ai) comes before (b, bi) in top_k's order: larger
+/// first (smaller with `smallest`), NaN above every number, and equal
+/// elements by index.
+Value topKBefore(OpBuilder &ob, Location l, Value a, Value ai, Value b,
+                 Value bi, bool smallest, bool isUnsigned) {
+  if (smallest)
+    std::swap(a, b);
+  Value greater, equal;
+  if (isa<FloatType>(a.getType())) {
+    auto cmp = [&](arith::CmpFPredicate p, Value x, Value y) {
+      return ob.create<arith::CmpFOp>(l, p, x, y);
+    };
+    Value aNaN = cmp(arith::CmpFPredicate::UNO, a, a);
+    Value bNaN = cmp(arith::CmpFPredicate::UNO, b, b);
+    greater = ob.create<arith::OrIOp>(
+        l, cmp(arith::CmpFPredicate::OGT, a, b),
+        ob.create<arith::AndIOp>(
+            l, aNaN, cmp(arith::CmpFPredicate::ORD, b, b)));
+    equal = ob.create<arith::OrIOp>(l, cmp(arith::CmpFPredicate::OEQ, a, b),
+                                    ob.create<arith::AndIOp>(l, aNaN, bNaN));
+  } else {
+    greater = ob.create<arith::CmpIOp>(
+        l, isUnsigned ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt,
+        a, b);
+    equal = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, a, b);
+  }
+  // Ties go to the lower index whichever way the values are ordered.
+  Value lowerIndex =
+      ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, ai, bi);
+  return ob.create<arith::OrIOp>(
+      l, greater, ob.create<arith::AndIOp>(l, equal, lowerIndex));
+}
+
+/// top_k as k selection passes over each line: pass t takes the first
+/// element in the order that comes after pass t-1's pick, so no element is
+/// taken twice and no scratch memory is needed. O(k·n) per line, which suits
+/// the small k of decoding; lines are independent and form the parallel
+/// loop.
+LogicalResult lowerTopK(TopKOp op, BufferizedEntry &e) {
+  RankedTensorType inType = op.getInput().getType();
+  int64_t rank = inType.getRank();
+  int64_t axis = op.getAxis(); // I64Attr reads back unsigned
+  if (axis < 0)
+    axis += rank;
+  ArrayRef<int64_t> shape = inType.getShape();
+  int64_t outer = product(shape.take_front(axis));
+  int64_t inner = product(shape.drop_front(axis + 1));
+  int64_t n = shape[axis], k = op.getK();
+  Value values = e.destination(op.getValues());
+  Value indices = e.destination(op.getIndices());
+  if (k == 0 || outer == 0 || inner == 0)
+    return success();
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Type elem = cast<MemRefType>(values.getType()).getElementType();
+  Type i64 = b.getI64Type();
+  Value in = e.reshape(e.denseOf(op.getInput()),
+                       MemRefType::get({outer, n, inner}, elem));
+  Value outV = e.reshape(values, MemRefType::get({outer, k, inner}, elem));
+  Value outI = e.reshape(indices, MemRefType::get({outer, k, inner}, i64));
+  bool smallest = op.getSmallest();
+  bool isUnsigned = e.isUnsigned(op.getInput());
+  auto cidx = [](OpBuilder &ob, Location l, int64_t v) -> Value {
+    return ob.create<arith::ConstantIndexOp>(l, v);
+  };
+  Value zero = cidx(b, loc, 0), one = cidx(b, loc, 1);
+  b.create<scf::ParallelOp>(
+      loc, ValueRange{zero, zero},
+      ValueRange{cidx(b, loc, outer), cidx(b, loc, inner)},
+      ValueRange{one, one}, [&](OpBuilder &ob, Location l, ValueRange ivs) {
+        Value o = ivs[0], el = ivs[1];
+        // The previous pick (value, index); none before pass 0.
+        Value first = ob.create<memref::LoadOp>(l, in, ValueRange{o, zero, el});
+        Value noIndex = ob.create<arith::ConstantIntOp>(l, -1, 64);
+        ob.create<scf::ForOp>(
+            l, zero, cidx(ob, l, k), one, ValueRange{first, noIndex},
+            [&](OpBuilder &tb, Location tl, Value t, ValueRange prev) {
+              Value f = tb.create<arith::ConstantIntOp>(tl, 0, 1);
+              auto scan = tb.create<scf::ForOp>(
+                  tl, zero, cidx(tb, tl, n), one,
+                  ValueRange{prev[0], noIndex, f},
+                  [&](OpBuilder &sb, Location sl, Value i, ValueRange best) {
+                    Value v = sb.create<memref::LoadOp>(sl, in,
+                                                        ValueRange{o, i, el});
+                    Value vi = sb.create<arith::IndexCastOp>(sl, i64, i);
+                    Value started = sb.create<arith::CmpIOp>(
+                        sl, arith::CmpIPredicate::sge, prev[1],
+                        sb.create<arith::ConstantIntOp>(sl, 0, 64));
+                    Value afterPrev = topKBefore(sb, sl, prev[0], prev[1], v,
+                                                 vi, smallest, isUnsigned);
+                    Value eligible = sb.create<arith::OrIOp>(
+                        sl,
+                        sb.create<arith::XOrIOp>(
+                            sl, started,
+                            sb.create<arith::ConstantIntOp>(sl, 1, 1)),
+                        afterPrev);
+                    Value better = sb.create<arith::OrIOp>(
+                        sl,
+                        sb.create<arith::XOrIOp>(
+                            sl, best[2],
+                            sb.create<arith::ConstantIntOp>(sl, 1, 1)),
+                        topKBefore(sb, sl, v, vi, best[0], best[1], smallest,
+                                   isUnsigned));
+                    Value take = sb.create<arith::AndIOp>(sl, eligible, better);
+                    sb.create<scf::YieldOp>(
+                        sl, ValueRange{
+                                sb.create<arith::SelectOp>(sl, take, v, best[0]),
+                                sb.create<arith::SelectOp>(sl, take, vi, best[1]),
+                                sb.create<arith::OrIOp>(sl, best[2], take)});
+                  });
+              Value bv = scan.getResult(0), bi = scan.getResult(1);
+              tb.create<memref::StoreOp>(tl, bv, outV, ValueRange{o, t, el});
+              tb.create<memref::StoreOp>(tl, bi, outI, ValueRange{o, t, el});
+              tb.create<scf::YieldOp>(tl, ValueRange{bv, bi});
+            });
+      });
+  return success();
+}
+
 LogicalResult lowerSlice(SliceOp op, BufferizedEntry &e) {
   Value in = e.bufferOf(op.getInput());
   Value out = e.destination(op.getResult());
@@ -319,6 +438,7 @@ void mlir::tfm::populateDataMovementLowerings(OpLoweringSet &set) {
                            g.getResult());
   });
   set.add<ScatterNDOp>(lowerScatterND);
+  set.add<TopKOp>(lowerTopK);
   set.add<SliceOp>(lowerSlice);
   set.add<ConcatOp>(lowerConcat);
   set.add<SplitOp>(lowerSplit);

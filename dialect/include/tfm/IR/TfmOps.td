@@ -567,6 +567,30 @@ def Tfm_ScatterNDOp : Tfm_PureOp<"scatter_nd", [InferTypeOpAdaptor]> {
   }];
 }
 
+def Tfm_TopKOp : Tfm_PureOp<"top_k", [InferTypeOpAdaptor]> {
+  let summary = "the k largest (or smallest) elements along an axis";
+  let description = [{
+    ONNX TopK: `values` holds the `k` largest elements of each line along
+    `axis` (the smallest with `smallest`), in order, and `indices` their
+    positions on the line. Equal elements keep their order (the lower index
+    first); NaN counts as larger than every number.
+
+    Shape rules: `-rank <= axis < rank`; `0 <= k <= input.shape[axis]`;
+    both results have input's shape with `k` at `axis`.
+
+    ```mlir
+    %v, %i = tfm.top_k %logits k = 5 axis = -1 : tensor<2x100xf32> -> tensor<2x5xf32>, tensor<2x5xi64>
+    ```
+  }];
+  let arguments = (ins Tfm_NumericTensor:$input, I64Attr:$k, I64Attr:$axis,
+                       UnitAttr:$smallest);
+  let results = (outs Tfm_NumericTensor:$values, RankedTensorOf<[I64]>:$indices);
+  let assemblyFormat = [{
+    $input `k` `=` $k `axis` `=` $axis (`smallest` $smallest^)? attr-dict `:`
+    type($input) `->` type($values) `,` type($indices)
+  }];
+}
+
 def Tfm_ReduceOp : Tfm_PureOp<"reduce", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "sum, mean, max or min over some axes";
   let description = [{

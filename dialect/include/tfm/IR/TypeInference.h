@@ -94,6 +94,8 @@ FailureOr<Type> inferGatherType(const ShapeDiag &d, Type input, Type indices,
                                 int64_t axis);
 FailureOr<Type> inferScatterNDType(const ShapeDiag &d, Type input,
                                    Type indices, Type updates);
+LogicalResult inferTopKTypes(const ShapeDiag &d, Type input, int64_t k,
+                            int64_t axis, SmallVectorImpl<Type> &out);
 FailureOr<Type> inferReduceType(const ShapeDiag &d, Type input,
                                 ArrayRef<int64_t> axes, bool keepdims,
                                 bool isMean);

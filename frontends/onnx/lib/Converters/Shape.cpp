@@ -263,6 +263,25 @@ LogicalResult convertScatterND(NodeContext &n) {
   return success();
 }
 
+LogicalResult convertTopK(NodeContext &n) {
+  auto k = n.constantInts(1, "K");
+  if (failed(k))
+    return failure();
+  if (k->size() != 1)
+    return n.fail("TopK's K must hold one value");
+  int64_t axis = n.intAttr("axis", -1);
+  SmallVector<Type> types;
+  if (failed(inferTopKTypes(n.diag(TopKOp::getOperationName()),
+                            n.input(0).getType(), (*k)[0], axis, types)))
+    return failure();
+  // `sorted = 0` leaves the order free; the sorted order is one of them.
+  auto op = n.builder.create<TopKOp>(n.loc, types, n.input(0), (*k)[0], axis,
+                                     !n.intAttr("largest", 1));
+  n.results.push_back(op.getValues());
+  n.results.push_back(op.getIndices());
+  return success();
+}
+
 LogicalResult convertExpand(NodeContext &n) {
   auto target = n.constantInts(1, "shape");
   if (failed(target))
@@ -631,6 +650,7 @@ void mlir::tfm::onnx_import::populateShapeConverters(Registry &r) {
   r.onOp("Slice", 1, convertSlice);
   r.onOp("Gather", 1, convertGather);
   r.onOp("ScatterND", 11, convertScatterND);
+  r.onOp("TopK", 10, convertTopK);
   r.onOp("Expand", 1, convertExpand);
   r.onOp("Shape", 1, convertShape);
   r.onOp("Size", 1, convertSize);

@@ -74,6 +74,10 @@ FailureOr<Tensor> evalGather(const Tensor &in, const Tensor &indices,
 FailureOr<Tensor> evalScatterND(const Tensor &in, const Tensor &indices,
                                 const Tensor &updates,
                                 ScatterReduction reduction, std::string &error);
+/// The `k` largest (or smallest) elements along `axis` and their indices;
+/// equal elements keep their order, NaN is larger than every number.
+std::vector<Tensor> evalTopK(const Tensor &in, int64_t k, int64_t axis,
+                             bool smallest);
 /// Rows of `table`; an index outside [0, rows) fails.
 FailureOr<Tensor> evalEmbedding(const Tensor &table, const Tensor &indices,
                                 Shape outShape, std::string &error);

@@ -7,7 +7,7 @@ Also Softmax and LogSoftmax at opsets 11 and 12 over a middle axis, whose
 meaning (flatten to 2-D at the axis) changed at 13, the Einsum forms
 exporters write (attention contractions, ellipses, implicit outputs), and
 ScatterND at 18 as a cache update (run-time and negative positions) and with
-the reductions (repeated positions combine).
+the reductions (repeated positions combine), and TopK with ties.
 
 Each case is a folder in the ONNX backend-test layout. Needs node and the
 onnxruntime-node package that ./tfm.sh bench installs:
@@ -166,6 +166,21 @@ def main():
     with open(os.path.join(HERE, "scatternd_cache_18", "bad_pos.pb"), "wb") as f:
         f.write(numpy_helper.from_array(
             np.array([[[0, 3]], [[2, 1]]], np.int64), "pos").SerializeToString())
+
+    # TopK with ties (equal elements keep their order), along a middle axis,
+    # smallest first, and on integers.
+    tied = np.round(randn(2, 7, 3) * 2).astype(np.float32)
+    save("topk_ties_11", 11,
+         [helper.make_node("TopK", ["x", "k3"], ["top", "top_i"], axis=1),
+          helper.make_node("TopK", ["x", "k2"], ["low", "low_i"], axis=-1, largest=0),
+          helper.make_node("TopK", ["n", "k3"], ["itop", "itop_i"], axis=0)],
+         [vi("x", [2, 7, 3]), vi("n", [7, 2], TensorProto.INT64)],
+         [vi("top", None), vi("top_i", None, TensorProto.INT64), vi("low", None),
+          vi("low_i", None, TensorProto.INT64), vi("itop", None, TensorProto.INT64),
+          vi("itop_i", None, TensorProto.INT64)],
+         {"x": tied, "n": np.array([[3, -1], [5, 5], [3, 2], [-4, 5], [5, 0],
+                                    [1, 5], [3, 9]], np.int64)},
+         [ints("k3", [3]), ints("k2", [2])])
 
 
 if __name__ == "__main__":
