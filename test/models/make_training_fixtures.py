@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Loss trajectories of PyTorch training, for tfm's training tests.
 
-For each model family of make_models.py, builds the module, exports it to
+For each model family of make_models.py, and two convolutional front ends
+(a speech one with a depthwise convolution, ViT's patch embedding), builds
+the module, exports it to
 ONNX (constant folding off, so a tied weight stays one initializer), and
 trains a copy of the same module in PyTorch from the same weights: 10 SGD
 steps, then, from the initial weights again, 10 Adam steps with label
@@ -41,8 +43,11 @@ def save(path, array, name):
         f.write(numpy_helper.from_array(array, name).SerializeToString())
 
 
-def trajectory(model, inputs, labels, setting):
+def trajectory(model, inputs, labels, setting, double=False):
     model = copy.deepcopy(model)
+    if double:
+        model = model.double()
+        inputs = [x.double() if x.is_floating_point() else x for x in inputs]
     model.eval()  # dropout off; gradients still flow
     params = [p for p in model.parameters() if p.requires_grad]
     if setting["optimizer"] == "sgd":
@@ -61,7 +66,7 @@ def trajectory(model, inputs, labels, setting):
     return losses
 
 
-def make(name, ctor, inputs, input_names, opsets):
+def make(name, ctor, inputs, input_names, opsets, double=False):
     torch.manual_seed(1)
     model = ctor()
     # The exporter merges initializers of equal value (all layer norms start
@@ -78,8 +83,8 @@ def make(name, ctor, inputs, input_names, opsets):
     flat = labels.view(-1)
     flat[1] = -100
     flat[-1] = -100
-    sgd = trajectory(model, inputs, labels, SGD)
-    adam = trajectory(model, inputs, labels, ADAM)
+    sgd = trajectory(model, inputs, labels, SGD, double)
+    adam = trajectory(model, inputs, labels, ADAM, double)
     for opset in opsets:
         folder = os.path.join(OUT, f"{name}_opset{opset}")
         shutil.rmtree(folder, ignore_errors=True)
@@ -96,6 +101,42 @@ def make(name, ctor, inputs, input_names, opsets):
                       f, indent=1)
         print(name, opset, "sgd", [round(v, 4) for v in sgd[:3]], "adam",
               [round(v, 4) for v in adam[:3]])
+
+
+class SpeechFront(nn.Module):
+    """A speech front end as wav2vec2 and Conformer have it: a strided
+    convolution over the samples' channels, a depthwise convolution added
+    back, then an encoder layer and a per-frame classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, mm.D, kernel_size=3, stride=2, padding=1)
+        self.depthwise = nn.Conv1d(mm.D, mm.D, kernel_size=3, padding=2,
+                                   dilation=2, groups=mm.D)
+        self.layer = nn.TransformerEncoderLayer(mm.D, mm.H, mm.FF, dropout=0.1,
+                                                batch_first=True)
+        self.head = nn.Linear(mm.D, 7)
+
+    def forward(self, x):
+        h = F.gelu(self.conv(x))
+        h = h + self.depthwise(h)
+        return self.head(self.layer(h.transpose(1, 2)))
+
+
+class PatchFront(nn.Module):
+    """ViT's patch embedding: a convolution with stride = kernel, flattened
+    to tokens, then an encoder layer and a classifier per token."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, mm.D, kernel_size=4, stride=4)
+        self.layer = nn.TransformerEncoderLayer(mm.D, mm.H, mm.FF, dropout=0.1,
+                                                batch_first=True, norm_first=True)
+        self.head = nn.Linear(mm.D, 5)
+
+    def forward(self, images):
+        tokens = self.patch(images).flatten(2).transpose(1, 2)
+        return self.head(self.layer(tokens))
 
 
 def main():
@@ -116,6 +157,13 @@ def main():
     make("gpt", mm.GPT, [ids], ["input_ids"], (13, 17))
     make("bert", mm.Bert, [ids, mask], ["input_ids", "attention_mask"], (17,))
     make("packed_mha", mm.PackedMHA, [x], ["x"], (17,))
+    # The convolutional front ends train in double precision: PyTorch's f32
+    # CPU backward here gives a second step that differs from f64's in the
+    # third digit, and differs from run to run.
+    make("speech_conv", SpeechFront, [torch.randn(B, 4, 2 * S)], ["samples"], (17,),
+         double=True)
+    make("vit_patch", PatchFront, [torch.randn(B, 3, 8, 12)], ["images"], (17,),
+         double=True)
 
 
 if __name__ == "__main__":

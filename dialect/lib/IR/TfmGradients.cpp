@@ -240,6 +240,134 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange dys,
   return success();
 }
 
+namespace {
+
+/// Reshapes, zero padding and flips along one axis, which the convolution
+/// gradients are written in.
+struct AxisEdits {
+  GradBuilder &g;
+
+  Value slice(Value v, int64_t axis, int64_t start, int64_t size,
+              int64_t step = 1) {
+    RankedTensorType t = tensorType(v);
+    SmallVector<int64_t> starts(t.getRank(), 0), sizes(t.getShape()),
+        steps(t.getRank(), 1);
+    starts[axis] = start;
+    sizes[axis] = size;
+    steps[axis] = step;
+    if (start == 0 && size == t.getDimSize(axis) && step == 1)
+      return v;
+    return g.b.create<SliceOp>(g.loc, v, g.b.getDenseI64ArrayAttr(starts),
+                               g.b.getDenseI64ArrayAttr(sizes),
+                               g.b.getDenseI64ArrayAttr(steps));
+  }
+  Value zerosLike(Value v, int64_t axis, int64_t size) {
+    RankedTensorType t = tensorType(v);
+    SmallVector<int64_t> shape(t.getShape());
+    shape[axis] = size;
+    return g.zeros(RankedTensorType::get(shape, t.getElementType()));
+  }
+  /// `before` and `after` zeros along `axis`; a negative count crops.
+  Value pad(Value v, int64_t axis, int64_t before, int64_t after) {
+    int64_t n = tensorType(v).getDimSize(axis);
+    v = slice(v, axis, std::max<int64_t>(-before, 0),
+              n - std::max<int64_t>(-before, 0) - std::max<int64_t>(-after, 0));
+    SmallVector<Value> parts;
+    if (before > 0)
+      parts.push_back(zerosLike(v, axis, before));
+    parts.push_back(v);
+    if (after > 0)
+      parts.push_back(zerosLike(v, axis, after));
+    if (parts.size() == 1)
+      return v;
+    return g.b.create<ConcatOp>(g.loc, parts, axis);
+  }
+  /// `s - 1` zeros between neighbours along `axis`.
+  Value dilate(Value v, int64_t axis, int64_t s) {
+    if (s == 1)
+      return v;
+    RankedTensorType t = tensorType(v);
+    int64_t n = t.getDimSize(axis);
+    SmallVector<int64_t> split(t.getShape());
+    split.insert(split.begin() + axis + 1, 1);
+    Value u = g.reshape(v, split);
+    Value spaced = pad(u, axis + 1, 0, s - 1);
+    SmallVector<int64_t> merged(t.getShape());
+    merged[axis] = n * s;
+    return slice(g.reshape(spaced, merged), axis, 0, (n - 1) * s + 1);
+  }
+  Value flip(Value v, int64_t axis) {
+    int64_t n = tensorType(v).getDimSize(axis);
+    return n > 1 ? slice(v, axis, n - 1, n, -1) : v;
+  }
+  Value transpose(Value v, ArrayRef<int64_t> perm) {
+    return g.b.create<TransposeOp>(g.loc, v, g.b.getDenseI64ArrayAttr(perm));
+  }
+};
+
+} // namespace
+
+LogicalResult Conv2DOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  AxisEdits ax{g};
+  Value dy = dys[0], x = getInput(), w = getWeight();
+  RankedTensorType xt = tensorType(x), wt = tensorType(w), yt = getType();
+  int64_t group = getGroup();
+  int64_t c = xt.getDimSize(1), m = wt.getDimSize(0);
+  int64_t cg = c / group, mg = m / group;
+  ArrayRef<int64_t> s = getStrides(), d = getDilations(), p = getPads();
+  int64_t k[2] = {wt.getDimSize(2), wt.getDimSize(3)};
+  int64_t in[2] = {xt.getDimSize(2), xt.getDimSize(3)};
+  int64_t out[2] = {yt.getDimSize(2), yt.getDimSize(3)};
+  // dx is the convolution of dy, spread out by the strides and padded to a
+  // full convolution, with each group's kernels flipped and their in and
+  // out channels swapped; its dilations stay.
+  want(wanted, grads, 0, [&] {
+    Value spread = dy;
+    for (int a = 0; a < 2; ++a) {
+      spread = ax.dilate(spread, 2 + a, s[a]);
+      int64_t before = d[a] * (k[a] - 1) - p[a];
+      int64_t after = in[a] + p[a] - (out[a] - 1) * s[a] - 1;
+      spread = ax.pad(spread, 2 + a, before, after);
+    }
+    Value kernels = g.reshape(w, {group, mg, cg, k[0], k[1]});
+    kernels = ax.transpose(kernels, {0, 2, 1, 3, 4});
+    kernels = g.reshape(kernels, {c, mg, k[0], k[1]});
+    kernels = ax.flip(ax.flip(kernels, 2), 3);
+    return b.create<Conv2DOp>(
+                getLoc(), spread, kernels, Value(), b.getDenseI64ArrayAttr({1, 1}),
+                b.getDenseI64ArrayAttr({0, 0, 0, 0}), getDilationsAttr(),
+                static_cast<uint64_t>(group))
+        .getResult();
+  });
+  // dw[m, c, i, j] = Σ dy[n, m, oy, ox] · x[n, c, oy·s + i·d - p]: a
+  // convolution over the batch, with images as channels, dy as the kernel,
+  // and strides and dilations exchanged. Channels that share no group are
+  // computed too and dropped; a grouped convolution pays `group` times its
+  // work here.
+  want(wanted, grads, 1, [&] {
+    Value images = ax.transpose(x, {1, 0, 2, 3});
+    Value kernels = ax.transpose(dy, {1, 0, 2, 3});
+    Value full = b.create<Conv2DOp>(getLoc(), images, kernels, Value(),
+                                    getDilationsAttr(), getPadsAttr(),
+                                    getStridesAttr(), static_cast<uint64_t>(1))
+                     .getResult();
+    full = ax.slice(ax.slice(full, 2, 0, k[0]), 3, 0, k[1]);
+    if (group == 1)
+      return ax.transpose(full, {1, 0, 2, 3});
+    SmallVector<Value> blocks;
+    for (int64_t gi = 0; gi < group; ++gi)
+      blocks.push_back(ax.slice(ax.slice(full, 0, gi * cg, cg), 1, gi * mg, mg));
+    Value diag = b.create<ConcatOp>(getLoc(), blocks, 1);
+    return ax.transpose(diag, {1, 0, 2, 3});
+  });
+  if (getBias())
+    want(wanted, grads, 2, [&] { return g.reduce(ReduceKind::sum, dy, {0, 2, 3}, false); });
+  return success();
+}
+
 LogicalResult LinearOp::buildGradients(OpBuilder &b, ValueRange dys,
                                        ArrayRef<bool> wanted,
                                        SmallVectorImpl<Value> &grads) {

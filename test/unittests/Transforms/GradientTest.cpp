@@ -286,6 +286,21 @@ const GradientCase kCases[] = {
     %b = math.absf %a : tensor<3x4xf32>
     %n = arith.negf %a : tensor<3x4xf32>
     return %e, %b, %n : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32> })"},
+  {"conv2d_strided_padded_dilated", R"(func.func @f(%x: tensor<2x3x7x6xf32>, %w: tensor<4x3x3x2xf32>, %b: tensor<4xf32>) -> tensor<2x4x4x5xf32> {
+    %y = tfm.conv2d %x, %w, %b strides = [2, 1] pads = [1, 0, 2, 1] dilations = [1, 2] group = 1 : (tensor<2x3x7x6xf32>, tensor<4x3x3x2xf32>, tensor<4xf32>) -> tensor<2x4x4x5xf32>
+    return %y : tensor<2x4x4x5xf32> })"},
+  {"conv2d_grouped", R"(func.func @f(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x3x3xf32>) -> tensor<1x6x3x3xf32> {
+    %y = tfm.conv2d %x, %w strides = [2, 2] pads = [1, 1, 1, 1] dilations = [1, 1] group = 2 : (tensor<1x4x5x5xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x3x3xf32>
+    return %y : tensor<1x6x3x3xf32> })"},
+  {"conv2d_depthwise_1d", R"(func.func @f(%x: tensor<2x3x1x9xf32>, %w: tensor<3x1x1x3xf32>, %b: tensor<3xf32>) -> tensor<2x3x1x5xf32> {
+    %y = tfm.conv2d %x, %w, %b strides = [1, 2] pads = [0, 1, 0, 1] dilations = [1, 1] group = 3 : (tensor<2x3x1x9xf32>, tensor<3x1x1x3xf32>, tensor<3xf32>) -> tensor<2x3x1x5xf32>
+    return %y : tensor<2x3x1x5xf32> })"},
+  // Rows 6 and 7 no window reaches (their gradient is zero), and a padding
+  // wider than the kernel (the full convolution crops instead of padding).
+  {"conv2d_unreached_rows_and_wide_pads", R"(func.func @f(%x: tensor<1x2x8x5xf32>, %w: tensor<3x2x3x2xf32>, %u: tensor<1x1x4x4xf32>, %v: tensor<2x1x1x1xf32>) -> (tensor<1x3x2x2xf32>, tensor<1x2x7x4xf32>) {
+    %y = tfm.conv2d %x, %w strides = [3, 2] pads = [0, 0, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x2x8x5xf32>, tensor<3x2x3x2xf32>) -> tensor<1x3x2x2xf32>
+    %z = tfm.conv2d %u, %v strides = [1, 1] pads = [3, 0, 0, 0] dilations = [1, 1] group = 1 : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>) -> tensor<1x2x7x4xf32>
+    return %y, %z : tensor<1x3x2x2xf32>, tensor<1x2x7x4xf32> })"},
   {"shared_input_accumulates", R"(func.func @f(%w: tensor<4x3xf32>, %i: tensor<2xi64>) -> tensor<2x4xf32> {
     %e = tfm.embedding %w, %i : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
     %r = tfm.matmul %e, %w transpose_rhs : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<2x4xf32>

@@ -73,7 +73,7 @@ def Tfm_LinearOp : Tfm_PureOp<"linear",
   }];
 }
 
-def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [InferTypeOpAdaptor]> {
+def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "2-D convolution with groups, padding, strides and dilations";
   let description = [{
     Computes, for image n, output channel m and position (y, x),
