@@ -229,10 +229,7 @@ LogicalResult convertAveragePool(NodeContext &n) {
 /// indices (a window axis beside each output axis), then a max over the
 /// window axes.
 LogicalResult convertMaxPool(NodeContext &n) {
-  if (n.hasOutput(1))
-    return n.fail("MaxPool's Indices output is not supported");
-  if (n.intAttr("storage_order", 0) != 0)
-    return n.fail("MaxPool with storage_order 1 is not supported");
+  bool columnMajor = n.intAttr("storage_order", 0) != 0;
   // Integers too (an 8-bit image): the padding is the type's lowest value.
   Value x = n.input(0);
   auto xt = n.inputType(0);
@@ -246,51 +243,117 @@ LogicalResult convertMaxPool(NodeContext &n) {
   if (failed(win))
     return failure();
   bool ceilMode = n.intAttr("ceil_mode", 0);
-  Type elt = xt.getElementType();
-  Value lowest = n.scalar(elt, -std::numeric_limits<double>::infinity());
-  Value v = x;
-  SmallVector<int64_t> windowAxes;
+  SmallVector<int64_t> outSizes;
   for (int64_t i = 0; i < r; ++i) {
-    // Axis 2 + i of the input sits at 2 + 2i once i window axes are in.
-    int64_t axis = 2 + 2 * i;
     auto pooled = pooledSize(n, *win, spatial, i, ceilMode);
     if (failed(pooled))
       return failure();
-    int64_t out = *pooled, s = win->strides[i];
-    int64_t window = (win->kernel[i] - 1) * win->dilations[i] + 1;
-    int64_t after = std::max<int64_t>(win->padEnd[i],
-                                      (out - 1) * s + window - spatial[i] -
-                                          win->padBegin[i]);
-    // Pad with -inf, which no window's max can pick over a real element.
-    SmallVector<Value> parts;
-    for (int64_t pad : {win->padBegin[i], int64_t(-1), after}) {
-      Value block = v;
-      if (pad == 0)
-        continue;
-      if (pad > 0 && !take(n.fillAlong(v, axis, pad, lowest), block))
-        return failure();
-      parts.push_back(block);
-    }
-    if (parts.size() > 1 && !take(n.concat(parts, axis), v))
-      return failure();
-    SmallVector<int64_t> idx;
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t k = 0; k < win->kernel[i]; ++k)
-        idx.push_back(o * s + k * win->dilations[i]);
-    Value indices = n.constant(DenseElementsAttr::get(
-        RankedTensorType::get({static_cast<int64_t>(idx.size())},
-                              n.builder.getI64Type()),
-        ArrayRef<int64_t>(idx)));
-    if (!take(n.gather(v, indices, axis), v))
-      return failure();
-    SmallVector<int64_t> split(cast<RankedTensorType>(v.getType()).getShape());
-    split[axis] = out;
-    split.insert(split.begin() + axis + 1, win->kernel[i]);
-    if (!take(n.reshape(v, split), v))
-      return failure();
-    windowAxes.push_back(axis + 1);
+    outSizes.push_back(*pooled);
   }
-  return n.push(n.reduce(ReduceKind::max, v, windowAxes, false));
+  // Each window's elements of `v`, padded with `fill`: a window axis beside
+  // each output axis.
+  SmallVector<int64_t> windowAxes;
+  auto windows = [&](Value v, Value fill) -> FailureOr<Value> {
+    windowAxes.clear();
+    for (int64_t i = 0; i < r; ++i) {
+      // Axis 2 + i of the input sits at 2 + 2i once i window axes are in.
+      int64_t axis = 2 + 2 * i;
+      int64_t out = outSizes[i], s = win->strides[i];
+      int64_t window = (win->kernel[i] - 1) * win->dilations[i] + 1;
+      int64_t after = std::max<int64_t>(win->padEnd[i],
+                                        (out - 1) * s + window - spatial[i] -
+                                            win->padBegin[i]);
+      SmallVector<Value> parts;
+      for (int64_t pad : {win->padBegin[i], int64_t(-1), after}) {
+        Value block = v;
+        if (pad == 0)
+          continue;
+        if (pad > 0 && !take(n.fillAlong(v, axis, pad, fill), block))
+          return failure();
+        parts.push_back(block);
+      }
+      if (parts.size() > 1 && !take(n.concat(parts, axis), v))
+        return failure();
+      SmallVector<int64_t> idx;
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t k = 0; k < win->kernel[i]; ++k)
+          idx.push_back(o * s + k * win->dilations[i]);
+      Value indices = n.constant(DenseElementsAttr::get(
+          RankedTensorType::get({static_cast<int64_t>(idx.size())},
+                                n.builder.getI64Type()),
+          ArrayRef<int64_t>(idx)));
+      if (!take(n.gather(v, indices, axis), v))
+        return failure();
+      SmallVector<int64_t> split(cast<RankedTensorType>(v.getType()).getShape());
+      split[axis] = out;
+      split.insert(split.begin() + axis + 1, win->kernel[i]);
+      if (!take(n.reshape(v, split), v))
+        return failure();
+      windowAxes.push_back(axis + 1);
+    }
+    return v;
+  };
+  // Padding is -inf (the type's lowest), which no window's max picks over a
+  // real element.
+  Value values, best;
+  if (!take(windows(x, n.scalar(xt.getElementType(),
+                                -std::numeric_limits<double>::infinity())),
+            values) ||
+      !take(n.reduce(ReduceKind::max, values, windowAxes, false), best) ||
+      failed(n.push(best)))
+    return failure();
+  if (!n.hasOutput(1))
+    return success();
+  // Indices: the first element of each window equal to its max, as a flat
+  // position in the input. The spatial positions go through the same
+  // windows (padding as int64's largest, never the least), so the first
+  // equal element is the least position among the equal ones; the image
+  // and channel's offset is added after. All of it but the compare folds.
+  Type i64 = n.builder.getI64Type();
+  int64_t plane = 1;
+  for (int64_t d : spatial)
+    plane *= d;
+  SmallVector<int64_t> positions(plane), pshape{1, 1};
+  for (int64_t i = 0; i < plane; ++i)
+    positions[i] = i;
+  llvm::append_range(pshape, spatial);
+  Value none = n.scalar(i64, std::numeric_limits<double>::infinity());
+  Value where, keep, equal, picked, firstPos;
+  Value planePos = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(pshape, i64), ArrayRef<int64_t>(positions)));
+  SmallVector<int64_t> keptShape(cast<RankedTensorType>(best.getType()).getShape());
+  for (int64_t a : windowAxes)
+    keptShape.insert(keptShape.begin() + a, 1);
+  if (!take(windows(planePos, none), where) ||
+      !take(n.reshape(best, keptShape), keep) ||
+      !take(n.compare(ComparePredicate::eq, values, keep), equal) ||
+      !take(n.select(equal, where, none), picked) ||
+      !take(n.reduce(ReduceKind::min, picked, windowAxes, false), firstPos))
+    return failure();
+  if (columnMajor) {
+    // The window's first maximum in row-major order, reported at its
+    // column-major position: h·W + w becomes w·H + h.
+    if (r != 2)
+      return n.fail("MaxPool's storage_order 1 needs 2 spatial axes");
+    Value h, w, wh, hw;
+    Value width = n.scalar(i64, static_cast<double>(spatial[1]));
+    if (!take(n.binary<DivOp>(firstPos, width), h) ||
+        !take(n.binary<MulOp>(h, width), hw) ||
+        !take(n.binary<SubOp>(firstPos, hw), w) ||
+        !take(n.binary<MulOp>(w, n.scalar(i64, static_cast<double>(spatial[0]))),
+              wh) ||
+        !take(n.binary<AddOp>(wh, h), firstPos))
+      return failure();
+  }
+  int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1);
+  SmallVector<int64_t> offsets;
+  for (int64_t i = 0; i < batch * channels; ++i)
+    offsets.push_back(i * plane);
+  SmallVector<int64_t> oshape{batch, channels};
+  oshape.append(r, 1);
+  Value offset = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(oshape, i64), ArrayRef<int64_t>(offsets)));
+  return n.push(n.binary<AddOp>(firstPos, offset));
 }
 
 } // namespace

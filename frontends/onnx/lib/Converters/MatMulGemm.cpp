@@ -103,10 +103,51 @@ FailureOr<Term> contract(NodeContext &n, Term a, Term b, StringRef keep) {
   return Term{z, batch + lhs + rhs};
 }
 
-/// Einsum as transposes, reshapes, sums and batched matmuls, contracting the
-/// operands left to right. Repeated letters within an operand (diagonals)
-/// are not supported, nor an ellipsis whose dimensions broadcast (size 1
-/// against n).
+/// `t` with each letter it repeats (a diagonal, `ii`) taken once: the two
+/// axes moved last, flattened, and every (n + 1)-th element gathered.
+FailureOr<Term> takeDiagonals(NodeContext &n, Term t) {
+  for (size_t j = 0; j < t.letters.size(); ++j) {
+    size_t k = t.letters.find(t.letters[j], j + 1);
+    if (k == std::string::npos)
+      continue;
+    auto type = cast<RankedTensorType>(t.value.getType());
+    int64_t size = type.getDimSize(j);
+    if (type.getDimSize(k) != size)
+      return n.fail(Twine("Einsum's index '") + Twine(t.letters[j]) +
+                    "' has the sizes " + Twine(size) + " and " +
+                    Twine(type.getDimSize(k)) + " within one operand");
+    std::string order, rest;
+    SmallVector<int64_t> shape;
+    for (size_t i = 0; i < t.letters.size(); ++i)
+      if (i != j && i != k) {
+        rest += t.letters[i];
+        shape.push_back(type.getDimSize(i));
+      }
+    SmallVector<int64_t> perm;
+    for (size_t i = 0; i < t.letters.size(); ++i)
+      if (i != j && i != k)
+        perm.push_back(i);
+    perm.push_back(j);
+    perm.push_back(k);
+    shape.push_back(size * size);
+    SmallVector<int64_t> picks;
+    for (int64_t i = 0; i < size; ++i)
+      picks.push_back(i * (size + 1));
+    Value idx = n.constant(DenseElementsAttr::get(
+        RankedTensorType::get({size}, n.builder.getI64Type()),
+        ArrayRef<int64_t>(picks)));
+    Value v;
+    if (!take(n.transpose(t.value, perm), v) || !take(n.reshape(v, shape), v) ||
+        !take(n.gather(v, idx, static_cast<int64_t>(shape.size()) - 1), v))
+      return failure();
+    return takeDiagonals(n, Term{v, rest + t.letters[j]});
+  }
+  return t;
+}
+
+/// Einsum as transposes, reshapes, diagonals, sums and batched matmuls,
+/// contracting the operands left to right. An ellipsis whose dimensions
+/// broadcast (size 1 against n) is not supported.
 LogicalResult convertEinsum(NodeContext &n) {
   std::string eq;
   for (char c : n.stringAttr("equation", ""))
@@ -177,13 +218,14 @@ LogicalResult convertEinsum(NodeContext &n) {
       return n.fail("Einsum operand " + Twine(i) + " has rank " +
                     Twine(n.inputType(i).getRank()) + " but '" + spec +
                     "' names " + Twine(spec.size()) + " indices");
-    for (auto [j, c] : llvm::enumerate(spec))
-      if (!isalpha(static_cast<unsigned char>(c)) ||
-          spec.find(c, j + 1) != StringRef::npos)
+    for (char c : spec)
+      if (!isalpha(static_cast<unsigned char>(c)))
         return n.fail("Einsum's equation '" + written +
-                      "' repeats an index within a term or uses a character "
-                      "that is not a letter; diagonals are not supported");
-    terms.push_back({n.input(i), spec.str()});
+                      "' uses a character that is not a letter");
+    Term t;
+    if (!take(takeDiagonals(n, Term{n.input(i), spec.str()}), t))
+      return failure();
+    terms.push_back(t);
   }
   std::string out;
   if (eqRef.contains("->")) {

@@ -7,7 +7,8 @@ Also Softmax and LogSoftmax at opsets 11 and 12 over a middle axis, whose
 meaning (flatten to 2-D at the axis) changed at 13, the Einsum forms
 exporters write (attention contractions, ellipses, implicit outputs), and
 ScatterND at 18 as a cache update (run-time and negative positions) and with
-the reductions (repeated positions combine), and TopK with ties.
+the reductions (repeated positions combine), TopK and MaxPool's Indices
+with ties, and Einsum's diagonals.
 
 Each case is a folder in the ONNX backend-test layout. Needs node and the
 onnxruntime-node package that ./tfm.sh bench installs:
@@ -181,6 +182,26 @@ def main():
          {"x": tied, "n": np.array([[3, -1], [5, 5], [3, 2], [-4, 5], [5, 0],
                                     [1, 5], [3, 9]], np.int64)},
          [ints("k3", [3]), ints("k2", [2])])
+
+    # MaxPool's Indices with ties (the first maximum of a window), padding,
+    # and both storage orders; Einsum's diagonals.
+    pooled = np.round(randn(2, 2, 5, 6)).astype(np.float32)
+    save("maxpool_indices_12", 12,
+         [helper.make_node("MaxPool", ["x"], ["y", "y_i"], kernel_shape=[3, 2],
+                           strides=[2, 1], pads=[1, 0, 1, 1]),
+          helper.make_node("MaxPool", ["x"], ["z", "z_i"], kernel_shape=[2, 2],
+                           strides=[1, 2], storage_order=1)],
+         [vi("x", [2, 2, 5, 6])],
+         [vi("y", None), vi("y_i", None, TensorProto.INT64), vi("z", None),
+          vi("z_i", None, TensorProto.INT64)],
+         {"x": pooled})
+    save("einsum_diagonal_12", 12,
+         [helper.make_node("Einsum", ["a"], ["trace"], equation="bii->b"),
+          helper.make_node("Einsum", ["a"], ["diag"], equation="bii->bi"),
+          helper.make_node("Einsum", ["a", "w"], ["mixed"], equation="bii,ij->bj")],
+         [vi("a", [2, 4, 4]), vi("w", [4, 3])],
+         [vi("trace", None), vi("diag", None), vi("mixed", None)],
+         {"a": randn(2, 4, 4), "w": randn(4, 3)})
 
 
 if __name__ == "__main__":
