@@ -1,7 +1,9 @@
 //===- Convolution.cpp - ONNX Conv, AveragePool and MaxPool ---------------===//
 //
 // Both become tfm.conv2d, which holds 2-D convolutions; a 1-D one (speech
-// front ends, Conformer's convolution module) is a 2-D one of height 1.
+// front ends, Conformer's convolution module) is a 2-D one of height 1, and
+// a 3-D one (a video model's tubelet embedding) a sum of 2-D ones over the
+// kernel's depth for each output depth.
 // AveragePool is a depthwise convolution with a constant kernel, divided by
 // how many elements each window covers, which is known when compiling.
 // MaxPool gathers each window's elements and takes their max.
@@ -18,7 +20,7 @@ using namespace mlir::tfm::onnx_import;
 
 namespace {
 
-/// The geometry of a convolution or pooling window over r (1 or 2) spatial
+/// The geometry of a convolution or pooling window over r (1 to 3) spatial
 /// axes, from the node's attributes.
 struct Window {
   SmallVector<int64_t> kernel, strides, dilations, padBegin, padEnd;
@@ -134,15 +136,97 @@ FailureOr<Value> conv(NodeContext &n, Value x, Value w, Value bias,
   return n.reshape(y, {shape[0], shape[1], shape[3]});
 }
 
+/// A convolution over 3 spatial axes as 2-D ones: output depth `od` is
+/// Σ_kd conv2d(x[:, :, od·sd + kd·dd - pd], w[:, :, kd]) over the input
+/// padded with zeros along depth. OD·KD 2-D convolutions, which suits the
+/// short depths of video clips; the count is bounded.
+FailureOr<Value> conv3d(NodeContext &n, Value x, Value w, Value bias,
+                        const Window &win, int64_t group) {
+  constexpr int64_t kMaxSlices = 4096;
+  auto xt = cast<RankedTensorType>(x.getType());
+  Window plane;
+  for (auto field : {&Window::kernel, &Window::strides, &Window::dilations,
+                      &Window::padBegin, &Window::padEnd})
+    (plane.*field).assign((win.*field).begin() + 1, (win.*field).end());
+  int64_t kd = win.kernel[0], sd = win.strides[0], dd = win.dilations[0];
+  Value padded = x;
+  SmallVector<Value> parts;
+  Value zero = n.scalar(xt.getElementType(), 0);
+  for (int64_t pad : {win.padBegin[0], int64_t(-1), win.padEnd[0]}) {
+    Value block = x;
+    if (pad == 0)
+      continue;
+    if (pad > 0 && !take(n.fillAlong(x, 2, pad, zero), block))
+      return failure();
+    parts.push_back(block);
+  }
+  if (parts.size() > 1 && !take(n.concat(parts, 2), padded))
+    return failure();
+  int64_t depth = cast<RankedTensorType>(padded.getType()).getDimSize(2);
+  int64_t span = depth - dd * (kd - 1) - 1;
+  if (span < 0)
+    return n.fail(n.node.op_type() + "'s window is deeper than its padded "
+                                     "input");
+  int64_t outDepth = span / sd + 1;
+  if (outDepth * kd > kMaxSlices)
+    return n.fail(n.node.op_type() + " over 3 spatial axes needs " +
+                  Twine(outDepth * kd) + " 2-D convolutions; at most " +
+                  Twine(kMaxSlices) + " are built");
+  // One depth of a 5-D tensor as a 4-D one.
+  auto at = [&](Value v, int64_t d) -> FailureOr<Value> {
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> starts(5, 0), sizes(t.getShape()), steps(5, 1);
+    starts[2] = d;
+    sizes[2] = 1;
+    Value s;
+    if (!take(n.slice(v, starts, sizes, steps), s))
+      return failure();
+    return n.reshape(s, {sizes[0], sizes[1], sizes[3], sizes[4]});
+  };
+  SmallVector<Value> kernels;
+  for (int64_t k = 0; k < kd; ++k) {
+    Value slice;
+    if (!take(at(w, k), slice))
+      return failure();
+    kernels.push_back(slice);
+  }
+  SmallVector<Value> depths;
+  for (int64_t o = 0; o < outDepth; ++o) {
+    Value acc;
+    for (int64_t k = 0; k < kd; ++k) {
+      Value in, y;
+      if (!take(at(padded, o * sd + k * dd), in) ||
+          !take(conv(n, in, kernels[k], k == 0 ? bias : Value(), plane, group),
+                y) ||
+          (acc && !take(n.binary<AddOp>(acc, y), y)))
+        return failure();
+      acc = y;
+    }
+    auto shape = cast<RankedTensorType>(acc.getType()).getShape();
+    if (!take(n.reshape(acc, {shape[0], shape[1], 1, shape[2], shape[3]}), acc))
+      return failure();
+    depths.push_back(acc);
+  }
+  return depths.size() == 1 ? FailureOr<Value>(depths[0])
+                            : n.concat(depths, 2);
+}
+
+/// tfm.conv2d over 1 to 3 spatial axes.
+FailureOr<Value> convAnyRank(NodeContext &n, Value x, Value w, Value bias,
+                             const Window &win, int64_t group) {
+  return win.kernel.size() == 3 ? conv3d(n, x, w, bias, win, group)
+                                : conv(n, x, w, bias, win, group);
+}
+
 LogicalResult convertConv(NodeContext &n) {
   Value x = n.input(0), w = n.input(1);
   auto xt = n.inputType(0), wt = n.inputType(1);
   if (failed(n.requireFloat(x)))
     return failure();
   int64_t r = xt.getRank() - 2;
-  if (r != 1 && r != 2)
+  if (r < 1 || r > 3)
     return n.fail("Conv over " + Twine(r) +
-                  " spatial axes is not supported (1-D and 2-D are)");
+                  " spatial axes is not supported (1-D, 2-D and 3-D are)");
   if (wt.getRank() != r + 2)
     return n.fail("Conv's weight has rank " + Twine(wt.getRank()) +
                   "; the input's needs " + Twine(r + 2));
@@ -152,7 +236,7 @@ LogicalResult convertConv(NodeContext &n) {
   auto win = readWindow(n, xt.getShape().drop_front(2), kernel);
   if (failed(win))
     return failure();
-  return n.push(conv(n, x, w, n.input(2), *win, n.intAttr("group", 1)));
+  return n.push(convAnyRank(n, x, w, n.input(2), *win, n.intAttr("group", 1)));
 }
 
 LogicalResult convertAveragePool(NodeContext &n) {
@@ -161,8 +245,8 @@ LogicalResult convertAveragePool(NodeContext &n) {
   auto xt = n.inputType(0);
   int64_t r = xt.getRank() - 2;
   auto kernel = n.intsAttr("kernel_shape");
-  if (!kernel || static_cast<int64_t>(kernel->size()) != r || (r != 1 && r != 2))
-    return n.fail("AveragePool needs a kernel_shape over 1 or 2 spatial axes");
+  if (!kernel || static_cast<int64_t>(kernel->size()) != r || r < 1 || r > 3)
+    return n.fail("AveragePool needs a kernel_shape over 1 to 3 spatial axes");
   ArrayRef<int64_t> spatial = xt.getShape().drop_front(2);
   auto win = readWindow(n, spatial, *kernel);
   if (failed(win))
@@ -190,7 +274,7 @@ LogicalResult convertAveragePool(NodeContext &n) {
   Value ones = n.constant(DenseElementsAttr::get(
       wType, n.builder.getFloatAttr(elt, 1.0).getValue()));
   Value sum;
-  if (!take(conv(n, x, ones, Value(), *win, c), sum))
+  if (!take(convAnyRank(n, x, ones, Value(), *win, c), sum))
     return failure();
   // How many elements each window averages, from the geometry alone.
   int64_t positions = 1;

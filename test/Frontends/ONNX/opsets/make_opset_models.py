@@ -8,7 +8,7 @@ meaning (flatten to 2-D at the axis) changed at 13, the Einsum forms
 exporters write (attention contractions, ellipses, implicit outputs), and
 ScatterND at 18 as a cache update (run-time and negative positions) and with
 the reductions (repeated positions combine), TopK and MaxPool's Indices
-with ties, and Einsum's diagonals.
+with ties, Einsum's diagonals, and Conv and AveragePool over 3 axes.
 
 Each case is a folder in the ONNX backend-test layout. Needs node and the
 onnxruntime-node package that ./tfm.sh bench installs:
@@ -202,6 +202,24 @@ def main():
          [vi("a", [2, 4, 4]), vi("w", [4, 3])],
          [vi("trace", None), vi("diag", None), vi("mixed", None)],
          {"a": randn(2, 4, 4), "w": randn(4, 3)})
+
+    # Convolution and average pooling over 3 spatial axes: a video model's
+    # tubelet embedding (stride = kernel), and one with every attribute.
+    save("conv3d_13", 13,
+         [helper.make_node("Conv", ["clip", "tubelet", "tb"], ["tokens"],
+                           kernel_shape=[2, 4, 4], strides=[2, 4, 4]),
+          helper.make_node("Conv", ["clip", "wg"], ["general"], group=3,
+                           strides=[2, 1, 2], pads=[1, 0, 2, 0, 1, 1],
+                           dilations=[1, 2, 1]),
+          helper.make_node("AveragePool", ["clip"], ["pooled"], kernel_shape=[2, 3, 3],
+                           strides=[1, 2, 2], pads=[1, 1, 0, 0, 1, 1],
+                           count_include_pad=0)],
+         [vi("clip", [1, 3, 5, 8, 8])],
+         [vi("tokens", None), vi("general", None), vi("pooled", None)],
+         {"clip": randn(1, 3, 5, 8, 8)},
+         [numpy_helper.from_array(randn(4, 3, 2, 4, 4), "tubelet"),
+          numpy_helper.from_array(randn(4), "tb"),
+          numpy_helper.from_array(randn(6, 1, 3, 2, 3), "wg")])
 
 
 if __name__ == "__main__":
