@@ -119,6 +119,50 @@ FailureOr<Value> scaleAndShift(NodeContext &n, Value x, Value scale,
   return n.binary<AddOp>(scaled, b);
 }
 
+/// BatchNormalization in training mode: the batch's own statistics over
+/// every axis but the channels (the variance without Bessel's correction),
+/// and the running statistics moved toward them by 1 - momentum.
+LogicalResult batchNormTraining(NodeContext &n) {
+  if (n.hasOutput(3) || n.hasOutput(4))
+    return n.fail("BatchNormalization's saved statistics outputs are not "
+                  "supported");
+  Value x = n.input(0);
+  auto type = n.inputType(0);
+  int64_t rank = type.getRank(), channels = type.getDimSize(1);
+  SmallVector<int64_t> axes;
+  for (int64_t a = 0; a < rank; ++a)
+    if (a != 1)
+      axes.push_back(a);
+  Type t = type.getElementType();
+  double momentum = n.floatAttr("momentum", 0.9f);
+  Value mean, centered, squared, var, shifted, root, normed, y;
+  if (!take(n.reduce(ReduceKind::mean, x, axes, true), mean) ||
+      !take(n.binary<SubOp>(x, mean), centered) ||
+      !take(n.binary<MulOp>(centered, centered), squared) ||
+      !take(n.reduce(ReduceKind::mean, squared, axes, true), var) ||
+      !take(n.binary<AddOp>(var, n.scalar(t, n.floatAttr("epsilon", 1e-5f))),
+            shifted) ||
+      !take(n.floatUnary<math::SqrtOp>(shifted), root) ||
+      !take(n.binary<DivOp>(centered, root), normed) ||
+      !take(scaleAndShift(n, normed, n.input(1), n.input(2)), y))
+    return failure();
+  n.results.push_back(y);
+  // running = input · momentum + batch · (1 - momentum), per channel.
+  Value stats[] = {mean, var};
+  for (auto [i, batch] : llvm::enumerate(stats)) {
+    if (!n.hasOutput(i + 1))
+      continue;
+    Value flat, kept, moved, running;
+    if (!take(n.reshape(batch, {channels}), flat) ||
+        !take(n.binary<MulOp>(n.input(3 + i), n.scalar(t, momentum)), kept) ||
+        !take(n.binary<MulOp>(flat, n.scalar(t, 1 - momentum)), moved) ||
+        !take(n.binary<AddOp>(kept, moved), running))
+      return failure();
+    n.results.push_back(running);
+  }
+  return success();
+}
+
 /// ArgMax and ArgMin: the first (or last) index whose element equals the
 /// reduction's extreme.
 Converter argExtreme(ReduceKind extreme) {
@@ -160,12 +204,11 @@ Converter argExtreme(ReduceKind extreme) {
 
 void mlir::tfm::onnx_import::populateNormalizationConverters(Registry &r) {
   r.onOp("BatchNormalization", 9, [](NodeContext &n) -> LogicalResult {
-    if (n.intAttr("training_mode", 0) || n.hasOutput(1) || n.hasOutput(2))
-      return n.fail("BatchNormalization in training mode is not supported; "
-                    "export the model in eval mode");
     Value x = n.input(0);
     if (failed(n.requireFloat(x)))
       return failure();
+    if (n.intAttr("training_mode", 0) || n.hasOutput(1) || n.hasOutput(2))
+      return batchNormTraining(n);
     int64_t rank = n.inputType(0).getRank();
     // (x - mean) · scale / sqrt(var + eps) + bias, the constants folded.
     Type t = getElementTypeOrSelf(x.getType());
