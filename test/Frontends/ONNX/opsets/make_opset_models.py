@@ -8,7 +8,8 @@ meaning (flatten to 2-D at the axis) changed at 13, the Einsum forms
 exporters write (attention contractions, ellipses, implicit outputs), and
 ScatterND at 18 as a cache update (run-time and negative positions) and with
 the reductions (repeated positions combine), TopK and MaxPool's Indices
-with ties, Einsum's diagonals, and Conv and AveragePool over 3 axes.
+with ties, Einsum's diagonals, Conv and AveragePool over 3 axes, and uint8
+through the data-movement ops (expected outputs from numpy).
 
 Each case is a folder in the ONNX backend-test layout. Needs node and the
 onnxruntime-node package that ./tfm.sh bench installs:
@@ -23,6 +24,7 @@ import subprocess
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+from onnx.mapping import NP_TYPE_TO_TENSOR_TYPE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(18)
@@ -220,6 +222,44 @@ def main():
          [numpy_helper.from_array(randn(4, 3, 2, 4, 4), "tubelet"),
           numpy_helper.from_array(randn(4), "tb"),
           numpy_helper.from_array(randn(6, 1, 3, 2, 3), "wg")])
+
+    save_uint8_data_movement()
+
+
+def save_uint8_data_movement():
+    """uint8 through data movement, a cast, a reduction, a comparison and a
+    select, with numpy's results as the expected ones (the ONNX Runtime
+    package here takes no uint8 feeds through this script's manifest)."""
+    x = np.random.default_rng(8).integers(0, 256, (2, 3, 4)).astype(np.uint8)
+    idx = np.array([2, 0], np.int64)
+    n = helper.make_node
+    nodes = [n("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
+             n("Concat", ["x", "x"], ["c"], axis=1),
+             n("Gather", ["x", "i"], ["g"], axis=2),
+             n("Cast", ["x"], ["f"], to=TensorProto.FLOAT),
+             n("ReduceMax", ["x"], ["m"], axes=[2], keepdims=0),
+             n("Greater", ["x", "k"], ["gt"]),
+             n("Where", ["gt", "x", "k"], ["w"])]
+    outs = {"t": x.transpose(2, 0, 1), "c": np.concatenate([x, x], 1), "g": x[:, :, idx],
+            "f": x.astype(np.float32), "m": x.max(2), "gt": x > 128,
+            "w": np.where(x > 128, x, np.uint8(128))}
+    graph = helper.make_graph(
+        nodes, "uint8_data_movement",
+        [vi("x", [2, 3, 4], TensorProto.UINT8), vi("i", [2], TensorProto.INT64)],
+        [helper.make_tensor_value_info(k, NP_TYPE_TO_TENSOR_TYPE[v.dtype], None)
+         for k, v in outs.items()],
+        [numpy_helper.from_array(np.array([128], np.uint8), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    folder = os.path.join(HERE, "uint8_data_movement_13")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(os.path.join(folder, "test_data_set_0"))
+    with open(os.path.join(folder, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for prefix, tensors in (("input", {"x": x, "i": idx}), ("output", outs)):
+        for i, (name, value) in enumerate(tensors.items()):
+            with open(os.path.join(folder, "test_data_set_0", f"{prefix}_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(value, name).SerializeToString())
 
 
 if __name__ == "__main__":
