@@ -342,26 +342,24 @@ LogicalResult Conv2DOp::buildGradients(OpBuilder &b, ValueRange dys,
                 static_cast<uint64_t>(group))
         .getResult();
   });
-  // dw[m, c, i, j] = Σ dy[n, m, oy, ox] · x[n, c, oy·s + i·d - p]: a
-  // convolution over the batch, with images as channels, dy as the kernel,
-  // and strides and dilations exchanged. Channels that share no group are
-  // computed too and dropped; a grouped convolution pays `group` times its
-  // work here.
+  // dw[m, c, i, j] = Σ dy[n, m, oy, ox] · x[n, g·Cg + c, oy·s + i·d - p]
+  // with g = m / Mg: a grouped convolution whose batch is the group's
+  // channel c, whose channels are (group, image) and whose kernels are dy,
+  // with strides and dilations exchanged; its output [Cg, M, ...] is dw
+  // with the first two axes swapped, past any rows beyond the kernel.
   want(wanted, grads, 1, [&] {
-    Value images = ax.transpose(x, {1, 0, 2, 3});
+    int64_t n = xt.getDimSize(0);
+    Value images = g.reshape(x, {n, group, cg, in[0], in[1]});
+    images = ax.transpose(images, {2, 1, 0, 3, 4});
+    images = g.reshape(images, {cg, group * n, in[0], in[1]});
     Value kernels = ax.transpose(dy, {1, 0, 2, 3});
     Value full = b.create<Conv2DOp>(getLoc(), images, kernels, Value(),
                                     getDilationsAttr(), getPadsAttr(),
-                                    getStridesAttr(), static_cast<uint64_t>(1))
+                                    getStridesAttr(),
+                                    static_cast<uint64_t>(group))
                      .getResult();
     full = ax.slice(ax.slice(full, 2, 0, k[0]), 3, 0, k[1]);
-    if (group == 1)
-      return ax.transpose(full, {1, 0, 2, 3});
-    SmallVector<Value> blocks;
-    for (int64_t gi = 0; gi < group; ++gi)
-      blocks.push_back(ax.slice(ax.slice(full, 0, gi * cg, cg), 1, gi * mg, mg));
-    Value diag = b.create<ConcatOp>(getLoc(), blocks, 1);
-    return ax.transpose(diag, {1, 0, 2, 3});
+    return ax.transpose(full, {1, 0, 2, 3});
   });
   if (getBias())
     want(wanted, grads, 2, [&] { return g.reduce(ReduceKind::sum, dy, {0, 2, 3}, false); });
