@@ -1,0 +1,178 @@
+//===- Search.cpp - Choosing generated tokens: greedy, beam, sampling -----===//
+
+#include "Search.h"
+
+#include "tfm/CounterRNG.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+using namespace tfm::runtime;
+
+namespace {
+
+/// log(softmax(row / temperature)) in double.
+std::vector<double> logSoftmax(const float *row, int64_t n, double temperature) {
+  std::vector<double> out(n);
+  double peak = -INFINITY;
+  for (int64_t v = 0; v < n; ++v)
+    peak = std::max(peak, row[v] / temperature);
+  double sum = 0;
+  for (int64_t v = 0; v < n; ++v)
+    sum += std::exp(row[v] / temperature - peak);
+  double norm = peak + std::log(sum);
+  for (int64_t v = 0; v < n; ++v)
+    out[v] = row[v] / temperature - norm;
+  return out;
+}
+
+} // namespace
+
+Search::Search(const SearchOptions &options, int64_t vocab)
+    : opts(options), vocab(vocab) {
+  if (opts.sample)
+    opts.beamWidth = 1;
+  opts.beamWidth = std::max<int64_t>(opts.beamWidth, 1);
+  beams.push_back(Hypothesis{});
+  finishedSearch = opts.maxNewTokens <= 0;
+}
+
+std::vector<int64_t> Search::lastTokens() const {
+  std::vector<int64_t> out;
+  for (const Hypothesis &h : beams)
+    out.push_back(h.tokens.empty() ? -1 : h.tokens.back());
+  return out;
+}
+
+double Search::penalized(const Hypothesis &h) const {
+  if (opts.lengthPenalty == 0)
+    return h.logProb;
+  double length = static_cast<double>(h.tokens.size());
+  return h.logProb / std::pow((5.0 + length) / 6.0, opts.lengthPenalty);
+}
+
+std::vector<int64_t> Search::sampleStep(const float *logits) {
+  std::vector<double> lp = logSoftmax(logits, vocab, opts.temperature);
+  // Most likely first; equal ones by token id, so the order is total.
+  std::vector<int64_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return lp[a] > lp[b]; });
+  size_t keep = opts.topK > 0 ? std::min<size_t>(opts.topK, order.size())
+                              : order.size();
+  if (opts.topP < 1.0) {
+    double mass = 0;
+    size_t i = 0;
+    while (i < keep) {
+      mass += std::exp(lp[order[i++]]);
+      if (mass >= opts.topP)
+        break;
+    }
+    keep = i;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i)
+    total += std::exp(lp[order[i]]);
+  double u = tfm_rng_uniform(opts.seed, static_cast<uint64_t>(step)) * total;
+  int64_t token = order[keep - 1];
+  double acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += std::exp(lp[order[i]]);
+    if (u < acc) {
+      token = order[i];
+      break;
+    }
+  }
+  Hypothesis &h = beams[0];
+  h.tokens.push_back(token);
+  h.logProb += std::log(std::exp(lp[token]) / total);
+  h.score = penalized(h);
+  ++step;
+  if (token == opts.endToken) {
+    ended.push_back(h);
+    beams.clear();
+  }
+  finishedSearch = beams.empty() || step >= opts.maxNewTokens;
+  return beams.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{0};
+}
+
+std::vector<int64_t> Search::advance(const float *logits) {
+  if (finishedSearch)
+    return {};
+  if (opts.sample)
+    return sampleStep(logits);
+  struct Candidate {
+    int64_t row, token;
+    double logProb;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t b = 0; b < beams.size(); ++b) {
+    std::vector<double> lp = logSoftmax(logits + b * vocab, vocab, 1.0);
+    for (int64_t v = 0; v < vocab; ++v)
+      candidates.push_back({static_cast<int64_t>(b), v,
+                            beams[b].logProb + lp[v]});
+  }
+  // The best 2·K: enough that K go on even if K of them end here.
+  size_t k = static_cast<size_t>(opts.beamWidth);
+  size_t take = std::min(candidates.size(), 2 * k);
+  std::partial_sort(candidates.begin(), candidates.begin() + take,
+                    candidates.end(),
+                    [](const Candidate &a, const Candidate &b) {
+                      if (a.logProb != b.logProb)
+                        return a.logProb > b.logProb;
+                      return a.row != b.row ? a.row < b.row
+                                            : a.token < b.token;
+                    });
+  std::vector<Hypothesis> next;
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < take && next.size() < k; ++i) {
+    const Candidate &c = candidates[i];
+    Hypothesis h = beams[c.row];
+    h.tokens.push_back(c.token);
+    h.logProb = c.logProb;
+    h.score = penalized(h);
+    if (c.token == opts.endToken) {
+      // An ending among the best K ends a hypothesis; below them it would
+      // not have been kept.
+      if (i < k)
+        ended.push_back(std::move(h));
+      continue;
+    }
+    next.push_back(std::move(h));
+    rows.push_back(c.row);
+  }
+  beams = std::move(next);
+  ++step;
+  std::stable_sort(ended.begin(), ended.end(),
+                   [](const Hypothesis &a, const Hypothesis &b) {
+                     return a.score > b.score;
+                   });
+  if (ended.size() > k)
+    ended.resize(k);
+  finishedSearch = beams.empty() || step >= opts.maxNewTokens ||
+                   (opts.earlyStopping && ended.size() >= k);
+  if (finishedSearch)
+    return {};
+  return rows;
+}
+
+std::vector<Hypothesis> Search::results() const {
+  auto best = [](std::vector<Hypothesis> v) {
+    std::stable_sort(v.begin(), v.end(),
+                     [](const Hypothesis &a, const Hypothesis &b) {
+                       return a.score > b.score;
+                     });
+    return v;
+  };
+  std::vector<Hypothesis> all = best(ended);
+  size_t k = static_cast<size_t>(opts.beamWidth);
+  // Too few ended when the search stopped: the best live ones fill in.
+  if (finishedSearch)
+    for (const Hypothesis &h : best(beams))
+      if (all.size() < k)
+        all.push_back(h);
+  if (all.size() > k)
+    all.resize(k);
+  return all;
+}
