@@ -648,15 +648,34 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange dys,
   if (!wanted.empty() && !wanted[0])
     return success();
   RankedTensorType in = tensorType(getInput());
-  if (normalized(static_cast<int64_t>(getAxis()), in.getRank()) != 0)
-    return emitOpError() << "has no gradient rule for a gather along axis "
-                         << getAxis() << "; only axis 0 (a row lookup) is "
-                                         "differentiable";
+  int64_t rank = in.getRank();
+  int64_t axis = normalized(static_cast<int64_t>(getAxis()), rank);
+  int64_t idxRank = tensorType(getIndices()).getRank();
   GradBuilder g{b, getLoc()};
-  // A row lookup is an embedding of the flattened rows; negative indices
-  // count from the end, so they are wrapped first.
+  auto transpose = [&](Value v, ArrayRef<int64_t> perm) -> Value {
+    return b.create<TransposeOp>(getLoc(), v, b.getDenseI64ArrayAttr(perm));
+  };
+  // A gather along `axis` is a row lookup of the input with `axis` moved
+  // first: dy's index dimensions go first too, and the rows' gradient goes
+  // back to the input's layout at the end.
+  Value dy = dys[0];
+  SmallVector<int64_t> perm{axis};
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis)
+      perm.push_back(i);
+  if (axis != 0) {
+    SmallVector<int64_t> dyPerm;
+    for (int64_t i = 0; i < idxRank; ++i)
+      dyPerm.push_back(axis + i);
+    for (int64_t i = 0; i < axis; ++i)
+      dyPerm.push_back(i);
+    for (int64_t i = axis + idxRank; i < tensorType(dy).getRank(); ++i)
+      dyPerm.push_back(i);
+    dy = transpose(dy, dyPerm);
+  }
+  // Negative indices count from the end, so they are wrapped first.
   Value idx = getIndices();
-  int64_t rows = in.getDimSize(0);
+  int64_t rows = in.getDimSize(axis);
   Type idxElt = tensorType(idx).getElementType();
   auto idxScalar = [&](int64_t v) -> Value {
     auto t = RankedTensorType::get({}, idxElt);
@@ -669,10 +688,21 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange dys,
   int64_t rowSize = in.getNumElements() / std::max<int64_t>(rows, 1);
   SmallVector<int64_t> gradShape(tensorType(idx).getShape());
   gradShape.push_back(rowSize);
-  Value dy = g.reshape(dys[0], gradShape);
   auto tableType = RankedTensorType::get({rows, rowSize}, in.getElementType());
-  Value table = b.create<EmbeddingGradOp>(getLoc(), tableType, dy, wrapped);
-  grads[0] = g.reshape(table, in.getShape());
+  Value table = b.create<EmbeddingGradOp>(getLoc(), tableType,
+                                          g.reshape(dy, gradShape), wrapped);
+  SmallVector<int64_t> movedShape;
+  for (int64_t p : perm)
+    movedShape.push_back(in.getDimSize(p));
+  Value moved = g.reshape(table, movedShape);
+  if (axis == 0) {
+    grads[0] = moved;
+    return success();
+  }
+  SmallVector<int64_t> inverse(rank);
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = static_cast<int64_t>(i);
+  grads[0] = transpose(moved, inverse);
   return success();
 }
 

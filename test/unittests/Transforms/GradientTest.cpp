@@ -286,6 +286,12 @@ const GradientCase kCases[] = {
     %b = math.absf %a : tensor<3x4xf32>
     %n = arith.negf %a : tensor<3x4xf32>
     return %e, %b, %n : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32> })"},
+  // Along a middle axis with a 2-D index tensor, repeated and negative
+  // indices (the gradients accumulate): MaxPool's, Pad's and Tile's gathers.
+  {"gather_middle_axis", R"(func.func @f(%x: tensor<2x5x3xf32>) -> tensor<2x2x3x3xf32> {
+    %i = arith.constant dense<[[4, 0, -1], [1, 1, 2]]> : tensor<2x3xi64>
+    %g = tfm.gather %x, %i axis = 1 : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<2x2x3x3xf32>
+    return %g : tensor<2x2x3x3xf32> })"},
   {"conv2d_strided_padded_dilated", R"(func.func @f(%x: tensor<2x3x7x6xf32>, %w: tensor<4x3x3x2xf32>, %b: tensor<4xf32>) -> tensor<2x4x4x5xf32> {
     %y = tfm.conv2d %x, %w, %b strides = [2, 1] pads = [1, 0, 2, 1] dilations = [1, 2] group = 1 : (tensor<2x3x7x6xf32>, tensor<4x3x3x2xf32>, tensor<4xf32>) -> tensor<2x4x4x5xf32>
     return %y : tensor<2x4x4x5xf32> })"},
