@@ -162,6 +162,22 @@ LogicalResult NodeContext::requireFloat(Value x) const {
               " is not supported (it takes f32, f16, bf16 or f64)");
 }
 
+FailureOr<Value> NodeContext::padAlong(Value x, int64_t axis, int64_t before,
+                                       int64_t after, Value value) const {
+  SmallVector<Value> parts;
+  for (int64_t size : {before, int64_t(-1), after}) {
+    Value block = x;
+    if (size == 0)
+      continue;
+    if (size > 0 && !take(fillAlong(x, axis, size, value), block))
+      return failure();
+    parts.push_back(block);
+  }
+  if (parts.size() == 1)
+    return x;
+  return concat(parts, axis);
+}
+
 FailureOr<Value> NodeContext::fillAlong(Value x, int64_t axis, int64_t size,
                                         Value value) const {
   auto type = cast<RankedTensorType>(x.getType());

@@ -145,6 +145,10 @@ public:
   /// rank-0 or one-element `value` (pads, shifted-in zeros).
   FailureOr<Value> fillAlong(Value x, int64_t axis, int64_t size,
                              Value value) const;
+  /// `x` with `before` and `after` (non-negative) elements of `value` added
+  /// along `axis` (constant padding).
+  FailureOr<Value> padAlong(Value x, int64_t axis, int64_t before,
+                            int64_t after, Value value) const;
   /// A math-dialect unary op; fails unless `x` is a float tensor.
   template <typename OpTy> FailureOr<Value> floatUnary(Value x) const {
     if (failed(requireFloat(x)))

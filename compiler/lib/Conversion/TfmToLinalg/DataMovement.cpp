@@ -40,6 +40,21 @@ LogicalResult mlir::tfm::lowerReshape(BufferizedEntry &e, Value input,
 
 namespace {
 
+/// The position an index `raw` (any integer type) names along a dimension
+/// of `size`: negative ones count from the end, and the result is clamped
+/// into the dimension, so that an index the run-time check rejects still
+/// reads or writes inside the buffer.
+Value positionOf(OpBuilder &ob, Location l, Value raw, int64_t size) {
+  Value i = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), raw);
+  Value n = ob.create<arith::ConstantIndexOp>(l, size);
+  Value zero = ob.create<arith::ConstantIndexOp>(l, 0);
+  Value neg = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, i, zero);
+  i = ob.create<arith::SelectOp>(l, neg, ob.create<arith::AddIOp>(l, i, n), i);
+  i = ob.create<arith::MaxSIOp>(l, i, zero);
+  return ob.create<arith::MinSIOp>(
+      l, i, ob.create<arith::ConstantIndexOp>(l, std::max<int64_t>(size - 1, 0)));
+}
+
 /// result[a..., i..., b...] = input[a..., indices[i...], b...], with
 /// negative indices counted from the end. The run stops at an index outside
 /// [lower, n), n being the size of the gathered dimension; the read position
@@ -62,18 +77,7 @@ LogicalResult lowerGatherLike(BufferizedEntry &e, Operation *op, Value input,
               for (int64_t i = 0; i < idxRank; ++i)
                 pos.push_back(ob.create<linalg::IndexOp>(l, axis + i));
               Value raw = ob.create<memref::LoadOp>(l, idx, pos);
-              Value i = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), raw);
-              Value n = ob.create<arith::ConstantIndexOp>(l, dimSize);
-              Value zero = ob.create<arith::ConstantIndexOp>(l, 0);
-              Value neg = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt,
-                                                   i, zero);
-              i = ob.create<arith::SelectOp>(
-                  l, neg, ob.create<arith::AddIOp>(l, i, n), i);
-              i = ob.create<arith::MaxSIOp>(l, i, zero);
-              i = ob.create<arith::MinSIOp>(
-                  l, i,
-                  ob.create<arith::ConstantIndexOp>(
-                      l, std::max<int64_t>(dimSize - 1, 0)));
+              Value i = positionOf(ob, l, raw, dimSize);
               SmallVector<Value> src;
               for (int64_t d = 0; d < axis; ++d)
                 src.push_back(ob.create<linalg::IndexOp>(l, d));
@@ -161,16 +165,7 @@ LogicalResult lowerScatterND(ScatterNDOp op, BufferizedEntry &e) {
               for (int64_t j = 0; j < k; ++j) {
                 Value raw = fb.create<memref::LoadOp>(
                     fl, idx, ValueRange{p, cidx(fb, fl, j)});
-                Value i =
-                    fb.create<arith::IndexCastOp>(fl, fb.getIndexType(), raw);
-                Value n = cidx(fb, fl, shape[j]);
-                Value neg = fb.create<arith::CmpIOp>(
-                    fl, arith::CmpIPredicate::slt, i, zero);
-                i = fb.create<arith::SelectOp>(
-                    fl, neg, fb.create<arith::AddIOp>(fl, i, n), i);
-                // Checked above; clamped so no index writes outside.
-                i = fb.create<arith::MaxSIOp>(fl, i, zero);
-                i = fb.create<arith::MinSIOp>(fl, i, cidx(fb, fl, shape[j] - 1));
+                Value i = positionOf(fb, fl, raw, shape[j]);
                 dst = fb.create<arith::AddIOp>(
                     fl, dst,
                     fb.create<arith::MulIOp>(fl, i, cidx(fb, fl, strides[j])));

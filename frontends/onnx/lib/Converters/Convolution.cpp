@@ -149,18 +149,10 @@ FailureOr<Value> conv3d(NodeContext &n, Value x, Value w, Value bias,
                       &Window::padBegin, &Window::padEnd})
     (plane.*field).assign((win.*field).begin() + 1, (win.*field).end());
   int64_t kd = win.kernel[0], sd = win.strides[0], dd = win.dilations[0];
-  Value padded = x;
-  SmallVector<Value> parts;
-  Value zero = n.scalar(xt.getElementType(), 0);
-  for (int64_t pad : {win.padBegin[0], int64_t(-1), win.padEnd[0]}) {
-    Value block = x;
-    if (pad == 0)
-      continue;
-    if (pad > 0 && !take(n.fillAlong(x, 2, pad, zero), block))
-      return failure();
-    parts.push_back(block);
-  }
-  if (parts.size() > 1 && !take(n.concat(parts, 2), padded))
+  Value padded;
+  if (!take(n.padAlong(x, 2, win.padBegin[0], win.padEnd[0],
+                       n.scalar(xt.getElementType(), 0)),
+            padded))
     return failure();
   int64_t depth = cast<RankedTensorType>(padded.getType()).getDimSize(2);
   int64_t span = depth - dd * (kd - 1) - 1;
@@ -347,16 +339,7 @@ LogicalResult convertMaxPool(NodeContext &n) {
       int64_t after = std::max<int64_t>(win->padEnd[i],
                                         (out - 1) * s + window - spatial[i] -
                                             win->padBegin[i]);
-      SmallVector<Value> parts;
-      for (int64_t pad : {win->padBegin[i], int64_t(-1), after}) {
-        Value block = v;
-        if (pad == 0)
-          continue;
-        if (pad > 0 && !take(n.fillAlong(v, axis, pad, fill), block))
-          return failure();
-        parts.push_back(block);
-      }
-      if (parts.size() > 1 && !take(n.concat(parts, axis), v))
+      if (!take(n.padAlong(v, axis, win->padBegin[i], after, fill), v))
         return failure();
       SmallVector<int64_t> idx;
       for (int64_t o = 0; o < out; ++o)

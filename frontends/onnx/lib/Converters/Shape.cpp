@@ -517,20 +517,7 @@ LogicalResult convertPad(NodeContext &n) {
     if (before == 0 && after == 0)
       continue;
     if (mode == "constant") {
-      SmallVector<Value> parts;
-      Value block;
-      if (before) {
-        if (!take(n.fillAlong(x, axis, before, fill), block))
-          return failure();
-        parts.push_back(block);
-      }
-      parts.push_back(x);
-      if (after) {
-        if (!take(n.fillAlong(x, axis, after, fill), block))
-          return failure();
-        parts.push_back(block);
-      }
-      if (!take(n.concat(parts, axis), x))
+      if (!take(n.padAlong(x, axis, before, after, fill), x))
         return failure();
       continue;
     }
