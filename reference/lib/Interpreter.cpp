@@ -455,6 +455,34 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(n, Tensor::ofInts(ElementKind::I64, {}, {++f.state->step}));
     return success();
   });
+  on<CacheUpdateOp>(t, [needState](CacheUpdateOp u, Frame &f) -> LogicalResult {
+    if (failed(needState(u, f)))
+      return failure();
+    std::vector<int64_t> shape(shapeOf(u.getType()));
+    Tensor &cache = f.state->caches[u.getName().str()];
+    if (cache.shape != shape)
+      cache = Tensor(kindOf(u.getType()), shape);
+    const Tensor &value = f.get(u.getValue());
+    int64_t position = static_cast<int64_t>(f.get(u.getPosition()).get(0));
+    int64_t axis = u.getAxis(), n = value.shape[axis];
+    if (position < 0 || position > shape[axis] - n)
+      return u.emitError() << "position " << position << " does not leave room "
+                           << "for " << n << " entries in the cache '"
+                           << u.getName() << "' of " << shape[axis];
+    // Row-major: `outer` blocks of `n` (value) or `shape[axis]` (cache)
+    // slices of `inner` elements.
+    int64_t inner = 1, outer = 1;
+    for (int64_t i = axis + 1; i < cache.rank(); ++i)
+      inner *= shape[i];
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= shape[i];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n * inner; ++j)
+        cache.data[(o * shape[axis] + position) * inner + j] =
+            value.data[o * n * inner + j];
+    f.set(u, cache);
+    return success();
+  });
   on<CrossEntropyGradOp>(t, [](CrossEntropyGradOp c, Frame &f) {
     std::string error;
     auto r = evalCrossEntropyGrad(

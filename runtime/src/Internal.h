@@ -201,6 +201,12 @@ private:
 
 /// The status of a call on a session another thread is using.
 tfm_status_t sessionInUse(const char *call);
+/// Runs entry `e` of the session's model on inputs already checked against
+/// it; the caller holds the session (SessionUse). On success out_outputs
+/// (e->num_outputs of them) receives new tensors the caller owns.
+tfm_status_t runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
+                      tfm_tensor_t *const *inputs, size_t num_inputs,
+                      tfm_tensor_t **out_outputs);
 } // namespace tfm::runtime
 
 #endif // TFM_RUNTIME_SRC_INTERNAL_H

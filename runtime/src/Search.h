@@ -59,6 +59,8 @@ public:
   /// hypothesis, the row of the old ones it continues.
   std::vector<int64_t> advance(const float *logits);
   bool done() const { return finishedSearch; }
+  /// Ends the search where it stands (the caller stops early).
+  void stop() { finishedSearch = true; }
   /// The ended hypotheses, best first, at most beamWidth; when the search
   /// stopped with fewer, the best live ones fill in.
   std::vector<Hypothesis> results() const;

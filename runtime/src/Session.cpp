@@ -372,6 +372,18 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
   SessionUse use(session);
   if (!use.acquired())
     return sessionInUse("tfm_session_run");
+  return runEntry(session, e, inputs, num_inputs, out_outputs);
+}
+
+} // extern "C"
+
+tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
+                                    const tfm_abi_entry_t *e,
+                                    tfm_tensor_t *const *inputs,
+                                    size_t num_inputs,
+                                    tfm_tensor_t **out_outputs) {
+  const tfm_module_s *module = session->module;
+  const char *entry = e->name;
   return guarded("tfm_session_run", [&]() -> tfm_status_t {
     std::vector<tfm_tensor_t *> outs(e->num_outputs, nullptr);
     auto releaseAll = [&] {
@@ -508,5 +520,3 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     return nullptr;
   });
 }
-
-} // extern "C"

@@ -61,6 +61,7 @@ const char *kindName(int32_t kind) {
   case TFM_STATE_ADAM_M: return "Adam first moment";
   case TFM_STATE_ADAM_V: return "Adam second moment";
   case TFM_STATE_STEP: return "step count";
+  case TFM_STATE_CACHE: return "generation cache";
   default: return "?";
   }
 }

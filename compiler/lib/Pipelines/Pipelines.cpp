@@ -31,6 +31,8 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.gpuScheduleOnCPU = gpuScheduleOnCPU;
   o.remarks = remarks;
   o.fuse = fuse;
+  if (generate)
+    o.generation = GenerationOptions{maxLength, prefillChunk};
   if (train) {
     TrainingOptions t;
 #define TFM_TRAINING_OPTION(TYPE, MEMBER, FLAG, DEFAULT, DESCRIPTION)          \
@@ -75,11 +77,24 @@ void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
     buildTrainingPipeline(pm, options.remarks, *options.training);
   else if (options.fuse)
     buildFusionPipeline(pm, options.remarks);
+  if (options.generation) {
+    // After fusion: the cache follows fused attention's causal flag.
+    pm.addPass(createDeriveKVCachePass(
+        {"", options.generation->maxLength, options.generation->prefillChunk}));
+    OpPassManager &fn = pm.nest<func::FuncOp>();
+    fn.addPass(createCanonicalizerPass());
+    fn.addPass(createCSEPass());
+  }
 }
 
 LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
                                               const CompilerOptions &options,
                                               std::string &error) {
+  if (options.generation && options.training) {
+    error = "--generate and --train build different models; compile one of "
+            "them at a time";
+    return failure();
+  }
   if (stage == Stage::tfm)
     return success();
   if (stage == Stage::fused) {
@@ -87,6 +102,10 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     return success();
   }
   if (options.target == Target::CUDA) {
+    if (options.generation) {
+      error = "generation is built for the CPU target only so far";
+      return failure();
+    }
     if (ptxFeaturesOf(options.gpuArch).empty()) {
       error = "unknown GPU architecture '" + options.gpuArch +
               "'; the CUDA target builds for sm_80, sm_86, sm_89, sm_90 and "

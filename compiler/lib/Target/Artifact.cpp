@@ -175,6 +175,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto stateSlots = module->getAttrOfType<ArrayAttr>("tfm.states");
   auto checks = module->getAttrOfType<ArrayAttr>("tfm.checks");
   uint64_t stateBytes = 0;
+  int64_t maxLength = 0;
+  if (auto n = module->getAttrOfType<IntegerAttr>("tfm.generation_max_length"))
+    maxLength = n.getInt();
   if (auto bytes = module->getAttrOfType<IntegerAttr>("tfm.state_bytes"))
     stateBytes = bytes.getInt();
   // The dialect verified the tables' element types; the ABI takes fewer
@@ -306,7 +309,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto *modelTy = abiStruct(
       "tfm_abi_model_t",
       {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr, i32,
-       ptr, i32, ptr, ptr, i64, i32, ptr},
+       ptr, i32, ptr, ptr, i64, i32, ptr, i64},
       sizeof(Model),
       {offsetof(Model, abi_version), offsetof(Model, struct_size),
        offsetof(Model, producer), offsetof(Model, num_entries),
@@ -318,7 +321,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Model, checks), offsetof(Model, target),
        offsetof(Model, device_arch), offsetof(Model, device_code),
        offsetof(Model, device_code_bytes), offsetof(Model, num_device_kernels),
-       offsetof(Model, device_kernels)});
+       offsetof(Model, device_kernels),
+       offsetof(Model, generation_max_length)});
   if (!layoutError.empty())
     return module.emitError(layoutError);
 
@@ -523,7 +527,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            deviceCode ? cstring(*m, deviceCode.getValue()) : nullPtr,
            i64c(deviceCode ? deviceCode.getValue().size() + 1 : 0),
            i32c(deviceKernels ? deviceKernels.size() : 0),
-           constantArray(*m, ptr, kernelNames, ".tfm.device_kernels")}),
+           constantArray(*m, ptr, kernelNames, ".tfm.device_kernels"),
+           i64c(maxLength)}),
       ".tfm.model");
 
   // The one exported symbol.

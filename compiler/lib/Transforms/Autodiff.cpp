@@ -236,7 +236,9 @@ void splitActivations(func::FuncOp fn) {
   }
 }
 
-func::FuncOp findForward(ModuleOp module, StringRef name) {
+} // namespace
+
+func::FuncOp mlir::tfm::findForward(ModuleOp module, StringRef name) {
   if (!name.empty())
     return module.lookupSymbol<func::FuncOp>(name);
   func::FuncOp only;
@@ -249,8 +251,6 @@ func::FuncOp findForward(ModuleOp module, StringRef name) {
   }
   return only;
 }
-
-} // namespace
 
 FailureOr<func::FuncOp>
 mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {

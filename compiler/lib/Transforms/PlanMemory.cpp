@@ -93,7 +93,7 @@ Placement &Planner::placementOf(Value v) {
   auto it = placements.find(v);
   if (it != placements.end())
     return it->second;
-  // Arguments, constants and parameters live outside the arena.
+  // Arguments, constants, parameters and caches live outside the arena.
   Placement p;
   p.root = v;
   p.strides = rowMajorStrides(shapeOf(v));
@@ -123,7 +123,8 @@ void Planner::planView(Value r, const Placement &source, int64_t operand,
 }
 
 void Planner::decide(Operation &op) {
-  if (op.getNumResults() == 0 || isa<arith::ConstantOp, ParameterOp>(op))
+  if (op.getNumResults() == 0 ||
+      isa<arith::ConstantOp, ParameterOp, CacheUpdateOp>(op))
     return;
   // Returned tensors go to the caller's buffers, except the parts of a
   // packed result (copied out at the end) and empty ones (which cross the
@@ -372,7 +373,8 @@ void Planner::record(int64_t arena, int64_t bound) {
   MLIRContext *ctx = fn.getContext();
   Builder b(ctx);
   for (Operation &op : block) {
-    if (op.getNumResults() == 0 || isa<arith::ConstantOp, ParameterOp>(op))
+    if (op.getNumResults() == 0 ||
+        isa<arith::ConstantOp, ParameterOp, CacheUpdateOp>(op))
       continue;
     SmallVector<Attribute> plan;
     for (Value r : op.getResults()) {

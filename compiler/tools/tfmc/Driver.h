@@ -24,6 +24,20 @@ enum ExitCode : int {
   kExitMismatch = 3, // outputs did not match the expected ones
 };
 
+/// Options of `tfmc generate`.
+struct GenerateOptions {
+  std::vector<int64_t> prompt;
+  int64_t maxNewTokens = 16, beam = 1, endToken = -1, topK = 0;
+  double lengthPenalty = 0, temperature = 1, topP = 1;
+  bool sample = false;
+  uint64_t seed = 0;
+  int32_t threads = 0;
+};
+
+/// Generates from the library at `soPath` (compiled with --generate).
+/// Returns an ExitCode.
+int generateCompiled(llvm::StringRef soPath, const GenerateOptions &options);
+
 /// Options of `tfmc run`.
 struct RunOptions {
   unsigned bench = 0;   // timed runs after the checked one

@@ -49,7 +49,8 @@ struct Subcommand {
   const char *name;
   const char *summary;
   cl::OptionCategory *category;
-  cl::OptionCategory *shared = nullptr; // a second category it accepts
+  // Categories it shares with other subcommands.
+  cl::OptionCategory *shared = nullptr, *shared2 = nullptr;
 };
 
 cl::OptionCategory modelCat("Model");
@@ -59,6 +60,10 @@ cl::OptionCategory inspectCat("tfmc inspect options");
 cl::OptionCategory trainCat("tfmc train options");
 cl::OptionCategory trainingCat(
     "Training step (tfmc train, and tfmc compile --train)");
+cl::OptionCategory generateCat("tfmc generate options");
+cl::OptionCategory generationCat(
+    "Generation entries (tfmc compile --generate, and tfmc generate of a "
+    "model file)");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
@@ -140,6 +145,61 @@ cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(compileCat));
 
+//===-- generation -------------------------------------------------------===//
+
+cl::opt<bool> generateFlag(
+    "generate",
+    cl::desc("Also compile @prefill and @decode_step, which extend a "
+             "sequence with a KV cache the compiler derives (a causal "
+             "language model: token ids in, logits out)"),
+    cl::cat(compileCat));
+cl::opt<int64_t> maxLengthOpt(
+    "max-length",
+    cl::desc("With --generate: the longest sequence, which must be the "
+             "model's sequence length (bind a dynamic one with --shape)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(generationCat));
+cl::opt<int64_t> prefillChunkOpt(
+    "prefill-chunk",
+    cl::desc("With --generate: the prompt tokens @prefill takes at once"),
+    cl::value_desc("N"), cl::init(32), cl::cat(generationCat));
+
+cl::list<int64_t> promptIds("prompt-ids", cl::desc("The prompt's token ids"),
+                            cl::value_desc("ID,..."), cl::CommaSeparated,
+                            cl::cat(generateCat));
+cl::opt<int64_t> maxNewTokens("max-new-tokens",
+                              cl::desc("The most tokens to generate"),
+                              cl::value_desc("N"), cl::init(16),
+                              cl::cat(generateCat));
+cl::opt<int64_t> beamOpt(
+    "beam",
+    cl::desc("Beam search with K hypotheses (at most the batch the model was "
+             "compiled with); prints the K best, best first"),
+    cl::value_desc("K"), cl::init(1), cl::cat(generateCat));
+cl::opt<double> lengthPenaltyOpt(
+    "length-penalty",
+    cl::desc("alpha of the length penalty ((5 + |Y|) / 6)^alpha (0.6 in the "
+             "Transformer paper; default 0: none)"),
+    cl::value_desc("A"), cl::init(0.0), cl::cat(generateCat));
+cl::opt<int64_t> endTokenOpt("end-token",
+                             cl::desc("The token that ends a sequence"),
+                             cl::value_desc("ID"), cl::init(-1),
+                             cl::cat(generateCat));
+cl::opt<double> temperatureOpt(
+    "temperature", cl::desc("Sample, with this temperature"),
+    cl::value_desc("T"), cl::init(1.0), cl::cat(generateCat));
+cl::opt<int64_t> topKOpt("top-k",
+                         cl::desc("Sample among the K most likely tokens"),
+                         cl::value_desc("K"), cl::init(0),
+                         cl::cat(generateCat));
+cl::opt<double> topPOpt(
+    "top-p",
+    cl::desc("Sample among the fewest most likely tokens whose probability "
+             "reaches P"),
+    cl::value_desc("P"), cl::init(1.0), cl::cat(generateCat));
+cl::list<int64_t> sourceIds(
+    "source-ids", cl::desc("The source sentence of an encoder-decoder"),
+    cl::value_desc("ID,..."), cl::CommaSeparated, cl::cat(generateCat));
+
 //===-- training ---------------------------------------------------------===//
 
 cl::opt<bool> trainFlag(
@@ -212,8 +272,11 @@ cl::list<std::string> inputs("input", cl::desc("Feed input NAME from a .pb"),
 cl::opt<std::string> outputDir("output-dir",
                                cl::desc("Write outputs as output_N.pb"),
                                cl::value_desc("dir"), cl::cat(runCat));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
-                       cl::init(0), cl::cat(runCat));
+cl::opt<uint64_t> seed(
+    "seed",
+    cl::desc("Seed of the random inputs (run), or of sampling, which it "
+             "turns on (generate): the same seed draws the same tokens"),
+    cl::init(0), cl::cat(runCat), cl::cat(generateCat));
 cl::opt<double> rtol("rtol", cl::desc("Relative tolerance of the comparison"),
                      cl::init(1e-4), cl::cat(runCat));
 cl::opt<double> atol("atol", cl::desc("Absolute tolerance of the comparison"),
@@ -241,7 +304,8 @@ void registerThreadsOption() {
   threads = std::make_unique<cl::opt<int>>(
       "threads",
       cl::desc("Threads for the kernels (0: the runtime's choice)"),
-      cl::value_desc("N"), cl::init(0), cl::cat(runCat), cl::cat(trainCat));
+      cl::value_desc("N"), cl::init(0), cl::cat(runCat), cl::cat(trainCat),
+      cl::cat(generateCat));
 }
 cl::opt<std::string> device(
     "device",
@@ -263,12 +327,15 @@ cl::opt<std::string> dotFile("dot",
 
 const Subcommand kSubcommands[] = {
     {"compile", "compile a model; --emit selects the stage to write",
-     &compileCat, &trainingCat},
+     &compileCat, &trainingCat, &generationCat},
     {"run", "run a model (compiled, or with --reference the interpreter) and "
             "print, write or check its outputs",
      &runCat},
     {"train", "train a model: run @train_step over a folder of batches",
      &trainCat, &trainingCat},
+    {"generate", "extend a prompt with a model compiled with --generate: "
+                 "greedy, beam search or sampling",
+     &generateCat, &generationCat},
     {"inspect", "summarize a model after fusion: ops, parameters, FLOPs",
      &inspectCat},
 };
@@ -296,7 +363,9 @@ bool checkForeignOptions(const Subcommand &active) {
     if (opt->getNumOccurrences() == 0)
       continue;
     if (llvm::is_contained(opt->Categories, active.category) ||
-        (active.shared && llvm::is_contained(opt->Categories, active.shared)))
+        (active.shared && llvm::is_contained(opt->Categories, active.shared)) ||
+        (active.shared2 &&
+         llvm::is_contained(opt->Categories, active.shared2)))
       continue;
     for (const Subcommand &s : kSubcommands) {
       if (!s.category || &s == &active)
@@ -529,6 +598,16 @@ int runCompile(MLIRContext &context) {
     error() << "--external-weights applies to --emit=so\n";
     return kExitUsage;
   }
+  if (!generateFlag && (maxLengthOpt.getNumOccurrences() ||
+                        prefillChunkOpt.getNumOccurrences())) {
+    error() << "--max-length and --prefill-chunk apply to --generate\n";
+    return kExitUsage;
+  }
+  if (maxLengthOpt < 0 || prefillChunkOpt < 1) {
+    error() << "--max-length must be positive and --prefill-chunk at least "
+               "1\n";
+    return kExitUsage;
+  }
   if ((gpuArch.getNumOccurrences() || gpuScheduleOnCPU) &&
       target != mlir::tfm::Target::CUDA) {
     error() << (gpuScheduleOnCPU ? "--gpu-schedule-on-cpu" : "--gpu-arch")
@@ -561,6 +640,9 @@ int runCompile(MLIRContext &context) {
                         fusionReport == "json");
     };
     CompileOptions options;
+    if (generateFlag)
+      options.compiler.generation =
+          mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
     if (trainFlag) {
       mlir::tfm::TrainingOptions training;
       if (!trainingOptions(training))
@@ -580,6 +662,74 @@ int runCompile(MLIRContext &context) {
       printReport();
     return rc;
   }, trainFlag);
+}
+
+int runGenerate(MLIRContext &context) {
+  GenerateOptions opts;
+  opts.prompt.assign(promptIds.begin(), promptIds.end());
+  opts.maxNewTokens = maxNewTokens;
+  opts.beam = beamOpt;
+  opts.lengthPenalty = lengthPenaltyOpt;
+  opts.endToken = endTokenOpt;
+  opts.sample = temperatureOpt.getNumOccurrences() ||
+                topKOpt.getNumOccurrences() || topPOpt.getNumOccurrences() ||
+                seed.getNumOccurrences();
+  opts.temperature = temperatureOpt;
+  opts.topK = topKOpt;
+  opts.topP = topPOpt;
+  opts.seed = seed;
+  opts.threads = *threads;
+  if (opts.prompt.empty()) {
+    error() << "tfmc generate needs --prompt-ids ID,...\n";
+    return kExitUsage;
+  }
+  if (opts.sample && (beamOpt.getNumOccurrences() ||
+                      lengthPenaltyOpt.getNumOccurrences())) {
+    error() << "sampling (--temperature, --top-k, --top-p, --seed) "
+               "keeps one sequence; it does not combine with --beam or "
+               "--length-penalty\n";
+    return kExitUsage;
+  }
+  if (!sourceIds.empty()) {
+    error() << "--source-ids: generation from an encoder-decoder is not "
+               "built yet; tfmc generate takes a decoder-only model\n";
+    return kExitInputError;
+  }
+  if (*threads < 0) {
+    error() << "--threads must not be negative\n";
+    return kExitUsage;
+  }
+  if (isCompiledModel(inputFile)) {
+    if (maxLengthOpt.getNumOccurrences() ||
+        prefillChunkOpt.getNumOccurrences() || !shapes.empty()) {
+      error() << "'" << inputFile << "' is compiled: --max-length, "
+              << "--prefill-chunk and --shape need the model file\n";
+      return kExitUsage;
+    }
+    return generateCompiled(inputFile, opts);
+  }
+  // A model file: compile it with --generate into a private folder first.
+  return withModel(context, [&](ModuleOp module) -> int {
+    SmallString<128> dir;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("tfmc-generate", dir)) {
+      error() << "cannot create a temporary folder: " << ec.message() << "\n";
+      return kExitInputError;
+    }
+    SmallString<128> so(dir);
+    llvm::sys::path::append(so, "model.so");
+    CompileOptions options;
+    options.compiler.generation =
+        mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
+    options.artifact.cpu = "native";
+    options.artifact.producer = "tfmc 0.1.0";
+    int rc = compileTo(module, Emit::so, so, options);
+    if (rc == kExitOk)
+      rc = generateCompiled(so, opts);
+    llvm::sys::fs::remove(so);
+    llvm::sys::fs::remove(dir);
+    return rc;
+  });
 }
 
 int runTrain(MLIRContext &context) {
@@ -924,6 +1074,8 @@ int main(int argc, char **argv) {
     visible.push_back(active->category);
   if (active->shared)
     visible.push_back(active->shared);
+  if (active->shared2)
+    visible.push_back(active->shared2);
   visible.push_back(&mlirCat);
   cl::HideUnrelatedOptions(visible);
 
@@ -967,5 +1119,7 @@ int main(int argc, char **argv) {
     return runInspectCommand(context);
   if (sub == "train")
     return runTrain(context);
+  if (sub == "generate")
+    return runGenerate(context);
   return runRun(context);
 }

@@ -379,6 +379,31 @@ LogicalResult ParameterOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Generation
+//===----------------------------------------------------------------------===//
+
+LogicalResult CacheUpdateOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty 'name'";
+  RankedTensorType value = getValue().getType(), cache = getType();
+  if (value.getRank() != cache.getRank() ||
+      value.getElementType() != cache.getElementType())
+    return emitOpError() << "'value' " << value << " and the cache " << cache
+                         << " must have the same rank and element type";
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= cache.getRank())
+    return emitOpError() << "'axis' " << axis << " is not an axis of "
+                         << cache;
+  for (int64_t i = 0; i < cache.getRank(); ++i) {
+    int64_t v = value.getDimSize(i), c = cache.getDimSize(i);
+    if (i == axis ? v > c : v != c)
+      return emitOpError() << "'value' " << value << " does not fit the cache "
+                           << cache << " at dimension " << i;
+  }
+  return success();
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   ShapeDiag d{getLoc(), getOperationName()};
   if (failed(inferCrossEntropyType(d, getLogits().getType(),

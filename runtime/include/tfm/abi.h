@@ -153,6 +153,13 @@ typedef enum tfm_state_kind_t {
   TFM_STATE_ADAM_M = 2,    /* Adam's first moment of the parameter named */
   TFM_STATE_ADAM_V = 3,    /* Adam's second moment of the parameter named */
   TFM_STATE_STEP = 4,      /* the training step count, an int64 scalar */
+  /* A generation cache (an append to version 5): the keys or values one
+   * attention has seen, written by the `prefill` and `decode_step` entries
+   * at their `position` input. Its first dimension is a multiple of the
+   * entries' batch, and the rows of batch row b are the b-th of that many
+   * equal contiguous blocks, so a beam search reorders the cache by moving
+   * whole blocks. Zeros at the start. */
+  TFM_STATE_CACHE = 5,
 } tfm_state_kind_t;
 
 typedef struct tfm_abi_state_desc_t {
@@ -284,6 +291,13 @@ typedef struct tfm_abi_model_t {
   uint64_t device_code_bytes;
   int32_t num_device_kernels;
   const char *const *device_kernels;
+  /* An append to version 5, absent when struct_size ends before it: for a
+   * model compiled for generation, the longest sequence its caches hold;
+   * 0 otherwise. Such a model has the entries `prefill` (a chunk of
+   * tokens) and `decode_step` (one token), each with the inputs (token ids
+   * [B, C] as int64, position as an int64 scalar: where the chunk starts)
+   * and the output logits [B, C, V], in that order. */
+  int64_t generation_max_length;
 } tfm_abi_model_t;
 
 typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);

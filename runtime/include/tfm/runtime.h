@@ -213,6 +213,80 @@ TFM_API tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
 TFM_API tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
                                                  const char *path);
 
+/*===-- Generation ----------------------------------------------------===*/
+
+/* How tfm_session_generate chooses tokens. Initialize with
+ * tfm_generate_options_init, then set what differs. */
+typedef struct tfm_generate_options_t {
+  size_t struct_size;
+  /* The most tokens to add (default 16). The prompt and these must fit in
+   * the model's maximum length (tfm_module_generation_max_length). */
+  int64_t max_new_tokens;
+  /* Hypotheses kept (default 1: greedy, or sampling). At most the batch the
+   * model was compiled with: beam search runs the beams as its rows. */
+  int64_t beam_width;
+  /* alpha of the length penalty ((5 + |Y|) / 6)^alpha that a hypothesis's
+   * log-probability is divided by; 0 (the default) for none, 0.6 in the
+   * Transformer paper. */
+  double length_penalty;
+  /* The token that ends a hypothesis; -1 (the default) for none. */
+  int64_t end_token;
+  /* Stop once beam_width hypotheses have ended (default 1). */
+  int32_t early_stopping;
+  /* Draw each token from the model's distribution instead of taking the
+   * most likely (default 0); sampling keeps one hypothesis. */
+  int32_t sample;
+  double temperature; /* default 1 */
+  int64_t top_k;      /* draw among the k most likely; 0 (default): all */
+  double top_p;       /* draw among the fewest whose probability reaches p
+                         (default 1) */
+  uint64_t seed;      /* the same seed draws the same tokens (default 0) */
+  /* Called after every step with the last token of each live hypothesis
+   * (num_live of them; rows of a beam search may be reordered from step to
+   * step). A nonzero return stops the generation early, successfully. */
+  int32_t (*on_token)(void *user_data, int64_t step, const int64_t *tokens,
+                      size_t num_live);
+  void *user_data;
+} tfm_generate_options_t;
+
+TFM_API void tfm_generate_options_init(tfm_generate_options_t *options);
+
+/* The result of a generation: sequences of new tokens (without the
+ * prompt), best first, and the time the prompt and the steps took. */
+typedef struct tfm_generation_s tfm_generation_t;
+
+TFM_API size_t tfm_generation_num_sequences(const tfm_generation_t *generation);
+/* The new tokens of sequence `index` (owned by the generation; NULL when
+ * out of range), their number in *out_length. */
+TFM_API const int64_t *tfm_generation_tokens(const tfm_generation_t *generation,
+                                             size_t index, size_t *out_length);
+/* Its log-probability under the model, over the length penalty. */
+TFM_API double tfm_generation_score(const tfm_generation_t *generation,
+                                    size_t index);
+/* Milliseconds spent on the prompt (prefill) and on the decoding steps, and
+ * the number of steps run. */
+TFM_API double tfm_generation_prompt_ms(const tfm_generation_t *generation);
+TFM_API double tfm_generation_decode_ms(const tfm_generation_t *generation);
+TFM_API int64_t tfm_generation_steps(const tfm_generation_t *generation);
+TFM_API void tfm_generation_release(tfm_generation_t *generation);
+
+/* The longest sequence (prompt and new tokens) of a model compiled with
+ * `tfmc compile --generate`; 0 for any other model. */
+TFM_API int64_t tfm_module_generation_max_length(const tfm_module_t *module);
+
+/* Extends `prompt` (prompt_length token ids, at least one) with the
+ * model's `prefill` and `decode_step` entries, which keep the keys and
+ * values of the tokens seen so far in the session: the prompt is computed
+ * once, then every step computes one token per hypothesis. A generation
+ * overwrites the session's caches; it cannot run beside another call on
+ * the same session. `options` may be NULL for the defaults. The caller
+ * owns *out_generation. */
+TFM_API tfm_status_t tfm_session_generate(tfm_session_t *session,
+                                          const int64_t *prompt,
+                                          size_t prompt_length,
+                                          const tfm_generate_options_t *options,
+                                          tfm_generation_t **out_generation);
+
 #ifdef __cplusplus
 }
 #endif

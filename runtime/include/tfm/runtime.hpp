@@ -11,6 +11,8 @@
 
 #include "tfm/runtime.h"
 
+#include <exception>
+#include <functional>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -111,6 +113,26 @@ private:
   explicit Module(tfm_module_t *m) : Handle(m) {}
 };
 
+/// How Session::generate chooses tokens: tfm_generate_options_t with its
+/// defaults.
+struct GenerateOptions : tfm_generate_options_t {
+  GenerateOptions() { tfm_generate_options_init(this); }
+};
+
+/// What Session::generate returns: the new tokens of each sequence, best
+/// first, with its score, and the time the prompt and the steps took.
+struct Generation {
+  std::vector<std::vector<int64_t>> sequences;
+  std::vector<double> scores;
+  double promptMs = 0, decodeMs = 0;
+  int64_t steps = 0;
+};
+
+/// Called after every step with the last token of each live hypothesis;
+/// returning false stops the generation.
+using TokenCallback =
+    std::function<bool(int64_t step, const std::vector<int64_t> &tokens)>;
+
 class Session : public detail::Handle<tfm_session_t, tfm_session_release> {
 public:
   explicit Session(const Module &module) {
@@ -173,6 +195,52 @@ public:
   /// Checked whole before anything changes.
   void loadCheckpoint(const std::string &path) {
     check(tfm_session_load_checkpoint(get(), path.c_str()));
+  }
+
+  /// Extends `prompt` (a model compiled with --generate); `onToken`
+  /// streams the tokens as they are chosen.
+  Generation generate(const std::vector<int64_t> &prompt,
+                      GenerateOptions options = {},
+                      TokenCallback onToken = {}) {
+    struct Stream {
+      TokenCallback *fn;
+      std::exception_ptr error;
+    } stream{&onToken, nullptr};
+    if (onToken) {
+      options.user_data = &stream;
+      options.on_token = [](void *user, int64_t step, const int64_t *tokens,
+                             size_t n) -> int32_t {
+        auto *s = static_cast<Stream *>(user);
+        try {
+          return (*s->fn)(step, std::vector<int64_t>(tokens, tokens + n)) ? 0
+                                                                         : 1;
+        } catch (...) {
+          s->error = std::current_exception(); // rethrown after the C call
+          return 1;
+        }
+      };
+    }
+    tfm_generation_t *g = nullptr;
+    tfm_status_t status = tfm_session_generate(get(), prompt.data(),
+                                               prompt.size(), &options, &g);
+    if (stream.error) {
+      tfm_status_free(status);
+      tfm_generation_release(g);
+      std::rethrow_exception(stream.error);
+    }
+    check(status);
+    Generation result;
+    for (size_t i = 0, n = tfm_generation_num_sequences(g); i < n; ++i) {
+      size_t length = 0;
+      const int64_t *t = tfm_generation_tokens(g, i, &length);
+      result.sequences.emplace_back(t, t + length);
+      result.scores.push_back(tfm_generation_score(g, i));
+    }
+    result.promptMs = tfm_generation_prompt_ms(g);
+    result.decodeMs = tfm_generation_decode_ms(g);
+    result.steps = tfm_generation_steps(g);
+    tfm_generation_release(g);
+    return result;
   }
 
 private:

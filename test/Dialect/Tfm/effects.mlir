@@ -29,3 +29,13 @@ func.func @reads_merge() -> tensor<4xf32> {
   %s = tfm.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// Tests that two cache updates are never merged or dropped: each writes the
+// session's cache, even when its result is unused.
+// CHECK-LABEL: func.func @cache_updates_stay
+// CHECK-COUNT-2: tfm.cache_update "k"
+func.func @cache_updates_stay(%k: tensor<1x1x4xf32>, %p: tensor<i64>) {
+  %0 = tfm.cache_update "k", %k, %p {axis = 1 : i64} : (tensor<1x1x4xf32>, tensor<i64>) -> tensor<1x8x4xf32>
+  %1 = tfm.cache_update "k", %k, %p {axis = 1 : i64} : (tensor<1x1x4xf32>, tensor<i64>) -> tensor<1x8x4xf32>
+  return
+}

@@ -758,3 +758,21 @@ func.func @top_k_k(%x: tensor<2x3xf32>) {
   %v, %i = tfm.top_k %x k = 4 axis = 1 : tensor<2x3xf32> -> tensor<2x4xf32>, tensor<2x4xi64>
   return
 }
+
+// -----
+
+// Tests that a cache update's value fits its cache.
+func.func @cache_update_fit(%k: tensor<1x4x2x8xf32>, %p: tensor<i64>) {
+  // expected-error@+1 {{'value' 'tensor<1x4x2x8xf32>' does not fit the cache 'tensor<1x4x64x4xf32>' at dimension 3}}
+  %0 = tfm.cache_update "k", %k, %p {axis = 2 : i64} : (tensor<1x4x2x8xf32>, tensor<i64>) -> tensor<1x4x64x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a cache update's axis is one of the cache's.
+func.func @cache_update_axis(%k: tensor<1x4x2x8xf32>, %p: tensor<i64>) {
+  // expected-error@+1 {{'axis' 4 is not an axis of 'tensor<1x4x64x8xf32>'}}
+  %0 = tfm.cache_update "k", %k, %p {axis = 4 : i64} : (tensor<1x4x2x8xf32>, tensor<i64>) -> tensor<1x4x64x8xf32>
+  return
+}

@@ -293,3 +293,11 @@ func.func @conv2d(%x: tensor<1x4x8x8xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6
   %1 = tfm.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [2, 2] group = 2 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x4x4xf32>
   return %0, %1 : tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>
 }
+
+// Tests that a cache update round-trips.
+// CHECK-LABEL: func.func @cache_update
+// CHECK: tfm.cache_update "attention0.keys", %{{.+}}, %{{.+}} {axis = 2 : i64} : (tensor<1x4x1x8xf32>, tensor<i64>) -> tensor<1x4x64x8xf32>
+func.func @cache_update(%k: tensor<1x4x1x8xf32>, %p: tensor<i64>) -> tensor<1x4x64x8xf32> {
+  %0 = tfm.cache_update "attention0.keys", %k, %p {axis = 2 : i64} : (tensor<1x4x1x8xf32>, tensor<i64>) -> tensor<1x4x64x8xf32>
+  return %0 : tensor<1x4x64x8xf32>
+}

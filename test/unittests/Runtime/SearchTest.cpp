@@ -93,8 +93,9 @@ TEST(Search, MatchesTheDefinitions) {
       }
       std::vector<int64_t> parents = search.advance(rows.data());
       ASSERT_LE(++steps, o.maxNewTokens);
-      if (!search.done())
+      if (!search.done()) {
         EXPECT_EQ(parents.size(), search.live());
+      }
     }
     std::vector<Hypothesis> got = search.results();
     ASSERT_EQ(got.size(), c.expected.size());

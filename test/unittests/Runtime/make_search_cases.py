@@ -42,13 +42,17 @@ def penalty(length, alpha):
     return ((5 + length) / 6) ** alpha
 
 
-def beam_search(c):
+def beam_search(c, next_logits=None):
+    """Beam search over next_logits(tokens) (default: the toy model's); the
+    generation fixtures call it with a real model's logits."""
+    if next_logits is None:
+        next_logits = lambda tokens: logits(c["model"], tokens, c["vocab"])
     live = [([], 0.0)]
     ended = []
     for _ in range(c["max"]):
         scores = []
         for row, (tokens, lp) in enumerate(live):
-            logp = torch.log_softmax(logits(c["model"], tokens, c["vocab"]).double(), -1)
+            logp = torch.log_softmax(next_logits(tokens).double(), -1)
             for v in range(c["vocab"]):
                 scores.append((lp + logp[v].item(), row, v))
         scores.sort(key=lambda s: (-s[0], s[1], s[2]))

@@ -47,6 +47,14 @@ enum class Stage {
 /// The target's name as the CLI spells it ("cpu", "cuda").
 StringRef targetName(Target target);
 
+/// How a module is compiled for generation (tfm-derive-kv-cache).
+struct GenerationOptions {
+  /// The longest sequence (0: the model's sequence length).
+  int64_t maxLength = 0;
+  /// The tokens @prefill takes at once.
+  int64_t prefillChunk = 32;
+};
+
 /// How a module is compiled: the one options struct behind tfmc's flags and
 /// the registered pipelines' options.
 struct CompilerOptions {
@@ -58,6 +66,8 @@ struct CompilerOptions {
   bool fuse = true;
   /// Set to also build @train_step (tfm-autodiff) with these options.
   std::optional<TrainingOptions> training;
+  /// Set to also build @prefill and @decode_step with a KV cache.
+  std::optional<GenerationOptions> generation;
   /// The GPU architecture the CUDA target compiles for.
   std::string gpuArch = "sm_80";
   /// For the CUDA target: run the kernels' schedule (the loops mapped to
@@ -100,6 +110,18 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
                        llvm::cl::init(false)};
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run the fusion passes"),
                     llvm::cl::init(true)};
+  Option<bool> generate{
+      *this, "generate",
+      llvm::cl::desc("Also build @prefill and @decode_step with a KV cache"),
+      llvm::cl::init(false)};
+  Option<int64_t> maxLength{
+      *this, "max-length",
+      llvm::cl::desc("With generate: the longest sequence (0: the model's)"),
+      llvm::cl::init(0)};
+  Option<int64_t> prefillChunk{
+      *this, "prefill-chunk",
+      llvm::cl::desc("With generate: the tokens @prefill takes at once"),
+      llvm::cl::init(32)};
   Option<bool> train{*this, "train",
                      llvm::cl::desc("Also build @train_step"),
                      llvm::cl::init(false)};
@@ -128,8 +150,8 @@ void buildTrainingPipeline(OpPassManager &pm, bool remarks,
 /// tfm-lower-to-cpu: the program on buffers, with kernel calls and linalg.
 void buildCPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 
-/// What every target runs first: fusion as `options` ask, and autodiff
-/// with the training options.
+/// What every target runs first: fusion as `options` ask, autodiff with the
+/// training options, and the KV cache with the generation options.
 void buildFrontPipeline(OpPassManager &pm, const CompilerOptions &options);
 
 /// linalg, memref, math and friends down to the LLVM dialect.

@@ -15,6 +15,10 @@ namespace mlir::tfm {
 #define GEN_PASS_DECL
 #include "tfm/Transforms/Passes.h.inc"
 
+/// The function named `name`, or with an empty name the module's only
+/// public function with a body (null when there is not exactly one).
+func::FuncOp findForward(ModuleOp module, StringRef name);
+
 /// Patterns of each fusion, for pipelines and tests that compose them.
 void populateLinearRecognitionPatterns(RewritePatternSet &patterns);
 void populateBiasActivationPatterns(RewritePatternSet &patterns);

@@ -133,6 +133,50 @@ def PromoteConstantsPass : Pass<"tfm-promote-constants", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Generation
+//===----------------------------------------------------------------------===//
+
+def DeriveKVCachePass : Pass<"tfm-derive-kv-cache", "::mlir::ModuleOp"> {
+  let summary = "Derives @prefill and @decode_step, with a KV cache, from a causal model.";
+  let description = [{
+    Takes the forward function of a causal language model, token ids
+    `[B, S]` to logits `[B, S, V]`, and adds two functions that compute a
+    chunk of `C` new tokens starting at a run-time `position`:
+    `@prefill(ids [B, C], position) -> logits [B, C, V]` (C =
+    `prefill-chunk`, at most S) and `@decode_step` (C = 1). S is the
+    longest sequence the caches hold.
+
+    The pass follows the query axis (axis 1 of the ids) through the model.
+    Row-wise ops (linear layers, norms, activations) run on the C new rows.
+    The right operand of a matmul whose result gets a key axis (q·kᵀ), or
+    whose contraction pairs the key axis with the query axis (p·v), is the
+    keys or values of an attention: its new rows are written into a
+    `tfm.cache_update` at `position` and the product reads the whole cache.
+    A causal mask becomes the rows `position + i` of the causal triangle,
+    and every tensor that depends on position alone (position embeddings, a
+    constant mask) is gathered at those rows. Anything else that mixes
+    positions (a reduction or a reshape across the query axis) is an error
+    at its location: the model is not one whose steps can be cached.
+
+    ```mlir
+    %s = tfm.matmul %q, %k transpose_rhs     %kc = tfm.cache_update "attention0.keys", %k, %pos
+    %p = tfm.masked_softmax %s causal    =>  %s = tfm.matmul %q, %kc transpose_rhs
+                                             %p = tfm.masked_softmax %s, mask %rows
+    ```
+  }];
+  let options = [
+    Option<"forward", "forward", "std::string", /*default=*/"\"\"",
+           "The forward function (default: the module's only public one)">,
+    Option<"maxLength", "max-length", "int64_t", /*default=*/"0",
+           "The longest sequence (0: the model's sequence length)">,
+    Option<"prefillChunk", "prefill-chunk", "int64_t", /*default=*/"32",
+           "The tokens @prefill takes at once (at most the longest sequence)">
+  ];
+  let dependentDialects = ["::mlir::tfm::TfmDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
 

@@ -117,6 +117,17 @@ LogicalResult mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries,
               state.add(u.getParameter(), TFM_STATE_ADAM_V, type, -1);
         }
       }
+      if (auto u = dyn_cast<CacheUpdateOp>(op)) {
+        auto [it, fresh] = state.typeOf.try_emplace(u.getName(), u.getType());
+        if (!fresh && it->second != u.getType()) {
+          u.emitError("cache '") << u.getName() << "' is " << u.getType()
+                                 << " here but " << it->second << " elsewhere";
+          return WalkResult::interrupt();
+        }
+        if (fresh)
+          state.cache[u.getName()] =
+              state.add(u.getName(), TFM_STATE_CACHE, u.getType(), -1);
+      }
       if (isa<NextStepOp>(op) && state.step < 0)
         state.step = state.add(
             "step", TFM_STATE_STEP,
@@ -677,13 +688,18 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
           stateArg, layout.state.parameter.lookup(p.getName()), p.getType());
       continue;
     }
-    if (op.getNumResults() && !op.getAttr(kPlanAttrName))
+    if (auto u = dyn_cast<CacheUpdateOp>(op))
+      // The cache is the op's result: what reads it reads the state, which
+      // the lowering has written.
+      buffers[u.getResult()] = view(
+          stateArg, layout.state.cache.lookup(u.getName()), u.getType());
+    else if (op.getNumResults() && !op.getAttr(kPlanAttrName))
       return op.emitError("'") << op.getName()
                                << "' has no memory plan; run tfm-plan-memory "
                                   "before lowering";
     // Views and tensors computed where they are read need no code here.
     if (op.getNumResults() && llvm::all_of(op.getResults(), [&](OpResult r) {
-          return isa<ViewAttr, InlineAttr>(
+          return isa_and_nonnull<ViewAttr, InlineAttr>(
               getPlannedBuffer(&op, r.getResultNumber()));
         })) {
       if (failed(bindPlannedViews(&op)) || failedOp)

@@ -156,6 +156,7 @@ void mlir::tfm::populateTfmToLinalgLowerings(OpLoweringSet &set) {
   populateDataMovementLowerings(set);
   populateLossLowerings(set);
   populateTrainingLowerings(set);
+  populateGenerationLowerings(set);
   populateMatmulLowerings(set);
   populateConvolutionLowerings(set);
   populateNormalizationLowerings(set);

@@ -25,6 +25,12 @@ struct TrainingStateResource
   StringRef getName() final { return "tfm.training_state"; }
 };
 
+/// The session's generation caches, which tfm.cache_update writes.
+struct GenerationCacheResource
+    : public SideEffects::Resource::Base<GenerationCacheResource> {
+  StringRef getName() final { return "tfm.generation_cache"; }
+};
+
 /// The name of the attribute that holds an op's memory plan: one
 /// #tfm.arena, #tfm.view, #tfm.inline or #tfm.output per result.
 inline constexpr const char *kPlanAttrName = "tfm.plan";

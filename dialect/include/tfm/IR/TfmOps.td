@@ -970,6 +970,47 @@ def Tfm_AdamUpdateOp : Tfm_OptimizerOp<"adam_update", [{
 }
 
 //===----------------------------------------------------------------------===//
+// Generation: the caches of incremental decoding
+//===----------------------------------------------------------------------===//
+
+// What tfm.cache_update reads and writes: the session's generation caches,
+// which persist from one decoding step to the next.
+def Tfm_GenerationCache : Resource<"::mlir::tfm::GenerationCacheResource">;
+
+def Tfm_CacheUpdateOp : Tfm_Op<"cache_update",
+    [MemoryEffects<[MemRead<Tfm_GenerationCache>,
+                    MemWrite<Tfm_GenerationCache>]>]> {
+  let summary = "writes a chunk of keys or values into a generation cache";
+  let description = [{
+    The session keeps a cache named `name` of the result's type, zero when
+    the session starts. This op writes `value` into it along `axis`, at
+    positions `[position, position + value.shape[axis])`, and returns the
+    whole cache after the write. `tfm-derive-kv-cache` makes one per key and
+    value of each causal self-attention, so that a decoding step computes
+    the projections of its new tokens only and attends over the cache.
+
+    A position outside `[0, cache.shape[axis] - value.shape[axis]]` is an
+    error at run time.
+
+    Shape rules: `value` and the result have the same rank and element
+    type, and agree on every dimension except `axis`, where the value's is
+    at most the cache's; `position` is `tensor<i64>`.
+
+    ```mlir
+    %k = tfm.cache_update "layer0.key", %new, %pos {axis = 2 : i64}
+        : (tensor<1x4x1x8xf32>, tensor<i64>) -> tensor<1x4x64x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Tfm_FloatTensor:$value,
+                       Tfm_StepTensor:$position, I64Attr:$axis);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $name `,` $value `,` $position attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Ops on buffers: what a backend's lowering emits
 //===----------------------------------------------------------------------===//
 

@@ -28,10 +28,12 @@ mlir::FailureOr<ElementKind> elementKindOf(mlir::Type type);
 /// The MLIR element type of a kind (the inverse of elementKindOf).
 mlir::Type elementTypeOf(mlir::MLIRContext *context, ElementKind kind);
 
-/// What a training session keeps between steps: the parameters by name (one
-/// not yet here reads its initial value), Adam's moments, the step count.
+/// What a session keeps between runs: the parameters by name (one not yet
+/// here reads its initial value), Adam's moments, the step count, and the
+/// generation caches (zeros until written).
 struct TrainingState {
-  std::map<std::string, Tensor> parameters, firstMoments, secondMoments;
+  std::map<std::string, Tensor> parameters, firstMoments, secondMoments,
+      caches;
   int64_t step = 0;
 };
 

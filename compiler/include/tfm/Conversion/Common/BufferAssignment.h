@@ -90,7 +90,7 @@ struct StateLayout {
     int64_t offset, init;
   };
   SmallVector<Slot> slots;
-  llvm::StringMap<int64_t> parameter, adamM, adamV;
+  llvm::StringMap<int64_t> parameter, adamM, adamV, cache;
   llvm::StringMap<RankedTensorType> typeOf;
   int64_t step = -1;
   int64_t bytes = 0;

@@ -30,6 +30,8 @@ void populateLossLowerings(OpLoweringSet &set);
 /// The step count, dropout in training and the embedding gradient
 /// (Training.cpp).
 void populateTrainingLowerings(OpLoweringSet &set);
+/// Generation: the caches' writes (Generation.cpp).
+void populateGenerationLowerings(OpLoweringSet &set);
 /// matmul, linear, unpacked QKV projections and attention as generic
 /// contractions (Matmul.cpp).
 void populateMatmulLowerings(OpLoweringSet &set);

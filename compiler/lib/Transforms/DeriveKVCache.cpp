@@ -1,0 +1,658 @@
+//===- DeriveKVCache.cpp - tfm-derive-kv-cache ----------------------------===//
+//
+// Incremental decoding from a model exported to process whole sequences.
+// Everything a causal language model does is row-wise except attention, so
+// the step that adds C tokens at `position` is the same graph with a query
+// axis C long, in which each attention appends its new keys and values to a
+// cache and reads the cache back whole, and in which every tensor that
+// depends on the position alone (position embeddings, masks) is read at rows
+// position..position+C-1. The pass finds the query axis by following it from
+// the token ids, op by op, rather than by matching one exporter's patterns;
+// an op that would mix positions in a way a cache cannot reproduce is an
+// error at its location.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/IR/TfmOps.h"
+#include "tfm/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <limits>
+
+namespace mlir::tfm {
+#define GEN_PASS_DEF_DERIVEKVCACHEPASS
+#include "tfm/Transforms/Passes.h.inc"
+} // namespace mlir::tfm
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+/// What an axis of a tensor stands for, followed from the token ids.
+enum class Role : uint8_t {
+  None,
+  Batch, // the ids' axis 0, or the outer factor of an axis merged with it
+  Query, // the new tokens: S long in the model, C long in a step
+  Key,   // the positions attended to: the cache's length
+};
+using Roles = SmallVector<Role, 6>;
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// An axis attribute (possibly negative) as an index into `rank` axes.
+int64_t axisOf(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+int64_t prefixProduct(ArrayRef<int64_t> shape, size_t n) {
+  int64_t p = 1;
+  for (size_t i = 0; i < n; ++i)
+    p *= shape[i];
+  return p;
+}
+
+class Deriver {
+public:
+  Deriver(ModuleOp module, func::FuncOp forward, unsigned idsIndex,
+          int64_t length)
+      : module(module), forward(forward), idsIndex(idsIndex), length(length),
+        b(module.getContext()) {}
+
+  /// Adds @`name`, which computes `chunk` tokens at a time.
+  LogicalResult build(StringRef name, int64_t chunk);
+
+  /// The caches the last build made.
+  int numCaches() const { return keys + values; }
+
+private:
+  LogicalResult visit(Operation &op);
+  LogicalResult fail(Operation &op, const Twine &why);
+
+  Roles rolesOf(Value v) const;
+  bool hasRoles(Value v) const;
+  /// The step's type of a tensor whose axes have `roles`.
+  RankedTensorType stepType(Value original, ArrayRef<Role> roles) const;
+  /// Operand `v` (mapped) read at the step's positions along `axis`.
+  Value rows(Value v, int64_t axis);
+  Value positions();
+
+  /// Ops whose operands `aligned` broadcast against the result, numpy-style:
+  /// result roles are the union of the operands'; an operand that is S long
+  /// where the result's axis is the query axis, but is not itself on it, is
+  /// a tensor of positions and is read at the step's rows.
+  LogicalResult alignedOp(Operation &op, ArrayRef<unsigned> aligned,
+                          Roles &result);
+  /// Clones `op` with results of the step's types for `roles` (one per
+  /// result, or one for all).
+  Operation *cloneWith(Operation &op, ArrayRef<Roles> roles);
+
+  LogicalResult visitMatmul(MatmulOp op);
+  LogicalResult visitMaskedSoftmax(MaskedSoftmaxOp op);
+  LogicalResult visitReshape(ReshapeOp op);
+  Value cache(Operation &op, Value operand, int64_t axis, bool isKeys);
+
+  ModuleOp module;
+  func::FuncOp forward;
+  unsigned idsIndex;
+  int64_t length, chunk = 1;
+  OpBuilder b;
+  IRMapping mapping;
+  DenseMap<Value, Roles> roles;
+  // Operands replaced for one clone: (operand number, value).
+  SmallVector<std::pair<unsigned, Value>> replaced;
+  DenseMap<std::pair<Value, int64_t>, Value> rowsOf;
+  Value position, positionsValue;
+  int keys = 0, values = 0;
+  int64_t batch = 1;
+};
+
+LogicalResult Deriver::fail(Operation &op, const Twine &why) {
+  return op.emitError() << "cannot derive a KV cache: " << why;
+}
+
+Roles Deriver::rolesOf(Value v) const {
+  auto it = roles.find(v);
+  if (it != roles.end())
+    return it->second;
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return Roles(t ? t.getRank() : 0, Role::None);
+}
+
+bool Deriver::hasRoles(Value v) const {
+  return llvm::any_of(rolesOf(v), [](Role r) { return r != Role::None; });
+}
+
+RankedTensorType Deriver::stepType(Value original,
+                                   ArrayRef<Role> axes) const {
+  auto t = cast<RankedTensorType>(original.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  for (auto [i, r] : llvm::enumerate(axes))
+    if (r == Role::Query)
+      shape[i] = chunk;
+  return t.clone(shape);
+}
+
+Value Deriver::positions() {
+  if (!positionsValue) {
+    SmallVector<int64_t> iota(chunk);
+    for (int64_t i = 0; i < chunk; ++i)
+      iota[i] = i;
+    auto type = RankedTensorType::get({chunk}, b.getI64Type());
+    Value offsets = b.create<arith::ConstantOp>(
+        forward.getLoc(), DenseElementsAttr::get(type, ArrayRef(iota)));
+    positionsValue = b.create<AddOp>(forward.getLoc(), offsets, position);
+  }
+  return positionsValue;
+}
+
+Value Deriver::rows(Value v, int64_t axis) {
+  Value &r = rowsOf[{v, axis}];
+  if (!r)
+    r = b.create<GatherOp>(v.getLoc(), mapping.lookup(v), positions(),
+                           b.getI64IntegerAttr(axis));
+  return r;
+}
+
+LogicalResult Deriver::alignedOp(Operation &op, ArrayRef<unsigned> aligned,
+                                 Roles &result) {
+  auto rt = cast<RankedTensorType>(op.getResult(0).getType());
+  int64_t rank = rt.getRank();
+  result.assign(rank, Role::None);
+  for (unsigned i : aligned) {
+    Value v = op.getOperand(i);
+    Roles r = rolesOf(v);
+    int64_t lead = rank - static_cast<int64_t>(r.size());
+    for (auto [a, role] : llvm::enumerate(r)) {
+      if (role == Role::None)
+        continue;
+      Role &out = result[lead + a];
+      if (out != Role::None && out != role)
+        return fail(op, "it mixes the query axis with the key axis");
+      out = role;
+    }
+  }
+  replaced.clear();
+  for (unsigned i : aligned) {
+    Value v = op.getOperand(i);
+    Roles r = rolesOf(v);
+    ArrayRef<int64_t> shape = shapeOf(v);
+    int64_t lead = rank - static_cast<int64_t>(r.size());
+    for (int64_t a = 0; a < static_cast<int64_t>(r.size()); ++a) {
+      if (result[lead + a] != Role::Query || r[a] == Role::Query ||
+          shape[a] == 1)
+        continue;
+      if (hasRoles(v))
+        return fail(op, "an operand is as long as the sequence on the query "
+                        "axis but does not follow the tokens");
+      replaced.push_back({i, rows(v, a)});
+      break;
+    }
+  }
+  return success();
+}
+
+Operation *Deriver::cloneWith(Operation &op, ArrayRef<Roles> resultRoles) {
+  Operation *copy = b.clone(op, mapping);
+  for (auto [i, v] : replaced)
+    copy->setOperand(i, v);
+  replaced.clear();
+  for (OpResult r : op.getResults()) {
+    const Roles &rr =
+        resultRoles[resultRoles.size() == 1 ? 0 : r.getResultNumber()];
+    roles[r] = rr;
+    copy->getResult(r.getResultNumber()).setType(stepType(r, rr));
+  }
+  return copy;
+}
+
+Value Deriver::cache(Operation &op, Value operand, int64_t axis,
+                     bool isKeys) {
+  std::string name = "attention" + std::to_string(isKeys ? keys++ : values++) +
+                     (isKeys ? ".keys" : ".values");
+  return b.create<CacheUpdateOp>(op.getLoc(), operand.getType(),
+                                 b.getStringAttr(name), mapping.lookup(operand),
+                                 position, b.getI64IntegerAttr(axis));
+}
+
+LogicalResult Deriver::visitMatmul(MatmulOp op) {
+  Roles lhs = rolesOf(op.getLhs()), rhs = rolesOf(op.getRhs());
+  int64_t lr = lhs.size(), rr = rhs.size();
+  if (lr < 2 || rr < 2)
+    return fail(*op, "a matmul of a vector follows the tokens");
+  int64_t lm = op.getTransposeLhs() ? lr - 1 : lr - 2;
+  int64_t lk = op.getTransposeLhs() ? lr - 2 : lr - 1;
+  int64_t rk = op.getTransposeRhs() ? rr - 1 : rr - 2;
+  int64_t rn = op.getTransposeRhs() ? rr - 2 : rr - 1;
+  int64_t rank = cast<RankedTensorType>(op.getType()).getRank();
+  Roles result(rank, Role::None);
+  // Batch dimensions broadcast.
+  for (auto [r, n] : {std::make_pair(&lhs, lr), std::make_pair(&rhs, rr)})
+    for (int64_t a = 0; a < n - 2; ++a) {
+      if ((*r)[a] == Role::Query || (*r)[a] == Role::Key)
+        return fail(*op, "a matmul batches over the sequence");
+      if ((*r)[a] != Role::None)
+        result[rank - n + a] = (*r)[a];
+    }
+  if (lhs[lk] == Role::Query)
+    return fail(*op, "a matmul contracts over the query axis of its left "
+                     "operand");
+  int64_t cached = -1;
+  bool isKeys = false;
+  if (rhs[rn] == Role::Query) {
+    cached = rn; // q · kᵀ: the keys
+    isKeys = true;
+  } else if (rhs[rk] == Role::Query) {
+    if (lhs[lk] != Role::Key)
+      return fail(*op, "a matmul contracts over the query axis of its right "
+                       "operand, but not against attention weights");
+    cached = rk; // p · v: the values
+  }
+  result[rank - 2] = lhs[lm];
+  result[rank - 1] = rhs[rn] == Role::Query ? Role::Key : rhs[rn];
+  replaced.clear();
+  if (cached >= 0) {
+    for (int64_t a = 0; a < rr; ++a)
+      if (a != cached && rhs[a] == Role::Query)
+        return fail(*op, "the keys or values are on the query axis twice");
+    if (batch > 1 && rhs[0] != Role::Batch)
+      return fail(*op, "the cached keys or values do not keep the batch as "
+                       "their outer axis, which a beam search reorders");
+    replaced.push_back({1, cache(*op, op.getRhs(), cached, isKeys)});
+  }
+  cloneWith(*op, {result});
+  return success();
+}
+
+LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
+  Roles in = rolesOf(op.getInput());
+  int64_t rank = in.size();
+  if (rank < 2 || in[rank - 1] != Role::Key)
+    return fail(*op, "a masked softmax follows the tokens but not over the "
+                     "key axis of an attention");
+  if (in[rank - 2] != Role::Query)
+    return fail(*op, "the attention's scores do not have the query axis "
+                     "second to last");
+  if (!op.getCausal())
+    return fail(*op, "the attention is not causal, so a token would see the "
+                     "positions after it, which a cache does not hold yet");
+  SmallVector<unsigned> aligned{0};
+  if (op.getMask())
+    aligned.push_back(1);
+  Roles result;
+  if (failed(alignedOp(*op, aligned, result)))
+    return failure();
+  Value input = mapping.lookup(op.getInput());
+  for (auto [i, v] : replaced)
+    if (i == 0)
+      input = v;
+  Value mask;
+  if (op.getMask()) {
+    mask = mapping.lookup(op.getMask());
+    for (auto [i, v] : replaced)
+      if (i == 1)
+        mask = v;
+  }
+  replaced.clear();
+
+  // The causal triangle, read at the step's rows.
+  Location loc = op.getLoc();
+  Type elem = op.getType().getElementType();
+  auto triangleType = RankedTensorType::get({length, length}, elem);
+  SmallVector<APFloat> triangle;
+  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
+  for (int64_t i = 0; i < length; ++i)
+    for (int64_t j = 0; j < length; ++j)
+      triangle.push_back(j <= i ? APFloat::getZero(sem)
+                                : APFloat::getInf(sem, /*Negative=*/true));
+  Value full = b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(triangleType, triangle));
+  Value causal = b.create<GatherOp>(loc, full, positions(),
+                                    b.getI64IntegerAttr(0));
+  Value newMask = causal;
+  switch (op.getMaskKind()) {
+  case MaskKind::none:
+    break;
+  case MaskKind::additive:
+    newMask = b.create<AddOp>(loc, mask, causal);
+    break;
+  case MaskKind::boolean: {
+    auto scalar = RankedTensorType::get({}, elem);
+    Value hidden = b.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(scalar, APFloat::getInf(sem, true)));
+    newMask = b.create<SelectOp>(loc, mask, causal, hidden);
+    break;
+  }
+  }
+  auto softmax = b.create<MaskedSoftmaxOp>(
+      loc, stepType(op, result), input, newMask, op.getScaleAttr(),
+      MaskKindAttr::get(b.getContext(), MaskKind::additive), UnitAttr());
+  mapping.map(op.getResult(), softmax.getResult());
+  roles[op.getResult()] = result;
+  return success();
+}
+
+LogicalResult Deriver::visitReshape(ReshapeOp op) {
+  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op);
+  Roles inRoles = rolesOf(op.getInput());
+  Roles result(out.size(), Role::None);
+  for (auto [i, role] : llvm::enumerate(inRoles)) {
+    if (role == Role::None)
+      continue;
+    int64_t before = prefixProduct(in, i);
+    bool found = false;
+    for (size_t j = 0; j < out.size() && !found; ++j) {
+      if (prefixProduct(out, j) != before)
+        continue;
+      bool fits = role == Role::Batch ? out[j] % in[i] == 0 : out[j] == in[i];
+      if (fits && result[j] == Role::None) {
+        result[j] = role;
+        found = true;
+      }
+    }
+    if (!found && role != Role::Batch)
+      return fail(*op, "a reshape merges the " +
+                           Twine(role == Role::Query ? "query" : "key") +
+                           " axis with another");
+  }
+  cloneWith(*op, {result});
+  return success();
+}
+
+LogicalResult Deriver::visit(Operation &op) {
+  bool follows = llvm::any_of(op.getOperands(),
+                              [&](Value v) { return hasRoles(v); });
+  if (!follows) {
+    // Depends on no token: the same in every step (weights, constant
+    // masks and tables, which the ops that read them index at the step's
+    // rows).
+    b.clone(op, mapping);
+    return success();
+  }
+  Roles result;
+  auto same = [&](Value v) { return rolesOf(v); };
+
+  if (auto m = dyn_cast<MatmulOp>(op))
+    return visitMatmul(m);
+  if (auto s = dyn_cast<MaskedSoftmaxOp>(op))
+    return visitMaskedSoftmax(s);
+  if (auto r = dyn_cast<ReshapeOp>(op))
+    return visitReshape(r);
+
+  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp,
+          SelectOp, CastOp, ReluOp, GeluOp, BroadcastOp>(op) ||
+      (op.hasTrait<mlir::OpTrait::Elementwise>() && op.getNumResults() == 1)) {
+    SmallVector<unsigned> all;
+    for (unsigned i = 0; i < op.getNumOperands(); ++i)
+      all.push_back(i);
+    if (failed(alignedOp(op, all, result)))
+      return failure();
+    cloneWith(op, {result});
+    return success();
+  }
+  if (auto d = dyn_cast<DropoutOp>(op)) {
+    if (failed(alignedOp(op, {0}, result)))
+      return failure();
+    cloneWith(op, {result});
+    return success();
+  }
+  auto normalized = [&](Value input, int64_t axis) -> LogicalResult {
+    Roles r = rolesOf(input);
+    axis = axisOf(axis, r.size());
+    for (int64_t a = axis; a < static_cast<int64_t>(r.size()); ++a)
+      if (r[a] != Role::None)
+        return fail(op, "it normalizes over an axis that follows the tokens");
+    return success();
+  };
+  if (auto ln = dyn_cast<LayerNormOp>(op)) {
+    if (failed(normalized(ln.getInput(), ln.getAxis())) ||
+        failed(alignedOp(op, {0}, result)))
+      return failure();
+    cloneWith(op, {result});
+    return success();
+  }
+  if (auto ln = dyn_cast<AddLayerNormOp>(op)) {
+    if (failed(alignedOp(op, {0, 1}, result)))
+      return failure();
+    // The sum's roles decide what is normalized.
+    int64_t axis = axisOf(ln.getAxis(), result.size());
+    for (int64_t a = axis; a < static_cast<int64_t>(result.size()); ++a)
+      if (result[a] != Role::None)
+        return fail(op, "it normalizes over an axis that follows the tokens");
+    cloneWith(op, {result});
+    return success();
+  }
+  if (isa<LinearOp, QKVProjectionOp>(op)) {
+    Roles in = same(op.getOperand(0));
+    if (hasRoles(op.getOperand(1)) ||
+        (op.getNumOperands() > 2 && hasRoles(op.getOperand(2))))
+      return fail(op, "its weights follow the tokens");
+    if (in.back() != Role::None)
+      return fail(op, "it contracts over an axis that follows the tokens");
+    cloneWith(op, {in});
+    return success();
+  }
+  if (auto e = dyn_cast<EmbeddingOp>(op)) {
+    if (hasRoles(e.getTable()))
+      return fail(op, "its table follows the tokens");
+    result = same(e.getIndices());
+    result.push_back(Role::None);
+    cloneWith(op, {result});
+    return success();
+  }
+  if (auto g = dyn_cast<GatherOp>(op)) {
+    Roles in = same(g.getInput()), idx = same(g.getIndices());
+    int64_t axis = axisOf(g.getAxis(), in.size());
+    if (in[axis] != Role::None)
+      return fail(op, "it picks positions out of an axis that follows the "
+                      "tokens");
+    result.assign(in.begin(), in.begin() + axis);
+    result.append(idx.begin(), idx.end());
+    result.append(in.begin() + axis + 1, in.end());
+    cloneWith(op, {result});
+    return success();
+  }
+  if (auto t = dyn_cast<TransposeOp>(op)) {
+    Roles in = same(t.getInput());
+    for (int64_t p : t.getPermutation())
+      result.push_back(in[p]);
+    cloneWith(op, {result});
+    return success();
+  }
+  if (auto s = dyn_cast<SoftmaxOp>(op)) {
+    Roles in = same(s.getInput());
+    int64_t axis = axisOf(s.getAxis(), in.size());
+    if (in[axis] == Role::Query)
+      return fail(op, "a softmax runs over the query axis");
+    if (in[axis] == Role::Key)
+      return fail(op, "an attention has no causal mask, so a token would see "
+                      "the positions after it, which a cache does not hold "
+                      "yet");
+    cloneWith(op, {in});
+    return success();
+  }
+  if (auto r = dyn_cast<ReduceOp>(op)) {
+    Roles in = same(r.getInput());
+    int64_t rank = in.size();
+    SmallVector<bool> reduced(rank, false);
+    for (int64_t a : r.getAxes())
+      reduced[axisOf(a, rank)] = true;
+    for (int64_t a = 0; a < rank; ++a) {
+      if (!reduced[a])
+        result.push_back(in[a]);
+      else if (in[a] == Role::Query || in[a] == Role::Key)
+        return fail(op, "it reduces over the sequence");
+      else if (r.getKeepdims())
+        result.push_back(Role::None);
+    }
+    cloneWith(op, {result});
+    return success();
+  }
+  if (auto s = dyn_cast<SliceOp>(op)) {
+    Roles in = same(s.getInput());
+    SmallVector<int64_t> sizes(s.getSizes());
+    for (auto [a, role] : llvm::enumerate(in)) {
+      if (role != Role::Query && role != Role::Key)
+        continue;
+      if (s.getStarts()[a] != 0 || s.getSteps()[a] != 1 ||
+          sizes[a] != shapeOf(s.getInput())[a])
+        return fail(op, "it slices the sequence");
+      if (role == Role::Query)
+        sizes[a] = chunk;
+    }
+    Operation *copy = cloneWith(op, {in});
+    cast<SliceOp>(copy).setSizes(sizes);
+    return success();
+  }
+  if (auto s = dyn_cast<SplitOp>(op)) {
+    Roles in = same(s.getInput());
+    int64_t axis = axisOf(s.getAxis(), in.size());
+    if (in[axis] != Role::None)
+      return fail(op, "it splits an axis that follows the tokens");
+    cloneWith(op, {in});
+    return success();
+  }
+  if (auto c = dyn_cast<ConcatOp>(op)) {
+    SmallVector<unsigned> all;
+    for (unsigned i = 0; i < op.getNumOperands(); ++i)
+      all.push_back(i);
+    if (failed(alignedOp(op, all, result)))
+      return failure();
+    int64_t axis = axisOf(c.getAxis(), result.size());
+    if (result[axis] != Role::None)
+      return fail(op, "it concatenates along an axis that follows the tokens");
+    cloneWith(op, {result});
+    return success();
+  }
+  return fail(op, "'" + op.getName().getStringRef() +
+                      "' would need a rule for how it treats the sequence");
+}
+
+LogicalResult Deriver::build(StringRef name, int64_t c) {
+  chunk = c;
+  mapping.clear();
+  roles.clear();
+  rowsOf.clear();
+  positionsValue = {};
+  keys = values = 0;
+  MLIRContext *ctx = module.getContext();
+  Value ids = forward.getArgument(idsIndex);
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  batch = idsType.getDimSize(0);
+  auto stepIds = idsType.clone({batch, chunk});
+  auto positionType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
+
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = b.create<func::FuncOp>(
+      forward.getLoc(), name,
+      FunctionType::get(ctx, {stepIds, positionType}, {}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  if (DictionaryAttr attrs = forward.getArgAttrDict(idsIndex))
+    fn.setArgAttrs(0, attrs);
+  fn.setArgAttr(0, "tfm.input_index", b.getI64IntegerAttr(0));
+  fn.setArgAttr(1, "tfm.name", b.getStringAttr("position"));
+  fn.setArgAttr(1, "tfm.input_index", b.getI64IntegerAttr(1));
+  fn->setAttr("tfm.num_graph_inputs", b.getI64IntegerAttr(2));
+  mapping.map(ids, entry->getArgument(0));
+  roles[ids] = {Role::Batch, Role::Query};
+  position = entry->getArgument(1);
+
+  Block &body = forward.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (failed(visit(op))) {
+      fn.erase();
+      return failure();
+    }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Value> results;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Roles r = rolesOf(v);
+    if (i == 0 && (r.size() != 3 || r[1] != Role::Query)) {
+      fn.erase();
+      return ret.emitError()
+             << "cannot derive a KV cache: output #0 must be the logits "
+                "[batch, sequence, vocabulary] of every position";
+    }
+    results.push_back(mapping.lookupOrDefault(v));
+  }
+  if (numCaches() == 0) {
+    fn.erase();
+    return forward.emitError()
+           << "cannot derive a KV cache: found no causal self-attention";
+  }
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  fn.setFunctionType(
+      FunctionType::get(ctx, fn.getArgumentTypes(), ValueRange(results).getTypes()));
+  for (unsigned i = 0; i < forward.getNumResults(); ++i)
+    if (DictionaryAttr attrs = forward.getResultAttrDict(i))
+      fn.setResultAttrs(i, attrs);
+  return success();
+}
+
+struct DeriveKVCachePass
+    : public mlir::tfm::impl::DeriveKVCachePassBase<DeriveKVCachePass> {
+  using DeriveKVCachePassBase::DeriveKVCachePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp fwd = findForward(module, forward);
+    if (!fwd) {
+      module.emitError() << (forward.empty()
+                                 ? std::string("generation needs exactly one "
+                                               "public function, or a name")
+                                 : "no function named '" + forward + "'");
+      return signalPassFailure();
+    }
+    if (!fwd.getBody().hasOneBlock()) {
+      fwd.emitError() << "generation derives caches of one-block functions";
+      return signalPassFailure();
+    }
+    for (StringRef name : {"prefill", "decode_step"})
+      if (module.lookupSymbol(name)) {
+        module.emitError() << "the module already has a @" << name;
+        return signalPassFailure();
+      }
+    // The token ids: the one integer input [B, S].
+    if (fwd.getNumArguments() != 1) {
+      fwd.emitError() << "cannot derive a KV cache: generation takes a model "
+                         "whose only input is the token ids, but it has "
+                      << fwd.getNumArguments() << " inputs";
+      return signalPassFailure();
+    }
+    auto ids = dyn_cast<RankedTensorType>(fwd.getArgument(0).getType());
+    if (!ids || ids.getRank() != 2 ||
+        !isa<IntegerType>(ids.getElementType()) || !ids.hasStaticShape()) {
+      fwd.emitError() << "cannot derive a KV cache: the input must be token "
+                         "ids [batch, sequence] of a static shape, not "
+                      << fwd.getArgument(0).getType();
+      return signalPassFailure();
+    }
+    int64_t length = ids.getDimSize(1);
+    if (maxLength > 0 && maxLength != length) {
+      fwd.emitError() << "the model's sequence is " << length
+                      << " long, but --max-length is "
+                      << static_cast<int64_t>(maxLength)
+                      << "; bind the sequence to it with --shape";
+      return signalPassFailure();
+    }
+    if (prefillChunk < 1) {
+      module.emitError() << "prefill-chunk must be at least 1";
+      return signalPassFailure();
+    }
+    Deriver deriver(module, fwd, 0, length);
+    if (failed(deriver.build("prefill", std::min(prefillChunk.getValue(),
+                                                 length))) ||
+        failed(deriver.build("decode_step", 1)))
+      return signalPassFailure();
+    module->setAttr("tfm.generation_max_length",
+                    Builder(module.getContext()).getI64IntegerAttr(length));
+  }
+};
+
+} // namespace

@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""The generation test model and what PyTorch generates with it.
+
+A GPT-style decoder (the family of make_models.py: separate Q/K/V Linear
+layers, a causal mask sliced from a lower-triangle buffer, tanh GELU, pre-LN,
+tied LM head), briefly trained to continue periodic sequences, so that each
+token depends on the one a period back (what the cache must hold), and
+exported with dynamic batch and sequence axes, the way decoders are exported
+for generation. The expected tokens are computed by
+rerunning the whole model on the whole prefix at every step, in float64,
+with no cache: greedy decoding, and beam search as the runtime defines it
+(make_search_cases.py's definition, on this model's logits). Every greedy
+choice and every beam's ranking is checked to be decided by a margin far
+above float32 rounding, so a correct float32 implementation cannot differ.
+
+Writes test/models/generation/gpt/{model.onnx, expected.txt}.
+
+  /usr/bin/python3 test/models/make_generation_fixtures.py
+"""
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "unittests", "Runtime"))
+from make_search_cases import beam_search  # noqa: E402
+
+D, H, FF, VOCAB, MAXLEN, LAYERS = 32, 4, 64, 50, 24, 2
+# The smallest gap between the chosen log-probability and the next one.
+MARGIN = 1e-3
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.q, self.k, self.v = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
+        self.proj = nn.Linear(D, D)
+        self.fc1, self.fc2 = nn.Linear(D, FF), nn.Linear(FF, D)
+        self.register_buffer("causal", torch.tril(torch.ones(MAXLEN, MAXLEN)).view(1, 1, MAXLEN, MAXLEN))
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        h = self.ln1(x)
+        q, k, v = (t(h).view(b, n, H, D // H).transpose(1, 2) for t in (self.q, self.k, self.v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(D // H)
+        att = att.masked_fill(self.causal[:, :, :n, :n] == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, n, D)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(VOCAB, D), nn.Embedding(MAXLEN, D)
+        self.blocks = nn.ModuleList([Block() for _ in range(LAYERS)])
+        self.ln = nn.LayerNorm(D)
+
+    def forward(self, ids):
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        x = self.tok(ids) + self.pos(positions)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln(x) @ self.tok.weight.t()
+
+
+def next_log_probs(model, tokens):
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens]))[0, -1]
+    return torch.log_softmax(logits.double(), -1)
+
+
+def greedy(model, prompt, n):
+    out = []
+    for _ in range(n):
+        lp = next_log_probs(model, prompt + out)
+        top = torch.topk(lp, 2).values
+        assert top[0] - top[1] > MARGIN, f"a near tie in greedy decoding of {prompt}"
+        out.append(int(lp.argmax()))
+    return out
+
+
+def beams(model, prompt, c):
+    def logits(tokens):
+        return next_log_probs(model, prompt + tokens)
+
+    hyps = beam_search(c, logits)
+    # Ranking margin: neighbouring hypotheses' scores are well apart.
+    scores = [lp / ((5 + len(t)) / 6) ** c["alpha"] for t, lp in hyps]
+    for a, b in zip(scores, scores[1:]):
+        assert a - b > MARGIN, f"a near tie among the beams of {prompt}"
+    return hyps
+
+
+def periodic_batch(n):
+    rows = []
+    for _ in range(n):
+        period = int(torch.randint(2, 6, ()))
+        pattern = torch.randint(0, VOCAB, (period,))
+        rows.append(pattern.repeat(MAXLEN // period + 2)[:MAXLEN + 1])
+    return torch.stack(rows)
+
+
+def train(model, steps=400):
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        seq = periodic_batch(32)
+        logits = model(seq[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss)
+
+
+def main():
+    torch.manual_seed(7)
+    model = GPT()
+    print("final training loss", train(model))
+    model.eval()
+    folder = os.path.join(HERE, "generation", "gpt")
+    os.makedirs(folder, exist_ok=True)
+    ids = torch.randint(0, VOCAB, (2, MAXLEN))
+    torch.onnx.export(model, (ids,), os.path.join(folder, "model.onnx"),
+                      input_names=["input_ids"], output_names=["logits"],
+                      opset_version=17, do_constant_folding=True,
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                                    "logits": {0: "batch", 1: "sequence"}})
+    model = model.double()
+    lines = ["# Made by make_generation_fixtures.py: tokens PyTorch generates by",
+             "# rerunning the whole model on the whole prefix at every step.",
+             f"# max_length {MAXLEN} vocab {VOCAB}"]
+    # Periodic prompts (the model continues them through attention), and a
+    # one-token one and an irregular one, which it continues its own way.
+    prompts = [[5, 17, 3, 5, 17, 3], [1], [42, 7, 30, 11, 42, 7, 30, 11, 42, 7],
+               [9, 14, 21, 33, 8]]
+    for p in prompts:
+        n = MAXLEN - len(p) if len(p) > 1 else 12
+        lines.append("greedy " + ",".join(map(str, p)) + " " +
+                     ",".join(map(str, greedy(model, p, n))))
+    for p, (k, alpha, end) in zip(prompts, [(3, 0.6, -1), (2, 0.0, 4), (3, 0.6, 11),
+                                            (3, 1.0, 33)]):
+        c = {"beam": k, "alpha": alpha, "end": end, "early": True, "max": 10,
+             "vocab": VOCAB}
+        hyps = beams(model, p, c)
+        lines.append(f"beam {','.join(map(str, p))} width {k} alpha {alpha} end {end} "
+                     f"max {c['max']}")
+        for tokens, lp in hyps:
+            lines.append("hyp " + ",".join(map(str, tokens)))
+    with open(os.path.join(folder, "expected.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", folder)
+
+
+if __name__ == "__main__":
+    main()
