@@ -91,9 +91,9 @@ train_examples() {
     --lr-schedule=noam:d_model=64,warmup=400 --freeze=pe -o "$out/seq2seq.so"
   log "tfm-seq2seq: train until 99% of held-out sequences decode right"
   "$BUILD/bin/tfm-seq2seq" "$out/seq2seq.so"
-  log "tfmc compile --train gpt.onnx"
-  "$BUILD/bin/tfmc" compile "$ex/gpt.onnx" --train --optimizer=adam --lr=2e-3 \
-    -o "$out/gpt.so"
+  log "tfmc compile --train --generate gpt.onnx"
+  "$BUILD/bin/tfmc" compile "$ex/gpt.onnx" --train --generate --optimizer=adam \
+    --lr=2e-3 -o "$out/gpt.so"
   log "tfm-gpt: train on corpus.txt, then continue a prompt"
   "$BUILD/bin/tfm-gpt" "$out/gpt.so" "$ex/corpus.txt"
 }

@@ -230,19 +230,25 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
     return sessionInUse("tfm_session_save_checkpoint");
   return guarded("tfm_session_save_checkpoint", [&]() -> tfm_status_t {
     const tfm_abi_model_t *m = session->module->model;
-    if (m->num_states == 0)
+    // Generation caches hold the last sequence, not what was learned.
+    uint32_t saved = 0;
+    for (int32_t i = 0; i < m->num_states; ++i)
+      saved += m->states[i].kind != TFM_STATE_CACHE;
+    if (saved == 0)
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                         "'{}' has no training state to save; compile it "
                         "with --train",
                         session->module->path);
     std::string out(kMagic, sizeof(kMagic));
     put(out, kFormatVersion);
-    put(out, static_cast<uint32_t>(m->num_states));
+    put(out, saved);
     std::vector<char> host(session->state.bytes());
     session->device->copyToHost(host.data(), session->state.get(), host.size());
     const char *state = host.data();
     for (int32_t i = 0; i < m->num_states; ++i) {
       const tfm_abi_state_desc_t &st = m->states[i];
+      if (st.kind == TFM_STATE_CACHE)
+        continue;
       uint32_t len = static_cast<uint32_t>(std::strlen(st.tensor.name));
       put(out, static_cast<int32_t>(st.kind));
       put(out, len);
@@ -332,7 +338,7 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
     if (r.p != r.end)
       return corrupt("trailing bytes after the last slot");
     for (int32_t i = 0; i < m->num_states; ++i) {
-      bool found = false;
+      bool found = m->states[i].kind == TFM_STATE_CACHE;
       for (auto &c : copies)
         found |= c.first == &m->states[i];
       if (!found)

@@ -78,7 +78,8 @@ void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
   else if (options.fuse)
     buildFusionPipeline(pm, options.remarks);
   if (options.generation) {
-    // After fusion: the cache follows fused attention's causal flag.
+    // After fusion: the cache follows fused attention's causal flag. With
+    // training, the entries read the parameters that @train_step updates.
     pm.addPass(createDeriveKVCachePass(
         {"", options.generation->maxLength, options.generation->prefillChunk}));
     OpPassManager &fn = pm.nest<func::FuncOp>();
@@ -90,11 +91,6 @@ void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
 LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
                                               const CompilerOptions &options,
                                               std::string &error) {
-  if (options.generation && options.training) {
-    error = "--generate and --train build different models; compile one of "
-            "them at a time";
-    return failure();
-  }
   if (stage == Stage::tfm)
     return success();
   if (stage == Stage::fused) {

@@ -36,7 +36,9 @@ namespace {
 enum class Role : uint8_t {
   None,
   Batch, // the ids' axis 0, or the outer factor of an axis merged with it
-  Query, // the new tokens: S long in the model, C long in a step
+  Query, // the new tokens: S long in the model, C long in a step; an axis
+         // that merges the sequence with the axes after it (S·f long, as
+         // in [S·B, D]) has it too, and is C·f long in a step
   Key,   // the positions attended to: the cache's length
 };
 using Roles = SmallVector<Role, 6>;
@@ -134,7 +136,7 @@ RankedTensorType Deriver::stepType(Value original,
   SmallVector<int64_t> shape(t.getShape());
   for (auto [i, r] : llvm::enumerate(axes))
     if (r == Role::Query)
-      shape[i] = chunk;
+      shape[i] = shape[i] / length * chunk;
   return t.clone(shape);
 }
 
@@ -187,7 +189,7 @@ LogicalResult Deriver::alignedOp(Operation &op, ArrayRef<unsigned> aligned,
       if (result[lead + a] != Role::Query || r[a] == Role::Query ||
           shape[a] == 1)
         continue;
-      if (hasRoles(v))
+      if (hasRoles(v) || shape[a] != length)
         return fail(op, "an operand is as long as the sequence on the query "
                         "axis but does not follow the tokens");
       replaced.push_back({i, rows(v, a)});
@@ -231,14 +233,22 @@ LogicalResult Deriver::visitMatmul(MatmulOp op) {
   int64_t rn = op.getTransposeRhs() ? rr - 2 : rr - 1;
   int64_t rank = cast<RankedTensorType>(op.getType()).getRank();
   Roles result(rank, Role::None);
-  // Batch dimensions broadcast.
+  // Batch dimensions broadcast: a row-wise product ([S, B, K] · [K, N])
+  // batches over the query axis of one operand, which the other lacks.
   for (auto [r, n] : {std::make_pair(&lhs, lr), std::make_pair(&rhs, rr)})
     for (int64_t a = 0; a < n - 2; ++a) {
-      if ((*r)[a] == Role::Query || (*r)[a] == Role::Key)
-        return fail(*op, "a matmul batches over the sequence");
+      if ((*r)[a] == Role::Key)
+        return fail(*op, "a matmul batches over the key axis");
       if ((*r)[a] != Role::None)
         result[rank - n + a] = (*r)[a];
     }
+  for (auto [r, n, v] : {std::make_tuple(&lhs, lr, op.getLhs()),
+                         std::make_tuple(&rhs, rr, op.getRhs())})
+    for (int64_t a = 0; a < n - 2; ++a)
+      if (result[rank - n + a] == Role::Query && (*r)[a] != Role::Query &&
+          shapeOf(v)[a] != 1)
+        return fail(*op, "a matmul batches over the sequence against an "
+                         "operand that does not follow the tokens");
   if (lhs[lk] == Role::Query)
     return fail(*op, "a matmul contracts over the query axis of its left "
                      "operand");
@@ -349,7 +359,11 @@ LogicalResult Deriver::visitReshape(ReshapeOp op) {
     for (size_t j = 0; j < out.size() && !found; ++j) {
       if (prefixProduct(out, j) != before)
         continue;
-      bool fits = role == Role::Batch ? out[j] % in[i] == 0 : out[j] == in[i];
+      // The axis keeps its outer factor: it merges with axes after it, or
+      // splits some of them off (the sequence stays outermost).
+      bool fits = out[j] % in[i] == 0 ||
+                  (role != Role::Batch && in[i] % out[j] == 0 &&
+                   out[j] % length == 0);
       if (fits && result[j] == Role::None) {
         result[j] = role;
         found = true;
@@ -601,7 +615,17 @@ struct DeriveKVCachePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The forward function; a model compiled for training as well has
+    // @train_step beside it, whose parameters the generation entries read.
     func::FuncOp fwd = findForward(module, forward);
+    if (!fwd && forward.empty()) {
+      SmallVector<func::FuncOp> candidates;
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn.isPublic() && !fn.isExternal() && fn.getName() != "train_step")
+          candidates.push_back(fn);
+      if (candidates.size() == 1)
+        fwd = candidates.front();
+    }
     if (!fwd) {
       module.emitError() << (forward.empty()
                                  ? std::string("generation needs exactly one "

@@ -32,8 +32,9 @@ std::vector<int64_t> parseIds(const std::string &s) {
   return ids;
 }
 
-tfm::Tensor ids(const std::vector<int64_t> &values, int64_t width) {
-  tfm::Tensor t(TFM_DTYPE_I64, {kBatch, width});
+tfm::Tensor ids(const std::vector<int64_t> &values, int64_t width,
+                int64_t batch = kBatch) {
+  tfm::Tensor t(TFM_DTYPE_I64, {batch, width});
   std::copy(values.begin(), values.end(), t.data<int64_t>());
   return t;
 }
@@ -44,53 +45,67 @@ tfm::Tensor position(int64_t p) {
   return t;
 }
 
-// The largest difference between row (b, from + i) of `whole` [B, S, V] and
-// row (b, i) of `part` [B, n, V], relative to the largest logit.
-double rowsDiffer(tfm::Tensor &whole, tfm::Tensor &part, int64_t from,
-                  int64_t n) {
-  const float *w = whole.data<float>(), *p = part.data<float>();
-  double worst = 0, scale = 0;
-  for (int64_t b = 0; b < kBatch; ++b)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t v = 0; v < kVocab; ++v) {
-        double x = w[(b * kLength + from + i) * kVocab + v];
-        double y = p[(b * n + i) * kVocab + v];
-        worst = std::max(worst, std::abs(x - y));
-        scale = std::max(scale, std::abs(x));
-      }
-  return worst / scale;
-}
-
-TEST(Generation, CachedStepsEqualTheWholeModel) {
+// Runs prefill and decode_step over a whole sequence and compares their
+// logits with the uncached entry's on that sequence, row by row (the
+// largest difference relative to the largest logit).
+void expectCachedStepsEqualTheWholeModel(const std::string &path,
+                                         const char *uncached) {
   tfm::Context ctx;
-  tfm::Module m(ctx, kModel);
+  tfm::Module m(ctx, path);
   tfm::Session s(m);
-  std::vector<int64_t> all(kBatch * kLength);
+  tfm_tensor_desc_t in, out;
+  tfm::check(tfm_module_entry_io(m.get(), "prefill", 0, 0, &in));
+  tfm::check(tfm_module_entry_io(m.get(), "prefill", 1, 0, &out));
+  int64_t batch = in.dims[0], chunk = in.dims[1], vocab = out.dims[2];
+  int64_t length = tfm_module_generation_max_length(m.get());
+  ASSERT_GT(length, 2 * chunk);
+  std::vector<int64_t> all(batch * length);
   for (size_t i = 0; i < all.size(); ++i)
-    all[i] = static_cast<int64_t>((i * 37 + 11) % kVocab);
-  tfm::Tensor whole = ids(all, kLength);
-  tfm::Tensor expected = std::move(s.run("infer", {&whole}).at(0));
+    all[i] = static_cast<int64_t>((i * 37 + 11) % vocab);
+  tfm::Tensor whole = ids(all, length, batch);
+  tfm::Tensor expected = std::move(s.run(uncached, {&whole}).at(0));
 
   auto columns = [&](int64_t from, int64_t n) {
     std::vector<int64_t> part;
-    for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < n; ++i)
-        part.push_back(all[b * kLength + from + i]);
-    return ids(part, n);
+        part.push_back(all[b * length + from + i]);
+    return ids(part, n, batch);
+  };
+  auto differ = [&](tfm::Tensor &part, int64_t from, int64_t n) {
+    const float *w = expected.data<float>(), *p = part.data<float>();
+    double worst = 0, scale = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t v = 0; v < vocab; ++v) {
+          double x = w[(b * length + from + i) * vocab + v];
+          worst = std::max(worst, std::abs(x - p[(b * n + i) * vocab + v]));
+          scale = std::max(scale, std::abs(x));
+        }
+    return worst / scale;
   };
   // Two chunks through prefill, then one token at a time.
-  for (int64_t from = 0; from < 2 * kChunk; from += kChunk) {
-    tfm::Tensor chunk = columns(from, kChunk), at = position(from);
-    tfm::Tensor got = std::move(s.run("prefill", {&chunk, &at}).at(0));
-    EXPECT_LT(rowsDiffer(expected, got, from, kChunk), 1e-5)
-        << "prefill at " << from;
+  for (int64_t from = 0; from < 2 * chunk; from += chunk) {
+    tfm::Tensor part = columns(from, chunk), at = position(from);
+    tfm::Tensor got = std::move(s.run("prefill", {&part, &at}).at(0));
+    EXPECT_LT(differ(got, from, chunk), 1e-5) << path << ": prefill at " << from;
   }
-  for (int64_t from = 2 * kChunk; from < kLength; ++from) {
+  for (int64_t from = 2 * chunk; from < length; ++from) {
     tfm::Tensor token = columns(from, 1), at = position(from);
     tfm::Tensor got = std::move(s.run("decode_step", {&token, &at}).at(0));
-    EXPECT_LT(rowsDiffer(expected, got, from, 1), 1e-5)
-        << "decode_step at " << from;
+    EXPECT_LT(differ(got, from, 1), 1e-5) << path << ": decode_step at " << from;
   }
+}
+
+TEST(Generation, CachedStepsEqualTheWholeModel) {
+  expectCachedStepsEqualTheWholeModel(kModel, "infer");
+}
+
+// The bundled GPT example, compiled for training and generation: the
+// sequence-first layout of nn.MultiheadAttention (its out-projection on
+// [S·B, D] rows), and the entries reading the parameters from the state.
+TEST(Generation, CachedStepsOfTheTrainableExample) {
+  expectCachedStepsEqualTheWholeModel(TFM_GENERATION_EXAMPLE_SO, "infer");
 }
 
 struct Case {
