@@ -48,6 +48,46 @@ module {
 
 // -----
 
+// Tests that a mask the model computes from a parameter (a buffer of a model
+// compiled for training) is taken for causal by its value, and read at the
+// step's rows; a mask that lets a query see a later key is refused.
+// CHECK-LABEL: func.func @decode_step
+// CHECK: %[[ROWS:.+]] = tfm.add
+// CHECK: %[[M:.+]] = tfm.gather %{{.+}}, %[[ROWS]] axis = 0 : (tensor<4x4xi1>, tensor<1xi64>) -> tensor<1x4xi1>
+// CHECK: tfm.masked_softmax %{{.+}}, mask %[[M]] mask_kind = boolean
+module {
+  func.func @infer(%ids: tensor<1x4xi64>) -> tensor<1x4x5xf32> {
+    %table = arith.constant dense<0.5> : tensor<5x4xf32>
+    %tril = tfm.parameter "causal" {initial_value = dense<[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]> : tensor<4x4xf32>} : tensor<4x4xf32>
+    %zero = arith.constant dense<0.0> : tensor<f32>
+    %keep = tfm.compare ne, %tril, %zero : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+    %x = tfm.embedding %table, %ids : (tensor<5x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+    %s = tfm.matmul %x, %x transpose_rhs : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+    %p = tfm.masked_softmax %s, mask %keep mask_kind = boolean : (tensor<1x4x4xf32>, tensor<4x4xi1>) -> tensor<1x4x4xf32>
+    %o = tfm.matmul %p, %x : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+    %logits = tfm.linear %o, %table : (tensor<1x4x4xf32>, tensor<5x4xf32>) -> tensor<1x4x5xf32>
+    return %logits : tensor<1x4x5xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func @infer(%ids: tensor<1x4xi64>) -> tensor<1x4x5xf32> {
+    %table = arith.constant dense<0.5> : tensor<5x4xf32>
+    %band = tfm.parameter "band" {initial_value = dense<[[0.0, 0.0, -1.0e9, -1.0e9], [0.0, 0.0, 0.0, -1.0e9], [-1.0e9, 0.0, 0.0, 0.0], [-1.0e9, -1.0e9, 0.0, 0.0]]> : tensor<4x4xf32>} : tensor<4x4xf32>
+    %x = tfm.embedding %table, %ids : (tensor<5x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+    %s = tfm.matmul %x, %x transpose_rhs : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+    // expected-error@+1 {{cannot derive a KV cache: the attention is not causal}}
+    %p = tfm.masked_softmax %s, mask %band mask_kind = additive : (tensor<1x4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4xf32>
+    %o = tfm.matmul %p, %x : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+    %logits = tfm.linear %o, %table : (tensor<1x4x4xf32>, tensor<5x4xf32>) -> tensor<1x4x5xf32>
+    return %logits : tensor<1x4x5xf32>
+  }
+}
+
+// -----
+
 // Tests that attention without a causal mask is refused: a token would see
 // positions the cache does not hold yet.
 module {

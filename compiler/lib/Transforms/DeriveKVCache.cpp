@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Reference/Interpreter.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -94,6 +95,13 @@ private:
   /// result, or one for all).
   Operation *cloneWith(Operation &op, ArrayRef<Roles> roles);
 
+  /// Whether `mask` (depending on no token) hides every key after its
+  /// query: its value, computed with the reference interpreter, is false
+  /// (boolean) or at most -1e4 (additive) wherever the last index exceeds
+  /// the one before it.
+  bool isCausalMask(Value mask, MaskKind kind);
+  FailureOr<reference::Tensor> evaluate(Value v);
+
   LogicalResult visitMatmul(MatmulOp op);
   LogicalResult visitMaskedSoftmax(MaskedSoftmaxOp op);
   LogicalResult visitReshape(ReshapeOp op);
@@ -110,6 +118,8 @@ private:
   SmallVector<std::pair<unsigned, Value>> replaced;
   DenseMap<std::pair<Value, int64_t>, Value> rowsOf;
   Value position, positionsValue;
+  reference::Interpreter interpreter;
+  DenseMap<Value, reference::Tensor> evaluated;
   int keys = 0, values = 0;
   int64_t batch = 1;
 };
@@ -279,6 +289,53 @@ LogicalResult Deriver::visitMatmul(MatmulOp op) {
   return success();
 }
 
+FailureOr<reference::Tensor> Deriver::evaluate(Value v) {
+  if (auto it = evaluated.find(v); it != evaluated.end())
+    return it->second;
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getNumRegions())
+    return failure();
+  std::vector<reference::Tensor> operands;
+  for (Value o : def->getOperands()) {
+    FailureOr<reference::Tensor> t = evaluate(o);
+    if (failed(t))
+      return failure();
+    operands.push_back(std::move(*t));
+  }
+  // A model's own diagnostics would be confusing here: failing to evaluate
+  // only means the mask is not known to be causal.
+  ScopedDiagnosticHandler quiet(def->getContext(),
+                                [](Diagnostic &) { return success(); });
+  FailureOr<std::vector<reference::Tensor>> results =
+      interpreter.evaluate(def, operands);
+  if (failed(results))
+    return failure();
+  for (auto [r, t] : llvm::zip(def->getResults(), *results))
+    evaluated[r] = t;
+  return evaluated[v];
+}
+
+bool Deriver::isCausalMask(Value mask, MaskKind kind) {
+  auto type = cast<RankedTensorType>(mask.getType());
+  if (type.getRank() < 2 || type.getNumElements() > (int64_t{1} << 24))
+    return false;
+  FailureOr<reference::Tensor> t = evaluate(mask);
+  if (failed(t))
+    return false;
+  int64_t rows = type.getDimSize(type.getRank() - 2),
+          cols = type.getDimSize(type.getRank() - 1);
+  for (int64_t i = 0; i < t->numElements(); ++i) {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    // A broadcast query axis (1 row) stands for every query.
+    if (col <= (rows == 1 ? -1 : row))
+      continue;
+    double x = t->get(i);
+    if (kind == MaskKind::boolean ? x != 0 : x > -1e4)
+      return false;
+  }
+  return true;
+}
+
 LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   Roles in = rolesOf(op.getInput());
   int64_t rank = in.size();
@@ -288,7 +345,13 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   if (in[rank - 2] != Role::Query)
     return fail(*op, "the attention's scores do not have the query axis "
                      "second to last");
-  if (!op.getCausal())
+  // A mask that is causal by its value (a buffer the fusion could not
+  // prove constant, such as a parameter of a model compiled for training)
+  // needs no triangle of its own: its rows at the step's positions are it.
+  bool causalByValue = !op.getCausal() && op.getMask() &&
+                       !hasRoles(op.getMask()) &&
+                       isCausalMask(op.getMask(), op.getMaskKind());
+  if (!op.getCausal() && !causalByValue)
     return fail(*op, "the attention is not causal, so a token would see the "
                      "positions after it, which a cache does not hold yet");
   SmallVector<unsigned> aligned{0};
@@ -309,9 +372,18 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
         mask = v;
   }
   replaced.clear();
+  Location loc = op.getLoc();
+  if (causalByValue) {
+    // The mask's rows at the step's positions, as they are.
+    auto softmax = b.create<MaskedSoftmaxOp>(
+        loc, stepType(op, result), input, mask, op.getScaleAttr(),
+        op.getMaskKindAttr(), UnitAttr());
+    mapping.map(op.getResult(), softmax.getResult());
+    roles[op.getResult()] = result;
+    return success();
+  }
 
   // The causal triangle, read at the step's rows.
-  Location loc = op.getLoc();
   Type elem = op.getType().getElementType();
   auto triangleType = RankedTensorType::get({length, length}, elem);
   SmallVector<APFloat> triangle;
