@@ -137,11 +137,11 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
                         "runtime reads version {}; recompile it with this "
                         "tfmc",
                         path, m->model->abi_version, TFM_ABI_VERSION);
-    if (m->model->struct_size < sizeof(tfm_abi_model_t))
+    if (m->model->struct_size < TFM_ABI_MODEL_MIN_SIZE)
       return makeStatus(TFM_STATUS_INCOMPATIBLE,
                         "'{}': model description of {} bytes is shorter than "
                         "this ABI's {}",
-                        path, m->model->struct_size, sizeof(tfm_abi_model_t));
+                        path, m->model->struct_size, TFM_ABI_MODEL_MIN_SIZE);
     if (tfm_status_t s = validateModel(path, m->handle, m->model))
       return s;
     int32_t target;

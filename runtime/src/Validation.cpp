@@ -297,7 +297,8 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
   Image image;
   if (!segmentsOf(handle, image))
     return corrupt("the library's loaded segments cannot be found");
-  if (!image.contains(m, sizeof(tfm_abi_model_t)))
+  if (!image.contains(m, std::min<size_t>(m->struct_size,
+                                          sizeof(tfm_abi_model_t))))
     return corrupt("the model description lies outside the library");
   if (m->producer && !image.containsString(m->producer))
     return corrupt("the producer string lies outside the library");

@@ -300,6 +300,10 @@ typedef struct tfm_abi_model_t {
   int64_t generation_max_length;
 } tfm_abi_model_t;
 
+/* The smallest model description this runtime reads: version 5 before its
+ * appends (a shorter struct_size leaves the appended fields at zero). */
+#define TFM_ABI_MODEL_MIN_SIZE offsetof(tfm_abi_model_t, generation_max_length)
+
 typedef const tfm_abi_model_t *(*tfm_abi_model_fn_t)(void);
 
 #ifdef __cplusplus
