@@ -9,6 +9,9 @@
 #include "Engine.h"
 
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +26,153 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 namespace {
+
+/// LINEAR with at most this many rows (a decoding step, a beam) runs as a
+/// GEMV: its time is the time to read the weights once, which oneDNN's
+/// small-M matmul does at a quarter of the memory bandwidth (W7's profile,
+/// docs/generation.md). Each weight row is read once for all rows of x.
+constexpr int64_t kGemvRows = 4;
+
+float activate(float v, int64_t act) {
+  switch (act) {
+  case TFM_ACTIVATION_RELU:
+    return v > 0.f ? v : 0.f;
+  case TFM_ACTIVATION_GELU:
+    return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f));
+  case TFM_ACTIVATION_GELU_TANH:
+    return 0.5f * v *
+           (1.f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+  case TFM_ACTIVATION_SILU:
+    return v / (1.f + std::exp(-v));
+  default:
+    return v;
+  }
+}
+
+/// acc[r, j - n0] = x[r, :] · w[j, :] for r < m and j in [n0, n1).
+void gemvRowsScalar(const float *x, int64_t m, int64_t k, const float *w,
+                    int64_t n0, int64_t n1, float *acc) {
+  for (int64_t j = n0; j < n1; ++j)
+    for (int64_t r = 0; r < m; ++r) {
+      float s = 0.f;
+      for (int64_t i = 0; i < k; ++i)
+        s += x[r * k + i] * w[j * k + i];
+      acc[r * (n1 - n0) + (j - n0)] = s;
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+/// As gemvRowsScalar, four weight rows at a time with eight lanes each.
+template <int M>
+__attribute__((target("avx2,fma"))) void
+gemvRowsAvx2(const float *x, int64_t k, const float *w, int64_t n0,
+             int64_t n1, float *acc) {
+  int64_t j = n0, k8 = k / 8 * 8, width = n1 - n0;
+  for (; j + 4 <= n1; j += 4) {
+    __m256 s[4][M];
+    for (int q = 0; q < 4; ++q)
+      for (int r = 0; r < M; ++r)
+        s[q][r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k8; i += 8) {
+      __m256 xv[M];
+      for (int r = 0; r < M; ++r)
+        xv[r] = _mm256_loadu_ps(x + r * k + i);
+      for (int q = 0; q < 4; ++q) {
+        __m256 wv = _mm256_loadu_ps(w + (j + q) * k + i);
+        for (int r = 0; r < M; ++r)
+          s[q][r] = _mm256_fmadd_ps(wv, xv[r], s[q][r]);
+      }
+    }
+    for (int q = 0; q < 4; ++q)
+      for (int r = 0; r < M; ++r) {
+        float t = hsum(s[q][r]);
+        for (int64_t i = k8; i < k; ++i)
+          t += x[r * k + i] * w[(j + q) * k + i];
+        acc[r * width + (j + q - n0)] = t;
+      }
+  }
+  if (j < n1) {
+    // The last rows, scalar; acc's rows are `width` apart.
+    for (int64_t jj = j; jj < n1; ++jj)
+      for (int r = 0; r < M; ++r) {
+        float t = 0.f;
+        for (int64_t i = 0; i < k; ++i)
+          t += x[r * k + i] * w[jj * k + i];
+        acc[r * width + (jj - n0)] = t;
+      }
+  }
+}
+#endif
+
+/// y[m, n] = act(x[m, k] · w[n, k]ᵀ + b) (+ r) for m <= kGemvRows, on the
+/// session's threads, each taking a run of weight rows.
+class GemvLinearKernel : public Kernel {
+public:
+  explicit GemvLinearKernel(const tfm_abi_kernel_desc_t &d)
+      : m(d.params[0]), k(d.params[1]), n(d.params[2]), hasBias(d.params[3]),
+        activation(d.params[4]), hasResidual(d.params[5]) {
+#if defined(__x86_64__)
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  }
+
+  int32_t run(void *const *args) override {
+    const auto *x = static_cast<const float *>(args[0]);
+    const auto *w = static_cast<const float *>(args[1]);
+    const auto *b = static_cast<const float *>(args[2]);
+    const auto *r = static_cast<const float *>(args[3]);
+    auto *y = static_cast<float *>(args[4]);
+    // Blocks of rows small enough to share between threads evenly, large
+    // enough to stream.
+    constexpr int64_t kBlock = 64;
+    int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      int64_t n0 = blk * kBlock, n1 = std::min(n, n0 + kBlock);
+      float acc[kGemvRows * kBlock];
+      rows(x, w, n0, n1, acc);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = n0; j < n1; ++j) {
+          float v = acc[i * (n1 - n0) + (j - n0)] + (hasBias ? b[j] : 0.f);
+          v = activate(v, activation);
+          if (hasResidual)
+            v += r[i * n + j];
+          y[i * n + j] = v;
+        }
+    }
+    return 0;
+  }
+
+private:
+  void rows(const float *x, const float *w, int64_t n0, int64_t n1,
+            float *acc) const {
+#if defined(__x86_64__)
+    if (avx2) {
+      switch (m) {
+      case 1: return gemvRowsAvx2<1>(x, k, w, n0, n1, acc);
+      case 2: return gemvRowsAvx2<2>(x, k, w, n0, n1, acc);
+      case 3: return gemvRowsAvx2<3>(x, k, w, n0, n1, acc);
+      case 4: return gemvRowsAvx2<4>(x, k, w, n0, n1, acc);
+      default: break;
+      }
+    }
+#endif
+    gemvRowsScalar(x, m, k, w, n0, n1, acc);
+  }
+
+  int64_t m, k, n;
+  bool hasBias;
+  int64_t activation;
+  bool hasResidual;
+  bool avx2 = false;
+};
 
 class LinearKernel : public Kernel {
 public:
@@ -295,6 +445,8 @@ private:
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeLinearKernel(std::shared_ptr<Engine> engine,
                                     const tfm_abi_kernel_desc_t &d) {
+  if (d.dtype != TFM_DTYPE_BF16 && d.params[0] <= kGemvRows)
+    return std::make_unique<GemvLinearKernel>(d);
   return std::make_unique<LinearKernel>(std::move(engine), d);
 }
 

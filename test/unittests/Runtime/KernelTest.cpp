@@ -70,19 +70,47 @@ TEST(Kernel, LinearWithBiasGeluAndResidual) {
   }
 }
 
-// Few rows and many columns: the kernel splits the columns over the
-// threads (with 2 threads, N = 300 makes two parts of 160 and 140), with
-// constant weights packed once and in bf16.
+// One to four rows (a decoding step, a beam): the GEMV kernel, with every
+// activation, a K that is not a multiple of the vector width and an N that
+// ends inside a block and inside a group of four weight rows.
+TEST(Kernel, LinearGemvRows) {
+  const int64_t K = 37, N = 203;
+  static const char *acts[] = {"", " activation = relu", " activation = gelu",
+                               " activation = gelu_tanh", " activation = silu"};
+  for (int64_t M : {1, 2, 3, 4})
+    for (int act : {0, 1, 2, 3, 4}) {
+      auto x = randomFloats(M * K, 21), w = randomFloats(N * K, 22),
+           b = randomFloats(N, 23), r = randomFloats(M * N, 24);
+      auto k = make({TFM_KERNEL_LINEAR, 0, {M, K, N, 1, act, 1, 1}, {}});
+      std::vector<float> y(M * N);
+      void *args[] = {x.data(), w.data(), b.data(), r.data(), y.data()};
+      ASSERT_EQ(k->run(args), 0);
+      std::string m = std::to_string(M);
+      std::string xt = "tensor<" + m + "x37xf32>", yt = "tensor<" + m + "x203xf32>";
+      InterpreterHarness h;
+      auto want = h.eval(
+          "func.func @infer(%x: " + xt + ", %w: tensor<203x37xf32>, %b: tensor<203xf32>, %r: " +
+              yt + ") -> " + yt + " {\n  %0 = tfm.linear %x, %w, %b" + acts[act] + " : (" + xt +
+              ", tensor<203x37xf32>, tensor<203xf32>) -> " + yt + "\n  %1 = tfm.add %0, %r : (" +
+              yt + ", " + yt + ") -> " + yt + "\n  return %1 : " + yt + "\n}",
+          {asTensor(x, {M, K}), asTensor(w, {N, K}), asTensor(b, {N}), asTensor(r, {M, N})});
+      expectClose(y, want.at(0));
+    }
+}
+
+// Few rows (more than the GEMV takes) and many columns: the kernel splits
+// the columns over the threads (with 2 threads, N = 300 makes two parts of
+// 160 and 140), with constant weights packed once and in bf16.
 TEST(Kernel, LinearSplitByColumnsPackedAndBf16) {
-  const int64_t M = 4, K = 32, N = 300;
+  const int64_t M = 8, K = 32, N = 300;
   auto x = randomFloats(M * K, 11), w = randomFloats(N * K, 12),
        b = randomFloats(N, 13), r = randomFloats(M * N, 14);
   InterpreterHarness h;
   auto want = h.eval(R"mlir(
-    func.func @infer(%x: tensor<4x32xf32>, %w: tensor<300x32xf32>, %b: tensor<300xf32>, %r: tensor<4x300xf32>) -> tensor<4x300xf32> {
-      %0 = tfm.linear %x, %w, %b activation = gelu : (tensor<4x32xf32>, tensor<300x32xf32>, tensor<300xf32>) -> tensor<4x300xf32>
-      %1 = tfm.add %0, %r : (tensor<4x300xf32>, tensor<4x300xf32>) -> tensor<4x300xf32>
-      return %1 : tensor<4x300xf32>
+    func.func @infer(%x: tensor<8x32xf32>, %w: tensor<300x32xf32>, %b: tensor<300xf32>, %r: tensor<8x300xf32>) -> tensor<8x300xf32> {
+      %0 = tfm.linear %x, %w, %b activation = gelu : (tensor<8x32xf32>, tensor<300x32xf32>, tensor<300xf32>) -> tensor<8x300xf32>
+      %1 = tfm.add %0, %r : (tensor<8x300xf32>, tensor<8x300xf32>) -> tensor<8x300xf32>
+      return %1 : tensor<8x300xf32>
     })mlir",
                      {asTensor(x, {M, K}), asTensor(w, {N, K}), asTensor(b, {N}),
                       asTensor(r, {M, N})});

@@ -21,7 +21,9 @@ void mlir::tfm::populateCPUConvolutionLowerings(OpLoweringSet &set) {
                       pads = op.getPads();
     Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
     e.callKernel(TFM_KERNEL_CONV_2D,
-                 {x[0], x[1], x[2], x[3], w[0], w[2], w[3], op.getGroup()}, {},
+                 {x[0], x[1], x[2], x[3], w[0], w[2], w[3],
+                  static_cast<int64_t>(op.getGroup())},
+                 {},
                  {KernelArg(e.denseOf(op.getInput())),
                   KernelArg(e.denseOf(op.getWeight())), KernelArg(bias),
                   KernelArg(e.destination(op.getResult()))},
