@@ -129,7 +129,8 @@ case "${1:-}" in
     build
     log "benchmarking tfm, ONNX Runtime and PyTorch (bench/run.py)"
     /usr/bin/python3 "$ROOT/bench/run.py" --tfmc "$BUILD/bin/tfmc" \
-      --ceiling "$BUILD/bin/tfm-sgemm-ceiling" --out "$BUILD/bench" "${@:2}"
+      --ceiling "$BUILD/bin/tfm-sgemm-ceiling" \
+      --stream "$BUILD/bin/tfm-stream-copy" --out "$BUILD/bench" "${@:2}"
     ;;
   build)
     build

@@ -32,6 +32,7 @@ struct GenerateOptions {
   bool sample = false;
   uint64_t seed = 0;
   int32_t threads = 0;
+  unsigned bench = 0; // timed generations after the printed one
 };
 
 /// Generates from the library at `soPath` (compiled with --generate).

@@ -290,10 +290,11 @@ cl::opt<std::string> entry("entry",
                            cl::desc("Function to run (default: @infer, or "
                                     "the only public function)"),
                            cl::value_desc("name"), cl::cat(runCat));
-cl::opt<unsigned> bench("bench",
-                       cl::desc("After the checked run, time N runs and "
-                                "print the median latency"),
-                       cl::value_desc("N"), cl::init(0), cl::cat(runCat));
+cl::opt<unsigned> bench(
+    "bench",
+    cl::desc("After the checked run, time N runs and print the median "
+             "latency (generate: of the prompt and per token)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(runCat), cl::cat(generateCat));
 // libLLVM registers a hidden --threads of its own, which tfmc does not
 // use; main() removes it and then creates this one under the contract's name.
 std::unique_ptr<cl::opt<int>> threads;
@@ -679,6 +680,7 @@ int runGenerate(MLIRContext &context) {
   opts.topP = topPOpt;
   opts.seed = seed;
   opts.threads = *threads;
+  opts.bench = bench;
   if (opts.prompt.empty()) {
     error() << "tfmc generate needs --prompt-ids ID,...\n";
     return kExitUsage;

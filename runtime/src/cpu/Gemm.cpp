@@ -39,9 +39,12 @@ float activate(float v, int64_t act) {
     return v > 0.f ? v : 0.f;
   case TFM_ACTIVATION_GELU:
     return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f));
-  case TFM_ACTIVATION_GELU_TANH:
-    return 0.5f * v *
-           (1.f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+  case TFM_ACTIVATION_GELU_TANH: {
+    // 1 + tanh(u) = 2 - 2 / (1 + e^2u): expf is several times faster than
+    // tanhf, which showed in a decoding step's profile; exact at both ends.
+    float u = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+    return v * (1.f - 1.f / (1.f + std::exp(2.f * u)));
+  }
   case TFM_ACTIVATION_SILU:
     return v / (1.f + std::exp(-v));
   default:
@@ -69,44 +72,41 @@ __attribute__((target("avx2,fma"))) float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/// As gemvRowsScalar, four weight rows at a time with eight lanes each.
+/// As gemvRowsScalar, one weight row after another, so that a thread reads
+/// its rows as one sequential stream (what the hardware prefetcher serves
+/// best; rows of a few KB read side by side were 20% slower), with four
+/// independent sums of eight lanes per row of x.
 template <int M>
 __attribute__((target("avx2,fma"))) void
 gemvRowsAvx2(const float *x, int64_t k, const float *w, int64_t n0,
              int64_t n1, float *acc) {
-  int64_t j = n0, k8 = k / 8 * 8, width = n1 - n0;
-  for (; j + 4 <= n1; j += 4) {
-    __m256 s[4][M];
-    for (int q = 0; q < 4; ++q)
-      for (int r = 0; r < M; ++r)
-        s[q][r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < k8; i += 8) {
-      __m256 xv[M];
-      for (int r = 0; r < M; ++r)
-        xv[r] = _mm256_loadu_ps(x + r * k + i);
-      for (int q = 0; q < 4; ++q) {
-        __m256 wv = _mm256_loadu_ps(w + (j + q) * k + i);
+  int64_t k32 = k / 32 * 32, k8 = k / 8 * 8, width = n1 - n0;
+  for (int64_t j = n0; j < n1; ++j) {
+    const float *row = w + j * k;
+    __m256 s[M][4];
+    for (int r = 0; r < M; ++r)
+      for (int u = 0; u < 4; ++u)
+        s[r][u] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i < k32; i += 32)
+      for (int u = 0; u < 4; ++u) {
+        __m256 wv = _mm256_loadu_ps(row + i + 8 * u);
         for (int r = 0; r < M; ++r)
-          s[q][r] = _mm256_fmadd_ps(wv, xv[r], s[q][r]);
+          s[r][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i + 8 * u),
+                                    s[r][u]);
       }
+    for (; i < k8; i += 8) {
+      __m256 wv = _mm256_loadu_ps(row + i);
+      for (int r = 0; r < M; ++r)
+        s[r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), s[r][0]);
     }
-    for (int q = 0; q < 4; ++q)
-      for (int r = 0; r < M; ++r) {
-        float t = hsum(s[q][r]);
-        for (int64_t i = k8; i < k; ++i)
-          t += x[r * k + i] * w[(j + q) * k + i];
-        acc[r * width + (j + q - n0)] = t;
-      }
-  }
-  if (j < n1) {
-    // The last rows, scalar; acc's rows are `width` apart.
-    for (int64_t jj = j; jj < n1; ++jj)
-      for (int r = 0; r < M; ++r) {
-        float t = 0.f;
-        for (int64_t i = 0; i < k; ++i)
-          t += x[r * k + i] * w[jj * k + i];
-        acc[r * width + (jj - n0)] = t;
-      }
+    for (int r = 0; r < M; ++r) {
+      float t = hsum(_mm256_add_ps(_mm256_add_ps(s[r][0], s[r][1]),
+                                   _mm256_add_ps(s[r][2], s[r][3])));
+      for (int64_t ii = k8; ii < k; ++ii)
+        t += x[r * k + ii] * row[ii];
+      acc[r * width + (j - n0)] = t;
+    }
   }
 }
 #endif
