@@ -483,6 +483,16 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(u, cache);
     return success();
   });
+  on<CacheReadOp>(t, [needState](CacheReadOp r, Frame &f) -> LogicalResult {
+    if (failed(needState(r, f)))
+      return failure();
+    std::vector<int64_t> shape(shapeOf(r.getType()));
+    Tensor &cache = f.state->caches[r.getName().str()];
+    if (cache.shape != shape)
+      cache = Tensor(kindOf(r.getType()), shape);
+    f.set(r, cache);
+    return success();
+  });
   on<CrossEntropyGradOp>(t, [](CrossEntropyGradOp c, Frame &f) {
     std::string error;
     auto r = evalCrossEntropyGrad(

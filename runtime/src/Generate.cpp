@@ -43,6 +43,7 @@ struct TensorRef {
 /// What the loop needs of a model compiled for generation.
 struct GenerationModel {
   const tfm_abi_entry_t *prefill = nullptr, *step = nullptr;
+  const tfm_abi_entry_t *encode = nullptr; // an encoder-decoder's
   int64_t maxLength = 0, batch = 0, chunk = 0, vocab = 0;
 };
 
@@ -57,6 +58,7 @@ tfm_status_t describe(const tfm_module_s *module, GenerationModel &g) {
   g.maxLength = maxLengthOf(module->model);
   g.prefill = module->findEntry("prefill");
   g.step = module->findEntry("decode_step");
+  g.encode = module->findEntry("encode");
   if (g.maxLength <= 0 || !g.prefill || !g.step)
     return makeStatus(TFM_STATUS_FAILED_PRECONDITION,
                       "'{}' was not compiled for generation; compile the "
@@ -78,6 +80,15 @@ tfm_status_t describe(const tfm_module_s *module, GenerationModel &g) {
                         "position to logits, as generation entries do",
                         module->path, e->name);
   }
+  if (g.encode &&
+      (g.encode->num_inputs != 1 || g.encode->num_outputs != 0 ||
+       g.encode->inputs[0].rank != 2 ||
+       g.encode->inputs[0].dtype != TFM_DTYPE_I64 ||
+       g.encode->inputs[0].dims[0] != g.step->inputs[0].dims[0]))
+    return makeStatus(TFM_STATUS_DATA_LOSS,
+                      "'{}': entry 'encode' does not take the source ids of "
+                      "the generation's batch",
+                      module->path);
   g.batch = g.step->inputs[0].dims[0];
   g.chunk = g.prefill->inputs[0].dims[1];
   g.vocab = g.step->outputs[0].dims[2];
@@ -125,6 +136,19 @@ public:
     for (size_t i = 1; i < outs.size(); ++i)
       tfm_tensor_release(outs[i]);
     return nullptr;
+  }
+
+  /// Runs `encode` on the source, the same in every row.
+  tfm_status_t encode(const int64_t *source, int64_t length) {
+    TensorRef ids;
+    if (tfm_status_t s = tfm_tensor_create(
+            TFM_DTYPE_I64, g.encode->inputs[0].dims, 2, &ids.t))
+      return s;
+    auto *id = static_cast<int64_t *>(tfm_tensor_data(ids.t));
+    for (int64_t r = 0; r < g.batch; ++r)
+      std::copy(source, source + length, id + r * length);
+    tfm_tensor_t *in[1] = {ids.t};
+    return runEntry(session, g.encode, in, 1, nullptr);
   }
 
   /// Moves each cache's batch blocks: block i becomes old block rows[i].
@@ -267,6 +291,17 @@ tfm_status_t tfm_session_generate(tfm_session_t *session,
                      "in (0, 1]");
   if (o.end_token >= g.vocab)
     return badOption("end_token lies outside the vocabulary");
+  int64_t sourceLength = g.encode ? g.encode->inputs[0].dims[1] : 0;
+  if (g.encode && (!o.source ||
+                   static_cast<int64_t>(o.source_length) != sourceLength))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_generate: '{}' is an encoder-decoder "
+                      "compiled for sources of {} tokens; the source given "
+                      "has {}",
+                      session->module->path, sourceLength,
+                      o.source ? o.source_length : 0);
+  if (!g.encode && o.source)
+    return badOption("the model has no encoder to read a source");
 
   SearchOptions so;
   so.beamWidth = o.beam_width;
@@ -288,9 +323,12 @@ tfm_status_t tfm_session_generate(tfm_session_t *session,
     Loop loop(session, g);
     Search search(so, g.vocab);
     std::vector<float> rows;
-    // The prompt: chunks through prefill while a whole chunk fits in the
-    // cache, the rest one token at a time.
+    // The source once, then the prompt: chunks through prefill while a
+    // whole chunk fits in the cache, the rest one token at a time.
     auto start = Clock::now();
+    if (g.encode)
+      if (tfm_status_t s = loop.encode(o.source, sourceLength))
+        return s;
     TensorRef logits;
     int64_t last = 0; // the row of the logits that predicts the next token
     for (int64_t pos = 0; pos < promptLength;) {

@@ -62,6 +62,7 @@ const char *kindName(int32_t kind) {
   case TFM_STATE_ADAM_V: return "Adam second moment";
   case TFM_STATE_STEP: return "step count";
   case TFM_STATE_CACHE: return "generation cache";
+  case TFM_STATE_SOURCE: return "generation source";
   default: return "?";
   }
 }
@@ -233,7 +234,7 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
     // Generation caches hold the last sequence, not what was learned.
     uint32_t saved = 0;
     for (int32_t i = 0; i < m->num_states; ++i)
-      saved += m->states[i].kind != TFM_STATE_CACHE;
+      saved += m->states[i].kind < TFM_STATE_CACHE;
     if (saved == 0)
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                         "'{}' has no training state to save; compile it "
@@ -247,7 +248,7 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
     const char *state = host.data();
     for (int32_t i = 0; i < m->num_states; ++i) {
       const tfm_abi_state_desc_t &st = m->states[i];
-      if (st.kind == TFM_STATE_CACHE)
+      if (st.kind >= TFM_STATE_CACHE)
         continue;
       uint32_t len = static_cast<uint32_t>(std::strlen(st.tensor.name));
       put(out, static_cast<int32_t>(st.kind));
@@ -338,7 +339,7 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
     if (r.p != r.end)
       return corrupt("trailing bytes after the last slot");
     for (int32_t i = 0; i < m->num_states; ++i) {
-      bool found = m->states[i].kind == TFM_STATE_CACHE;
+      bool found = m->states[i].kind >= TFM_STATE_CACHE;
       for (auto &c : copies)
         found |= c.first == &m->states[i];
       if (!found)

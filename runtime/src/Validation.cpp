@@ -369,7 +369,7 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     bool initFits = st.init_offset < 0 ||
                     (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
                      bytes <= m->weights_bytes - st.init_offset);
-    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_CACHE || !fits ||
+    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_SOURCE || !fits ||
         !initFits)
       return corrupt(fmt::format("state slot {} ('{}') lies outside the state "
                                  "or the weights",

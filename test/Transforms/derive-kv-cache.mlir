@@ -120,10 +120,11 @@ module {
 
 // -----
 
-// Tests that a model with more inputs than the token ids is refused.
+// Tests that a model with more inputs than a source and the token ids is
+// refused.
 module {
-  // expected-error@+1 {{generation takes a model whose only input is the token ids, but it has 2 inputs}}
-  func.func @infer(%ids: tensor<1x4xi64>, %mask: tensor<1x4xi64>) -> tensor<1x4xi64> {
+  // expected-error@+1 {{but it has 3 inputs}}
+  func.func @infer(%src: tensor<1x4xi64>, %ids: tensor<1x4xi64>, %mask: tensor<1x4xi64>) -> tensor<1x4xi64> {
     return %ids : tensor<1x4xi64>
   }
 }

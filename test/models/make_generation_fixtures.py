@@ -13,7 +13,13 @@ with no cache: greedy decoding, and beam search as the runtime defines it
 choice and every beam's ranking is checked to be decided by a margin far
 above float32 rounding, so a correct float32 implementation cannot differ.
 
-Writes test/models/generation/gpt/{model.onnx, expected.txt}.
+The second model is the paper's encoder-decoder (nn.Transformer, post-LN,
+sinusoidal positions, a causal target mask, tied embeddings), trained to
+reverse sequences of digits, exported with the source and the target ids
+as inputs; its expected tokens decode the target from a begin token for
+given sources.
+
+Writes test/models/generation/{gpt,transformer}/{model.onnx, expected.txt}.
 
   /usr/bin/python3 test/models/make_generation_fixtures.py
 """
@@ -118,7 +124,99 @@ def train(model, steps=400):
     return float(loss)
 
 
+SRC_LEN, DIGITS, BEGIN = 8, 10, 10
+
+
+class Seq2Seq(nn.Module):
+    """The paper's Transformer at a small size; the target may be shorter
+    than the longest one, as a decoder's prefix is."""
+
+    def __init__(self, d=32, heads=4, ff=64, layers=2):
+        super().__init__()
+        self.d = d
+        self.embed = nn.Embedding(DIGITS + 1, d)
+        self.core = nn.Transformer(d, heads, layers, layers, ff, dropout=0.0, batch_first=True)
+        pos = torch.arange(SRC_LEN).unsqueeze(1)
+        div = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+        pe = torch.zeros(SRC_LEN, d)
+        pe[:, 0::2] = torch.sin(pos * div)
+        pe[:, 1::2] = torch.cos(pos * div)
+        self.register_buffer("pe", pe)
+        self.register_buffer("causal", torch.triu(torch.ones(SRC_LEN, SRC_LEN, dtype=torch.bool), 1))
+
+    def forward(self, src, tgt):
+        n = tgt.shape[1]
+        x = self.embed(src) * math.sqrt(self.d) + self.pe
+        y = self.embed(tgt) * math.sqrt(self.d) + self.pe[:n]
+        h = self.core(x, y, tgt_mask=self.causal[:n, :n])
+        return h @ self.embed.weight.t()
+
+
+def train_reversal(model, steps=300):
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        src = torch.randint(0, DIGITS, (32, SRC_LEN))
+        out = src.flip(1)
+        tgt = torch.cat([torch.full((32, 1), BEGIN), out[:, :-1]], 1)
+        loss = F.cross_entropy(model(src, tgt).reshape(-1, DIGITS + 1), out.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss)
+
+
+def seq2seq_fixture():
+    torch.manual_seed(11)
+    model = Seq2Seq()
+    print("reversal training loss", train_reversal(model))
+    model.eval()
+    folder = os.path.join(HERE, "generation", "transformer")
+    os.makedirs(folder, exist_ok=True)
+    src = torch.randint(0, DIGITS, (2, SRC_LEN))
+    torch.onnx.export(model, (src, src), os.path.join(folder, "model.onnx"),
+                      input_names=["src", "tgt"], output_names=["logits"],
+                      opset_version=17, do_constant_folding=True,
+                      dynamic_axes={"src": {0: "batch"}, "tgt": {0: "batch", 1: "sequence"},
+                                    "logits": {0: "batch", 1: "sequence"}})
+    model = model.double()
+    lines = ["# Made by make_generation_fixtures.py: tokens PyTorch decodes by",
+             "# rerunning the whole encoder-decoder on the whole prefix at every step.",
+             f"# max_length {SRC_LEN} vocab {DIGITS + 1}"]
+    sources = [[3, 1, 4, 1, 5, 9, 2, 6], [0, 0, 7, 7, 2, 2, 9, 9], [8, 6, 4, 2, 1, 3, 5, 7]]
+
+    def logits_of(source):
+        def next_logits(tokens):
+            with torch.no_grad():
+                out = model(torch.tensor([source]), torch.tensor([[BEGIN] + tokens]))[0, -1]
+            return out
+        return next_logits
+
+    for s in sources:
+        fn, out = logits_of(s), []
+        for _ in range(SRC_LEN):
+            lp = torch.log_softmax(fn(out).double(), -1)
+            top = torch.topk(lp, 2).values
+            assert top[0] - top[1] > MARGIN, f"a near tie decoding {s}"
+            out.append(int(lp.argmax()))
+        lines.append(f"greedy {BEGIN} {','.join(map(str, out))} source {','.join(map(str, s))}")
+    for s, (k, alpha) in zip(sources, [(3, 0.6), (2, 0.0), (3, 1.0)]):
+        c = {"beam": k, "alpha": alpha, "end": -1, "early": True, "max": SRC_LEN,
+             "vocab": DIGITS + 1}
+        hyps = beam_search(c, logits_of(s))
+        scores = [lp / ((5 + len(t)) / 6) ** alpha for t, lp in hyps]
+        for a, b in zip(scores, scores[1:]):
+            assert a - b > MARGIN, f"a near tie among the beams of {s}"
+        lines.append(f"beam {BEGIN} width {k} alpha {alpha} end -1 max {SRC_LEN} "
+                     f"source {','.join(map(str, s))}")
+        for tokens, lp in hyps:
+            lines.append("hyp " + ",".join(map(str, tokens)))
+    with open(os.path.join(folder, "expected.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", folder)
+
+
 def main():
+    seq2seq_fixture()
     torch.manual_seed(7)
     model = GPT()
     print("final training loss", train(model))

@@ -73,6 +73,11 @@ public:
   /// The caches the last build made.
   int numCaches() const { return keys + values; }
 
+  /// Adds @encode(source inputs), which computes what the steps read of
+  /// the source (an encoder-decoder's encoder and cross-attention keys and
+  /// values) and keeps it in the session; nothing when there is none.
+  LogicalResult buildEncode();
+
 private:
   LogicalResult visit(Operation &op);
   LogicalResult fail(Operation &op, const Twine &why);
@@ -118,6 +123,13 @@ private:
   SmallVector<std::pair<unsigned, Value>> replaced;
   DenseMap<std::pair<Value, int64_t>, Value> rowsOf;
   Value position, positionsValue;
+  // Values that depend on a source input and on no token: computed by
+  // @encode, never in a step. The frontier is those a step reads (through
+  // tfm.cache_read), in the order the first build met them.
+  DenseSet<Value> sourceSide;
+  SmallVector<Value> frontier;
+  DenseMap<Value, int64_t> frontierIndex;
+  Value readSource(Value v);
   reference::Interpreter interpreter;
   DenseMap<Value, reference::Tensor> evaluated;
   int keys = 0, values = 0;
@@ -229,7 +241,8 @@ Value Deriver::cache(Operation &op, Value operand, int64_t axis,
                      (isKeys ? ".keys" : ".values");
   return b.create<CacheUpdateOp>(op.getLoc(), operand.getType(),
                                  b.getStringAttr(name), mapping.lookup(operand),
-                                 position, b.getI64IntegerAttr(axis));
+                                 position, b.getI64IntegerAttr(axis),
+                                 UnitAttr());
 }
 
 LogicalResult Deriver::visitMatmul(MatmulOp op) {
@@ -339,9 +352,26 @@ bool Deriver::isCausalMask(Value mask, MaskKind kind) {
 LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   Roles in = rolesOf(op.getInput());
   int64_t rank = in.size();
-  if (rank < 2 || in[rank - 1] != Role::Key)
-    return fail(*op, "a masked softmax follows the tokens but not over the "
-                     "key axis of an attention");
+  if (rank < 1)
+    return fail(*op, "a masked softmax of a scalar follows the tokens");
+  if (in[rank - 1] != Role::Key) {
+    // Over the source (cross-attention) or any axis of its own: row-wise.
+    if (in[rank - 1] == Role::Query)
+      return fail(*op, "a masked softmax runs over the query axis");
+    if (op.getCausal())
+      return fail(*op, "a causal mask over an axis that is not the "
+                       "positions decoded");
+    SmallVector<unsigned> aligned{0};
+    if (op.getMask())
+      aligned.push_back(1);
+    Roles result;
+    if (failed(alignedOp(*op, aligned, result)))
+      return failure();
+    cloneWith(*op, {result});
+    return success();
+  }
+  if (rank < 2)
+    return fail(*op, "the attention's scores have no query axis");
   if (in[rank - 2] != Role::Query)
     return fail(*op, "the attention's scores do not have the query axis "
                      "second to last");
@@ -450,9 +480,31 @@ LogicalResult Deriver::visitReshape(ReshapeOp op) {
   return success();
 }
 
+Value Deriver::readSource(Value v) {
+  auto [it, fresh] = frontierIndex.try_emplace(v, frontier.size());
+  if (fresh)
+    frontier.push_back(v);
+  return b.create<CacheReadOp>(v.getLoc(), v.getType(),
+                               b.getStringAttr("source" +
+                                               std::to_string(it->second)),
+                               b.getUnitAttr());
+}
+
 LogicalResult Deriver::visit(Operation &op) {
   bool follows = llvm::any_of(op.getOperands(),
                               [&](Value v) { return hasRoles(v); });
+  bool fromSource = llvm::any_of(op.getOperands(),
+                                 [&](Value v) { return sourceSide.count(v); });
+  if (!follows && fromSource) {
+    // The encoder's side: @encode computes it once per source.
+    for (Value r : op.getResults())
+      sourceSide.insert(r);
+    return success();
+  }
+  // What the step reads of the source comes from the session.
+  for (Value v : op.getOperands())
+    if (sourceSide.count(v) && !mapping.contains(v))
+      mapping.map(v, readSource(v));
   if (!follows) {
     // Depends on no token: the same in every step (weights, constant
     // masks and tables, which the ops that read them index at the step's
@@ -648,6 +700,10 @@ LogicalResult Deriver::build(StringRef name, int64_t c) {
   mapping.map(ids, entry->getArgument(0));
   roles[ids] = {Role::Batch, Role::Query};
   position = entry->getArgument(1);
+  sourceSide.clear();
+  for (BlockArgument a : forward.getArguments())
+    if (a.getArgNumber() != idsIndex)
+      sourceSide.insert(a);
 
   Block &body = forward.getBody().front();
   for (Operation &op : body.without_terminator())
@@ -658,6 +714,8 @@ LogicalResult Deriver::build(StringRef name, int64_t c) {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<Value> results;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (sourceSide.count(v) && !mapping.contains(v))
+      mapping.map(v, readSource(v));
     Roles r = rolesOf(v);
     if (i == 0 && (r.size() != 3 || r[1] != Role::Query)) {
       fn.erase();
@@ -678,6 +736,62 @@ LogicalResult Deriver::build(StringRef name, int64_t c) {
   for (unsigned i = 0; i < forward.getNumResults(); ++i)
     if (DictionaryAttr attrs = forward.getResultAttrDict(i))
       fn.setResultAttrs(i, attrs);
+  return success();
+}
+
+LogicalResult Deriver::buildEncode() {
+  if (frontier.empty())
+    return success();
+  MLIRContext *ctx = module.getContext();
+  SmallVector<BlockArgument> sources;
+  for (BlockArgument a : forward.getArguments())
+    if (a.getArgNumber() != idsIndex)
+      sources.push_back(a);
+  SmallVector<Type> types;
+  for (BlockArgument a : sources)
+    types.push_back(a.getType());
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = b.create<func::FuncOp>(forward.getLoc(), "encode",
+                                   FunctionType::get(ctx, types, {}));
+  Block *entry = fn.addEntryBlock();
+  IRMapping m;
+  for (auto [i, a] : llvm::enumerate(sources)) {
+    if (DictionaryAttr attrs = forward.getArgAttrDict(a.getArgNumber()))
+      fn.setArgAttrs(i, attrs);
+    fn.setArgAttr(i, "tfm.input_index", b.getI64IntegerAttr(i));
+    m.map(a, entry->getArgument(i));
+  }
+  fn->setAttr("tfm.num_graph_inputs", b.getI64IntegerAttr(sources.size()));
+  // The ops the frontier needs, in the forward function's order.
+  DenseSet<Operation *> needed;
+  SmallVector<Value> work(frontier.begin(), frontier.end());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !needed.insert(def).second)
+      continue;
+    for (Value v : def->getOperands())
+      work.push_back(v);
+  }
+  b.setInsertionPointToStart(entry);
+  for (Operation &op : forward.getBody().front().without_terminator())
+    if (needed.count(&op))
+      b.clone(op, m);
+  Location loc = forward.getLoc();
+  auto i64 = RankedTensorType::get({}, b.getI64Type());
+  Value zero = b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(i64, int64_t{0}));
+  for (auto [i, v] : llvm::enumerate(frontier)) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (!isa<FloatType>(type.getElementType()) || type.getRank() < 1)
+      return v.getDefiningOp()->emitError()
+             << "cannot derive a KV cache: the decoder reads " << type
+             << " of the source, and generation caches hold float tensors";
+    b.create<CacheUpdateOp>(loc, type,
+                            b.getStringAttr("source" + std::to_string(i)),
+                            m.lookup(v), zero, b.getI64IntegerAttr(0),
+                            b.getUnitAttr());
+  }
+  b.create<func::ReturnOp>(loc);
   return success();
 }
 
@@ -714,19 +828,32 @@ struct DeriveKVCachePass
         module.emitError() << "the module already has a @" << name;
         return signalPassFailure();
       }
-    // The token ids: the one integer input [B, S].
-    if (fwd.getNumArguments() != 1) {
+    // The token ids: the last input (a decoder's, after an encoder's
+    // source); any other input is the source, which @encode reads.
+    if (fwd.getNumArguments() < 1 || fwd.getNumArguments() > 2) {
       fwd.emitError() << "cannot derive a KV cache: generation takes a model "
-                         "whose only input is the token ids, but it has "
+                         "whose inputs are the token ids, after a source for "
+                         "an encoder-decoder, but it has "
                       << fwd.getNumArguments() << " inputs";
       return signalPassFailure();
     }
-    auto ids = dyn_cast<RankedTensorType>(fwd.getArgument(0).getType());
+    unsigned idsIndex = fwd.getNumArguments() - 1;
+    if (idsIndex == 1) {
+      auto src = dyn_cast<RankedTensorType>(fwd.getArgument(0).getType());
+      if (!src || src.getRank() != 2 ||
+          !isa<IntegerType>(src.getElementType()) || !src.hasStaticShape()) {
+        fwd.emitError() << "cannot derive a KV cache: an encoder-decoder's "
+                           "source must be token ids [batch, length], not "
+                        << fwd.getArgument(0).getType();
+        return signalPassFailure();
+      }
+    }
+    auto ids = dyn_cast<RankedTensorType>(fwd.getArgument(idsIndex).getType());
     if (!ids || ids.getRank() != 2 ||
         !isa<IntegerType>(ids.getElementType()) || !ids.hasStaticShape()) {
       fwd.emitError() << "cannot derive a KV cache: the input must be token "
                          "ids [batch, sequence] of a static shape, not "
-                      << fwd.getArgument(0).getType();
+                      << fwd.getArgument(idsIndex).getType();
       return signalPassFailure();
     }
     int64_t length = ids.getDimSize(1);
@@ -741,10 +868,16 @@ struct DeriveKVCachePass
       module.emitError() << "prefill-chunk must be at least 1";
       return signalPassFailure();
     }
-    Deriver deriver(module, fwd, 0, length);
+    for (StringRef name : {"encode"})
+      if (idsIndex == 1 && module.lookupSymbol(name)) {
+        module.emitError() << "the module already has a @" << name;
+        return signalPassFailure();
+      }
+    Deriver deriver(module, fwd, idsIndex, length);
     if (failed(deriver.build("prefill", std::min(prefillChunk.getValue(),
                                                  length))) ||
-        failed(deriver.build("decode_step", 1)))
+        failed(deriver.build("decode_step", 1)) ||
+        failed(deriver.buildEncode()))
       return signalPassFailure();
     module->setAttr("tfm.generation_max_length",
                     Builder(module.getContext()).getI64IntegerAttr(length));

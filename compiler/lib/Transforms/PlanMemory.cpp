@@ -124,7 +124,7 @@ void Planner::planView(Value r, const Placement &source, int64_t operand,
 
 void Planner::decide(Operation &op) {
   if (op.getNumResults() == 0 ||
-      isa<arith::ConstantOp, ParameterOp, CacheUpdateOp>(op))
+      isa<arith::ConstantOp, ParameterOp, CacheUpdateOp, CacheReadOp>(op))
     return;
   // Returned tensors go to the caller's buffers, except the parts of a
   // packed result (copied out at the end) and empty ones (which cross the
@@ -374,7 +374,8 @@ void Planner::record(int64_t arena, int64_t bound) {
   Builder b(ctx);
   for (Operation &op : block) {
     if (op.getNumResults() == 0 ||
-        isa<arith::ConstantOp, ParameterOp, CacheUpdateOp>(op))
+        isa<arith::ConstantOp, ParameterOp, CacheUpdateOp, CacheReadOp>(
+            op))
       continue;
     SmallVector<Attribute> plan;
     for (Value r : op.getResults()) {

@@ -26,7 +26,7 @@ enum ExitCode : int {
 
 /// Options of `tfmc generate`.
 struct GenerateOptions {
-  std::vector<int64_t> prompt;
+  std::vector<int64_t> prompt, source;
   int64_t maxNewTokens = 16, beam = 1, endToken = -1, topK = 0;
   double lengthPenalty = 0, temperature = 1, topP = 1;
   bool sample = false;

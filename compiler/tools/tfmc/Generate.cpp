@@ -68,6 +68,10 @@ int mlir::tfm::tfmc::generateCompiled(llvm::StringRef soPath,
   go.top_k = opts.topK;
   go.top_p = opts.topP;
   go.seed = opts.seed;
+  if (!opts.source.empty()) {
+    go.source = opts.source.data();
+    go.source_length = opts.source.size();
+  }
   bool streaming = opts.beam == 1;
   if (streaming)
     go.on_token = streamToken;

@@ -692,11 +692,7 @@ int runGenerate(MLIRContext &context) {
                "--length-penalty\n";
     return kExitUsage;
   }
-  if (!sourceIds.empty()) {
-    error() << "--source-ids: generation from an encoder-decoder is not "
-               "built yet; tfmc generate takes a decoder-only model\n";
-    return kExitInputError;
-  }
+  opts.source.assign(sourceIds.begin(), sourceIds.end());
   if (*threads < 0) {
     error() << "--threads must not be negative\n";
     return kExitUsage;

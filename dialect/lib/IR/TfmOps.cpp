@@ -404,6 +404,12 @@ LogicalResult CacheUpdateOp::verify() {
   return success();
 }
 
+LogicalResult CacheReadOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty 'name'";
+  return success();
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   ShapeDiag d{getLoc(), getOperationName()};
   if (failed(inferCrossEntropyType(d, getLogits().getType(),

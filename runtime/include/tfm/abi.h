@@ -160,6 +160,10 @@ typedef enum tfm_state_kind_t {
    * equal contiguous blocks, so a beam search reorders the cache by moving
    * whole blocks. Zeros at the start. */
   TFM_STATE_CACHE = 5,
+  /* What an encoder-decoder's decoding steps read of the source (an append
+   * to version 5): written by the `encode` entry once per source, read by
+   * `prefill` and `decode_step`, never reordered. Zeros at the start. */
+  TFM_STATE_SOURCE = 6,
 } tfm_state_kind_t;
 
 typedef struct tfm_abi_state_desc_t {
@@ -296,7 +300,9 @@ typedef struct tfm_abi_model_t {
    * 0 otherwise. Such a model has the entries `prefill` (a chunk of
    * tokens) and `decode_step` (one token), each with the inputs (token ids
    * [B, C] as int64, position as an int64 scalar: where the chunk starts)
-   * and the output logits [B, C, V], in that order. */
+   * and the output logits [B, C, V], in that order. An encoder-decoder also
+   * has `encode` (source ids [B, S'] as int64, no outputs), run once per
+   * source before the prompt. */
   int64_t generation_max_length;
 } tfm_abi_model_t;
 

@@ -247,6 +247,11 @@ typedef struct tfm_generate_options_t {
   int32_t (*on_token)(void *user_data, int64_t step, const int64_t *tokens,
                       size_t num_live);
   void *user_data;
+  /* An encoder-decoder's source sentence (token ids, borrowed), which its
+   * `encode` entry reads once before the prompt; exactly as long as the
+   * model was compiled for. NULL for a decoder-only model. */
+  const int64_t *source;
+  size_t source_length;
 } tfm_generate_options_t;
 
 TFM_API void tfm_generate_options_init(tfm_generate_options_t *options);

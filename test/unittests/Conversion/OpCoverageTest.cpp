@@ -31,6 +31,8 @@ const std::map<std::string, std::string> &notLoweredAsOps() {
        "the lowering's output, not its input"},
       {tfm::ParameterOp::getOperationName().str(),
        "bound to its slot in the training state by the buffer assignment"},
+      {tfm::CacheReadOp::getOperationName().str(),
+       "bound to its slot in the session state by the buffer assignment"},
   };
   return ops;
 }

@@ -63,7 +63,21 @@ void expectCachedStepsEqualTheWholeModel(const std::string &path,
   for (size_t i = 0; i < all.size(); ++i)
     all[i] = static_cast<int64_t>((i * 37 + 11) % vocab);
   tfm::Tensor whole = ids(all, length, batch);
-  tfm::Tensor expected = std::move(s.run(uncached, {&whole}).at(0));
+  tfm::Tensor expected(nullptr);
+  tfm_tensor_desc_t src;
+  if (tfm_status_t st = tfm_module_entry_io(m.get(), "encode", 0, 0, &src)) {
+    tfm_status_free(st); // decoder-only
+    expected = std::move(s.run(uncached, {&whole}).at(0));
+  } else {
+    // An encoder-decoder: the source once, then the same steps; the
+    // uncached model reads the source with the whole target.
+    std::vector<int64_t> source(src.dims[0] * src.dims[1]);
+    for (size_t i = 0; i < source.size(); ++i)
+      source[i] = static_cast<int64_t>((i * 13 + 5) % vocab);
+    tfm::Tensor sourceIds = ids(source, src.dims[1], batch);
+    s.run("encode", {&sourceIds});
+    expected = std::move(s.run(uncached, {&sourceIds, &whole}).at(0));
+  }
 
   auto columns = [&](int64_t from, int64_t n) {
     std::vector<int64_t> part;
@@ -108,29 +122,37 @@ TEST(Generation, CachedStepsOfTheTrainableExample) {
   expectCachedStepsEqualTheWholeModel(TFM_GENERATION_EXAMPLE_SO, "infer");
 }
 
+// The paper's encoder-decoder: @encode computes the encoder and the
+// cross-attention keys and values once; the steps cache self-attention.
+TEST(Generation, CachedStepsOfTheEncoderDecoder) {
+  expectCachedStepsEqualTheWholeModel(TFM_GENERATION_SEQ2SEQ_SO, "infer");
+}
+
 struct Case {
   std::string kind; // greedy or beam
-  std::vector<int64_t> prompt;
+  std::vector<int64_t> prompt, source;
   tfm::GenerateOptions options;
   std::vector<std::vector<int64_t>> expected;
 };
 
-std::vector<Case> readCases() {
-  std::ifstream in(kExpected);
+std::vector<Case> readCases(const std::string &path = kExpected) {
+  std::ifstream in(path);
   std::vector<Case> cases;
   for (std::string line; std::getline(in, line);) {
     std::stringstream words(line);
     std::string kind;
     words >> kind;
     if (kind == "greedy") {
-      std::string prompt, tokens;
+      std::string prompt, tokens, key, source;
       words >> prompt >> tokens;
-      Case c{kind, parseIds(prompt), {}, {parseIds(tokens)}};
+      Case c{kind, parseIds(prompt), {}, {}, {parseIds(tokens)}};
+      if (words >> key >> source && key == "source")
+        c.source = parseIds(source);
       c.options.max_new_tokens = static_cast<int64_t>(c.expected[0].size());
       cases.push_back(c);
     } else if (kind == "beam") {
       std::string prompt, key;
-      Case c{kind, {}, {}, {}};
+      Case c{kind, {}, {}, {}, {}};
       words >> prompt;
       c.prompt = parseIds(prompt);
       while (words >> key) {
@@ -142,6 +164,11 @@ std::vector<Case> readCases() {
           words >> c.options.end_token;
         else if (key == "max")
           words >> c.options.max_new_tokens;
+        else if (key == "source") {
+          std::string source;
+          words >> source;
+          c.source = parseIds(source);
+        }
       }
       cases.push_back(c);
     } else if (kind == "hyp") {
@@ -161,7 +188,9 @@ TEST(Generation, TokensEqualPyTorchRerunningTheWholeModel) {
   EXPECT_EQ(tfm_module_generation_max_length(m.get()), kLength);
   // One session for all: each generation starts over.
   tfm::Session s(m);
-  for (const Case &c : cases) {
+  for (Case c : cases) {
+    c.options.source = c.source.empty() ? nullptr : c.source.data();
+    c.options.source_length = c.source.size();
     tfm::Generation g = s.generate(c.prompt, c.options);
     EXPECT_EQ(g.sequences, c.expected)
         << c.kind << " from a prompt of " << c.prompt.size() << " tokens";
@@ -171,6 +200,34 @@ TEST(Generation, TokensEqualPyTorchRerunningTheWholeModel) {
     for (size_t i = 1; i < g.scores.size(); ++i)
       EXPECT_GE(g.scores[i - 1], g.scores[i]);
   }
+}
+
+TEST(Generation, EncoderDecoderTokensEqualPyTorch) {
+  std::vector<Case> cases = readCases(TFM_GENERATION_SEQ2SEQ_EXPECTED);
+  ASSERT_EQ(cases.size(), 6u);
+  tfm::Context ctx;
+  tfm::Module m(ctx, TFM_GENERATION_SEQ2SEQ_SO);
+  tfm::Session s(m);
+  for (Case c : cases) {
+    c.options.source = c.source.data();
+    c.options.source_length = c.source.size();
+    EXPECT_EQ(s.generate(c.prompt, c.options).sequences, c.expected)
+        << c.kind << " of source " << c.source.at(0) << "...";
+  }
+  // The source is required, at the compiled length.
+  tfm::GenerateOptions o;
+  o.max_new_tokens = 4;
+  std::vector<int64_t> shortSource{1, 2, 3};
+  o.source = shortSource.data();
+  o.source_length = shortSource.size();
+  tfm_generation_t *g = nullptr;
+  std::vector<int64_t> begin{10};
+  tfm_status_t st = tfm_session_generate(s.get(), begin.data(), 1, &o, &g);
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(std::string(tfm_status_message(st)).find("sources of 8 tokens"),
+            std::string::npos)
+      << tfm_status_message(st);
+  tfm_status_free(st);
 }
 
 TEST(Generation, StreamsAndStopsWhenTheCallbackSays) {

@@ -117,17 +117,26 @@ LogicalResult mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries,
               state.add(u.getParameter(), TFM_STATE_ADAM_V, type, -1);
         }
       }
-      if (auto u = dyn_cast<CacheUpdateOp>(op)) {
-        auto [it, fresh] = state.typeOf.try_emplace(u.getName(), u.getType());
-        if (!fresh && it->second != u.getType()) {
-          u.emitError("cache '") << u.getName() << "' is " << u.getType()
-                                 << " here but " << it->second << " elsewhere";
-          return WalkResult::interrupt();
+      auto cacheSlot = [&](StringRef name, RankedTensorType type,
+                           bool source) {
+        auto [it, fresh] = state.typeOf.try_emplace(name, type);
+        if (!fresh && it->second != type) {
+          op->emitError("cache '") << name << "' is " << type
+                                   << " here but " << it->second
+                                   << " elsewhere";
+          return false;
         }
         if (fresh)
-          state.cache[u.getName()] =
-              state.add(u.getName(), TFM_STATE_CACHE, u.getType(), -1);
-      }
+          state.cache[name] = state.add(
+              name, source ? TFM_STATE_SOURCE : TFM_STATE_CACHE, type, -1);
+        return true;
+      };
+      if (auto u = dyn_cast<CacheUpdateOp>(op);
+          u && !cacheSlot(u.getName(), u.getType(), u.getSource()))
+        return WalkResult::interrupt();
+      if (auto r = dyn_cast<CacheReadOp>(op);
+          r && !cacheSlot(r.getName(), r.getType(), r.getSource()))
+        return WalkResult::interrupt();
       if (isa<NextStepOp>(op) && state.step < 0)
         state.step = state.add(
             "step", TFM_STATE_STEP,
@@ -686,6 +695,11 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
       // The parameter's current value, in the session's state.
       buffers[p.getResult()] = view(
           stateArg, layout.state.parameter.lookup(p.getName()), p.getType());
+      continue;
+    }
+    if (auto r = dyn_cast<CacheReadOp>(op)) {
+      buffers[r.getResult()] = view(
+          stateArg, layout.state.cache.lookup(r.getName()), r.getType());
       continue;
     }
     if (auto u = dyn_cast<CacheUpdateOp>(op))

@@ -990,7 +990,8 @@ def Tfm_CacheUpdateOp : Tfm_Op<"cache_update",
     the projections of its new tokens only and attends over the cache.
 
     A position outside `[0, cache.shape[axis] - value.shape[axis]]` is an
-    error at run time.
+    error at run time. With `source`, the cache is one of the source's
+    (see `tfm.cache_read`).
 
     Shape rules: `value` and the result have the same rank and element
     type, and agree on every dimension except `axis`, where the value's is
@@ -1002,11 +1003,34 @@ def Tfm_CacheUpdateOp : Tfm_Op<"cache_update",
     ```
   }];
   let arguments = (ins StrAttr:$name, Tfm_FloatTensor:$value,
-                       Tfm_StepTensor:$position, I64Attr:$axis);
+                       Tfm_StepTensor:$position, I64Attr:$axis,
+                       UnitAttr:$source);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $name `,` $value `,` $position attr-dict `:` functional-type(operands, results)
+    $name `,` $value `,` $position (`source` $source^)? attr-dict `:`
+    functional-type(operands, results)
   }];
+  let hasVerifier = 1;
+}
+
+def Tfm_CacheReadOp : Tfm_Op<"cache_read",
+    [MemoryEffects<[MemRead<Tfm_GenerationCache>]>]> {
+  let summary = "reads a generation cache";
+  let description = [{
+    The session's cache `name` as the last `tfm.cache_update` of it left it
+    (zeros before any). With `source`, the cache holds what an
+    encoder-decoder's decoding steps read of the source: the
+    cross-attention keys and values that `@encode` computes once per
+    source, which a beam search does not reorder (every beam has the same
+    source). `tfm-derive-kv-cache` makes them.
+
+    ```mlir
+    %k = tfm.cache_read "source0" source : tensor<1x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$source);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = "$name (`source` $source^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
