@@ -85,8 +85,8 @@ build() {
 # checkpoint; a small GPT learns the bundled text.
 train_examples() {
   local ex="$ROOT/examples/training" out="$BUILD/examples"
-  log "tfmc compile --train seq2seq.onnx (Adam, the paper's schedule and label smoothing)"
-  "$BUILD/bin/tfmc" compile "$ex/seq2seq.onnx" --train --optimizer=adam \
+  log "tfmc compile --train --generate seq2seq.onnx (Adam, the paper's schedule and label smoothing)"
+  "$BUILD/bin/tfmc" compile "$ex/seq2seq.onnx" --train --generate --optimizer=adam \
     --beta1=0.9 --beta2=0.98 --eps=1e-9 --label-smoothing=0.1 --lr=1 \
     --lr-schedule=noam:d_model=64,warmup=400 --freeze=pe -o "$out/seq2seq.so"
   log "tfm-seq2seq: train until 99% of held-out sequences decode right"
