@@ -49,15 +49,20 @@ class Block(nn.Module):
         self.fc1, self.fc2 = nn.Linear(D, FF), nn.Linear(FF, D)
         self.register_buffer("causal", torch.tril(torch.ones(MAXLEN, MAXLEN)).view(1, 1, MAXLEN, MAXLEN))
 
-    def forward(self, x):
+    def forward(self, x, past=None):
         b, n, _ = x.shape
         h = self.ln1(x)
         q, k, v = (t(h).view(b, n, H, D // H).transpose(1, 2) for t in (self.q, self.k, self.v))
+        p = 0
+        if past is not None:
+            p = past[0].shape[2]
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(D // H)
-        att = att.masked_fill(self.causal[:, :, :n, :n] == 0, float("-inf"))
+        att = att.masked_fill(self.causal[:, :, p:p + n, :p + n] == 0, float("-inf"))
         y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, n, D)
         x = x + self.proj(y)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+        return x if past is None else (x, k, v)
 
 
 class GPT(nn.Module):
@@ -73,6 +78,25 @@ class GPT(nn.Module):
         for blk in self.blocks:
             x = blk(x)
         return self.ln(x) @ self.tok.weight.t()
+
+
+class GPTWithPast(nn.Module):
+    """The same model as exporters write it for generation: the keys and
+    values of the earlier positions in (past_key_values, one pair per
+    layer), the extended ones out (present)."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = gpt
+
+    def forward(self, ids, *past):
+        g, p = self.gpt, past[0].shape[2]
+        x = g.tok(ids) + g.pos(torch.arange(p, p + ids.shape[1]).unsqueeze(0))
+        presents = []
+        for i, blk in enumerate(g.blocks):
+            x, k, v = blk(x, (past[2 * i], past[2 * i + 1]))
+            presents += [k, v]
+        return (g.ln(x) @ g.tok.weight.t(), *presents)
 
 
 def next_log_probs(model, tokens):
@@ -229,6 +253,19 @@ def main():
                       opset_version=17, do_constant_folding=True,
                       dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                                     "logits": {0: "batch", 1: "sequence"}})
+    # The same weights exported with past_key_values (test/tfmc/generate.test
+    # generates the same tokens from it).
+    past_folder = os.path.join(HERE, "generation", "gpt_past")
+    os.makedirs(past_folder, exist_ok=True)
+    empty = [torch.zeros(1, H, 0, D // H) for _ in range(2 * LAYERS)]
+    names = [f"past_{i // 2}_{'kv'[i % 2]}" for i in range(2 * LAYERS)]
+    torch.onnx.export(GPTWithPast(model), (ids[:1, :1], *empty),
+                      os.path.join(past_folder, "model.onnx"),
+                      input_names=["input_ids"] + names,
+                      output_names=["logits"] + [n.replace("past", "present") for n in names],
+                      opset_version=17, do_constant_folding=True,
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                                    **{n: {0: "batch", 2: "past"} for n in names}})
     model = model.double()
     lines = ["# Made by make_generation_fixtures.py: tokens PyTorch generates by",
              "# rerunning the whole model on the whole prefix at every step.",

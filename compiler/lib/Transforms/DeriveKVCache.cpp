@@ -656,14 +656,31 @@ LogicalResult Deriver::visit(Operation &op) {
     return success();
   }
   if (auto c = dyn_cast<ConcatOp>(op)) {
+    int64_t axis = axisOf(c.getAxis(), shapeOf(c).size());
+    // An export with past_key_values, bound to an empty past: the
+    // concatenation of the past with the new keys is the new keys.
+    Value only;
+    int nonEmpty = 0;
+    for (Value v : op.getOperands())
+      if (shapeOf(v)[axis] != 0) {
+        only = v;
+        ++nonEmpty;
+      }
+    if (nonEmpty == 1 && only.getType() == c.getType()) {
+      mapping.map(c.getResult(), mapping.lookup(only));
+      roles[c.getResult()] = rolesOf(only);
+      return success();
+    }
     SmallVector<unsigned> all;
     for (unsigned i = 0; i < op.getNumOperands(); ++i)
       all.push_back(i);
     if (failed(alignedOp(op, all, result)))
       return failure();
-    int64_t axis = axisOf(c.getAxis(), result.size());
-    if (result[axis] != Role::None)
+    if (result[axis] == Role::Query || result[axis] == Role::Key)
       return fail(op, "it concatenates along an axis that follows the tokens");
+    // Stacking along a batch axis of one (a past_key_values export's
+    // presents) keeps no batch there.
+    result[axis] = Role::None;
     cloneWith(op, {result});
     return success();
   }
@@ -701,9 +718,17 @@ LogicalResult Deriver::build(StringRef name, int64_t c) {
   roles[ids] = {Role::Batch, Role::Query};
   position = entry->getArgument(1);
   sourceSide.clear();
-  for (BlockArgument a : forward.getArguments())
-    if (a.getArgNumber() != idsIndex)
+  for (BlockArgument a : forward.getArguments()) {
+    if (a.getArgNumber() == idsIndex)
+      continue;
+    auto t = cast<RankedTensorType>(a.getType());
+    if (t.getNumElements() == 0)
+      // An empty past (past_key_values bound to length 0): a constant.
+      mapping.map(a, b.create<arith::ConstantOp>(
+                         a.getLoc(), DenseElementsAttr::get(t, ArrayRef<Attribute>{})));
+    else
       sourceSide.insert(a);
+  }
 
   Block &body = forward.getBody().front();
   for (Operation &op : body.without_terminator())
@@ -745,7 +770,8 @@ LogicalResult Deriver::buildEncode() {
   MLIRContext *ctx = module.getContext();
   SmallVector<BlockArgument> sources;
   for (BlockArgument a : forward.getArguments())
-    if (a.getArgNumber() != idsIndex)
+    if (a.getArgNumber() != idsIndex &&
+        cast<RankedTensorType>(a.getType()).getNumElements() != 0)
       sources.push_back(a);
   SmallVector<Type> types;
   for (BlockArgument a : sources)
@@ -755,6 +781,11 @@ LogicalResult Deriver::buildEncode() {
                                    FunctionType::get(ctx, types, {}));
   Block *entry = fn.addEntryBlock();
   IRMapping m;
+  b.setInsertionPointToStart(entry);
+  for (BlockArgument a : forward.getArguments())
+    if (auto t = cast<RankedTensorType>(a.getType()); t.getNumElements() == 0)
+      m.map(a, b.create<arith::ConstantOp>(
+                   a.getLoc(), DenseElementsAttr::get(t, ArrayRef<Attribute>{})));
   for (auto [i, a] : llvm::enumerate(sources)) {
     if (DictionaryAttr attrs = forward.getArgAttrDict(a.getArgNumber()))
       fn.setArgAttrs(i, attrs);
@@ -772,7 +803,6 @@ LogicalResult Deriver::buildEncode() {
     for (Value v : def->getOperands())
       work.push_back(v);
   }
-  b.setInsertionPointToStart(entry);
   for (Operation &op : forward.getBody().front().without_terminator())
     if (needed.count(&op))
       b.clone(op, m);
@@ -828,23 +858,29 @@ struct DeriveKVCachePass
         module.emitError() << "the module already has a @" << name;
         return signalPassFailure();
       }
-    // The token ids: the last input (a decoder's, after an encoder's
-    // source); any other input is the source, which @encode reads.
-    if (fwd.getNumArguments() < 1 || fwd.getNumArguments() > 2) {
+    // The token ids: the last input that is not empty (a decoder's, after
+    // an encoder's source); another one is the source, which @encode reads.
+    // Empty inputs are a past_key_values export's past, bound to length 0.
+    SmallVector<unsigned> inputs;
+    for (BlockArgument a : fwd.getArguments())
+      if (auto t = dyn_cast<RankedTensorType>(a.getType());
+          !t || !t.hasStaticShape() || t.getNumElements() != 0)
+        inputs.push_back(a.getArgNumber());
+    if (inputs.empty() || inputs.size() > 2) {
       fwd.emitError() << "cannot derive a KV cache: generation takes a model "
                          "whose inputs are the token ids, after a source for "
                          "an encoder-decoder, but it has "
-                      << fwd.getNumArguments() << " inputs";
+                      << inputs.size() << " inputs that are not empty";
       return signalPassFailure();
     }
-    unsigned idsIndex = fwd.getNumArguments() - 1;
-    if (idsIndex == 1) {
-      auto src = dyn_cast<RankedTensorType>(fwd.getArgument(0).getType());
+    unsigned idsIndex = inputs.back();
+    if (inputs.size() == 2) {
+      auto src = dyn_cast<RankedTensorType>(fwd.getArgument(inputs[0]).getType());
       if (!src || src.getRank() != 2 ||
           !isa<IntegerType>(src.getElementType()) || !src.hasStaticShape()) {
         fwd.emitError() << "cannot derive a KV cache: an encoder-decoder's "
                            "source must be token ids [batch, length], not "
-                        << fwd.getArgument(0).getType();
+                        << fwd.getArgument(inputs[0]).getType();
         return signalPassFailure();
       }
     }
@@ -869,7 +905,7 @@ struct DeriveKVCachePass
       return signalPassFailure();
     }
     for (StringRef name : {"encode"})
-      if (idsIndex == 1 && module.lookupSymbol(name)) {
+      if (inputs.size() == 2 && module.lookupSymbol(name)) {
         module.emitError() << "the module already has a @" << name;
         return signalPassFailure();
       }
