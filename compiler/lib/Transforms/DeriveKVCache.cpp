@@ -354,6 +354,11 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   int64_t rank = in.size();
   if (rank < 1)
     return fail(*op, "a masked softmax of a scalar follows the tokens");
+  // The input and the mask broadcast against each other.
+  SmallVector<unsigned> aligned{0};
+  if (op.getMask())
+    aligned.push_back(1);
+  Roles result;
   if (in[rank - 1] != Role::Key) {
     // Over the source (cross-attention) or any axis of its own: row-wise.
     if (in[rank - 1] == Role::Query)
@@ -361,10 +366,6 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
     if (op.getCausal())
       return fail(*op, "a causal mask over an axis that is not the "
                        "positions decoded");
-    SmallVector<unsigned> aligned{0};
-    if (op.getMask())
-      aligned.push_back(1);
-    Roles result;
     if (failed(alignedOp(*op, aligned, result)))
       return failure();
     cloneWith(*op, {result});
@@ -384,10 +385,6 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   if (!op.getCausal() && !causalByValue)
     return fail(*op, "the attention is not causal, so a token would see the "
                      "positions after it, which a cache does not hold yet");
-  SmallVector<unsigned> aligned{0};
-  if (op.getMask())
-    aligned.push_back(1);
-  Roles result;
   if (failed(alignedOp(*op, aligned, result)))
     return failure();
   Value input = mapping.lookup(op.getInput());
