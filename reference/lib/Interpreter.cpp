@@ -455,13 +455,20 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(n, Tensor::ofInts(ElementKind::I64, {}, {++f.state->step}));
     return success();
   });
-  on<CacheUpdateOp>(t, [needState](CacheUpdateOp u, Frame &f) -> LogicalResult {
+  // A cache of the session, zeros until written.
+  auto cacheOf = [](Frame &f, StringRef name, Type type) -> Tensor & {
+    std::vector<int64_t> shape(shapeOf(type));
+    Tensor &cache = f.state->caches[name.str()];
+    if (cache.shape != shape)
+      cache = Tensor(kindOf(type), shape);
+    return cache;
+  };
+  on<CacheUpdateOp>(t, [needState, cacheOf](CacheUpdateOp u,
+                                            Frame &f) -> LogicalResult {
     if (failed(needState(u, f)))
       return failure();
-    std::vector<int64_t> shape(shapeOf(u.getType()));
-    Tensor &cache = f.state->caches[u.getName().str()];
-    if (cache.shape != shape)
-      cache = Tensor(kindOf(u.getType()), shape);
+    Tensor &cache = cacheOf(f, u.getName(), u.getType());
+    const std::vector<int64_t> &shape = cache.shape;
     const Tensor &value = f.get(u.getValue());
     int64_t position = static_cast<int64_t>(f.get(u.getPosition()).get(0));
     int64_t axis = u.getAxis(), n = value.shape[axis];
@@ -483,14 +490,11 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(u, cache);
     return success();
   });
-  on<CacheReadOp>(t, [needState](CacheReadOp r, Frame &f) -> LogicalResult {
+  on<CacheReadOp>(t, [needState, cacheOf](CacheReadOp r,
+                                          Frame &f) -> LogicalResult {
     if (failed(needState(r, f)))
       return failure();
-    std::vector<int64_t> shape(shapeOf(r.getType()));
-    Tensor &cache = f.state->caches[r.getName().str()];
-    if (cache.shape != shape)
-      cache = Tensor(kindOf(r.getType()), shape);
-    f.set(r, cache);
+    f.set(r, cacheOf(f, r.getName(), r.getType()));
     return success();
   });
   on<CrossEntropyGradOp>(t, [](CrossEntropyGradOp c, Frame &f) {

@@ -168,18 +168,17 @@ public:
       size_t bytes = tensorBytes(st.tensor), block = bytes / g.batch;
       old.resize(bytes);
       device.copyToHost(old.data(), state + st.offset, bytes);
-      moved = old;
       for (size_t r = 0; r < rows.size(); ++r)
-        std::memcpy(moved.data() + r * block, old.data() + rows[r] * block,
-                    block);
-      device.copyToDevice(state + st.offset, moved.data(), bytes);
+        if (rows[r] != static_cast<int64_t>(r))
+          device.copyToDevice(state + st.offset + r * block,
+                              old.data() + rows[r] * block, block);
     }
   }
 
 private:
   tfm_session_t *session;
   const GenerationModel &g;
-  std::vector<char> old, moved;
+  std::vector<char> old;
 };
 
 tfm_status_t badOption(const char *what) {

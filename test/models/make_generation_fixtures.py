@@ -99,31 +99,30 @@ class GPTWithPast(nn.Module):
         return (g.ln(x) @ g.tok.weight.t(), *presents)
 
 
-def next_log_probs(model, tokens):
-    with torch.no_grad():
-        logits = model(torch.tensor([tokens]))[0, -1]
-    return torch.log_softmax(logits.double(), -1)
+def decoder_logits(model, prompt):
+    """The logits after prompt + tokens, rerunning the whole decoder."""
+    def next_logits(tokens):
+        with torch.no_grad():
+            return model(torch.tensor([prompt + tokens]))[0, -1]
+    return next_logits
 
 
-def greedy(model, prompt, n):
+def greedy(next_logits, n, what):
     out = []
     for _ in range(n):
-        lp = next_log_probs(model, prompt + out)
+        lp = torch.log_softmax(next_logits(out).double(), -1)
         top = torch.topk(lp, 2).values
-        assert top[0] - top[1] > MARGIN, f"a near tie in greedy decoding of {prompt}"
+        assert top[0] - top[1] > MARGIN, f"a near tie in greedy decoding of {what}"
         out.append(int(lp.argmax()))
     return out
 
 
-def beams(model, prompt, c):
-    def logits(tokens):
-        return next_log_probs(model, prompt + tokens)
-
-    hyps = beam_search(c, logits)
+def beams(next_logits, c, what):
+    hyps = beam_search(c, next_logits)
     # Ranking margin: neighbouring hypotheses' scores are well apart.
     scores = [lp / ((5 + len(t)) / 6) ** c["alpha"] for t, lp in hyps]
     for a, b in zip(scores, scores[1:]):
-        assert a - b > MARGIN, f"a near tie among the beams of {prompt}"
+        assert a - b > MARGIN, f"a near tie among the beams of {what}"
     return hyps
 
 
@@ -216,20 +215,12 @@ def seq2seq_fixture():
         return next_logits
 
     for s in sources:
-        fn, out = logits_of(s), []
-        for _ in range(SRC_LEN):
-            lp = torch.log_softmax(fn(out).double(), -1)
-            top = torch.topk(lp, 2).values
-            assert top[0] - top[1] > MARGIN, f"a near tie decoding {s}"
-            out.append(int(lp.argmax()))
+        out = greedy(logits_of(s), SRC_LEN, s)
         lines.append(f"greedy {BEGIN} {','.join(map(str, out))} source {','.join(map(str, s))}")
     for s, (k, alpha) in zip(sources, [(3, 0.6), (2, 0.0), (3, 1.0)]):
         c = {"beam": k, "alpha": alpha, "end": -1, "early": True, "max": SRC_LEN,
              "vocab": DIGITS + 1}
-        hyps = beam_search(c, logits_of(s))
-        scores = [lp / ((5 + len(t)) / 6) ** alpha for t, lp in hyps]
-        for a, b in zip(scores, scores[1:]):
-            assert a - b > MARGIN, f"a near tie among the beams of {s}"
+        hyps = beams(logits_of(s), c, s)
         lines.append(f"beam {BEGIN} width {k} alpha {alpha} end -1 max {SRC_LEN} "
                      f"source {','.join(map(str, s))}")
         for tokens, lp in hyps:
@@ -277,12 +268,12 @@ def main():
     for p in prompts:
         n = MAXLEN - len(p) if len(p) > 1 else 12
         lines.append("greedy " + ",".join(map(str, p)) + " " +
-                     ",".join(map(str, greedy(model, p, n))))
+                     ",".join(map(str, greedy(decoder_logits(model, p), n, p))))
     for p, (k, alpha, end) in zip(prompts, [(3, 0.6, -1), (2, 0.0, 4), (3, 0.6, 11),
                                             (3, 1.0, 33)]):
         c = {"beam": k, "alpha": alpha, "end": end, "early": True, "max": 10,
              "vocab": VOCAB}
-        hyps = beams(model, p, c)
+        hyps = beams(decoder_logits(model, p), c, p)
         lines.append(f"beam {','.join(map(str, p))} width {k} alpha {alpha} end {end} "
                      f"max {c['max']}")
         for tokens, lp in hyps:

@@ -510,7 +510,6 @@ LogicalResult Deriver::visit(Operation &op) {
     return success();
   }
   Roles result;
-  auto same = [&](Value v) { return rolesOf(v); };
 
   if (auto m = dyn_cast<MatmulOp>(op))
     return visitMatmul(m);
@@ -536,34 +535,25 @@ LogicalResult Deriver::visit(Operation &op) {
     cloneWith(op, {result});
     return success();
   }
-  auto normalized = [&](Value input, int64_t axis) -> LogicalResult {
-    Roles r = rolesOf(input);
-    axis = axisOf(axis, r.size());
-    for (int64_t a = axis; a < static_cast<int64_t>(r.size()); ++a)
-      if (r[a] != Role::None)
-        return fail(op, "it normalizes over an axis that follows the tokens");
-    return success();
-  };
-  if (auto ln = dyn_cast<LayerNormOp>(op)) {
-    if (failed(normalized(ln.getInput(), ln.getAxis())) ||
-        failed(alignedOp(op, {0}, result)))
+  // A norm is row-wise over the axes before `axis`; its input (and, for
+  // add_layer_norm, the residual it adds first) decide the roles.
+  auto normalize = [&](ArrayRef<unsigned> aligned,
+                       int64_t axis) -> LogicalResult {
+    if (failed(alignedOp(op, aligned, result)))
       return failure();
-    cloneWith(op, {result});
-    return success();
-  }
-  if (auto ln = dyn_cast<AddLayerNormOp>(op)) {
-    if (failed(alignedOp(op, {0, 1}, result)))
-      return failure();
-    // The sum's roles decide what is normalized.
-    int64_t axis = axisOf(ln.getAxis(), result.size());
-    for (int64_t a = axis; a < static_cast<int64_t>(result.size()); ++a)
+    for (int64_t a = axisOf(axis, result.size());
+         a < static_cast<int64_t>(result.size()); ++a)
       if (result[a] != Role::None)
         return fail(op, "it normalizes over an axis that follows the tokens");
     cloneWith(op, {result});
     return success();
-  }
+  };
+  if (auto ln = dyn_cast<LayerNormOp>(op))
+    return normalize({0}, ln.getAxis());
+  if (auto ln = dyn_cast<AddLayerNormOp>(op))
+    return normalize({0, 1}, ln.getAxis());
   if (isa<LinearOp, QKVProjectionOp>(op)) {
-    Roles in = same(op.getOperand(0));
+    Roles in = rolesOf(op.getOperand(0));
     if (hasRoles(op.getOperand(1)) ||
         (op.getNumOperands() > 2 && hasRoles(op.getOperand(2))))
       return fail(op, "its weights follow the tokens");
@@ -575,13 +565,13 @@ LogicalResult Deriver::visit(Operation &op) {
   if (auto e = dyn_cast<EmbeddingOp>(op)) {
     if (hasRoles(e.getTable()))
       return fail(op, "its table follows the tokens");
-    result = same(e.getIndices());
+    result = rolesOf(e.getIndices());
     result.push_back(Role::None);
     cloneWith(op, {result});
     return success();
   }
   if (auto g = dyn_cast<GatherOp>(op)) {
-    Roles in = same(g.getInput()), idx = same(g.getIndices());
+    Roles in = rolesOf(g.getInput()), idx = rolesOf(g.getIndices());
     int64_t axis = axisOf(g.getAxis(), in.size());
     if (in[axis] != Role::None)
       return fail(op, "it picks positions out of an axis that follows the "
@@ -593,14 +583,14 @@ LogicalResult Deriver::visit(Operation &op) {
     return success();
   }
   if (auto t = dyn_cast<TransposeOp>(op)) {
-    Roles in = same(t.getInput());
+    Roles in = rolesOf(t.getInput());
     for (int64_t p : t.getPermutation())
       result.push_back(in[p]);
     cloneWith(op, {result});
     return success();
   }
   if (auto s = dyn_cast<SoftmaxOp>(op)) {
-    Roles in = same(s.getInput());
+    Roles in = rolesOf(s.getInput());
     int64_t axis = axisOf(s.getAxis(), in.size());
     if (in[axis] == Role::Query)
       return fail(op, "a softmax runs over the query axis");
@@ -612,7 +602,7 @@ LogicalResult Deriver::visit(Operation &op) {
     return success();
   }
   if (auto r = dyn_cast<ReduceOp>(op)) {
-    Roles in = same(r.getInput());
+    Roles in = rolesOf(r.getInput());
     int64_t rank = in.size();
     SmallVector<bool> reduced(rank, false);
     for (int64_t a : r.getAxes())
@@ -629,7 +619,7 @@ LogicalResult Deriver::visit(Operation &op) {
     return success();
   }
   if (auto s = dyn_cast<SliceOp>(op)) {
-    Roles in = same(s.getInput());
+    Roles in = rolesOf(s.getInput());
     SmallVector<int64_t> sizes(s.getSizes());
     for (auto [a, role] : llvm::enumerate(in)) {
       if (role != Role::Query && role != Role::Key)
@@ -645,7 +635,7 @@ LogicalResult Deriver::visit(Operation &op) {
     return success();
   }
   if (auto s = dyn_cast<SplitOp>(op)) {
-    Roles in = same(s.getInput());
+    Roles in = rolesOf(s.getInput());
     int64_t axis = axisOf(s.getAxis(), in.size());
     if (in[axis] != Role::None)
       return fail(op, "it splits an axis that follows the tokens");

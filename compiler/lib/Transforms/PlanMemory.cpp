@@ -55,6 +55,14 @@ struct Placement {
   }
 };
 
+/// Ops the plan gives no place: those without results, and those whose
+/// result lives outside the arena (weights, parameters, caches in the
+/// session state).
+bool isUnplanned(Operation &op) {
+  return op.getNumResults() == 0 ||
+         isa<arith::ConstantOp, ParameterOp, CacheUpdateOp, CacheReadOp>(op);
+}
+
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -123,8 +131,7 @@ void Planner::planView(Value r, const Placement &source, int64_t operand,
 }
 
 void Planner::decide(Operation &op) {
-  if (op.getNumResults() == 0 ||
-      isa<arith::ConstantOp, ParameterOp, CacheUpdateOp, CacheReadOp>(op))
+  if (isUnplanned(op))
     return;
   // Returned tensors go to the caller's buffers, except the parts of a
   // packed result (copied out at the end) and empty ones (which cross the
@@ -373,9 +380,7 @@ void Planner::record(int64_t arena, int64_t bound) {
   MLIRContext *ctx = fn.getContext();
   Builder b(ctx);
   for (Operation &op : block) {
-    if (op.getNumResults() == 0 ||
-        isa<arith::ConstantOp, ParameterOp, CacheUpdateOp, CacheReadOp>(
-            op))
+    if (isUnplanned(op))
       continue;
     SmallVector<Attribute> plan;
     for (Value r : op.getResults()) {

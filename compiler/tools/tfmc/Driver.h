@@ -10,6 +10,7 @@
 #include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Target/Artifact.h"
 #include "tfm/Transforms/Autodiff.h"
+#include "tfm/runtime.h"
 
 #include <functional>
 #include <optional>
@@ -23,6 +24,9 @@ enum ExitCode : int {
   kExitUsage = 2,
   kExitMismatch = 3, // outputs did not match the expected ones
 };
+
+/// Prints and frees a failed runtime status; true when `s` was OK.
+bool ok(tfm_status_t s);
 
 /// Options of `tfmc generate`.
 struct GenerateOptions {

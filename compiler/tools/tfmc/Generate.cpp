@@ -8,8 +8,6 @@
 
 #include "Driver.h"
 
-#include "tfm/runtime.h"
-
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
@@ -18,15 +16,6 @@
 using namespace mlir::tfm::tfmc;
 
 namespace {
-
-bool ok(tfm_status_t s) {
-  if (!s)
-    return true;
-  llvm::WithColor::error(llvm::errs(), "tfmc") << tfm_status_message(s)
-                                               << "\n";
-  tfm_status_free(s);
-  return false;
-}
 
 int32_t streamToken(void *, int64_t step, const int64_t *tokens, size_t) {
   llvm::outs() << (step ? "," : "") << tokens[0];

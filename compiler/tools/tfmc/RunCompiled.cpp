@@ -25,19 +25,18 @@ using namespace mlir::tfm::tfmc;
 using mlir::tfm::reference::ElementKind;
 using mlir::tfm::reference::Tensor;
 
+bool mlir::tfm::tfmc::ok(tfm_status_t s) {
+  if (!s)
+    return true;
+  llvm::WithColor::error(llvm::errs(), "tfmc") << tfm_status_message(s) << "\n";
+  tfm_status_free(s);
+  return false;
+}
+
 namespace {
 
 llvm::raw_ostream &error() {
   return llvm::WithColor::error(llvm::errs(), "tfmc");
-}
-
-/// Prints and frees a failed status; true when `s` was OK.
-bool ok(tfm_status_t s) {
-  if (!s)
-    return true;
-  error() << tfm_status_message(s) << "\n";
-  tfm_status_free(s);
-  return false;
 }
 
 /// The ABI's element type codes beside the interpreter's kinds.
