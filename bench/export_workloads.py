@@ -6,7 +6,8 @@ W1-W3 PyTorch TransformerEncoderLayer (post-LN, ReLU) and W4 nn.Transformer
 the layout `tfmc train --data` reads. W7 is the decoder of w7_model.py,
 exported twice: plain (w7.onnx, token ids to logits, dynamic sequence),
 which tfm compiles with --generate, and with past_key_values
-(w7-past.onnx), which ONNX Runtime needs. Usage: export_workloads.py DIR"""
+(w7-past.onnx), which ONNX Runtime needs. w1-dyn.onnx is W1's layer with a
+dynamic sequence, for the lengths table. Usage: export_workloads.py DIR"""
 import os
 import sys
 
@@ -47,6 +48,15 @@ def main():
         layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True).eval()
         torch.onnx.export(layer, (torch.randn(b, s, d),), path, input_names=["x"],
                           output_names=["y"], opset_version=17)
+    # W1's layer with a dynamic sequence, for the lengths table (one
+    # artifact for sequence=1..512 against static compiles).
+    path = os.path.join(out, "w1-dyn.onnx")
+    if not os.path.exists(path):
+        d, h, ff, b, s = ENCODERS["w1"]
+        layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True).eval()
+        torch.onnx.export(layer, (torch.randn(b, s, d),), path, input_names=["x"],
+                          output_names=["y"], opset_version=17,
+                          dynamic_axes={"x": {1: "sequence"}, "y": {1: "sequence"}})
     d, h, ff, layers, b, s = W4
     path = os.path.join(out, "w4.onnx")
     if not os.path.exists(path):

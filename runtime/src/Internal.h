@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -100,6 +101,15 @@ const char *targetName(int32_t target);
 /// The kernel kind's name in messages ("linear").
 const char *kernelName(int32_t kind);
 
+/// How many dynamic entries `m` has: none in a description from before
+/// their append to version 5.
+inline int32_t numDynamicEntries(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, dynamic_entries) +
+                               sizeof(m->dynamic_entries)
+             ? m->num_dynamic_entries
+             : 0;
+}
+
 /// Checks the model's metadata whole against the library's mapped image
 /// (every pointer inside it, every string terminated there, every entry
 /// point in code) and against itself (counts, shapes, offsets, kernel
@@ -144,6 +154,19 @@ struct tfm_module_s : tfm::runtime::RefCounted {
   uint64_t largestBuffer = 0;
 
   const tfm_abi_entry_t *findEntry(const char *name) const;
+
+  /// An entry as the C API lists it: a static entry that is no bucket, or
+  /// a dynamic one, whose dims are -1 where they follow a symbol.
+  struct PublicEntry {
+    const char *name;
+    const tfm_abi_entry_t *fixed = nullptr;
+    const tfm_abi_dynamic_entry_t *dynamic = nullptr;
+    std::vector<std::vector<int64_t>> inputDims, outputDims;
+  };
+  std::vector<PublicEntry> publicEntries;
+  const PublicEntry *findPublic(const char *name) const;
+  /// The names of the public entries, for messages: "infer, prefill".
+  std::string entryNames() const;
 };
 
 namespace tfm::runtime {
@@ -207,6 +230,13 @@ tfm_status_t sessionInUse(const char *call);
 tfm_status_t runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
                       tfm_tensor_t *const *inputs, size_t num_inputs,
                       tfm_tensor_t **out_outputs);
+/// Runs dynamic entry `d` (Dynamic.cpp): checks the inputs' sizes against
+/// its ranges, pads them to the bucket that serves them, and cuts the
+/// outputs back. The caller holds the session.
+tfm_status_t runDynamic(tfm_session_t *session,
+                        const tfm_abi_dynamic_entry_t &d,
+                        tfm_tensor_t *const *inputs, size_t num_inputs,
+                        tfm_tensor_t **out_outputs);
 } // namespace tfm::runtime
 
 #endif // TFM_RUNTIME_SRC_INTERNAL_H

@@ -33,7 +33,51 @@ const tfm_abi_entry_t *tfm_module_s::findEntry(const char *name) const {
   return nullptr;
 }
 
+const tfm_module_s::PublicEntry *
+tfm_module_s::findPublic(const char *name) const {
+  for (const PublicEntry &e : publicEntries)
+    if (std::strcmp(e.name, name) == 0)
+      return &e;
+  return nullptr;
+}
+
+std::string tfm_module_s::entryNames() const {
+  std::string names;
+  for (const PublicEntry &e : publicEntries)
+    names += (names.empty() ? "" : ", ") + std::string(e.name);
+  return names;
+}
+
 namespace {
+
+/// The entries the C API lists: the static ones that serve no dynamic
+/// entry, then the dynamic ones with -1 for each dim of a symbol.
+void listPublicEntries(tfm_module_s &m) {
+  const tfm_abi_model_t *model = m.model;
+  std::vector<bool> bucket(model->num_entries, false);
+  for (int32_t i = 0; i < numDynamicEntries(model); ++i) {
+    const tfm_abi_dynamic_entry_t &d = model->dynamic_entries[i];
+    for (int32_t b = 0; b < d.num_buckets; ++b)
+      bucket[d.buckets[b]] = true;
+  }
+  for (int32_t i = 0; i < model->num_entries; ++i)
+    if (!bucket[i])
+      m.publicEntries.push_back({model->entries[i].name, &model->entries[i],
+                                 nullptr, {}, {}});
+  for (int32_t i = 0; i < numDynamicEntries(model); ++i) {
+    const tfm_abi_dynamic_entry_t &d = model->dynamic_entries[i];
+    tfm_module_s::PublicEntry e{d.name, nullptr, &d, {}, {}};
+    for (int io = 0; io < 2; ++io)
+      for (int32_t j = 0; j < (io ? d.num_outputs : d.num_inputs); ++j) {
+        const tfm_abi_tensor_desc_t &t = io ? d.outputs[j] : d.inputs[j];
+        std::vector<int64_t> dims(t.dims, t.dims + t.rank);
+        for (int64_t &dim : dims)
+          dim = std::max<int64_t>(dim, -1);
+        (io ? e.outputDims : e.inputDims).push_back(std::move(dims));
+      }
+    m.publicEntries.push_back(std::move(e));
+  }
+}
 
 /// dlopen maps a truncated library without complaint and the process dies of
 /// SIGBUS on first touch of the missing pages; so check, before dlopen, that
@@ -144,6 +188,7 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
                         path, m->model->struct_size, TFM_ABI_MODEL_MIN_SIZE);
     if (tfm_status_t s = validateModel(path, m->handle, m->model))
       return s;
+    listPublicEntries(*m);
     int32_t target;
     int ordinal;
     if (!context->device.empty() &&
@@ -182,14 +227,63 @@ void tfm_module_release(tfm_module_t *module) {
 }
 
 size_t tfm_module_num_entries(const tfm_module_t *module) {
-  return module ? static_cast<size_t>(module->model->num_entries) : 0;
+  return module ? module->publicEntries.size() : 0;
 }
 
 const char *tfm_module_entry_name(const tfm_module_t *module, size_t index) {
   if (index >= tfm_module_num_entries(module))
     return nullptr;
-  return module->model->entries[index].name;
+  return module->publicEntries[index].name;
 }
+
+namespace {
+
+/// The public entry `entry` of `module`, or a NOT_FOUND status naming the
+/// ones there are.
+tfm_status_t findPublicEntry(const tfm_module_t *module, const char *entry,
+                             const tfm_module_s::PublicEntry *&out) {
+  out = module->findPublic(entry);
+  if (out)
+    return nullptr;
+  return makeStatus(TFM_STATUS_NOT_FOUND,
+                    "'{}' has no entry point '{}'; it has: {}", module->path,
+                    entry, module->entryNames());
+}
+
+int32_t ioCount(const tfm_module_s::PublicEntry &e, int isOutput) {
+  if (e.fixed)
+    return isOutput ? e.fixed->num_outputs : e.fixed->num_inputs;
+  return isOutput ? e.dynamic->num_outputs : e.dynamic->num_inputs;
+}
+
+/// Input or output `index` of `e`, which must exist.
+const tfm_abi_tensor_desc_t &ioDesc(const tfm_module_s::PublicEntry &e,
+                                    int isOutput, size_t index) {
+  if (e.fixed)
+    return isOutput ? e.fixed->outputs[index] : e.fixed->inputs[index];
+  return isOutput ? e.dynamic->outputs[index] : e.dynamic->inputs[index];
+}
+
+/// Input or output `index` of the public entry `entry`, or a NOT_FOUND
+/// status naming what there is.
+tfm_status_t findIO(const tfm_module_t *module, const char *entry,
+                    int isOutput, size_t index,
+                    const tfm_module_s::PublicEntry *&e,
+                    const tfm_abi_tensor_desc_t *&desc) {
+  if (tfm_status_t s = findPublicEntry(module, entry, e))
+    return s;
+  int32_t count = ioCount(*e, isOutput);
+  if (index >= static_cast<size_t>(count)) {
+    const char *kind = isOutput ? "output" : "input";
+    return makeStatus(TFM_STATUS_NOT_FOUND,
+                      "entry '{}' has {} {}s; there is no {} {}", entry, count,
+                      kind, kind, index);
+  }
+  desc = &ioDesc(*e, isOutput, index);
+  return nullptr;
+}
+
+} // namespace
 
 tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
                                      const char *entry, int is_output,
@@ -197,11 +291,10 @@ tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
   if (!module || !entry || !out_count)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_module_entry_num_io: NULL argument");
-  const tfm_abi_entry_t *e = module->findEntry(entry);
-  if (!e)
-    return makeStatus(TFM_STATUS_NOT_FOUND, "'{}' has no entry point '{}'",
-                      module->path, entry);
-  *out_count = static_cast<size_t>(is_output ? e->num_outputs : e->num_inputs);
+  const tfm_module_s::PublicEntry *e;
+  if (tfm_status_t s = findPublicEntry(module, entry, e))
+    return s;
+  *out_count = static_cast<size_t>(ioCount(*e, is_output));
   return nullptr;
 }
 
@@ -211,20 +304,36 @@ tfm_status_t tfm_module_entry_io(const tfm_module_t *module, const char *entry,
   if (!module || !entry || !out_desc)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_module_entry_io: NULL argument");
-  const tfm_abi_entry_t *e = module->findEntry(entry);
-  if (!e)
-    return makeStatus(TFM_STATUS_NOT_FOUND, "'{}' has no entry point '{}'",
-                      module->path, entry);
-  int32_t count = is_output ? e->num_outputs : e->num_inputs;
-  if (index >= static_cast<size_t>(count))
-    return makeStatus(TFM_STATUS_NOT_FOUND,
-                      "entry '{}' has {} {}s; there is no {} {}", entry,
-                      count, is_output ? "output" : "input",
-                      is_output ? "output" : "input", index);
-  const tfm_abi_tensor_desc_t &d =
-      is_output ? e->outputs[index] : e->inputs[index];
+  const tfm_module_s::PublicEntry *e;
+  const tfm_abi_tensor_desc_t *desc;
+  if (tfm_status_t s = findIO(module, entry, is_output, index, e, desc))
+    return s;
+  const tfm_abi_tensor_desc_t &d = *desc;
+  const int64_t *dims =
+      e->fixed ? d.dims
+               : (is_output ? e->outputDims : e->inputDims)[index].data();
   *out_desc = tfm_tensor_desc_t{d.name, static_cast<tfm_dtype_t>(d.dtype),
-                                static_cast<size_t>(d.rank), d.dims};
+                                static_cast<size_t>(d.rank), dims};
+  return nullptr;
+}
+
+tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
+                                       const char *entry, int is_output,
+                                       size_t index, int64_t *out_min_dims,
+                                       int64_t *out_max_dims) {
+  if (!module || !entry || !out_min_dims || !out_max_dims)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_module_entry_io_range: NULL argument");
+  const tfm_module_s::PublicEntry *e;
+  const tfm_abi_tensor_desc_t *desc;
+  if (tfm_status_t s = findIO(module, entry, is_output, index, e, desc))
+    return s;
+  const tfm_abi_tensor_desc_t &d = *desc;
+  for (int32_t r = 0; r < d.rank; ++r) {
+    int64_t dim = d.dims[r];
+    out_min_dims[r] = dim >= 0 ? dim : e->dynamic->min_sizes[-1 - dim];
+    out_max_dims[r] = dim >= 0 ? dim : e->dynamic->max_sizes[-1 - dim];
+  }
   return nullptr;
 }
 

@@ -348,15 +348,29 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_session_run: NULL argument");
   const tfm_module_s *module = session->module;
+  // A dynamic entry, or a static one (a bucket too, by its own name).
+  const tfm_module_s::PublicEntry *pub = module->findPublic(entry);
+  if (pub && pub->dynamic) {
+    const tfm_abi_dynamic_entry_t &d = *pub->dynamic;
+    if (num_inputs != static_cast<size_t>(d.num_inputs))
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "entry '{}' takes {} inputs but {} were given", entry,
+                        d.num_inputs, num_inputs);
+    if (num_outputs < static_cast<size_t>(d.num_outputs))
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "entry '{}' returns {} outputs but room for {} was "
+                        "given",
+                        entry, d.num_outputs, num_outputs);
+    SessionUse use(session);
+    if (!use.acquired())
+      return sessionInUse("tfm_session_run");
+    return runDynamic(session, d, inputs, num_inputs, out_outputs);
+  }
   const tfm_abi_entry_t *e = module->findEntry(entry);
-  if (!e) {
-    std::string names;
-    for (int32_t i = 0; i < module->model->num_entries; ++i)
-      names += std::string(i ? ", " : "") + module->model->entries[i].name;
+  if (!e)
     return makeStatus(TFM_STATUS_NOT_FOUND,
                       "'{}' has no entry point '{}'; it has: {}", module->path,
-                      entry, names);
-  }
+                      entry, module->entryNames());
   if (num_inputs != static_cast<size_t>(e->num_inputs))
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "entry '{}' takes {} inputs but {} were given", entry,

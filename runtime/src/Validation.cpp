@@ -102,6 +102,112 @@ bool mul(uint64_t a, uint64_t b, uint64_t &out) {
   return !__builtin_mul_overflow(a, b, &out) && out <= kMaxBytes;
 }
 
+/// The dynamic entries: every bucket an entry of the model whose inputs and
+/// outputs are the dynamic entry's at the bucket's sizes (then its key
+/// masks), the buckets by increasing size, and the last holding every
+/// largest size, so that each size in range has a bucket.
+template <typename Corrupt>
+tfm_status_t validateDynamicEntries(const tfm_abi_model_t *m,
+                                    const Image &image,
+                                    const Corrupt &corrupt) {
+  int32_t count = numDynamicEntries(m);
+  if (!image.containsArray(m->dynamic_entries, count,
+                           sizeof(tfm_abi_dynamic_entry_t)))
+    return corrupt(fmt::format("{} dynamic entries lie outside the library",
+                               count));
+  for (int32_t i = 0; i < count; ++i) {
+    const tfm_abi_dynamic_entry_t &d = m->dynamic_entries[i];
+    if (!image.containsString(d.name))
+      return corrupt(fmt::format("dynamic entry {} has no name", i));
+    auto bad = [&](const std::string &why) {
+      return corrupt(fmt::format("dynamic entry '{}': {}", d.name, why));
+    };
+    int32_t n = d.num_symbols;
+    if (n < 1 || n > kMaxRank ||
+        !image.containsArray(d.symbols, n, sizeof(const char *)) ||
+        !image.containsArray(d.min_sizes, n, sizeof(int64_t)) ||
+        !image.containsArray(d.max_sizes, n, sizeof(int64_t)))
+      return bad("its symbols lie outside the library");
+    for (int32_t k = 0; k < n; ++k)
+      if (!image.containsString(d.symbols[k]) || d.min_sizes[k] < 1 ||
+          d.min_sizes[k] > d.max_sizes[k])
+        return bad(fmt::format("symbol {} is invalid", k));
+    if (d.num_buckets < 1 ||
+        !image.containsArray(d.buckets, d.num_buckets, sizeof(int32_t)) ||
+        static_cast<uint64_t>(d.num_buckets) * n > kMaxBytes ||
+        !image.containsArray(d.bucket_sizes, int64_t(d.num_buckets) * n,
+                             sizeof(int64_t)) ||
+        d.num_key_masks < 0 || d.num_key_masks > n ||
+        !image.containsArray(d.key_masks, d.num_key_masks, sizeof(int32_t)))
+      return bad("its buckets or key masks lie outside the library");
+    for (int32_t k = 0; k < d.num_key_masks; ++k)
+      if (d.key_masks[k] < 0 || d.key_masks[k] >= n)
+        return bad(fmt::format("key mask {} masks no symbol", k));
+    for (int io = 0; io < 2; ++io) {
+      int32_t num = io ? d.num_outputs : d.num_inputs;
+      const tfm_abi_tensor_desc_t *descs = io ? d.outputs : d.inputs;
+      if (num < 0 ||
+          !image.containsArray(descs, num, sizeof(tfm_abi_tensor_desc_t)))
+        return bad("its inputs or outputs lie outside the library");
+      for (int32_t j = 0; j < num; ++j) {
+        const tfm_abi_tensor_desc_t &t = descs[j];
+        if (!image.containsString(t.name) || t.rank < 0 || t.rank > kMaxRank ||
+            !image.containsArray(t.dims, t.rank, sizeof(int64_t)))
+          return bad(fmt::format("{} {} is invalid", io ? "output" : "input",
+                                 j));
+        for (int32_t r = 0; r < t.rank; ++r)
+          if (t.dims[r] < -n)
+            return bad(fmt::format("'{}' has an axis of no symbol", t.name));
+      }
+    }
+    const int64_t *last = d.bucket_sizes + int64_t(d.num_buckets - 1) * n;
+    for (int32_t k = 0; k < n; ++k)
+      if (last[k] < d.max_sizes[k])
+        return bad(fmt::format("no bucket holds '{}' = {}", d.symbols[k],
+                               d.max_sizes[k]));
+    for (int32_t b = 0; b < d.num_buckets; ++b) {
+      if (d.buckets[b] < 0 || d.buckets[b] >= m->num_entries)
+        return bad(fmt::format("bucket {} is no entry", b));
+      const tfm_abi_entry_t &e = m->entries[d.buckets[b]];
+      const int64_t *sizes = d.bucket_sizes + int64_t(b) * n;
+      if (e.num_inputs != d.num_inputs + d.num_key_masks ||
+          e.num_outputs != d.num_outputs)
+        return bad(fmt::format("bucket '{}' takes other inputs or outputs",
+                               e.name));
+      // Each tensor as the dynamic entry describes it, at the bucket's
+      // sizes.
+      auto same = [&](const tfm_abi_tensor_desc_t &want,
+                      const tfm_abi_tensor_desc_t &have) {
+        if (want.dtype != have.dtype || want.rank != have.rank)
+          return false;
+        for (int32_t r = 0; r < want.rank; ++r) {
+          int64_t dim = want.dims[r] >= 0 ? want.dims[r]
+                                          : sizes[-1 - want.dims[r]];
+          if (dim != have.dims[r])
+            return false;
+        }
+        return true;
+      };
+      for (int32_t j = 0; j < d.num_inputs; ++j)
+        if (!same(d.inputs[j], e.inputs[j]))
+          return bad(fmt::format("bucket '{}': input {} does not match", e.name,
+                                 j));
+      for (int32_t j = 0; j < d.num_outputs; ++j)
+        if (!same(d.outputs[j], e.outputs[j]))
+          return bad(fmt::format("bucket '{}': output {} does not match",
+                                 e.name, j));
+      for (int32_t k = 0; k < d.num_key_masks; ++k) {
+        const tfm_abi_tensor_desc_t &mask = e.inputs[d.num_inputs + k];
+        if (mask.dtype != TFM_DTYPE_F32 || mask.rank != 1 ||
+            mask.dims[0] != sizes[d.key_masks[k]])
+          return bad(fmt::format("bucket '{}': key mask {} is not f32 [{}]",
+                                 e.name, k, sizes[d.key_masks[k]]));
+      }
+    }
+  }
+  return nullptr;
+}
+
 } // namespace
 
 bool tfm::runtime::pointsIntoLibrary(const void *handle, const void *p,
@@ -423,6 +529,9 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
   } else {
     return corrupt(fmt::format("unknown target {}", m->target));
   }
+
+  if (tfm_status_t s = validateDynamicEntries(m, image, corrupt))
+    return s;
 
   if (!image.containsArray(m->kernels, m->num_kernels,
                            sizeof(tfm_abi_kernel_desc_t)))

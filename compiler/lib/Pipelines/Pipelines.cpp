@@ -77,6 +77,9 @@ void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
     buildTrainingPipeline(pm, options.remarks, *options.training);
   else if (options.fuse)
     buildFusionPipeline(pm, options.remarks);
+  // After fusion, whose masked softmax takes the key masks; a module
+  // without tfm.symbol_ranges (one static size) passes unchanged.
+  pm.addPass(createExactPaddingPass());
   if (options.generation) {
     // After fusion: the cache follows fused attention's causal flag. With
     // training, the entries read the parameters that @train_step updates.

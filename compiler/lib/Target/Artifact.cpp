@@ -174,6 +174,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   uint64_t weightsBytes = bytesAttr.getInt();
   auto stateSlots = module->getAttrOfType<ArrayAttr>("tfm.states");
   auto checks = module->getAttrOfType<ArrayAttr>("tfm.checks");
+  auto dynamic = module->getAttrOfType<ArrayAttr>("tfm.dynamic_entries");
   uint64_t stateBytes = 0;
   int64_t maxLength = 0;
   if (auto n = module->getAttrOfType<IntegerAttr>("tfm.generation_max_length"))
@@ -309,7 +310,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto *modelTy = abiStruct(
       "tfm_abi_model_t",
       {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr, i32,
-       ptr, i32, ptr, ptr, i64, i32, ptr, i64},
+       ptr, i32, ptr, ptr, i64, i32, ptr, i64, i32, ptr},
       sizeof(Model),
       {offsetof(Model, abi_version), offsetof(Model, struct_size),
        offsetof(Model, producer), offsetof(Model, num_entries),
@@ -322,7 +323,21 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Model, device_arch), offsetof(Model, device_code),
        offsetof(Model, device_code_bytes), offsetof(Model, num_device_kernels),
        offsetof(Model, device_kernels),
-       offsetof(Model, generation_max_length)});
+       offsetof(Model, generation_max_length),
+       offsetof(Model, num_dynamic_entries),
+       offsetof(Model, dynamic_entries)});
+  using Dynamic = tfm_abi_dynamic_entry_t;
+  auto *dynamicTy = abiStruct(
+      "tfm_abi_dynamic_entry_t",
+      {ptr, i32, ptr, ptr, ptr, i32, ptr, i32, ptr, i32, ptr, i32, ptr, ptr},
+      sizeof(Dynamic),
+      {offsetof(Dynamic, name), offsetof(Dynamic, num_symbols),
+       offsetof(Dynamic, symbols), offsetof(Dynamic, min_sizes),
+       offsetof(Dynamic, max_sizes), offsetof(Dynamic, num_inputs),
+       offsetof(Dynamic, inputs), offsetof(Dynamic, num_outputs),
+       offsetof(Dynamic, outputs), offsetof(Dynamic, num_key_masks),
+       offsetof(Dynamic, key_masks), offsetof(Dynamic, num_buckets),
+       offsetof(Dynamic, buckets), offsetof(Dynamic, bucket_sizes)});
   if (!layoutError.empty())
     return module.emitError(layoutError);
 
@@ -369,9 +384,11 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   forward(kLaunchKernelSymbol, kHostLaunch);
   forward(kReadDeviceSymbol, kHostReadDevice);
 
-  auto tensorDesc = [&](StringRef name, RankedTensorType type) {
+  // `dims` replaces the type's shape (a dynamic entry's, with symbols).
+  auto tensorDesc = [&](StringRef name, RankedTensorType type,
+                        ArrayRef<int64_t> shape = {}) {
     SmallVector<llvm::Constant *> dims;
-    for (int64_t dim : type.getShape())
+    for (int64_t dim : shape.empty() ? type.getShape() : shape)
       dims.push_back(i64c(dim));
     return llvm::ConstantStruct::get(
         tensorTy, {cstring(*m, name), i32c(*dtypeOf(type.getElementType())),
@@ -446,6 +463,79 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
         {cstring(*m, name), i32c(inputs.size()), describe(inputs, "inputs"),
          i32c(outputs.size()), describe(outputs, "outputs"),
          i64c(e.getArenaBytes()), wrap}));
+  }
+
+  // Dynamic entries: the largest bucket's descriptors, with each axis that
+  // follows a symbol written as -1 - symbol.
+  SmallVector<llvm::Constant *> dynamicValues;
+  if (dynamic) {
+    for (auto d : dynamic.getAsRange<DynamicEntryAttr>()) {
+      auto indexOf = [&](StringRef symbol) -> int64_t {
+        for (auto [i, e] : llvm::enumerate(entries.getAsRange<EntryAttr>()))
+          if (e.getSymbol().getValue() == symbol || e.getName() == symbol)
+            return i;
+        return -1;
+      };
+      SmallVector<llvm::Constant *> buckets, sizes, mins, maxs, masks,
+          symbolNames;
+      for (auto ref : d.getBuckets().getAsRange<FlatSymbolRefAttr>()) {
+        int64_t index = indexOf(ref.getValue());
+        if (index < 0)
+          return module.emitError("dynamic entry '")
+                 << d.getName() << "': no entry for bucket " << ref;
+        buckets.push_back(i32c(index));
+      }
+      for (int64_t v : d.getBucketSizes().asArrayRef())
+        sizes.push_back(i64c(v));
+      for (int64_t v : d.getMinSizes().asArrayRef())
+        mins.push_back(i64c(v));
+      for (int64_t v : d.getMaxSizes().asArrayRef())
+        maxs.push_back(i64c(v));
+      for (int64_t v : d.getKeyMasks().asArrayRef())
+        masks.push_back(i32c(v));
+      for (auto name : d.getSymbols().getAsRange<StringAttr>())
+        symbolNames.push_back(cstring(*m, name.getValue()));
+      auto largest = *std::next(
+          entries.getAsRange<EntryAttr>().begin(),
+          indexOf(cast<FlatSymbolRefAttr>(d.getBuckets().getValue().back())
+                      .getValue()));
+      auto describe = [&](ArrayAttr list, ArrayAttr axes, StringRef what)
+          -> FailureOr<llvm::Constant *> {
+        if (list.size() < axes.size())
+          return failure();
+        SmallVector<llvm::Constant *> descs;
+        for (auto [desc, axesOf] :
+             llvm::zip(list.getAsRange<TensorDescAttr>(),
+                       axes.getAsRange<DenseI64ArrayAttr>())) {
+          RankedTensorType type = desc.getType();
+          if (axesOf.size() != type.getRank())
+            return failure();
+          SmallVector<int64_t> dims;
+          for (auto [dim, symbol] : llvm::zip(type.getShape(),
+                                              axesOf.asArrayRef()))
+            dims.push_back(symbol >= 0 ? -1 - symbol : dim);
+          descs.push_back(tensorDesc(desc.getName(), type, dims));
+        }
+        return constantArray(*m, tensorTy, descs, (".tfm.dynamic." + what).str());
+      };
+      auto inputs = describe(largest.getInputs(), d.getInputs(), "inputs");
+      auto outputs = describe(largest.getOutputs(), d.getOutputs(), "outputs");
+      if (failed(inputs) || failed(outputs))
+        return module.emitError("dynamic entry '")
+               << d.getName() << "' does not match its largest bucket";
+      dynamicValues.push_back(llvm::ConstantStruct::get(
+          dynamicTy,
+          {cstring(*m, d.getName()), i32c(symbolNames.size()),
+           constantArray(*m, ptr, symbolNames, ".tfm.symbols"),
+           constantArray(*m, i64, mins, ".tfm.min_sizes"),
+           constantArray(*m, i64, maxs, ".tfm.max_sizes"),
+           i32c(d.getInputs().size()), *inputs, i32c(d.getOutputs().size()),
+           *outputs, i32c(masks.size()),
+           constantArray(*m, i32, masks, ".tfm.key_masks"),
+           i32c(buckets.size()),
+           constantArray(*m, i32, buckets, ".tfm.buckets"),
+           constantArray(*m, i64, sizes, ".tfm.bucket_sizes")}));
+    }
   }
 
   SmallVector<llvm::Constant *> kernelValues;
@@ -528,7 +618,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            i64c(deviceCode ? deviceCode.getValue().size() + 1 : 0),
            i32c(deviceKernels ? deviceKernels.size() : 0),
            constantArray(*m, ptr, kernelNames, ".tfm.device_kernels"),
-           i64c(maxLength)}),
+           i64c(maxLength), i32c(dynamicValues.size()),
+           constantArray(*m, dynamicTy, dynamicValues,
+                         ".tfm.dynamic_entries")}),
       ".tfm.model");
 
   // The one exported symbol.

@@ -16,6 +16,7 @@
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Reference/Interpreter.h"
 #include "tfm/Transforms/Passes.h"
+#include "ShapeUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -43,22 +44,6 @@ enum class Role : uint8_t {
   Key,   // the positions attended to: the cache's length
 };
 using Roles = SmallVector<Role, 6>;
-
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
-/// An axis attribute (possibly negative) as an index into `rank` axes.
-int64_t axisOf(int64_t axis, size_t rank) {
-  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
-}
-
-int64_t prefixProduct(ArrayRef<int64_t> shape, size_t n) {
-  int64_t p = 1;
-  for (size_t i = 0; i < n; ++i)
-    p *= shape[i];
-  return p;
-}
 
 class Deriver {
 public:
@@ -250,10 +235,8 @@ LogicalResult Deriver::visitMatmul(MatmulOp op) {
   int64_t lr = lhs.size(), rr = rhs.size();
   if (lr < 2 || rr < 2)
     return fail(*op, "a matmul of a vector follows the tokens");
-  int64_t lm = op.getTransposeLhs() ? lr - 1 : lr - 2;
-  int64_t lk = op.getTransposeLhs() ? lr - 2 : lr - 1;
-  int64_t rk = op.getTransposeRhs() ? rr - 1 : rr - 2;
-  int64_t rn = op.getTransposeRhs() ? rr - 2 : rr - 1;
+  auto [lm, lk, rk, rn] =
+      matmulAxes(lr, rr, op.getTransposeLhs(), op.getTransposeRhs());
   int64_t rank = cast<RankedTensorType>(op.getType()).getRank();
   Roles result(rank, Role::None);
   // Batch dimensions broadcast: a row-wise product ([S, B, K] · [K, N])
@@ -604,9 +587,7 @@ LogicalResult Deriver::visit(Operation &op) {
   if (auto r = dyn_cast<ReduceOp>(op)) {
     Roles in = rolesOf(r.getInput());
     int64_t rank = in.size();
-    SmallVector<bool> reduced(rank, false);
-    for (int64_t a : r.getAxes())
-      reduced[axisOf(a, rank)] = true;
+    SmallVector<bool> reduced = axisSet(r.getAxes(), rank);
     for (int64_t a = 0; a < rank; ++a) {
       if (!reduced[a])
         result.push_back(in[a]);

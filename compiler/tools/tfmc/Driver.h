@@ -15,6 +15,10 @@
 #include <functional>
 #include <optional>
 
+namespace mlir::tfm::onnx_import {
+struct ImportOptions;
+} // namespace mlir::tfm::onnx_import
+
 namespace mlir::tfm::tfmc {
 
 /// The exit codes of the CLI contract.
@@ -27,6 +31,34 @@ enum ExitCode : int {
 
 /// Prints and frees a failed runtime status; true when `s` was OK.
 bool ok(tfm_status_t s);
+
+/// A dimension symbol that one artifact serves a range of sizes of
+/// (--shape sequence=1..512).
+struct SizeRange {
+  std::string symbol;
+  int64_t min, max;
+};
+
+/// Parses "SYMBOL=LO..HI". std::nullopt when `spec` is no range, and then
+/// `error` is set when it looks like a malformed one.
+std::optional<SizeRange> parseSizeRange(llvm::StringRef spec,
+                                        std::string &error);
+
+/// The sizes compiled for `range`: each up to 16, then `perOctave` per
+/// doubling, and the range's maximum.
+llvm::SmallVector<int64_t> bucketSizes(const SizeRange &range,
+                                       unsigned perOctave);
+
+/// Imports the ONNX model at `path` once per combination of the ranges'
+/// bucket sizes into one module, for tfm-exact-padding: each public
+/// function once per bucket, renamed `infer.sequence128` and marked
+/// `tfm.bucket_of`, the arguments' axes that follow a symbol named by
+/// `tfm.symbols`, and the ranges in `tfm.symbol_ranges`. Null (with
+/// diagnostics) when an import fails.
+OwningOpRef<ModuleOp> importBuckets(MLIRContext *context, llvm::StringRef path,
+                                    const onnx_import::ImportOptions &base,
+                                    llvm::ArrayRef<SizeRange> ranges,
+                                    unsigned perOctave);
 
 /// Options of `tfmc generate`.
 struct GenerateOptions {
@@ -72,7 +104,9 @@ mlir::func::FuncOp findEntry(mlir::ModuleOp module, llvm::StringRef entry);
 struct Port {
   std::string name;
   reference::ElementKind kind;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; // -1 where a dynamic entry's size may vary
+  /// The largest sizes of a shape with -1s (empty for a static one).
+  std::vector<int64_t> largest;
   /// Where the input sits among the ONNX graph's inputs (input_N.pb).
   unsigned graphPosition = 0;
   /// An exclusive bound for random indices, so random runs stay in range.

@@ -67,7 +67,7 @@ int64_t indexBound(Value arg) {
 }
 
 Tensor randomInput(const Port &port, uint64_t seed) {
-  Tensor t(port.kind, port.shape);
+  Tensor t(port.kind, port.largest.empty() ? port.shape : port.largest);
   int64_t bound = port.indexBound;
   for (int64_t i = 0; i < t.numElements(); ++i) {
     double u = tfm_rng_uniform(seed, i);
@@ -126,7 +126,11 @@ void readBf16Bits(const Port &port, Tensor &t) {
 
 bool checkInput(const Port &port, unsigned i, Tensor &t) {
   readBf16Bits(port, t);
-  if (port.kind == t.kind && port.shape == t.shape)
+  // -1 takes any size; the runtime checks it against the entry's range.
+  bool shapeFits = port.shape.size() == t.shape.size();
+  for (size_t a = 0; shapeFits && a < t.shape.size(); ++a)
+    shapeFits = port.shape[a] == -1 || port.shape[a] == t.shape[a];
+  if (port.kind == t.kind && shapeFits)
     return true;
   error() << "input " << i << " '" << port.name << "' must be "
           << typeString(port) << " but the value given is " << t.typeString()
@@ -179,7 +183,7 @@ bool gatherInputs(const Signature &sig, const RunOptions &opts,
   for (unsigned i = 0; i < n; ++i) {
     const Port &port = sig.inputs[i];
     int64_t elements = 1;
-    for (int64_t d : port.shape)
+    for (int64_t d : port.largest.empty() ? port.shape : port.largest)
       elements *= d;
     if (!given[i] && elements > (int64_t(1) << 30)) {
       error() << "input " << i << " '" << port.name << "' of type "

@@ -142,11 +142,19 @@ bool signatureOfEntry(tfm_module_t *module, const std::string &entry,
       p.name = d.name;
       p.kind = *kindOf(d.dtype);
       p.shape.assign(d.dims, d.dims + d.rank);
+      if (llvm::is_contained(p.shape, -1)) {
+        // A size that may vary: random inputs take the largest.
+        p.largest.resize(d.rank);
+        std::vector<int64_t> smallest(d.rank);
+        if (!ok(tfm_module_entry_io_range(module, entry.c_str(), isOutput, i,
+                                          smallest.data(), p.largest.data())))
+          return false;
+      }
       p.graphPosition = i;
       // Integer inputs are usually token ids: keep random ones small.
       p.indexBound = isFloatKind(p.kind) ? 0 : 10;
       int64_t elements = 1;
-      for (int64_t dim : p.shape)
+      for (int64_t dim : p.largest.empty() ? p.shape : p.largest)
         if (dim && elements > kMaxElements / dim)
           elements = kMaxElements + 1;
         else
@@ -256,7 +264,10 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
           return std::nullopt;
         std::vector<Tensor> results;
         for (auto [i, t] : llvm::enumerate(out)) {
-          Tensor r(sig.outputs[i].kind, sig.outputs[i].shape);
+          // A dynamic entry's outputs have the run's sizes.
+          const int64_t *dims = tfm_tensor_dims(t);
+          Tensor r(sig.outputs[i].kind,
+                   std::vector<int64_t>(dims, dims + tfm_tensor_rank(t)));
           load(tfm_tensor_data(t), r);
           results.push_back(std::move(r));
         }

@@ -71,8 +71,15 @@ cl::opt<std::string> inputFile(cl::Positional,
 cl::list<std::string> shapes(
     "shape",
     cl::desc("Fix an ONNX input's dynamic dimensions (NAME=2x128), or a "
-             "dimension symbol's size wherever it appears (batch=2)"),
-    cl::value_desc("NAME=2x128|SYMBOL=N"), cl::cat(modelCat));
+             "dimension symbol's size wherever it appears (batch=2), or a "
+             "range of sizes that one artifact serves (sequence=1..512)"),
+    cl::value_desc("NAME=2x128|SYMBOL=N|SYMBOL=LO..HI"), cl::cat(modelCat));
+cl::opt<unsigned> bucketsPerOctave(
+    "buckets-per-octave",
+    cl::desc("With a range of sizes (--shape SYMBOL=LO..HI): the compiled "
+             "sizes per doubling above 16, so a run pads by at most a factor "
+             "of 1 + 1/N"),
+    cl::value_desc("N"), cl::init(8), cl::cat(modelCat));
 cl::list<std::string> binds(
     "bind",
     cl::desc("Fix the value of an ONNX input that gives a shape (Reshape's "
@@ -448,8 +455,20 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   if (modelFormat(inputFile) == ModelFormat::onnx) {
     mlir::tfm::onnx_import::ImportOptions options;
     options.trainable = trainable;
+    SmallVector<SizeRange> ranges;
     for (const std::string &spec : shapes) {
       std::string err;
+      if (std::optional<SizeRange> range = parseSizeRange(spec, err)) {
+        if (range->min < range->max)
+          ranges.push_back(*range);
+        else
+          options.inputShapes[range->symbol] = {range->min};
+        continue;
+      }
+      if (!err.empty()) {
+        error() << err << "\n";
+        return kExitUsage;
+      }
       if (!mlir::tfm::onnx_import::parseShapeOption(spec, options, err)) {
         error() << err << "\n";
         return kExitUsage;
@@ -496,8 +515,18 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
         printOnnxDiagnostic(note, inputFile);
       return success();
     });
+    if (!ranges.empty() && (trainable || generateFlag)) {
+      error() << "a range of sizes (--shape " << ranges.front().symbol << "="
+              << ranges.front().min << ".." << ranges.front().max
+              << ") compiles inference entries; --train and --generate "
+                 "take one size\n";
+      return kExitUsage;
+    }
     OwningOpRef<ModuleOp> module =
-        mlir::tfm::onnx_import::importFile(&context, inputFile, options);
+        ranges.empty()
+            ? mlir::tfm::onnx_import::importFile(&context, inputFile, options)
+            : importBuckets(&context, inputFile, options, ranges,
+                            bucketsPerOctave);
     if (!module)
       return kExitInputError;
     return body(*module);

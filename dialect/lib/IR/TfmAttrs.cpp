@@ -247,3 +247,46 @@ LogicalResult KernelCallOp::verify() {
   }
   return success();
 }
+
+LogicalResult
+DynamicEntryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         StringRef name, ArrayAttr symbols,
+                         DenseI64ArrayAttr minSizes, DenseI64ArrayAttr maxSizes,
+                         ArrayAttr inputs, ArrayAttr outputs,
+                         DenseI64ArrayAttr keyMasks, ArrayAttr buckets,
+                         DenseI64ArrayAttr bucketSizes) {
+  auto fail = [&]() {
+    return emitError() << "dynamic entry '" << name << "': ";
+  };
+  int64_t n = symbols.size();
+  if (n == 0 || !llvm::all_of(symbols, llvm::IsaPred<StringAttr>))
+    return fail() << "needs one or more symbols, as strings";
+  if (minSizes.size() != n || maxSizes.size() != n)
+    return fail() << "needs a min and a max size per symbol";
+  for (int64_t s = 0; s < n; ++s)
+    if (minSizes[s] < 1 || minSizes[s] > maxSizes[s])
+      return fail() << "symbol " << symbols[s] << " ranges over "
+                    << minSizes[s] << ".." << maxSizes[s];
+  for (ArrayAttr list : {inputs, outputs})
+    for (Attribute a : list) {
+      auto axes = llvm::dyn_cast<DenseI64ArrayAttr>(a);
+      if (!axes)
+        return fail() << "an input's or output's axes are not an i64 array";
+      for (int64_t sym : axes.asArrayRef())
+        if (sym < -1 || sym >= n)
+          return fail() << "an axis has symbol " << sym << " of " << n;
+    }
+  for (int64_t sym : keyMasks.asArrayRef())
+    if (sym < 0 || sym >= n)
+      return fail() << "a key mask masks symbol " << sym << " of " << n;
+  if (buckets.empty() ||
+      !llvm::all_of(buckets, llvm::IsaPred<FlatSymbolRefAttr>))
+    return fail() << "needs one or more buckets, as symbol references";
+  if (bucketSizes.size() != static_cast<int64_t>(buckets.size()) * n)
+    return fail() << "needs " << n << " sizes per bucket";
+  for (int64_t s = 0; s < n; ++s)
+    if (bucketSizes[(buckets.size() - 1) * n + s] < maxSizes[s])
+      return fail() << "its last bucket does not hold the largest size of "
+                    << symbols[s];
+  return success();
+}

@@ -267,6 +267,39 @@ typedef enum tfm_target_t {
   TFM_TARGET_CUDA = 1, /* device code: PTX for the driver's JIT */
 } tfm_target_t;
 
+/* An entry that serves every size of some dimensions within a range, from
+ * static entries compiled for a few sizes each ("buckets"): a run takes the
+ * smallest bucket that holds its sizes, pads its inputs with zeros up to
+ * the bucket, fills the key masks, and returns the outputs cut back to the
+ * run's sizes. The compiler proved the padding exact for every size a
+ * bucket serves (docs/dynamic-shapes.md). The static entries stay in
+ * `entries` under their own names; the C API lists the dynamic entry in
+ * their place. */
+typedef struct tfm_abi_dynamic_entry_t {
+  const char *name;
+  /* The dimension symbols ("sequence"), and the sizes each may take. */
+  int32_t num_symbols;
+  const char *const *symbols;
+  const int64_t *min_sizes;
+  const int64_t *max_sizes;
+  /* The entry's inputs and outputs: a dim >= 0 is fixed; a dim d < 0 is
+   * symbol -1 - d. */
+  int32_t num_inputs;
+  const tfm_abi_tensor_desc_t *inputs;
+  int32_t num_outputs;
+  const tfm_abi_tensor_desc_t *outputs;
+  /* A bucket's inputs are the entry's, then one key mask per element of
+   * key_masks (the symbol it masks): f32 of shape [bucket size], 0 where
+   * the position is within the run's size and -inf after it. */
+  int32_t num_key_masks;
+  const int32_t *key_masks;
+  /* The buckets, by increasing size: buckets[i] indexes `entries`, and
+   * bucket_sizes[i * num_symbols + s] is its size of symbol s. */
+  int32_t num_buckets;
+  const int32_t *buckets;
+  const int64_t *bucket_sizes;
+} tfm_abi_dynamic_entry_t;
+
 typedef struct tfm_abi_model_t {
   uint32_t abi_version; /* TFM_ABI_VERSION the library was built for */
   uint32_t struct_size; /* sizeof(tfm_abi_model_t) in that version */
@@ -304,7 +337,12 @@ typedef struct tfm_abi_model_t {
    * has `encode` (source ids [B, S'] as int64, no outputs), run once per
    * source before the prompt. */
   int64_t generation_max_length;
+  /* A second append to version 5, absent when struct_size ends before it:
+   * the entries that serve a range of sizes (below). */
+  int32_t num_dynamic_entries;
+  const tfm_abi_dynamic_entry_t *dynamic_entries;
 } tfm_abi_model_t;
+
 
 /* The smallest model description this runtime reads: version 5 before its
  * appends (a shorter struct_size leaves the appended fields at zero). */

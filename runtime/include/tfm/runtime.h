@@ -47,6 +47,8 @@ typedef enum tfm_status_code_t {
   TFM_STATUS_FAILED_PRECONDITION = 7, /* e.g. a session another thread runs */
   TFM_STATUS_UNAVAILABLE = 8, /* the device is not there: no GPU driver, no
                                  such GPU */
+  TFM_STATUS_OUT_OF_RANGE = 9, /* a size outside what the model was compiled
+                                  for (--shape sequence=1..512) */
 } tfm_status_code_t;
 
 typedef struct tfm_status_s *tfm_status_t;
@@ -134,7 +136,9 @@ typedef struct tfm_tensor_desc_t {
   const int64_t *dims;
 } tfm_tensor_desc_t;
 
-/* The number of inputs (is_output == 0) or outputs of `entry`. */
+/* The number of inputs (is_output == 0) or outputs of `entry`. An entry
+ * compiled for a range of sizes (--shape sequence=1..512) has the dim -1
+ * wherever the size may vary; tfm_module_entry_io_range gives the range. */
 TFM_API tfm_status_t tfm_module_entry_num_io(const tfm_module_t *module,
                                              const char *entry, int is_output,
                                              size_t *out_count);
@@ -143,6 +147,16 @@ TFM_API tfm_status_t tfm_module_entry_io(const tfm_module_t *module,
                                          const char *entry, int is_output,
                                          size_t index,
                                          tfm_tensor_desc_t *out_desc);
+
+/* The smallest and the largest size of each dim of input or output `index`
+ * of `entry`: out_min_dims and out_max_dims each receive its rank values
+ * (equal where the dim is fixed). A run with a size outside them fails with
+ * TFM_STATUS_OUT_OF_RANGE. */
+TFM_API tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
+                                               const char *entry,
+                                               int is_output, size_t index,
+                                               int64_t *out_min_dims,
+                                               int64_t *out_max_dims);
 
 /*===-- Sessions ----------------------------------------------------------===*/
 
@@ -172,9 +186,10 @@ TFM_API void tfm_session_release(tfm_session_t *session);
 TFM_API const char *tfm_session_device(const tfm_session_t *session);
 
 /* Runs `entry` ("infer", "train_step", ...). `inputs` are borrowed and
- * checked against the entry's dtypes and shapes. On success, out_outputs
- * (an array of at least tfm_module's output count) receives new tensors
- * that the caller owns. */
+ * checked against the entry's dtypes and shapes (a dim of -1 takes any size
+ * in its range, the same wherever its symbol appears). On success,
+ * out_outputs (an array of at least tfm_module's output count) receives new
+ * tensors that the caller owns, of the run's sizes. */
 TFM_API tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
                                      tfm_tensor_t *const *inputs,
                                      size_t num_inputs,

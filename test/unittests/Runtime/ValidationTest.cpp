@@ -335,6 +335,42 @@ TEST_F(CorruptedGPU, TooManyDeviceKernelsIsRefusedAtLoad) {
       << msg;
 }
 
+// The table of an entry compiled for a range of lengths (DynamicTest.cpp's
+// library): every bucket must be an entry of the library, of the sizes the
+// table gives, and the last must hold the largest size.
+struct CorruptedDynamic : ::testing::Test {
+  void SetUp() override {
+    ASSERT_TRUE(lib.model) << "cannot load " << TFM_LENGTHS_SO;
+    ASSERT_EQ(lib.model->num_dynamic_entries, 1);
+  }
+  const tfm_abi_dynamic_entry_t &d() { return lib.model->dynamic_entries[0]; }
+  LoadedModel lib{TFM_LENGTHS_SO};
+};
+
+TEST_F(CorruptedDynamic, ABucketThatIsNoEntryIsRefusedAtLoad) {
+  auto [code, msg] =
+      loadAndRun(lib.patched(&d().buckets[0], int32_t(1000), "bucket"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("dynamic entry 'infer': bucket 0 is no entry"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(CorruptedDynamic, ABucketOfOtherSizesIsRefusedAtLoad) {
+  auto [code, msg] =
+      loadAndRun(lib.patched(&d().bucket_sizes[0], int64_t(3), "sizes"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("input 0 does not match"), std::string::npos) << msg;
+}
+
+TEST_F(CorruptedDynamic, ARangePastTheLastBucketIsRefusedAtLoad) {
+  auto [code, msg] =
+      loadAndRun(lib.patched(&d().max_sizes[0], int64_t(41), "range"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("no bucket holds 'sequence' = 41"), std::string::npos)
+      << msg;
+}
+
 TEST(CorruptPointers, ANameOutsideTheLibraryIsRefusedAtLoad) {
   auto [code, msg] = loadAndRun(kFakeDir + "/libfake_model_bad_name.so");
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);

@@ -136,6 +136,31 @@ def PromoteConstantsPass : Pass<"tfm-promote-constants", "::mlir::ModuleOp"> {
 // Generation
 //===----------------------------------------------------------------------===//
 
+def ExactPaddingPass : Pass<"tfm-exact-padding", "::mlir::ModuleOp"> {
+  let summary = "Proves that padding a bucket's inputs to its size is exact, adding key masks.";
+  let description = [{
+    For an artifact that serves a range of sizes (`tfmc compile --shape
+    sequence=1..512`): the functions marked `tfm.bucket_of = "infer"` are
+    the static buckets of the entry `infer`, their arguments' `tfm.symbols`
+    name the symbol each axis follows, and the module's `tfm.symbol_ranges`
+    (`{sequence = array<i64: 1, 512>}`) the sizes each takes. A run of size
+    n uses the smallest bucket L >= n with its inputs padded by zeros; the
+    pass proves, op by op, that no output row below n then reads a padded
+    position, or fails at the op that would (a reduction over the sequence,
+    the last token picked from the end, ...). Row-wise ops keep a padded
+    axis; a matmul may sum over it only where one side is exactly zero on
+    the padding; a softmax over it gets an additive key mask, a new
+    argument `key_mask.<symbol>` of the bucket's size, unless a causal
+    mask over the same symbol already hides every later key.
+
+    The result is the module's `tfm.dynamic_entries`, one
+    `#tfm.dynamic_entry` per entry, from which the artifact's table of
+    dynamic entries is written.
+  }];
+  let dependentDialects = ["::mlir::tfm::TfmDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def DeriveKVCachePass : Pass<"tfm-derive-kv-cache", "::mlir::ModuleOp"> {
   let summary = "Derives @prefill and @decode_step, with a KV cache, from a causal model.";
   let description = [{

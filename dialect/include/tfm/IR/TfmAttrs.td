@@ -253,4 +253,30 @@ def Tfm_IndexCheckAttr : Tfm_Attr<"IndexCheck", "index_check"> {
   let genVerifyDecl = 1;
 }
 
+def Tfm_DynamicEntryAttr : Tfm_Attr<"DynamicEntry", "dynamic_entry"> {
+  let summary = "an entry point that serves a range of sizes from buckets";
+  let description = [{
+    The entry `name` takes every size from `min_sizes[s]` to `max_sizes[s]`
+    for each dimension symbol `symbols[s]`. `inputs` and `outputs` give,
+    for each axis of each of the entry's tensors, the symbol it has (an
+    index into `symbols`) or -1. `buckets` are the static functions that
+    serve it, by increasing size, and `bucket_sizes` their sizes (one row of
+    `symbols.size()` per bucket); each bucket takes the entry's inputs and
+    then one additive key mask per element of `key_masks` (the symbol it
+    masks). tfm-exact-padding writes it, after proving that padding each
+    bucket's inputs with zeros changes none of the outputs' rows within
+    the run's sizes.
+  }];
+  let parameters = (ins StringRefParameter<"the entry's name">:$name,
+                        "::mlir::ArrayAttr":$symbols,
+                        "::mlir::DenseI64ArrayAttr":$min_sizes,
+                        "::mlir::DenseI64ArrayAttr":$max_sizes,
+                        "::mlir::ArrayAttr":$inputs,
+                        "::mlir::ArrayAttr":$outputs,
+                        "::mlir::DenseI64ArrayAttr":$key_masks,
+                        "::mlir::ArrayAttr":$buckets,
+                        "::mlir::DenseI64ArrayAttr":$bucket_sizes);
+  let genVerifyDecl = 1;
+}
+
 #endif // TFM_IR_TFMATTRS_TD

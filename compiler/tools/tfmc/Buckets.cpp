@@ -1,0 +1,178 @@
+//===- Buckets.cpp - One artifact for a range of sizes --------------------===//
+//
+// `--shape sequence=1..512` compiles the model once per bucket size, each a
+// static function of its own (`infer.sequence128`), into one module that
+// tfm-exact-padding then proves and annotates. The importer folds each
+// bucket from the same graph, so shape arithmetic in exporter output needs
+// no symbolic form. Which axes a symbol sizes is read off the buckets
+// themselves: an input axis is the symbol's when its length is the
+// bucket's size of the symbol in every bucket.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "tfm/Frontends/ONNX/Importer.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+using namespace mlir::tfm::tfmc;
+
+std::optional<SizeRange> mlir::tfm::tfmc::parseSizeRange(StringRef spec,
+                                                         std::string &error) {
+  auto [name, value] = spec.rsplit('=');
+  auto [lo, hi] = value.split("..");
+  if (hi.data() == nullptr || !value.contains(".."))
+    return std::nullopt;
+  SizeRange r{name.str(), 0, 0};
+  if (name.empty() || lo.getAsInteger(10, r.min) ||
+      hi.getAsInteger(10, r.max) || r.min < 1 || r.min > r.max) {
+    error = "--shape " + spec.str() +
+            ": a range is SYMBOL=LO..HI with 1 <= LO <= HI";
+    return std::nullopt;
+  }
+  return r;
+}
+
+SmallVector<int64_t> mlir::tfm::tfmc::bucketSizes(const SizeRange &range,
+                                                  unsigned perOctave) {
+  // Every size up to 16 (where a run costs little more than its overhead,
+  // and odd sizes run no faster than the next even one); above, `perOctave`
+  // evenly spaced sizes per doubling, so a run pads by at most a factor of
+  // 1 + 1/perOctave.
+  SmallVector<int64_t> sizes;
+  for (int64_t s = range.min; s <= range.max;) {
+    sizes.push_back(s);
+    int64_t octave = 1;
+    while (octave * 2 <= s)
+      octave *= 2;
+    int64_t step = s < 16 ? 1 : std::max<int64_t>(1, octave / perOctave);
+    s = (s / step + 1) * step;
+  }
+  if (sizes.back() != range.max)
+    sizes.push_back(range.max);
+  return sizes;
+}
+
+namespace {
+
+std::string bucketName(StringRef entry, ArrayRef<SizeRange> ranges,
+                       ArrayRef<int64_t> sizes) {
+  std::string name = entry.str();
+  for (auto [r, s] : llvm::zip(ranges, sizes))
+    name += "." + r.symbol + std::to_string(s);
+  return name;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlir::tfm::tfmc::importBuckets(
+    MLIRContext *context, StringRef path,
+    const onnx_import::ImportOptions &base, ArrayRef<SizeRange> ranges,
+    unsigned perOctave) {
+  // Every combination of the ranges' bucket sizes.
+  SmallVector<SmallVector<int64_t>> perRange;
+  for (const SizeRange &r : ranges)
+    perRange.push_back(bucketSizes(r, perOctave));
+  SmallVector<SmallVector<int64_t>> grid{{}};
+  for (auto &sizes : perRange) {
+    SmallVector<SmallVector<int64_t>> next;
+    for (auto &row : grid)
+      for (int64_t s : sizes) {
+        next.push_back(row);
+        next.back().push_back(s);
+      }
+    grid = std::move(next);
+  }
+  bool progress = llvm::errs().is_displayed() && grid.size() > 1;
+  SmallVector<OwningOpRef<ModuleOp>> modules;
+  for (auto [k, sizes] : llvm::enumerate(grid)) {
+    if (progress)
+      llvm::errs() << "\rimporting bucket " << k + 1 << " of " << grid.size()
+                   << "  ";
+    onnx_import::ImportOptions options = base;
+    for (auto [r, s] : llvm::zip(ranges, sizes))
+      options.inputShapes[r.symbol] = {s};
+    OwningOpRef<ModuleOp> m = onnx_import::importFile(context, path, options);
+    if (!m) {
+      if (progress)
+        llvm::errs() << "\n";
+      std::string at;
+      for (auto [r, s] : llvm::zip(ranges, sizes))
+        at += (at.empty() ? "" : ", ") + r.symbol + "=" + std::to_string(s);
+      llvm::errs() << "tfmc: error: importing the bucket " << at
+                   << " failed\n";
+      return {};
+    }
+    modules.push_back(std::move(m));
+  }
+  if (progress)
+    llvm::errs() << "\r" << std::string(40, ' ') << "\r";
+
+  ModuleOp merged = *modules.front();
+  Builder b(context);
+  SmallVector<func::FuncOp> entries;
+  for (auto fn : merged.getOps<func::FuncOp>())
+    entries.push_back(fn);
+  for (func::FuncOp fn : entries)
+    if (!fn.isPublic()) {
+      fn.emitError() << "a range of sizes compiles public functions only";
+      return {};
+    }
+  for (func::FuncOp entry : entries) {
+    StringRef name = entry.getName();
+    SmallVector<func::FuncOp> buckets;
+    for (auto [k, m] : llvm::enumerate(modules)) {
+      auto fn = m->lookupSymbol<func::FuncOp>(name);
+      if (!fn) {
+        merged.emitError() << "a bucket lacks @" << name;
+        return {};
+      }
+      buckets.push_back(fn);
+    }
+    // The symbol of each input axis: its length is the bucket's size of
+    // the symbol in every bucket (with two or more sizes to tell by).
+    for (unsigned i = 0; i < entry.getNumArguments(); ++i) {
+      auto type = dyn_cast<RankedTensorType>(entry.getArgument(i).getType());
+      if (!type)
+        continue;
+      SmallVector<Attribute> symbols(type.getRank(), b.getStringAttr(""));
+      bool any = false;
+      for (int64_t a = 0; a < type.getRank(); ++a)
+        for (auto [r, range] : llvm::enumerate(ranges)) {
+          if (perRange[r].size() < 2)
+            continue;
+          bool tracks = true;
+          for (auto [k, fn] : llvm::enumerate(buckets)) {
+            auto t = cast<RankedTensorType>(fn.getArgument(i).getType());
+            tracks = tracks && t.getRank() == type.getRank() &&
+                     t.getDimSize(a) == grid[k][r];
+          }
+          if (tracks) {
+            symbols[a] = b.getStringAttr(range.symbol);
+            any = true;
+            break;
+          }
+        }
+      if (any)
+        for (func::FuncOp fn : buckets)
+          fn.setArgAttr(i, "tfm.symbols", b.getArrayAttr(symbols));
+    }
+    for (auto [k, fn] : llvm::enumerate(buckets)) {
+      fn->setAttr("tfm.bucket_of", b.getStringAttr(name));
+      fn.setSymName(bucketName(name, ranges, grid[k]));
+      if (k > 0)
+        fn->moveBefore(merged.getBody(), merged.getBody()->end());
+    }
+  }
+  // The first module's functions were renamed in place; the others' moved.
+  SmallVector<NamedAttribute> bounds;
+  for (const SizeRange &r : ranges)
+    bounds.push_back(b.getNamedAttr(
+        r.symbol, b.getDenseI64ArrayAttr({r.min, r.max})));
+  merged->setAttr("tfm.symbol_ranges", b.getDictionaryAttr(bounds));
+  return std::move(modules.front());
+}
