@@ -1010,7 +1010,26 @@ int runRunOnce(MLIRContext &context) {
     return runCompiled(inputFile, opts);
   }
   return withModel(context, [&](ModuleOp module) -> int {
-    func::FuncOp fn = findEntry(module, entry);
+    // For a range of sizes, the signature (input numbering, index bounds)
+    // is any bucket's: all take the same inputs.
+    func::FuncOp fn;
+    if (module->hasAttr("tfm.symbol_ranges")) {
+      if (useReference) {
+        error() << "--reference runs one size; give --shape SYMBOL=N\n";
+        return kExitUsage;
+      }
+      StringRef wanted = entry.empty() ? StringRef("infer") : StringRef(entry);
+      for (auto f : module.getOps<func::FuncOp>())
+        if (auto of = f->getAttrOfType<StringAttr>("tfm.bucket_of");
+            of && of.getValue() == wanted)
+          fn = f;
+      if (!fn) {
+        error() << "no entry '" << wanted << "' serves the range of sizes\n";
+        return kExitInputError;
+      }
+    } else {
+      fn = findEntry(module, entry);
+    }
     if (!fn)
       return kExitInputError;
     if (useReference)
