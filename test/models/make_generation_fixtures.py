@@ -19,7 +19,10 @@ reverse sequences of digits, exported with the source and the target ids
 as inputs; its expected tokens decode the target from a begin token for
 given sources.
 
-Writes test/models/generation/{gpt,transformer}/{model.onnx, expected.txt}.
+Writes test/models/generation/{gpt,transformer}/{model.onnx, expected.txt},
+and the GPT exported twice more with its own cache: gpt_past (past_key_values,
+concatenated) and gpt_static (a fixed-size buffer written by ScatterND, with
+the zeros.pb and positions.pb that bind it).
 
   /usr/bin/python3 test/models/make_generation_fixtures.py
 """
@@ -30,6 +33,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "unittests", "Runtime"))
@@ -96,6 +100,38 @@ class GPTWithPast(nn.Module):
         for i, blk in enumerate(g.blocks):
             x, k, v = blk(x, (past[2 * i], past[2 * i + 1]))
             presents += [k, v]
+        return (g.ln(x) @ g.tok.weight.t(), *presents)
+
+
+class GPTWithStaticCache(nn.Module):
+    """The same model with a fixed-size cache, as static-cache exporters
+    write it: one [B, H, MAXLEN, Dh] buffer per layer for the keys and one
+    for the values, written at `cache_position` by an indexed assignment
+    (ScatterND in ONNX), attention over the whole buffer with the positions
+    after each row hidden, the written buffers out (present)."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = gpt
+
+    def forward(self, ids, cache_position, *caches):
+        g = self.gpt
+        x = g.tok(ids) + g.pos(cache_position.unsqueeze(0))
+        hide = torch.arange(MAXLEN)[None, :] > cache_position[:, None]
+        presents = []
+        for i, blk in enumerate(g.blocks):
+            b, n, _ = x.shape
+            h = blk.ln1(x)
+            q, k, v = (t(h).view(b, n, H, D // H).transpose(1, 2)
+                       for t in (blk.q, blk.k, blk.v))
+            kc, vc = caches[2 * i].clone(), caches[2 * i + 1].clone()
+            kc[:, :, cache_position] = k
+            vc[:, :, cache_position] = v
+            att = ((q @ kc.transpose(-2, -1)) / math.sqrt(D // H)).masked_fill(hide, float("-inf"))
+            y = (F.softmax(att, dim=-1) @ vc).transpose(1, 2).reshape(b, n, D)
+            x = x + blk.proj(y)
+            x = x + blk.fc2(F.gelu(blk.fc1(blk.ln2(x)), approximate="tanh"))
+            presents += [kc, vc]
         return (g.ln(x) @ g.tok.weight.t(), *presents)
 
 
@@ -257,6 +293,25 @@ def main():
                       opset_version=17, do_constant_folding=True,
                       dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                                     **{n: {0: "batch", 2: "past"} for n in names}})
+    # And with a fixed-size cache written by ScatterND; the files bind it
+    # to zeros and its positions to the whole length for a batch of 3, which
+    # folds the writes away (test/tfmc/generate.test).
+    static_folder = os.path.join(HERE, "generation", "gpt_static")
+    os.makedirs(static_folder, exist_ok=True)
+    # Traced at the sizes it is compiled for: the exporter bakes the traced
+    # sizes into the reshapes of the indexed assignment.
+    caches = [torch.zeros(3, H, MAXLEN, D // H) for _ in range(2 * LAYERS)]
+    names = [f"cache_{i // 2}_{'kv'[i % 2]}" for i in range(2 * LAYERS)]
+    torch.onnx.export(GPTWithStaticCache(model),
+                      (torch.cat([ids, ids[:1]]), torch.arange(MAXLEN), *caches),
+                      os.path.join(static_folder, "model.onnx"),
+                      input_names=["input_ids", "cache_position"] + names,
+                      output_names=["logits"] + [n.replace("cache", "present") for n in names],
+                      opset_version=17, do_constant_folding=True)
+    for name, value in (("zeros", torch.zeros(3, H, MAXLEN, D // H)),
+                        ("positions", torch.arange(MAXLEN))):
+        with open(os.path.join(static_folder, f"{name}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(value.numpy(), name).SerializeToString())
     model = model.double()
     lines = ["# Made by make_generation_fixtures.py: tokens PyTorch generates by",
              "# rerunning the whole model on the whole prefix at every step.",

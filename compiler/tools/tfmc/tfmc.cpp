@@ -82,8 +82,9 @@ cl::opt<unsigned> bucketsPerOctave(
     cl::value_desc("N"), cl::init(8), cl::cat(modelCat));
 cl::list<std::string> binds(
     "bind",
-    cl::desc("Fix the value of an ONNX input that gives a shape (Reshape's "
-             "shape, Slice's starts, ...) at compile time"),
+    cl::desc("Fix the value of an ONNX input at compile time: one that "
+             "gives a shape (Reshape's shape, Slice's starts, ...), or any "
+             "other, which becomes a constant of the model"),
     cl::value_desc("NAME=FILE.pb"), cl::cat(modelCat));
 
 //===-- compile ----------------------------------------------------------===//
@@ -482,6 +483,7 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
         return kExitUsage;
       }
       bindFiles[name] = path.str();
+      options.boundInputs.insert(name);
     }
     // With --test-data-dir, shape inputs take their values from the case.
     std::string dataDir = testDataDir;

@@ -97,6 +97,36 @@ OpFoldResult SliceOp::fold(FoldAdaptor) {
   return getInput();
 }
 
+OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {
+  // Indices that name every element of the input's leading axes once, in
+  // row-major order, replace the whole input by the updates: a cache
+  // buffer written at positions 0..n-1 of its n (an export with a
+  // fixed-size cache, its positions bound to the whole length).
+  auto indices = llvm::dyn_cast_if_present<DenseIntElementsAttr>(a.getIndices());
+  if (!indices || getReduction() != ScatterReduction::none ||
+      getUpdates().getType() != getType())
+    return {};
+  auto idxType = llvm::cast<RankedTensorType>(indices.getType());
+  ArrayRef<int64_t> shape = getType().getShape();
+  int64_t k = idxType.getShape().back();
+  if (idxType.getRank() != k + 1 || k > static_cast<int64_t>(shape.size()) ||
+      idxType.getShape().drop_back() != shape.take_front(k))
+    return {};
+  SmallVector<int64_t> expected(k, 0);
+  int64_t component = 0;
+  for (APInt v : indices.getValues<APInt>()) {
+    if (v.getSExtValue() != expected[component])
+      return {};
+    if (++component == k) {
+      component = 0;
+      // The next element of the leading axes, row-major.
+      for (int64_t d = k - 1; d >= 0 && ++expected[d] == shape[d]; --d)
+        expected[d] = 0;
+    }
+  }
+  return getUpdates();
+}
+
 OpFoldResult ReluOp::fold(FoldAdaptor) {
   // relu is idempotent.
   if (getInput().getDefiningOp<ReluOp>())

@@ -775,17 +775,21 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       continue; // an initializer with a default value, not a real input
     unsigned pos = position++;
     auto reader = shapeInputs.find(in.name());
-    if (reader != shapeInputs.end()) {
+    if (reader != shapeInputs.end() || options.boundInputs.contains(in.name())) {
       DenseElementsAttr value = options.shapeInputValue
                                     ? options.shapeInputValue(in.name(), pos)
                                     : DenseElementsAttr();
       if (!value) {
-        emitError(fileLoc)
-            << "graph input '" << in.name() << "' is a shape operand of "
-            << reader->second
-            << ", so its value must be known when compiling; bind it with "
-               "--bind "
-            << in.name() << "=FILE.pb";
+        if (reader == shapeInputs.end())
+          emitError(fileLoc) << "graph input '" << in.name()
+                             << "' is bound, but its value cannot be read";
+        else
+          emitError(fileLoc)
+              << "graph input '" << in.name() << "' is a shape operand of "
+              << reader->second
+              << ", so its value must be known when compiling; bind it with "
+                 "--bind "
+              << in.name() << "=FILE.pb";
         return {};
       }
       bound[in.name()] = value;

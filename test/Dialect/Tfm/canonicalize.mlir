@@ -134,3 +134,24 @@ func.func @single_concat_split(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<
   %1 = tfm.split %x axis = 1 sizes = [4] : tensor<2x4xf32> -> tensor<2x4xf32>
   return %0, %1 : tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a ScatterND writing every element of the leading axes once, in
+// order, is its updates (a fixed-size cache written whole), and that one
+// writing them in another order is kept.
+// CHECK-LABEL: func.func @scatter_nd_whole
+// CHECK-SAME: (%[[DATA:.+]]: tensor<2x3x4xf32>, %[[NEW:.+]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[NEW]]
+func.func @scatter_nd_whole(%data: tensor<2x3x4xf32>, %new: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %idx = arith.constant dense<[[[0, 0], [0, 1], [0, 2]], [[1, 0], [1, 1], [1, 2]]]> : tensor<2x3x2xi64>
+  %r = tfm.scatter_nd %data, %idx, %new reduction = none : (tensor<2x3x4xf32>, tensor<2x3x2xi64>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %r : tensor<2x3x4xf32>
+}
+// CHECK-LABEL: func.func @scatter_nd_reordered
+// CHECK: tfm.scatter_nd
+func.func @scatter_nd_reordered(%data: tensor<2x3x4xf32>, %new: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %idx = arith.constant dense<[[[0, 0], [0, 2], [0, 1]], [[1, 0], [1, 1], [1, 2]]]> : tensor<2x3x2xi64>
+  %r = tfm.scatter_nd %data, %idx, %new reduction = none : (tensor<2x3x4xf32>, tensor<2x3x2xi64>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %r : tensor<2x3x4xf32>
+}

@@ -565,6 +565,8 @@ def Tfm_ScatterNDOp : Tfm_PureOp<"scatter_nd", [InferTypeOpAdaptor]> {
     $input `,` $indices `,` $updates `reduction` `=` $reduction attr-dict `:`
     functional-type(operands, results)
   }];
+  // Writing every element in order (a cache written whole) is its updates.
+  let hasFolder = 1;
 }
 
 def Tfm_TopKOp : Tfm_PureOp<"top_k", [InferTypeOpAdaptor]> {

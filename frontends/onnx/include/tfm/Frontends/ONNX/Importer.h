@@ -17,6 +17,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 #include <optional>
@@ -42,6 +43,10 @@ struct ImportOptions {
   /// the import fail with a message that says how to provide it.
   std::function<DenseElementsAttr(StringRef name, unsigned position)>
       shapeInputValue;
+  /// Graph inputs that become constants of the model, their values from
+  /// shapeInputValue, whether nodes read them as shapes or not (an export's
+  /// fixed-size cache bound to zeros, and its positions).
+  llvm::StringSet<> boundInputs;
   /// Imports for training: float initializers of two or more elements
   /// become `tfm.parameter`s (scalars and integer initializers stay
   /// constants), and Dropout becomes `tfm.dropout`, inactive until
