@@ -29,10 +29,12 @@ PACKAGES=(
 )
 
 # What the benchmark adds: its peers, PyTorch and ONNX Runtime (through
-# node; npm installs it into the build folder). A node already on PATH is
+# node; npm installs it into the build folder), and OpenBLAS, without which
+# Debian's PyTorch runs its GEMMs on the reference BLAS (about 1% of a core's
+# rate; bench/run.py then leaves its column out). A node already on PATH is
 # used as it is.
 bench_packages() {
-  echo python3-torch
+  echo python3-torch libopenblas0-openmp
   command -v npm >/dev/null 2>&1 || echo nodejs npm
 }
 

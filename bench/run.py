@@ -39,6 +39,12 @@ DESCRIPTION = {
 }
 
 
+# PyTorch at its best: without the variables that pin OpenBLAS to older
+# kernels (some environments set them; docs/performance.md).
+PINNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+TORCH_ENV = {k: v for k, v in os.environ.items() if k not in PINNING}
+
+
 def log(msg):
     print(f"==> {msg}", file=sys.stderr, flush=True)
 
@@ -101,10 +107,6 @@ def decode_table(args, skip, node_env):
         ids = (np.arange(n, dtype=np.int64) * 37 % w7_model.VOCAB).reshape(1, n)
         with open(ids_pb[n], "wb") as f:
             f.write(numpy_helper.from_array(ids, "input_ids").SerializeToString())
-    # PyTorch at its best: without the variables that pin OpenBLAS to older
-    # kernels (docs/performance.md).
-    torch_env = {k: v for k, v in os.environ.items()
-                 if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     res = {k: [] for k in ("bw", "tfm_p", "tfm_t", "ort_p", "ort_t", "pt_p", "pt_t",
                            "rerun", "rerun160")}
     tokens = {}
@@ -137,7 +139,7 @@ def decode_table(args, skip, node_env):
             tokens["ort"] = tok
         if "torch" not in skip:
             pm, tm, tok = run(["/usr/bin/python3", os.path.join(HERE, "torch_decode_peer.py")],
-                              env=torch_env).split()
+                              env=TORCH_ENV).split()
             res["pt_p"].append(float(pm))
             res["pt_t"].append(float(tm))
             tokens["torch"] = tok
@@ -257,6 +259,19 @@ def main():
     skip = set(filter(None, args.skip.split(",")))
     os.makedirs(args.out, exist_ok=True)
 
+    blas = "skipped"
+    if "torch" not in skip:
+        # Debian's PyTorch takes whichever BLAS the alternatives system
+        # gives; the reference BLAS would make its column meaningless.
+        blas = run(["/usr/bin/python3", os.path.join(HERE, "torch_blas.py")],
+                   env=TORCH_ENV).strip()
+        log(f"PyTorch's BLAS: {blas}")
+        if blas.startswith("reference"):
+            log("PyTorch runs on the reference BLAS, about 1% of this machine's "
+                "GEMM rate: no PyTorch column (install libopenblas0-openmp, which "
+                "./tfm.sh bench does)")
+            skip.add("torch")
+            blas = "reference BLAS: column left out"
     log("exporting the workloads")
     run(["/usr/bin/python3", os.path.join(HERE, "export_workloads.py"), args.out])
     if "ort" not in skip and not ensure_ort(args.out):
@@ -314,7 +329,7 @@ def main():
             if "torch" not in skip:
                 times[("torch", w)].append(float(run(
                     ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), w,
-                     str(REPS[w])])))
+                     str(REPS[w])], env=TORCH_ENV)))
 
     ceiling = statistics.median(ceilings)
     med = {k: statistics.median(v) if v else None for k, v in times.items()}
@@ -331,7 +346,8 @@ def main():
     lines = [
         f"Measured {datetime.date.today().isoformat()}, {args.rounds} rounds, 2 threads; "
         f"oneDNN sgemm ceiling {ceiling:.0f} GFLOP/s (median of the rounds: "
-        f"{min(ceilings):.0f}–{max(ceilings):.0f}).",
+        f"{min(ceilings):.0f}–{max(ceilings):.0f}). PyTorch's BLAS: {blas}, with "
+        f"{' and '.join(PINNING)} unset (its best kernels).",
         "",
         "| workload | GFLOP | tfm ms | ONNX Runtime ms | PyTorch ms | tfm / ORT | tfm / PyTorch "
         "| tfm % of ceiling | ORT % | PyTorch % | target | tfm compile s |",
