@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Exports the benchmark workloads of PERFORMANCE.md as ONNX (opset 17):
-W1-W3 PyTorch TransformerEncoderLayer (post-LN, ReLU) and W4 nn.Transformer
+W1-W3 and W8 (S 1024 and 4096) PyTorch TransformerEncoderLayer (post-LN, ReLU) and W4 nn.Transformer
 (6+6 layers, causal target mask as an input). W5 trains W4: its batch
 (src, tgt, mask and a label per target position) goes to DIR/w5-data in
 the layout `tfmc train --data` reads. W7 is the decoder of w7_model.py,
@@ -25,6 +25,8 @@ ENCODERS = {  # name: d_model, heads, d_ff, batch, sequence
     "w1": (768, 12, 3072, 1, 128),
     "w2": (768, 12, 3072, 8, 128),
     "w3": (256, 4, 1024, 1, 32),
+    "w8-1k": (768, 12, 3072, 1, 1024),  # W8: long sequences
+    "w8-4k": (768, 12, 3072, 1, 4096),
 }
 
 

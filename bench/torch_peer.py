@@ -35,7 +35,8 @@ if name in ("w4", "w5"):
             opt.step()
 else:
     d, h, ff, b, s = {"w1": (768, 12, 3072, 1, 128), "w2": (768, 12, 3072, 8, 128),
-                      "w3": (256, 4, 1024, 1, 32)}[name]
+                      "w3": (256, 4, 1024, 1, 32), "w8-1k": (768, 12, 3072, 1, 1024),
+                      "w8-4k": (768, 12, 3072, 1, 4096)}[name]
     layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True).eval()
     x = torch.randn(b, s, d)
     run = lambda: layer(x)
