@@ -50,6 +50,18 @@ def main():
         layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True).eval()
         torch.onnx.export(layer, (torch.randn(b, s, d),), path, input_names=["x"],
                           output_names=["y"], opset_version=17)
+    # W9: a BERT-large-sized encoder (24 layers d1024 h16 ff4096, 1.2 GB of
+    # f32 weights). nn.TransformerEncoder clones one layer, whose copies the
+    # exporter would store once, so every layer is drawn anew.
+    path = os.path.join(out, "w9.onnx")
+    if not os.path.exists(path):
+        layer = nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True)
+        enc = nn.TransformerEncoder(layer, 24, enable_nested_tensor=False).eval()
+        with torch.no_grad():
+            for p in enc.parameters():
+                p.normal_(0, 0.02) if p.dim() > 1 else p.zero_()
+        torch.onnx.export(enc, (torch.randn(1, 128, 1024),), path, input_names=["x"],
+                          output_names=["y"], opset_version=17)
     # W1's layer with a dynamic sequence, for the lengths table (one
     # artifact for sequence=1..512 against static compiles).
     path = os.path.join(out, "w1-dyn.onnx")

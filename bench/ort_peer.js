@@ -30,6 +30,7 @@ function causalMask(s) {
     else if (model.includes('w4')) feeds[name] = random([8, 64, 512]);
     else if (model.includes('w1')) feeds[name] = random([1, 128, 768]);
     else if (model.includes('w2')) feeds[name] = random([8, 128, 768]);
+    else if (model.includes('w9')) feeds[name] = random([1, 128, 1024]);
     else if (model.includes('w8-1k')) feeds[name] = random([1, 1024, 768]);
     else if (model.includes('w8-4k')) feeds[name] = random([1, 4096, 768]);
     else feeds[name] = random([1, 32, 256]);

@@ -33,6 +33,11 @@ if name in ("w4", "w5"):
             y = model(src, tgt, tgt_mask=mask)
             F.cross_entropy(y.reshape(-1, d), labels.reshape(-1)).backward()
             opt.step()
+elif name == "w9":
+    layer = nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 24, enable_nested_tensor=False).eval()
+    x = torch.randn(1, 128, 1024)
+    run = lambda: enc(x)
 else:
     d, h, ff, b, s = {"w1": (768, 12, 3072, 1, 128), "w2": (768, 12, 3072, 8, 128),
                       "w3": (256, 4, 1024, 1, 32), "w8-1k": (768, 12, 3072, 1, 1024),
