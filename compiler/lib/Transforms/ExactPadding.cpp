@@ -81,7 +81,7 @@ private:
                         ZeroRule zeros, Axes &result);
   void set(Operation &op, const Axes &axes) {
     for (Value r : op.getResults())
-      axes_[r] = axes;
+      followed[r] = axes;
   }
   /// The additive mask that hides symbol `s`'s padded keys, combined with
   /// `mask` (of `kind`); its kind is additive.
@@ -98,7 +98,8 @@ private:
   ArrayRef<int64_t> sizes, served;
   ArrayRef<Value> keyMasks;
   OpBuilder b;
-  DenseMap<Value, Axes> axes_;
+  // The axes of each value that follows a symbol.
+  DenseMap<Value, Axes> followed;
 };
 
 LogicalResult Prover::fail(Operation &op, const Twine &why) {
@@ -109,8 +110,8 @@ LogicalResult Prover::fail(Operation &op, const Twine &why) {
 }
 
 Axes Prover::axesOf(Value v) const {
-  auto it = axes_.find(v);
-  if (it != axes_.end())
+  auto it = followed.find(v);
+  if (it != followed.end())
     return it->second;
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return Axes(t ? t.getRank() : 0);
@@ -245,7 +246,7 @@ LogicalResult Prover::visitSoftmax(Operation &op, Value input, Value mask,
         causal ? b.getUnitAttr() : UnitAttr());
     op.getResult(0).replaceAllUsesWith(softmax.getResult());
     result[axis].zero = true;
-    axes_[softmax.getResult()] = result;
+    followed[softmax.getResult()] = result;
     op.erase();
     return success();
   }
@@ -541,7 +542,7 @@ LogicalResult Prover::run(ArrayRef<SmallVector<int64_t>> inputs) {
       // The runtime pads inputs with zeros.
       axes[a].zero = s >= 0;
     }
-    axes_[fn.getArgument(i)] = axes;
+    followed[fn.getArgument(i)] = axes;
   }
   // Visiting may replace an op (a softmax with its key mask), so take the
   // list first.
