@@ -59,7 +59,8 @@ def main():
         enc = nn.TransformerEncoder(layer, 24, enable_nested_tensor=False).eval()
         with torch.no_grad():
             for p in enc.parameters():
-                p.normal_(0, 0.02) if p.dim() > 1 else p.zero_()
+                if p.dim() > 1:  # the matrices; norms and biases may repeat
+                    p.normal_(0, 0.02)
         torch.onnx.export(enc, (torch.randn(1, 128, 1024),), path, input_names=["x"],
                           output_names=["y"], opset_version=17)
     # W1's layer with a dynamic sequence, for the lengths table (one
