@@ -70,9 +70,13 @@ tfm_status_t tfm::runtime::runDynamic(tfm_session_t *session,
   const tfm_abi_model_t *m = session->module->model;
   const char *entry = d.name;
   int32_t n = d.num_symbols;
-  // The run's size of each symbol, and the input that set it.
+  // The run's size of each symbol, and the input and axis that set it.
   std::vector<int64_t> sizes(n, -1);
-  std::vector<std::string> setBy(n);
+  std::vector<std::pair<size_t, int32_t>> setBy(n);
+  auto where = [&](std::pair<size_t, int32_t> at) {
+    return fmt::format("input '{}' axis {}", d.inputs[at.first].name,
+                       at.second);
+  };
   for (size_t i = 0; i < num_inputs; ++i) {
     const tfm_abi_tensor_desc_t &want = d.inputs[i];
     const tfm_tensor_t *got = inputs[i];
@@ -80,34 +84,34 @@ tfm_status_t tfm::runtime::runDynamic(tfm_session_t *session,
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                         "entry '{}': input {} ('{}') is NULL", entry, i,
                         want.name);
-    std::string shape;
-    for (int32_t r = 0; r < want.rank; ++r)
-      shape += (r ? ", " : "") + (want.dims[r] >= 0
-                                      ? std::to_string(want.dims[r])
-                                      : std::string(d.symbols[-1 - want.dims[r]]));
-    bool sameRank = got->dims.size() == static_cast<size_t>(want.rank);
-    bool fits = got->dtype == want.dtype && sameRank;
+    bool fits = got->dtype == want.dtype &&
+                got->dims.size() == static_cast<size_t>(want.rank);
     for (int32_t r = 0; fits && r < want.rank; ++r)
       fits = want.dims[r] < 0 || got->dims[r] == want.dims[r];
-    if (!fits)
+    if (!fits) {
+      std::string shape;
+      for (int32_t r = 0; r < want.rank; ++r)
+        shape += (r ? ", " : "") +
+                 (want.dims[r] >= 0 ? std::to_string(want.dims[r])
+                                    : std::string(d.symbols[-1 - want.dims[r]]));
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                         "entry '{}': input {} ('{}') must be {} [{}] but is "
                         "{} {}",
                         entry, i, want.name, dtypeName(want.dtype), shape,
                         dtypeName(got->dtype),
                         shapeString(got->dims.data(), got->dims.size()));
+    }
     for (int32_t r = 0; r < want.rank; ++r) {
       if (want.dims[r] >= 0)
         continue;
       int32_t s = static_cast<int32_t>(-1 - want.dims[r]);
-      std::string here = fmt::format("input '{}' axis {}", want.name, r);
       if (sizes[s] >= 0 && sizes[s] != got->dims[r])
         return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                           "entry '{}': '{}' is {} by {} but {} by {}", entry,
-                          d.symbols[s], sizes[s], setBy[s], got->dims[r],
-                          here);
+                          d.symbols[s], sizes[s], where(setBy[s]),
+                          got->dims[r], where({i, r}));
       sizes[s] = got->dims[r];
-      setBy[s] = here;
+      setBy[s] = {i, r};
     }
   }
   for (int32_t s = 0; s < n; ++s) {
@@ -117,7 +121,7 @@ tfm_status_t tfm::runtime::runDynamic(tfm_session_t *session,
       return makeStatus(TFM_STATUS_OUT_OF_RANGE,
                         "entry '{}': '{}' is {} ({}), outside the range "
                         "{}..{} the model was compiled for",
-                        entry, d.symbols[s], sizes[s], setBy[s],
+                        entry, d.symbols[s], sizes[s], where(setBy[s]),
                         d.min_sizes[s], d.max_sizes[s]);
   }
   // The cheapest bucket that holds the run: buckets come cheapest first.

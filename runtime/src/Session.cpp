@@ -350,43 +350,32 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
   const tfm_module_s *module = session->module;
   // A dynamic entry, or a static one (a bucket too, by its own name).
   const tfm_module_s::PublicEntry *pub = module->findPublic(entry);
-  if (pub && pub->dynamic) {
-    const tfm_abi_dynamic_entry_t &d = *pub->dynamic;
-    if (num_inputs != static_cast<size_t>(d.num_inputs))
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "entry '{}' takes {} inputs but {} were given", entry,
-                        d.num_inputs, num_inputs);
-    if (num_outputs < static_cast<size_t>(d.num_outputs))
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "entry '{}' returns {} outputs but room for {} was "
-                        "given",
-                        entry, d.num_outputs, num_outputs);
-    SessionUse use(session);
-    if (!use.acquired())
-      return sessionInUse("tfm_session_run");
-    return runDynamic(session, d, inputs, num_inputs, out_outputs);
-  }
-  const tfm_abi_entry_t *e = module->findEntry(entry);
-  if (!e)
+  const tfm_abi_dynamic_entry_t *d = pub ? pub->dynamic : nullptr;
+  const tfm_abi_entry_t *e = d ? nullptr : module->findEntry(entry);
+  if (!d && !e)
     return makeStatus(TFM_STATUS_NOT_FOUND,
                       "'{}' has no entry point '{}'; it has: {}", module->path,
                       entry, module->entryNames());
-  if (num_inputs != static_cast<size_t>(e->num_inputs))
+  int32_t wantInputs = d ? d->num_inputs : e->num_inputs;
+  int32_t wantOutputs = d ? d->num_outputs : e->num_outputs;
+  if (num_inputs != static_cast<size_t>(wantInputs))
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "entry '{}' takes {} inputs but {} were given", entry,
-                      e->num_inputs, num_inputs);
-  if (num_outputs < static_cast<size_t>(e->num_outputs))
+                      wantInputs, num_inputs);
+  if (num_outputs < static_cast<size_t>(wantOutputs))
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "entry '{}' returns {} outputs but room for {} was "
                       "given",
-                      entry, e->num_outputs, num_outputs);
-  for (size_t i = 0; i < num_inputs; ++i)
+                      entry, wantOutputs, num_outputs);
+  // A dynamic entry checks its inputs against its ranges when it runs.
+  for (size_t i = 0; e && i < num_inputs; ++i)
     if (tfm_status_t s = checkInput(entry, i, e->inputs[i], inputs[i]))
       return s;
   SessionUse use(session);
   if (!use.acquired())
     return sessionInUse("tfm_session_run");
-  return runEntry(session, e, inputs, num_inputs, out_outputs);
+  return d ? runDynamic(session, *d, inputs, num_inputs, out_outputs)
+           : runEntry(session, e, inputs, num_inputs, out_outputs);
 }
 
 } // extern "C"
