@@ -83,6 +83,7 @@ const char *tfm::runtime::kernelName(int32_t kind) {
   case TFM_KERNEL_SGD: return "sgd";
   case TFM_KERNEL_LAYER_NORM_BACKWARD: return "layer_norm_backward";
   case TFM_KERNEL_CONV_2D: return "conv_2d";
+  case TFM_KERNEL_ATTENTION: return "attention";
   default: return "?";
   }
 }

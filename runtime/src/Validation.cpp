@@ -371,6 +371,33 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     return f32({n, c, h, w}, bytes[0]) && f32({m, c / g, kh, kw}, bytes[1]) &&
            (!s[8] || f32({m}, bytes[2])) && f32({n, m, oh, ow}, bytes[3]);
   }
+  case TFM_KERNEL_ATTENTION: {
+    if (!positive(6))
+      return false;
+    int64_t b1 = p[0], b2 = p[1], sq = p[2], sk = p[3], dq = p[4], dv = p[5],
+            flags = p[6];
+    if (flags < 0 || flags > 31) {
+      why = fmt::format("its flags are {}", flags);
+      return false;
+    }
+    // Each operand's rows are strided, their elements dense.
+    auto rows = [&](int operand, std::initializer_list<int64_t> dims,
+                    uint64_t &out) {
+      const int64_t *st = d.strides + 3 * operand;
+      const int64_t four[] = {st[0], st[1], st[2], 1};
+      return strided(dims, four, out);
+    };
+    if (!rows(0, {b1, b2, sq, dq}, bytes[0]) ||
+        !rows(1, {b1, b2, sk, dq}, bytes[1]) ||
+        !rows(2, {b1, b2, sk, dv}, bytes[2]) ||
+        !rows(3, {b1, b2, sq, dv}, bytes[4]))
+      return false;
+    return !(flags & TFM_ATTENTION_HAS_MASK) ||
+           f32({flags & TFM_ATTENTION_MASK_B1 ? b1 : 1,
+                flags & TFM_ATTENTION_MASK_B2 ? b2 : 1,
+                flags & TFM_ATTENTION_MASK_Q ? sq : 1, sk},
+               bytes[3]);
+  }
   case TFM_KERNEL_ADAM:
     if (!positive(1))
       return false;

@@ -25,7 +25,10 @@ static_assert(static_cast<int>(KernelKind::linear) == TFM_KERNEL_LINEAR &&
                   static_cast<int>(KernelKind::adam) == TFM_KERNEL_ADAM &&
                   static_cast<int>(KernelKind::sgd) == TFM_KERNEL_SGD &&
                   static_cast<int>(KernelKind::layer_norm_backward) ==
-                      TFM_KERNEL_LAYER_NORM_BACKWARD,
+                      TFM_KERNEL_LAYER_NORM_BACKWARD &&
+                  static_cast<int>(KernelKind::conv_2d) == TFM_KERNEL_CONV_2D &&
+                  static_cast<int>(KernelKind::attention) ==
+                      TFM_KERNEL_ATTENTION,
               "KernelKind and tfm_kernel_kind_t disagree");
 static_assert(static_cast<int>(StateKind::parameter) == TFM_STATE_PARAMETER &&
                   static_cast<int>(StateKind::adam_m) == TFM_STATE_ADAM_M &&

@@ -99,7 +99,20 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 params:  N, C, H, W, M, KH, KW, G (groups)
  *                 strides: sh, sw, dh, dw (dilations, 1 = dense), pt, pl,
  *                          pb, pr (pads), has_bias; OH and OW follow
- *                 args:    x, w, b (or NULL), y */
+ *                 args:    x, w, b (or NULL), y
+ *  ATTENTION      o[B1,B2,Sq,Dv] = softmax over Sk of (scale·q·kᵀ + mask)
+ *                 · v, with q[B1,B2,Sq,D], k[B1,B2,Sk,D], v[B1,B2,Sk,Dv]
+ *                 (an append to version 5): computed over blocks of keys
+ *                 with an online softmax, so no [Sq, Sk] scores exist in
+ *                 memory. Rows are read and written at any strides, their
+ *                 elements densely. The mask is a dense f32 (additive)
+ *                 [M1,M2,MQ,Sk], where each M is 1 or the size it
+ *                 broadcasts to; `causal` drops key j > query i.
+ *                 params:  B1, B2, Sq, Sk, D, Dv, flags (a
+ *                          tfm_attention_flag_t set)
+ *                 fparams: scale
+ *                 strides: q, k, v, o: (b1, b2, row) each, in elements
+ *                 args:    q, k, v, mask (or NULL), o */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
@@ -110,7 +123,17 @@ typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_SGD = 7,     /* since version 3 */
   TFM_KERNEL_LAYER_NORM_BACKWARD = 8, /* since version 3 */
   TFM_KERNEL_CONV_2D = 9, /* an append to version 5: older runtimes refuse it as unknown */
+  TFM_KERNEL_ATTENTION = 10, /* an append to version 5, as CONV_2D */
 } tfm_kernel_kind_t;
+
+/* The flags of an ATTENTION kernel (params[6]). */
+typedef enum tfm_attention_flag_t {
+  TFM_ATTENTION_CAUSAL = 1,
+  TFM_ATTENTION_HAS_MASK = 2,
+  TFM_ATTENTION_MASK_B1 = 4, /* the mask has B1 (else 1) leading rows */
+  TFM_ATTENTION_MASK_B2 = 8, /* ... B2 */
+  TFM_ATTENTION_MASK_Q = 16, /* ... a row per query (else one for all) */
+} tfm_attention_flag_t;
 
 /* The activation a LINEAR kernel applies after the bias (params[4]). */
 typedef enum tfm_activation_t {

@@ -34,6 +34,7 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
                   ? 2
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD ? 1
               : d.kind == TFM_KERNEL_CONV_2D ? 8
+              : d.kind == TFM_KERNEL_ATTENTION ? 6
               : d.kind == TFM_KERNEL_REORDER
                   ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, TFM_REORDER_MAX_RANK)) + 1
                   : 3;
@@ -62,6 +63,8 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
       return makeLayerNormBackwardKernel(device, d);
     case TFM_KERNEL_CONV_2D:
       return makeConv2DKernel(device, d);
+    case TFM_KERNEL_ATTENTION:
+      return makeAttentionKernel(device, d);
     case TFM_KERNEL_ADAM:
       return makeAdamKernel(d);
     case TFM_KERNEL_SGD:

@@ -4,8 +4,8 @@
 // created (that is when oneDNN builds its primitives), then run any number
 // of times. Semantics are those of the tfm ops, documented in tfm/abi.h.
 // One file per family: Gemm.cpp (LINEAR, BATCH_MATMUL), Normalization.cpp
-// (MASKED_SOFTMAX, LAYER_NORM and its backward pass), Reorder.cpp,
-// Optimizer.cpp (ADAM, SGD).
+// (MASKED_SOFTMAX, LAYER_NORM and its backward pass), Attention.cpp,
+// Convolution.cpp, Reorder.cpp, Optimizer.cpp (ADAM, SGD).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +56,8 @@ makeLayerNormBackwardKernel(std::shared_ptr<Engine> engine,
                             const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeReorderKernel(std::shared_ptr<Engine> engine,
                                           const tfm_abi_kernel_desc_t &desc);
+std::unique_ptr<Kernel> makeAttentionKernel(std::shared_ptr<Engine> engine,
+                                            const tfm_abi_kernel_desc_t &d);
 std::unique_ptr<Kernel> makeConv2DKernel(std::shared_ptr<Engine> engine,
                                          const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeAdamKernel(const tfm_abi_kernel_desc_t &desc);

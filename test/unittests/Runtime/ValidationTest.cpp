@@ -371,6 +371,35 @@ TEST_F(CorruptedDynamic, ARangePastTheLastBucketIsRefusedAtLoad) {
       << msg;
 }
 
+// The library's longer buckets compute attention on the ATTENTION kernel.
+const tfm_abi_kernel_desc_t *firstAttention(const tfm_abi_model_t *model) {
+  for (int32_t i = 0; i < model->num_kernels; ++i)
+    if (model->kernels[i].kind == TFM_KERNEL_ATTENTION)
+      return &model->kernels[i];
+  return nullptr;
+}
+
+TEST_F(CorruptedDynamic, UnknownAttentionFlagsAreRefusedAtLoad) {
+  const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
+  ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
+  auto [code, msg] =
+      loadAndRun(lib.patched(&k->params[6], int64_t(99), "attention_flags"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("its flags are 99"), std::string::npos) << msg;
+}
+
+TEST_F(CorruptedDynamic, AnAttentionRowStridePastItsBufferIsRefused) {
+  const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
+  ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
+  // The key's row stride (operand 1: strides 3..5).
+  auto [code, msg] = loadAndRun(
+      lib.patched(&k->strides[5], int64_t(1) << 40, "attention_stride"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("more than the model's largest buffer"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(CorruptPointers, ANameOutsideTheLibraryIsRefusedAtLoad) {
   auto [code, msg] = loadAndRun(kFakeDir + "/libfake_model_bad_name.so");
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);

@@ -70,6 +70,28 @@ def FuseQKVPass : Tfm_FusionPass<"tfm-fuse-qkv"> {
   }];
 }
 
+def FuseAttentionPass : Tfm_FusionPass<"tfm-fuse-attention"> {
+  let summary = "Folds q·kᵀ, the masked softmax and ·v into one tfm.attention.";
+  let description = [{
+    Runs after tfm-fuse-masked-softmax, where a target computes attention
+    without the scores in memory (the CPU's ATTENTION kernel). A masked
+    softmax whose input is a matmul `q·kᵀ` with no other reader, and whose
+    only reader is the matmul `p·v`, becomes one op; the transpose that made
+    `kᵀ` is folded into the key:
+
+    ```mlir
+    %kt = tfm.transpose %k permutation = [0, 2, 1] : ... 
+    %s = tfm.matmul %q, %kt : ...
+    %p = tfm.masked_softmax %s, mask %m mask_kind = additive {scale = 0.125}
+    %o = tfm.matmul %p, %v : ...
+      =>  %o = tfm.attention %q, %k, %v, mask %m {scale = 0.125}
+    ```
+
+    A training graph keeps its softmax (the backward pass reads p), and so
+    does a softmax whose batch dimensions broadcast.
+  }];
+}
+
 def FuseResidualLayerNormPass : Tfm_FusionPass<"tfm-fuse-residual-layernorm"> {
   let summary = "Recognizes decomposed layer norms and fuses residual adds into tfm.add_layer_norm.";
   let description = [{

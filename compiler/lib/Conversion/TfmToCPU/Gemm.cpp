@@ -148,9 +148,127 @@ LogicalResult lowerQKV(QKVProjectionOp p, CPUEntry &e) {
 
 namespace {
 
+/// `view` padded to two batch dimensions (a missing one has size 1, and
+/// its stride never moves a pointer), as ATTENTION's strides want it: the
+/// batch strides and the row stride. Returns false when its elements are
+/// not dense.
+bool attentionStrides(const StridedView &view, SmallVectorImpl<int64_t> &out) {
+  size_t rank = view.shape.size();
+  if (view.strides.back() != 1 && view.shape.back() != 1)
+    return false;
+  SmallVector<int64_t> lead(view.strides.begin(), view.strides.end() - 2);
+  while (lead.size() < 2)
+    lead.insert(lead.begin(), 0);
+  llvm::append_range(out, lead);
+  out.push_back(view.strides[rank - 2]);
+  return true;
+}
+
+/// Attention on the ATTENTION kernel: no scores in memory. The mask is
+/// made additive f32, and kept broadcast where the kernel can read it so.
+LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
+  auto qt = op.getQuery().getType();
+  ArrayRef<int64_t> qs = qt.getShape();
+  int64_t rank = qs.size();
+  int64_t sq = qs[rank - 2], d = qs.back();
+  int64_t sk = op.getKey().getType().getShape()[rank - 2];
+  int64_t dv = op.getValue().getType().getShape().back();
+  SmallVector<int64_t> batch(qs.drop_back(2));
+  while (batch.size() < 2)
+    batch.insert(batch.begin(), 1);
+  SmallVector<int64_t> strides;
+  SmallVector<KernelArg> args;
+  for (Value operand : {op.getQuery(), op.getKey(), op.getValue()}) {
+    StridedView view = e.viewOf(operand);
+    if (!attentionStrides(view, strides)) {
+      Value dense = e.denseOf(operand);
+      auto shape = cast<MemRefType>(dense.getType()).getShape();
+      view = {dense, 0, SmallVector<int64_t>(shape),
+              rowMajorStrides(shape)};
+      attentionStrides(view, strides);
+    }
+    args.push_back(KernelArg(view.base, view.offset));
+  }
+  int64_t flags = op.getCausal() ? TFM_ATTENTION_CAUSAL : 0;
+  Value maskBuf;
+  if (Value mask = op.getMask()) {
+    flags |= TFM_ATTENTION_HAS_MASK;
+    auto mt = cast<RankedTensorType>(mask.getType());
+    // The mask's dims against [batch..., Sq, Sk], padded on the left.
+    SmallVector<int64_t> ms(rank - mt.getRank(), 1);
+    llvm::append_range(ms, mt.getShape());
+    SmallVector<int64_t> full(qs.drop_back(2));
+    full.push_back(sq);
+    full.push_back(sk);
+    bool fits = ms.back() == sk;
+    for (int64_t i = 0; i + 1 < rank; ++i)
+      fits &= ms[i] == 1 || ms[i] == full[i];
+    SmallVector<int64_t> shape = fits ? ms : full;
+    Value additive = e.temporary(MemRefType::get(
+        fits ? ArrayRef<int64_t>(mt.getShape()) : ArrayRef<int64_t>(full),
+        e.b.getF32Type()));
+    bool boolean = mt.getElementType().isInteger(1);
+    Value source = e.denseOf(mask);
+    if (!fits) {
+      // An unusual broadcast (over keys): the full mask.
+      Value wide = e.temporary(MemRefType::get(full, mt.getElementType()));
+      e.copy(source, wide);
+      source = wide;
+    }
+    e.elementwise({source}, additive,
+                  [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                    Type f32 = ob.getF32Type();
+                    if (boolean)
+                      return ob.create<arith::SelectOp>(
+                          l, a[0], BufferizedEntry::constantScalar(ob, l, f32, 0),
+                          BufferizedEntry::constantScalar(ob, l, f32, -INFINITY));
+                    unsigned bits = a[0].getType().getIntOrFloatBitWidth();
+                    if (bits > 32)
+                      return ob.create<arith::TruncFOp>(l, f32, a[0]);
+                    if (bits < 32)
+                      return ob.create<arith::ExtFOp>(l, f32, a[0]);
+                    return a[0];
+                  });
+    maskBuf = additive;
+    // Which of [B1, B2, Sq] the mask has, after padding to two batch dims.
+    SmallVector<int64_t> padded(shape.begin(), shape.end() - 2);
+    while (padded.size() < 2)
+      padded.insert(padded.begin(), 1);
+    if (padded[0] != 1)
+      flags |= TFM_ATTENTION_MASK_B1;
+    if (padded[1] != 1)
+      flags |= TFM_ATTENTION_MASK_B2;
+    if (shape[rank - 2] != 1)
+      flags |= TFM_ATTENTION_MASK_Q;
+  }
+  args.push_back(maskBuf ? KernelArg(maskBuf) : KernelArg());
+  StridedView out = e.destinationView(op.getResult());
+  Value dense;
+  if (!attentionStrides(out, strides)) {
+    // Written densely, then moved where the plan wants it.
+    auto shape = op.getType().getShape();
+    dense = e.temporary(MemRefType::get(shape, e.b.getF32Type()));
+    StridedView d{dense, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)};
+    attentionStrides(d, strides);
+    args.push_back(KernelArg(dense));
+  } else {
+    args.push_back(KernelArg(out.base, out.offset));
+  }
+  e.callKernel(TFM_KERNEL_ATTENTION,
+               {batch[0], batch[1], sq, sk, d, dv, flags}, {attentionScale(op)},
+               args, strides);
+  if (dense)
+    e.copyView({dense, 0, SmallVector<int64_t>(op.getType().getShape()),
+                rowMajorStrides(op.getType().getShape())},
+               out, e.b.getF32Type());
+  return success();
+}
+
 /// Unfused attention: scores, masked softmax and the weighted sum, through
 /// the same kernels as the fused graph, with the scores in a temporary.
 LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
+  if (usesAttentionKernel(op))
+    return lowerAttentionKernel(op, e);
   auto qt = op.getQuery().getType();
   auto vt = op.getValue().getType();
   if (!isF32(qt))

@@ -92,7 +92,9 @@ def Tfm_KernelKind : I32EnumAttr<"KernelKind",
       I32EnumAttrCase<"reorder", 5>,
       I32EnumAttrCase<"adam", 6>,
       I32EnumAttrCase<"sgd", 7>,
-      I32EnumAttrCase<"layer_norm_backward", 8>]> {
+      I32EnumAttrCase<"layer_norm_backward", 8>,
+      I32EnumAttrCase<"conv_2d", 9>,
+      I32EnumAttrCase<"attention", 10>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

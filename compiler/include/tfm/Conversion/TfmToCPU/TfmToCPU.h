@@ -71,6 +71,11 @@ private:
 /// (Xᵀ·dY, dSᵀ·Q) reach the kernel without a copy.
 bool isStridedMatmul(MatmulOp op);
 
+/// An attention the ATTENTION kernel computes, without its scores in
+/// memory: f32, at most two batch dimensions, no empty operand. It reads
+/// query, key and value and writes its result at any row strides.
+bool usesAttentionKernel(AttentionOp op);
+
 /// A QKV projection computed as one GEMM into one packed buffer
 /// [rows, Σsizes]; its results are column windows of that buffer.
 bool isPackedQKV(QKVProjectionOp op);

@@ -1,0 +1,443 @@
+//===- Attention.cpp - Attention without the scores in memory --------------===//
+//
+// ATTENTION walks each block of queries over blocks of keys, keeping a
+// running maximum and sum per row (the online softmax), so the [Sq, Sk]
+// scores never exist: a block's scores live in a per-thread buffer that
+// stays in the core's L2 cache between its two GEMMs. At Sk = 4096 the
+// unfused graph moved 805 MB of scores through memory three times.
+//
+// The threads split the (batch, head, query block) tasks; each runs the
+// block GEMMs through oneDNN single-threaded (oneDNN does not fork inside a
+// parallel region), with its own stream and scratchpad, so the primitives,
+// created once per block shape, run concurrently.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Engine.h"
+
+#include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace tfm::runtime::cpu;
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+
+namespace {
+
+/// Query rows per task, and keys per block: a block of scores (128 KB at 64
+/// rows) and the key and value blocks it needs (128 KB each at head
+/// dimension 64) stay in one core's L2, where oneDNN's GEMMs of this shape
+/// run at about 90% of their large-matrix speed.
+constexpr int64_t kMinQueryBlock = 64;
+constexpr int64_t kMaxQueryBlock = 256;
+constexpr int64_t kKeyBlock = 512;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// One row of a block's scores, `row[0, n)`, becomes exp(scale·row + mask −
+/// m′) where m′ = max(m, the row's maximum), with the entries at or after
+/// `keep` dropped (0); returns the factor exp(m − m′) by which the row's
+/// earlier sum and output shrink, and updates m and the sum l.
+float onlineSoftmaxRowScalar(float *row, const float *mask, int64_t keep,
+                             int64_t n, float scale, float &m, float &l) {
+  float mx = kNegInf;
+  for (int64_t j = 0; j < keep; ++j) {
+    row[j] = scale * row[j] + (mask ? mask[j] : 0.f);
+    mx = std::max(mx, row[j]);
+  }
+  float next = std::max(m, mx);
+  if (next == kNegInf) {
+    std::fill(row, row + n, 0.f);
+    return 1.f;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < keep; ++j) {
+    row[j] = std::exp(row[j] - next);
+    sum += row[j];
+  }
+  std::fill(row + keep, row + n, 0.f);
+  float shrink = std::exp(m - next);
+  l = l * shrink + sum;
+  m = next;
+  return shrink;
+}
+
+#if defined(__x86_64__)
+/// exp(x) for x <= 0 in eight lanes, 0 below -87 (and for -inf): the
+/// range reduction x = n·ln2 + r and a degree-6 polynomial for e^r, within
+/// 2 ulp. Scalar expf here would cost as much as the GEMMs.
+__attribute__((target("avx2,fma"))) inline __m256 expNonPositive(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  __m256 n = _mm256_round_ps(
+      _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+__attribute__((target("avx2,fma"))) inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/// onlineSoftmaxRowScalar in eight lanes.
+__attribute__((target("avx2,fma"))) float
+onlineSoftmaxRowAVX2(float *row, const float *mask, int64_t keep, int64_t n,
+                     float scale, float &m, float &l) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  __m256 vmx = _mm256_set1_ps(kNegInf);
+  int64_t j = 0;
+  for (; j + 8 <= keep; j += 8) {
+    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), vs);
+    if (mask)
+      x = _mm256_add_ps(x, _mm256_loadu_ps(mask + j));
+    _mm256_storeu_ps(row + j, x);
+    vmx = _mm256_max_ps(vmx, x);
+  }
+  float mx = hmax(vmx);
+  for (; j < keep; ++j) {
+    row[j] = scale * row[j] + (mask ? mask[j] : 0.f);
+    mx = std::max(mx, row[j]);
+  }
+  float next = std::max(m, mx);
+  if (next == kNegInf) {
+    std::fill(row, row + n, 0.f);
+    return 1.f;
+  }
+  const __m256 vn = _mm256_set1_ps(next);
+  __m256 vsum = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= keep; j += 8) {
+    __m256 p = expNonPositive(_mm256_sub_ps(_mm256_loadu_ps(row + j), vn));
+    _mm256_storeu_ps(row + j, p);
+    vsum = _mm256_add_ps(vsum, p);
+  }
+  float sum = hsum(vsum);
+  for (; j < keep; ++j) {
+    row[j] = std::exp(row[j] - next);
+    sum += row[j];
+  }
+  std::fill(row + keep, row + n, 0.f);
+  float shrink = std::exp(m - next);
+  l = l * shrink + sum;
+  m = next;
+  return shrink;
+}
+
+/// exp(x) for x <= 0 in sixteen lanes, as expNonPositive.
+__attribute__((target("avx512f"))) inline __m512 expNonPositive16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.0f);
+  __mmask16 kept = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+  x = _mm512_max_ps(x, lo);
+  __m512 n = _mm512_roundscale_ps(
+      _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  // p·2^n, scaled through the exponent field.
+  return _mm512_maskz_scalef_ps(kept, p, n);
+}
+
+/// onlineSoftmaxRowScalar in sixteen lanes; the tail of a row is masked.
+__attribute__((target("avx512f"))) float
+onlineSoftmaxRowAVX512(float *row, const float *mask, int64_t keep,
+                       int64_t n, float scale, float &m, float &l) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  __m512 vmx = _mm512_set1_ps(kNegInf);
+  for (int64_t j = 0; j < keep; j += 16) {
+    __mmask16 lanes = keep - j >= 16 ? 0xffff : (1u << (keep - j)) - 1;
+    __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), vs);
+    if (mask)
+      x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lanes, mask + j));
+    _mm512_mask_storeu_ps(row + j, lanes, x);
+    vmx = _mm512_mask_max_ps(vmx, lanes, vmx, x);
+  }
+  float next = std::max(m, _mm512_reduce_max_ps(vmx));
+  if (next == kNegInf) {
+    std::fill(row, row + n, 0.f);
+    return 1.f;
+  }
+  const __m512 vn = _mm512_set1_ps(next);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < keep; j += 16) {
+    __mmask16 lanes = keep - j >= 16 ? 0xffff : (1u << (keep - j)) - 1;
+    __m512 p = _mm512_maskz_mov_ps(
+        lanes, expNonPositive16(_mm512_sub_ps(
+                   _mm512_maskz_loadu_ps(lanes, row + j), vn)));
+    _mm512_mask_storeu_ps(row + j, lanes, p);
+    vsum = _mm512_add_ps(vsum, p);
+  }
+  std::fill(row + keep, row + n, 0.f);
+  float shrink = std::exp(m - next);
+  l = l * shrink + _mm512_reduce_add_ps(vsum);
+  m = next;
+  return shrink;
+}
+#endif
+
+using RowFn = float (*)(float *, const float *, int64_t, int64_t, float,
+                        float &, float &);
+
+/// The widest row function the CPU has, within oneDNN's DNNL_MAX_CPU_ISA
+/// when it is set, so that one variable limits every kernel (and tests
+/// reach the narrower paths on a wide machine).
+RowFn pickRowFn() {
+#if defined(__x86_64__)
+  std::string limit;
+  if (const char *isa = std::getenv("DNNL_MAX_CPU_ISA"))
+    for (const char *c = isa; *c; ++c)
+      limit += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+  bool wide = limit.empty() || limit == "all" ||
+              limit.compare(0, 6, "avx512") == 0 ||
+              limit.compare(0, 5, "avx10") == 0;
+  bool avx2 = wide || limit.compare(0, 4, "avx2") == 0;
+  if (wide && __builtin_cpu_supports("avx512f"))
+    return onlineSoftmaxRowAVX512;
+  if (avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return onlineSoftmaxRowAVX2;
+#endif
+  return onlineSoftmaxRowScalar;
+}
+
+class AttentionKernel : public Kernel {
+public:
+  AttentionKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), b1(d.params[0]), b2(d.params[1]), sq(d.params[2]),
+        sk(d.params[3]), dq(d.params[4]), dv(d.params[5]),
+        flags(d.params[6]), scale(static_cast<float>(d.fparams[0])),
+        rowFn(pickRowFn()) {
+    std::copy(d.strides, d.strides + 12, strides);
+    // Taller query blocks share each packed key and value block among more
+    // rows (W8 at S = 4096: 229 ms at 64 rows, 216 at 256), as long as
+    // every thread has two tasks.
+    int threads = omp_get_max_threads();
+    bq = std::min(sq, kMaxQueryBlock);
+    while (bq > kMinQueryBlock && b1 * b2 * ((sq + bq - 1) / bq) < 2 * threads)
+      bq /= 2;
+    bk = std::min(sk, kKeyBlock);
+    // Every block shape a task meets, each with its pair of GEMMs.
+    for (int64_t q0 = 0; q0 < sq; q0 += bq)
+      for (int64_t k0 = 0, end = keyEnd(q0); k0 < end; k0 += bk)
+        shapeOf(std::min(bq, sq - q0), std::min(bk, end - k0));
+    while (static_cast<int>(workers.size()) < threads)
+      workers.emplace_back(*this);
+  }
+
+  int32_t run(void *const *args) override {
+    const float *q = static_cast<const float *>(args[0]);
+    const float *k = static_cast<const float *>(args[1]);
+    const float *v = static_cast<const float *>(args[2]);
+    const float *mask = static_cast<const float *>(args[3]);
+    float *o = static_cast<float *>(args[4]);
+    int threads = omp_get_max_threads();
+    while (static_cast<int>(workers.size()) < threads)
+      workers.emplace_back(*this);
+    int64_t blocks = (sq + bq - 1) / bq, tasks = b1 * b2 * blocks;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t i1 = t / (b2 * blocks), i2 = t / blocks % b2,
+              q0 = t % blocks * bq;
+      workers[omp_get_thread_num()].task(q, k, v, mask, o, i1, i2, q0);
+    }
+    return 0;
+  }
+
+private:
+  /// The GEMMs of a block of `rows` queries over `keys` keys: scores =
+  /// q·kᵀ into the worker's block, then out += scores·v.
+  struct Shape {
+    int64_t rows, keys;
+    memory::desc qd, kd, sd, vd, od, scoresScratch, weightedScratch;
+    dnnl::matmul scores, weighted;
+  };
+
+  /// The per-thread state: the block buffers, the running maximum and sum
+  /// of each row, a stream, a scratchpad, and memory objects per shape.
+  struct Worker {
+    explicit Worker(AttentionKernel &kernel)
+        : kernel(kernel), stream(kernel.dev->engine),
+          scores(kernel.bq * kernel.bk), out(kernel.bq * kernel.dv),
+          m(kernel.bq), l(kernel.bq), scratchpad(kernel.scratchBytes + 64) {}
+
+    void task(const float *q, const float *k, const float *v,
+              const float *mask, float *o, int64_t i1, int64_t i2,
+              int64_t q0);
+
+    AttentionKernel &kernel;
+    dnnl::stream stream;
+    std::vector<float> scores, out, m, l;
+    std::vector<char> scratchpad;
+    std::map<const Shape *, std::vector<memory>> bound;
+  };
+
+  /// One past the last key a query block sees.
+  int64_t keyEnd(int64_t q0) const {
+    if (!(flags & TFM_ATTENTION_CAUSAL))
+      return sk;
+    return std::min(sk, q0 + std::min(bq, sq - q0));
+  }
+
+  const Shape &shapeOf(int64_t rows, int64_t keys) {
+    auto found = shapes.find({rows, keys});
+    if (found != shapes.end())
+      return found->second;
+    auto &eng = dev->engine;
+    Shape s{rows, keys, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    s.qd = memory::desc({rows, dq}, dt::f32, memory::dims{strides[2], 1});
+    s.kd = memory::desc({dq, keys}, dt::f32, memory::dims{1, strides[5]});
+    s.sd = memory::desc({rows, keys}, dt::f32, memory::dims{keys, 1});
+    s.vd = memory::desc({keys, dv}, dt::f32, memory::dims{strides[8], 1});
+    s.od = memory::desc({rows, dv}, dt::f32, memory::dims{dv, 1});
+    dnnl::primitive_attr plain;
+    plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc sp(dnnl::matmul::desc(s.qd, s.kd, s.sd),
+                                    plain, eng);
+    dnnl::post_ops accumulate;
+    accumulate.append_sum(1.f);
+    dnnl::primitive_attr summing;
+    summing.set_post_ops(accumulate);
+    summing.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc wp(dnnl::matmul::desc(s.sd, s.vd, s.od),
+                                    summing, eng);
+    s.scores = dnnl::matmul(sp);
+    s.weighted = dnnl::matmul(wp);
+    s.scoresScratch = sp.scratchpad_desc();
+    s.weightedScratch = wp.scratchpad_desc();
+    scratchBytes = std::max({scratchBytes, s.scoresScratch.get_size(),
+                             s.weightedScratch.get_size()});
+    return shapes.emplace(std::make_pair(rows, keys), std::move(s))
+        .first->second;
+  }
+
+  std::shared_ptr<Engine> dev;
+  int64_t b1, b2, sq, sk, dq, dv, flags;
+  int64_t strides[12];
+  float scale;
+  RowFn rowFn;
+  int64_t bq, bk;
+  size_t scratchBytes = 0;
+  std::map<std::pair<int64_t, int64_t>, Shape> shapes;
+  std::vector<Worker> workers;
+};
+
+void AttentionKernel::Worker::task(const float *q, const float *k,
+                                   const float *v, const float *mask,
+                                   float *o, int64_t i1, int64_t i2,
+                                   int64_t q0) {
+  const AttentionKernel &a = kernel;
+  const int64_t *st = a.strides;
+  int64_t rows = std::min(a.bq, a.sq - q0), end = a.keyEnd(q0);
+  const float *qb = q + i1 * st[0] + i2 * st[1] + q0 * st[2];
+  const float *kb = k + i1 * st[3] + i2 * st[4];
+  const float *vb = v + i1 * st[6] + i2 * st[7];
+  const float *maskRows = nullptr;
+  int64_t maskRowStride = 0;
+  if (a.flags & TFM_ATTENTION_HAS_MASK) {
+    int64_t m2 = a.flags & TFM_ATTENTION_MASK_B2 ? a.b2 : 1;
+    int64_t mq = a.flags & TFM_ATTENTION_MASK_Q ? a.sq : 1;
+    int64_t j1 = a.flags & TFM_ATTENTION_MASK_B1 ? i1 : 0;
+    int64_t j2 = a.flags & TFM_ATTENTION_MASK_B2 ? i2 : 0;
+    maskRows = mask + (j1 * m2 + j2) * mq * a.sk;
+    if (a.flags & TFM_ATTENTION_MASK_Q) {
+      maskRows += q0 * a.sk;
+      maskRowStride = a.sk;
+    }
+  }
+  std::fill(out.begin(), out.begin() + rows * a.dv, 0.f);
+  std::fill(m.begin(), m.begin() + rows, kNegInf);
+  std::fill(l.begin(), l.begin() + rows, 0.f);
+  bool causal = a.flags & TFM_ATTENTION_CAUSAL;
+  for (int64_t k0 = 0; k0 < end; k0 += a.bk) {
+    int64_t keys = std::min(a.bk, end - k0);
+    const Shape &s = a.shapes.at({rows, keys});
+    std::vector<memory> &mem = bound[&s];
+    if (mem.empty()) {
+      auto &eng = a.dev->engine;
+      mem = {memory(s.qd, eng, DNNL_MEMORY_NONE),
+             memory(s.kd, eng, DNNL_MEMORY_NONE),
+             memory(s.sd, eng, scores.data()),
+             memory(s.vd, eng, DNNL_MEMORY_NONE),
+             memory(s.od, eng, out.data()),
+             memory(s.scoresScratch, eng, scratchpad.data()),
+             memory(s.weightedScratch, eng, scratchpad.data())};
+    }
+    mem[0].set_data_handle(const_cast<float *>(qb));
+    mem[1].set_data_handle(const_cast<float *>(kb + k0 * st[5]));
+    mem[3].set_data_handle(const_cast<float *>(vb + k0 * st[8]));
+    s.scores.execute(stream, {{DNNL_ARG_SRC, mem[0]},
+                              {DNNL_ARG_WEIGHTS, mem[1]},
+                              {DNNL_ARG_DST, mem[2]},
+                              {DNNL_ARG_SCRATCHPAD, mem[5]}});
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t keep = keys;
+      if (causal)
+        keep = std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys);
+      const float *maskRow =
+          maskRows ? maskRows + r * maskRowStride + k0 : nullptr;
+      float shrink = a.rowFn(scores.data() + r * keys, maskRow, keep, keys,
+                             a.scale, m[r], l[r]);
+      if (shrink != 1.f)
+        for (int64_t c = 0; c < a.dv; ++c)
+          out[r * a.dv + c] *= shrink;
+    }
+    s.weighted.execute(stream, {{DNNL_ARG_SRC, mem[2]},
+                                {DNNL_ARG_WEIGHTS, mem[3]},
+                                {DNNL_ARG_DST, mem[4]},
+                                {DNNL_ARG_SCRATCHPAD, mem[6]}});
+  }
+  stream.wait();
+  float *ob = o + i1 * st[9] + i2 * st[10] + q0 * st[11];
+  for (int64_t r = 0; r < rows; ++r) {
+    // A row that kept no key divides 0 by 0, as the unfused softmax does.
+    float inv = 1.f / l[r];
+    for (int64_t c = 0; c < a.dv; ++c)
+      ob[r * st[11] + c] = out[r * a.dv + c] * inv;
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Kernel>
+tfm::runtime::cpu::makeAttentionKernel(std::shared_ptr<Engine> engine,
+                                       const tfm_abi_kernel_desc_t &d) {
+  return std::make_unique<AttentionKernel>(std::move(engine), d);
+}
