@@ -9,6 +9,7 @@
 #include "../Reference/TestUtil.h"
 #include "cpu/Kernels.h"
 
+#include <cmath>
 #include <random>
 
 using namespace mlir::tfm::testing;
@@ -219,6 +220,65 @@ TEST(Kernel, MaskedSoftmaxPaddingMaskAndCausal) {
     })mlir",
                      {asTensor(x, {Bt, H, S, S}), asTensor(m, {Bt, 1, 1, S})});
   expectClose(y, want.at(0));
+}
+
+// Attention over [B, S, H, D] layouts read in place, 70 queries (two blocks)
+// over 600 keys (a full block of 512 and a ragged one), a key mask per batch
+// row, and values narrower than the keys.
+TEST(Kernel, AttentionStridedMaskedOverKeyBlocks) {
+  const int64_t B = 2, H = 2, Sq = 70, Sk = 600, D = 8, Dv = 4;
+  auto q = randomFloats(B * Sq * H * D, 11), key = randomFloats(B * Sk * H * D, 12),
+       v = randomFloats(B * Sk * H * Dv, 13), m = randomFloats(B * Sk, 14);
+  for (int64_t j = 500; j < Sk; ++j)
+    m[j] = -INFINITY; // the first batch row's last keys are padding
+  auto k = make({TFM_KERNEL_ATTENTION, 0,
+                 {B, H, Sq, Sk, D, Dv,
+                  TFM_ATTENTION_HAS_MASK | TFM_ATTENTION_MASK_B1},
+                 {0.3},
+                 {Sq * H * D, D, H * D,     // q[b, h, s, :] at [b, s, h, :]
+                  Sk * H * D, D, H * D,     // k
+                  Sk * H * Dv, Dv, H * Dv,  // v
+                  Sq * H * Dv, Dv, H * Dv}}); // o written as [b, s, h, :]
+  std::vector<float> o(B * Sq * H * Dv);
+  void *args[] = {q.data(), key.data(), v.data(), m.data(), o.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<2x70x2x8xf32>, %k: tensor<2x600x2x8xf32>, %v: tensor<2x600x2x4xf32>, %m: tensor<2x1x1x600xf32>) -> tensor<2x70x2x4xf32> {
+      %qt = tfm.transpose %q permutation = [0, 2, 1, 3] : tensor<2x70x2x8xf32> -> tensor<2x2x70x8xf32>
+      %kt = tfm.transpose %k permutation = [0, 2, 1, 3] : tensor<2x600x2x8xf32> -> tensor<2x2x600x8xf32>
+      %vt = tfm.transpose %v permutation = [0, 2, 1, 3] : tensor<2x600x2x4xf32> -> tensor<2x2x600x4xf32>
+      %a = tfm.attention %qt, %kt, %vt, mask %m {scale = 3.000000e-01 : f64} : (tensor<2x2x70x8xf32>, tensor<2x2x600x8xf32>, tensor<2x2x600x4xf32>, tensor<2x1x1x600xf32>) -> tensor<2x2x70x4xf32>
+      %r = tfm.transpose %a permutation = [0, 2, 1, 3] : tensor<2x2x70x4xf32> -> tensor<2x70x2x4xf32>
+      return %r : tensor<2x70x2x4xf32>
+    })mlir",
+                     {asTensor(q, {B, Sq, H, D}), asTensor(key, {B, Sk, H, D}),
+                      asTensor(v, {B, Sk, H, Dv}), asTensor(m, {B, 1, 1, Sk})});
+  expectClose(o, want.at(0));
+}
+
+// Causal attention over 600 positions: the last query blocks walk two key
+// blocks, the second cut short by the triangle.
+TEST(Kernel, AttentionCausalOverKeyBlocks) {
+  const int64_t H = 2, S = 600, D = 4;
+  auto q = randomFloats(H * S * D, 15), key = randomFloats(H * S * D, 16),
+       v = randomFloats(H * S * D, 17);
+  auto k = make({TFM_KERNEL_ATTENTION, 0,
+                 {1, H, S, S, D, D, TFM_ATTENTION_CAUSAL},
+                 {0.5},
+                 {0, S * D, D, 0, S * D, D, 0, S * D, D, 0, S * D, D}});
+  std::vector<float> o(H * S * D);
+  void *args[] = {q.data(), key.data(), v.data(), nullptr, o.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<2x600x4xf32>, %k: tensor<2x600x4xf32>, %v: tensor<2x600x4xf32>) -> tensor<2x600x4xf32> {
+      %a = tfm.attention %q, %k, %v causal {scale = 5.000000e-01 : f64} : (tensor<2x600x4xf32>, tensor<2x600x4xf32>, tensor<2x600x4xf32>) -> tensor<2x600x4xf32>
+      return %a : tensor<2x600x4xf32>
+    })mlir",
+                     {asTensor(q, {H, S, D}), asTensor(key, {H, S, D}),
+                      asTensor(v, {H, S, D})});
+  expectClose(o, want.at(0));
 }
 
 TEST(Kernel, AddLayerNormWithSum) {
