@@ -46,15 +46,16 @@ constexpr int64_t kKeyBlock = 512;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// One row of a block's scores, `row[0, n)`, becomes exp(scale·row + mask −
-/// m′) where m′ = max(m, the row's maximum), with the entries at or after
-/// `keep` dropped (0); returns the factor exp(m − m′) by which the row's
-/// earlier sum and output shrink, and updates m and the sum l.
+/// One row of a block's scores (already scaled by the GEMM), `row[0, n)`,
+/// becomes exp(row + mask − m′) where m′ = max(m, the row's maximum), with
+/// the entries at or after `keep` dropped (0); returns the factor
+/// exp(m − m′) by which the row's earlier sum and output shrink, and
+/// updates m and the sum l.
 float onlineSoftmaxRowScalar(float *row, const float *mask, int64_t keep,
-                             int64_t n, float scale, float &m, float &l) {
+                             int64_t n, float &m, float &l) {
   float mx = kNegInf;
   for (int64_t j = 0; j < keep; ++j) {
-    row[j] = scale * row[j] + (mask ? mask[j] : 0.f);
+    row[j] += mask ? mask[j] : 0.f;
     mx = std::max(mx, row[j]);
   }
   float next = std::max(m, mx);
@@ -122,20 +123,20 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
 /// onlineSoftmaxRowScalar in eight lanes.
 __attribute__((target("avx2,fma"))) float
 onlineSoftmaxRowAVX2(float *row, const float *mask, int64_t keep, int64_t n,
-                     float scale, float &m, float &l) {
-  const __m256 vs = _mm256_set1_ps(scale);
+                     float &m, float &l) {
   __m256 vmx = _mm256_set1_ps(kNegInf);
   int64_t j = 0;
   for (; j + 8 <= keep; j += 8) {
-    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), vs);
-    if (mask)
+    __m256 x = _mm256_loadu_ps(row + j);
+    if (mask) {
       x = _mm256_add_ps(x, _mm256_loadu_ps(mask + j));
-    _mm256_storeu_ps(row + j, x);
+      _mm256_storeu_ps(row + j, x);
+    }
     vmx = _mm256_max_ps(vmx, x);
   }
   float mx = hmax(vmx);
   for (; j < keep; ++j) {
-    row[j] = scale * row[j] + (mask ? mask[j] : 0.f);
+    row[j] += mask ? mask[j] : 0.f;
     mx = std::max(mx, row[j]);
   }
   float next = std::max(m, mx);
@@ -181,17 +182,18 @@ __attribute__((target("avx512f"))) inline __m512 expNonPositive16(__m512 x) {
 }
 
 /// onlineSoftmaxRowScalar in sixteen lanes; the tail of a row is masked.
+/// Without a mask the first pass only reads.
 __attribute__((target("avx512f"))) float
 onlineSoftmaxRowAVX512(float *row, const float *mask, int64_t keep,
-                       int64_t n, float scale, float &m, float &l) {
-  const __m512 vs = _mm512_set1_ps(scale);
+                       int64_t n, float &m, float &l) {
   __m512 vmx = _mm512_set1_ps(kNegInf);
   for (int64_t j = 0; j < keep; j += 16) {
     __mmask16 lanes = keep - j >= 16 ? 0xffff : (1u << (keep - j)) - 1;
-    __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), vs);
-    if (mask)
+    __m512 x = _mm512_maskz_loadu_ps(lanes, row + j);
+    if (mask) {
       x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lanes, mask + j));
-    _mm512_mask_storeu_ps(row + j, lanes, x);
+      _mm512_mask_storeu_ps(row + j, lanes, x);
+    }
     vmx = _mm512_mask_max_ps(vmx, lanes, vmx, x);
   }
   float next = std::max(m, _mm512_reduce_max_ps(vmx));
@@ -217,8 +219,8 @@ onlineSoftmaxRowAVX512(float *row, const float *mask, int64_t keep,
 }
 #endif
 
-using RowFn = float (*)(float *, const float *, int64_t, int64_t, float,
-                        float &, float &);
+using RowFn = float (*)(float *, const float *, int64_t, int64_t, float &,
+                        float &);
 
 /// The widest row function the CPU has, within oneDNN's DNNL_MAX_CPU_ISA
 /// when it is set, so that one variable limits every kernel (and tests
@@ -250,8 +252,8 @@ public:
         rowFn(pickRowFn()) {
     std::copy(d.strides, d.strides + 12, strides);
     // Taller query blocks share each packed key and value block among more
-    // rows (W8 at S = 4096: 229 ms at 64 rows, 216 at 256), as long as
-    // every thread has two tasks.
+    // rows (W8's attention at S = 4096: 229 ms at 64 rows, 216 at 256; 512
+    // gains no more), as long as every thread has two tasks.
     int threads = omp_get_max_threads();
     bq = std::min(sq, kMaxQueryBlock);
     while (bq > kMinQueryBlock && b1 * b2 * ((sq + bq - 1) / bq) < 2 * threads)
@@ -330,10 +332,13 @@ private:
     s.sd = memory::desc({rows, keys}, dt::f32, memory::dims{keys, 1});
     s.vd = memory::desc({keys, dv}, dt::f32, memory::dims{strides[8], 1});
     s.od = memory::desc({rows, dv}, dt::f32, memory::dims{dv, 1});
-    dnnl::primitive_attr plain;
-    plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // The scores come out of the GEMM scaled, so the softmax's first pass
+    // only reads them when there is no mask.
+    dnnl::primitive_attr scaled;
+    scaled.set_output_scales(0, {scale});
+    scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::primitive_desc sp(dnnl::matmul::desc(s.qd, s.kd, s.sd),
-                                    plain, eng);
+                                    scaled, eng);
     dnnl::post_ops accumulate;
     accumulate.append_sum(1.f);
     dnnl::primitive_attr summing;
@@ -417,7 +422,7 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
       const float *maskRow =
           maskRows ? maskRows + r * maskRowStride + k0 : nullptr;
       float shrink = a.rowFn(scores.data() + r * keys, maskRow, keep, keys,
-                             a.scale, m[r], l[r]);
+                             m[r], l[r]);
       if (shrink != 1.f)
         for (int64_t c = 0; c < a.dv; ++c)
           out[r * a.dv + c] *= shrink;
