@@ -210,10 +210,20 @@ public:
     auto *r = static_cast<float *>(args[3]);
     auto *y = static_cast<float *>(args[4]);
     for (Part &p : parts) {
-      if (p.weights.get() == p.userWeights.get()) {
+      if (!p.pack) {
         p.userWeights.set_data_handle(w + p.n0 * k);
-      } else if (w != packedFrom || !constWeights) {
-        // Packed at the first run, and again only if the weights move.
+      } else if (constWeights) {
+        // Every layer of a model with one shape runs this kernel on its own
+        // weights: each is packed at its first run and kept (W9's 24
+        // layers had repacked 16 MB at every call).
+        memory &packed = p.packedByWeights[w];
+        if (!packed) {
+          packed = memory(p.packedDesc, dev->engine);
+          p.userWeights.set_data_handle(w + p.n0 * k);
+          p.weightsReorder.execute(dev->stream, p.userWeights, packed);
+        }
+        p.args[DNNL_ARG_WEIGHTS] = packed;
+      } else {
         p.userWeights.set_data_handle(w + p.n0 * k);
         p.weightsReorder.execute(dev->stream, p.userWeights, p.weights);
       }
@@ -223,7 +233,6 @@ public:
       if (hasResidual)
         p.residual.set_data_handle(r + p.n0);
     }
-    packedFrom = w;
     if (parts.size() == 1) {
       parts[0].prim.execute(dev->stream, parts[0].args);
       dev->stream.wait();
@@ -244,6 +253,10 @@ private:
     dnnl::matmul prim;
     memory userWeights, weights, dst, bias, residual;
     dnnl::reorder weightsReorder;
+    /// Constant weights packed, by where the model keeps them.
+    bool pack = false;
+    memory::desc packedDesc;
+    std::unordered_map<const float *, memory> packedByWeights;
     dnnl::stream stream;
     std::unordered_map<int, memory> args;
   };
@@ -292,9 +305,16 @@ private:
     p.n0 = n0;
     p.prim = dnnl::matmul(pd);
     p.userWeights = memory(userW, eng, DNNL_MEMORY_NONE);
-    p.weights = pack ? memory(pd.weights_desc(), eng) : p.userWeights;
+    p.packedDesc = pd.weights_desc();
+    // Weights packed at each run (bf16 weights that change) have one buffer;
+    // constant ones one per weight tensor, made at its first run.
+    p.weights = pack && !constWeights ? memory(p.packedDesc, eng)
+                                      : p.userWeights;
     if (pack)
-      p.weightsReorder = dnnl::reorder(p.userWeights, p.weights);
+      p.weightsReorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(
+              eng, userW, eng, p.packedDesc));
+    p.pack = pack;
     p.dst = memory(outMd, eng, DNNL_MEMORY_NONE);
     p.stream = dnnl::stream(eng);
     p.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.weights},
@@ -316,7 +336,6 @@ private:
   bool hasBias, hasResidual, constWeights, bf16;
   memory userSrc, src;
   dnnl::reorder srcReorder;
-  void *packedFrom = nullptr;
   std::vector<Part> parts;
 };
 
