@@ -71,6 +71,29 @@ TEST(Kernel, LinearWithBiasGeluAndResidual) {
   }
 }
 
+// Layers of one shape share a kernel: each call with constant weights
+// must use its own, packed at its first call (layer 1, 2, 1 again).
+TEST(Kernel, LinearSharedByLayersKeepsEachLayersWeights) {
+  const int64_t M = 80, K = 32, N = 48;
+  auto x = randomFloats(M * K, 21);
+  std::vector<std::vector<float>> w = {randomFloats(N * K, 22),
+                                       randomFloats(N * K, 23)};
+  auto k = make({TFM_KERNEL_LINEAR, 0, {M, K, N, 0, 0, 0, /*constant=*/1}, {}});
+  for (int layer : {0, 1, 0}) {
+    std::vector<float> y(M * N);
+    void *args[] = {x.data(), w[layer].data(), nullptr, nullptr, y.data()};
+    ASSERT_EQ(k->run(args), 0);
+    InterpreterHarness h;
+    auto want = h.eval(R"mlir(
+      func.func @infer(%x: tensor<80x32xf32>, %w: tensor<48x32xf32>) -> tensor<80x48xf32> {
+        %0 = tfm.linear %x, %w : (tensor<80x32xf32>, tensor<48x32xf32>) -> tensor<80x48xf32>
+        return %0 : tensor<80x48xf32>
+      })mlir",
+                       {asTensor(x, {M, K}), asTensor(w[layer], {N, K})});
+    expectClose(y, want.at(0));
+  }
+}
+
 // One to four rows (a decoding step, a beam): the GEMV kernel, with every
 // activation, a K that is not a multiple of the vector width and an N that
 // ends inside a block and inside a group of four weight rows.
