@@ -2,6 +2,8 @@
 
 #include "FusionUtils.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -36,9 +38,15 @@ DenseElementsAttr mlir::tfm::transpose2D(DenseElementsAttr weight) {
   size_t width = type.getElementTypeBitWidth() / 8;
   ArrayRef<char> raw = weight.getRawData();
   std::vector<char> out(raw.size());
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      std::memcpy(&out[(j * k + i) * width], &raw[(i * n + j) * width], width);
+  // In tiles, so that both sides stay in cache: element by element, W9's
+  // 1.2 GB of weights took 1.5 s of a 30 s compile.
+  constexpr int64_t tile = 32;
+  for (int64_t i0 = 0; i0 < k; i0 += tile)
+    for (int64_t j0 = 0; j0 < n; j0 += tile)
+      for (int64_t i = i0, ie = std::min(k, i0 + tile); i < ie; ++i)
+        for (int64_t j = j0, je = std::min(n, j0 + tile); j < je; ++j)
+          std::memcpy(&out[(j * k + i) * width], &raw[(i * n + j) * width],
+                      width);
   return DenseElementsAttr::getFromRawBuffer(outType, out);
 }
 
