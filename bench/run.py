@@ -28,8 +28,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 # Timed runs per measurement: more for the short workloads.
-REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8, "w5": 6, "w6": 8, "w8-1k": 5, "w8-4k": 2,
-        "w9": 5}
+REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8, "w5": 6, "w6": 8, "w4-bf16": 8,
+        "w8-1k": 5, "w8-4k": 2, "w9": 5}
+# Workloads that are another compiled with --dtype=bf16 (tfm only): W6 is
+# PERFORMANCE.md's W2 in bf16; W4 in bf16 is issue 16's addition.
+BF16_OF = {"w6": "w2", "w4-bf16": "w4"}
+BF16_TARGET = {"w6": "≥ 1.7× f32 W2, rel. error ≤ 1e-2",
+               "w4-bf16": "faster than f32 W4, rel. error ≤ 1e-2"}
 TARGETS = {"w1": "≥ 80%", "w2": "≥ 85%", "w3": "≥ 65%", "w4": "≥ 85%", "w5": "≥ 65%",
            "w8-1k": "≥ 90%", "w8-4k": "≥ 85%",
            "w9": "compile ≤ 30 s, peak ≤ 4 GB; session ≤ 1 s"}
@@ -286,9 +291,11 @@ def main():
     ap.add_argument("--stream", help="tfm-stream-copy, for W7's bandwidth limit")
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--workloads", default="w1,w2,w3,w4,w5,w6,w7,w8-1k,w8-4k,w9,lengths",
+    ap.add_argument("--workloads",
+                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,lengths",
                     help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
-                    "graphs); w6 is w2 compiled with --dtype=bf16 (tfm only); "
+                    "graphs); w6 and w4-bf16 are w2 and w4 compiled with "
+                    "--dtype=bf16 (tfm only); "
                     "lengths: w1 from one artifact for sequence=1..512")
     ap.add_argument("--skip", default="")
     args = ap.parse_args()
@@ -322,8 +329,8 @@ def main():
 
     flops, compile_s, peak_mb, sos = {}, {}, {}, {}
     for w in workloads:
-        # W6 is W2 with the linear layers in bf16; W5 trains W4.
-        source = {"w6": "w2", "w5": "w4"}.get(w, w)
+        # W6 and W4-BF16 have their linear layers in bf16; W5 trains W4.
+        source = {**BF16_OF, "w5": "w4"}.get(w, w)
         model = os.path.join(args.out, f"{source}.onnx")
         flops[w] = json.loads(run([args.tfmc, "inspect", model, "--json"]))["gemm_flops"]
         if w == "w5":
@@ -334,18 +341,23 @@ def main():
         log(f"compiling {w}")
         compile_s[w], peak_mb[w] = compile_peak(
             [args.tfmc, "compile", model, "-o", sos[w]] +
-            (["--dtype=bf16"] if w == "w6" else []) +
+            (["--dtype=bf16"] if w in BF16_OF else []) +
             (["--train", "--optimizer=adam", "--lr=1e-3"] if w == "w5" else []))
-    bf16_error = None
-    if "w6" in workloads:
+    bf16_error = {}
+    for w in (w for w in workloads if w in BF16_OF):
         # bf16 against tfm's own f32 result on the same random input.
-        case = os.path.join(args.out, "w2-f32-case")
-        run([args.tfmc, "compile", os.path.join(args.out, "w2.onnx"), "-o",
-             os.path.join(args.out, "w2-f32.so")])
-        run([args.tfmc, "run", os.path.join(args.out, "w2-f32.so"), "--output-dir", case])
-        out = run([args.tfmc, "run", sos["w6"], "--test-data-dir", case,
-                   "--rtol", "1e-2", "--atol", "1e-2"])
-        bf16_error = float(out.split("rel l2 error ")[1].split(":")[0])
+        source = BF16_OF[w]
+        case = os.path.join(args.out, f"{source}-f32-case")
+        run([args.tfmc, "compile", os.path.join(args.out, f"{source}.onnx"), "-o",
+             os.path.join(args.out, f"{source}-f32.so")])
+        run([args.tfmc, "run", os.path.join(args.out, f"{source}-f32.so"),
+             "--output-dir", case])
+        # The criterion is normwise (the relative l2 error): through W4's
+        # twelve layers a few elements of 262144 differ by more than 1e-2.
+        out = run([args.tfmc, "run", sos[w], "--test-data-dir", case,
+                   "--rtol", "1", "--atol", "1"])
+        bf16_error[w] = max(float(part.split(":")[0])
+                            for part in out.split("rel l2 error ")[1:])
 
     node_env = dict(os.environ, NODE_PATH=os.path.join(args.out, "node_modules"))
     times = {(s, w): [] for s in ("tfm", "ort", "torch") for w in workloads}
@@ -361,8 +373,8 @@ def main():
                            str(REPS[w])])
                 median = [l for l in out.splitlines() if l.startswith("bench:")][0]
                 times[("tfm", w)].append(float(median.split("median ")[1].split(" ms")[0]))
-            if w == "w6":
-                continue  # bf16 is compared with tfm's own f32 W2
+            if w in BF16_OF:
+                continue  # bf16 is compared with tfm's own f32 model
             if "ort" not in skip and w != "w5":  # ONNX Runtime does not train
                 times[("ort", w)].append(float(run(
                     ["node", os.path.join(HERE, "ort_peer.js"),
@@ -396,13 +408,15 @@ def main():
     ]
     for w in workloads:
         t, o, p = med[("tfm", w)], med[("ort", w)], med[("torch", w)]
-        if w == "w6":
-            f32 = med.get(("tfm", "w2"))
-            speedup = f"{f32 / t:.2f}× tfm's f32 W2" if f32 else "—"
+        if w in BF16_OF:
+            source = BF16_OF[w].upper()
+            f32 = med.get(("tfm", BF16_OF[w]))
+            speedup = f"{f32 / t:.2f}× tfm's f32 {source}" if f32 else "—"
             lines.append(
-                f"| W6: W2 with bf16 linear layers (f32 accumulation) | {flops[w] / 1e9:.3g} | "
-                f"{ms(t)} | — | — | — | — | {pct(w, t)} | — | — | ≥ 1.7× f32 W2, "
-                f"rel. error ≤ 1e-2: {speedup}, rel. l2 error {bf16_error:.2g} | "
+                f"| {w.upper()}: {source} with bf16 linear layers (f32 accumulation) | "
+                f"{flops[w] / 1e9:.3g} | {ms(t)} | — | — | — | — | {pct(w, t)} | — | — | "
+                f"{BF16_TARGET[w]}: {speedup}, rel. l2 error {bf16_error[w]:.2g}"
+                f"{'' if bf16_error[w] <= 1e-2 else ' (over 1e-2)'} | "
                 f"{compile_s[w]:.2f} | {peak_mb[w]:.0f} |")
             continue
         target = TARGETS[w]
