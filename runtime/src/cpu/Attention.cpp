@@ -260,6 +260,9 @@ public:
     while (bq > kMinQueryBlock && b1 * b2 * ((sq + bq - 1) / bq) < 2 * threads)
       bq /= 2;
     bk = std::min(sk, kKeyBlock);
+    // Packing the values pays when several query blocks read each block;
+    // with one (W3's 32 queries) it is a second parallel region for nothing.
+    packsValues = sq > bq;
     // Every block shape a task meets, each with its pair of GEMMs.
     for (int64_t q0 = 0; q0 < sq; q0 += bq)
       for (int64_t k0 = 0, end = keyEnd(q0); k0 < end; k0 += bk)
@@ -280,8 +283,8 @@ public:
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
     int64_t keyBlocks = (sk + bk - 1) / bk, groups = b1 * b2;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t t = 0; t < groups * keyBlocks; ++t) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (packsValues)
+    for (int64_t t = 0; t < (packsValues ? groups * keyBlocks : 0); ++t) {
       int64_t i1 = t / (b2 * keyBlocks), i2 = t / keyBlocks % b2,
               k0 = t % keyBlocks * bk;
       workers[omp_get_thread_num()].packValues(v, i1, i2, k0);
@@ -374,14 +377,15 @@ private:
     summing.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     // One packed layout per block length, whatever the query rows.
     auto known = packing.find(keys);
-    memory::desc vAny = known != packing.end()
+    memory::desc vAny = !packsValues ? s.vd
+                        : known != packing.end()
                             ? known->second.layout
                             : memory::desc({keys, dv}, dt::f32,
                                            memory::format_tag::any);
     dnnl::matmul::primitive_desc wp(dnnl::matmul::desc(s.sd, vAny, s.od),
                                     summing, eng);
     s.packedV = wp.weights_desc();
-    if (known == packing.end()) {
+    if (packsValues && known == packing.end()) {
       packing.emplace(keys, Packing{s.vd, s.packedV,
                                     dnnl::reorder(dnnl::reorder::primitive_desc(
                                         eng, s.vd, eng, s.packedV))});
@@ -415,6 +419,7 @@ private:
   std::map<int64_t, Packing> packing;
   /// Every (b1, b2, key block)'s values, packed, packedBytes apart.
   size_t packedBytes = 0;
+  bool packsValues = false;
   std::vector<char> packed;
   std::vector<Worker> workers;
 };
@@ -475,7 +480,10 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
     }
     mem[0].set_data_handle(const_cast<float *>(qb));
     mem[1].set_data_handle(const_cast<float *>(kb + k0 * st[5]));
-    mem[3].set_data_handle(a.packedBlock(i1, i2, k0));
+    mem[3].set_data_handle(
+        a.packsValues
+            ? static_cast<void *>(a.packedBlock(i1, i2, k0))
+            : const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
     s.scores.execute(stream, {{DNNL_ARG_SRC, mem[0]},
                               {DNNL_ARG_WEIGHTS, mem[1]},
                               {DNNL_ARG_DST, mem[2]},
