@@ -268,7 +268,7 @@ public:
       for (int64_t k0 = 0, end = keyEnd(q0); k0 < end; k0 += bk)
         shapeOf(std::min(bq, sq - q0), std::min(bk, end - k0));
     packedBytes = (packedBytes + 63) / 64 * 64;
-    packed.resize(b1 * b2 * ((sk + bk - 1) / bk) * packedBytes + 64);
+    packed.resize(b1 * b2 * keyBlocks() * packedBytes + 64);
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
   }
@@ -282,11 +282,10 @@ public:
     int threads = omp_get_max_threads();
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
-    int64_t keyBlocks = (sk + bk - 1) / bk, groups = b1 * b2;
+    int64_t kb = keyBlocks(), groups = b1 * b2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (packsValues)
-    for (int64_t t = 0; t < (packsValues ? groups * keyBlocks : 0); ++t) {
-      int64_t i1 = t / (b2 * keyBlocks), i2 = t / keyBlocks % b2,
-              k0 = t % keyBlocks * bk;
+    for (int64_t t = 0; t < (packsValues ? groups * kb : 0); ++t) {
+      int64_t i1 = t / (b2 * kb), i2 = t / kb % b2, k0 = t % kb * bk;
       workers[omp_get_thread_num()].packValues(v, i1, i2, k0);
     }
     int64_t blocks = (sq + bq - 1) / bq, tasks = groups * blocks;
@@ -343,13 +342,14 @@ private:
     return std::min(sk, (last + bk - 1) / bk * bk);
   }
 
+  int64_t keyBlocks() const { return (sk + bk - 1) / bk; }
+
   char *packedBlock(int64_t i1, int64_t i2, int64_t k0) const {
-    int64_t keyBlocks = (sk + bk - 1) / bk;
     // At 64 bytes, as oneDNN allocates its own packed buffers.
     auto base = reinterpret_cast<uintptr_t>(packed.data());
     base = (base + 63) / 64 * 64;
     return reinterpret_cast<char *>(base) +
-           ((i1 * b2 + i2) * keyBlocks + k0 / bk) * packedBytes;
+           ((i1 * b2 + i2) * keyBlocks() + k0 / bk) * packedBytes;
   }
 
   const Shape &shapeOf(int64_t rows, int64_t keys) {

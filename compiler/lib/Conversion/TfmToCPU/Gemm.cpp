@@ -204,32 +204,13 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
     for (int64_t i = 0; i + 1 < rank; ++i)
       fits &= ms[i] == 1 || ms[i] == full[i];
     SmallVector<int64_t> shape = fits ? ms : full;
-    Value additive = e.temporary(MemRefType::get(
-        fits ? ArrayRef<int64_t>(mt.getShape()) : ArrayRef<int64_t>(full),
-        e.b.getF32Type()));
-    bool boolean = mt.getElementType().isInteger(1);
-    Value source = e.denseOf(mask);
+    maskBuf = additiveMask(e, e.denseOf(mask), attentionMaskKind(op));
     if (!fits) {
       // An unusual broadcast (over keys): the full mask.
-      Value wide = e.temporary(MemRefType::get(full, mt.getElementType()));
-      e.copy(source, wide);
-      source = wide;
+      Value wide = e.temporary(MemRefType::get(full, e.b.getF32Type()));
+      e.copy(maskBuf, wide);
+      maskBuf = wide;
     }
-    e.elementwise({source}, additive,
-                  [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-                    Type f32 = ob.getF32Type();
-                    if (boolean)
-                      return ob.create<arith::SelectOp>(
-                          l, a[0], BufferizedEntry::constantScalar(ob, l, f32, 0),
-                          BufferizedEntry::constantScalar(ob, l, f32, -INFINITY));
-                    unsigned bits = a[0].getType().getIntOrFloatBitWidth();
-                    if (bits > 32)
-                      return ob.create<arith::TruncFOp>(l, f32, a[0]);
-                    if (bits < 32)
-                      return ob.create<arith::ExtFOp>(l, f32, a[0]);
-                    return a[0];
-                  });
-    maskBuf = additive;
     // Which of [B1, B2, Sq] the mask has, after padding to two batch dims.
     SmallVector<int64_t> padded(shape.begin(), shape.end() - 2);
     while (padded.size() < 2)

@@ -10,6 +10,28 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
+Value mlir::tfm::additiveMask(CPUEntry &e, Value mask, MaskKind kind) {
+  auto mt = cast<MemRefType>(mask.getType());
+  if (kind != MaskKind::boolean && mt.getElementType().isF32())
+    return mask;
+  // The kernels add a float mask: 0 where kept, -inf where dropped.
+  Value additive =
+      e.temporary(MemRefType::get(mt.getShape(), e.b.getF32Type()));
+  bool boolean = kind == MaskKind::boolean;
+  e.elementwise(
+      {mask}, additive, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+        Type f32 = ob.getF32Type();
+        if (boolean)
+          return ob.create<arith::SelectOp>(
+              l, a[0], BufferizedEntry::constantScalar(ob, l, f32, 0),
+              BufferizedEntry::constantScalar(ob, l, f32, -INFINITY));
+        if (a[0].getType().getIntOrFloatBitWidth() > 32)
+          return ob.create<arith::TruncFOp>(l, f32, a[0]);
+        return ob.create<arith::ExtFOp>(l, f32, a[0]);
+      });
+  return additive;
+}
+
 LogicalResult mlir::tfm::lowerCPUSoftmax(CPUEntry &e, Value x, Value mask,
                                          MaskKind kind, double scale,
                                          bool causal, Value out,
@@ -24,27 +46,7 @@ LogicalResult mlir::tfm::lowerCPUSoftmax(CPUEntry &e, Value x, Value mask,
     Value maskBuf;
     if (mask) {
       auto mt = cast<MemRefType>(mask.getType());
-      maskBuf = mask;
-      if (kind == MaskKind::boolean || !mt.getElementType().isF32()) {
-        // The kernel adds a float mask: 0 where kept, -inf where dropped.
-        Value additive =
-            e.temporary(MemRefType::get(mt.getShape(), e.b.getF32Type()));
-        bool boolean = kind == MaskKind::boolean;
-        e.elementwise(
-            {maskBuf}, additive,
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              if (!boolean)
-                return a[0].getType().getIntOrFloatBitWidth() > 32
-                           ? ob.create<arith::TruncFOp>(l, ob.getF32Type(), a[0]).getResult()
-                           : ob.create<arith::ExtFOp>(l, ob.getF32Type(), a[0]).getResult();
-              return ob.create<arith::SelectOp>(
-                  l, a[0],
-                  BufferizedEntry::constantScalar(ob, l, ob.getF32Type(), 0),
-                  BufferizedEntry::constantScalar(ob, l, ob.getF32Type(),
-                                                  -INFINITY));
-            });
-        maskBuf = additive;
-      }
+      maskBuf = additiveMask(e, mask, kind);
       // The kernel reads row q of group g at (g / div)·gstride + q·qstride.
       SmallVector<int64_t> ms(rank - mt.getRank(), 1);
       llvm::append_range(ms, mt.getShape());

@@ -100,6 +100,11 @@ LogicalResult lowerCPUSoftmax(CPUEntry &e, Value x, Value mask, MaskKind kind,
                               double scale, bool causal, Value out,
                               Operation *op);
 
+/// `mask` (a buffer) as the additive f32 mask the softmax and attention
+/// kernels read: itself when it is one, else a converted temporary (0 or
+/// -inf for a boolean mask).
+Value additiveMask(CPUEntry &e, Value mask, MaskKind kind);
+
 /// linear, matmul, QKV projections and attention on the GEMM kernels
 /// (Gemm.cpp).
 void populateCPUGemmLowerings(OpLoweringSet &set);
