@@ -21,14 +21,12 @@
 #endif
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <limits>
 #include <map>
-#include <string>
 #include <vector>
 
 using namespace tfm::runtime::cpu;
@@ -223,25 +221,18 @@ onlineSoftmaxRowAVX512(float *row, const float *mask, int64_t keep,
 using RowFn = float (*)(float *, const float *, int64_t, int64_t, float &,
                         float &);
 
-/// The widest row function the CPU has, within oneDNN's DNNL_MAX_CPU_ISA
-/// when it is set, so that one variable limits every kernel (and tests
-/// reach the narrower paths on a wide machine).
+/// The widest row function vectorIsa() allows.
 RowFn pickRowFn() {
+  switch (vectorIsa()) {
 #if defined(__x86_64__)
-  std::string limit;
-  if (const char *isa = std::getenv("DNNL_MAX_CPU_ISA"))
-    for (const char *c = isa; *c; ++c)
-      limit += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
-  bool wide = limit.empty() || limit == "all" ||
-              limit.compare(0, 6, "avx512") == 0 ||
-              limit.compare(0, 5, "avx10") == 0;
-  bool avx2 = wide || limit.compare(0, 4, "avx2") == 0;
-  if (wide && __builtin_cpu_supports("avx512f"))
+  case VectorIsa::AVX512:
     return onlineSoftmaxRowAVX512;
-  if (avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  case VectorIsa::AVX2:
     return onlineSoftmaxRowAVX2;
 #endif
-  return onlineSoftmaxRowScalar;
+  default:
+    return onlineSoftmaxRowScalar;
+  }
 }
 
 class AttentionKernel : public Kernel {

@@ -25,6 +25,13 @@ inline dnnl::memory::desc rowMajor(dnnl::memory::dims dims) {
                                                : tag::abc);
 }
 
+/// The widest vector instructions the runtime's own row loops may use: what
+/// the CPU has, within oneDNN's DNNL_MAX_CPU_ISA when it is set, so that
+/// one variable limits every kernel (and tests reach the narrower paths on
+/// a wide machine). Read once per process.
+enum class VectorIsa { Scalar, AVX2, AVX512 };
+VectorIsa vectorIsa();
+
 } // namespace tfm::runtime::cpu
 
 #endif // TFM_RUNTIME_SRC_CPU_ENGINE_H

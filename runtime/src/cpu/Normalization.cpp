@@ -1,8 +1,9 @@
 //===- Normalization.cpp - Softmax and layer norm kernels ------------------===//
 //
 // The masked softmax applies scale and mask in one pass, then oneDNN's
-// softmax in place; layer norm (with the residual add) and its backward
-// pass are oneDNN's primitives.
+// softmax in place. Layer norm, with its residual add, is one pass per row
+// here (in the widest vectors vectorIsa() allows); its backward pass is
+// oneDNN's primitive.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,56 +72,122 @@ private:
   dnnl::softmax_forward prim;
 };
 
+/// Rows of (x + r) normalized, scaled by gamma and shifted by beta, in one
+/// pass per row while the row is in L1: the sum x + r goes to `sum` (or to
+/// y, which it is about to become). `r`, `beta` and `sum` may be null.
+[[gnu::always_inline]] inline void
+layerNormRows(const float *x, const float *r, const float *gamma,
+              const float *beta, float *y, float *sum, int64_t first,
+              int64_t last, int64_t n, float eps) {
+  for (int64_t row = first; row < last; ++row) {
+    const float *in = x + row * n;
+    float *out = y + row * n;
+    if (r) {
+      float *s = sum ? sum + row * n : out;
+      const float *rr = r + row * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        s[j] = in[j] + rr[j];
+      in = s;
+    }
+    float total = 0.f;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j)
+      total += in[j];
+    float mean = total / static_cast<float>(n), squares = 0.f;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t j = 0; j < n; ++j)
+      squares += (in[j] - mean) * (in[j] - mean);
+    float rstd = 1.f / std::sqrt(squares / static_cast<float>(n) + eps);
+    if (beta) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        out[j] = (in[j] - mean) * rstd * gamma[j] + beta[j];
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        out[j] = (in[j] - mean) * rstd * gamma[j];
+    }
+  }
+}
+
+using LayerNormRowsFn = void (*)(const float *, const float *, const float *,
+                                 const float *, float *, float *, int64_t,
+                                 int64_t, int64_t, float);
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void
+layerNormRowsAVX512(const float *x, const float *r, const float *gamma,
+                    const float *beta, float *y, float *sum, int64_t first,
+                    int64_t last, int64_t n, float eps) {
+  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps);
+}
+
+__attribute__((target("avx2,fma"))) void
+layerNormRowsAVX2(const float *x, const float *r, const float *gamma,
+                  const float *beta, float *y, float *sum, int64_t first,
+                  int64_t last, int64_t n, float eps) {
+  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps);
+}
+#endif
+
+void layerNormRowsScalar(const float *x, const float *r, const float *gamma,
+                         const float *beta, float *y, float *sum,
+                         int64_t first, int64_t last, int64_t n, float eps) {
+  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps);
+}
+
+LayerNormRowsFn pickLayerNormRows() {
+  switch (vectorIsa()) {
+#if defined(__x86_64__)
+  case VectorIsa::AVX512:
+    return layerNormRowsAVX512;
+  case VectorIsa::AVX2:
+    return layerNormRowsAVX2;
+#endif
+  default:
+    return layerNormRowsScalar;
+  }
+}
+
+/// Below this many elements a layer norm runs on the calling thread: W3's
+/// 32×256 takes about 2 µs there, while waking the pool for it and
+/// oneDNN's primitive cost 16 µs per call.
+constexpr int64_t kSerialLayerNormElements = int64_t(1) << 15;
+
+/// LAYER_NORM, with the residual add fused into the same pass over each
+/// row (oneDNN's primitive would need the sum written and read back first).
 class LayerNormKernel : public Kernel {
 public:
-  LayerNormKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), m(d.params[0]), n(d.params[1]),
-        hasResidual(d.params[2]), hasBias(d.params[3]),
-        writesSum(d.params[4]), zeros(hasBias ? 0 : n, 0.f) {
-    md = rowMajor({m, n});
-    auto flags = dnnl::normalization_flags::use_scale |
-                 dnnl::normalization_flags::use_shift;
-    prim = dnnl::layer_normalization_forward(
-        dnnl::layer_normalization_forward::primitive_desc(
-            dnnl::layer_normalization_forward::desc(
-                dnnl::prop_kind::forward_inference, md,
-                static_cast<float>(d.fparams[0]), flags),
-            this->dev->engine));
-    if (hasResidual && !writesSum)
-      sumBuffer.resize(m * n);
-  }
+  explicit LayerNormKernel(const tfm_abi_kernel_desc_t &d)
+      : m(d.params[0]), n(d.params[1]), hasResidual(d.params[2]),
+        hasBias(d.params[3]), writesSum(d.params[4]),
+        eps(static_cast<float>(d.fparams[0])), rows(pickLayerNormRows()) {}
   int32_t run(void *const *args) override {
     const float *x = static_cast<const float *>(args[0]);
-    const void *src = x;
-    if (hasResidual) {
-      const float *r = static_cast<const float *>(args[1]);
-      float *s = writesSum ? static_cast<float *>(args[5]) : sumBuffer.data();
-      int64_t total = m * n;
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < total; ++i)
-        s[i] = x[i] + r[i];
-      src = s;
+    const float *r = hasResidual ? static_cast<const float *>(args[1]) : nullptr;
+    const float *gamma = static_cast<const float *>(args[2]);
+    const float *beta = hasBias ? static_cast<const float *>(args[3]) : nullptr;
+    float *y = static_cast<float *>(args[4]);
+    float *sum = hasResidual && writesSum ? static_cast<float *>(args[5]) : nullptr;
+    if (m * n < kSerialLayerNormElements) {
+      rows(x, r, gamma, beta, y, sum, 0, m, n, eps);
+      return 0;
     }
-    auto &eng = dev->engine;
-    memory::desc vec = rowMajor({n});
-    prim.execute(
-        dev->stream,
-        {{DNNL_ARG_SRC, memory(md, eng, const_cast<void *>(src))},
-         {DNNL_ARG_SCALE, memory(vec, eng, args[2])},
-         {DNNL_ARG_SHIFT,
-          memory(vec, eng, hasBias ? args[3] : static_cast<void *>(zeros.data()))},
-         {DNNL_ARG_DST, memory(md, eng, args[4])}});
-    dev->stream.wait();
+#pragma omp parallel
+    {
+      int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+      rows(x, r, gamma, beta, y, sum, m * part / parts,
+           m * (part + 1) / parts, n, eps);
+    }
     return 0;
   }
 
 private:
-  std::shared_ptr<Engine> dev;
   int64_t m, n;
   bool hasResidual, hasBias, writesSum;
-  std::vector<float> zeros, sumBuffer;
-  memory::desc md;
-  dnnl::layer_normalization_forward prim;
+  float eps;
+  LayerNormRowsFn rows;
 };
 
 /// Layer norm's backward pass by oneDNN's primitive. The primitive takes
@@ -198,9 +265,9 @@ tfm::runtime::cpu::makeMaskedSoftmaxKernel(std::shared_ptr<Engine> engine,
 }
 
 std::unique_ptr<Kernel>
-tfm::runtime::cpu::makeLayerNormKernel(std::shared_ptr<Engine> engine,
+tfm::runtime::cpu::makeLayerNormKernel(std::shared_ptr<Engine>,
                                        const tfm_abi_kernel_desc_t &d) {
-  return std::make_unique<LayerNormKernel>(std::move(engine), d);
+  return std::make_unique<LayerNormKernel>(d);
 }
 
 std::unique_ptr<Kernel>

@@ -326,6 +326,42 @@ TEST(Kernel, AddLayerNormWithSum) {
   expectClose(sum, want[1]);
 }
 
+// Large enough to split across the threads (2 × 16385 elements), with rows
+// whose length leaves a tail in every vector width; without a bias, and
+// with a residual whose sum is not kept.
+TEST(Kernel, LayerNormSplitAcrossThreads) {
+  const int64_t M = 2, N = 16385;
+  auto x = randomFloats(M * N, 13), r = randomFloats(M * N, 14),
+       g = randomFloats(N, 15);
+  std::string shape = "tensor<2x16385xf32>", vec = "tensor<16385xf32>";
+  InterpreterHarness h;
+  {
+    auto k = make({TFM_KERNEL_LAYER_NORM, 0, {M, N, 0, 0, 0}, {1e-5}});
+    std::vector<float> y(M * N);
+    void *args[] = {x.data(), nullptr, g.data(), nullptr, y.data(), nullptr};
+    ASSERT_EQ(k->run(args), 0);
+    auto want = h.eval(
+        "func.func @infer(%x: " + shape + ", %g: " + vec + ") -> " + shape +
+            " {\n  %0 = tfm.layer_norm %x, %g : (" + shape + ", " + vec +
+            ") -> " + shape + "\n  return %0 : " + shape + "\n}",
+        {asTensor(x, {M, N}), asTensor(g, {N})});
+    expectClose(y, want.at(0));
+  }
+  {
+    auto k = make({TFM_KERNEL_LAYER_NORM, 0, {M, N, 1, 0, 0}, {1e-5}});
+    std::vector<float> y(M * N);
+    void *args[] = {x.data(), r.data(), g.data(), nullptr, y.data(), nullptr};
+    ASSERT_EQ(k->run(args), 0);
+    auto want = h.eval(
+        "func.func @infer(%x: " + shape + ", %r: " + shape + ", %g: " + vec +
+            ") -> " + shape + " {\n  %0 = tfm.add_layer_norm %x, %r, %g : (" +
+            shape + ", " + shape + ", " + vec + ") -> " + shape +
+            "\n  return %0 : " + shape + "\n}",
+        {asTensor(x, {M, N}), asTensor(r, {M, N}), asTensor(g, {N})});
+    expectClose(y, want.at(0));
+  }
+}
+
 // A result written transposed with interleaved batches, [N, B, M], as the
 // attention backward pass writes dQ: computed dense, then unpacked.
 TEST(Kernel, BatchMatmulTransposedResult) {
