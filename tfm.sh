@@ -21,7 +21,7 @@ JOBS="${TFM_JOBS:-$(nproc)}"
 
 # What the build and the tests need, all from Debian 12's archive.
 PACKAGES=(
-  cmake ninja-build g++ ccache lld python3
+  cmake ninja-build g++ ccache lld python3 pkgconf
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libdnnl-dev ocl-icd-opencl-dev libfmt-dev libgtest-dev
   libonnx-dev libprotobuf-dev protobuf-compiler

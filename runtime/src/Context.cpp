@@ -1,4 +1,4 @@
-//===- Context.cpp - Process-wide settings --------------------------------===//
+//===- Context.cpp - Process-wide settings and versions --------------------===//
 
 #include "Internal.h"
 
@@ -7,6 +7,12 @@
 using namespace tfm::runtime;
 
 extern "C" {
+
+const char *tfm_runtime_version(void) { return TFM_VERSION_STRING; }
+
+uint32_t tfm_runtime_version_number(void) { return TFM_VERSION; }
+
+uint32_t tfm_runtime_model_abi_version(void) { return TFM_ABI_VERSION; }
 
 void tfm_context_options_init(tfm_context_options_t *options) {
   if (!options)

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -47,12 +48,20 @@ struct RefCounted {
   }
 };
 
+/// Frees an AlignedBuffer's memory, unless it is borrowed: a view
+/// (tfm_tensor_create_view) does not own its memory.
+struct BufferFree {
+  bool owned = true;
+  void operator()(void *p) const {
+    if (owned)
+      std::free(p);
+  }
+};
+
 /// Host storage aligned as the ABI promises compiled code (oneDNN prefers
 /// it too).
 struct AlignedBuffer {
-  struct Free {
-    void operator()(void *p) const { std::free(p); }
-  };
+  using Free = BufferFree;
   std::unique_ptr<void, Free> ptr;
   size_t size = 0;
   /// Returns false when the allocation fails.
@@ -136,6 +145,10 @@ struct tfm_tensor_s {
   tfm::runtime::AlignedBuffer buffer;
 };
 
+struct tfm_cancel_flag_s {
+  std::atomic<bool> raised{false};
+};
+
 struct tfm_context_s : tfm::runtime::RefCounted {
   int32_t numThreads = 1;
   /// The device every session uses; empty: each model's own target.
@@ -198,6 +211,12 @@ struct tfm_session_s {
   // inputs and for checking kernel arguments.
   const tfm_abi_entry_t *running = nullptr;
   std::vector<std::pair<const char *, uint64_t>> regions;
+  /// What may interrupt the run in progress (checked before each kernel):
+  /// a cancel flag, a deadline. `interruptible` turns false once a kernel
+  /// that updates the training state has begun.
+  const tfm_cancel_flag_s *cancel = nullptr;
+  bool hasDeadline = false, interruptible = true;
+  std::chrono::steady_clock::time_point deadline;
   ~tfm_session_s();
 
   /// The state slot of `kind` named `name`, or null.
@@ -226,10 +245,13 @@ private:
 tfm_status_t sessionInUse(const char *call);
 /// Runs entry `e` of the session's model on inputs already checked against
 /// it; the caller holds the session (SessionUse). On success out_outputs
-/// (e->num_outputs of them) receives new tensors the caller owns.
+/// (e->num_outputs of them) receives new tensors the caller owns, except
+/// where `given` (null, or e->num_outputs entries) holds a tensor, already
+/// checked against the output, which the run writes into instead.
 tfm_status_t runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
                       tfm_tensor_t *const *inputs, size_t num_inputs,
-                      tfm_tensor_t **out_outputs);
+                      tfm_tensor_t **out_outputs,
+                      tfm_tensor_t *const *given = nullptr);
 /// Runs dynamic entry `d` (Dynamic.cpp): checks the inputs' sizes against
 /// its ranges, pads them to the bucket that serves them, and cuts the
 /// outputs back. The caller holds the session.

@@ -332,7 +332,7 @@ tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
                                        const char *entry, int is_output,
                                        size_t index, int64_t *out_min_dims,
                                        int64_t *out_max_dims) {
-  if (!module || !entry || !out_min_dims || !out_max_dims)
+  if (!module || !entry)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_module_entry_io_range: NULL argument");
   const tfm_module_s::PublicEntry *e;
@@ -340,6 +340,10 @@ tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
   if (tfm_status_t s = findIO(module, entry, is_output, index, e, desc))
     return s;
   const tfm_abi_tensor_desc_t &d = *desc;
+  // A scalar has no dims to write.
+  if (d.rank > 0 && (!out_min_dims || !out_max_dims))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_module_entry_io_range: NULL argument");
   for (int32_t r = 0; r < d.rank; ++r) {
     int64_t dim = d.dims[r];
     out_min_dims[r] = dim >= 0 ? dim : e->dynamic->min_sizes[-1 - dim];

@@ -8,6 +8,8 @@
 
 #include "Internal.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,8 +19,9 @@
 using namespace tfm::runtime;
 
 namespace tfm::runtime {
-/// Time per kernel and in generated code, kept when TFM_PROFILE is set and
-/// printed to stderr when the session is released.
+/// Time per kernel and in generated code, kept when the session's options
+/// ask for it (written by tfm_session_write_profile) or TFM_PROFILE is set
+/// (printed to stderr when the session is released).
 struct Profile {
   /// One row per kernel: its kind (or, on a GPU, its name) and parameters.
   std::vector<std::pair<std::string, std::string>> rows;
@@ -26,6 +29,27 @@ struct Profile {
   std::vector<int64_t> kernelCalls;
   double totalMs = 0;
   int64_t runs = 0;
+  bool printAtRelease = false;
+  /// The trace: every run and kernel call, in microseconds since the
+  /// session was created; `kernel` -1 is a whole run of `entry`.
+  struct Event {
+    int32_t kernel;
+    const char *entry;
+    double startUs, durationUs;
+  };
+  static constexpr size_t kMaxEvents = 1'000'000;
+  std::vector<Event> events;
+  std::chrono::steady_clock::time_point origin =
+      std::chrono::steady_clock::now();
+  void record(int32_t kernel, const char *entry,
+              std::chrono::steady_clock::time_point start,
+              std::chrono::steady_clock::time_point end) {
+    if (events.size() >= kMaxEvents)
+      return;
+    using Us = std::chrono::duration<double, std::micro>;
+    events.push_back(
+        {kernel, entry, Us(start - origin).count(), Us(end - start).count()});
+  }
 };
 } // namespace tfm::runtime
 
@@ -49,6 +73,20 @@ namespace {
 constexpr int32_t kKernelFailed = -2;
 constexpr int32_t kCheckFailed = -3;
 constexpr int32_t kCorrupt = -5;
+constexpr int32_t kCancelled = -6;
+constexpr int32_t kDeadlineExceeded = -7;
+
+/// Whether the run in progress must stop before its next kernel: its
+/// cancel flag is raised or its deadline has passed.
+int32_t interruption(tfm_session_s *s) {
+  if (!s->interruptible)
+    return 0;
+  if (s->cancel && s->cancel->raised.load(std::memory_order_relaxed))
+    return kCancelled;
+  if (s->hasDeadline && Clock::now() >= s->deadline)
+    return kDeadlineExceeded;
+  return 0;
+}
 
 tfm_status_t checkInput(const char *entry, size_t index,
                         const tfm_abi_tensor_desc_t &want,
@@ -83,6 +121,11 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
                                    index);
     return kCorrupt;
   }
+  if (int32_t rc = interruption(session))
+    return rc;
+  int32_t kind = m->kernels[index].kind;
+  if (kind == TFM_KERNEL_ADAM || kind == TFM_KERNEL_SGD)
+    session->interruptible = false;
   const auto &footprint = session->footprints[index];
   for (int a = 0; a < TFM_KERNEL_MAX_ARGS; ++a) {
     if (!footprint[a])
@@ -110,10 +153,11 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
   } else {
     auto start = Clock::now();
     rc = session->device->runKernel(index, args, error);
+    auto end = Clock::now();
     session->profile->kernelMs[index] +=
-        std::chrono::duration<double, std::milli>(Clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(end - start).count();
     session->profile->kernelCalls[index]++;
+    session->profile->record(index, nullptr, start, end);
   }
   if (rc != 0) {
     session->failure = fmt::format("kernel {} ({}) failed: {}", index,
@@ -161,6 +205,8 @@ int32_t launchKernel(const tfm_abi_host_t *host, int32_t kernel,
                      const int64_t grid[3], const int64_t block[3],
                      int64_t sharedBytes, void **args) {
   auto *session = static_cast<tfm_session_s *>(host->session);
+  if (int32_t rc = interruption(session))
+    return rc;
   Device &device = *session->device;
   std::string error;
   int32_t rc;
@@ -172,10 +218,12 @@ int32_t launchKernel(const tfm_abi_host_t *host, int32_t kernel,
       rc = device.launch(kernel, grid, block, sharedBytes, args, error);
       if (rc == 0) {
         device.synchronize();
+        auto end = Clock::now();
         session->profile->kernelMs[kernel] +=
-            std::chrono::duration<double, std::milli>(Clock::now() - start)
-                .count();
+            std::chrono::duration<double, std::milli>(end - start).count();
         session->profile->kernelCalls[kernel]++;
+        int32_t row = session->module->model->num_kernels + kernel;
+        session->profile->record(row, nullptr, start, end);
       }
     }
   } catch (const DeviceError &e) {
@@ -205,35 +253,84 @@ int32_t readDevice(const tfm_abi_host_t *host, void *dst, const void *src,
   return 0;
 }
 
-void printProfile(const tfm_session_s &s) {
+void printProfile(const tfm_session_s &s, std::FILE *out) {
   const Profile &p = *s.profile;
-  if (p.runs == 0)
+  if (p.runs == 0) {
+    std::fprintf(out, "tfm profile of '%s': no runs\n", s.module->path.c_str());
     return;
+  }
   double kernels = 0;
-  std::fprintf(stderr, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
+  std::fprintf(out, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
                s.module->path.c_str(), static_cast<long long>(p.runs),
                p.totalMs / p.runs);
-  std::fprintf(stderr, "  %-4s %-15s %-40s %8s %10s %6s\n", "#", "kernel",
+  std::fprintf(out, "  %-4s %-15s %-40s %8s %10s %6s\n", "#", "kernel",
                "params", "calls/run", "ms/run", "%");
   for (size_t i = 0; i < p.kernelMs.size(); ++i) {
     const auto &[kind, params] = p.rows[i];
     double ms = p.kernelMs[i] / p.runs;
     kernels += ms;
-    std::fprintf(stderr, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f\n", i,
+    std::fprintf(out, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f\n", i,
                  kind.c_str(), params.c_str(),
                  double(p.kernelCalls[i]) / p.runs, ms,
                  100.0 * ms / (p.totalMs / p.runs));
   }
   double glue = p.totalMs / p.runs - kernels;
-  std::fprintf(stderr, "  generated code (glue): %.3f ms/run (%.1f%%)\n",
-               glue, 100.0 * glue / (p.totalMs / p.runs));
+  std::fprintf(out, "  generated code (glue): %.3f ms/run (%.1f%%)\n", glue,
+               100.0 * glue / (p.totalMs / p.runs));
+}
+
+/// A JSON string's contents.
+std::string jsonEscaped(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", c);
+    else
+      out += c;
+  }
+  return out;
+}
+
+/// The Chrome trace event format: one complete event ("ph": "X") per run
+/// and per kernel call, the kernels nested in their runs by time.
+void writeTrace(const tfm_session_s &s, std::FILE *out) {
+  const Profile &p = *s.profile;
+  std::fprintf(out, "{\"displayTimeUnit\": \"ms\", \"otherData\": "
+                    "{\"model\": \"%s\", \"device\": \"%s\"},\n"
+                    "\"traceEvents\": [",
+               jsonEscaped(s.module->path).c_str(),
+               jsonEscaped(s.deviceName).c_str());
+  bool first = true;
+  for (const Profile::Event &e : p.events) {
+    std::string name, args;
+    if (e.kernel < 0) {
+      name = std::string("run ") + e.entry;
+    } else {
+      const auto &[kind, params] = p.rows[static_cast<size_t>(e.kernel)];
+      name = kind;
+      args = fmt::format(", \"args\": {{\"kernel\": {}, \"params\": "
+                         "\"{}\"}}",
+                         e.kernel, jsonEscaped(params));
+    }
+    std::fprintf(out,
+                 "%s\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": "
+                 "\"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, "
+                 "\"dur\": %.3f%s}",
+                 first ? "" : ",", jsonEscaped(name).c_str(),
+                 e.kernel < 0 ? "run" : "kernel", e.startUs, e.durationUs,
+                 args.c_str());
+    first = false;
+  }
+  std::fprintf(out, "\n]}\n");
 }
 
 } // namespace
 
 tfm_session_s::~tfm_session_s() {
-  if (profile)
-    printProfile(*this);
+  if (profile && profile->printAtRelease)
+    printProfile(*this, stderr);
   if (module)
     module->release();
 }
@@ -248,13 +345,25 @@ void tfm_session_options_init(tfm_session_options_t *options) {
 }
 
 tfm_status_t tfm_session_create(tfm_module_t *module,
-                                const tfm_session_options_t *,
+                                const tfm_session_options_t *options,
                                 tfm_session_t **out_session) {
   if (!module || !out_session)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_session_create: module and out_session must not "
                       "be NULL");
   *out_session = nullptr;
+  tfm_session_options_t opts;
+  tfm_session_options_init(&opts);
+  if (options) {
+    if (options->struct_size < sizeof(size_t) ||
+        options->struct_size > sizeof(tfm_session_options_t))
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_session_options_t: struct_size {} is not one "
+                        "this runtime knows (at most {}); initialize it with "
+                        "tfm_session_options_init",
+                        options->struct_size, sizeof(tfm_session_options_t));
+    std::memcpy(&opts, options, options->struct_size);
+  }
   return guarded("tfm_session_create", [&]() -> tfm_status_t {
     auto s = std::make_unique<tfm_session_s>();
     s->module = module;
@@ -315,9 +424,12 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     s->footprints.resize(m->num_kernels);
     for (int32_t i = 0; i < m->num_kernels; ++i)
       kernelFootprint(m->kernels[i], s->footprints[i].data(), error);
-    if (const char *env = std::getenv("TFM_PROFILE"); env && *env && *env != '0') {
+    const char *env = std::getenv("TFM_PROFILE");
+    bool printAtRelease = env && *env && *env != '0';
+    if (printAtRelease || opts.profile) {
       s->profile = std::make_unique<Profile>();
       Profile &p = *s->profile;
+      p.printAtRelease = printAtRelease;
       for (int32_t i = 0; i < m->num_kernels; ++i) {
         std::string params;
         for (int j = 0; j < 8; ++j)
@@ -378,23 +490,313 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
            : runEntry(session, e, inputs, num_inputs, out_outputs);
 }
 
+tfm_status_t tfm_cancel_flag_create(tfm_cancel_flag_t **out_flag) {
+  if (!out_flag)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_cancel_flag_create: out_flag is NULL");
+  *out_flag = new (std::nothrow) tfm_cancel_flag_s;
+  return *out_flag ? nullptr
+                   : makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                                "tfm_cancel_flag_create: out of memory");
+}
+
+void tfm_cancel_flag_raise(tfm_cancel_flag_t *flag) {
+  if (flag)
+    flag->raised.store(true, std::memory_order_relaxed);
+}
+
+void tfm_cancel_flag_reset(tfm_cancel_flag_t *flag) {
+  if (flag)
+    flag->raised.store(false, std::memory_order_relaxed);
+}
+
+int tfm_cancel_flag_is_raised(const tfm_cancel_flag_t *flag) {
+  return flag && flag->raised.load(std::memory_order_relaxed);
+}
+
+void tfm_cancel_flag_release(tfm_cancel_flag_t *flag) { delete flag; }
+
+tfm_status_t tfm_session_write_profile(tfm_session_t *session,
+                                       const char *path,
+                                       tfm_profile_format_t format) {
+  if (!session || !path)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_write_profile: NULL argument");
+  if (format != TFM_PROFILE_TABLE && format != TFM_PROFILE_TRACE)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_write_profile: unknown format {}",
+                      static_cast<int>(format));
+  if (!session->profile)
+    return makeStatus(TFM_STATUS_FAILED_PRECONDITION,
+                      "tfm_session_write_profile: the session was created "
+                      "without profile in its options");
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_write_profile");
+  bool toStderr = std::strcmp(path, "-") == 0;
+  std::FILE *out = toStderr ? stderr : std::fopen(path, "w");
+  if (!out)
+    return makeStatus(TFM_STATUS_NOT_FOUND,
+                      "tfm_session_write_profile: cannot write '{}': {}",
+                      path, std::strerror(errno));
+  return guarded("tfm_session_write_profile", [&]() -> tfm_status_t {
+    if (format == TFM_PROFILE_TABLE)
+      printProfile(*session, out);
+    else
+      writeTrace(*session, out);
+    bool failed = std::ferror(out) != 0;
+    if (!toStderr)
+      failed = std::fclose(out) != 0 || failed;
+    if (failed)
+      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                        "tfm_session_write_profile: writing '{}' failed",
+                        path);
+    return nullptr;
+  });
+}
+
+void tfm_run_options_init(tfm_run_options_t *options) {
+  if (!options)
+    return;
+  *options = tfm_run_options_t{};
+  options->struct_size = sizeof(tfm_run_options_t);
+}
+
+tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
+                                  const tfm_run_options_t *options,
+                                  const char *const *input_names,
+                                  tfm_tensor_t *const *inputs,
+                                  size_t num_inputs,
+                                  const char *const *output_names,
+                                  tfm_tensor_t **outputs,
+                                  size_t num_outputs) {
+  if (!session || !entry || (num_inputs && !inputs) ||
+      (num_outputs && !outputs))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_run_with: NULL argument");
+  tfm_run_options_t opts;
+  tfm_run_options_init(&opts);
+  if (options) {
+    if (options->struct_size < sizeof(size_t) ||
+        options->struct_size > sizeof(tfm_run_options_t))
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_run_options_t: struct_size {} is not one this "
+                        "runtime knows (at most {}); initialize it with "
+                        "tfm_run_options_init",
+                        options->struct_size, sizeof(tfm_run_options_t));
+    std::memcpy(&opts, options, options->struct_size);
+  }
+  if (!(opts.timeout_ms >= 0))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_run_options_t: timeout_ms must be 0 or positive, "
+                      "not {}",
+                      opts.timeout_ms);
+  const tfm_module_s *module = session->module;
+  const tfm_module_s::PublicEntry *pub = module->findPublic(entry);
+  const tfm_abi_dynamic_entry_t *d = pub ? pub->dynamic : nullptr;
+  const tfm_abi_entry_t *e = d ? nullptr : module->findEntry(entry);
+  if (!d && !e)
+    return makeStatus(TFM_STATUS_NOT_FOUND,
+                      "'{}' has no entry point '{}'; it has: {}", module->path,
+                      entry, module->entryNames());
+  const tfm_abi_tensor_desc_t *ins = d ? d->inputs : e->inputs;
+  const tfm_abi_tensor_desc_t *outs = d ? d->outputs : e->outputs;
+  size_t wantInputs = d ? d->num_inputs : e->num_inputs;
+  size_t wantOutputs = d ? d->num_outputs : e->num_outputs;
+  auto names = [](const tfm_abi_tensor_desc_t *descs, size_t n) {
+    std::string list;
+    for (size_t i = 0; i < n; ++i)
+      list += (i ? ", '" : "'") + std::string(descs[i].name) + "'";
+    return list.empty() ? std::string("none") : list;
+  };
+  // Position of each named tensor among the descriptors.
+  auto resolve = [&](const char *const *given, size_t count,
+                     const tfm_abi_tensor_desc_t *descs, size_t n,
+                     const char *what,
+                     std::vector<size_t> &slot) -> tfm_status_t {
+    slot.assign(count, 0);
+    std::vector<bool> seen(n, false);
+    for (size_t i = 0; i < count; ++i) {
+      if (!given[i])
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "entry '{}': {} name {} is NULL", entry, what, i);
+      size_t j = 0;
+      while (j < n && std::strcmp(descs[j].name, given[i]) != 0)
+        ++j;
+      if (j == n)
+        return makeStatus(TFM_STATUS_NOT_FOUND,
+                          "entry '{}' has no {} '{}'; its {}s are: {}", entry,
+                          what, given[i], what, names(descs, n));
+      if (seen[j])
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "entry '{}': {} '{}' is named twice", entry, what,
+                          given[i]);
+      seen[j] = true;
+      slot[i] = j;
+    }
+    return nullptr;
+  };
+  std::vector<tfm_tensor_t *> ordered(wantInputs, nullptr);
+  if (num_inputs != wantInputs)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "entry '{}' takes {} inputs ({}) but {} were given",
+                      entry, wantInputs, names(ins, wantInputs), num_inputs);
+  if (input_names) {
+    std::vector<size_t> slot;
+    if (tfm_status_t st =
+            resolve(input_names, num_inputs, ins, wantInputs, "input", slot))
+      return st;
+    for (size_t i = 0; i < num_inputs; ++i)
+      ordered[slot[i]] = inputs[i];
+  } else {
+    std::copy(inputs, inputs + num_inputs, ordered.begin());
+  }
+  // Where each requested output comes from.
+  std::vector<size_t> source;
+  if (output_names) {
+    if (tfm_status_t st = resolve(output_names, num_outputs, outs,
+                                  wantOutputs, "output", source))
+      return st;
+  } else {
+    if (num_outputs < wantOutputs)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "entry '{}' returns {} outputs but room for {} was "
+                        "given",
+                        entry, wantOutputs, num_outputs);
+    for (size_t i = 0; i < wantOutputs; ++i)
+      source.push_back(i);
+  }
+  // Outputs the caller gave, by the entry's order; each must match its
+  // descriptor (a dynamic entry's sizes are checked once they are known)
+  // and may not share memory with an input or another output.
+  std::vector<tfm_tensor_t *> given(wantOutputs, nullptr);
+  for (size_t i = 0; i < source.size(); ++i) {
+    tfm_tensor_t *t = outputs[i];
+    if (!t)
+      continue;
+    const tfm_abi_tensor_desc_t &want = outs[source[i]];
+    bool sameShape = t->dims.size() == static_cast<size_t>(want.rank) &&
+                     std::equal(t->dims.begin(), t->dims.end(), want.dims,
+                                [](int64_t got, int64_t dim) {
+                                  return dim < 0 || got == dim;
+                                });
+    if (t->dtype != want.dtype || !sameShape)
+      return makeStatus(
+          TFM_STATUS_INVALID_ARGUMENT,
+          "entry '{}': the tensor given for output '{}' is {} {} but the "
+          "output is {} {}",
+          entry, want.name, dtypeName(t->dtype),
+          shapeString(t->dims.data(), t->dims.size()), dtypeName(want.dtype),
+          shapeString(want.dims, static_cast<size_t>(want.rank)));
+    auto overlaps = [&](const tfm_tensor_t *other) {
+      auto *a = static_cast<const char *>(t->buffer.ptr.get());
+      auto *b = static_cast<const char *>(other->buffer.ptr.get());
+      return t->buffer.size && other->buffer.size && a < b + other->buffer.size &&
+             b < a + t->buffer.size;
+    };
+    for (size_t j = 0; j < wantInputs; ++j)
+      if (ordered[j] && overlaps(ordered[j]))
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "entry '{}': the tensor given for output '{}' "
+                          "shares memory with input '{}'",
+                          entry, want.name, ins[j].name);
+    for (size_t j = 0; j < wantOutputs; ++j)
+      if (given[j] && overlaps(given[j]))
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "entry '{}': the tensors given for outputs '{}' "
+                          "and '{}' share memory",
+                          entry, outs[j].name, want.name);
+    given[source[i]] = t;
+  }
+  for (size_t i = 0; e && i < wantInputs; ++i)
+    if (tfm_status_t st = checkInput(entry, i, e->inputs[i], ordered[i]))
+      return st;
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_run_with");
+  session->cancel = opts.cancel;
+  session->hasDeadline = opts.timeout_ms > 0;
+  if (session->hasDeadline)
+    session->deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double, std::milli>(
+                               opts.timeout_ms));
+  struct Limits {
+    tfm_session_s *s;
+    ~Limits() {
+      s->cancel = nullptr;
+      s->hasDeadline = false;
+    }
+  } limits{session};
+  std::vector<tfm_tensor_t *> results(wantOutputs, nullptr);
+  tfm_status_t st =
+      d ? runDynamic(session, *d, ordered.data(), wantInputs, results.data())
+        : runEntry(session, e, ordered.data(), wantInputs, results.data(),
+                   given.data());
+  if (st)
+    return st;
+  // A dynamic entry's outputs are cut back from its bucket's, so they are
+  // copied into the tensors given, once their sizes are known.
+  for (size_t i = 0; d && i < wantOutputs; ++i) {
+    if (!given[i])
+      continue;
+    tfm_tensor_t *r = results[i];
+    if (r->dims != given[i]->dims)
+      st = st ? st
+              : makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                           "entry '{}': output '{}' is {} in this run, but the "
+                           "tensor given for it is {}",
+                           entry, outs[i].name,
+                           shapeString(r->dims.data(), r->dims.size()),
+                           shapeString(given[i]->dims.data(),
+                                       given[i]->dims.size()));
+    else
+      std::memcpy(given[i]->buffer.ptr.get(), r->buffer.ptr.get(),
+                  r->buffer.size);
+    tfm_tensor_release(r);
+    results[i] = given[i];
+  }
+  if (st) {
+    for (size_t i = 0; i < wantOutputs; ++i)
+      if (!given[i])
+        tfm_tensor_release(results[i]);
+    return st;
+  }
+  std::vector<bool> handed(wantOutputs, false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    outputs[i] = results[source[i]];
+    handed[source[i]] = true;
+  }
+  for (size_t i = 0; i < wantOutputs; ++i)
+    if (!handed[i] && !given[i])
+      tfm_tensor_release(results[i]);
+  return nullptr;
+}
+
 } // extern "C"
 
 tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
                                     const tfm_abi_entry_t *e,
                                     tfm_tensor_t *const *inputs,
                                     size_t num_inputs,
-                                    tfm_tensor_t **out_outputs) {
+                                    tfm_tensor_t **out_outputs,
+                                    tfm_tensor_t *const *given) {
   const tfm_module_s *module = session->module;
   const char *entry = e->name;
   return guarded("tfm_session_run", [&]() -> tfm_status_t {
     std::vector<tfm_tensor_t *> outs(e->num_outputs, nullptr);
+    auto isGiven = [&](size_t i) { return given && given[i]; };
     auto releaseAll = [&] {
-      for (tfm_tensor_t *t : outs)
-        tfm_tensor_release(t);
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (!isGiven(i))
+          tfm_tensor_release(outs[i]);
     };
     for (int32_t i = 0; i < e->num_outputs; ++i) {
       const tfm_abi_tensor_desc_t &d = e->outputs[i];
+      if (isGiven(i)) {
+        outs[i] = given[i];
+        continue;
+      }
       if (tfm_status_t s =
               tfm_tensor_create(static_cast<tfm_dtype_t>(d.dtype), d.dims,
                                 static_cast<size_t>(d.rank), &outs[i])) {
@@ -468,6 +870,27 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
       host.launch = launchKernel;
     host.read_device = readDevice;
     device.setThreads(module->context->numThreads);
+    // An interrupted training step leaves the state as it was: the kernels
+    // that update the parameters are never interrupted, and the step count,
+    // which the step's code advances first, is put back.
+    session->interruptible = true;
+    const tfm_abi_state_desc_t *step = nullptr;
+    int64_t stepBefore = 0;
+    if (session->cancel || session->hasDeadline) {
+      const tfm_abi_model_t *m = module->model;
+      for (int32_t i = 0; i < m->num_states && !step; ++i)
+        if (m->states[i].kind == TFM_STATE_STEP)
+          step = &m->states[i];
+      if (step)
+        device.copyToHost(&stepBefore,
+                          static_cast<char *>(session->state.get()) +
+                              step->offset,
+                          sizeof(stepBefore));
+      // Device code launches its updates as kernels of its own, which the
+      // runtime cannot tell apart: a GPU training step runs whole.
+      if (!onHost && step)
+        session->interruptible = false;
+    }
     int32_t rc;
     auto start = Clock::now();
     try {
@@ -486,15 +909,32 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
                         module->path, err.what());
     }
     if (session->profile) {
+      auto end = Clock::now();
       session->profile->totalMs +=
-          std::chrono::duration<double, std::milli>(Clock::now() - start)
-              .count();
+          std::chrono::duration<double, std::milli>(end - start).count();
       session->profile->runs++;
+      session->profile->record(-1, e->name, start, end);
     }
     if (rc != 0) {
       releaseAll();
       std::string why = std::exchange(session->failure, std::string());
+      if ((rc == kCancelled || rc == kDeadlineExceeded) && step)
+        device.copyToDevice(static_cast<char *>(session->state.get()) +
+                                step->offset,
+                            &stepBefore, sizeof(stepBefore));
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() -
+                                                            start)
+                      .count();
       switch (rc) {
+      case kCancelled:
+        return makeStatus(TFM_STATUS_CANCELLED,
+                          "entry '{}' was cancelled after {:.3f} ms", entry,
+                          ms);
+      case kDeadlineExceeded:
+        return makeStatus(TFM_STATUS_DEADLINE_EXCEEDED,
+                          "entry '{}' stopped at its timeout, after {:.3f} "
+                          "ms",
+                          entry, ms);
       case kKernelFailed:
         return makeStatus(TFM_STATUS_INTERNAL, "entry '{}' of '{}': {}", entry,
                           module->path, why);

@@ -2,6 +2,7 @@
 
 #include "Internal.h"
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -92,6 +93,64 @@ tfm_status_t tfm_tensor_create_copy(tfm_dtype_t dtype, const int64_t *dims,
   if (byte_size)
     std::memcpy((*out_tensor)->buffer.ptr.get(), data, byte_size);
   return nullptr;
+}
+
+tfm_status_t tfm_tensor_create_view(tfm_dtype_t dtype, const int64_t *dims,
+                                    size_t rank, void *data, size_t byte_size,
+                                    tfm_tensor_t **out_tensor) {
+  if (!out_tensor)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_view: out_tensor is NULL");
+  *out_tensor = nullptr;
+  size_t width = tfm_dtype_size(dtype);
+  if (!width)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_view: unknown dtype {}",
+                      static_cast<int>(dtype));
+  if (rank && !dims)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_view: dims is NULL for rank {}", rank);
+  size_t count = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_tensor_create_view: dimension {} is negative "
+                        "({})",
+                        i, dims[i]);
+    if (dims[i] &&
+        count > std::numeric_limits<size_t>::max() / width /
+                    static_cast<size_t>(dims[i]))
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_tensor_create_view: the shape overflows memory");
+    count *= static_cast<size_t>(dims[i]);
+  }
+  if (byte_size != count * width)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_view: the shape needs {} bytes but "
+                      "{} were given",
+                      count * width, byte_size);
+  if (byte_size && !data)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_view: data is NULL");
+  if (reinterpret_cast<uintptr_t>(data) % width)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_view: data at {} is not aligned to "
+                      "its {}-byte elements",
+                      data, width);
+  return guarded("tfm_tensor_create_view", [&]() -> tfm_status_t {
+    auto t = std::make_unique<tfm_tensor_s>();
+    t->dtype = dtype;
+    t->dims.assign(dims, dims + rank);
+    t->buffer.ptr = std::unique_ptr<void, AlignedBuffer::Free>(
+        data, AlignedBuffer::Free{false});
+    t->buffer.size = byte_size;
+    *out_tensor = t.release();
+    return nullptr;
+  });
+}
+
+int tfm_tensor_is_view(const tfm_tensor_t *tensor) {
+  return tensor && !tensor->buffer.ptr.get_deleter().owned;
 }
 
 void tfm_tensor_release(tfm_tensor_t *tensor) { delete tensor; }

@@ -17,6 +17,28 @@ fi
 "$work/build/run_model_c" "$model"
 "$work/build/run_model_cpp" "$model"
 
+# What the package holds: the C API and nothing else leaves the library,
+# under its versioned SONAME, with only the public headers installed.
+lib="$work/prefix/lib/libtfm_runtime.so"
+if nm -D --defined-only "$lib" | awk '{print $NF}' | grep -v '^tfm_'; then
+  echo "libtfm_runtime.so exports the symbols above beyond the C API"; exit 1
+fi
+readelf -d "$lib" | grep -q 'SONAME.*libtfm_runtime\.so\.[0-9]' ||
+  { echo "libtfm_runtime.so has no versioned SONAME"; exit 1; }
+(cd "$work/prefix/include/tfm" && ls) | tr '\n' ' ' |
+  grep -qx 'dtype.h runtime.h runtime.hpp version.h ' ||
+  { echo "installed headers: $(ls "$work/prefix/include/tfm")"; exit 1; }
+# Built without CMake, through pkg-config.
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+[ "$(pkg-config --modversion tfm-runtime)" = "$(sed -n 's/^#define TFM_VERSION_STRING "\(.*\)"/\1/p' "$work/prefix/include/tfm/version.h")" ] ||
+  { echo "pkg-config's version is not the headers'"; exit 1; }
+# shellcheck disable=SC2046
+cc -o "$work/run_model_pc" "$src/examples/embed/run_model.c" \
+  $(pkg-config --cflags --libs tfm-runtime) -Wl,-rpath,"$work/prefix/lib"
+"$work/run_model_pc" "$model" > "$work/pc.out"
+cmp -s "$work/pc.out" <("$work/build/run_model_c" "$model") ||
+  { echo "the pkg-config build prints otherwise"; exit 1; }
+
 # A model tfmc compiled: both programs must agree on it.
 "$tfmc" compile "$src/examples/models/encoder_layer.mlir" -o "$work/encoder_layer.so"
 c_out=$("$work/build/run_model_c" "$work/encoder_layer.so")

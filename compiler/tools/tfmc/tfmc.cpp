@@ -9,6 +9,7 @@
 #include "Driver.h"
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/version.h"
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/Conversion/Passes.h"
@@ -692,7 +693,7 @@ int runCompile(MLIRContext &context) {
     options.compiler.remarks = report;
     options.artifact.externalWeights = externalWeights;
     options.artifact.cpu = targetCpu;
-    options.artifact.producer = "tfmc 0.1.0";
+    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     int rc = compileTo(module, stage, outputFile, options);
     if (rc == kExitOk)
       printReport();
@@ -755,7 +756,7 @@ int runGenerate(MLIRContext &context) {
     options.compiler.generation =
         mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
     options.artifact.cpu = "native";
-    options.artifact.producer = "tfmc 0.1.0";
+    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     int rc = compileTo(module, Emit::so, so, options);
     if (rc == kExitOk)
       rc = generateCompiled(so, opts);
@@ -862,7 +863,7 @@ int runTrain(MLIRContext &context) {
     CompileOptions options;
     options.compiler.training = training;
     options.artifact.cpu = "native";
-    options.artifact.producer = "tfmc 0.1.0";
+    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     if (onGPU) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;
@@ -1054,7 +1055,7 @@ int runRunOnce(MLIRContext &context) {
     llvm::sys::path::append(so, "model.so");
     CompileOptions options;
     options.artifact.cpu = "native";
-    options.artifact.producer = "tfmc 0.1.0";
+    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     if (onGPU) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;
@@ -1092,7 +1093,8 @@ int main(int argc, char **argv) {
     return kExitOk;
   }
   auto printVersion = [](llvm::raw_ostream &os) {
-    os << "tfmc (tfm) 0.1.0, built on LLVM/MLIR " << LLVM_VERSION_STRING
+    os << "tfmc (tfm) " TFM_VERSION_STRING ", built on LLVM/MLIR "
+       << LLVM_VERSION_STRING
        << "\n";
   };
   if (sub == "--version") {

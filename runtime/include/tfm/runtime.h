@@ -20,12 +20,20 @@
 #define TFM_RUNTIME_H
 
 #include "tfm/dtype.h"
+#include "tfm/version.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library is built with TFM_RUNTIME_BUILDING defined; its consumers
+ * import what it exports. On ELF platforms only these functions are
+ * exported (a version script hides everything else). */
 #if defined(_WIN32)
+#if defined(TFM_RUNTIME_BUILDING)
 #define TFM_API __declspec(dllexport)
+#else
+#define TFM_API __declspec(dllimport)
+#endif
 #else
 #define TFM_API __attribute__((visibility("default")))
 #endif
@@ -49,6 +57,8 @@ typedef enum tfm_status_code_t {
                                  such GPU */
   TFM_STATUS_OUT_OF_RANGE = 9, /* a size outside what the model was compiled
                                   for (--shape sequence=1..512) */
+  TFM_STATUS_CANCELLED = 10,         /* the run's cancel flag was raised */
+  TFM_STATUS_DEADLINE_EXCEEDED = 11, /* the run outlived its timeout */
 } tfm_status_code_t;
 
 typedef struct tfm_status_s *tfm_status_t;
@@ -60,9 +70,24 @@ TFM_API const char *tfm_status_message(tfm_status_t status);
 /* Frees `status`; NULL is allowed. */
 TFM_API void tfm_status_free(tfm_status_t status);
 
+/*===-- Versions ----------------------------------------------------------===*/
+
+/* The version of the runtime library running, "0.1.0"; the headers'
+ * version is TFM_VERSION_STRING. A library runs applications built with
+ * headers of the same major version (while it is 0, the same minor) and an
+ * older or equal minor. */
+TFM_API const char *tfm_runtime_version(void);
+/* The same as one number, to compare with TFM_VERSION. */
+TFM_API uint32_t tfm_runtime_version_number(void);
+/* The model ABI version this runtime loads: a model.so records the version
+ * it was compiled for, and tfm_module_load refuses another with
+ * TFM_STATUS_INCOMPATIBLE. */
+TFM_API uint32_t tfm_runtime_model_abi_version(void);
+
 /*===-- Tensors -----------------------------------------------------------===*/
 
-/* A dense, row-major host tensor that owns its buffer.
+/* A dense, row-major host tensor that owns its buffer, or borrows the
+ * caller's (tfm_tensor_create_view).
  * Thread-compatible: distinct tensors may be used from distinct threads. */
 typedef struct tfm_tensor_s tfm_tensor_t;
 
@@ -74,6 +99,17 @@ TFM_API tfm_status_t tfm_tensor_create_copy(tfm_dtype_t dtype,
                                             const int64_t *dims, size_t rank,
                                             const void *data, size_t byte_size,
                                             tfm_tensor_t **out_tensor);
+/* Wraps the caller's memory without a copy: `data` (byte_size bytes,
+ * exactly the shape's, aligned to the dtype's size) is borrowed, and must
+ * outlive the tensor. A run reads such an input in place, and writes an
+ * output given to tfm_session_run_with straight into it. Releasing the
+ * tensor frees nothing of `data`. */
+TFM_API tfm_status_t tfm_tensor_create_view(tfm_dtype_t dtype,
+                                            const int64_t *dims, size_t rank,
+                                            void *data, size_t byte_size,
+                                            tfm_tensor_t **out_tensor);
+/* 1 when the tensor borrows its buffer (a view), else 0. */
+TFM_API int tfm_tensor_is_view(const tfm_tensor_t *tensor);
 TFM_API void tfm_tensor_release(tfm_tensor_t *tensor);
 /* The element type; 0 (no tfm_dtype_t) for NULL. */
 TFM_API tfm_dtype_t tfm_tensor_dtype(const tfm_tensor_t *tensor);
@@ -150,8 +186,8 @@ TFM_API tfm_status_t tfm_module_entry_io(const tfm_module_t *module,
 
 /* The smallest and the largest size of each dim of input or output `index`
  * of `entry`: out_min_dims and out_max_dims each receive its rank values
- * (equal where the dim is fixed). A run with a size outside them fails with
- * TFM_STATUS_OUT_OF_RANGE. */
+ * (equal where the dim is fixed; both may be NULL for a scalar). A run with
+ * a size outside them fails with TFM_STATUS_OUT_OF_RANGE. */
 TFM_API tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
                                                const char *entry,
                                                int is_output, size_t index,
@@ -174,6 +210,10 @@ typedef struct tfm_session_s tfm_session_t;
 
 typedef struct tfm_session_options_t {
   size_t struct_size;
+  /* Nonzero: time every kernel call of the session's runs, for
+   * tfm_session_write_profile (the TFM_PROFILE environment variable turns
+   * it on for every session, printing the table at release). */
+  int32_t profile;
 } tfm_session_options_t;
 
 TFM_API void tfm_session_options_init(tfm_session_options_t *options);
@@ -195,6 +235,66 @@ TFM_API tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
                                      size_t num_inputs,
                                      tfm_tensor_t **out_outputs,
                                      size_t num_outputs);
+
+/* A flag that cancels the runs given it: raise it from any thread, and
+ * every run using it stops before its next kernel with
+ * TFM_STATUS_CANCELLED. Thread-safe. */
+typedef struct tfm_cancel_flag_s tfm_cancel_flag_t;
+TFM_API tfm_status_t tfm_cancel_flag_create(tfm_cancel_flag_t **out_flag);
+TFM_API void tfm_cancel_flag_raise(tfm_cancel_flag_t *flag);
+/* Lowers the flag again, for the runs that follow. */
+TFM_API void tfm_cancel_flag_reset(tfm_cancel_flag_t *flag);
+TFM_API int tfm_cancel_flag_is_raised(const tfm_cancel_flag_t *flag);
+TFM_API void tfm_cancel_flag_release(tfm_cancel_flag_t *flag);
+
+/* How one run goes. A run is interrupted between kernels, never inside
+ * one; an interrupted run returns no outputs and leaves the session's
+ * training state as it was (a training step is no longer interrupted once
+ * its optimizer updates have begun: it finishes). */
+typedef struct tfm_run_options_t {
+  size_t struct_size;
+  /* Fail with TFM_STATUS_DEADLINE_EXCEEDED once the run has taken this many
+   * milliseconds; 0 (the default) for no limit. */
+  double timeout_ms;
+  /* Fail with TFM_STATUS_CANCELLED once this flag is raised; NULL (the
+   * default) for none. Borrowed for the run. */
+  const tfm_cancel_flag_t *cancel;
+} tfm_run_options_t;
+
+TFM_API void tfm_run_options_init(tfm_run_options_t *options);
+
+/* Runs `entry` as tfm_session_run does, with more say:
+ *  - input_names: inputs[i] is the input named input_names[i] (every
+ *    input exactly once, in any order); NULL: by position.
+ *  - output_names: outputs[i] receives the output named output_names[i]
+ *    (some of them, in any order; the others are computed and dropped);
+ *    NULL: all of them by position (num_outputs at least their count).
+ *  - outputs[i] is either NULL, to receive a new tensor the caller owns,
+ *    or a tensor of the output's dtype and shape the run writes into (a
+ *    view writes the caller's memory); it may not overlap an input.
+ *  - options: a timeout or a cancel flag; NULL for none.
+ * On failure no tensor is created; given outputs may have been written. */
+TFM_API tfm_status_t tfm_session_run_with(
+    tfm_session_t *session, const char *entry,
+    const tfm_run_options_t *options, const char *const *input_names,
+    tfm_tensor_t *const *inputs, size_t num_inputs,
+    const char *const *output_names, tfm_tensor_t **outputs,
+    size_t num_outputs);
+
+/* Where the session's runs spent their time, when it was created with
+ * options->profile (or TFM_PROFILE set): TFM_PROFILE_TABLE writes the text
+ * table (each kernel with its parameters, calls and milliseconds per run),
+ * TFM_PROFILE_TRACE every run and kernel call (the first million) in the
+ * Chrome trace event format (JSON), which trace viewers open. `path` "-"
+ * is stderr. TFM_STATUS_FAILED_PRECONDITION when the session does not
+ * profile. */
+typedef enum tfm_profile_format_t {
+  TFM_PROFILE_TABLE = 0,
+  TFM_PROFILE_TRACE = 1,
+} tfm_profile_format_t;
+TFM_API tfm_status_t tfm_session_write_profile(tfm_session_t *session,
+                                               const char *path,
+                                               tfm_profile_format_t format);
 
 /*===-- Training state ----------------------------------------------------===*/
 

@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -65,6 +66,10 @@ private:
 };
 } // namespace detail
 
+/// The runtime library's version ("0.1.0"); the headers' is
+/// TFM_VERSION_STRING.
+inline std::string version() { return tfm_runtime_version(); }
+
 class Tensor : public detail::Handle<tfm_tensor_t, tfm_tensor_release> {
 public:
   explicit Tensor(tfm_tensor_t *t) : Handle(t) {}
@@ -73,6 +78,21 @@ public:
     check(tfm_tensor_create(dtype, dims.data(), dims.size(), &t));
     *this = Tensor(t);
   }
+  /// A tensor over the caller's memory, without a copy (see
+  /// tfm_tensor_create_view): `data` must outlive it.
+  static Tensor view(tfm_dtype_t dtype, const std::vector<int64_t> &dims,
+                     void *data, size_t byteSize) {
+    tfm_tensor_t *t = nullptr;
+    check(tfm_tensor_create_view(dtype, dims.data(), dims.size(), data,
+                                 byteSize, &t));
+    return Tensor(t);
+  }
+  /// A view of a float vector's elements as `dims`.
+  static Tensor view(std::vector<float> &data,
+                     const std::vector<int64_t> &dims) {
+    return view(TFM_DTYPE_F32, dims, data.data(), data.size() * sizeof(float));
+  }
+  bool isView() const { return tfm_tensor_is_view(get()) != 0; }
   template <typename T> T *data() {
     return static_cast<T *>(tfm_tensor_data(get()));
   }
@@ -101,12 +121,56 @@ private:
   Context(tfm_context_t *c, int) : Handle(c) {}
 };
 
+/// An input or output of an entry point: a dim of -1 varies within
+/// [minDims, maxDims] (a model compiled for a range of sizes).
+struct TensorInfo {
+  std::string name;
+  tfm_dtype_t dtype;
+  std::vector<int64_t> dims, minDims, maxDims;
+};
+
+/// An entry point ("infer", "train_step", ...) and its inputs and outputs.
+struct EntryInfo {
+  std::string name;
+  std::vector<TensorInfo> inputs, outputs;
+};
+
 class Module : public detail::Handle<tfm_module_t, tfm_module_release> {
 public:
   Module(const Context &context, const std::string &path) {
     tfm_module_t *m = nullptr;
     check(tfm_module_load(context.get(), path.c_str(), &m));
     *this = Module(m);
+  }
+  /// The entry points, with their inputs and outputs.
+  std::vector<EntryInfo> entries() const {
+    std::vector<EntryInfo> result;
+    for (size_t e = 0, n = tfm_module_num_entries(get()); e < n; ++e)
+      result.push_back(entry(tfm_module_entry_name(get(), e)));
+    return result;
+  }
+  EntryInfo entry(const std::string &name) const {
+    return describe(get(), name);
+  }
+  static EntryInfo describe(const tfm_module_t *module,
+                            const std::string &name) {
+    EntryInfo info{name, {}, {}};
+    for (int io = 0; io < 2; ++io) {
+      size_t count = 0;
+      check(tfm_module_entry_num_io(module, name.c_str(), io, &count));
+      for (size_t i = 0; i < count; ++i) {
+        tfm_tensor_desc_t d;
+        check(tfm_module_entry_io(module, name.c_str(), io, i, &d));
+        TensorInfo t{d.name, d.dtype,
+                     std::vector<int64_t>(d.dims, d.dims + d.rank),
+                     std::vector<int64_t>(d.rank),
+                     std::vector<int64_t>(d.rank)};
+        check(tfm_module_entry_io_range(module, name.c_str(), io, i,
+                                        t.minDims.data(), t.maxDims.data()));
+        (io ? info.outputs : info.inputs).push_back(std::move(t));
+      }
+    }
+    return info;
   }
 
 private:
@@ -133,12 +197,94 @@ struct Generation {
 using TokenCallback =
     std::function<bool(int64_t step, const std::vector<int64_t> &tokens)>;
 
+/// Raised from any thread, it cancels the runs given it (RunOptions).
+class CancelFlag
+    : public detail::Handle<tfm_cancel_flag_t, tfm_cancel_flag_release> {
+public:
+  CancelFlag() {
+    tfm_cancel_flag_t *f = nullptr;
+    check(tfm_cancel_flag_create(&f));
+    *this = CancelFlag(f);
+  }
+  void raise() { tfm_cancel_flag_raise(get()); }
+  void reset() { tfm_cancel_flag_reset(get()); }
+  bool raised() const { return tfm_cancel_flag_is_raised(get()) != 0; }
+
+private:
+  explicit CancelFlag(tfm_cancel_flag_t *f) : Handle(f) {}
+};
+
+/// A timeout or a cancel flag for one run: tfm_run_options_t with its
+/// defaults.
+struct RunOptions : tfm_run_options_t {
+  RunOptions() { tfm_run_options_init(this); }
+  RunOptions &timeoutMs(double ms) {
+    timeout_ms = ms;
+    return *this;
+  }
+  RunOptions &cancelWith(const CancelFlag &flag) {
+    cancel = flag.get();
+    return *this;
+  }
+};
+
 class Session : public detail::Handle<tfm_session_t, tfm_session_release> {
 public:
-  explicit Session(const Module &module) {
+  /// `profile`: time every kernel call, for writeProfile.
+  explicit Session(const Module &module, bool profile = false) {
+    tfm_session_options_t opts;
+    tfm_session_options_init(&opts);
+    opts.profile = profile;
     tfm_session_t *s = nullptr;
-    check(tfm_session_create(module.get(), nullptr, &s));
+    check(tfm_session_create(module.get(), &opts, &s));
     *this = Session(s, module.get());
+  }
+
+  /// Runs `entry` on inputs by name and returns the outputs by name. An
+  /// output found in `into` is written there (a view writes the caller's
+  /// memory) instead of into a new tensor.
+  std::map<std::string, Tensor>
+  run(const std::string &entry, const std::map<std::string, Tensor *> &inputs,
+      const RunOptions &options = {},
+      const std::map<std::string, Tensor *> &into = {}) {
+    std::vector<const char *> inNames;
+    std::vector<tfm_tensor_t *> in;
+    for (const auto &[name, t] : inputs) {
+      inNames.push_back(name.c_str());
+      in.push_back(t->get());
+    }
+    EntryInfo info = Module::describe(module_, entry);
+    for (const auto &given : into) {
+      bool known = false;
+      for (const TensorInfo &o : info.outputs)
+        known = known || o.name == given.first;
+      if (!known)
+        throw Error(TFM_STATUS_NOT_FOUND, "entry '" + entry +
+                                              "' has no output '" +
+                                              given.first + "'");
+    }
+    std::vector<const char *> outNames;
+    std::vector<tfm_tensor_t *> out;
+    for (const TensorInfo &o : info.outputs) {
+      outNames.push_back(o.name.c_str());
+      auto given = into.find(o.name);
+      out.push_back(given == into.end() ? nullptr : given->second->get());
+    }
+    check(tfm_session_run_with(get(), entry.c_str(), &options, inNames.data(),
+                               in.data(), in.size(), outNames.data(),
+                               out.data(), out.size()));
+    std::map<std::string, Tensor> result;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!into.count(outNames[i]))
+        result.emplace(outNames[i], Tensor(out[i]));
+    return result;
+  }
+
+  /// The profile of the runs so far (a session created with profile):
+  /// the table, or a trace viewers open.
+  void writeProfile(const std::string &path,
+                    tfm_profile_format_t format = TFM_PROFILE_TABLE) {
+    check(tfm_session_write_profile(get(), path.c_str(), format));
   }
 
   /// Runs `entry` and returns its outputs, which the caller then owns.

@@ -204,6 +204,264 @@ TEST_F(SessionTest, RejectsAMissingInputAndAnUnknownEntry) {
       << msg2;
 }
 
+TEST(Versions, TheLibraryReportsTheHeadersVersions) {
+  EXPECT_STREQ(tfm_runtime_version(), TFM_VERSION_STRING);
+  EXPECT_EQ(tfm_runtime_version_number(), unsigned(TFM_VERSION));
+  EXPECT_EQ(tfm_runtime_model_abi_version(), TFM_ABI_VERSION);
+  EXPECT_EQ(tfm::version(), TFM_VERSION_STRING);
+}
+
+/// The buffer fake_model's "infer" was last handed: inputs 0 and 1, then
+/// its output (2).
+const void *seenBuffer(tfm_module_t *, int i) {
+  auto *probe = reinterpret_cast<const void *(*)(int)>(
+      dlsym(RTLD_DEFAULT, "fake_seen_buffer"));
+  return probe ? probe(i) : nullptr;
+}
+
+TEST_F(SessionTest, ViewsAreReadAndWrittenInPlace) {
+  // The library is loaded already; make its symbols visible to dlsym.
+  void *handle = dlopen((kDir + "/libfake_model.so").c_str(),
+                        RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  ASSERT_NE(handle, nullptr);
+  float xs[6] = {1, 2, 3, 4, 5, 6}, bs[3] = {0.5f, 0.25f, 0.125f}, ys[6] = {};
+  const int64_t xd[] = {2, 3}, bd[] = {3};
+  tfm_tensor_t *xv = nullptr, *bv = nullptr, *yv = nullptr;
+  ASSERT_EQ(tfm_tensor_create_view(TFM_DTYPE_F32, xd, 2, xs, sizeof(xs), &xv),
+            nullptr);
+  ASSERT_EQ(tfm_tensor_create_view(TFM_DTYPE_F32, bd, 1, bs, sizeof(bs), &bv),
+            nullptr);
+  ASSERT_EQ(tfm_tensor_create_view(TFM_DTYPE_F32, xd, 2, ys, sizeof(ys), &yv),
+            nullptr);
+  EXPECT_TRUE(tfm_tensor_is_view(xv));
+  EXPECT_FALSE(tfm_tensor_is_view(x));
+  EXPECT_EQ(tfm_tensor_data(xv), xs);
+  // By name, in another order than the entry's, into the caller's array.
+  const char *inNames[] = {"bias", "x"};
+  tfm_tensor_t *inputs[] = {bv, xv};
+  const char *outNames[] = {"y"};
+  tfm_tensor_t *outputs[] = {yv};
+  ASSERT_EQ(tfm_session_run_with(session, "infer", nullptr, inNames, inputs, 2,
+                                 outNames, outputs, 1),
+            nullptr);
+  EXPECT_EQ(outputs[0], yv);
+  EXPECT_EQ(seenBuffer(module, 0), xs);
+  EXPECT_EQ(seenBuffer(module, 1), bs);
+  EXPECT_EQ(seenBuffer(module, 2), ys);
+  const float want[] = {101.5f, 202.25f, 303.125f, 104.5f, 205.25f, 306.125f};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(ys[i], want[i]) << i;
+  // Releasing the views leaves the caller's memory alone.
+  tfm_tensor_release(xv);
+  tfm_tensor_release(bv);
+  tfm_tensor_release(yv);
+  EXPECT_FLOAT_EQ(xs[5], 6);
+  dlclose(handle);
+}
+
+TEST(Tensor, ViewsCheckTheirMemory) {
+  alignas(8) char bytes[32] = {};
+  const int64_t d[] = {2, 3};
+  tfm_tensor_t *t = nullptr;
+  auto [code, msg] =
+      take(tfm_tensor_create_view(TFM_DTYPE_F32, d, 2, bytes, 20, &t));
+  EXPECT_EQ(code, TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(msg, "tfm_tensor_create_view: the shape needs 24 bytes but 20 "
+                 "were given");
+  auto [code2, msg2] =
+      take(tfm_tensor_create_view(TFM_DTYPE_F32, d, 2, bytes + 1, 24, &t));
+  EXPECT_EQ(code2, TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(msg2.find("is not aligned to its 4-byte elements"),
+            std::string::npos)
+      << msg2;
+  auto [code3, msg3] =
+      take(tfm_tensor_create_view(TFM_DTYPE_F32, d, 2, nullptr, 24, &t));
+  EXPECT_EQ(code3, TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(t, nullptr);
+}
+
+TEST_F(SessionTest, RunWithNamesChecksEveryName) {
+  tfm_tensor_t *inputs[] = {x, b};
+  tfm_tensor_t *y = nullptr;
+  const char *unknown[] = {"x", "beta"};
+  auto [code, msg] = take(tfm_session_run_with(session, "infer", nullptr,
+                                               unknown, inputs, 2, nullptr,
+                                               &y, 1));
+  EXPECT_EQ(code, TFM_STATUS_NOT_FOUND);
+  EXPECT_EQ(msg, "entry 'infer' has no input 'beta'; its inputs are: 'x', "
+                 "'bias'");
+  const char *twice[] = {"x", "x"};
+  auto [code2, msg2] = take(tfm_session_run_with(
+      session, "infer", nullptr, twice, inputs, 2, nullptr, &y, 1));
+  EXPECT_EQ(code2, TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(msg2, "entry 'infer': input 'x' is named twice");
+  const char *badOut[] = {"logits"};
+  auto [code3, msg3] = take(tfm_session_run_with(
+      session, "infer", nullptr, nullptr, inputs, 2, badOut, &y, 1));
+  EXPECT_EQ(code3, TFM_STATUS_NOT_FOUND);
+  EXPECT_EQ(msg3, "entry 'infer' has no output 'logits'; its outputs are: "
+                  "'y'");
+  // A given output of the wrong shape, and one over an input's memory.
+  const int64_t d[] = {3, 2};
+  tfm_tensor_t *wrong = nullptr;
+  ASSERT_EQ(tfm_tensor_create(TFM_DTYPE_F32, d, 2, &wrong), nullptr);
+  auto [code4, msg4] = take(tfm_session_run_with(
+      session, "infer", nullptr, nullptr, inputs, 2, nullptr, &wrong, 1));
+  EXPECT_EQ(code4, TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(msg4, "entry 'infer': the tensor given for output 'y' is f32 "
+                  "[3, 2] but the output is f32 [2, 3]");
+  tfm_tensor_release(wrong);
+  const int64_t xd[] = {2, 3};
+  tfm_tensor_t *alias = nullptr;
+  ASSERT_EQ(tfm_tensor_create_view(TFM_DTYPE_F32, xd, 2, tfm_tensor_data(x),
+                                   tfm_tensor_byte_size(x), &alias),
+            nullptr);
+  auto [code5, msg5] = take(tfm_session_run_with(
+      session, "infer", nullptr, nullptr, inputs, 2, nullptr, &alias, 1));
+  EXPECT_EQ(code5, TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(msg5, "entry 'infer': the tensor given for output 'y' shares "
+                  "memory with input 'x'");
+  tfm_tensor_release(alias);
+}
+
+TEST_F(ContextTest, ARunStopsAtItsCancelFlagOrTimeout) {
+  tfm_module_t *m = nullptr;
+  std::string path = kDir + "/libfake_model_kernels.so";
+  ASSERT_EQ(tfm_module_load(ctx, path.c_str(), &m), nullptr);
+  tfm_session_t *s = nullptr;
+  ASSERT_EQ(tfm_session_create(m, nullptr, &s), nullptr);
+  const int64_t d[] = {2, 3};
+  tfm_tensor_t *x = nullptr, *y = nullptr;
+  ASSERT_EQ(tfm_tensor_create(TFM_DTYPE_F32, d, 2, &x), nullptr);
+  tfm_cancel_flag_t *flag = nullptr;
+  ASSERT_EQ(tfm_cancel_flag_create(&flag), nullptr);
+  tfm_run_options_t opts;
+  tfm_run_options_init(&opts);
+  opts.cancel = flag;
+  tfm_cancel_flag_raise(flag);
+  EXPECT_TRUE(tfm_cancel_flag_is_raised(flag));
+  auto [code, msg] = take(tfm_session_run_with(s, "project", &opts, nullptr,
+                                               &x, 1, nullptr, &y, 1));
+  EXPECT_EQ(code, TFM_STATUS_CANCELLED);
+  EXPECT_NE(msg.find("entry 'project' was cancelled after"), std::string::npos)
+      << msg;
+  EXPECT_EQ(y, nullptr);
+  // Lowered again, the same options run.
+  tfm_cancel_flag_reset(flag);
+  ASSERT_EQ(tfm_session_run_with(s, "project", &opts, nullptr, &x, 1, nullptr,
+                                 &y, 1),
+            nullptr);
+  tfm_tensor_release(y);
+  y = nullptr;
+  // A timeout that has passed before the first kernel.
+  opts.cancel = nullptr;
+  opts.timeout_ms = 1e-9;
+  auto [code2, msg2] = take(tfm_session_run_with(s, "project", &opts, nullptr,
+                                                 &x, 1, nullptr, &y, 1));
+  EXPECT_EQ(code2, TFM_STATUS_DEADLINE_EXCEEDED);
+  EXPECT_NE(msg2.find("entry 'project' stopped at its timeout"),
+            std::string::npos)
+      << msg2;
+  opts.timeout_ms = -1;
+  auto [code3, msg3] = take(tfm_session_run_with(s, "project", &opts, nullptr,
+                                                 &x, 1, nullptr, &y, 1));
+  EXPECT_EQ(code3, TFM_STATUS_INVALID_ARGUMENT);
+  // The limits belong to that run only: a plain run that follows is whole.
+  ASSERT_EQ(tfm_session_run(s, "project", &x, 1, &y, 1), nullptr);
+  tfm_tensor_release(y);
+  tfm_cancel_flag_release(flag);
+  tfm_tensor_release(x);
+  tfm_session_release(s);
+  tfm_module_release(m);
+}
+
+TEST_F(ContextTest, ASessionWritesItsProfile) {
+  tfm_module_t *m = nullptr;
+  std::string path = kDir + "/libfake_model_kernels.so";
+  ASSERT_EQ(tfm_module_load(ctx, path.c_str(), &m), nullptr);
+  tfm_session_t *plain = nullptr, *s = nullptr;
+  ASSERT_EQ(tfm_session_create(m, nullptr, &plain), nullptr);
+  auto [code, msg] = take(
+      tfm_session_write_profile(plain, "-", TFM_PROFILE_TABLE));
+  EXPECT_EQ(code, TFM_STATUS_FAILED_PRECONDITION);
+  tfm_session_options_t opts;
+  tfm_session_options_init(&opts);
+  opts.profile = 1;
+  ASSERT_EQ(tfm_session_create(m, &opts, &s), nullptr);
+  const int64_t d[] = {2, 3};
+  tfm_tensor_t *x = nullptr;
+  ASSERT_EQ(tfm_tensor_create(TFM_DTYPE_F32, d, 2, &x), nullptr);
+  for (int run = 0; run < 3; ++run) {
+    tfm_tensor_t *y = nullptr;
+    ASSERT_EQ(tfm_session_run(s, "project", &x, 1, &y, 1), nullptr);
+    tfm_tensor_release(y);
+  }
+  std::string table = ::testing::TempDir() + "profile.txt",
+              trace = ::testing::TempDir() + "profile.json";
+  ASSERT_EQ(tfm_session_write_profile(s, table.c_str(), TFM_PROFILE_TABLE),
+            nullptr);
+  ASSERT_EQ(tfm_session_write_profile(s, trace.c_str(), TFM_PROFILE_TRACE),
+            nullptr);
+  std::ifstream tin(table), jin(trace);
+  std::string text((std::istreambuf_iterator<char>(tin)), {}),
+      json((std::istreambuf_iterator<char>(jin)), {});
+  EXPECT_NE(text.find("3 runs"), std::string::npos) << text;
+  EXPECT_NE(text.find("linear          2,3,3,0,0,0,0,0"), std::string::npos)
+      << text;
+  // Three runs, each with its one kernel call.
+  auto count = [&](const std::string &what) {
+    size_t n = 0;
+    for (size_t at = json.find(what); at != std::string::npos;
+         at = json.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("\"name\": \"run project\""), 3u) << json;
+  EXPECT_EQ(count("\"name\": \"linear\""), 3u) << json;
+  EXPECT_EQ(json.rfind("\n]}\n"), json.size() - 4) << json;
+  auto [code2, msg2] =
+      take(tfm_session_write_profile(s, "/no/such/dir/p.json", TFM_PROFILE_TRACE));
+  EXPECT_EQ(code2, TFM_STATUS_NOT_FOUND);
+  tfm_tensor_release(x);
+  tfm_session_release(plain);
+  tfm_session_release(s);
+  tfm_module_release(m);
+}
+
+TEST_F(SessionTest, TheWrapperDescribesAndRunsByName) {
+  tfm::Context context(2);
+  tfm::Module module(context, kDir + "/libfake_model.so");
+  std::vector<tfm::EntryInfo> entries = module.entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].name, "infer");
+  ASSERT_EQ(entries[0].inputs.size(), 2u);
+  EXPECT_EQ(entries[0].inputs[1].name, "bias");
+  EXPECT_EQ(entries[0].inputs[1].dims, std::vector<int64_t>{3});
+  EXPECT_EQ(entries[0].inputs[1].maxDims, std::vector<int64_t>{3});
+  ASSERT_EQ(entries[0].outputs.size(), 1u);
+  EXPECT_EQ(entries[0].outputs[0].name, "y");
+  EXPECT_EQ(entries[0].outputs[0].dtype, TFM_DTYPE_F32);
+  tfm::Session session(module);
+  std::vector<float> xs = {1, 2, 3, 4, 5, 6}, bs = {0.5f, 0.25f, 0.125f},
+                     ys(6);
+  tfm::Tensor xt = tfm::Tensor::view(xs, {2, 3}),
+              bt = tfm::Tensor::view(bs, {3}), yt = tfm::Tensor::view(ys, {2, 3});
+  EXPECT_TRUE(xt.isView());
+  auto rest = session.run("infer", {{"x", &xt}, {"bias", &bt}}, {},
+                          {{"y", &yt}});
+  EXPECT_TRUE(rest.empty());
+  EXPECT_FLOAT_EQ(ys[5], 306.125f);
+  auto named = session.run("infer", {{"x", &xt}, {"bias", &bt}});
+  ASSERT_EQ(named.count("y"), 1u);
+  EXPECT_FLOAT_EQ(named.at("y").data<float>()[0], 101.5f);
+  try {
+    session.run("infer", {{"x", &xt}});
+    FAIL() << "a missing input must throw";
+  } catch (const tfm::Error &e) {
+    EXPECT_EQ(e.code(), TFM_STATUS_INVALID_ARGUMENT);
+  }
+}
+
 TEST_F(ContextTest, CompiledCodeRunsKernelsTheSessionCreated) {
   tfm_module_t *m = nullptr;
   std::string path = kDir + "/libfake_model_kernels.so";

@@ -93,6 +93,38 @@ TEST(TrainingState, StepsUpdateOnlyTheirSession) {
   EXPECT_NE(values(std::move(logitsA[0])), values(std::move(logitsB[0])));
 }
 
+// A training step stopped by its timeout or cancel flag leaves the state
+// as it was, the step count included (the step's code advances it before
+// its first kernel), so the run that follows is the one that would have.
+TEST(TrainingState, AnInterruptedStepChangesNothing) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, kModel);
+  tfm::Session s(m), reference(m);
+  Batch batch;
+  step(s, batch);
+  step(reference, batch);
+  std::vector<float> w = values(s.parameter("w"));
+  tfm::CancelFlag flag;
+  flag.raise();
+  for (const tfm::RunOptions &options :
+       {tfm::RunOptions().timeoutMs(1e-9), tfm::RunOptions().cancelWith(flag)}) {
+    try {
+      s.run("train_step", {{"x", &batch.x}, {"labels", &batch.labels}},
+            options);
+      FAIL() << "the step must stop";
+    } catch (const tfm::Error &e) {
+      EXPECT_TRUE(e.code() == TFM_STATUS_DEADLINE_EXCEEDED ||
+                  e.code() == TFM_STATUS_CANCELLED)
+          << e.what();
+    }
+    EXPECT_EQ(s.stepCount(), 1);
+    EXPECT_EQ(values(s.parameter("w")), w);
+  }
+  EXPECT_EQ(step(s, batch), step(reference, batch));
+  EXPECT_EQ(values(s.parameter("w")), values(reference.parameter("w")));
+  EXPECT_EQ(s.stepCount(), 2);
+}
+
 TEST(TrainingState, CheckpointRestoresTheRunExactly) {
   tfm::Context ctx;
   tfm::Module m(ctx, kModel);
