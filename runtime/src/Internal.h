@@ -119,6 +119,15 @@ inline int32_t numDynamicEntries(const tfm_abi_model_t *m) {
              : 0;
 }
 
+/// The kernels' origins (for profiles), or null: absent in a description
+/// from before their append to version 5.
+inline const char *const *kernelOrigins(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, kernel_origins) +
+                               sizeof(m->kernel_origins)
+             ? m->kernel_origins
+             : nullptr;
+}
+
 /// Checks the model's metadata whole against the library's mapped image
 /// (every pointer inside it, every string terminated there, every entry
 /// point in code) and against itself (counts, shapes, offsets, kernel

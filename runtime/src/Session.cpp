@@ -23,8 +23,12 @@ namespace tfm::runtime {
 /// ask for it (written by tfm_session_write_profile) or TFM_PROFILE is set
 /// (printed to stderr when the session is released).
 struct Profile {
-  /// One row per kernel: its kind (or, on a GPU, its name) and parameters.
-  std::vector<std::pair<std::string, std::string>> rows;
+  /// One row per kernel: its kind (or, on a GPU, its name), parameters and
+  /// where in the model it came from ("" when unknown).
+  struct Row {
+    std::string kind, params, origin;
+  };
+  std::vector<Row> rows;
   std::vector<double> kernelMs;
   std::vector<int64_t> kernelCalls;
   double totalMs = 0;
@@ -263,16 +267,20 @@ void printProfile(const tfm_session_s &s, std::FILE *out) {
   std::fprintf(out, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
                s.module->path.c_str(), static_cast<long long>(p.runs),
                p.totalMs / p.runs);
-  std::fprintf(out, "  %-4s %-15s %-40s %8s %10s %6s\n", "#", "kernel",
-               "params", "calls/run", "ms/run", "%");
+  std::fprintf(out, "  %-4s %-15s %-40s %8s %10s %6s  %s\n", "#", "kernel",
+               "params", "calls/run", "ms/run", "%", "from");
   for (size_t i = 0; i < p.kernelMs.size(); ++i) {
-    const auto &[kind, params] = p.rows[i];
+    const Profile::Row &row = p.rows[i];
     double ms = p.kernelMs[i] / p.runs;
     kernels += ms;
-    std::fprintf(out, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f\n", i,
-                 kind.c_str(), params.c_str(),
+    std::fprintf(out, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f", i,
+                 row.kind.c_str(), row.params.c_str(),
                  double(p.kernelCalls[i]) / p.runs, ms,
                  100.0 * ms / (p.totalMs / p.runs));
+    // The origin last: it can be long (a descriptor shared by layers).
+    if (!row.origin.empty())
+      std::fprintf(out, "  %s", row.origin.c_str());
+    std::fputc('\n', out);
   }
   double glue = p.totalMs / p.runs - kernels;
   std::fprintf(out, "  generated code (glue): %.3f ms/run (%.1f%%)\n", glue,
@@ -308,11 +316,12 @@ void writeTrace(const tfm_session_s &s, std::FILE *out) {
     if (e.kernel < 0) {
       name = std::string("run ") + e.entry;
     } else {
-      const auto &[kind, params] = p.rows[static_cast<size_t>(e.kernel)];
-      name = kind;
+      const Profile::Row &row = p.rows[static_cast<size_t>(e.kernel)];
+      name = row.kind;
       args = fmt::format(", \"args\": {{\"kernel\": {}, \"params\": "
-                         "\"{}\"}}",
-                         e.kernel, jsonEscaped(params));
+                         "\"{}\", \"from\": \"{}\"}}",
+                         e.kernel, jsonEscaped(row.params),
+                         jsonEscaped(row.origin));
     }
     std::fprintf(out,
                  "%s\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": "
@@ -430,14 +439,16 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
       s->profile = std::make_unique<Profile>();
       Profile &p = *s->profile;
       p.printAtRelease = printAtRelease;
+      const char *const *origins = kernelOrigins(m);
       for (int32_t i = 0; i < m->num_kernels; ++i) {
         std::string params;
         for (int j = 0; j < 8; ++j)
           params += (j ? "," : "") + std::to_string(m->kernels[i].params[j]);
-        p.rows.emplace_back(kernelName(m->kernels[i].kind), params);
+        p.rows.push_back({kernelName(m->kernels[i].kind), params,
+                          origins ? origins[i] : ""});
       }
       for (int32_t i = 0; i < m->num_device_kernels; ++i)
-        p.rows.emplace_back(m->device_kernels[i], "");
+        p.rows.push_back({m->device_kernels[i], "", ""});
       p.kernelMs.assign(p.rows.size(), 0.0);
       p.kernelCalls.assign(p.rows.size(), 0);
     }

@@ -564,6 +564,17 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                            sizeof(tfm_abi_kernel_desc_t)))
     return corrupt(fmt::format("{} kernels lie outside the library",
                                m->num_kernels));
+  if (const char *const *origins = kernelOrigins(m)) {
+    if (!image.containsArray(origins, m->num_kernels, sizeof(const char *)))
+      return corrupt(fmt::format("the origins of {} kernels lie outside the "
+                                 "library",
+                                 m->num_kernels));
+    for (int32_t i = 0; i < m->num_kernels; ++i)
+      if (!image.containsString(origins[i]))
+        return corrupt(fmt::format("kernel {}'s origin lies outside the "
+                                   "library",
+                                   i));
+  }
   for (int32_t i = 0; i < m->num_kernels; ++i) {
     const tfm_abi_kernel_desc_t &d = m->kernels[i];
     uint64_t bytes[TFM_KERNEL_MAX_ARGS];

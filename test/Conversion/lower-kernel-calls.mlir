@@ -5,7 +5,7 @@
 // views' byte offsets (128 for the weights' second constant), plus its
 // element offset (8 floats = 32 bytes); an absent slot is NULL, and so are
 // the unused slots. Equal descriptors share one entry of tfm.kernels.
-// CHECK: module attributes {tfm.kernels = [#tfm.kernel<kind = linear, dtype = f32, params = [6, 8, 4, 1, 0, 0, 1]>, #tfm.kernel<kind = sgd, dtype = f32, params = [4]>]}
+// CHECK: module attributes {tfm.kernel_origins = [{{.+}}], tfm.kernels = [#tfm.kernel<kind = linear, dtype = f32, params = [6, 8, 4, 1, 0, 0, 1]>, #tfm.kernel<kind = sgd, dtype = f32, params = [4]>]}
 // CHECK: llvm.func @__tfm_run_kernel(!llvm.ptr, i32, !llvm.ptr) -> i32
 // CHECK-LABEL: func.func @entry
 // CHECK-SAME: (%[[HOST:.+]]: !llvm.ptr, %[[W:.+]]: memref<256xi8>, %[[X:.+]]: memref<6x8xf32>, %[[Y:.+]]: memref<6x4xf32>)

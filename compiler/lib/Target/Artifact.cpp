@@ -175,6 +175,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto stateSlots = module->getAttrOfType<ArrayAttr>("tfm.states");
   auto checks = module->getAttrOfType<ArrayAttr>("tfm.checks");
   auto dynamic = module->getAttrOfType<ArrayAttr>("tfm.dynamic_entries");
+  auto origins = module->getAttrOfType<ArrayAttr>("tfm.kernel_origins");
+  if (origins && origins.size() != kernels.size())
+    return module.emitError("tfm.kernel_origins does not match tfm.kernels");
   uint64_t stateBytes = 0;
   int64_t maxLength = 0;
   if (auto n = module->getAttrOfType<IntegerAttr>("tfm.generation_max_length"))
@@ -310,7 +313,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto *modelTy = abiStruct(
       "tfm_abi_model_t",
       {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr, i32,
-       ptr, i32, ptr, ptr, i64, i32, ptr, i64, i32, ptr},
+       ptr, i32, ptr, ptr, i64, i32, ptr, i64, i32, ptr, ptr},
       sizeof(Model),
       {offsetof(Model, abi_version), offsetof(Model, struct_size),
        offsetof(Model, producer), offsetof(Model, num_entries),
@@ -325,7 +328,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Model, device_kernels),
        offsetof(Model, generation_max_length),
        offsetof(Model, num_dynamic_entries),
-       offsetof(Model, dynamic_entries)});
+       offsetof(Model, dynamic_entries), offsetof(Model, kernel_origins)});
   using Dynamic = tfm_abi_dynamic_entry_t;
   auto *dynamicTy = abiStruct(
       "tfm_abi_dynamic_entry_t",
@@ -595,6 +598,10 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
                                  : llvm::ConstantPointerNull::get(ptr);
   uint64_t modelSize = m->getDataLayout().getTypeAllocSize(modelTy);
   llvm::Constant *nullPtr = llvm::ConstantPointerNull::get(ptr);
+  SmallVector<llvm::Constant *> originValues;
+  if (origins)
+    for (auto text : origins.getAsRange<StringAttr>())
+      originValues.push_back(cstring(*m, text.getValue()));
   SmallVector<llvm::Constant *> kernelNames;
   if (deviceKernels)
     for (auto name : deviceKernels.getAsRange<StringAttr>())
@@ -620,7 +627,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            constantArray(*m, ptr, kernelNames, ".tfm.device_kernels"),
            i64c(maxLength), i32c(dynamicValues.size()),
            constantArray(*m, dynamicTy, dynamicValues,
-                         ".tfm.dynamic_entries")}),
+                         ".tfm.dynamic_entries"),
+           origins ? constantArray(*m, ptr, originValues, ".tfm.kernel_origins")
+                   : nullPtr}),
       ".tfm.model");
 
   // The one exported symbol.

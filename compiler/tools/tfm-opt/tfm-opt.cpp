@@ -12,6 +12,7 @@
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Pipelines/Pipelines.h"
+#include "tfm/Tools/BugReport.h"
 #include "tfm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -36,6 +37,7 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  mlir::tfm::setBugReportMessage();
   mlir::registerTransformsPasses();
   // The upstream passes the GPU pipeline runs, to reproduce it step by step.
   mlir::registerConvertLinalgToParallelLoopsPass();

@@ -72,6 +72,37 @@ bool writeAtomically(StringRef path, StringRef blob) {
   return true;
 }
 
+/// One line on stderr naming the stage (and the pass) a compile is in,
+/// redrawn in place and cleared at the end, so a long compile shows it is
+/// alive without leaving anything behind.
+class Progress : public PassInstrumentation {
+public:
+  explicit Progress(bool on) : on(on) {}
+  ~Progress() override {
+    if (on && shown)
+      llvm::errs() << "\r\033[K";
+  }
+  void stage(StringRef what) {
+    if (!on)
+      return;
+    llvm::errs() << "\r\033[Ktfmc: " << what;
+    llvm::errs().flush();
+    shown = true;
+  }
+  void runBeforePass(Pass *pass, Operation *op) override {
+    // Passes nested on each function would redraw the line per function;
+    // the adaptors that nest them have no argument (no name to show).
+    StringRef name = pass->getArgument();
+    if (!isa<ModuleOp>(op) || name.empty())
+      return;
+    stage(("running passes: " + name).str());
+  }
+
+private:
+  bool on;
+  bool shown = false;
+};
+
 } // namespace
 
 int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
@@ -92,6 +123,11 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
     return kExitUsage;
   TimingScope passTimer = root.nest("passes");
   pm.enableTiming(passTimer);
+  // Cleared when the compile ends, before any message of the end.
+  auto progress = std::make_unique<Progress>(options.progress &&
+                                             llvm::errs().is_displayed());
+  Progress &shown = *progress;
+  pm.addInstrumentation(std::move(progress));
   std::string err;
   if (failed(mlir::tfm::buildPipelineToStage(pm, stage, options.compiler,
                                              err))) {
@@ -128,6 +164,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
         (llvm::sys::path::filename(output) + ".weights").str();
 
   llvm::LLVMContext llvmContext;
+  shown.stage("translating to LLVM IR");
   TimingScope translateTimer = root.nest("translate and optimize LLVM IR");
   auto ir = mlir::tfm::translateToArtifactIR(module, llvmContext, artifact);
   translateTimer.stop();
@@ -152,6 +189,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
     objects.push_back(std::string(path));
     return std::string(path);
   };
+  shown.stage("generating machine code");
   TimingScope codegenTimer = root.nest("generate the object files");
   std::string codeObject = newObject("tfm-model");
   if (codeObject.empty())
@@ -170,6 +208,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   }
   codegenTimer.stop();
 
+  shown.stage("linking");
   TimingScope linkTimer = root.nest("link");
   // Link to a temporary name and rename: a reader never sees half a file.
   // The name is unique, so compiles to one output do not race for it; the

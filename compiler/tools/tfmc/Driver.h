@@ -89,6 +89,7 @@ struct RunOptions {
   double atol = 1e-5;
   double relL2 = -1; // >= 0: judge float outputs by the normwise error
   unsigned printLimit = 16;
+  std::string profile; // write the runs' profile here ("-": stderr)
 };
 
 /// Reads a .pb TensorProto as a dense constant; reports and returns null on
@@ -142,6 +143,8 @@ int runReference(mlir::ModuleOp module, mlir::func::FuncOp fn,
 struct CompileOptions {
   CompilerOptions compiler;
   ArtifactOptions artifact;
+  /// Show the stage and pass being run, redrawn in place (on a terminal).
+  bool progress = false;
 };
 
 /// Lowers `module` (tfm on tensors) to `stage` and writes it to `output`
@@ -153,6 +156,10 @@ int compileTo(mlir::ModuleOp module, Stage stage, llvm::StringRef output,
 /// given, is the signature of the function it was compiled from (it knows
 /// the ONNX input numbering); else the library's metadata gives it.
 /// Returns an ExitCode.
+/// `tfmc inspect` on a compiled library: its entries with their inputs
+/// and outputs (dtypes, shapes or ranges), as text or JSON.
+int inspectCompiled(llvm::StringRef soPath, bool json);
+
 int runCompiled(llvm::StringRef soPath, const RunOptions &options,
                 const Signature *known = nullptr);
 
@@ -161,6 +168,7 @@ int runInspect(mlir::ModuleOp module, bool json);
 
 /// How `tfmc train` runs.
 struct TrainOptions {
+  bool quiet = false; // no progress bar
   std::string dataDir;
   unsigned steps = 1;
   int32_t threads = 0;
@@ -177,7 +185,8 @@ bool readTrainingData(const Signature &sig, llvm::StringRef dir,
                       std::vector<std::vector<reference::Tensor>> &out);
 
 /// Prints one step's loss, and a progress bar on a terminal.
-void reportStep(unsigned step, unsigned steps, double loss, double seconds);
+void reportStep(unsigned step, unsigned steps, double loss, double seconds,
+                bool bar);
 
 /// Trains the library at `soPath` (compiled with --train) through the
 /// runtime; `known` gives the ONNX input numbering. Returns an ExitCode.

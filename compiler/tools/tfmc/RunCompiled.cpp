@@ -12,6 +12,8 @@
 #include "tfm/runtime.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -225,8 +227,23 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
     sig.numGraphInputs = known->numGraphInputs;
   }
 
-  if (!ok(tfm_session_create(rt.module, nullptr, &rt.session)))
+  tfm_session_options_t so;
+  tfm_session_options_init(&so);
+  so.profile = !opts.profile.empty();
+  if (!ok(tfm_session_create(rt.module, &so, &rt.session)))
     return kExitInputError;
+  // The profile covers the checked run and the timed ones.
+  auto writeProfile = [&]() {
+    if (opts.profile.empty())
+      return kExitOk;
+    tfm_profile_format_t format = StringRef(opts.profile).ends_with(".json")
+                                      ? TFM_PROFILE_TRACE
+                                      : TFM_PROFILE_TABLE;
+    return ok(tfm_session_write_profile(rt.session, opts.profile.c_str(),
+                                        format))
+               ? kExitOk
+               : kExitInputError;
+  };
 
   // Runtime tensors for a set of inputs; released by the caller.
   auto makeInputs = [&](const std::vector<Tensor> &args,
@@ -275,8 +292,10 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
         return results;
       },
       &fed);
-  if (rc != kExitOk || opts.bench == 0)
-    return rc;
+  if (rc != kExitOk || opts.bench == 0) {
+    int written = writeProfile();
+    return rc != kExitOk ? rc : written;
+  }
 
   // Timed runs on the same inputs; the session already holds every
   // primitive, so these measure steady-state latency.
@@ -309,7 +328,7 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
                                opts.bench, median, ms.front(), ms.back(),
                                tfm_context_num_threads(rt.context),
                                tfm_session_device(rt.session));
-  return kExitOk;
+  return writeProfile();
 }
 
 int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
@@ -381,7 +400,7 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
     tfm_tensor_release(loss);
     reportStep(static_cast<unsigned>(first) + step,
                static_cast<unsigned>(first) + opts.steps, value.get(0),
-               seconds);
+               seconds, !opts.quiet);
     if (!std::isfinite(value.get(0))) {
       error() << "the loss is not finite at step " << first + step << "\n";
       rc = kExitInputError;
@@ -419,4 +438,71 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
     llvm::outs() << "checkpoint saved to " << opts.checkpoint << " (step "
                  << tfm_session_step_count(rt.session) << ")\n";
   return rc;
+}
+
+int mlir::tfm::tfmc::inspectCompiled(StringRef soPath, bool json) {
+  Loaded rt;
+  if (!ok(tfm_context_create(nullptr, &rt.context)) ||
+      !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
+    return kExitInputError;
+  llvm::json::Array entries;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "library " << soPath << " (loaded by runtime "
+     << tfm_runtime_version() << ", model ABI "
+     << tfm_runtime_model_abi_version() << ")\n";
+  for (size_t e = 0, n = tfm_module_num_entries(rt.module); e < n; ++e) {
+    const char *name = tfm_module_entry_name(rt.module, e);
+    os << "entry " << name << "\n";
+    llvm::json::Object entry{{"name", name}};
+    for (int io = 0; io < 2; ++io) {
+      size_t count = 0;
+      if (!ok(tfm_module_entry_num_io(rt.module, name, io, &count)))
+        return kExitInputError;
+      llvm::json::Array ports;
+      for (size_t i = 0; i < count; ++i) {
+        tfm_tensor_desc_t d;
+        if (!ok(tfm_module_entry_io(rt.module, name, io, i, &d)))
+          return kExitInputError;
+        std::vector<int64_t> lo(d.rank), hi(d.rank);
+        if (!ok(tfm_module_entry_io_range(rt.module, name, io, i, lo.data(),
+                                          hi.data())))
+          return kExitInputError;
+        auto kind = kindOf(d.dtype);
+        const char *dtype =
+            kind ? reference::elementKindName(*kind) : "unknown";
+        os << "  " << (io ? "output " : "input  ") << d.name << ": " << dtype
+           << "[";
+        llvm::json::Array dims, mins, maxs;
+        for (size_t r = 0; r < d.rank; ++r) {
+          os << (r ? ", " : "");
+          if (lo[r] == hi[r])
+            os << lo[r];
+          else
+            os << lo[r] << ".." << hi[r];
+          dims.push_back(d.dims[r]);
+          mins.push_back(lo[r]);
+          maxs.push_back(hi[r]);
+        }
+        os << "]\n";
+        ports.push_back(llvm::json::Object{{"name", d.name},
+                                           {"dtype", dtype},
+                                           {"dims", std::move(dims)},
+                                           {"min", std::move(mins)},
+                                           {"max", std::move(maxs)}});
+      }
+      entry[io ? "outputs" : "inputs"] = std::move(ports);
+    }
+    entries.push_back(std::move(entry));
+  }
+  if (json)
+    llvm::outs() << llvm::formatv(
+        "{0:2}\n", llvm::json::Value(llvm::json::Object{
+                       {"library", soPath.str()},
+                       {"runtime", tfm_runtime_version()},
+                       {"model_abi", tfm_runtime_model_abi_version()},
+                       {"entries", std::move(entries)}}));
+  else
+    llvm::outs() << text;
+  return kExitOk;
 }

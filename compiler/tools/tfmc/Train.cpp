@@ -112,11 +112,11 @@ bool mlir::tfm::tfmc::readTrainingData(const Signature &sig, StringRef dir,
 }
 
 void mlir::tfm::tfmc::reportStep(unsigned step, unsigned steps, double loss,
-                                 double seconds) {
+                                 double seconds, bool showBar) {
   llvm::outs() << llvm::format("step %u/%u  loss %.6f  (%.3f s)\n", step,
                                steps, loss, seconds);
   llvm::outs().flush();
-  if (!llvm::errs().is_displayed())
+  if (!showBar || !llvm::errs().is_displayed())
     return;
   // A progress bar on a terminal, redrawn in place.
   const unsigned width = 30;
@@ -147,7 +147,7 @@ int mlir::tfm::tfmc::trainReference(func::FuncOp trainStep,
                          std::chrono::steady_clock::now() - start)
                          .count();
     double loss = (*out)[0].get(0);
-    reportStep(step, options.steps, loss, seconds);
+    reportStep(step, options.steps, loss, seconds, !options.quiet);
     if (!std::isfinite(loss)) {
       error() << "the loss is not finite at step " << step << "\n";
       return kExitInputError;

@@ -9,6 +9,7 @@
 #include "Driver.h"
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/Tools/BugReport.h"
 #include "tfm/version.h"
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
@@ -117,7 +118,25 @@ cl::opt<std::string> targetCpu(
     cl::desc("The CPU to generate glue code for: 'native' (this machine) or "
              "an LLVM CPU name such as x86-64-v3"),
     cl::init("native"), cl::cat(compileCat));
-cl::opt<mlir::tfm::Target> target(
+/// --target's values, naming them all when the one given is unknown.
+struct TargetParser : cl::parser<mlir::tfm::Target> {
+  using cl::parser<mlir::tfm::Target>::parser;
+  bool parse(cl::Option &option, StringRef, StringRef arg,
+             mlir::tfm::Target &value) {
+    std::string names;
+    for (size_t i = 0; i < Values.size(); ++i) {
+      if (Values[i].Name == arg) {
+        value = Values[i].V.getValue();
+        return false;
+      }
+      names += (i == 0 ? "" : i + 1 == Values.size() ? " and " : ", ") +
+               Values[i].Name.str();
+    }
+    return option.error("unknown target '" + arg + "'; the targets are " +
+                        names);
+  }
+};
+cl::opt<mlir::tfm::Target, false, TargetParser> target(
     "target", cl::desc("What to generate code for"),
     cl::init(mlir::tfm::Target::CPU),
     cl::values(clEnumValN(mlir::tfm::Target::CPU, "cpu",
@@ -323,6 +342,18 @@ cl::opt<std::string> device(
              "model file is compiled for it; a compiled one must have been "
              "compiled for it (default: what it was compiled for)"),
     cl::value_desc("DEVICE"), cl::cat(runCat), cl::cat(trainCat));
+cl::opt<bool> quietOpt(
+    "quiet",
+    cl::desc("No progress line while compiling, and no progress bar while "
+             "training (both only ever appear on a terminal)"),
+    cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat),
+    cl::cat(generateCat));
+cl::opt<std::string> profileOpt(
+    "profile",
+    cl::desc("Time every kernel call of the compiled runs and write the "
+             "profile to FILE: a trace viewers open (Chrome trace events) "
+             "when FILE ends in .json, else the table; - for stderr"),
+    cl::value_desc("FILE"), cl::cat(runCat));
 cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
                              cl::init(16), cl::cat(runCat));
@@ -677,6 +708,7 @@ int runCompile(MLIRContext &context) {
                         fusionReport == "json");
     };
     CompileOptions options;
+    options.progress = !quietOpt;
     if (generateFlag)
       options.compiler.generation =
           mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
@@ -729,10 +761,6 @@ int runGenerate(MLIRContext &context) {
     return kExitUsage;
   }
   opts.source.assign(sourceIds.begin(), sourceIds.end());
-  if (*threads < 0) {
-    error() << "--threads must not be negative\n";
-    return kExitUsage;
-  }
   if (isCompiledModel(inputFile)) {
     if (maxLengthOpt.getNumOccurrences() ||
         prefillChunkOpt.getNumOccurrences() || !shapes.empty()) {
@@ -753,6 +781,7 @@ int runGenerate(MLIRContext &context) {
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
     CompileOptions options;
+    options.progress = !quietOpt;
     options.compiler.generation =
         mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
     options.artifact.cpu = "native";
@@ -768,6 +797,7 @@ int runGenerate(MLIRContext &context) {
 
 int runTrain(MLIRContext &context) {
   TrainOptions opts;
+  opts.quiet = quietOpt;
   opts.dataDir = dataOpt;
   opts.steps = stepsOpt;
   opts.threads = *threads;
@@ -861,6 +891,7 @@ int runTrain(MLIRContext &context) {
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
     CompileOptions options;
+    options.progress = !quietOpt;
     options.compiler.training = training;
     options.artifact.cpu = "native";
     options.artifact.producer = "tfmc " TFM_VERSION_STRING;
@@ -883,6 +914,14 @@ int runTrain(MLIRContext &context) {
 }
 
 int runInspectCommand(MLIRContext &context) {
+  if (isCompiledModel(inputFile)) {
+    if (!dotFile.empty() || !shapes.empty()) {
+      error() << "'" << inputFile << "' is compiled: --dot and --shape need "
+              << "the model file\n";
+      return kExitUsage;
+    }
+    return mlir::tfm::tfmc::inspectCompiled(inputFile, inspectJson);
+  }
   // A model with dimension symbols is described as the file gives it; its
   // ops, FLOPs and memory plan need the symbols bound.
   if (!inputFile.empty() && modelFormat(inputFile) == ModelFormat::onnx) {
@@ -988,9 +1027,17 @@ int runRunOnce(MLIRContext &context) {
   opts.bench = bench;
   opts.threads = *threads;
   opts.device = device;
-  if (useReference && (bench || *threads)) {
-    error() << "--bench and --threads time compiled code; they do not apply "
-               "to --reference\n";
+  opts.profile = profileOpt;
+  for (const std::string &spec : opts.inputs) {
+    auto [name, path] = StringRef(spec).split('=');
+    if (name.empty() || path.empty()) {
+      error() << "--input expects NAME=FILE.pb, got '" << spec << "'\n";
+      return kExitUsage;
+    }
+  }
+  if (useReference && (bench || *threads || !profileOpt.empty())) {
+    error() << "--bench, --threads and --profile time compiled code; they do "
+               "not apply to --reference\n";
     return kExitUsage;
   }
   if (useReference && !device.empty()) {
@@ -1054,6 +1101,7 @@ int runRunOnce(MLIRContext &context) {
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
     CompileOptions options;
+    options.progress = !quietOpt;
     options.artifact.cpu = "native";
     options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     if (onGPU) {
@@ -1078,6 +1126,7 @@ int runRunOnce(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::tfm::setBugReportMessage();
   if (argc < 2) {
     printUsage(llvm::errs());
     return kExitUsage;
@@ -1167,6 +1216,10 @@ int main(int argc, char **argv) {
   // would bury the message.
   context.printOpOnDiagnostic(false);
 
+  if (*threads < 0) {
+    error() << "--threads must not be negative (" << *threads << ")\n";
+    return kExitUsage;
+  }
   if (sub == "compile")
     return runCompile(context);
   if (sub == "inspect")

@@ -364,6 +364,12 @@ typedef struct tfm_abi_model_t {
    * the entries that serve a range of sizes (below). */
   int32_t num_dynamic_entries;
   const tfm_abi_dynamic_entry_t *dynamic_entries;
+  /* A third append to version 5, absent when struct_size ends before it:
+   * for each of the num_kernels kernels, where in the model it came from,
+   * for profiles ("node 'MatMul_3' (MatMul), node 'Add_4' (Add)"; the
+   * nodes of every call of a descriptor that several layers share); NULL
+   * when unknown. */
+  const char *const *kernel_origins;
 } tfm_abi_model_t;
 
 

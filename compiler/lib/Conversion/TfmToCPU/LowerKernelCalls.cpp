@@ -10,12 +10,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Target/Symbols.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/ADT/STLExtras.h"
 
 namespace mlir::tfm {
 #define GEN_PASS_DEF_LOWERKERNELCALLSPASS
@@ -53,6 +55,33 @@ FailureOr<Value> addressOf(OpBuilder &b, Location loc, Value buffer) {
   return address;
 }
 
+/// The places `loc` names: each op a fusion merged (a FusedLoc's parts),
+/// in order.
+void collectOrigins(Location loc, std::vector<std::string> &out) {
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location part : fused.getLocations())
+      collectOrigins(part, out);
+    return;
+  }
+  if (isa<UnknownLoc>(loc))
+    return;
+  std::string place = describeLocation(loc);
+  if (!llvm::is_contained(out, place))
+    out.push_back(std::move(place));
+}
+
+/// A kernel's origins for the profile: its calls' places, the first few
+/// of a descriptor that many layers share.
+std::string describeOrigins(const std::vector<std::string> &places) {
+  constexpr size_t kShown = 6;
+  std::string text;
+  for (size_t i = 0; i < places.size() && i < kShown; ++i)
+    text += (i ? ", " : "") + places[i];
+  if (places.size() > kShown)
+    text += " and " + std::to_string(places.size() - kShown) + " more";
+  return text;
+}
+
 struct LowerKernelCallsPass
     : public mlir::tfm::impl::LowerKernelCallsPassBase<LowerKernelCallsPass> {
   void runOnOperation() override {
@@ -61,6 +90,7 @@ struct LowerKernelCallsPass
     auto ptrTy = LLVM::LLVMPointerType::get(ctx);
     SmallVector<Attribute> table;
     DenseMap<Attribute, int32_t> indexOf;
+    std::vector<std::vector<std::string>> origins;
     bool declared = false;
     for (auto fn : module.getOps<func::FuncOp>()) {
       SmallVector<KernelCallOp> calls;
@@ -89,8 +119,11 @@ struct LowerKernelCallsPass
         }
         b.setInsertionPoint(call);
         auto [it, fresh] = indexOf.try_emplace(call.getKernel(), table.size());
-        if (fresh)
+        if (fresh) {
           table.push_back(call.getKernel());
+          origins.emplace_back();
+        }
+        collectOrigins(loc, origins[it->second]);
         SmallVector<Value> pointers(TFM_KERNEL_MAX_ARGS);
         for (auto [i, buffer] : llvm::enumerate(call.getArgs())) {
           FailureOr<Value> address = addressOf(b, loc, buffer);
@@ -130,6 +163,10 @@ struct LowerKernelCallsPass
       }
     }
     module->setAttr("tfm.kernels", ArrayAttr::get(ctx, table));
+    SmallVector<Attribute> originTable;
+    for (const auto &places : origins)
+      originTable.push_back(StringAttr::get(ctx, describeOrigins(places)));
+    module->setAttr("tfm.kernel_origins", ArrayAttr::get(ctx, originTable));
   }
 };
 
