@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+#===- scripts/fuzz.sh - Coverage-guided fuzzing of one target --------------===#
+#
+#   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
+#
+# TARGET is tensor-proto, onnx-import or checkpoint (test/fuzz). Builds the
+# target with clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
+# in build-fuzz/ (TFM_FUZZ_BUILD_DIR), installing clang-19 and its runtime
+# from Debian when missing, then fuzzes for SECONDS. The corpus grows in
+# build-fuzz/corpus/TARGET from the test suite's seeds; a crash is written to
+# build-fuzz/crashes/TARGET/ and stops the run (exit 1): fix it, then copy
+# the input into test/fuzz/regressions/TARGET/, which the test suite replays.
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+usage() { echo "usage: $0 tensor-proto|onnx-import|checkpoint SECONDS [libFuzzer flags...]" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+target=$1 seconds=$2
+shift 2
+[[ $seconds =~ ^[0-9]+$ ]] || usage
+models="$root/test/models"
+case $target in
+  tensor-proto) seeds=("$models"/*/test_data_set_0) ;;
+  onnx-import) seeds=("$models"/*_opset1[37]/model.onnx "$models"/*_opset11/model.onnx) ;;
+  checkpoint) seeds=("$root/test/fuzz/corpus/checkpoint") ;;
+  *) usage ;;
+esac
+
+missing=()
+for p in clang-19 libclang-rt-19-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "${missing[@]}"
+fi
+
+build="${TFM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+if [ ! -f "$build/build.ninja" ]; then
+  flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DTFM_FUZZ_LIBFUZZER=ON > /dev/null
+fi
+ninja -C "$build" -j "${TFM_JOBS:-$(nproc)}" "tfm-fuzz-$target"
+
+if [ "$target" = checkpoint ]; then
+  # The model whose session loads the checkpoints, from the main build.
+  model="$root/build/test/unittests/tiny_train.so"
+  [ -f "$model" ] || ninja -C "$root/build" tiny_train_model
+  export TFM_FUZZ_MODEL="$model"
+fi
+corpus="$build/corpus/$target" crashes="$build/crashes/$target"
+mkdir -p "$corpus" "$crashes"
+regressions=()
+[ -d "$root/test/fuzz/regressions/$target" ] && regressions=("$root/test/fuzz/regressions/$target")
+# The MLIR context and the session live for the whole run by design.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+exec "$build/bin/tfm-fuzz-$target" -max_total_time="$seconds" -rss_limit_mb=4096 \
+  -artifact_prefix="$crashes/" -print_final_stats=1 -print_coverage=0 "$@" \
+  "$corpus" "${regressions[@]}" "${seeds[@]}"
