@@ -5,7 +5,7 @@
 #
 # TARGET is tensor-proto, onnx-import or checkpoint (test/fuzz). Builds the
 # target with clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
-# in build-fuzz/ (TFM_FUZZ_BUILD_DIR), installing clang-19 and its runtime
+# in build-fuzz/ (TFM_FUZZ_BUILD_DIR), installing clang-19, its runtimes
 # from Debian when missing, then fuzzes for SECONDS. The corpus grows in
 # build-fuzz/corpus/TARGET from the test suite's seeds; a crash is written to
 # build-fuzz/crashes/TARGET/ and stops the run (exit 1): fix it, then copy
@@ -28,7 +28,7 @@ case $target in
 esac
 
 missing=()
-for p in clang-19 libclang-rt-19-dev; do
+for p in clang-19 libclang-rt-19-dev libomp-19-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -41,6 +41,8 @@ build="${TFM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 if [ ! -f "$build/build.ninja" ]; then
   flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \

@@ -103,7 +103,29 @@ private:
   bool shown = false;
 };
 
+DefaultTimingManager &timingManager() {
+  static DefaultTimingManager manager;
+  return manager;
+}
+
 } // namespace
+
+TimingScope &mlir::tfm::tfmc::commandTiming() {
+  static TimingScope root;
+  return root;
+}
+
+void mlir::tfm::tfmc::startCommandTiming() {
+  applyDefaultTimingManagerCLOptions(timingManager());
+  commandTiming() = timingManager().getRootScope();
+}
+
+void mlir::tfm::tfmc::reportCommandTiming() {
+  commandTiming().stop();
+  commandTiming() = TimingScope();
+  timingManager().print();
+  timingManager().setEnabled(false);
+}
 
 int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
                                const CompileOptions &options) {
@@ -114,10 +136,9 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
     return kExitUsage;
   }
 
-  // --mlir-timing reports the passes and the stages after them.
-  DefaultTimingManager tm;
-  applyDefaultTimingManagerCLOptions(tm);
-  TimingScope root = tm.getRootScope();
+  // --mlir-timing reports the passes and the stages after them, beside
+  // the import (the whole command's timer, printed when it ends).
+  TimingScope &root = commandTiming();
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return kExitUsage;
@@ -136,11 +157,15 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   }
   if (failed(pm.run(module)))
     return kExitInputError;
-  if (stage == Stage::tfm || stage == Stage::fused || stage == Stage::linalg)
+  // The stages after the passes are timed beside them, not inside.
+  passTimer.stop();
+  if (stage == Stage::tfm || stage == Stage::fused || stage == Stage::linalg) {
+    TimingScope writeTimer = root.nest("write the IR");
     return writeText(output, [&](llvm::raw_ostream &os) {
       module.print(os);
       os << "\n";
     });
+  }
   if (stage == Stage::ptx) {
     auto ptx = module->getAttrOfType<StringAttr>("tfm.device_code");
     if (!ptx) {

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 #include "tfm/Reference/Tensor.h"
 #include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Target/Artifact.h"
@@ -146,6 +147,13 @@ struct CompileOptions {
   /// Show the stage and pass being run, redrawn in place (on a terminal).
   bool progress = false;
 };
+
+/// The timer of the whole command (--mlir-timing): started once the
+/// options are parsed, printed by reportCommandTiming when the command
+/// ends; the import, the passes and the code generation nest under it.
+mlir::TimingScope &commandTiming();
+void startCommandTiming();
+void reportCommandTiming();
 
 /// Lowers `module` (tfm on tensors) to `stage` and writes it to `output`
 /// ('-' for stdout; text stages only). Reports errors; returns an ExitCode.

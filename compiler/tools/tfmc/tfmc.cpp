@@ -556,11 +556,13 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
                  "take one size\n";
       return kExitUsage;
     }
+    TimingScope importTimer = commandTiming().nest("import the ONNX model");
     OwningOpRef<ModuleOp> module =
         ranges.empty()
             ? mlir::tfm::onnx_import::importFile(&context, inputFile, options)
             : importBuckets(&context, inputFile, options, ranges,
                             bucketsPerOctave);
+    importTimer.stop();
     if (!module)
       return kExitInputError;
     return body(*module);
@@ -578,7 +580,9 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   llvm::SourceMgr sm;
   sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sm, &context);
+  TimingScope parseTimer = commandTiming().nest("parse the MLIR model");
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
+  parseTimer.stop();
   if (!module) {
     StringRef ext = llvm::sys::path::extension(inputFile);
     if (ext.equals_insensitive(".onnx") || ext.equals_insensitive(".pb"))
@@ -1220,13 +1224,12 @@ int main(int argc, char **argv) {
     error() << "--threads must not be negative (" << *threads << ")\n";
     return kExitUsage;
   }
-  if (sub == "compile")
-    return runCompile(context);
-  if (sub == "inspect")
-    return runInspectCommand(context);
-  if (sub == "train")
-    return runTrain(context);
-  if (sub == "generate")
-    return runGenerate(context);
-  return runRun(context);
+  startCommandTiming();
+  int rc = sub == "compile"    ? runCompile(context)
+           : sub == "inspect"  ? runInspectCommand(context)
+           : sub == "train"    ? runTrain(context)
+           : sub == "generate" ? runGenerate(context)
+                               : runRun(context);
+  reportCommandTiming();
+  return rc;
 }
