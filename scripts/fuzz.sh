@@ -47,7 +47,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
-    -DTFM_FUZZ_LIBFUZZER=ON > /dev/null
+    -DLLVM_USE_SANITIZER="Address;Undefined" -DTFM_FUZZ_LIBFUZZER=ON > /dev/null
 fi
 ninja -C "$build" -j "${TFM_JOBS:-$(nproc)}" "tfm-fuzz-$target"
 

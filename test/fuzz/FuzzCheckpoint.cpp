@@ -33,17 +33,36 @@ tfm_session_t *session() {
   return s;
 }
 
-} // namespace
+/// The checkpoint format's trailing checksum (runtime/src/State.cpp):
+/// 64-bit FNV-1a of everything before it.
+uint64_t fnv1a(const uint8_t *data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i)
+    h = (h ^ data[i]) * 0x100000001b3ull;
+  return h;
+}
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+void load(const uint8_t *data, size_t size, const uint64_t *checksum) {
   static const std::string path =
       "/tmp/tfm-fuzz-checkpoint-" + std::to_string(getpid());
   std::FILE *f = std::fopen(path.c_str(), "wb");
   if (!f)
     std::abort();
   std::fwrite(data, 1, size, f);
+  if (checksum)
+    std::fwrite(checksum, sizeof(*checksum), 1, f);
   std::fclose(f);
   tfm_status_free(tfm_session_load_checkpoint(session(), path.c_str()));
   std::remove(path.c_str());
+}
+
+} // namespace
+
+// The bytes as they are, and again with a valid checksum appended, so
+// that mutations reach the parser behind the checksum.
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  load(data, size, nullptr);
+  uint64_t sum = fnv1a(data, size);
+  load(data, size, &sum);
   return 0;
 }
