@@ -59,10 +59,18 @@ if [ "$target" = checkpoint ]; then
 fi
 corpus="$build/corpus/$target" crashes="$build/crashes/$target"
 mkdir -p "$corpus" "$crashes"
+# libFuzzer reads seeds from folders: the seed files go into one.
+seedDir="$build/seeds/$target"
+rm -rf "$seedDir" && mkdir -p "$seedDir"
+for s in "${seeds[@]}"; do
+  if [ -d "$s" ]; then cp "$s"/* "$seedDir/"; else cp "$s" "$seedDir/$(basename "$(dirname "$s")")-$(basename "$s")"; fi
+done
 regressions=()
 [ -d "$root/test/fuzz/regressions/$target" ] && regressions=("$root/test/fuzz/regressions/$target")
-# The MLIR context and the session live for the whole run by design.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+# The MLIR context and the session live for the whole run by design. The
+# LLVM headers poison allocator slabs when compiled under ASan, which
+# Debian's uninstrumented MLIR libraries then touch: user poisoning off.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:allow_user_poisoning=0}"
 exec "$build/bin/tfm-fuzz-$target" -max_total_time="$seconds" -rss_limit_mb=4096 \
   -artifact_prefix="$crashes/" -print_final_stats=1 -print_coverage=0 "$@" \
-  "$corpus" "${regressions[@]}" "${seeds[@]}"
+  "$corpus" "${regressions[@]}" "$seedDir"
