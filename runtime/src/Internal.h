@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,25 @@ template <typename F> tfm_status_t guarded(const char *what, F &&f) {
   } catch (...) {
     return makeStatus(TFM_STATUS_INTERNAL, "{}: unknown error", what);
   }
+}
+
+/// Copies the caller's options struct over `out` (already its defaults):
+/// the fields its struct_size covers, so a caller built with older headers
+/// keeps the newer fields' defaults. A size no version of the struct has
+/// is refused: the caller did not initialize it.
+template <typename Options>
+tfm_status_t readOptions(const Options *given, Options &out,
+                         const char *type, const char *init) {
+  if (!given)
+    return nullptr;
+  if (given->struct_size < sizeof(size_t) ||
+      given->struct_size > sizeof(Options))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "{}: struct_size {} is not one this runtime knows (at "
+                      "most {}); initialize it with {}",
+                      type, given->struct_size, sizeof(Options), init);
+  std::memcpy(&out, given, given->struct_size);
+  return nullptr;
 }
 
 const char *dtypeName(int32_t dtype);

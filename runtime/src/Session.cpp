@@ -363,16 +363,9 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
   *out_session = nullptr;
   tfm_session_options_t opts;
   tfm_session_options_init(&opts);
-  if (options) {
-    if (options->struct_size < sizeof(size_t) ||
-        options->struct_size > sizeof(tfm_session_options_t))
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_session_options_t: struct_size {} is not one "
-                        "this runtime knows (at most {}); initialize it with "
-                        "tfm_session_options_init",
-                        options->struct_size, sizeof(tfm_session_options_t));
-    std::memcpy(&opts, options, options->struct_size);
-  }
+  if (tfm_status_t s = readOptions(options, opts, "tfm_session_options_t",
+                                   "tfm_session_options_init"))
+    return s;
   return guarded("tfm_session_create", [&]() -> tfm_status_t {
     auto s = std::make_unique<tfm_session_s>();
     s->module = module;
@@ -587,16 +580,9 @@ tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
                       "tfm_session_run_with: NULL argument");
   tfm_run_options_t opts;
   tfm_run_options_init(&opts);
-  if (options) {
-    if (options->struct_size < sizeof(size_t) ||
-        options->struct_size > sizeof(tfm_run_options_t))
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_run_options_t: struct_size {} is not one this "
-                        "runtime knows (at most {}); initialize it with "
-                        "tfm_run_options_init",
-                        options->struct_size, sizeof(tfm_run_options_t));
-    std::memcpy(&opts, options, options->struct_size);
-  }
+  if (tfm_status_t s = readOptions(options, opts, "tfm_run_options_t",
+                                   "tfm_run_options_init"))
+    return s;
   if (!(opts.timeout_ms >= 0))
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_run_options_t: timeout_ms must be 0 or positive, "

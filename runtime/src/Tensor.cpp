@@ -8,6 +8,37 @@
 
 using namespace tfm::runtime;
 
+namespace {
+
+/// Checks a tensor's dtype and dims for `call`; sets the element width and
+/// count.
+tfm_status_t checkShape(const char *call, tfm_dtype_t dtype,
+                        const int64_t *dims, size_t rank, size_t &width,
+                        size_t &count) {
+  width = tfm_dtype_size(dtype);
+  if (!width)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT, "{}: unknown dtype {}",
+                      call, static_cast<int>(dtype));
+  if (rank && !dims)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "{}: dims is NULL for rank {}", call, rank);
+  count = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "{}: dimension {} is negative ({})", call, i, dims[i]);
+    if (dims[i] &&
+        count > std::numeric_limits<size_t>::max() / width /
+                    static_cast<size_t>(dims[i]))
+      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                        "{}: the shape overflows memory", call);
+    count *= static_cast<size_t>(dims[i]);
+  }
+  return nullptr;
+}
+
+} // namespace
+
 extern "C" {
 
 size_t tfm_dtype_size(tfm_dtype_t dtype) {
@@ -39,27 +70,10 @@ tfm_status_t tfm_tensor_create(tfm_dtype_t dtype, const int64_t *dims,
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_tensor_create: out_tensor is NULL");
   *out_tensor = nullptr;
-  size_t width = tfm_dtype_size(dtype);
-  if (!width)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create: unknown dtype {}",
-                      static_cast<int>(dtype));
-  if (rank && !dims)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create: dims is NULL for rank {}", rank);
-  size_t count = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0)
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_tensor_create: dimension {} is negative ({})", i,
-                        dims[i]);
-    if (dims[i] &&
-        count > std::numeric_limits<size_t>::max() / width /
-                    static_cast<size_t>(dims[i]))
-      return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
-                        "tfm_tensor_create: the shape overflows memory");
-    count *= static_cast<size_t>(dims[i]);
-  }
+  size_t width = 0, count = 0;
+  if (tfm_status_t s =
+          checkShape("tfm_tensor_create", dtype, dims, rank, width, count))
+    return s;
   return guarded("tfm_tensor_create", [&]() -> tfm_status_t {
     auto t = std::make_unique<tfm_tensor_s>();
     t->dtype = dtype;
@@ -102,28 +116,10 @@ tfm_status_t tfm_tensor_create_view(tfm_dtype_t dtype, const int64_t *dims,
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_tensor_create_view: out_tensor is NULL");
   *out_tensor = nullptr;
-  size_t width = tfm_dtype_size(dtype);
-  if (!width)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create_view: unknown dtype {}",
-                      static_cast<int>(dtype));
-  if (rank && !dims)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "tfm_tensor_create_view: dims is NULL for rank {}", rank);
-  size_t count = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0)
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_tensor_create_view: dimension {} is negative "
-                        "({})",
-                        i, dims[i]);
-    if (dims[i] &&
-        count > std::numeric_limits<size_t>::max() / width /
-                    static_cast<size_t>(dims[i]))
-      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "tfm_tensor_create_view: the shape overflows memory");
-    count *= static_cast<size_t>(dims[i]);
-  }
+  size_t width = 0, count = 0;
+  if (tfm_status_t s = checkShape("tfm_tensor_create_view", dtype, dims, rank,
+                                  width, count))
+    return s;
   if (byte_size != count * width)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_tensor_create_view: the shape needs {} bytes but "
