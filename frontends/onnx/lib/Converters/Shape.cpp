@@ -9,6 +9,8 @@
 
 #include "../ImporterImpl.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <numeric>
 
 using namespace mlir;
@@ -57,7 +59,9 @@ LogicalResult convertReshape(NodeContext &n) {
     if (d < 0)
       return n.fail("Reshape's shape has the invalid size " + Twine(d));
     shape.push_back(d);
-    known *= d;
+    if (llvm::MulOverflow(known, d, known))
+      return n.fail("Reshape's shape has more elements than a tensor can "
+                    "hold");
   }
   int64_t total = n.inputType(0).getNumElements();
   if (inferred >= 0) {
