@@ -10,6 +10,9 @@ FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) const {
   auto type = cast<RankedTensorType>(v.getType());
   if (type.getShape() == shape)
     return v;
+  if (!plausibleShape(shape))
+    return fail("cannot reshape " + llvm::formatv("{0}", type).str() +
+                " to a shape of more than 2^40 elements");
   auto target = RankedTensorType::get(shape, type.getElementType());
   if (target.getNumElements() != type.getNumElements())
     return fail("cannot reshape " + llvm::formatv("{0}", type).str() +

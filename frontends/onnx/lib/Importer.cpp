@@ -264,7 +264,7 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0 || (d && n > (int64_t(1) << 40) / d)) {
+    if (d < 0 || (d && n > kMaxElements / d)) {
       error = "tensor '" + t.name() + "' has an invalid or implausible shape";
       return {};
     }
@@ -604,6 +604,13 @@ LogicalResult Importer::resolveInputShapes(const onnx::GraphProto &graph,
           }
         }
       }
+      if (!plausibleShape(*whole)) {
+        emitError(fileLoc) << "input '" << info.name()
+                           << "' has an implausible shape (more than 2^40 "
+                              "elements)";
+        failedInput = true;
+        continue;
+      }
       resolvedShapes[info.name()] = RankedTensorType::get(*whole, elt);
       continue;
     }
@@ -622,6 +629,13 @@ LogicalResult Importer::resolveInputShapes(const onnx::GraphProto &graph,
     if (!missing.empty()) {
       unresolved.push_back("'" + info.name() + "' " +
                            llvm::join(missing, ", "));
+      continue;
+    }
+    if (!plausibleShape(shape)) {
+      emitError(fileLoc) << "input '" << info.name()
+                         << "' has an implausible shape (more than 2^40 "
+                            "elements)";
+      failedInput = true;
       continue;
     }
     resolvedShapes[info.name()] = RankedTensorType::get(shape, elt);

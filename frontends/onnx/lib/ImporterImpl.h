@@ -28,6 +28,23 @@
 
 namespace mlir::tfm::onnx_import {
 
+/// The most elements the importer accepts in one tensor: far beyond any
+/// real model, and small enough that products of sizes never overflow.
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+/// Whether every size of `shape` is known and non-negative, with at most
+/// kMaxElements elements in all.
+inline bool plausibleShape(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d && n > kMaxElements / d))
+      return false;
+    n *= d;
+  }
+  return true;
+}
+
+
 /// Maps an ONNX TensorProto data type to an MLIR element type, or null.
 Type elementTypeOf(MLIRContext *ctx, int dataType);
 
