@@ -463,35 +463,11 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
       (num_outputs && !out_outputs))
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_session_run: NULL argument");
-  const tfm_module_s *module = session->module;
-  // A dynamic entry, or a static one (a bucket too, by its own name).
-  const tfm_module_s::PublicEntry *pub = module->findPublic(entry);
-  const tfm_abi_dynamic_entry_t *d = pub ? pub->dynamic : nullptr;
-  const tfm_abi_entry_t *e = d ? nullptr : module->findEntry(entry);
-  if (!d && !e)
-    return makeStatus(TFM_STATUS_NOT_FOUND,
-                      "'{}' has no entry point '{}'; it has: {}", module->path,
-                      entry, module->entryNames());
-  int32_t wantInputs = d ? d->num_inputs : e->num_inputs;
-  int32_t wantOutputs = d ? d->num_outputs : e->num_outputs;
-  if (num_inputs != static_cast<size_t>(wantInputs))
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "entry '{}' takes {} inputs but {} were given", entry,
-                      wantInputs, num_inputs);
-  if (num_outputs < static_cast<size_t>(wantOutputs))
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "entry '{}' returns {} outputs but room for {} was "
-                      "given",
-                      entry, wantOutputs, num_outputs);
-  // A dynamic entry checks its inputs against its ranges when it runs.
-  for (size_t i = 0; e && i < num_inputs; ++i)
-    if (tfm_status_t s = checkInput(entry, i, e->inputs[i], inputs[i]))
-      return s;
-  SessionUse use(session);
-  if (!use.acquired())
-    return sessionInUse("tfm_session_run");
-  return d ? runDynamic(session, *d, inputs, num_inputs, out_outputs)
-           : runEntry(session, e, inputs, num_inputs, out_outputs);
+  // By position, every output a new tensor: the slots the caller gave are
+  // for receiving, whatever they held.
+  std::fill(out_outputs, out_outputs + num_outputs, nullptr);
+  return tfm_session_run_with(session, entry, nullptr, nullptr, inputs,
+                              num_inputs, nullptr, out_outputs, num_outputs);
 }
 
 tfm_status_t tfm_cancel_flag_create(tfm_cancel_flag_t **out_flag) {

@@ -195,7 +195,7 @@ TEST_F(SessionTest, RejectsAMissingInputAndAnUnknownEntry) {
   tfm_tensor_t *y = nullptr;
   auto [code, msg] = take(tfm_session_run(session, "infer", inputs, 1, &y, 1));
   EXPECT_EQ(code, TFM_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(msg, "entry 'infer' takes 2 inputs but 1 were given");
+  EXPECT_EQ(msg, "entry 'infer' takes 2 inputs ('x', 'bias') but 1 were given");
   auto [code2, msg2] =
       take(tfm_session_run(session, "train_step", inputs, 1, &y, 1));
   EXPECT_EQ(code2, TFM_STATUS_NOT_FOUND);
