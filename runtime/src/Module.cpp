@@ -16,12 +16,26 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 using namespace tfm::runtime;
 
+namespace {
+/// Loads and unloads take this lock. The loader's own lock orders them
+/// already, but ThreadSanitizer cannot see inside the loader: without this
+/// one, a library's program headers read while one thread loads it, then
+/// freed by another thread's last dlclose, look like a race.
+std::mutex &loaderMutex() {
+  static std::mutex m;
+  return m;
+}
+} // namespace
+
 tfm_module_s::~tfm_module_s() {
-  if (handle)
+  if (handle) {
+    std::lock_guard<std::mutex> lock(loaderMutex());
     dlclose(handle);
+  }
   if (context)
     context->release();
 }
@@ -163,9 +177,14 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
       return s;
     // An absolute or explicit path keeps dlopen from searching elsewhere.
     std::string full = std::filesystem::absolute(path, ec).string();
-    m->handle = dlopen(full.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const char *err = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(loaderMutex());
+      m->handle = dlopen(full.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!m->handle)
+        err = dlerror();
+    }
     if (!m->handle) {
-      const char *err = dlerror();
       return makeStatus(TFM_STATUS_DATA_LOSS,
                         "'{}' is not a loadable model library (truncated or "
                         "corrupt?): {}",
