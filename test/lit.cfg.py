@@ -2,6 +2,7 @@
 # lit configuration of the tfm test suite.
 
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -30,3 +31,7 @@ config.substitutions.append(("%fixtures", os.path.join(config.tfm_src_root, "tes
 config.substitutions.append(("%fake_cuda", os.path.join(config.tfm_obj_root, "lib", "libfake_cuda_driver.so")))
 config.substitutions.append(("%tfmc_bin", os.path.join(config.tfm_tools_dir, "tfmc")))
 config.substitutions.append(("%tfm_opt_bin", os.path.join(config.tfm_tools_dir, "tfm-opt")))
+
+# Graphviz renders `tfmc inspect --dot`; ./tfm.sh installs it.
+if shutil.which("dot"):
+    config.available_features.add("graphviz")

@@ -2,10 +2,53 @@
 
 #include "FusionUtils.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/ScopeExit.h"
+
 #include <algorithm>
 
 using namespace mlir;
 using namespace mlir::tfm;
+
+void mlir::tfm::FailureRecorder::notifyPatternEnd(const Pattern &,
+                                                 LogicalResult result) {
+  inPattern = false;
+  auto reset = llvm::make_scope_exit([&] {
+    created.clear();
+    producers.clear();
+    erased.clear();
+    absorbed.clear();
+  });
+  if (failed(result) || absorbed.empty())
+    return;
+  // The producers the pattern left dead (read only by erased or dead ops),
+  // and theirs in turn; constants are weights and scalars, not nodes.
+  SmallVector<Operation *> worklist(producers.begin(), producers.end());
+  llvm::SmallPtrSet<Operation *, 16> dead;
+  auto gone = [&](Operation *user) {
+    return erased.contains(user) || dead.contains(user);
+  };
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (gone(op) || created.contains(op) || !isMemoryEffectFree(op) ||
+        isa<arith::ConstantOp>(op) || !llvm::all_of(op->getUsers(), gone))
+      continue;
+    dead.insert(op);
+    absorbed.push_back(op->getLoc());
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        worklist.push_back(def);
+  }
+  // The ops that carry the computation take the locations: the reshapes,
+  // transposes and constants a pattern adds around them absorb nothing.
+  for (Operation *op : created) {
+    if (isa<arith::ConstantOp, ReshapeOp, TransposeOp, BroadcastOp>(op))
+      continue;
+    SmallVector<Location> locs{op->getLoc()};
+    locs.append(absorbed.begin(), absorbed.end());
+    op->setLoc(FusedLoc::get(op->getContext(), locs));
+  }
+}
 
 void mlir::tfm::reportSites(
     StringRef flag, const FusionLog &log,

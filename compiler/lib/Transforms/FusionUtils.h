@@ -17,6 +17,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <optional>
 
@@ -27,7 +29,11 @@ struct FusionLog {
   SmallVector<Location> fused;
 };
 
-/// Keeps the last reason any pattern gave for not matching at a location.
+/// Keeps the last reason any pattern gave for not matching at a location,
+/// and gives each fused op the locations of every op it replaced: a fused op
+/// is located at its anchor first (what remarks and profiles name), then at
+/// the other nodes it absorbed, so that `tfmc inspect --dot` and the
+/// profile's origins can name them all.
 struct FailureRecorder : public RewriterBase::Listener {
   void notifyMatchFailure(
       Location loc, function_ref<void(Diagnostic &)> reasonCallback) override {
@@ -39,7 +45,38 @@ struct FailureRecorder : public RewriterBase::Listener {
     auto it = reasons.find(loc);
     return it == reasons.end() ? fallback.str() : it->second;
   }
+
+  void notifyPatternBegin(const Pattern &, Operation *) override {
+    inPattern = true;
+    created.clear();
+    absorbed.clear();
+  }
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (inPattern)
+      created.insert(op);
+  }
+  void notifyOperationErased(Operation *op) override {
+    if (!inPattern)
+      return;
+    erased.insert(op);
+    if (created.remove(op))
+      return;
+    absorbed.push_back(op->getLoc());
+    // Producers that only the erased op read are left dead, and the driver
+    // erases them after the pattern: they were absorbed too.
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        producers.insert(def);
+  }
+  void notifyPatternEnd(const Pattern &, LogicalResult result) override;
+
   DenseMap<Location, std::string> reasons;
+
+private:
+  bool inPattern = false;
+  llvm::SetVector<Operation *> created, producers;
+  llvm::SmallPtrSet<Operation *, 8> erased;
+  SmallVector<Location> absorbed;
 };
 
 /// Runs `patterns` to a fixpoint on `fn`, recording failure reasons.

@@ -171,8 +171,22 @@ int inspectCompiled(llvm::StringRef soPath, bool json);
 int runCompiled(llvm::StringRef soPath, const RunOptions &options,
                 const Signature *known = nullptr);
 
-/// Prints the summary of `tfmc inspect` (text, or JSON with `json`).
-int runInspect(mlir::ModuleOp module, bool json);
+/// Prints the summary of `tfmc inspect` (text, or JSON with `json`) to `os`.
+int runInspect(mlir::ModuleOp module, bool json, llvm::raw_ostream &os);
+
+/// A fusion site as a fusion pass reported it: where, and whether it fused.
+struct GraphSite {
+  std::string kind; // qkv, masked-softmax, ...
+  mlir::Location loc;
+  std::string reason; // why it was missed
+  bool fused;
+};
+
+/// Writes the entries of `module` (after fusion) as a Graphviz digraph of
+/// the model: nodes named by the ONNX nodes they came from, fused ops with
+/// every node they absorbed, missed sites outlined with their reason.
+void writeModelGraph(mlir::ModuleOp module, llvm::StringRef title,
+                     llvm::ArrayRef<GraphSite> sites, llvm::raw_ostream &os);
 
 /// How `tfmc train` runs.
 struct TrainOptions {

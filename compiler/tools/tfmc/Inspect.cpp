@@ -49,7 +49,8 @@ int64_t gemmFlops(Operation *op) {
 
 } // namespace
 
-int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json) {
+int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json,
+                                 llvm::raw_ostream &os) {
   llvm::MapVector<StringRef, int64_t> ops;
   int64_t flops = 0, params = 0, paramBytes = 0;
   module.walk([&](Operation *op) {
@@ -91,7 +92,7 @@ int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json) {
       entryJson.push_back(llvm::json::Object{{"name", fn.getSymName()},
                                              {"type", os.str()}});
     }
-    llvm::outs() << llvm::formatv(
+    os << llvm::formatv(
                         "{0:2}",
                         llvm::json::Value(llvm::json::Object{
                             {"entries", std::move(entryJson)},
@@ -106,16 +107,16 @@ int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json) {
     return kExitOk;
   }
   for (func::FuncOp fn : entries)
-    llvm::outs() << "entry @" << fn.getSymName() << ": "
+    os << "entry @" << fn.getSymName() << ": "
                  << fn.getFunctionType() << "\n";
-  llvm::outs() << llvm::formatv("parameters: {0} ({1:f1} MB)\n", params,
+  os << llvm::formatv("parameters: {0} ({1:f1} MB)\n", params,
                                 paramBytes / 1e6);
-  llvm::outs() << llvm::formatv("GEMM FLOPs per call: {0} ({1:f3} GFLOP)\n",
+  os << llvm::formatv("GEMM FLOPs per call: {0} ({1:f3} GFLOP)\n",
                                 flops, flops / 1e9);
-  llvm::outs() << "ops after fusion:\n";
+  os << "ops after fusion:\n";
   for (auto &[name, n] : rows)
-    llvm::outs() << llvm::formatv("  {0,-24} {1,6}\n", name, n);
-  llvm::outs() << llvm::formatv(
+    os << llvm::formatv("  {0,-24} {1,6}\n", name, n);
+  os << llvm::formatv(
       "memory plan: arena {0} bytes, lower bound {1} bytes ({2:f3}x)\n", arena,
       bound, bound ? static_cast<double>(arena) / bound : 1.0);
   return kExitOk;

@@ -28,7 +28,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
-#include "mlir/Transforms/ViewOpGraph.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -362,9 +361,12 @@ cl::opt<unsigned> printLimit("print-limit",
 
 cl::opt<bool> inspectJson("json", cl::desc("Print the summary as JSON"),
                           cl::cat(inspectCat));
-cl::opt<std::string> dotFile("dot",
-                             cl::desc("Also write the fused graph as Graphviz"),
-                             cl::value_desc("file"), cl::cat(inspectCat));
+cl::opt<std::string> dotFile(
+    "dot",
+    cl::desc("Also write the model's graph after fusion as Graphviz, by ONNX "
+             "node, with fused ops and missed fusions ('-': stdout, and the "
+             "summary goes to stderr)"),
+    cl::value_desc("file"), cl::cat(inspectCat));
 
 const Subcommand kSubcommands[] = {
     {"compile", "compile a model; --emit selects the stage to write",
@@ -947,26 +949,45 @@ int runInspectCommand(MLIRContext &context) {
     }
   }
   return withModel(context, [](ModuleOp module) -> int {
+    // The passes report every fusion site as a remark; the graph marks them.
+    std::vector<GraphSite> sites;
+    bool graph = !dotFile.empty();
+    ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic &d) {
+      std::string text = d.str();
+      StringRef msg = text;
+      if (d.getSeverity() != DiagnosticSeverity::Remark ||
+          !msg.starts_with("tfm-fuse-"))
+        return failure();
+      auto [flag, rest] = msg.split(": ");
+      GraphSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
+                     d.getLocation(), "", rest == "fused"};
+      if (!site.fused)
+        site.reason = rest.drop_front(strlen("missed: ")).str();
+      sites.push_back(std::move(site));
+      return success();
+    });
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return kExitUsage;
-    mlir::tfm::buildFusionPipeline(pm, /*remarks=*/false);
+    mlir::tfm::buildFusionPipeline(pm, /*remarks=*/graph);
     pm.addNestedPass<func::FuncOp>(mlir::tfm::createPlanMemoryPass());
-    std::string err;
-    std::unique_ptr<llvm::ToolOutputFile> dot;
-    if (!dotFile.empty()) {
-      dot = openOutputFile(dotFile, &err);
-      if (!dot) {
-        error() << err << "\n";
-        return kExitInputError;
-      }
-      pm.addPass(createPrintOpGraphPass(dot->os()));
-    }
     if (failed(pm.run(module)))
       return kExitInputError;
-    if (dot)
-      dot->keep();
-    return runInspect(module, inspectJson);
+    if (!graph)
+      return runInspect(module, inspectJson, llvm::outs());
+    std::string err;
+    std::unique_ptr<llvm::ToolOutputFile> dot = openOutputFile(dotFile, &err);
+    if (!dot) {
+      error() << err << "\n";
+      return kExitInputError;
+    }
+    writeModelGraph(module, llvm::sys::path::filename(inputFile), sites,
+                    dot->os());
+    dot->keep();
+    // With the graph on stdout, the summary goes to stderr so that
+    // `tfmc inspect m.onnx --dot - | dot -Tsvg` gets the graph alone.
+    return runInspect(module, inspectJson,
+                      dotFile == "-" ? llvm::errs() : llvm::outs());
   });
 }
 
