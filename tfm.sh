@@ -2,9 +2,14 @@
 #===- tfm.sh - Set up, build, and run tfm on Debian 12 ---------------------===#
 #
 #   ./tfm.sh example   install what is missing, build, then compile the bundled
-#                      example model to a library and run it, and train the
-#                      two training examples (examples/training)
+#                      example model to a library and run it, train the two
+#                      training examples (examples/training), and do both
+#                      from Python (examples/python)
 #   ./tfm.sh test      install what is missing, build, then run every test
+#   ./tfm.sh test --sanitize
+#                      the same in build-sanitize/, with AddressSanitizer and
+#                      UndefinedBehaviorSanitizer in every binary and library
+#                      of the project (docs/testing.md)
 #   ./tfm.sh bench     also install the peers, build, then benchmark tfm against
 #                      ONNX Runtime and PyTorch (options go to bench/run.py)
 #   ./tfm.sh build     install what is missing and build, nothing else
@@ -16,7 +21,15 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-BUILD="${TFM_BUILD_DIR:-$ROOT/build}"
+SANITIZE=0
+if [ "${1:-}" = test ] && [ "${2:-}" = --sanitize ]; then
+  SANITIZE=1
+fi
+if [ $SANITIZE = 1 ]; then
+  BUILD="${TFM_BUILD_DIR:-$ROOT/build-sanitize}"
+else
+  BUILD="${TFM_BUILD_DIR:-$ROOT/build}"
+fi
 JOBS="${TFM_JOBS:-$(nproc)}"
 
 # What the build and the tests need, all from Debian 12's archive.
@@ -25,7 +38,8 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libdnnl-dev ocl-icd-opencl-dev libfmt-dev libgtest-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  python3-onnx libonnx-testdata
+  python3-onnx libonnx-testdata graphviz
+  python3-dev pybind11-dev python3-numpy python3-pytest
 )
 
 # What the benchmark adds: its peers, PyTorch and ONNX Runtime (through
@@ -65,13 +79,22 @@ configure() {
     return
   fi
   log "configuring in $BUILD"
-  local linker=()
+  local linker=() sanitize=()
   command -v ld.lld >/dev/null && linker=(-DLLVM_USE_LINKER=lld)
+  if [ $SANITIZE = 1 ]; then
+    # Every UB check aborts, so a finding fails its test. vptr needs RTTI,
+    # which LLVM's classes lack. -g1: line numbers in the reports.
+    local flags="-fsanitize=address,undefined -fno-sanitize=vptr"
+    flags+=" -fno-sanitize-recover=all -fno-omit-frame-pointer -g1"
+    sanitize=("-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags"
+              "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
+              "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined")
+  fi
   cmake -G Ninja -S "$ROOT" -B "$BUILD" \
     -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    "${linker[@]}"
+    "${linker[@]}" "${sanitize[@]}"
 }
 
 build() {
@@ -119,8 +142,25 @@ case "${1:-}" in
     log "tfmc run $so --bench 200"
     "$BUILD/bin/tfmc" run "$so" --test-data-dir "$data" --bench 200
     train_examples
+    log "from Python (examples/python): compile and run, then train a GPT and sample"
+    PYTHONPATH="$BUILD/python" /usr/bin/python3 "$ROOT/examples/python/run_model.py"
+    PYTHONPATH="$BUILD/python" /usr/bin/python3 "$ROOT/examples/python/train_gpt.py"
     ;;
   test)
+    case "${2:-}" in
+      ""|--sanitize) ;;
+      *) echo "usage: $0 test [--sanitize]" >&2; exit 2 ;;
+    esac
+    if [ $SANITIZE = 1 ]; then
+      # Set for the build too, which runs tfmc on the test models. Leaks
+      # count as failures; the suppressions name what is not ours.
+      # allow_user_poisoning=0: LLVM's allocator poisons its slabs in header
+      # code compiled into tfm, and the Debian libraries, built without
+      # ASan, then allocate from them without unpoisoning.
+      export ASAN_OPTIONS="detect_leaks=1:allow_user_poisoning=0:strict_string_checks=1"
+      export LSAN_OPTIONS="suppressions=$ROOT/test/sanitize/lsan.supp:print_suppressions=0"
+      export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    fi
     build
     log "running the tests"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"

@@ -1,0 +1,184 @@
+"""The runtime from Python: entries, zero-copy inputs and outputs, every
+error as an exception with its status code, and the GIL released during
+runs. The stand-in models (test/unittests/Runtime/fake_model.c) report the
+buffers the compiled entry was handed."""
+
+import ctypes
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import tfm
+from conftest import FAKE, UNITTESTS, built
+
+
+def fake(variant=""):
+    return built(os.path.join(FAKE, f"libfake_model{variant}.so"))
+
+
+def probe(variant=""):
+    # The same path: the loader hands back the library tfm already mapped.
+    lib = ctypes.CDLL(fake(variant))
+    lib.fake_seen_buffer.restype = ctypes.c_void_p
+    lib.fake_seen_buffer.argtypes = [ctypes.c_int]
+    return lib
+
+
+def test_entries_describe_the_library():
+    m = tfm.load(built(os.path.join(UNITTESTS, "tiny_train.so")))
+    assert [e.name for e in m.entries] == ["infer", "train_step"]
+    step = m.entry("train_step")
+    assert [(p.name, p.dtype, p.shape) for p in step.inputs] == [
+        ("x", "float32", (4, 3)), ("labels", "int64", (4,))]
+    assert [(p.name, p.dtype, p.shape) for p in step.outputs] == [
+        ("loss", "float32", ())]
+
+
+def test_ranges_show_as_none_with_their_bounds():
+    m = tfm.load(built(os.path.join(UNITTESTS, "lengths_encoder.so")))
+    x = m.entry("infer").inputs[0]
+    assert x.shape == (2, None, 32)
+    assert x.min_shape == (2, 1, 32) and x.max_shape == (2, 40, 32)
+
+
+def test_inputs_and_given_outputs_are_used_in_place():
+    s = tfm.load(fake()).session()
+    lib = probe()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, 2, 3], dtype=np.float32)
+    y = np.empty((2, 3), dtype=np.float32)
+    out = s.run({"x": x, "bias": b}, out={"y": y})
+    assert out["y"] is y
+    assert lib.fake_seen_buffer(0) == x.ctypes.data
+    assert lib.fake_seen_buffer(1) == b.ctypes.data
+    assert lib.fake_seen_buffer(2) == y.ctypes.data
+    # x + b + the model's weights [100, 200, 300].
+    np.testing.assert_array_equal(y, x + b + np.array([100, 200, 300]))
+
+
+def test_other_arrays_are_converted_and_still_right():
+    s = tfm.load(fake()).session()
+    lib = probe()
+    x = np.arange(12, dtype=np.float64).reshape(2, 6)[:, ::2]  # strided, f64
+    b = [1, 2, 3]
+    y = s.run([x, b])["y"]
+    assert lib.fake_seen_buffer(0) != x.ctypes.data
+    np.testing.assert_array_equal(y, x + np.array(b) + np.array([100, 200, 300]))
+
+
+def test_new_outputs_are_arrays_over_the_runtimes_buffer():
+    s = tfm.load(fake()).session()
+    lib = probe()
+    y = s.run([np.zeros((2, 3), np.float32), np.zeros(3, np.float32)])["y"]
+    assert y.ctypes.data == lib.fake_seen_buffer(2)
+    assert y.flags.owndata is False and y.base is not None
+
+
+def code_of(excinfo):
+    return excinfo.value.code, excinfo.value.message
+
+
+def test_every_failure_is_an_exception_with_its_code(tmp_path):
+    with pytest.raises(tfm.NotFound) as e:
+        tfm.load(str(tmp_path / "missing.so"))
+    assert e.value.code == 2 and "no such model file" in e.value.message
+    corrupt = tmp_path / "corrupt.so"
+    corrupt.write_bytes(b"\x7fELF" + b"\0" * 60)
+    with pytest.raises(tfm.DataLoss):
+        tfm.load(str(corrupt))
+    with pytest.raises(tfm.Incompatible):
+        tfm.load(fake("_abi99"))
+
+    s = tfm.load(fake()).session()
+    with pytest.raises(tfm.InvalidArgument) as e:  # shape
+        s.run([np.zeros((3, 3), np.float32), np.zeros(3, np.float32)])
+    assert e.value.code == 1 and "x" in e.value.message
+    with pytest.raises(tfm.InvalidArgument):  # count
+        s.run([np.zeros((2, 3), np.float32)])
+    with pytest.raises(tfm.InvalidArgument):  # floats for integer token ids
+        tfm.load(built(os.path.join(UNITTESTS, "generation_gpt.so"))).session(
+        ).run(np.zeros((3, 24), np.float32), entry="infer")
+    with pytest.raises(tfm.NotFound) as e:  # input name
+        s.run({"z": np.zeros((2, 3), np.float32)})
+    assert "x, bias" in e.value.message
+    with pytest.raises(tfm.NotFound):  # entry
+        s.run([], entry="train_step")
+    with pytest.raises(tfm.InvalidArgument):  # a read-only output
+        y = np.zeros((2, 3), np.float32)
+        y.flags.writeable = False
+        s.run([np.zeros((2, 3), np.float32), np.zeros(3, np.float32)],
+              out={"y": y})
+    with pytest.raises(tfm.InvalidArgument):  # threads
+        tfm.load(fake()).session(threads=-1)
+    assert issubclass(tfm.InvalidArgument, ValueError)
+
+    lengths = tfm.load(built(os.path.join(UNITTESTS, "lengths_encoder.so")))
+    with pytest.raises(tfm.OutOfRange) as e:
+        lengths.session().run(np.zeros((2, 41, 32), np.float32))
+    assert e.value.code == 9
+
+    train = tfm.load(built(os.path.join(UNITTESTS, "tiny_train.so"))).session()
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(tfm.DataLoss):
+        train.load_checkpoint(str(bad))
+    with pytest.raises(tfm.NotFound):
+        train.load_checkpoint(str(tmp_path / "none.ckpt"))
+    with pytest.raises(tfm.FailedPrecondition):
+        train.write_profile(str(tmp_path / "p.txt"))  # not a profiling session
+
+    with pytest.raises(tfm.CompileError) as e:
+        tfm.compile(b"this is not an ONNX model")
+    assert "holds text, not an ONNX protobuf" in e.value.message
+    assert e.value.exit_code == 1
+    with pytest.raises(tfm.InvalidArgument) as e:
+        tfm.compile(b"", target="gpu")
+    assert "the targets are cpu and cuda" in e.value.message
+
+
+def test_a_gpu_session_without_a_driver_is_unavailable(monkeypatch):
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises((tfm.Unavailable, tfm.Incompatible)) as e:
+        tfm.load(built(os.path.join(UNITTESTS, "tiny_train_cuda.so"))).session()
+    assert e.value.code in (3, 8)
+
+
+def test_runs_release_the_gil():
+    # One thread's run blocks inside the compiled entry; this thread keeps
+    # running Python meanwhile, and a second call on that session is refused.
+    m = tfm.load(fake("_blocking"))
+    lib = ctypes.CDLL(fake("_blocking"))
+    lib.fake_entered_infer.restype = ctypes.c_int
+    s = m.session()
+    inputs = [np.zeros((2, 3), np.float32), np.zeros(3, np.float32)]
+    lib.fake_block(1)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(s.run(inputs)))
+    t.start()
+    while not lib.fake_entered_infer():
+        pass  # Python runs here only if the run let go of the GIL
+    with pytest.raises(tfm.FailedPrecondition) as e:
+        s.run(inputs)
+    assert "another thread" in e.value.message
+    lib.fake_block(0)
+    t.join()
+    np.testing.assert_array_equal(result["y"][0], [100, 200, 300])
+
+
+def test_a_run_past_its_timeout_raises_and_changes_nothing():
+    s = tfm.load(built(os.path.join(UNITTESTS, "tiny_train.so"))).session()
+    x = np.zeros((4, 3), np.float32)
+    labels = np.zeros(4, np.int64)
+    with pytest.raises(tfm.DeadlineExceeded) as e:
+        # A deadline that has passed before the first kernel.
+        s.run({"x": x, "labels": labels}, entry="train_step", timeout_ms=1e-9)
+    assert e.value.code == 11 and isinstance(e.value, TimeoutError)
+    assert s.step_count == 0
+
+
+def test_versions():
+    assert tfm.__version__.count(".") == 2
+    assert tfm.model_abi_version >= 5

@@ -1,0 +1,124 @@
+"""tfm.compile: the compiler is tfmc, run as a separate process, so that
+the package links the runtime alone and a compiler crash cannot take the
+interpreter down with it."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from ._errors import CompileError, InvalidArgument
+from ._session import Module
+
+__all__ = ["compile", "tfmc_path"]
+
+
+def tfmc_path():
+    """The tfmc that tfm.compile runs: $TFM_TFMC, else the one this package
+    was built or installed with, else the first on PATH."""
+    candidates = [os.environ.get("TFM_TFMC")]
+    try:
+        from . import _config
+        candidates += _config.tfmc_candidates(os.path.dirname(__file__))
+    except ImportError:
+        pass
+    candidates.append(shutil.which("tfmc"))
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.normpath(c)
+    raise CompileError("tfmc was not found: set TFM_TFMC to its path, or "
+                       "put it on PATH")
+
+
+def _flag(name, value):
+    """--name=value as tfmc spells it (underscores become dashes)."""
+    name = name.replace("_", "-")
+    if value is True:
+        return [f"--{name}"]
+    if value is False or value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return [f"--{name}={value}"]
+
+
+def _shape_flags(shapes):
+    flags = []
+    for name, size in (shapes or {}).items():
+        if isinstance(size, (tuple, list)) and len(size) == 2 and all(
+                isinstance(s, int) for s in size) and name.isidentifier():
+            # A symbol's range: (1, 512) -> sequence=1..512.
+            flags.append(f"--shape={name}={size[0]}..{size[1]}")
+        elif isinstance(size, (tuple, list)):
+            # An input's whole shape: x=(2, 128) -> x=2x128.
+            flags.append(f"--shape={name}=" + "x".join(str(s) for s in size))
+        else:
+            flags.append(f"--shape={name}={size}")
+    return flags
+
+
+def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
+            train=None, generate=None, fusion_report=False, **options):
+    """Compiles an ONNX (or tfm MLIR) model and returns the loaded Module.
+
+    model: a path, or the bytes of an ONNX model.
+    output: where the library goes; None for a temporary file.
+    target: "cpu" or "cuda" (gpu_arch="sm_90" chooses the GPU).
+    shapes: {symbol: size}, {symbol: (lo, hi)} for a range one artifact
+      serves, or {input: (2, 128)} for an input's shape (tfmc --shape).
+    dtype: the type the linear layers multiply in: "f32" or "bf16".
+    train: True, or the training options as a dict ({"optimizer": "adam",
+      "lr": 1e-3, ...}, named as tfmc's flags).
+    generate: True, or {"max_length": ..., "prefill_chunk": ...}.
+    fusion_report: keep the fusion report, as a dict, in
+      module.fusion_report.
+    Any other keyword is a tfmc compile flag (external_weights=True).
+    Raises tfm.CompileError with tfmc's message when the model is refused."""
+    keep = None
+    if output is None:
+        keep = tempfile.TemporaryDirectory(prefix="tfm-")
+        output = os.path.join(keep.name, "model.so")
+    output = os.fspath(output)
+    args = [tfmc_path(), "compile"]
+    source = None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        source = tempfile.NamedTemporaryFile(suffix=".onnx", delete=False)
+        source.write(bytes(model))
+        source.close()
+        args.append(source.name)
+    else:
+        args.append(os.fspath(model))
+    args += ["-o", output, f"--target={target}", "--quiet"]
+    args += _shape_flags(shapes)
+    if dtype != "f32":
+        args.append(f"--dtype={dtype}")
+    for group, flag in ((train, "train"), (generate, "generate")):
+        if group:
+            args.append(f"--{flag}")
+            if isinstance(group, dict):
+                for k, v in group.items():
+                    args += _flag(k, v)
+        elif group not in (None, False):
+            raise InvalidArgument(f"{flag} takes True or a dict of options")
+    for k, v in options.items():
+        args += _flag(k, v)
+    if fusion_report:
+        args.append("--fusion-report=json")
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True)
+    finally:
+        if source:
+            os.unlink(source.name)
+    if proc.returncode != 0:
+        message = (proc.stderr.strip() or proc.stdout.strip()
+                   or f"tfmc exited with {proc.returncode}")
+        # Exit 2 is the CLI's usage error: an option tfm.compile was given.
+        error = (InvalidArgument(message) if proc.returncode == 2
+                 else CompileError(message))
+        error.exit_code = proc.returncode
+        raise error
+    module = Module(output, _keep=keep)
+    if fusion_report:
+        module.fusion_report = json.loads(proc.stdout)
+    return module

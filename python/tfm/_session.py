@@ -1,0 +1,309 @@
+"""Modules and sessions: tfm.load, Module.session, Session.run and friends."""
+
+import os
+import queue
+import threading
+
+import numpy as np
+
+from . import _tfm
+from ._errors import InvalidArgument, NotFound
+
+__all__ = ["load", "Module", "Session", "Entry", "Port", "Generation"]
+
+
+class Port:
+    """An input or output of an entry point. `shape` has None where a size
+    varies (an entry compiled for a range); `min_shape` and `max_shape` give
+    the range."""
+
+    def __init__(self, d):
+        self.name = d["name"]
+        self.dtype = d["dtype"]
+        self.shape = tuple(None if s < 0 else s for s in d["shape"])
+        self.min_shape = tuple(d["min_shape"])
+        self.max_shape = tuple(d["max_shape"])
+
+    def __repr__(self):
+        dims = ", ".join("?" if s is None else str(s) for s in self.shape)
+        return f"Port({self.name!r}, {self.dtype}[{dims}])"
+
+
+class Entry:
+    """An entry point of a compiled model: "infer", "train_step", ..."""
+
+    def __init__(self, d):
+        self.name = d["name"]
+        self.inputs = [Port(p) for p in d["inputs"]]
+        self.outputs = [Port(p) for p in d["outputs"]]
+
+    def __repr__(self):
+        return f"Entry({self.name!r}, inputs={self.inputs}, outputs={self.outputs})"
+
+
+def _numpy_dtype(name):
+    # numpy has no bfloat16: the runtime's bits, as uint16.
+    return np.dtype("uint16" if name == "bfloat16" else name)
+
+
+def _to_bfloat16_bits(a):
+    """Rounds float values to the nearest bfloat16 (ties to even), as bits."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounded = bits + (0x7FFF + ((bits >> 16) & 1))
+    out = (rounded >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(a, dtype=np.float32))
+    out[nan] = 0x7FC0
+    return out
+
+
+def _as_input(value, port):
+    """`value` as an array the runtime reads in place: the same array when
+    it is C-contiguous, aligned and of the port's dtype, else a converted
+    copy."""
+    want = _numpy_dtype(port.dtype)
+    if not isinstance(value, np.ndarray):
+        value = np.asarray(value, dtype=None if port.dtype == "bfloat16" else want)
+    a = value
+    if port.dtype == "bfloat16" and a.dtype != np.uint16:
+        return _to_bfloat16_bits(a)
+    if a.dtype == want and a.flags.c_contiguous and a.flags.aligned:
+        return a
+    if a.dtype.kind in "fc" and want.kind in "iub":
+        # Floats fed to an integer input (token ids, labels) are a mistake,
+        # not a conversion to make quietly.
+        raise InvalidArgument(
+            f"input '{port.name}' is {port.dtype}; got an array of {a.dtype}")
+    return np.ascontiguousarray(a, dtype=want)
+
+
+class Module:
+    """A compiled model library (model.so), loaded. Sessions of one module
+    share its code and weights."""
+
+    def __init__(self, path, _keep=None):
+        self.path = os.fspath(path)
+        self._contexts = {}
+        self._modules = {}
+        self._keep = _keep  # a temporary folder the library lives in
+        self.fusion_report = None
+        self._default = self._module(0, "")
+        self.entries = [Entry(e) for e in self._default.entries()]
+
+    def _module(self, threads, device):
+        key = (threads, device)
+        if key not in self._modules:
+            ctx = _tfm.Context(threads, device)
+            self._modules[key] = _tfm.Module(ctx, self.path)
+        return self._modules[key]
+
+    def entry(self, name):
+        for e in self.entries:
+            if e.name == name:
+                return e
+        raise NotFound(f"the model has no entry '{name}'; its entries are "
+                       + ", ".join(e.name for e in self.entries))
+
+    @property
+    def generation_max_length(self):
+        """The longest sequence of a model compiled with generate; else 0."""
+        return self._default.generation_max_length
+
+    def session(self, threads=0, device=None, profile=False):
+        """A new session: its own arena and, for a training model, its own
+        parameters and optimizer state. `threads` 0 lets the runtime choose;
+        `device` is "cpu", "cuda" or "cuda:N" (None: what the model was
+        compiled for)."""
+        if threads < 0:
+            raise InvalidArgument(f"threads must be 0 or more, not {threads}")
+        return Session(self, self._module(int(threads), device or ""), profile)
+
+    def __repr__(self):
+        return f"tfm.Module({self.path!r}, entries={[e.name for e in self.entries]})"
+
+
+def load(path):
+    """Loads a library that `tfmc compile` (or tfm.compile) wrote."""
+    return Module(path)
+
+
+class Generation:
+    """The result of Session.generate: the new tokens, best first."""
+
+    def __init__(self, d):
+        self.sequences = d["sequences"]
+        self.scores = d["scores"]
+        self.prompt_ms = d["prompt_ms"]
+        self.decode_ms = d["decode_ms"]
+        self.steps = d["steps"]
+
+    @property
+    def tokens(self):
+        """The best sequence's new tokens."""
+        return self.sequences[0]
+
+    def __repr__(self):
+        return f"Generation(tokens={self.tokens}, steps={self.steps})"
+
+
+class Session:
+    """A model in use. One call at a time: a call while another thread is
+    inside one on the same session raises tfm.FailedPrecondition. Runs
+    release the GIL, so sessions on several threads run in parallel."""
+
+    def __init__(self, module, native_module, profile):
+        self.module = module
+        self._s = _tfm.Session(native_module, bool(profile))
+
+    @property
+    def device(self):
+        return self._s.device
+
+    def _default_entry(self):
+        names = [e.name for e in self.module.entries]
+        if "infer" in names:
+            return "infer"
+        if len(names) == 1:
+            return names[0]
+        raise InvalidArgument("the model has entries " + ", ".join(names)
+                              + "; name one with entry=")
+
+    def _feed(self, entry, inputs):
+        """Named, converted inputs of `entry` from a dict, a sequence (by
+        position) or one array."""
+        if isinstance(inputs, dict):
+            ports = {p.name: p for p in entry.inputs}
+            feed = {}
+            for name, value in inputs.items():
+                if name not in ports:
+                    raise NotFound(
+                        f"entry '{entry.name}' has no input '{name}'; its "
+                        "inputs are " + ", ".join(ports))
+                feed[name] = _as_input(value, ports[name])
+            return feed
+        if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(entry.inputs):
+            raise InvalidArgument(
+                f"entry '{entry.name}' takes {len(entry.inputs)} inputs ("
+                + ", ".join(p.name for p in entry.inputs)
+                + f"); got {len(inputs)}")
+        return {p.name: _as_input(v, p) for p, v in zip(entry.inputs, inputs)}
+
+    def run(self, inputs, entry=None, outputs=None, out=None, timeout_ms=0):
+        """Runs `entry` (default "infer") and returns {output name: array}.
+
+        inputs: {name: array}, a list by position, or one array. An array
+          that is C-contiguous and of the input's dtype is read in place.
+        outputs: the output names wanted (default all).
+        out: {name: array} written in place (C-contiguous, writable, of the
+          output's dtype and shape); the result holds the same arrays.
+        timeout_ms: raise tfm.DeadlineExceeded past this (0: no limit)."""
+        e = self.module.entry(entry or self._default_entry())
+        feed = self._feed(e, inputs)
+        names = list(outputs) if outputs is not None else [p.name for p in e.outputs]
+        for n in (out or {}):
+            if n not in names:
+                raise NotFound(f"entry '{e.name}' has no output '{n}' among "
+                               "those asked for: " + ", ".join(names))
+        return self._s.run(e.name, feed, names, dict(out or {}), float(timeout_ms))
+
+    def train_step(self, inputs, labels):
+        """Runs one step of "train_step" (a model compiled with train) and
+        returns the loss. `inputs` are the model's inputs (a dict, a list or
+        one array); `labels` fills the entry's remaining input."""
+        e = self.module.entry("train_step")
+        if isinstance(inputs, dict):
+            feed = dict(inputs)
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            feed = {p.name: v for p, v in zip(e.inputs, inputs)}
+        rest = [p.name for p in e.inputs if p.name not in feed]
+        if len(rest) != 1:
+            raise InvalidArgument(
+                "train_step's inputs are " + ", ".join(p.name for p in e.inputs)
+                + "; the labels must fill exactly one left by the inputs")
+        feed[rest[0]] = labels
+        result = self.run(feed, entry="train_step")
+        return float(np.asarray(next(iter(result.values()))).reshape(()))
+
+    def parameters(self):
+        """{name: array}: copies of the trainable parameters, in order."""
+        return {n: self._s.get_parameter(n) for n in self._s.parameter_names()}
+
+    def set_parameter(self, name, value):
+        self._s.set_parameter(name, np.asarray(value))
+
+    @property
+    def step_count(self):
+        return self._s.step_count
+
+    def save_checkpoint(self, path):
+        self._s.save_checkpoint(os.fspath(path))
+
+    def load_checkpoint(self, path):
+        self._s.load_checkpoint(os.fspath(path))
+
+    def write_profile(self, path):
+        """The kernels' times (a session made with profile=True): a Chrome
+        trace when `path` ends in .json, else the table."""
+        path = os.fspath(path)
+        self._s.write_profile(path, path.endswith(".json"))
+
+    def generate(self, prompt_ids, max_new_tokens=16, beam=1, temperature=None,
+                 top_k=None, top_p=None, seed=None, length_penalty=0.0,
+                 end_token=-1, source_ids=None, stream=False):
+        """Extends `prompt_ids` with the model's @prefill and @decode_step (a
+        model compiled with generate). Greedy by default; `beam` > 1 for beam
+        search; `temperature`, `top_k`, `top_p` or `seed` to sample.
+        Returns a Generation; with stream=True, an iterator over each step's
+        tokens (one per live hypothesis) as they come."""
+        sample = any(v is not None for v in (temperature, top_k, top_p, seed))
+        if sample and beam != 1:
+            raise InvalidArgument("sampling keeps one hypothesis; beam must be 1")
+        args = ([int(t) for t in prompt_ids], int(max_new_tokens), int(beam),
+                float(length_penalty), int(end_token), sample,
+                1.0 if temperature is None else float(temperature),
+                0 if top_k is None else int(top_k),
+                1.0 if top_p is None else float(top_p),
+                0 if seed is None else int(seed),
+                None if source_ids is None else [int(t) for t in source_ids])
+        if not stream:
+            return Generation(self._s.generate(*args, None))
+        return self._stream(args)
+
+    def _stream(self, args):
+        # The generation runs on a thread of its own (without the GIL); each
+        # step's tokens come through a queue. Closing the iterator early
+        # stops the generation at its next step.
+        tokens = queue.Queue()
+        stop = threading.Event()
+        done = object()
+        failure = []
+
+        def on_token(step, live):
+            tokens.put(live)
+            return stop.is_set()
+
+        def work():
+            try:
+                self._s.generate(*args, on_token)
+            except BaseException as e:  # raised in the consumer
+                failure.append(e)
+            finally:
+                tokens.put(done)
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = tokens.get()
+                if item is done:
+                    break
+                yield item
+        finally:
+            stop.set()
+            thread.join()
+        if failure:
+            raise failure[0]
