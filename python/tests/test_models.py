@@ -99,3 +99,23 @@ def test_python_m_tfm_is_tfmc(tmp_path):
     usage = subprocess.run([sys.executable, "-m", "tfm", "run", "--threads=-1",
                             str(so)], capture_output=True, text=True, env=env)
     assert usage.returncode == 2  # the CLI contract's usage error
+
+
+OPSETS = os.path.join(SOURCE, "test", "Frontends", "ONNX", "opsets")
+# Their expected outputs are ONNX Runtime's (make_opset_models.py), but for
+# the uint8 case, whose are numpy's.
+ORT_CASES = sorted(c for c in os.listdir(OPSETS)
+                   if os.path.isdir(os.path.join(OPSETS, c))
+                   and c != "uint8_data_movement_13")
+
+
+@pytest.mark.parametrize("case", ORT_CASES)
+def test_inference_session_agrees_with_onnx_runtime(case):
+    inputs, expected = onnx_test_data(os.path.join(OPSETS, case,
+                                                   "test_data_set_0"))
+    session = tfm.InferenceSession(os.path.join(OPSETS, case, "model.onnx"))
+    feed = {i.name: x for i, x in zip(session.get_inputs(), inputs)}
+    outputs = session.run(None, feed)
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
