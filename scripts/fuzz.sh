@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
 #
-# TARGET is tensor-proto, onnx-import or checkpoint (test/fuzz). Builds the
+# TARGET is tensor-proto, onnx-import, checkpoint or model-metadata
+# (test/fuzz). Builds the
 # target with clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
 # in build-fuzz/ (TFM_FUZZ_BUILD_DIR), installing clang-19, its runtimes
 # from Debian when missing, then fuzzes for SECONDS. The corpus grows in
@@ -14,7 +15,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { echo "usage: $0 tensor-proto|onnx-import|checkpoint SECONDS [libFuzzer flags...]" >&2; exit 2; }
+usage() { echo "usage: $0 tensor-proto|onnx-import|checkpoint|model-metadata SECONDS [libFuzzer flags...]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 target=$1 seconds=$2
 shift 2
@@ -24,6 +25,7 @@ case $target in
   tensor-proto) seeds=("$models"/*/test_data_set_0) ;;
   onnx-import) seeds=("$models"/*_opset1[37]/model.onnx "$models"/*_opset11/model.onnx) ;;
   checkpoint) seeds=("$root/test/fuzz/corpus/checkpoint") ;;
+  model-metadata) seeds=("$root/test/fuzz/corpus/model-metadata") ;;
   *) usage ;;
 esac
 
@@ -56,6 +58,11 @@ if [ "$target" = checkpoint ]; then
   model="$root/build/test/unittests/tiny_train.so"
   [ -f "$model" ] || ninja -C "$root/build" tiny_train_model
   export TFM_FUZZ_MODEL="$model"
+elif [ "$target" = model-metadata ]; then
+  # The library whose metadata the inputs patch, from the main build.
+  model="$root/build/test/unittests/lengths_encoder.so"
+  [ -f "$model" ] || ninja -C "$root/build" lengths_model
+  export TFM_FUZZ_MODEL="$model"
 fi
 corpus="$build/corpus/$target" crashes="$build/crashes/$target"
 mkdir -p "$corpus" "$crashes"
@@ -71,6 +78,14 @@ regressions=()
 # LLVM headers poison allocator slabs when compiled under ASan, which
 # Debian's uninstrumented MLIR libraries then touch: user poisoning off.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:allow_user_poisoning=0}"
-exec "$build/bin/tfm-fuzz-$target" -max_total_time="$seconds" -rss_limit_mb=4096 \
+limits=(-rss_limit_mb=4096)
+if [ "$target" = model-metadata ]; then
+  # A corrupt arena size may ask for terabytes, which the runtime must
+  # refuse when the allocation fails, as it fails outside ASan: failed
+  # allocations return null here, and only touching memory counts.
+  ASAN_OPTIONS+=":allocator_may_return_null=1"
+  limits+=(-malloc_limit_mb=1073741824)
+fi
+exec "$build/bin/tfm-fuzz-$target" -max_total_time="$seconds" "${limits[@]}" \
   -artifact_prefix="$crashes/" -print_final_stats=1 -print_coverage=0 "$@" \
   "$corpus" "${regressions[@]}" "$seedDir"

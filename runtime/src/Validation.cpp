@@ -44,11 +44,14 @@ struct Image {
   bool contains(const void *p, uint64_t bytes) const {
     return p && find(p, bytes);
   }
-  bool containsArray(const void *p, int64_t count, uint64_t size) const {
+  /// `count` elements of T wholly inside the image, at an address aligned
+  /// for T (a misaligned pointer could not be read as T).
+  template <typename T> bool containsArray(const T *p, int64_t count) const {
     if (count == 0)
       return true;
-    return count > 0 && static_cast<uint64_t>(count) <= UINT64_MAX / size &&
-           contains(p, static_cast<uint64_t>(count) * size);
+    return count > 0 && reinterpret_cast<uintptr_t>(p) % alignof(T) == 0 &&
+           static_cast<uint64_t>(count) <= UINT64_MAX / sizeof(T) &&
+           contains(p, static_cast<uint64_t>(count) * sizeof(T));
   }
   /// A NUL-terminated string wholly inside the image.
   bool containsString(const char *s) const {
@@ -111,8 +114,7 @@ tfm_status_t validateDynamicEntries(const tfm_abi_model_t *m,
                                     const Image &image,
                                     const Corrupt &corrupt) {
   int32_t count = numDynamicEntries(m);
-  if (!image.containsArray(m->dynamic_entries, count,
-                           sizeof(tfm_abi_dynamic_entry_t)))
+  if (!image.containsArray(m->dynamic_entries, count))
     return corrupt(fmt::format("{} dynamic entries lie outside the library",
                                count));
   for (int32_t i = 0; i < count; ++i) {
@@ -124,21 +126,20 @@ tfm_status_t validateDynamicEntries(const tfm_abi_model_t *m,
     };
     int32_t n = d.num_symbols;
     if (n < 1 || n > kMaxRank ||
-        !image.containsArray(d.symbols, n, sizeof(const char *)) ||
-        !image.containsArray(d.min_sizes, n, sizeof(int64_t)) ||
-        !image.containsArray(d.max_sizes, n, sizeof(int64_t)))
+        !image.containsArray(d.symbols, n) ||
+        !image.containsArray(d.min_sizes, n) ||
+        !image.containsArray(d.max_sizes, n))
       return bad("its symbols lie outside the library");
     for (int32_t k = 0; k < n; ++k)
       if (!image.containsString(d.symbols[k]) || d.min_sizes[k] < 1 ||
           d.min_sizes[k] > d.max_sizes[k])
         return bad(fmt::format("symbol {} is invalid", k));
     if (d.num_buckets < 1 ||
-        !image.containsArray(d.buckets, d.num_buckets, sizeof(int32_t)) ||
+        !image.containsArray(d.buckets, d.num_buckets) ||
         static_cast<uint64_t>(d.num_buckets) * n > kMaxBytes ||
-        !image.containsArray(d.bucket_sizes, int64_t(d.num_buckets) * n,
-                             sizeof(int64_t)) ||
+        !image.containsArray(d.bucket_sizes, int64_t(d.num_buckets) * n) ||
         d.num_key_masks < 0 || d.num_key_masks > n ||
-        !image.containsArray(d.key_masks, d.num_key_masks, sizeof(int32_t)))
+        !image.containsArray(d.key_masks, d.num_key_masks))
       return bad("its buckets or key masks lie outside the library");
     for (int32_t k = 0; k < d.num_key_masks; ++k)
       if (d.key_masks[k] < 0 || d.key_masks[k] >= n)
@@ -147,12 +148,12 @@ tfm_status_t validateDynamicEntries(const tfm_abi_model_t *m,
       int32_t num = io ? d.num_outputs : d.num_inputs;
       const tfm_abi_tensor_desc_t *descs = io ? d.outputs : d.inputs;
       if (num < 0 ||
-          !image.containsArray(descs, num, sizeof(tfm_abi_tensor_desc_t)))
+          !image.containsArray(descs, num))
         return bad("its inputs or outputs lie outside the library");
       for (int32_t j = 0; j < num; ++j) {
         const tfm_abi_tensor_desc_t &t = descs[j];
         if (!image.containsString(t.name) || t.rank < 0 || t.rank > kMaxRank ||
-            !image.containsArray(t.dims, t.rank, sizeof(int64_t)))
+            !image.containsArray(t.dims, t.rank))
           return bad(fmt::format("{} {} is invalid", io ? "output" : "input",
                                  j));
         for (int32_t r = 0; r < t.rank; ++r)
@@ -445,7 +446,7 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
       return corrupt(fmt::format("{} ('{}'): unknown dtype {}", what, d.name,
                                  d.dtype));
     if (d.rank < 0 || d.rank > kMaxRank ||
-        !image.containsArray(d.dims, d.rank, sizeof(int64_t)))
+        !image.containsArray(d.dims, d.rank))
       return corrupt(fmt::format("{} ('{}'): rank {} or its dims are invalid",
                                  what, d.name, d.rank));
     bytes = tfm_dtype_size(static_cast<tfm_dtype_t>(d.dtype));
@@ -460,7 +461,10 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
   // The largest buffer a kernel may use: the arena, the weights, the state
   // or a tensor at an entry's boundary.
   uint64_t largest = std::max(m->weights_bytes, m->state_bytes);
-  if (!image.containsArray(m->entries, m->num_entries, sizeof(tfm_abi_entry_t)))
+  if (m->state_bytes > kMaxBytes)
+    return corrupt(fmt::format("its state of {} bytes is larger than any "
+                               "model's", m->state_bytes));
+  if (!image.containsArray(m->entries, m->num_entries))
     return corrupt(fmt::format("{} entry points lie outside the library",
                                m->num_entries));
   for (int32_t i = 0; i < m->num_entries; ++i) {
@@ -470,12 +474,15 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     if (!image.containsCode(reinterpret_cast<const void *>(e.fn)))
       return corrupt(fmt::format("entry '{}' has no code in the library",
                                  e.name));
+    if (e.arena_bytes > kMaxBytes)
+      return corrupt(fmt::format("entry '{}' has an arena of {} bytes, larger "
+                                 "than any model's", e.name, e.arena_bytes));
     largest = std::max(largest, e.arena_bytes);
     for (int io = 0; io < 2; ++io) {
       int32_t count = io ? e.num_outputs : e.num_inputs;
       const tfm_abi_tensor_desc_t *descs = io ? e.outputs : e.inputs;
       const char *kind = io ? "output" : "input";
-      if (!image.containsArray(descs, count, sizeof(tfm_abi_tensor_desc_t)))
+      if (!image.containsArray(descs, count))
         return corrupt(fmt::format("entry '{}' has {} {}s outside the library",
                                    e.name, count, kind));
       for (int32_t j = 0; j < count; ++j) {
@@ -489,15 +496,17 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     }
   }
 
-  if (!image.containsArray(m->states, m->num_states, sizeof(tfm_abi_state_desc_t)))
+  if (!image.containsArray(m->states, m->num_states))
     return corrupt(fmt::format("{} state slots lie outside the library",
                                m->num_states));
+  uint64_t stateEnd = 0;
   for (int32_t i = 0; i < m->num_states; ++i) {
     const tfm_abi_state_desc_t &st = m->states[i];
     uint64_t bytes;
     if (tfm_status_t s = checkDesc(st.tensor, fmt::format("state slot {}", i),
                                    bytes))
       return s;
+    stateEnd = std::max(stateEnd, st.offset + bytes);
     bool fits = st.offset <= m->state_bytes && bytes <= m->state_bytes - st.offset;
     bool initFits = st.init_offset < 0 ||
                     (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
@@ -508,8 +517,15 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                                  "or the weights",
                                  i, st.tensor.name));
   }
+  // The compiler lays the slots end to end, each padded to the buffer
+  // alignment: the state holds them and nothing more. (Sessions zero it,
+  // so a corrupt size would otherwise cost its memory.)
+  if (m->state_bytes > stateEnd + TFM_BUFFER_ALIGNMENT)
+    return corrupt(fmt::format("its state of {} bytes is larger than its "
+                               "slots ({} bytes)",
+                               m->state_bytes, stateEnd));
 
-  if (!image.containsArray(m->checks, m->num_checks, sizeof(tfm_abi_check_desc_t)))
+  if (!image.containsArray(m->checks, m->num_checks))
     return corrupt(fmt::format("{} checks lie outside the library",
                                m->num_checks));
   for (int32_t i = 0; i < m->num_checks; ++i) {
@@ -546,8 +562,7 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
       return corrupt(fmt::format("the device code ({} bytes) lies outside "
                                  "the library or is not terminated",
                                  m->device_code_bytes));
-    if (!image.containsArray(m->device_kernels, m->num_device_kernels,
-                             sizeof(const char *)))
+    if (!image.containsArray(m->device_kernels, m->num_device_kernels))
       return corrupt(fmt::format("{} device kernels lie outside the library",
                                  m->num_device_kernels));
     for (int32_t i = 0; i < m->num_device_kernels; ++i)
@@ -560,12 +575,11 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
   if (tfm_status_t s = validateDynamicEntries(m, image, corrupt))
     return s;
 
-  if (!image.containsArray(m->kernels, m->num_kernels,
-                           sizeof(tfm_abi_kernel_desc_t)))
+  if (!image.containsArray(m->kernels, m->num_kernels))
     return corrupt(fmt::format("{} kernels lie outside the library",
                                m->num_kernels));
   if (const char *const *origins = kernelOrigins(m)) {
-    if (!image.containsArray(origins, m->num_kernels, sizeof(const char *)))
+    if (!image.containsArray(origins, m->num_kernels))
       return corrupt(fmt::format("the origins of {} kernels lie outside the "
                                  "library",
                                  m->num_kernels));

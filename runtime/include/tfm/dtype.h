@@ -8,12 +8,20 @@
 #ifndef TFM_DTYPE_H
 #define TFM_DTYPE_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Element types; the values are part of the ABI. */
+/* Element types; the values are part of the ABI. C++ sees the type C has
+ * (a 32-bit int), so that an unknown value, from a C caller or a corrupt
+ * model, is a value the functions refuse rather than undefined behaviour. */
+#ifdef __cplusplus
+typedef enum tfm_dtype_t : int32_t {
+#else
 typedef enum tfm_dtype_t {
+#endif
   TFM_DTYPE_F32 = 1,
   TFM_DTYPE_F16 = 2,
   TFM_DTYPE_BF16 = 3,

@@ -16,11 +16,15 @@ class CPUDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }
 
+  // An empty copy may come with null pointers (a model without state),
+  // which memcpy may not be given even for zero bytes.
   void copyToDevice(void *device, const void *host, size_t bytes) override {
-    std::memcpy(device, host, bytes);
+    if (bytes)
+      std::memcpy(device, host, bytes);
   }
   void copyToHost(void *host, const void *device, size_t bytes) override {
-    std::memcpy(host, device, bytes);
+    if (bytes)
+      std::memcpy(host, device, bytes);
   }
 
   int32_t target() const override { return TFM_TARGET_CPU; }
