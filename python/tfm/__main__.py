@@ -4,12 +4,17 @@ import os
 import sys
 
 from ._compiler import tfmc_path
+from ._errors import CompileError
 
 
 def main():
-    tfmc = tfmc_path()
+    try:
+        tfmc = tfmc_path()
+    except CompileError as e:
+        print(f"python3 -m tfm: {e.message}", file=sys.stderr)
+        return 1
     os.execv(tfmc, [tfmc] + sys.argv[1:])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
