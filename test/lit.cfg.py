@@ -13,7 +13,7 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tfm_obj_root, "test")
 # Inputs/ holds files that RUN lines read; fixtures are data, not tests.
-config.excludes = ["Inputs", "fixtures", "unittests", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["Inputs", "fixtures", "unittests", "python", "CMakeLists.txt", "lit.cfg.py"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%tfm_src_root", config.tfm_src_root))
