@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/Timing.h"
 #include "tfm/Reference/Tensor.h"
 #include "tfm/Pipelines/Pipelines.h"
@@ -175,18 +176,29 @@ int runCompiled(llvm::StringRef soPath, const RunOptions &options,
 int runInspect(mlir::ModuleOp module, bool json, llvm::raw_ostream &os);
 
 /// A fusion site as a fusion pass reported it: where, and whether it fused.
-struct GraphSite {
+struct FusionSite {
   std::string kind; // qkv, masked-softmax, ...
   mlir::Location loc;
   std::string reason; // why it was missed
   bool fused;
 };
 
+/// Collects the fusion passes' remarks ("tfm-fuse-qkv: fused", "...:
+/// missed: <reason>") into `sites` while it lives; other diagnostics pass.
+class FusionRemarkCollector {
+public:
+  FusionRemarkCollector(mlir::MLIRContext *context,
+                        std::vector<FusionSite> &sites);
+
+private:
+  mlir::ScopedDiagnosticHandler handler;
+};
+
 /// Writes the entries of `module` (after fusion) as a Graphviz digraph of
 /// the model: nodes named by the ONNX nodes they came from, fused ops with
 /// every node they absorbed, missed sites outlined with their reason.
 void writeModelGraph(mlir::ModuleOp module, llvm::StringRef title,
-                     llvm::ArrayRef<GraphSite> sites, llvm::raw_ostream &os);
+                     llvm::ArrayRef<FusionSite> sites, llvm::raw_ostream &os);
 
 /// How `tfmc train` runs.
 struct TrainOptions {

@@ -19,7 +19,7 @@
 #include "llvm/Support/Path.h"
 
 using namespace mlir;
-using mlir::tfm::tfmc::GraphSite;
+using mlir::tfm::tfmc::FusionSite;
 
 namespace {
 
@@ -103,7 +103,7 @@ bool isFusedOp(Operation *op) {
 }
 
 /// The graph of one entry function, as a cluster of `os`'s digraph.
-void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<GraphSite> sites,
+void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<FusionSite> sites,
                 raw_ostream &os) {
   std::string prefix = llvm::formatv("e{0}_", index).str();
   os << llvm::formatv("  subgraph cluster_{0} {{\n    label=\"@{1}\";\n",
@@ -168,7 +168,7 @@ void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<GraphSite> sites,
     if (op.getNumResults() == 1)
       label += "\n" + typeText(op.getResult(0).getType());
     // Misses are reported at the op's anchor location.
-    for (const GraphSite &site : sites) {
+    for (const FusionSite &site : sites) {
       if (site.fused || site.loc != op.getLoc())
         continue;
       color = "red";
@@ -189,7 +189,7 @@ void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<GraphSite> sites,
 } // namespace
 
 void mlir::tfm::tfmc::writeModelGraph(ModuleOp module, StringRef title,
-                                      ArrayRef<GraphSite> sites,
+                                      ArrayRef<FusionSite> sites,
                                       raw_ostream &os) {
   os << "digraph model {\n"
      << llvm::formatv("  label=\"{0}\";\n  labelloc=t;\n", escape(title))
@@ -201,3 +201,20 @@ void mlir::tfm::tfmc::writeModelGraph(ModuleOp module, StringRef title,
       writeEntry(fn, index++, sites, os);
   os << "}\n";
 }
+
+mlir::tfm::tfmc::FusionRemarkCollector::FusionRemarkCollector(
+    MLIRContext *context, std::vector<FusionSite> &sites)
+    : handler(context, [&sites](Diagnostic &d) {
+        std::string text = d.str();
+        StringRef msg = text;
+        if (d.getSeverity() != DiagnosticSeverity::Remark ||
+            !msg.starts_with("tfm-fuse-"))
+          return failure();
+        auto [flag, rest] = msg.split(": ");
+        FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
+                        d.getLocation(), "", rest == "fused"};
+        if (!site.fused)
+          site.reason = rest.drop_front(strlen("missed: ")).str();
+        sites.push_back(std::move(site));
+        return success();
+      }) {}

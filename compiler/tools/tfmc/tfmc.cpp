@@ -596,12 +596,6 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   return body(*module);
 }
 
-/// One fusion site, from a pass's remark.
-struct FusionSite {
-  std::string kind, where, reason;
-  bool fused;
-};
-
 void printFusionReport(llvm::raw_ostream &os, ArrayRef<FusionSite> sites,
                        bool json) {
   // Attention is fused where the target lowers (tfm-fuse-attention, for
@@ -624,7 +618,9 @@ void printFusionReport(llvm::raw_ostream &os, ArrayRef<FusionSite> sites,
     for (const FusionSite &s : sites)
       if (!s.fused)
         misses.push_back(llvm::json::Object{
-            {"kind", s.kind}, {"location", s.where}, {"reason", s.reason}});
+            {"kind", s.kind},
+            {"location", mlir::tfm::describeLocation(s.loc)},
+            {"reason", s.reason}});
     os << llvm::formatv("{0:2}",
                         llvm::json::Value(llvm::json::Object{
                             {"model", inputFile.getValue()},
@@ -640,8 +636,8 @@ void printFusionReport(llvm::raw_ostream &os, ArrayRef<FusionSite> sites,
                         counts[k].second);
   for (const FusionSite &s : sites)
     if (!s.fused)
-      os << "  missed " << s.kind << " at " << s.where << ": " << s.reason
-         << "\n";
+      os << "  missed " << s.kind << " at "
+         << mlir::tfm::describeLocation(s.loc) << ": " << s.reason << "\n";
 }
 
 int runCompile(MLIRContext &context) {
@@ -689,23 +685,9 @@ int runCompile(MLIRContext &context) {
     return kExitUsage;
   }
   return withModel(context, [&](ModuleOp module) -> int {
+    // The passes report every site as a remark.
     std::vector<FusionSite> sites;
-    // The passes report every site as a remark; collect them here and let
-    // other diagnostics through.
-    ScopedDiagnosticHandler collect(&context, [&](Diagnostic &d) {
-      std::string text = d.str();
-      StringRef msg = text;
-      if (d.getSeverity() != DiagnosticSeverity::Remark ||
-          !msg.starts_with("tfm-fuse-"))
-        return failure();
-      auto [flag, rest] = msg.split(": ");
-      FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
-                      mlir::tfm::describeLocation(d.getLocation()), "", rest == "fused"};
-      if (!site.fused)
-        site.reason = rest.drop_front(strlen("missed: ")).str();
-      sites.push_back(std::move(site));
-      return success();
-    });
+    FusionRemarkCollector collect(&context, sites);
     auto printReport = [&] {
       if (!report)
         return;
@@ -950,22 +932,9 @@ int runInspectCommand(MLIRContext &context) {
   }
   return withModel(context, [](ModuleOp module) -> int {
     // The passes report every fusion site as a remark; the graph marks them.
-    std::vector<GraphSite> sites;
+    std::vector<FusionSite> sites;
     bool graph = !dotFile.empty();
-    ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic &d) {
-      std::string text = d.str();
-      StringRef msg = text;
-      if (d.getSeverity() != DiagnosticSeverity::Remark ||
-          !msg.starts_with("tfm-fuse-"))
-        return failure();
-      auto [flag, rest] = msg.split(": ");
-      GraphSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
-                     d.getLocation(), "", rest == "fused"};
-      if (!site.fused)
-        site.reason = rest.drop_front(strlen("missed: ")).str();
-      sites.push_back(std::move(site));
-      return success();
-    });
+    FusionRemarkCollector collect(module.getContext(), sites);
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return kExitUsage;
