@@ -157,7 +157,7 @@ case "${1:-}" in
       # allow_user_poisoning=0: LLVM's allocator poisons its slabs in header
       # code compiled into tfm, and the Debian libraries, built without
       # ASan, then allocate from them without unpoisoning.
-      export ASAN_OPTIONS="detect_leaks=1:allow_user_poisoning=0:strict_string_checks=1"
+      export ASAN_OPTIONS="detect_leaks=1:allow_user_poisoning=0:allocator_may_return_null=1:strict_string_checks=1"
       export LSAN_OPTIONS="suppressions=$ROOT/test/sanitize/lsan.supp:print_suppressions=0"
       export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     fi

@@ -119,11 +119,14 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { return OK; }
 EXPORT CUresult cuCtxSetCurrent(void *c) { return OK; }
 
 /* A module is its PTX; a function is a kernel name inside it. */
-struct Module {
-  char *ptx;
-};
+/* As the driver does, a module owns its functions: unloading it frees them. */
 struct Function {
   char name[256];
+  struct Function *next;
+};
+struct Module {
+  char *ptx;
+  struct Function *functions;
 };
 EXPORT CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n,
                                    int *options, void **values) {
@@ -134,13 +137,18 @@ EXPORT CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n,
         snprintf(values[i], (size_t)values[i + 1], "not PTX");
     return INVALID_PTX;
   }
-  struct Module *mod = malloc(sizeof *mod);
+  struct Module *mod = calloc(1, sizeof *mod);
   mod->ptx = strdup(ptx);
   *m = mod;
   return OK;
 }
 EXPORT CUresult cuModuleUnload(void *m) {
   struct Module *mod = m;
+  while (mod->functions) {
+    struct Function *next = mod->functions->next;
+    free(mod->functions);
+    mod->functions = next;
+  }
   free(mod->ptx);
   free(mod);
   return OK;
@@ -153,6 +161,8 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
     return NOT_FOUND;
   struct Function *fn = malloc(sizeof *fn);
   snprintf(fn->name, sizeof fn->name, "%s", name);
+  fn->next = mod->functions;
+  mod->functions = fn;
   *f = fn;
   return OK;
 }
