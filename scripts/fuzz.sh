@@ -29,15 +29,8 @@ case $target in
   *) usage ;;
 esac
 
-missing=()
-for p in clang-19 libclang-rt-19-dev libomp-19-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=install-clang.sh
+source "$root/scripts/install-clang.sh"
 
 build="${TFM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 if [ ! -f "$build/build.ninja" ]; then
