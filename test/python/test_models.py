@@ -5,7 +5,6 @@ through tfm.InferenceSession."""
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -72,11 +71,9 @@ def test_the_artifact_is_cached_by_the_models_hash():
         data = f.read()
     first = tfm.InferenceSession(data)
     stamp = os.path.getmtime(first.artifact_path)
-    start = time.monotonic()
     second = tfm.InferenceSession(path)  # the same bytes, from the file
     assert second.artifact_path == first.artifact_path
     assert os.path.getmtime(second.artifact_path) == stamp
-    assert time.monotonic() - start < 5
     # Other options, another artifact.
     third = tfm.InferenceSession(data, dtype="bf16")
     assert third.artifact_path != first.artifact_path
