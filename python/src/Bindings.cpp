@@ -182,6 +182,7 @@ struct Module {
     return out;
   }
 
+  /// The dtype of `entry`'s input or output `name`; NOT_FOUND for none.
   tfm_dtype_t dtypeOf(const std::string &entry, int isOutput,
                       const std::string &name) const {
     size_t count = 0;
@@ -192,7 +193,9 @@ struct Module {
       if (name == d.name)
         return d.dtype;
     }
-    return static_cast<tfm_dtype_t>(0); // the run names the culprit
+    raise(TFM_STATUS_NOT_FOUND, "entry '" + entry + "' has no " +
+                                    (isOutput ? "output" : "input") + " '" +
+                                    name + "'");
   }
 };
 
@@ -238,16 +241,7 @@ struct Session {
       std::string name = py::cast<std::string>(k);
       tfm_dtype_t dtype = module->dtypeOf(entry, 0, name);
       inNames.push_back(name);
-      inTensors.push_back(
-          dtype ? viewOf(py::cast<py::array>(v), dtype, false) : nullptr);
-      if (!dtype) {
-        // Unknown name: let the runtime say which names exist.
-        py::array a = py::cast<py::array>(v);
-        std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
-        tfm_tensor_t *t = nullptr;
-        check(tfm_tensor_create(TFM_DTYPE_F32, dims.data(), dims.size(), &t));
-        inTensors.back().reset(t);
-      }
+      inTensors.push_back(viewOf(py::cast<py::array>(v), dtype, false));
     }
     std::vector<TensorPtr> outTensors(outputNames.size());
     std::vector<py::object> results(outputNames.size());
@@ -256,10 +250,7 @@ struct Session {
       if (!given.contains(key))
         continue;
       py::array a = py::cast<py::array>(given[key]);
-      tfm_dtype_t dtype = module->dtypeOf(entry, 1, outputNames[i]);
-      if (!dtype)
-        continue;
-      outTensors[i] = viewOf(a, dtype, true);
+      outTensors[i] = viewOf(a, module->dtypeOf(entry, 1, outputNames[i]), true);
       results[i] = a;
     }
     std::vector<const char *> inNamePtrs, outNamePtrs;

@@ -82,7 +82,6 @@ class Module:
 
     def __init__(self, path, _keep=None):
         self.path = os.fspath(path)
-        self._contexts = {}
         self._modules = {}
         self._keep = _keep  # a temporary folder the library lives in
         self.fusion_report = None

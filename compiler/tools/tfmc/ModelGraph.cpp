@@ -102,6 +102,15 @@ bool isFusedOp(Operation *op) {
          (isa<tfm::LinearOp>(op) && isa<FusedLoc>(op->getLoc()));
 }
 
+/// A graph input or output: its ONNX name (or `fallback`) and type.
+void writeTerminal(raw_ostream &os, StringRef id, StringAttr name,
+                   const std::string &fallback, Type type, StringRef fill) {
+  os << llvm::formatv("    {0} [shape=box, style=\"rounded,filled\", "
+                      "fillcolor=\"{1}\", label=\"{2}\\n{3}\"];\n",
+                      id, fill, escape(name ? name.str() : fallback),
+                      escape(typeText(type)));
+}
+
 /// The graph of one entry function, as a cluster of `os`'s digraph.
 void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<FusionSite> sites,
                 raw_ostream &os) {
@@ -110,14 +119,9 @@ void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<FusionSite> sites,
                       index, escape(fn.getSymName()));
   llvm::DenseMap<Value, std::string> source;
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    std::string id = prefix + "in" + std::to_string(i), name;
-    if (auto attr = fn.getArgAttrOfType<StringAttr>(i, "tfm.name"))
-      name = attr.str();
-    else
-      name = "arg" + std::to_string(i);
-    os << llvm::formatv("    {0} [shape=box, style=\"rounded,filled\", "
-                        "fillcolor=\"#e8f5e9\", label=\"{1}\\n{2}\"];\n",
-                        id, escape(name), escape(typeText(arg.getType())));
+    std::string id = prefix + "in" + std::to_string(i);
+    writeTerminal(os, id, fn.getArgAttrOfType<StringAttr>(i, "tfm.name"),
+                  "arg" + std::to_string(i), arg.getType(), "#e8f5e9");
     source[arg] = id;
   }
   unsigned n = 0;
@@ -129,14 +133,9 @@ void writeEntry(func::FuncOp fn, unsigned index, ArrayRef<FusionSite> sites,
       source[r] = id;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-        std::string out = prefix + "out" + std::to_string(i), name;
-        if (auto attr = fn.getResultAttrOfType<StringAttr>(i, "tfm.name"))
-          name = attr.str();
-        else
-          name = "result" + std::to_string(i);
-        os << llvm::formatv("    {0} [shape=box, style=\"rounded,filled\", "
-                            "fillcolor=\"#fff3e0\", label=\"{1}\\n{2}\"];\n",
-                            out, escape(name), escape(typeText(v.getType())));
+        std::string out = prefix + "out" + std::to_string(i);
+        writeTerminal(os, out, fn.getResultAttrOfType<StringAttr>(i, "tfm.name"),
+                      "result" + std::to_string(i), v.getType(), "#fff3e0");
         if (source.count(v))
           os << llvm::formatv("    {0} -> {1};\n", source[v], out);
       }
