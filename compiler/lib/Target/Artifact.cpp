@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <iterator>
+#include <numeric>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -120,36 +121,65 @@ llvm::Constant *constantArray(llvm::Module &m, llvm::Type *elem,
 
 } // namespace
 
-FailureOr<std::string> mlir::tfm::buildWeightsBlob(ModuleOp module) {
+FailureOr<WeightsBlob> mlir::tfm::weightsBlob(ModuleOp module) {
   auto values = module->getAttrOfType<ArrayAttr>("tfm.weights");
   auto offsets = module->getAttrOfType<DenseI64ArrayAttr>("tfm.weight_offsets");
   auto total = module->getAttrOfType<IntegerAttr>("tfm.weights_bytes");
-  if (!values || !offsets || !total)
+  if (!values || !offsets || !total || total.getInt() < 0 ||
+      values.size() != static_cast<size_t>(offsets.size()))
     return module.emitError("no weights layout: run tfm-lower-to-cpu first");
-  std::string blob(total.getInt(), '\0');
-  for (auto [attr, offset] : llvm::zip(values, offsets.asArrayRef())) {
-    auto dense = dyn_cast<DenseElementsAttr>(attr);
-    if (!dense)
-      return module.emitError("weights must be dense elements attributes");
-    char *dst = blob.data() + offset;
+  return WeightsBlob{values, offsets,
+                       static_cast<uint64_t>(total.getInt())};
+}
+
+LogicalResult mlir::tfm::writeWeights(const WeightsBlob &layout,
+                                      llvm::raw_ostream &os,
+                                      std::string &error) {
+  // Streamed from the attributes: a blob of a large model's weights would
+  // be one more copy of them, and its fresh pages cost seconds to fault in.
+  ArrayAttr values = layout.values;
+  ArrayRef<int64_t> offsets = layout.offsets.asArrayRef();
+  SmallVector<unsigned> order(values.size());
+  std::iota(order.begin(), order.end(), 0u);
+  llvm::stable_sort(order, [&](unsigned a, unsigned b) {
+    return offsets[a] < offsets[b];
+  });
+  uint64_t at = 0;
+  std::vector<char> expanded;
+  for (unsigned i : order) {
+    auto dense = dyn_cast<DenseElementsAttr>(values[i]);
+    if (!dense) {
+      error = "weights must be dense elements attributes";
+      return failure();
+    }
     Type elem = dense.getElementType();
     int64_t n = dense.getNumElements();
-    if (elem.isInteger(1)) {
-      int64_t i = 0;
-      for (bool v : dense.getValues<bool>())
-        dst[i++] = v ? 1 : 0;
-      continue;
+    size_t width = elem.isInteger(1) ? 1 : elem.getIntOrFloatBitWidth() / 8;
+    uint64_t offset = offsets[i], size = n * width;
+    if (offsets[i] < 0 || offset < at || offset + size > layout.bytes) {
+      error = "weight " + std::to_string(i) + " does not fit the weights layout";
+      return failure();
     }
-    size_t width = elem.getIntOrFloatBitWidth() / 8;
+    os.write_zeros(offset - at);
     ArrayRef<char> raw = dense.getRawData();
-    if (dense.isSplat()) {
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(dst + i * width, raw.data(), width);
+    if (elem.isInteger(1)) {
+      expanded.assign(size, 0);
+      int64_t k = 0;
+      for (bool v : dense.getValues<bool>())
+        expanded[k++] = v ? 1 : 0;
+      os.write(expanded.data(), size);
+    } else if (dense.isSplat()) {
+      expanded.resize(size);
+      for (int64_t k = 0; k < n; ++k)
+        std::memcpy(expanded.data() + k * width, raw.data(), width);
+      os.write(expanded.data(), size);
     } else {
-      std::memcpy(dst, raw.data(), n * width);
+      os.write(raw.data(), size);
     }
+    at = offset + size;
   }
-  return blob;
+  os.write_zeros(layout.bytes - at);
+  return success();
 }
 
 FailureOr<std::unique_ptr<llvm::Module>>
@@ -670,11 +700,13 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   return m;
 }
 
-LogicalResult mlir::tfm::writeWeightsObject(StringRef blob, StringRef path,
+LogicalResult mlir::tfm::writeWeightsObject(const WeightsBlob &layout,
+                                            StringRef path,
                                             std::string &error) {
   // A relocatable ELF object with one read-only section and one hidden
   // symbol over it, written directly: code generation through LLVM would
-  // copy and hash the blob several times, seconds for a large model.
+  // copy and hash the weights several times, seconds for a large model.
+  const uint64_t blobSize = layout.bytes;
   namespace E = llvm::ELF;
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   uint16_t machine = triple.getArch() == llvm::Triple::x86_64    ? E::EM_X86_64
@@ -691,7 +723,7 @@ LogicalResult mlir::tfm::writeWeightsObject(StringRef blob, StringRef path,
   std::string strtab = std::string("\0", 1) + kWeightsSymbol + '\0';
   auto align = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
   uint64_t dataOff = align(sizeof(E::Elf64_Ehdr), 64);
-  uint64_t symOff = align(dataOff + blob.size(), 8);
+  uint64_t symOff = align(dataOff + blobSize, 8);
   uint64_t strOff = symOff + 2 * sizeof(E::Elf64_Sym);
   uint64_t shstrOff = strOff + strtab.size();
   uint64_t shOff = align(shstrOff + sizeof(shstrtab), 8);
@@ -715,10 +747,10 @@ LogicalResult mlir::tfm::writeWeightsObject(StringRef blob, StringRef path,
   syms[1].setBindingAndType(E::STB_GLOBAL, E::STT_OBJECT);
   syms[1].st_other = E::STV_HIDDEN;
   syms[1].st_shndx = 1;
-  syms[1].st_size = blob.size();
+  syms[1].st_size = blobSize;
 
   E::Elf64_Shdr sh[5]{};
-  sh[1] = {nameRodata, E::SHT_PROGBITS, E::SHF_ALLOC, 0, dataOff, blob.size(),
+  sh[1] = {nameRodata, E::SHT_PROGBITS, E::SHF_ALLOC, 0, dataOff, blobSize,
            0, 0, 64, 0};
   sh[2] = {nameSymtab, E::SHT_SYMTAB, 0, 0, symOff, 2 * sizeof(E::Elf64_Sym),
            3, 1, 8, sizeof(E::Elf64_Sym)};
@@ -735,7 +767,8 @@ LogicalResult mlir::tfm::writeWeightsObject(StringRef blob, StringRef path,
   auto pad = [&](uint64_t to) { os.write_zeros(to - os.tell()); };
   os.write(reinterpret_cast<const char *>(&eh), sizeof(eh));
   pad(dataOff);
-  os << blob;
+  if (failed(writeWeights(layout, os, error)))
+    return failure();
   pad(symOff);
   os.write(reinterpret_cast<const char *>(syms), sizeof(syms));
   os << strtab;

@@ -42,9 +42,10 @@ int writeText(StringRef output, llvm::function_ref<void(llvm::raw_ostream &)> f)
   return kExitOk;
 }
 
-/// Writes `blob` to `path` through a temporary file and a rename, so a
-/// failed write never leaves a partial weights file behind.
-bool writeAtomically(StringRef path, StringRef blob) {
+/// Writes the module's weights to `path` through a temporary file and a
+/// rename, so a failed write never leaves a partial weights file behind.
+bool writeWeightsAtomically(StringRef path,
+                            const mlir::tfm::WeightsBlob &weights) {
   SmallString<256> tmp;
   int fd;
   if (std::error_code ec = llvm::sys::fs::createUniqueFile(
@@ -54,8 +55,15 @@ bool writeAtomically(StringRef path, StringRef blob) {
   }
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << blob;
+    std::string err;
+    bool laidOut = succeeded(mlir::tfm::writeWeights(weights, os, err));
     os.flush();
+    if (!laidOut) {
+      error() << err << "\n";
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return false;
+    }
     if (os.has_error()) {
       error() << "cannot write '" << path << "': " << os.error().message()
               << "\n";
@@ -181,8 +189,9 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
     error() << "--external-weights applies to --emit=so\n";
     return kExitUsage;
   }
-  FailureOr<std::string> blob = mlir::tfm::buildWeightsBlob(module);
-  if (failed(blob))
+  FailureOr<mlir::tfm::WeightsBlob> weights =
+      mlir::tfm::weightsBlob(module);
+  if (failed(weights))
     return kExitInputError;
   if (artifact.externalWeights)
     artifact.externalWeightsName =
@@ -223,10 +232,10 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
     error() << err << "\n";
     return kExitInputError;
   }
-  if (!artifact.externalWeights && !blob->empty()) {
+  if (!artifact.externalWeights && weights->bytes > 0) {
     std::string weightsObject = newObject("tfm-weights");
     if (weightsObject.empty() ||
-        failed(mlir::tfm::writeWeightsObject(*blob, weightsObject, err))) {
+        failed(mlir::tfm::writeWeightsObject(*weights, weightsObject, err))) {
       error() << err << "\n";
       return kExitInputError;
     }
@@ -255,7 +264,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   if (artifact.externalWeights) {
     SmallString<256> weightsPath(output);
     weightsPath += ".weights";
-    if (!writeAtomically(weightsPath, *blob))
+    if (!writeWeightsAtomically(weightsPath, *weights))
       return kExitInputError;
   }
   if (std::error_code ec = llvm::sys::fs::rename(partial, output)) {

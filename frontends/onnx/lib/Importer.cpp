@@ -196,6 +196,14 @@ ExternalData::bytes(const onnx::TensorProto &t, std::string &error) {
       (e.key() == "offset" ? offset : length) = v;
     }
   }
+  if (location == kInModelLocation && model.data()) {
+    if (offset > static_cast<int64_t>(model.size()) ||
+        length < 0 || length > static_cast<int64_t>(model.size()) - offset) {
+      error = "tensor '" + t.name() + "' lies outside the model's bytes";
+      return std::nullopt;
+    }
+    return model.substr(offset, length);
+  }
   if (location.empty()) {
     error = "tensor '" + t.name() +
             "' keeps its data in an external file but names none "
@@ -401,6 +409,7 @@ public:
                      : options.externalDataFolder) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
+  void setModelBytes(StringRef bytes) { external.setModelBytes(bytes); }
 
 private:
   Location nodeLoc(const onnx::NodeProto &node, int index) const;
@@ -932,9 +941,12 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
                                     StringRef fileName,
                                     const ImportOptions &options) {
   onnx::ModelProto model;
+  // The large initializers stay where they are, in `bytes`.
+  std::optional<std::string> detached = detachInitializerData(bytes);
+  StringRef message = detached ? StringRef(*detached) : bytes;
   google::protobuf::io::CodedInputStream stream(
-      reinterpret_cast<const uint8_t *>(bytes.data()),
-      static_cast<int>(bytes.size()));
+      reinterpret_cast<const uint8_t *>(message.data()),
+      static_cast<int>(message.size()));
   stream.SetTotalBytesLimit(INT32_MAX);
   if (!model.ParseFromCodedStream(&stream) ||
       !stream.ConsumedEntireMessage()) {
@@ -989,7 +1001,9 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
   }
   ctx->loadDialect<TfmDialect, func::FuncDialect, arith::ArithDialect,
                    math::MathDialect>();
-  return Importer(ctx, fileName, options).run(model);
+  Importer importer(ctx, fileName, options);
+  importer.setModelBytes(bytes);
+  return importer.run(model);
 }
 
 OwningOpRef<ModuleOp>
@@ -1014,9 +1028,13 @@ bool mlir::tfm::onnx_import::describeSignature(StringRef path,
     error = "cannot open '" + path.str() + "': " + buffer.getError().message();
     return false;
   }
+  // Only the signature is read: the weights need not be copied.
+  std::optional<std::string> detached =
+      detachInitializerData((*buffer)->getBuffer());
+  StringRef message = detached ? StringRef(*detached) : (*buffer)->getBuffer();
   google::protobuf::io::CodedInputStream stream(
-      reinterpret_cast<const uint8_t *>((*buffer)->getBufferStart()),
-      static_cast<int>((*buffer)->getBufferSize()));
+      reinterpret_cast<const uint8_t *>(message.data()),
+      static_cast<int>(message.size()));
   stream.SetTotalBytesLimit(INT32_MAX);
   if (!model.ParseFromCodedStream(&stream)) {
     error = "'" + path.str() + "' is not a valid ONNX model";

@@ -59,11 +59,25 @@ public:
   /// `error`.
   std::optional<StringRef> bytes(const onnx::TensorProto &t,
                                  std::string &error);
+  /// The model's own bytes, which detached tensors refer to
+  /// (detachInitializerData); they must outlive the import.
+  void setModelBytes(StringRef bytes) { model = bytes; }
 
 private:
   std::string folder;
+  StringRef model;
   llvm::StringMap<std::unique_ptr<llvm::MemoryBuffer>> files;
 };
+
+/// The external data location of a tensor whose bytes were left in the
+/// model's own bytes. No file can have this name (it holds a NUL).
+inline constexpr llvm::StringLiteral kInModelLocation("\0model");
+
+/// `model` re-encoded with the raw data of its large initializers left out:
+/// each refers to its bytes in `model` instead, as external data at
+/// kInModelLocation. std::nullopt when there is nothing to leave out, or
+/// the bytes are not a model (the parser then says why).
+std::optional<std::string> detachInitializerData(StringRef model);
 
 /// Converts an initializer or a Constant's tensor to a dense attribute. On
 /// failure returns null and sets `error`. Data kept outside the model is read

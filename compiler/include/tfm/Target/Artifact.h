@@ -9,6 +9,7 @@
 #ifndef TFM_TARGET_ARTIFACT_H
 #define TFM_TARGET_ARTIFACT_H
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/IR/LLVMContext.h"
@@ -31,8 +32,19 @@ struct ArtifactOptions {
   std::string cpu = "native";
 };
 
-/// The weights blob the module's `tfm.weights` describe, byte for byte.
-FailureOr<std::string> buildWeightsBlob(ModuleOp module);
+/// The weights blob the module's `tfm.weights` describe: the values, each
+/// one's offset, and the blob's size. The attributes outlive the module's
+/// translation, which consumes its tfm.* attributes.
+struct WeightsBlob {
+  ArrayAttr values;
+  DenseI64ArrayAttr offsets;
+  uint64_t bytes = 0;
+};
+FailureOr<WeightsBlob> weightsBlob(ModuleOp module);
+
+/// Writes the blob `layout` describes to `os`, byte for byte.
+LogicalResult writeWeights(const WeightsBlob &layout, llvm::raw_ostream &os,
+                           std::string &error);
 
 /// LLVM IR for the artifact, optimized. Consumes the module's tfm.*
 /// attributes. The weights are embedded unless options.externalWeights.
@@ -43,7 +55,7 @@ translateToArtifactIR(ModuleOp module, llvm::LLVMContext &llvmContext,
 /// Writes the embedded weights as a relocatable object of their own, which
 /// defines the hidden symbol the artifact's code refers to; link it with
 /// the artifact's object.
-LogicalResult writeWeightsObject(StringRef blob, StringRef path,
+LogicalResult writeWeightsObject(const WeightsBlob &layout, StringRef path,
                                  std::string &error);
 
 /// Writes `ir` as a relocatable object file at `path`.
