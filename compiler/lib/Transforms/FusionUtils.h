@@ -10,6 +10,7 @@
 #ifndef TFM_LIB_TRANSFORMS_FUSIONUTILS_H
 #define TFM_LIB_TRANSFORMS_FUSIONUTILS_H
 
+#include "tfm/IR/ConstantData.h"
 #include "tfm/IR/TfmOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -102,12 +103,6 @@ inline DenseElementsAttr constantOf(Value v) {
 
 /// The value of `v` when it is a constant whose elements are all equal.
 std::optional<double> splatValue(Value v);
-
-/// A constant weight [K, N] transposed to [N, K], as tfm.linear wants it.
-DenseElementsAttr transpose2D(DenseElementsAttr weight);
-
-/// Constants stacked along dimension 0 (all share the other dimensions).
-DenseElementsAttr concatRows(ArrayRef<DenseElementsAttr> parts);
 
 /// A rank-1 constant of `n` zeros of `elementType`.
 DenseElementsAttr zeros(Type elementType, int64_t n);

@@ -40,8 +40,18 @@ FailureOr<Value> NodeContext::select(Value c, Value t, Value f) const {
 
 FailureOr<Value> NodeContext::matmul(Value a, Value b, bool ta,
                                      bool tb) const {
+  // A weight the importer transposed is checked as the model gives it, so
+  // that a mismatch names the model's shapes.
+  Type given = b.getType();
+  bool givenTransposed = tb;
+  if (tb && isTransposedWeight(b)) {
+    auto bt = cast<RankedTensorType>(given);
+    given = RankedTensorType::get({bt.getDimSize(1), bt.getDimSize(0)},
+                                  bt.getElementType());
+    givenTransposed = false;
+  }
   auto t = inferMatmulType(diag(MatmulOp::getOperationName()), a.getType(),
-                           b.getType(), ta, tb);
+                           given, ta, givenTransposed);
   if (failed(t))
     return failure();
   return Value(builder.create<MatmulOp>(loc, *t, a, b, ta, tb));

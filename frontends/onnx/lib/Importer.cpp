@@ -246,9 +246,13 @@ ExternalData::bytes(const onnx::TensorProto &t, std::string &error) {
   return file->getBuffer().substr(offset, length);
 }
 
-DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
-    MLIRContext *ctx, const onnx::TensorProto &t, std::string &error,
-    ExternalData *external) {
+/// tensorToAttr; with `transposeRaw`, raw data of rank 2 is transposed as it
+/// is copied, and *transposeRaw cleared to say so.
+static DenseElementsAttr convertTensor(MLIRContext *ctx,
+                                       const onnx::TensorProto &t,
+                                       std::string &error,
+                                       ExternalData *external,
+                                       bool *transposeRaw) {
   Type elt = elementTypeOf(ctx, t.data_type());
   if (!elt) {
     error = "tensor '" + t.name() + "' has data type " +
@@ -295,7 +299,12 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
     }
     if (static_cast<int64_t>(raw.size()) != n * bits / 8)
       return mismatch(raw.size() / (bits / 8));
-    // ONNX stores raw data little-endian, as the host does.
+    // ONNX stores raw data little-endian, as the host does. A transposed
+    // weight is built straight from the bytes: one copy, not two.
+    if (transposeRaw && type.getRank() == 2 && bits % 8 == 0) {
+      *transposeRaw = false;
+      return transpose2D(type, ArrayRef<char>(raw.data(), raw.size()));
+    }
     return DenseElementsAttr::getFromRawBuffer(
         type, ArrayRef<char>(raw.data(), raw.size()));
   }
@@ -352,6 +361,15 @@ DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
                            bitsOf.size() * 2));
 }
 
+DenseElementsAttr mlir::tfm::onnx_import::tensorToAttr(
+    MLIRContext *ctx, const onnx::TensorProto &t, std::string &error,
+    ExternalData *external, bool transposed) {
+  DenseElementsAttr attr = convertTensor(ctx, t, error, external,
+                                         transposed ? &transposed : nullptr);
+  return attr && transposed ? transpose2D(attr) : attr;
+}
+
+
 //===----------------------------------------------------------------------===//
 // The importer
 //===----------------------------------------------------------------------===//
@@ -399,6 +417,57 @@ bool isDefaultDomain(StringRef domain) {
 }
 
 
+/// The initializers that only MatMuls read, as their second operand, and
+/// that are float matrices: imported as [N, K] (the layout tfm.linear
+/// wants) for MatMuls with transpose_rhs, so that the fusions need no
+/// second, transposed copy of every weight. A name a subgraph, another op,
+/// or the graph's interface uses is left as it is.
+static llvm::StringSet<> transposedWeightNames(const onnx::GraphProto &graph) {
+  llvm::StringSet<> candidates, excluded;
+  for (const auto &init : graph.initializer()) {
+    int type = init.data_type();
+    if (init.dims_size() == 2 &&
+        (type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::FLOAT16 ||
+         type == onnx::TensorProto::BFLOAT16 ||
+         type == onnx::TensorProto::DOUBLE))
+      candidates.insert(init.name());
+  }
+  for (const auto &v : graph.input())
+    excluded.insert(v.name());
+  for (const auto &v : graph.output())
+    excluded.insert(v.name());
+  std::function<void(const onnx::GraphProto &)> excludeAll =
+      [&](const onnx::GraphProto &g) {
+        for (const auto &node : g.node()) {
+          for (const std::string &in : node.input())
+            excluded.insert(in);
+          for (const auto &a : node.attribute()) {
+            if (a.has_g())
+              excludeAll(a.g());
+            for (const auto &sub : a.graphs())
+              excludeAll(sub);
+          }
+        }
+      };
+  for (const auto &node : graph.node()) {
+    bool matmul = node.op_type() == "MatMul" && isDefaultDomain(node.domain());
+    for (auto [i, in] : llvm::enumerate(node.input()))
+      if (!matmul || i != 1)
+        excluded.insert(in);
+    for (const auto &a : node.attribute()) {
+      if (a.has_g())
+        excludeAll(a.g());
+      for (const auto &sub : a.graphs())
+        excludeAll(sub);
+    }
+  }
+  llvm::StringSet<> names;
+  for (const auto &c : candidates)
+    if (!excluded.contains(c.getKey()))
+      names.insert(c.getKey());
+  return names;
+}
+
 class Importer {
 public:
   Importer(MLIRContext *ctx, StringRef fileName, const ImportOptions &options)
@@ -434,6 +503,9 @@ private:
   int64_t opset = 0;
   llvm::StringMap<Value> values;
   ExternalData external;
+  /// The weights imported as [N, K] for the MatMuls that read them
+  /// (transposedWeightNames).
+  llvm::DenseSet<Value> transposedWeights;
   llvm::StringSet<> inputsToResolve;
   llvm::StringMap<RankedTensorType> resolvedShapes;
 };
@@ -727,6 +799,7 @@ LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
   b.setListener(&created);
   NodeContext nc(b, node, loc, opset, std::move(inputs), options.trainable);
   nc.externalData = &external;
+  nc.transposedWeights = &transposedWeights;
   LogicalResult converted = (*registry().lookup(node.op_type(), opset))(nc);
   b.setListener(previous);
   if (failed(converted))
@@ -850,9 +923,13 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   for (const auto &[name, value] : bound)
     values[name] = b.create<arith::ConstantOp>(
         NameLoc::get(b.getStringAttr(name)), value);
+  llvm::StringSet<> transposeNames =
+      options.trainable ? llvm::StringSet<>() : transposedWeightNames(graph);
   for (const auto &init : graph.initializer()) {
     std::string error;
-    DenseElementsAttr attr = tensorToAttr(ctx, init, error, &external);
+    bool transpose = transposeNames.contains(init.name());
+    DenseElementsAttr attr =
+        tensorToAttr(ctx, init, error, &external, transpose);
     if (!attr) {
       emitError(fileLoc) << "initializer: " << error;
       return {};
@@ -865,6 +942,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
           loc, type, b.getStringAttr(init.name()), attr);
     else
       values[init.name()] = b.create<arith::ConstantOp>(loc, attr);
+    if (transpose)
+      transposedWeights.insert(values[init.name()]);
   }
 
   for (auto [index, node] : llvm::enumerate(graph.node()))

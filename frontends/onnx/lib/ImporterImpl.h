@@ -10,6 +10,7 @@
 #ifndef TFM_FRONTENDS_ONNX_IMPORTERIMPL_H
 #define TFM_FRONTENDS_ONNX_IMPORTERIMPL_H
 
+#include "tfm/IR/ConstantData.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/IR/TypeInference.h"
 
@@ -81,10 +82,12 @@ std::optional<std::string> detachInitializerData(StringRef model);
 
 /// Converts an initializer or a Constant's tensor to a dense attribute. On
 /// failure returns null and sets `error`. Data kept outside the model is read
-/// through `external`; without one it is an error.
+/// through `external`; without one it is an error. A `transposed` matrix
+/// [K, N] becomes its transpose [N, K].
 DenseElementsAttr tensorToAttr(MLIRContext *ctx, const onnx::TensorProto &t,
                                std::string &error,
-                               ExternalData *external = nullptr);
+                               ExternalData *external = nullptr,
+                               bool transposed = false);
 
 class NodeContext {
 public:
@@ -101,6 +104,11 @@ public:
   bool trainable;
   /// Where tensors kept outside the model are read from.
   ExternalData *externalData = nullptr;
+  /// The weights the importer made [N, K] for the MatMuls that read them.
+  const llvm::DenseSet<Value> *transposedWeights = nullptr;
+  bool isTransposedWeight(Value v) const {
+    return transposedWeights && transposedWeights->contains(v);
+  }
 
   /// Input `i`, or null when it is absent (empty name or past the end).
   Value input(unsigned i) const {

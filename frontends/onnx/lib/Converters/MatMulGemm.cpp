@@ -277,7 +277,8 @@ static LogicalResult convertMatMul(NodeContext &n) {
       return failure();
     b = *r;
   }
-  auto product = n.matmul(a, b, false, false);
+  // The importer may have laid a constant weight out as [N, K] already.
+  auto product = n.matmul(a, b, false, n.isTransposedWeight(b));
   if (failed(product))
     return failure();
   Value out = *product;

@@ -1,13 +1,16 @@
-//===- DetachedDataTest.cpp - Large initializers read from the model's bytes ===//
+//===- WeightImportTest.cpp - Large initializers read once, in their layout ===//
 //
 // The re-encoded model must parse to the same model, each large raw_data
-// replaced by a reference to exactly its bytes in the original, and the
-// import must give the values the model holds.
+// replaced by a reference to exactly its bytes in the original; the import
+// must give the values the model holds, transposed only for a weight that
+// nothing but MatMuls read.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../../../frontends/onnx/lib/ImporterImpl.h"
 #include "tfm/Frontends/ONNX/Importer.h"
+
+#include "tfm/IR/TfmOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,7 +89,7 @@ std::string entry(const onnx::TensorProto &t, const std::string &key) {
   return "";
 }
 
-TEST(DetachedData, LeavesOnlyLargeRawDataInTheModel) {
+TEST(WeightImport, LeavesOnlyLargeRawDataInTheModel) {
   std::vector<float> w = ramp(64 * 32);
   std::string bytes = matmulModel(w).SerializeAsString();
   std::optional<std::string> detached = detachInitializerData(bytes);
@@ -116,7 +119,7 @@ TEST(DetachedData, LeavesOnlyLargeRawDataInTheModel) {
   EXPECT_EQ(stripped.SerializeAsString(), original.SerializeAsString());
 }
 
-TEST(DetachedData, KeepsTensorsThatAlreadyNameTheirData) {
+TEST(WeightImport, KeepsTensorsThatAlreadyNameTheirData) {
   onnx::ModelProto m = matmulModel(ramp(64 * 32));
   m.mutable_graph()->mutable_initializer(0)->set_data_location(
       onnx::TensorProto::EXTERNAL);
@@ -134,7 +137,7 @@ std::string field(unsigned number, const std::string &payload) {
   return out + payload;
 }
 
-TEST(DetachedData, RefersToTheLastOfRepeatedRawData) {
+TEST(WeightImport, RefersToTheLastOfRepeatedRawData) {
   // The parser keeps the last of a repeated scalar field; so must the walk.
   std::string first(8192, '\x01'), last(8192, '\x02');
   onnx::TensorProto a, b;
@@ -160,7 +163,7 @@ TEST(DetachedData, RefersToTheLastOfRepeatedRawData) {
             last);
 }
 
-TEST(DetachedData, RefusesBytesThatAreNotAModel) {
+TEST(WeightImport, RefusesBytesThatAreNotAModel) {
   EXPECT_FALSE(detachInitializerData(""));
   EXPECT_FALSE(detachInitializerData("\x3a\xff\xff\xff\xff\x0f"));
   // A group (wire type 3), which onnx.proto never uses.
@@ -171,7 +174,7 @@ TEST(DetachedData, RefusesBytesThatAreNotAModel) {
   EXPECT_FALSE(detachInitializerData(m.SerializeAsString()));
 }
 
-TEST(DetachedData, ImportGivesTheModelsValues) {
+TEST(WeightImport, ImportGivesTheModelsValuesTransposed) {
   std::vector<float> w = ramp(64 * 32);
   std::string bytes = matmulModel(w).SerializeAsString();
   MLIRContext ctx;
@@ -184,11 +187,50 @@ TEST(DetachedData, ImportGivesTheModelsValues) {
     if (!dense || dense.getNumElements() != 64 * 32)
       return;
     found = true;
+    // Only a MatMul reads W, which the importer lays out as [N, K] for a
+    // matmul with transpose_rhs.
+    ASSERT_EQ(cast<RankedTensorType>(dense.getType()).getShape(),
+              ArrayRef<int64_t>({32, 64}));
     auto values = dense.getValues<float>();
-    for (size_t i = 0; i < w.size(); ++i)
-      ASSERT_EQ(values[i], w[i]) << "element " << i;
+    for (int64_t k = 0; k < 64; ++k)
+      for (int64_t n = 0; n < 32; ++n)
+        ASSERT_EQ(values[n * 64 + k], w[k * 32 + n]) << k << ", " << n;
   });
   EXPECT_TRUE(found);
+  bool transposed = false;
+  module->walk([&](mlir::tfm::MatmulOp m) { transposed = m.getTransposeRhs(); });
+  EXPECT_TRUE(transposed);
+}
+
+TEST(WeightImport, KeepsTheLayoutOfAWeightAnotherOpReads) {
+  // W also feeds a Mul (as a tied embedding would feed a Gather): the
+  // MatMul then reads it as the model lays it out.
+  onnx::ModelProto m = matmulModel(ramp(64 * 32));
+  onnx::GraphProto *g = m.mutable_graph();
+  onnx::NodeProto *mul = g->add_node();
+  mul->set_op_type("Mul");
+  mul->add_input("W");
+  mul->add_input("W");
+  mul->add_output("w2");
+  onnx::ValueInfoProto *out = g->add_output();
+  out->set_name("w2");
+  auto *tt = out->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_value(64);
+  tt->mutable_shape()->add_dim()->set_dim_value(32);
+  MLIRContext ctx;
+  ImportOptions options;
+  OwningOpRef<ModuleOp> module =
+      importBytes(&ctx, m.SerializeAsString(), "model.onnx", options);
+  ASSERT_TRUE(module);
+  int matmuls = 0;
+  module->walk([&](mlir::tfm::MatmulOp op) {
+    ++matmuls;
+    EXPECT_FALSE(op.getTransposeRhs());
+    EXPECT_EQ(cast<RankedTensorType>(op.getRhs().getType()).getShape(),
+              ArrayRef<int64_t>({64, 32}));
+  });
+  EXPECT_EQ(matmuls, 1);
 }
 
 } // namespace
