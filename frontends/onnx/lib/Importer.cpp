@@ -436,31 +436,25 @@ static llvm::StringSet<> transposedWeightNames(const onnx::GraphProto &graph) {
     excluded.insert(v.name());
   for (const auto &v : graph.output())
     excluded.insert(v.name());
-  std::function<void(const onnx::GraphProto &)> excludeAll =
-      [&](const onnx::GraphProto &g) {
+  // Inside a subgraph every read counts, since the importer converts
+  // subgraphs with their own values.
+  std::function<void(const onnx::GraphProto &, bool)> visit =
+      [&](const onnx::GraphProto &g, bool outermost) {
         for (const auto &node : g.node()) {
-          for (const std::string &in : node.input())
-            excluded.insert(in);
+          bool matmul = outermost && node.op_type() == "MatMul" &&
+                        isDefaultDomain(node.domain());
+          for (auto [i, in] : llvm::enumerate(node.input()))
+            if (!matmul || i != 1)
+              excluded.insert(in);
           for (const auto &a : node.attribute()) {
             if (a.has_g())
-              excludeAll(a.g());
+              visit(a.g(), false);
             for (const auto &sub : a.graphs())
-              excludeAll(sub);
+              visit(sub, false);
           }
         }
       };
-  for (const auto &node : graph.node()) {
-    bool matmul = node.op_type() == "MatMul" && isDefaultDomain(node.domain());
-    for (auto [i, in] : llvm::enumerate(node.input()))
-      if (!matmul || i != 1)
-        excluded.insert(in);
-    for (const auto &a : node.attribute()) {
-      if (a.has_g())
-        excludeAll(a.g());
-      for (const auto &sub : a.graphs())
-        excludeAll(sub);
-    }
-  }
+  visit(graph, true);
   llvm::StringSet<> names;
   for (const auto &c : candidates)
     if (!excluded.contains(c.getKey()))
