@@ -26,6 +26,10 @@ def test_an_installed_package_compiles_and_runs(tmp_path):
     """)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site),
            "HOME": str(tmp_path)}
+    # In a sanitized build the runtime is instrumented: the interpreter then
+    # needs the sanitizer's runtime preloaded, as ctest gives it to this one.
+    env.update({k: v for k, v in os.environ.items()
+                if k in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")})
     r = subprocess.run([sys.executable, "-c", script], capture_output=True,
                        text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
