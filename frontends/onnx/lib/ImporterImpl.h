@@ -72,7 +72,7 @@ private:
 
 /// The external data location of a tensor whose bytes were left in the
 /// model's own bytes. No file can have this name (it holds a NUL).
-inline constexpr llvm::StringLiteral kInModelLocation("\0model");
+inline constexpr llvm::StringRef kInModelLocation("\0model", 6);
 
 /// `model` re-encoded with the raw data of its large initializers left out:
 /// each refers to its bytes in `model` instead, as external data at
