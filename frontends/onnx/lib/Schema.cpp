@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <limits>
 
 namespace {
@@ -90,8 +91,47 @@ void checkArity(const onnx::NodeProto &node, int64_t opset, int minIn,
 
 } // namespace
 
+/// The first node of `graph` or its subgraphs without outputs, or null.
+/// Every ONNX op has one; the converter dereferences a missing one (a node
+/// of an unknown type and no outputs crashed it: found by fuzzing).
+static const onnx::NodeProto *nodeWithoutOutputs(const onnx::GraphProto &graph) {
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (node.output_size() == 0)
+      return &node;
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      if (a.has_g())
+        if (const onnx::NodeProto *n = nodeWithoutOutputs(a.g()))
+          return n;
+      for (const onnx::GraphProto &g : a.graphs())
+        if (const onnx::NodeProto *n = nodeWithoutOutputs(g))
+          return n;
+    }
+  }
+  return nullptr;
+}
+
 bool mlir::tfm::onnx_io::convertOpset(onnx::ModelProto &model, int target,
                                       std::string &error) {
+  if (const onnx::NodeProto *node = nodeWithoutOutputs(model.graph())) {
+    error = "node '" + node->name() + "' (" + node->op_type() +
+            ") has no outputs";
+    return false;
+  }
+  // Nor does the converter look before it follows a graph output to the
+  // value it names (also found by fuzzing).
+  std::set<std::string> defined;
+  for (const onnx::ValueInfoProto &v : model.graph().input())
+    defined.insert(v.name());
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    defined.insert(t.name());
+  for (const onnx::NodeProto &node : model.graph().node())
+    defined.insert(node.output().begin(), node.output().end());
+  for (const onnx::ValueInfoProto &v : model.graph().output())
+    if (!defined.count(v.name())) {
+      error = "the graph output '" + v.name() +
+              "' is no input, initializer or node output";
+      return false;
+    }
   for (onnx::NodeProto &node : *model.mutable_graph()->mutable_node()) {
     if (node.op_type() != "Softmax" && node.op_type() != "LogSoftmax")
       continue;
