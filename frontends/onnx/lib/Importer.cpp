@@ -1009,20 +1009,24 @@ bool mlir::tfm::onnx_import::parseShapeOption(StringRef text,
   return true;
 }
 
-OwningOpRef<ModuleOp>
-mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
-                                    StringRef fileName,
-                                    const ImportOptions &options) {
-  onnx::ModelProto model;
-  // The large initializers stay where they are, in `bytes`.
+/// Parses `bytes` as a whole model, the large initializers' data left in
+/// `bytes` (detachInitializerData), which must outlive `model`'s use.
+static bool parseModel(StringRef bytes, onnx::ModelProto &model) {
   std::optional<std::string> detached = detachInitializerData(bytes);
   StringRef message = detached ? StringRef(*detached) : bytes;
   google::protobuf::io::CodedInputStream stream(
       reinterpret_cast<const uint8_t *>(message.data()),
       static_cast<int>(message.size()));
   stream.SetTotalBytesLimit(INT32_MAX);
-  if (!model.ParseFromCodedStream(&stream) ||
-      !stream.ConsumedEntireMessage()) {
+  return model.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+}
+
+OwningOpRef<ModuleOp>
+mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
+                                    StringRef fileName,
+                                    const ImportOptions &options) {
+  onnx::ModelProto model;
+  if (!parseModel(bytes, model)) {
     emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
         << "not a valid ONNX model (truncated or corrupt protobuf)";
     return {};
@@ -1101,15 +1105,7 @@ bool mlir::tfm::onnx_import::describeSignature(StringRef path,
     error = "cannot open '" + path.str() + "': " + buffer.getError().message();
     return false;
   }
-  // Only the signature is read: the weights need not be copied.
-  std::optional<std::string> detached =
-      detachInitializerData((*buffer)->getBuffer());
-  StringRef message = detached ? StringRef(*detached) : (*buffer)->getBuffer();
-  google::protobuf::io::CodedInputStream stream(
-      reinterpret_cast<const uint8_t *>(message.data()),
-      static_cast<int>(message.size()));
-  stream.SetTotalBytesLimit(INT32_MAX);
-  if (!model.ParseFromCodedStream(&stream)) {
+  if (!parseModel((*buffer)->getBuffer(), model)) {
     error = "'" + path.str() + "' is not a valid ONNX model";
     return false;
   }
