@@ -253,14 +253,16 @@ public:
     while (bq > kMinQueryBlock && b1 * b2 * ((sq + bq - 1) / bq) < 2 * threads)
       bq /= 2;
     bk = std::min(sk, kKeyBlock);
-    // Packing the values pays when several query blocks read each block;
-    // with one (W3's 32 queries) it is a second parallel region for nothing.
-    packsValues = sq > bq;
+    // Packing the keys and values pays when several query blocks read each
+    // block; with one (W3's 32 queries) it is a second parallel region for
+    // nothing.
+    packs = sq > bq;
     // Every block shape a task meets, each with its pair of GEMMs.
     for (int64_t q0 = 0; q0 < sq; q0 += bq)
       for (int64_t k0 = 0, end = keyEnd(q0); k0 < end; k0 += bk)
         shapeOf(std::min(bq, sq - q0), std::min(bk, end - k0));
-    packedBytes = (packedBytes + 63) / 64 * 64;
+    packedValueBytes = (packedValueBytes + 63) / 64 * 64;
+    packedBytes = packedValueBytes + (packedKeyBytes + 63) / 64 * 64;
     packed.resize(b1 * b2 * keyBlocks() * packedBytes + 64);
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
@@ -276,10 +278,10 @@ public:
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
     int64_t kb = keyBlocks(), groups = b1 * b2;
-#pragma omp parallel for schedule(static) num_threads(threads) if (packsValues)
-    for (int64_t t = 0; t < (packsValues ? groups * kb : 0); ++t) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (packs)
+    for (int64_t t = 0; t < (packs ? groups * kb : 0); ++t) {
       int64_t i1 = t / (b2 * kb), i2 = t / kb % b2, k0 = t % kb * bk;
-      workers[omp_get_thread_num()].packValues(v, i1, i2, k0);
+      workers[omp_get_thread_num()].pack(k, v, i1, i2, k0);
     }
     int64_t blocks = (sq + bq - 1) / bq, tasks = groups * blocks;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -298,8 +300,9 @@ private:
     int64_t rows, keys;
     memory::desc qd, kd, sd, vd, od, scoresScratch, weightedScratch;
     dnnl::matmul scores, weighted;
-    /// The values' block in the layout `weighted` reads (Packing).
-    memory::desc packedV;
+    /// The keys' and values' blocks in the layouts `scores` and `weighted`
+    /// read (Packing).
+    memory::desc packedK, packedV;
   };
 
   /// The per-thread state: the block buffers, the running maximum and sum
@@ -308,17 +311,21 @@ private:
     explicit Worker(AttentionKernel &kernel)
         : kernel(kernel), stream(kernel.dev->engine),
           scores(kernel.bq * kernel.bk), out(kernel.bq * kernel.dv),
+          queries(kernel.packs ? kernel.bq * kernel.dq : 0),
           m(kernel.bq), l(kernel.bq), scratchpad(kernel.scratchBytes + 64) {}
 
     void task(const float *q, const float *k, const float *v,
               const float *mask, float *o, int64_t i1, int64_t i2,
               int64_t q0);
-    /// Packs the values of key block k0 of (i1, i2).
-    void packValues(const float *v, int64_t i1, int64_t i2, int64_t k0);
+    /// Packs the keys and values of key block k0 of (i1, i2).
+    void pack(const float *k, const float *v, int64_t i1, int64_t i2,
+              int64_t k0);
 
     AttentionKernel &kernel;
     dnnl::stream stream;
-    std::vector<float> scores, out, m, l;
+    /// `queries` holds the task's query block, dense, when the keys are
+    /// packed: oneDNN's brgemm reads only a dense left operand.
+    std::vector<float> scores, out, queries, m, l;
     std::vector<char> scratchpad;
     std::map<const Shape *, std::vector<memory>> bound;
   };
@@ -350,8 +357,9 @@ private:
     if (found != shapes.end())
       return found->second;
     auto &eng = dev->engine;
-    Shape s{rows, keys, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-    s.qd = memory::desc({rows, dq}, dt::f32, memory::dims{strides[2], 1});
+    Shape s{rows, keys, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    s.qd = memory::desc({rows, dq}, dt::f32,
+                        memory::dims{packs ? dq : strides[2], 1});
     s.kd = memory::desc({dq, keys}, dt::f32, memory::dims{1, strides[5]});
     s.sd = memory::desc({rows, keys}, dt::f32, memory::dims{keys, 1});
     s.vd = memory::desc({keys, dv}, dt::f32, memory::dims{strides[8], 1});
@@ -361,28 +369,22 @@ private:
     dnnl::primitive_attr scaled;
     scaled.set_output_scales(0, {scale * kLog2e});
     scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::matmul::primitive_desc sp(dnnl::matmul::desc(s.qd, s.kd, s.sd),
-                                    scaled, eng);
+    dnnl::matmul::primitive_desc sp(
+        dnnl::matmul::desc(s.qd, layoutFor(keyPacking, keys, s.kd), s.sd),
+        scaled, eng);
     dnnl::post_ops accumulate;
     accumulate.append_sum(1.f);
     dnnl::primitive_attr summing;
     summing.set_post_ops(accumulate);
     summing.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    // One packed layout per block length, whatever the query rows.
-    auto known = packing.find(keys);
-    memory::desc vAny = !packsValues ? s.vd
-                        : known != packing.end()
-                            ? known->second.layout
-                            : memory::desc({keys, dv}, dt::f32,
-                                           memory::format_tag::any);
-    dnnl::matmul::primitive_desc wp(dnnl::matmul::desc(s.sd, vAny, s.od),
-                                    summing, eng);
+    dnnl::matmul::primitive_desc wp(
+        dnnl::matmul::desc(s.sd, layoutFor(valuePacking, keys, s.vd), s.od),
+        summing, eng);
+    s.packedK = sp.weights_desc();
     s.packedV = wp.weights_desc();
-    if (packsValues && known == packing.end()) {
-      packing.emplace(keys, Packing{s.vd, s.packedV,
-                                    dnnl::reorder(dnnl::reorder::primitive_desc(
-                                        eng, s.vd, eng, s.packedV))});
-      packedBytes = std::max(packedBytes, s.packedV.get_size());
+    if (packs) {
+      remember(keyPacking, keys, s.kd, s.packedK, packedKeyBytes);
+      remember(valuePacking, keys, s.vd, s.packedV, packedValueBytes);
     }
     s.scores = dnnl::matmul(sp);
     s.weighted = dnnl::matmul(wp);
@@ -394,6 +396,39 @@ private:
         .first->second;
   }
 
+  /// A block of `keys` keys or values packed once per run: oneDNN then runs
+  /// q·kᵀ and p·v as brgemms, where it would pack them at every block GEMM
+  /// (p·v at 256 x 512 blocks: 204 against 124 GFLOP/s per core on strided
+  /// values; q·kᵀ, with the query block dense too: 143 → 85 µs).
+  struct Packing {
+    memory::desc strided, layout;
+    dnnl::reorder pack;
+  };
+  /// The layout a block GEMM reads `strided` in: its own choice when the
+  /// blocks are packed, one per block length whatever the query rows.
+  memory::desc layoutFor(const std::map<int64_t, Packing> &packing,
+                         int64_t keys, const memory::desc &strided) const {
+    if (!packs)
+      return strided;
+    auto known = packing.find(keys);
+    return known != packing.end()
+               ? known->second.layout
+               : memory::desc(strided.dims(), dt::f32,
+                              memory::format_tag::any);
+  }
+
+  void remember(std::map<int64_t, Packing> &packing, int64_t keys,
+                const memory::desc &strided, const memory::desc &layout,
+                size_t &bytes) {
+    if (packing.count(keys))
+      return;
+    auto &eng = dev->engine;
+    packing.emplace(keys, Packing{strided, layout,
+                                  dnnl::reorder(dnnl::reorder::primitive_desc(
+                                      eng, strided, eng, layout))});
+    bytes = std::max(bytes, layout.get_size());
+  }
+
   std::shared_ptr<Engine> dev;
   int64_t b1, b2, sq, sk, dq, dv, flags;
   int64_t strides[12];
@@ -402,32 +437,31 @@ private:
   int64_t bq, bk;
   size_t scratchBytes = 0;
   std::map<std::pair<int64_t, int64_t>, Shape> shapes;
-  /// A block of `keys` values packed once per run: oneDNN then runs p·v
-  /// as a brgemm (204 against 124 GFLOP/s per core on strided values, at
-  /// 256 x 512 blocks), where it would pack them at every block GEMM.
-  struct Packing {
-    memory::desc strided, layout;
-    dnnl::reorder pack;
-  };
-  std::map<int64_t, Packing> packing;
-  /// Every (b1, b2, key block)'s values, packed, packedBytes apart.
-  size_t packedBytes = 0;
-  bool packsValues = false;
+  std::map<int64_t, Packing> keyPacking, valuePacking;
+  /// Every (b1, b2, key block)'s values and then keys, packed, packedBytes
+  /// apart.
+  size_t packedValueBytes = 0, packedKeyBytes = 0, packedBytes = 0;
+  bool packs = false;
   std::vector<char> packed;
   std::vector<Worker> workers;
 };
 
-void AttentionKernel::Worker::packValues(const float *v, int64_t i1,
-                                         int64_t i2, int64_t k0) {
+void AttentionKernel::Worker::pack(const float *k, const float *v,
+                                   int64_t i1, int64_t i2, int64_t k0) {
   const AttentionKernel &a = kernel;
   int64_t keys = std::min(a.bk, a.sk - k0);
-  const Packing &p = a.packing.at(keys);
   auto &eng = a.dev->engine;
   const int64_t *st = a.strides;
-  memory from(p.strided, eng,
-              const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
-  memory to(p.layout, eng, a.packedBlock(i1, i2, k0));
-  p.pack.execute(stream, from, to);
+  char *block = a.packedBlock(i1, i2, k0);
+  const Packing &pv = a.valuePacking.at(keys), &pk = a.keyPacking.at(keys);
+  memory vFrom(pv.strided, eng,
+               const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
+  memory vTo(pv.layout, eng, block);
+  pv.pack.execute(stream, vFrom, vTo);
+  memory kFrom(pk.strided, eng,
+               const_cast<float *>(k + i1 * st[3] + i2 * st[4] + k0 * st[5]));
+  memory kTo(pk.layout, eng, block + a.packedValueBytes);
+  pk.pack.execute(stream, kFrom, kTo);
   stream.wait();
 }
 
@@ -453,6 +487,10 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
       maskRowStride = a.sk;
     }
   }
+  if (a.packs)
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(qb + r * st[2], qb + r * st[2] + a.dq,
+                queries.begin() + r * a.dq);
   std::fill(out.begin(), out.begin() + rows * a.dv, 0.f);
   std::fill(m.begin(), m.begin() + rows, kNegInf);
   std::fill(l.begin(), l.begin() + rows, 0.f);
@@ -464,19 +502,24 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
     if (mem.empty()) {
       auto &eng = a.dev->engine;
       mem = {memory(s.qd, eng, DNNL_MEMORY_NONE),
-             memory(s.kd, eng, DNNL_MEMORY_NONE),
+             memory(s.packedK, eng, DNNL_MEMORY_NONE),
              memory(s.sd, eng, scores.data()),
              memory(s.packedV, eng, DNNL_MEMORY_NONE),
              memory(s.od, eng, out.data()),
              memory(s.scoresScratch, eng, scratchpad.data()),
              memory(s.weightedScratch, eng, scratchpad.data())};
     }
-    mem[0].set_data_handle(const_cast<float *>(qb));
-    mem[1].set_data_handle(const_cast<float *>(kb + k0 * st[5]));
-    mem[3].set_data_handle(
-        a.packsValues
-            ? static_cast<void *>(a.packedBlock(i1, i2, k0))
-            : const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
+    mem[0].set_data_handle(a.packs ? queries.data()
+                                   : const_cast<float *>(qb));
+    if (a.packs) {
+      char *block = a.packedBlock(i1, i2, k0);
+      mem[1].set_data_handle(block + a.packedValueBytes);
+      mem[3].set_data_handle(block);
+    } else {
+      mem[1].set_data_handle(const_cast<float *>(kb + k0 * st[5]));
+      mem[3].set_data_handle(
+          const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
+    }
     s.scores.execute(stream, {{DNNL_ARG_SRC, mem[0]},
                               {DNNL_ARG_WEIGHTS, mem[1]},
                               {DNNL_ARG_DST, mem[2]},

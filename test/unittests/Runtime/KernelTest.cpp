@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 
 using namespace mlir::tfm::testing;
 using mlir::tfm::reference::Tensor;
@@ -245,11 +246,11 @@ TEST(Kernel, MaskedSoftmaxPaddingMaskAndCausal) {
   expectClose(y, want.at(0));
 }
 
-// Attention over [B, S, H, D] layouts read in place, 70 queries (two blocks)
-// over 600 keys (a full block of 512 and a ragged one), a key mask per batch
-// row, and values narrower than the keys.
-TEST(Kernel, AttentionStridedMaskedOverKeyBlocks) {
-  const int64_t B = 2, H = 2, Sq = 70, Sk = 600, D = 8, Dv = 4;
+// Attention over [B, S, H, D] layouts, Sq queries over 600 keys (a full
+// block of 512 and a ragged one), a key mask per batch row, and values
+// narrower than the keys.
+void checkStridedMaskedAttention(int64_t Sq) {
+  const int64_t B = 2, H = 2, Sk = 600, D = 8, Dv = 4;
   auto q = randomFloats(B * Sq * H * D, 11), key = randomFloats(B * Sk * H * D, 12),
        v = randomFloats(B * Sk * H * Dv, 13), m = randomFloats(B * Sk, 14);
   for (int64_t j = 500; j < Sk; ++j)
@@ -266,18 +267,33 @@ TEST(Kernel, AttentionStridedMaskedOverKeyBlocks) {
   void *args[] = {q.data(), key.data(), v.data(), m.data(), o.data()};
   ASSERT_EQ(k->run(args), 0);
   InterpreterHarness h;
-  auto want = h.eval(R"mlir(
-    func.func @infer(%q: tensor<2x70x2x8xf32>, %k: tensor<2x600x2x8xf32>, %v: tensor<2x600x2x4xf32>, %m: tensor<2x1x1x600xf32>) -> tensor<2x70x2x4xf32> {
-      %qt = tfm.transpose %q permutation = [0, 2, 1, 3] : tensor<2x70x2x8xf32> -> tensor<2x2x70x8xf32>
+  std::string sq = std::to_string(Sq);
+  std::string ir = R"mlir(
+    func.func @infer(%q: tensor<2xSQx2x8xf32>, %k: tensor<2x600x2x8xf32>, %v: tensor<2x600x2x4xf32>, %m: tensor<2x1x1x600xf32>) -> tensor<2xSQx2x4xf32> {
+      %qt = tfm.transpose %q permutation = [0, 2, 1, 3] : tensor<2xSQx2x8xf32> -> tensor<2x2xSQx8xf32>
       %kt = tfm.transpose %k permutation = [0, 2, 1, 3] : tensor<2x600x2x8xf32> -> tensor<2x2x600x8xf32>
       %vt = tfm.transpose %v permutation = [0, 2, 1, 3] : tensor<2x600x2x4xf32> -> tensor<2x2x600x4xf32>
-      %a = tfm.attention %qt, %kt, %vt, mask %m {scale = 3.000000e-01 : f64} : (tensor<2x2x70x8xf32>, tensor<2x2x600x8xf32>, tensor<2x2x600x4xf32>, tensor<2x1x1x600xf32>) -> tensor<2x2x70x4xf32>
-      %r = tfm.transpose %a permutation = [0, 2, 1, 3] : tensor<2x2x70x4xf32> -> tensor<2x70x2x4xf32>
-      return %r : tensor<2x70x2x4xf32>
-    })mlir",
+      %a = tfm.attention %qt, %kt, %vt, mask %m {scale = 3.000000e-01 : f64} : (tensor<2x2xSQx8xf32>, tensor<2x2x600x8xf32>, tensor<2x2x600x4xf32>, tensor<2x1x1x600xf32>) -> tensor<2x2xSQx4xf32>
+      %r = tfm.transpose %a permutation = [0, 2, 1, 3] : tensor<2x2xSQx4xf32> -> tensor<2xSQx2x4xf32>
+      return %r : tensor<2xSQx2x4xf32>
+    })mlir";
+  for (size_t at; (at = ir.find("SQ")) != std::string::npos;)
+    ir.replace(at, 2, sq);
+  auto want = h.eval(ir,
                      {asTensor(q, {B, Sq, H, D}), asTensor(key, {B, Sk, H, D}),
                       asTensor(v, {B, Sk, H, Dv}), asTensor(m, {B, 1, 1, Sk})});
   expectClose(o, want.at(0));
+}
+
+// 70 queries: one query block, read in place.
+TEST(Kernel, AttentionStridedMaskedOverKeyBlocks) {
+  checkStridedMaskedAttention(70);
+}
+
+// 300 queries: two query blocks, the second ragged, so the kernel packs the
+// keys and values once per run and copies each query block dense.
+TEST(Kernel, AttentionStridedMaskedPackedBlocks) {
+  checkStridedMaskedAttention(300);
 }
 
 // Causal attention over 600 positions: the last query blocks walk two key
