@@ -1175,6 +1175,14 @@ int main(int argc, char **argv) {
     visible.push_back(active->shared2);
   visible.push_back(&mlirCat);
   cl::HideUnrelatedOptions(visible);
+  // An option shared by several subcommands belongs to each one's category,
+  // and --help lists it under every category it has: keep only this
+  // subcommand's, so `tfmc run --help` shows no other subcommand's heading.
+  for (auto &entry : cl::getRegisteredOptions()) {
+    auto &cats = entry.second->Categories;
+    if (llvm::any_of(cats, [&](auto *c) { return llvm::is_contained(visible, c); }))
+      llvm::erase_if(cats, [&](auto *c) { return !llvm::is_contained(visible, c); });
+  }
 
   std::string overview = std::string("tfmc ") + active->name + ": " +
                          active->summary + "\n";
