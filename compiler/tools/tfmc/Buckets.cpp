@@ -87,30 +87,26 @@ OwningOpRef<ModuleOp> mlir::tfm::tfmc::importBuckets(
       }
     grid = std::move(next);
   }
-  bool progress = llvm::errs().is_displayed() && grid.size() > 1;
+  bool progress = grid.size() > 1;
   SmallVector<OwningOpRef<ModuleOp>> modules;
   for (auto [k, sizes] : llvm::enumerate(grid)) {
     if (progress)
-      llvm::errs() << "\rimporting bucket " << k + 1 << " of " << grid.size()
-                   << "  ";
+      showProgress("tfmc: importing bucket " + std::to_string(k + 1) +
+                   " of " + std::to_string(grid.size()));
     onnx_import::ImportOptions options = base;
     for (auto [r, s] : llvm::zip(ranges, sizes))
       options.inputShapes[r.symbol] = {s};
     OwningOpRef<ModuleOp> m = onnx_import::importFile(context, path, options);
     if (!m) {
-      if (progress)
-        llvm::errs() << "\n";
       std::string at;
       for (auto [r, s] : llvm::zip(ranges, sizes))
         at += (at.empty() ? "" : ", ") + r.symbol + "=" + std::to_string(s);
-      llvm::errs() << "tfmc: error: importing the bucket " << at
-                   << " failed\n";
+      error() << "importing the bucket " << at << " failed\n";
       return {};
     }
     modules.push_back(std::move(m));
   }
-  if (progress)
-    llvm::errs() << "\r" << std::string(40, ' ') << "\r";
+  clearProgress();
 
   ModuleOp merged = *modules.front();
   Builder b(context);

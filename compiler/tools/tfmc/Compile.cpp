@@ -26,9 +26,6 @@ using namespace mlir::tfm::tfmc;
 
 namespace {
 
-llvm::raw_ostream &error() {
-  return llvm::WithColor::error(llvm::errs(), "tfmc");
-}
 
 int writeText(StringRef output, llvm::function_ref<void(llvm::raw_ostream &)> f) {
   std::string err;
@@ -87,15 +84,12 @@ class Progress : public PassInstrumentation {
 public:
   explicit Progress(bool on) : on(on) {}
   ~Progress() override {
-    if (on && shown)
-      llvm::errs() << "\r\033[K";
+    if (on)
+      clearProgress();
   }
   void stage(StringRef what) {
-    if (!on)
-      return;
-    llvm::errs() << "\r\033[Ktfmc: " << what;
-    llvm::errs().flush();
-    shown = true;
+    if (on)
+      showProgress(("tfmc: " + what).str());
   }
   void runBeforePass(Pass *pass, Operation *op) override {
     // Passes nested on each function would redraw the line per function;
@@ -108,7 +102,6 @@ public:
 
 private:
   bool on;
-  bool shown = false;
 };
 
 DefaultTimingManager &timingManager() {
@@ -154,7 +147,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   pm.enableTiming(passTimer);
   // Cleared when the compile ends, before any message of the end.
   auto progress = std::make_unique<Progress>(options.progress &&
-                                             llvm::errs().is_displayed());
+                                             progressWanted());
   Progress &shown = *progress;
   pm.addInstrumentation(std::move(progress));
   std::string err;

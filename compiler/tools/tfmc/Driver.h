@@ -31,6 +31,17 @@ enum ExitCode : int {
   kExitMismatch = 3, // outputs did not match the expected ones
 };
 
+/// Starts an error message on stderr ("tfmc: error: "), clearing the
+/// progress line first.
+llvm::raw_ostream &error();
+
+/// Whether a progress line would show: stderr is a terminal.
+bool progressWanted();
+/// Redraws the one progress line (only on a terminal).
+void showProgress(llvm::StringRef line);
+/// Clears the progress line, if one is shown.
+void clearProgress();
+
 /// Prints and frees a failed runtime status; true when `s` was OK.
 bool ok(tfm_status_t s);
 

@@ -29,7 +29,6 @@ using mlir::tfm::reference::isFloatKind;
 
 namespace {
 
-llvm::raw_ostream &error() { return llvm::WithColor::error(llvm::errs(), "tfmc"); }
 
 /// The user-facing name of argument or result `i`: its `tfm.name` attribute,
 /// or a positional default.

@@ -30,16 +30,13 @@ using mlir::tfm::reference::Tensor;
 bool mlir::tfm::tfmc::ok(tfm_status_t s) {
   if (!s)
     return true;
-  llvm::WithColor::error(llvm::errs(), "tfmc") << tfm_status_message(s) << "\n";
+  error() << tfm_status_message(s) << "\n";
   tfm_status_free(s);
   return false;
 }
 
 namespace {
 
-llvm::raw_ostream &error() {
-  return llvm::WithColor::error(llvm::errs(), "tfmc");
-}
 
 /// The ABI's element type codes beside the interpreter's kinds.
 constexpr std::pair<tfm_dtype_t, ElementKind> kDtypeKinds[] = {

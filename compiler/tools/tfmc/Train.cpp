@@ -27,9 +27,6 @@ using mlir::tfm::reference::Tensor;
 
 namespace {
 
-llvm::raw_ostream &error() {
-  return llvm::WithColor::error(llvm::errs(), "tfmc");
-}
 
 bool readTensor(const std::string &path, Tensor &out) {
   mlir::tfm::onnx_io::NamedTensor named;
@@ -113,19 +110,21 @@ bool mlir::tfm::tfmc::readTrainingData(const Signature &sig, StringRef dir,
 
 void mlir::tfm::tfmc::reportStep(unsigned step, unsigned steps, double loss,
                                  double seconds, bool showBar) {
+  // The bar goes while the step's line prints: on one terminal the two
+  // streams share lines.
+  clearProgress();
   llvm::outs() << llvm::format("step %u/%u  loss %.6f  (%.3f s)\n", step,
                                steps, loss, seconds);
   llvm::outs().flush();
-  if (!showBar || !llvm::errs().is_displayed())
+  if (!showBar || step == steps)
     return;
   // A progress bar on a terminal, redrawn in place.
   const unsigned width = 30;
   unsigned filled = steps ? step * width / steps : width;
   std::string bar(filled, '#');
   bar.resize(width, '.');
-  llvm::errs() << "\r[" << bar << "] " << step << "/" << steps
-               << (step == steps ? "\n" : "");
-  llvm::errs().flush();
+  showProgress("[" + bar + "] " + std::to_string(step) + "/" +
+               std::to_string(steps));
 }
 
 int mlir::tfm::tfmc::trainReference(func::FuncOp trainStep,

@@ -276,8 +276,7 @@ bool trainingOptions(mlir::tfm::TrainingOptions &o) {
 #include "tfm/Transforms/TrainingOptions.def"
   std::string err;
   if (failed(o.parseSchedule(err))) {
-    llvm::WithColor::error(llvm::errs(), "tfmc") << "--lr-schedule: " << err
-                                                 << "\n";
+    error() << "--lr-schedule: " << err << "\n";
     return false;
   }
   return true;
@@ -383,9 +382,6 @@ const Subcommand kSubcommands[] = {
      &inspectCat},
 };
 
-llvm::raw_ostream &error() {
-  return llvm::WithColor::error(llvm::errs(), "tfmc");
-}
 
 void printUsage(llvm::raw_ostream &os) {
   os << "OVERVIEW: tfm, a compiler for Transformer models\n\n"
@@ -438,6 +434,7 @@ void printOnnxDiagnostic(Diagnostic &d, StringRef file) {
                              : d.getSeverity() == DiagnosticSeverity::Warning
                                    ? "warning"
                                    : "note";
+  clearProgress();
   llvm::errs() << where << ": " << severity << ": " << d.str() << "\n";
 }
 
@@ -582,6 +579,11 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   llvm::SourceMgr sm;
   sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sm, &context);
+  // Runs before the handler above, which then prints the diagnostic.
+  ScopedDiagnosticHandler clearFirst(&context, [](Diagnostic &) {
+    clearProgress();
+    return failure();
+  });
   TimingScope parseTimer = commandTiming().nest("parse the MLIR model");
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
   parseTimer.stop();
