@@ -26,7 +26,8 @@ void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
   buildFrontPipeline(pm, options);
   registerCPUTarget();
   // The CPU computes a fused attention without its scores in memory.
-  pm.addNestedPass<func::FuncOp>(createFuseAttentionPass({options.remarks}));
+  pm.addNestedPass<func::FuncOp>(
+      createFuseAttentionPass({options.remarks, /*target=*/"cpu"}));
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cpu"}));
   pm.addPass(createLowerToCPUPass({options.computeType}));
 }

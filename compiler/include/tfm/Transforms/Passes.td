@@ -89,7 +89,27 @@ def FuseAttentionPass : Tfm_FusionPass<"tfm-fuse-attention"> {
 
     A training graph keeps its softmax (the backward pass reads p), and so
     does a softmax whose batch dimensions broadcast.
+
+    With a `target` whose layout rules read the attention's operands at any
+    strides (the CPU's ATTENTION kernel), an attention over `[B·H, S, D]`
+    operands that are PyTorch's reshapes of `[S, B, H·D]` projections takes
+    B and H as two batch dimensions instead, so the projections are read in
+    place rather than copied:
+
+    ```mlir
+    %r = tfm.reshape %x : tensor<128x8x768xf32> -> tensor<128x96x64xf32>
+    %q = tfm.transpose %r permutation = [1, 0, 2] : ... -> tensor<96x128x64xf32>
+      =>  %r = tfm.reshape %x : ... -> tensor<128x8x12x64xf32>
+          %q = tfm.transpose %r permutation = [1, 2, 0, 3] : ... -> tensor<8x12x128x64xf32>
+    ```
   }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark for every fusion site, fused or missed">,
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "The target whose layout rules decide whether attention's batch "
+           "dimensions split to read merged heads in place (cpu; none)">
+  ];
 }
 
 def FuseResidualLayerNormPass : Tfm_FusionPass<"tfm-fuse-residual-layernorm"> {
