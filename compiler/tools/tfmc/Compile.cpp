@@ -18,14 +18,12 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
-#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
 
 namespace {
-
 
 int writeText(StringRef output, llvm::function_ref<void(llvm::raw_ostream &)> f) {
   std::string err;
@@ -146,8 +144,7 @@ int mlir::tfm::tfmc::compileTo(ModuleOp module, Stage stage, StringRef output,
   TimingScope passTimer = root.nest("passes");
   pm.enableTiming(passTimer);
   // Cleared when the compile ends, before any message of the end.
-  auto progress = std::make_unique<Progress>(options.progress &&
-                                             progressWanted());
+  auto progress = std::make_unique<Progress>(options.progress);
   Progress &shown = *progress;
   pm.addInstrumentation(std::move(progress));
   std::string err;

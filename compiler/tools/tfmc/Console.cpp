@@ -17,10 +17,8 @@ namespace {
 bool progressShown = false;
 } // namespace
 
-bool mlir::tfm::tfmc::progressWanted() { return llvm::errs().is_displayed(); }
-
 void mlir::tfm::tfmc::showProgress(llvm::StringRef line) {
-  if (!progressWanted())
+  if (!llvm::errs().is_displayed())
     return;
   llvm::errs() << "\r\033[K" << line;
   llvm::errs().flush();

@@ -35,8 +35,6 @@ enum ExitCode : int {
 /// progress line first.
 llvm::raw_ostream &error();
 
-/// Whether a progress line would show: stderr is a terminal.
-bool progressWanted();
 /// Redraws the one progress line (only on a terminal).
 void showProgress(llvm::StringRef line);
 /// Clears the progress line, if one is shown.

@@ -16,7 +16,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -28,7 +27,6 @@ using mlir::tfm::reference::Tensor;
 using mlir::tfm::reference::isFloatKind;
 
 namespace {
-
 
 /// The user-facing name of argument or result `i`: its `tfm.name` attribute,
 /// or a positional default.

@@ -14,7 +14,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -36,7 +35,6 @@ bool mlir::tfm::tfmc::ok(tfm_status_t s) {
 }
 
 namespace {
-
 
 /// The ABI's element type codes beside the interpreter's kinds.
 constexpr std::pair<tfm_dtype_t, ElementKind> kDtypeKinds[] = {

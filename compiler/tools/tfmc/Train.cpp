@@ -14,7 +14,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -26,7 +25,6 @@ using namespace mlir::tfm::tfmc;
 using mlir::tfm::reference::Tensor;
 
 namespace {
-
 
 bool readTensor(const std::string &path, Tensor &out) {
   mlir::tfm::onnx_io::NamedTensor named;

@@ -38,7 +38,6 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/WithColor.h"
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
@@ -381,7 +380,6 @@ const Subcommand kSubcommands[] = {
     {"inspect", "summarize a model after fusion: ops, parameters, FLOPs",
      &inspectCat},
 };
-
 
 void printUsage(llvm::raw_ostream &os) {
   os << "OVERVIEW: tfm, a compiler for Transformer models\n\n"

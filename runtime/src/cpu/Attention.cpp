@@ -344,6 +344,14 @@ private:
 
   int64_t keyBlocks() const { return (sk + bk - 1) / bk; }
 
+  /// Row `row` of (i1, i2) in operand `which` (0 query, 1 key, 2 value,
+  /// 3 output), by its three strides.
+  template <typename T>
+  T *rowOf(T *base, int which, int64_t i1, int64_t i2, int64_t row) const {
+    const int64_t *st = strides + 3 * which;
+    return base + i1 * st[0] + i2 * st[1] + row * st[2];
+  }
+
   char *packedBlock(int64_t i1, int64_t i2, int64_t k0) const {
     // At 64 bytes, as oneDNN allocates its own packed buffers.
     auto base = reinterpret_cast<uintptr_t>(packed.data());
@@ -451,15 +459,12 @@ void AttentionKernel::Worker::pack(const float *k, const float *v,
   const AttentionKernel &a = kernel;
   int64_t keys = std::min(a.bk, a.sk - k0);
   auto &eng = a.dev->engine;
-  const int64_t *st = a.strides;
   char *block = a.packedBlock(i1, i2, k0);
   const Packing &pv = a.valuePacking.at(keys), &pk = a.keyPacking.at(keys);
-  memory vFrom(pv.strided, eng,
-               const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
+  memory vFrom(pv.strided, eng, const_cast<float *>(a.rowOf(v, 2, i1, i2, k0)));
   memory vTo(pv.layout, eng, block);
   pv.pack.execute(stream, vFrom, vTo);
-  memory kFrom(pk.strided, eng,
-               const_cast<float *>(k + i1 * st[3] + i2 * st[4] + k0 * st[5]));
+  memory kFrom(pk.strided, eng, const_cast<float *>(a.rowOf(k, 1, i1, i2, k0)));
   memory kTo(pk.layout, eng, block + a.packedValueBytes);
   pk.pack.execute(stream, kFrom, kTo);
   stream.wait();
@@ -472,8 +477,7 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
   const AttentionKernel &a = kernel;
   const int64_t *st = a.strides;
   int64_t rows = std::min(a.bq, a.sq - q0), end = a.keyEnd(q0);
-  const float *qb = q + i1 * st[0] + i2 * st[1] + q0 * st[2];
-  const float *kb = k + i1 * st[3] + i2 * st[4];
+  const float *qb = a.rowOf(q, 0, i1, i2, q0);
   const float *maskRows = nullptr;
   int64_t maskRowStride = 0;
   if (a.flags & TFM_ATTENTION_HAS_MASK) {
@@ -516,9 +520,8 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
       mem[1].set_data_handle(block + a.packedValueBytes);
       mem[3].set_data_handle(block);
     } else {
-      mem[1].set_data_handle(const_cast<float *>(kb + k0 * st[5]));
-      mem[3].set_data_handle(
-          const_cast<float *>(v + i1 * st[6] + i2 * st[7] + k0 * st[8]));
+      mem[1].set_data_handle(const_cast<float *>(a.rowOf(k, 1, i1, i2, k0)));
+      mem[3].set_data_handle(const_cast<float *>(a.rowOf(v, 2, i1, i2, k0)));
     }
     s.scores.execute(stream, {{DNNL_ARG_SRC, mem[0]},
                               {DNNL_ARG_WEIGHTS, mem[1]},
@@ -542,7 +545,7 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
                                 {DNNL_ARG_SCRATCHPAD, mem[6]}});
   }
   stream.wait();
-  float *ob = o + i1 * st[9] + i2 * st[10] + q0 * st[11];
+  float *ob = a.rowOf(o, 3, i1, i2, q0);
   for (int64_t r = 0; r < rows; ++r) {
     // A row that kept no key divides 0 by 0, as the unfused softmax does.
     float inv = 1.f / l[r];
