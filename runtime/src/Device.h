@@ -98,13 +98,34 @@ public:
   }
   /// Waits until the work handed to the device so far is done.
   virtual void synchronize() {}
-  /// The threads kernels may use (0: the device's choice).
-  virtual void setThreads(int32_t threads) {}
+  /// Sets the threads kernels may use on the calling thread (0: the
+  /// device's choice); returns the count to put back, or 0 for none.
+  virtual int32_t setThreads(int32_t threads) { return 0; }
 
 protected:
   virtual void *allocateRaw(size_t bytes) = 0;
   virtual void deallocateRaw(void *ptr) = 0;
   friend class DeviceBuffer;
+};
+
+/// The context's threads for the kernels created or run in a scope; the
+/// calling thread's own count comes back after, so an embedder's OpenMP code
+/// keeps its setting. Kernels are created with it too: a oneDNN primitive
+/// made for more threads runs on as many, whatever the count at its run.
+class ThreadsScope {
+public:
+  ThreadsScope(Device &device, int32_t threads)
+      : device(device), before(device.setThreads(threads)) {}
+  ~ThreadsScope() {
+    if (before > 0)
+      device.setThreads(before);
+  }
+  ThreadsScope(const ThreadsScope &) = delete;
+  ThreadsScope &operator=(const ThreadsScope &) = delete;
+
+private:
+  Device &device;
+  int32_t before;
 };
 
 /// The device named `name`: "cpu", "cuda" (the first GPU) or "cuda:N".

@@ -418,6 +418,7 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     }
     // Every kernel is prepared here, once; runs only execute them.
     try {
+      ThreadsScope threads(*s->device, module->context->numThreads);
       s->device->prepare(*m);
     } catch (const DeviceError &e) {
       return makeStatus(e.code, "'{}': {}", module->path, e.what());
@@ -842,7 +843,7 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
     if (!onHost)
       host.launch = launchKernel;
     host.read_device = readDevice;
-    device.setThreads(module->context->numThreads);
+    ThreadsScope threads(device, module->context->numThreads);
     // An interrupted training step leaves the state as it was: the kernels
     // that update the parameters are never interrupted, and the step count,
     // which the step's code advances first, is put back.

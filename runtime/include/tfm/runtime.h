@@ -129,7 +129,8 @@ typedef struct tfm_context_s tfm_context_t;
 
 typedef struct tfm_context_options_t {
   size_t struct_size;
-  /* Threads for kernels; 0 lets the runtime choose. */
+  /* Threads for kernels; 0 lets the runtime choose (one per core). The
+   * calling thread's own OpenMP setting is left as it was. */
   int32_t num_threads;
   /* The device sessions compute on: "cpu", "cuda" (the first GPU) or
    * "cuda:N". NULL or "" runs each model on what it was compiled for: the

@@ -61,7 +61,9 @@ public:
     return -1;
   }
 
-  void setThreads(int32_t threads) override { cpu::setThreads(threads); }
+  int32_t setThreads(int32_t threads) override {
+    return cpu::setThreads(threads);
+  }
 
 protected:
   void *allocateRaw(size_t bytes) override {

@@ -37,9 +37,12 @@ VectorIsa tfm::runtime::cpu::vectorIsa() {
   return isa;
 }
 
-void tfm::runtime::cpu::setThreads(int32_t threads) {
-  if (threads > 0 && omp_get_max_threads() != threads)
-    omp_set_num_threads(threads);
+int32_t tfm::runtime::cpu::setThreads(int32_t threads) {
+  int32_t before = omp_get_max_threads();
+  if (threads <= 0 || before == threads)
+    return 0;
+  omp_set_num_threads(threads);
+  return before;
 }
 
 std::unique_ptr<Kernel>

@@ -31,9 +31,10 @@ class Engine;
 
 std::shared_ptr<Engine> makeEngine();
 
-/// Sets the threads the kernels use on the calling thread (oneDNN's OpenMP
-/// pool reads it when a primitive runs).
-void setThreads(int32_t threads);
+/// Sets the threads the kernels use on the calling thread and returns the
+/// count it had, or 0 where nothing changed. oneDNN reads it when a
+/// primitive is created, to split its work, as well as when one runs.
+int32_t setThreads(int32_t threads);
 
 /// Builds the kernel for `desc`, or returns null and sets `error`.
 std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Engine> &engine,

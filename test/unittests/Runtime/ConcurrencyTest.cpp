@@ -8,7 +8,9 @@
 // - one session shared by many threads serves one call at a time: each call
 //   either runs whole, with the right outputs, or fails with
 //   FAILED_PRECONDITION and changes nothing, so the step count equals the
-//   number of steps that succeeded.
+//   number of steps that succeeded;
+// - a context's thread count holds for all its sessions do, whatever the
+//   calling thread's OpenMP setting, which stays as it was.
 // The suite runs in every build; scripts/tsan.sh runs it under
 // ThreadSanitizer, which checks the runtime's own synchronization.
 //
@@ -17,10 +19,12 @@
 #include "tfm/runtime.hpp"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <thread>
 #include <vector>
@@ -29,6 +33,7 @@ namespace {
 
 const std::string kEncoder = TFM_LENGTHS_SO;
 const std::string kTrain = TFM_TINY_TRAIN_SO;
+const std::string kGpt = TFM_GENERATION_EXAMPLE_SO;
 constexpr int64_t kBatch = 2, kWidth = 32;
 constexpr int kThreads = 6, kRounds = 4;
 const int64_t kLengths[] = {5, 17, 32, 40};
@@ -58,6 +63,15 @@ std::map<int64_t, std::vector<float>> loneOutputs(const tfm::Module &m) {
     out[length] = values(y.at(0));
   }
   return out;
+}
+
+/// The threads of this process.
+size_t processThreads() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto &task :
+       std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
 }
 
 /// Runs `body(thread)` on kThreads threads started together.
@@ -230,6 +244,26 @@ TEST(Concurrency, ASharedTrainingSessionCountsOnlyTheStepsThatRan) {
     tfm::Tensor a = lone.parameter(name), c = shared.parameter(name);
     EXPECT_EQ(values(a), values(c)) << name;
   }
+}
+
+// oneDNN splits a primitive's work for the threads it is created with and
+// runs it on as many, so the kernels a session creates follow the context's
+// count too; they used to follow the calling thread's, and a one-thread
+// context ran its GEMMs on four. GPT's 2,048-row GEMMs are ones oneDNN
+// splits whenever it has threads to split them over.
+TEST(Concurrency, AOneThreadContextRunsOnTheCallingThreadAlone) {
+  omp_set_num_threads(4);
+  size_t before = processThreads();
+  tfm::Context ctx(1);
+  tfm::Module m(ctx, kGpt);
+  tfm::Session s(m);
+  tfm::Tensor ids(TFM_DTYPE_I64, {32, 64});
+  for (int64_t i = 0; i < 32 * 64; ++i)
+    ids.data<int64_t>()[i] = i % 40;
+  for (int r = 0; r < 2; ++r)
+    s.run("infer", {&ids});
+  EXPECT_EQ(processThreads(), before) << "the session started threads";
+  EXPECT_EQ(omp_get_max_threads(), 4) << "the caller's setting changed";
 }
 
 } // namespace
