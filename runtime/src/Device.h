@@ -96,6 +96,12 @@ public:
     error = "device " + name() + " has no device code";
     return -1;
   }
+  /// Runs task(args, begin, end) over [0, n) in parts on the threads
+  /// setThreads gave, for code that runs on the host.
+  virtual void parallelFor(tfm_abi_task_fn_t task, void *const *args,
+                           int64_t n) {
+    task(args, 0, n);
+  }
   /// Waits until the work handed to the device so far is done.
   virtual void synchronize() {}
   /// Sets the threads kernels may use on the calling thread (0: the

@@ -257,6 +257,12 @@ int32_t readDevice(const tfm_abi_host_t *host, void *dst, const void *src,
   return 0;
 }
 
+void parallelFor(const tfm_abi_host_t *host, tfm_abi_task_fn_t task,
+                 void *const *args, int64_t n) {
+  static_cast<tfm_session_s *>(host->session)
+      ->device->parallelFor(task, args, n);
+}
+
 void printProfile(const tfm_session_s &s, std::FILE *out) {
   const Profile &p = *s.profile;
   if (p.runs == 0) {
@@ -842,6 +848,8 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
     host.output_bytes = outBytes.data();
     if (!onHost)
       host.launch = launchKernel;
+    else
+      host.parallel_for = parallelFor;
     host.read_device = readDevice;
     ThreadsScope threads(device, module->context->numThreads);
     // An interrupted training step leaves the state as it was: the kernels

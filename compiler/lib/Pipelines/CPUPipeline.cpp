@@ -32,8 +32,10 @@ void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
   pm.addPass(createLowerToCPUPass({options.computeType}));
 }
 
-void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm) {
+void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm,
+                                       int64_t parallelGlueIterations) {
   pm.addPass(createLowerKernelCallsPass());
+  pm.addPass(createParallelizeGluePass({parallelGlueIterations}));
   // Glue becomes loop nests here; LLVM's loop vectorizer, run on the
   // emitted module, turns their contiguous inner loops into vector code.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());

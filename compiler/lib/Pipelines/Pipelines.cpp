@@ -29,6 +29,7 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.computeType = computeType;
   o.gpuArch = gpuArch;
   o.gpuScheduleOnCPU = gpuScheduleOnCPU;
+  o.parallelGlueIterations = parallelGlueIterations;
   o.remarks = remarks;
   o.fuse = fuse;
   if (generate)
@@ -134,7 +135,7 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
   }
   buildCPUBufferPipeline(pm, options);
   if (stage != Stage::linalg)
-    buildCPUToLLVMPipeline(pm);
+    buildCPUToLLVMPipeline(pm, options.parallelGlueIterations);
   return success();
 }
 

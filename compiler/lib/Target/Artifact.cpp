@@ -278,7 +278,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   using Host = tfm_abi_host_t;
   auto *hostTy = abiStruct(
       "tfm_abi_host_t",
-      {i32, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr},
+      {i32, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr,
+       ptr},
       sizeof(Host),
       {offsetof(Host, struct_size), offsetof(Host, arena),
        offsetof(Host, weights), offsetof(Host, run_kernel),
@@ -286,7 +287,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Host, check_failed), offsetof(Host, arena_bytes),
        offsetof(Host, weights_bytes), offsetof(Host, state_bytes),
        offsetof(Host, input_bytes), offsetof(Host, output_bytes),
-       offsetof(Host, launch), offsetof(Host, read_device)});
+       offsetof(Host, launch), offsetof(Host, read_device),
+       offsetof(Host, parallel_for)});
   // Field numbers of tfm_abi_host_t that the generated code loads.
   enum {
     kHostArena = 1,
@@ -300,7 +302,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     kHostInputBytes = 10,
     kHostOutputBytes = 11,
     kHostLaunch = 12,
-    kHostReadDevice = 13
+    kHostReadDevice = 13,
+    kHostParallelFor = 14
   };
   using Tensor = tfm_abi_tensor_desc_t;
   auto *tensorTy = abiStruct(
@@ -416,6 +419,62 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   };
   forward(kLaunchKernelSymbol, kHostLaunch);
   forward(kReadDeviceSymbol, kHostReadDevice);
+
+  // host->parallel_for(host, task, args, n), for the loops
+  // tfm-parallelize-glue outlined; a host from before the field runs the
+  // range here, whole.
+  if (llvm::Function *pf = m->getFunction(kParallelForSymbol);
+      pf && pf->isDeclaration()) {
+    pf->setLinkage(llvm::GlobalValue::InternalLinkage);
+    auto *entry = llvm::BasicBlock::Create(c, "entry", pf);
+    auto *check = llvm::BasicBlock::Create(c, "has_field", pf);
+    auto *parallel = llvm::BasicBlock::Create(c, "parallel", pf);
+    auto *serial = llvm::BasicBlock::Create(c, "serial", pf);
+    llvm::Value *host = pf->getArg(0), *task = pf->getArg(1),
+                *args = pf->getArg(2), *n = pf->getArg(3);
+    llvm::IRBuilder<> b(entry);
+    llvm::Value *size = b.CreateLoad(i32, host, "struct_size");
+    b.CreateCondBr(
+        b.CreateICmpUGE(size, i32c(offsetof(Host, parallel_for) +
+                                   sizeof(Host::parallel_for))),
+        check, serial);
+    b.SetInsertPoint(check);
+    llvm::Value *fn = b.CreateLoad(
+        ptr, b.CreateStructGEP(hostTy, host, kHostParallelFor), "parallel_for");
+    b.CreateCondBr(b.CreateIsNull(fn), serial, parallel);
+    b.SetInsertPoint(parallel);
+    b.CreateCall(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, i64},
+                                         false),
+                 fn, {host, task, args, n});
+    b.CreateRetVoid();
+    b.SetInsertPoint(serial);
+    b.CreateCall(llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64}, false),
+                 task, {args, llvm::ConstantInt::get(i64, 0), n});
+    b.CreateRetVoid();
+  }
+  // Each outlined loop's task: its buffers' pointers from `args`, then the
+  // outlined function on them (bare pointers, then begin and end).
+  for (llvm::Function &task : *m) {
+    StringRef name = task.getName();
+    if (!task.isDeclaration() || !name.starts_with(kGlueSymbolPrefix) ||
+        !name.ends_with(kGlueTaskSuffix))
+      continue;
+    llvm::Function *body =
+        m->getFunction(name.drop_back(StringRef(kGlueTaskSuffix).size()));
+    if (!body || body->arg_size() < 2)
+      return module.emitError("internal error: no outlined loop for ")
+             << name;
+    task.setLinkage(llvm::GlobalValue::InternalLinkage);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", &task));
+    SmallVector<llvm::Value *> args;
+    for (unsigned i = 0; i + 2 < body->arg_size(); ++i)
+      args.push_back(b.CreateLoad(
+          ptr, b.CreateConstGEP1_64(ptr, task.getArg(0), i)));
+    args.push_back(task.getArg(1));
+    args.push_back(task.getArg(2));
+    b.CreateCall(body, args);
+    b.CreateRetVoid();
+  }
 
   // `dims` replaces the type's shape (a dynamic entry's, with symbols).
   auto tensorDesc = [&](StringRef name, RankedTensorType type,

@@ -345,6 +345,13 @@ cl::opt<bool> quietOpt(
              "training (both only ever appear on a terminal)"),
     cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat),
     cl::cat(generateCat));
+cl::opt<int64_t> parallelGlueIterations(
+    "parallel-glue-iterations",
+    cl::desc("The iterations a loop nest of generated code needs to run on "
+             "the session's threads (0: none does); lower values are a test "
+             "of the parallel glue"),
+    cl::init(65536), cl::Hidden, cl::cat(compileCat), cl::cat(runCat),
+    cl::cat(trainCat), cl::cat(generateCat));
 cl::opt<std::string> profileOpt(
     "profile",
     cl::desc("Time every kernel call of the compiled runs and write the "
@@ -380,6 +387,15 @@ const Subcommand kSubcommands[] = {
     {"inspect", "summarize a model after fusion: ops, parameters, FLOPs",
      &inspectCat},
 };
+
+/// What every subcommand that compiles starts from.
+CompileOptions compileOptions() {
+  CompileOptions options;
+  options.progress = !quietOpt;
+  options.artifact.producer = "tfmc " TFM_VERSION_STRING;
+  options.compiler.parallelGlueIterations = parallelGlueIterations;
+  return options;
+}
 
 void printUsage(llvm::raw_ostream &os) {
   os << "OVERVIEW: tfm, a compiler for Transformer models\n\n"
@@ -695,8 +711,7 @@ int runCompile(MLIRContext &context) {
       printFusionReport(toStdout ? llvm::outs() : llvm::errs(), sites,
                         fusionReport == "json");
     };
-    CompileOptions options;
-    options.progress = !quietOpt;
+    CompileOptions options = compileOptions();
     if (generateFlag)
       options.compiler.generation =
           mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
@@ -713,7 +728,6 @@ int runCompile(MLIRContext &context) {
     options.compiler.remarks = report;
     options.artifact.externalWeights = externalWeights;
     options.artifact.cpu = targetCpu;
-    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     int rc = compileTo(module, stage, outputFile, options);
     if (rc == kExitOk)
       printReport();
@@ -768,12 +782,10 @@ int runGenerate(MLIRContext &context) {
     }
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
-    CompileOptions options;
-    options.progress = !quietOpt;
+    CompileOptions options = compileOptions();
     options.compiler.generation =
         mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
     options.artifact.cpu = "native";
-    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     int rc = compileTo(module, Emit::so, so, options);
     if (rc == kExitOk)
       rc = generateCompiled(so, opts);
@@ -878,11 +890,9 @@ int runTrain(MLIRContext &context) {
     }
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
-    CompileOptions options;
-    options.progress = !quietOpt;
+    CompileOptions options = compileOptions();
     options.compiler.training = training;
     options.artifact.cpu = "native";
-    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     if (onGPU) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;
@@ -1094,10 +1104,8 @@ int runRunOnce(MLIRContext &context) {
     }
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
-    CompileOptions options;
-    options.progress = !quietOpt;
+    CompileOptions options = compileOptions();
     options.artifact.cpu = "native";
-    options.artifact.producer = "tfmc " TFM_VERSION_STRING;
     if (onGPU) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;

@@ -231,6 +231,19 @@ typedef int32_t (*tfm_abi_read_device_fn_t)(const struct tfm_abi_host_t *host,
                                             void *dst, const void *src,
                                             uint64_t bytes);
 
+/* Part of a loop nest of a CPU model's code: its iterations [begin, end)
+ * of the outer loop, on the buffers at `args`. */
+typedef void (*tfm_abi_task_fn_t)(void *const *args, int64_t begin,
+                                  int64_t end);
+
+/* Runs `task` over [0, n) in parts, on the threads of the session's
+ * context, and returns when every part has run. The code runs a range
+ * itself where a host lacks this field (added to version 5, at its end; the
+ * code compares struct_size). */
+typedef void (*tfm_abi_parallel_for_fn_t)(const struct tfm_abi_host_t *host,
+                                          tfm_abi_task_fn_t task,
+                                          void *const *args, int64_t n);
+
 /* What the runtime hands to compiled code. For a model compiled for a GPU
  * (target TFM_TARGET_CUDA), arena, weights, state and the entry's inputs and
  * outputs are device pointers, which the code only offsets and passes to
@@ -260,6 +273,9 @@ typedef struct tfm_abi_host_t {
    * and device reads (a plain copy in a CPU session). */
   tfm_abi_launch_fn_t launch;
   tfm_abi_read_device_fn_t read_device;
+  /* Runs generated loops on the session's threads (NULL: the code runs
+   * them on the calling thread). */
+  tfm_abi_parallel_for_fn_t parallel_for;
 } tfm_abi_host_t;
 
 /* What an entry returns when the buffers it was handed are not the sizes

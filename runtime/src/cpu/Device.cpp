@@ -64,6 +64,10 @@ public:
   int32_t setThreads(int32_t threads) override {
     return cpu::setThreads(threads);
   }
+  void parallelFor(tfm_abi_task_fn_t task, void *const *args,
+                   int64_t n) override {
+    cpu::parallelFor(task, args, n);
+  }
 
 protected:
   void *allocateRaw(size_t bytes) override {

@@ -45,6 +45,22 @@ int32_t tfm::runtime::cpu::setThreads(int32_t threads) {
   return before;
 }
 
+void tfm::runtime::cpu::parallelFor(tfm_abi_task_fn_t task,
+                                    void *const *args, int64_t n) {
+  int64_t threads = std::min<int64_t>(omp_get_max_threads(), n);
+  if (threads <= 1) {
+    task(args, 0, n);
+    return;
+  }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+    int64_t begin = n * part / parts, end = n * (part + 1) / parts;
+    if (begin < end)
+      task(args, begin, end);
+  }
+}
+
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
                               const tfm_abi_kernel_desc_t &d,

@@ -36,6 +36,10 @@ std::shared_ptr<Engine> makeEngine();
 /// primitive is created, to split its work, as well as when one runs.
 int32_t setThreads(int32_t threads);
 
+/// Runs task(args, begin, end) over [0, n) in one contiguous part per
+/// thread of the calling thread's OpenMP count.
+void parallelFor(tfm_abi_task_fn_t task, void *const *args, int64_t n);
+
 /// Builds the kernel for `desc`, or returns null and sets `error`.
 std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Engine> &engine,
                                    const tfm_abi_kernel_desc_t &desc,

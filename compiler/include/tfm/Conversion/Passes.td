@@ -57,6 +57,36 @@ def LowerKernelCallsPass : Pass<"tfm-lower-kernel-calls", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def ParallelizeGluePass : Pass<"tfm-parallelize-glue", "::mlir::ModuleOp"> {
+  let summary = "Runs the large linalg ops of CPU entries on the session's threads.";
+  let description = [{
+    The glue of a CPU entry (the linalg no kernel runs) would otherwise run
+    on the calling thread alone between kernels that use every thread. Each
+    linalg op of an entry with at least `min-iterations` iterations, one of
+    whose parallel loops every operand indexes by that loop alone, is
+    outlined into `@__tfm_glue_N(buffers..., %begin, %end)`, which runs the
+    op on the iterations [begin, end) of that loop, and replaced by a call
+    of `__tfm_parallel_for(host, @__tfm_glue_N_task, args, n)` on the
+    buffers' aligned pointers. The artifact emitter defines both: the task
+    unpacks `args`, and `__tfm_parallel_for` hands [0, n) to
+    `host->parallel_for`, or runs it whole for a host without one.
+
+    ```mlir
+    linalg.generic ... ins(%a : memref<64x512xf32>) outs(%b : memref<64x512xf32>)
+      =>  (stores of %a's and %b's aligned pointers into %args)
+          llvm.call @__tfm_parallel_for(%host, %task, %args, %c64)
+    ```
+  }];
+  let options = [
+    Option<"minIterations", "min-iterations", "int64_t", /*default=*/"65536",
+           "The iterations an op needs to be run in parallel (0: none is)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def ApproximateMathPass : Pass<"tfm-approximate-math"> {
   let summary = "Rewrites math.erf and math.tanh as polynomial approximations.";
   let description = [{

@@ -75,6 +75,9 @@ struct CompilerOptions {
   /// it to PTX, so that CI without a GPU checks its indexing against the
   /// reference interpreter. The artifact is a CPU model.
   bool gpuScheduleOnCPU = false;
+  /// For the CPU target: the iterations a loop nest of the glue needs to
+  /// run on the session's threads (tfm-parallelize-glue; 0: none does).
+  int64_t parallelGlueIterations = 65536;
 };
 
 /// The options of the registered pipelines: CompilerOptions as pass
@@ -101,6 +104,11 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
       llvm::cl::desc("With target=cuda: the kernels' schedule as serial host "
                      "loops instead of PTX (a test of the schedule)"),
       llvm::cl::init(false)};
+  Option<int64_t> parallelGlueIterations{
+      *this, "parallel-glue-iterations",
+      llvm::cl::desc("The iterations a loop nest of the CPU's glue needs to "
+                     "run on the session's threads (0: none does)"),
+      llvm::cl::init(65536)};
   Option<ComputeType> computeType{
       *this, "compute-type",
       llvm::cl::desc("The type GEMMs multiply in (f32 accumulation)"),
@@ -154,8 +162,11 @@ void buildCPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 /// training options, and the KV cache with the generation options.
 void buildFrontPipeline(OpPassManager &pm, const CompilerOptions &options);
 
-/// linalg, memref, math and friends down to the LLVM dialect.
-void buildCPUToLLVMPipeline(OpPassManager &pm);
+/// linalg, memref, math and friends down to the LLVM dialect; the linalg
+/// ops of at least `parallelGlueIterations` iterations run on the
+/// session's threads (0: none does).
+void buildCPUToLLVMPipeline(OpPassManager &pm,
+                            int64_t parallelGlueIterations = 0);
 
 /// Fusion (and training) as `options` ask, memory planning for the GPU and
 /// tfm-lower-to-gpu: the program as linalg on device buffers.

@@ -23,6 +23,14 @@ inline constexpr const char *kLaunchKernelSymbol = "__tfm_launch_kernel";
 /// int32_t __tfm_read_device(host, dst, src, bytes): calls
 /// host->read_device, so that host code can read what a kernel wrote.
 inline constexpr const char *kReadDeviceSymbol = "__tfm_read_device";
+/// void __tfm_parallel_for(host, task, args, n): calls
+/// host->parallel_for(host, task, args, n), or task(args, 0, n) for a host
+/// without it (tfm-parallelize-glue).
+inline constexpr const char *kParallelForSymbol = "__tfm_parallel_for";
+/// The prefix of the functions tfm-parallelize-glue outlines; each one's
+/// task, `<name>` followed by kGlueTaskSuffix, unpacks its buffers.
+inline constexpr const char *kGlueSymbolPrefix = "__tfm_glue_";
+inline constexpr const char *kGlueTaskSuffix = "_task";
 /// The prefix of each lowered entry function; the emitter wraps it in the
 /// ABI's entry signature.
 inline constexpr const char *kEntrySymbolPrefix = "__tfm_entry_";

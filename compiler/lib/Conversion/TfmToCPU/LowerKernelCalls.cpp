@@ -27,11 +27,9 @@ namespace mlir::tfm {
 using namespace mlir;
 using namespace mlir::tfm;
 
-namespace {
-
-/// The address of `buffer`'s first element as an index: the function
-/// argument it views plus the byte offsets of the memref.views between.
-FailureOr<Value> addressOf(OpBuilder &b, Location loc, Value buffer) {
+FailureOr<Value> mlir::tfm::alignedAddressOf(OpBuilder &b, Location loc,
+                                             Value buffer,
+                                             bool throughOffsetViews) {
   int64_t bytes = 0;
   while (Operation *def = buffer.getDefiningOp()) {
     if (auto v = dyn_cast<memref::ViewOp>(def)) {
@@ -40,10 +38,13 @@ FailureOr<Value> addressOf(OpBuilder &b, Location loc, Value buffer) {
         return failure();
       bytes += shift.value();
       buffer = v.getSource();
-    } else if (auto rc = dyn_cast<memref::ReinterpretCastOp>(def)) {
-      // A dense buffer (the verifier's rule) starts at its source's aligned
-      // pointer.
-      buffer = rc.getSource();
+    } else if (isa<memref::ReinterpretCastOp>(def) ||
+               (throughOffsetViews &&
+                isa<memref::SubViewOp, memref::ExpandShapeOp,
+                    memref::CollapseShapeOp, memref::CastOp>(def))) {
+      // These keep their source's aligned pointer; an offset, if any, is
+      // in the result's type.
+      buffer = def->getOperand(0);
     } else {
       return failure();
     }
@@ -54,6 +55,8 @@ FailureOr<Value> addressOf(OpBuilder &b, Location loc, Value buffer) {
         loc, address, b.create<arith::ConstantIndexOp>(loc, bytes));
   return address;
 }
+
+namespace {
 
 /// The places `loc` names: each op a fusion merged (a FusedLoc's parts),
 /// in order.
@@ -126,7 +129,8 @@ struct LowerKernelCallsPass
         collectOrigins(loc, origins[it->second]);
         SmallVector<Value> pointers(TFM_KERNEL_MAX_ARGS);
         for (auto [i, buffer] : llvm::enumerate(call.getArgs())) {
-          FailureOr<Value> address = addressOf(b, loc, buffer);
+          FailureOr<Value> address =
+              alignedAddressOf(b, loc, buffer, /*throughOffsetViews=*/false);
           if (failed(address)) {
             call.emitOpError("cannot take the address of buffer ")
                 << i << "; kernels read views of the entry's arguments";

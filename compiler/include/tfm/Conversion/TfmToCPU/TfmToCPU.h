@@ -30,6 +30,16 @@ struct KernelArg {
       : buffer(buffer), elementOffset(offset) {}
 };
 
+/// The aligned pointer of `buffer`, a view of an entry's argument, as an
+/// index: the argument's plus the byte shifts of the memref.views between
+/// (the strided-metadata expansion folds a view's aligned pointer to its
+/// source's, and so would drop the shift). A reinterpret_cast keeps its
+/// source's pointer, and with `throughOffsetViews` so do subviews and
+/// reshapes, whose offset the result type holds. Kernels take their
+/// buffers dense, at offsets of their own: they leave it false.
+FailureOr<Value> alignedAddressOf(OpBuilder &b, Location loc, Value buffer,
+                                  bool throughOffsetViews);
+
 /// One entry function of the CPU target.
 class CPUEntry : public BufferizedEntry {
 public:
