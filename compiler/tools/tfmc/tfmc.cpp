@@ -785,7 +785,6 @@ int runGenerate(MLIRContext &context) {
     CompileOptions options = compileOptions();
     options.compiler.generation =
         mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
-    options.artifact.cpu = "native";
     int rc = compileTo(module, Emit::so, so, options);
     if (rc == kExitOk)
       rc = generateCompiled(so, opts);
@@ -892,7 +891,6 @@ int runTrain(MLIRContext &context) {
     llvm::sys::path::append(so, "model.so");
     CompileOptions options = compileOptions();
     options.compiler.training = training;
-    options.artifact.cpu = "native";
     if (onGPU) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;
@@ -1105,7 +1103,6 @@ int runRunOnce(MLIRContext &context) {
     SmallString<128> so(dir);
     llvm::sys::path::append(so, "model.so");
     CompileOptions options = compileOptions();
-    options.artifact.cpu = "native";
     if (onGPU) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;

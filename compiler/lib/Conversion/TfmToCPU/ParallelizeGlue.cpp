@@ -85,7 +85,7 @@ FailureOr<int> positionOf(AffineMap map, unsigned dim) {
 /// How `op` is split, if it has at least `minIterations` iterations and a
 /// loop that splits it.
 std::optional<Split> planSplit(linalg::LinalgOp op, int64_t minIterations) {
-  if (!op.hasPureBufferSemantics() || op->getNumResults() != 0)
+  if (!op.hasPureBufferSemantics())
     return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   int64_t iterations = 1;
