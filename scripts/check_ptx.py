@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""Compiles every test case (the exported models, the op fixtures and the
-runnable ONNX node tests) for the CUDA target and assembles its PTX with a
-CUDA toolkit's ptxas: a check that the PTX is valid for the architecture,
-for machines that have a toolkit (CI does not; tfm needs none).
+"""Compiles every test case (the exported models, their training steps, the
+op fixtures and the runnable ONNX node tests) for the CUDA target and
+assembles its PTX with a CUDA toolkit's ptxas: a check that the PTX is valid
+for the architecture, for machines that have a toolkit (CI does not; tfm
+needs none).
 
-usage: check_ptx.py --tfmc TFMC [--ptxas PTXAS] [--arch sm_90]
+usage: check_ptx.py --tfmc TFMC [--ptxas PTXAS] [--arch sm_90] [--dtype f16]
 Needs Debian's python3-onnx (run it with /usr/bin/python3)."""
 import argparse
 import os
@@ -27,6 +28,11 @@ def cases(tfmc):
             shape = (["--shape", "input_ids=2x8", "--shape", "attention_mask=2x8"]
                      if name.startswith("bert") else [])
             yield name, path, shape
+    training = os.path.join(ROOT, "test", "models", "training")
+    for name in sorted(os.listdir(training)):
+        path = os.path.join(training, name, "model.onnx")
+        if os.path.isfile(path):
+            yield "train/" + name, path, ["--train", "--optimizer=adam"]
     fixtures = os.path.join(ROOT, "test", "fixtures", "reference")
     for name in sorted(os.listdir(fixtures)):
         path = os.path.join(fixtures, name, "model.mlir")
@@ -57,15 +63,18 @@ def main():
     ap.add_argument("--tfmc", required=True)
     ap.add_argument("--ptxas", default="ptxas")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--dtype", default="f32",
+                    help="what the GEMMs multiply in (f16: tensor cores)")
     args = ap.parse_args()
     ok, failed = 0, []
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "kernels.ptx")
         for name, model, extra in cases(args.tfmc):
-            flags = ["--target=cuda", "--gpu-arch=" + args.arch, "--emit=ptx", "-o", ptx]
+            base = ["--target=cuda", "--gpu-arch=" + args.arch, "--dtype=" + args.dtype]
+            flags = base + ["--emit=ptx", "-o", ptx]
             if extra and extra[0] == "bind":
                 _, path, names = extra
-                p = suite.compile_ptx(args.tfmc, path, flags[:2] + ["-o", ptx])
+                p = suite.compile_ptx(args.tfmc, path, base + ["-o", ptx])
             else:
                 p = subprocess.run([args.tfmc, "compile", model] + flags + extra,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -83,7 +92,7 @@ def main():
                 ok += 1
     for f in failed:
         print("FAIL", f)
-    print(f"ptxas {args.arch}: {ok} modules assemble, {len(failed)} do not")
+    print(f"ptxas {args.arch} ({args.dtype}): {ok} modules assemble, {len(failed)} do not")
     return 1 if failed else 0
 
 

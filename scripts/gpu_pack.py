@@ -186,10 +186,12 @@ def pack_bench(p):
         os.makedirs(out, exist_ok=True)
         onnx_path = os.path.join(out, "model.onnx")
         W.export(name, onnx_path)
-        try:
-            p.compile(onnx_path, os.path.join(out, "model.so"))
-        except RuntimeError as e:
-            p.skipped.append(f"bench/{name}: {e}")
+        # f32, and f16 GEMMs on the tensor cores.
+        for so, extra in (("model.so", []), ("model-f16.so", ["--dtype=f16"])):
+            try:
+                p.compile(onnx_path, os.path.join(out, so), extra)
+            except RuntimeError as e:
+                p.skipped.append(f"bench/{name}/{so}: {e}")
         if name in [w for w in W.TRAINING.values()]:
             for train in (t for t, src in W.TRAINING.items() if src == name):
                 folder = os.path.join(p.args.out, "bench", train)

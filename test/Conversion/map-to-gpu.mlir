@@ -70,3 +70,50 @@ func.func @host_read(%a: memref<i64>) -> i64 {
   %v = memref.load %a[] : memref<i64>
   return %v : i64
 }
+
+// -----
+
+// Tests a loop of warps (tfm.lanes = 32): its 6 x 3 = 18 iterations go to
+// the 4 warps of each block of 128 threads, 5 blocks, with a second thread
+// dimension of 32 lanes (thread_x) that the body does not use, the warp
+// (thread_y) picking the iteration; the mask is the same for the whole warp.
+// CHECK-LABEL: func.func @warps
+// CHECK: scf.parallel (%[[B:.+]]) = (%{{.+}}) to (%c5) step
+// CHECK: scf.parallel (%{{.+}}, %[[W:.+]]) = (%{{.+}}, %{{.+}}) to (%c32, %c4) step
+// CHECK: %[[M:.+]] = arith.muli %[[B]], %c4
+// CHECK: %[[FLAT:.+]] = arith.addi %[[M]], %[[W]] : index
+// CHECK: arith.cmpi ult, %[[FLAT]], %c18 : index
+// CHECK: vector.transfer_read
+// CHECK: } {mapping = [#gpu.loop_dim_map<processor = thread_x, map = (d0) -> (d0), bound = (d0) -> (d0)>, #gpu.loop_dim_map<processor = thread_y, map = (d0) -> (d0), bound = (d0) -> (d0)>]}
+// CHECK: } {mapping = [#gpu.loop_dim_map<processor = block_x
+func.func @warps(%a: memref<96x24xf16>, %b: memref<96x24xf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c6 = arith.constant 6 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %pad = arith.constant 0.0 : f16
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c6, %c3) step (%c1, %c1) {
+    %r = arith.muli %i, %c16 : index
+    %k = arith.muli %j, %c8 : index
+    %v = vector.transfer_read %a[%r, %k], %pad {in_bounds = [true, true]} : memref<96x24xf16>, vector<16x8xf16>
+    vector.transfer_write %v, %b[%r, %k] {in_bounds = [true, true]} : vector<16x8xf16>, memref<96x24xf16>
+  } {tfm.lanes = 32 : i64}
+  return
+}
+
+// -----
+
+// Tests that a loop of more lanes than a block has threads is refused.
+func.func @too_many_lanes(%a: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  // expected-error @+1 {{tfm-map-to-gpu: 256 lanes do not divide a block of 128 threads}}
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %a[%i] : memref<8xf32>
+    memref.store %v, %a[%i] : memref<8xf32>
+  } {tfm.lanes = 256 : i64}
+  return
+}

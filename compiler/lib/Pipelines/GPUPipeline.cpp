@@ -7,6 +7,9 @@
 
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Conversion/VectorToGPU/VectorToGPU.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -32,13 +35,17 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
                                        const CompilerOptions &options) {
   buildFrontPipeline(pm, options);
   registerGPUTarget();
+  // The GPU computes a fused attention without its scores in memory.
+  pm.addNestedPass<func::FuncOp>(
+      createFuseAttentionPass({options.remarks, /*target=*/"cuda"}));
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cuda"}));
   pm.addPass(createLowerToGPUPass({options.computeType}));
 }
 
-/// The schedule: every linalg op as parallel loops mapped to a grid of
-/// blocks and threads.
+/// The schedule: GEMMs in register tiles, then every linalg op as parallel
+/// loops mapped to a grid of blocks and threads.
 static void addSchedule(OpPassManager &fn) {
+  fn.addPass(createTileGPUMatmulPass());
   fn.addPass(createConvertLinalgToParallelLoopsPass());
   // Kernels cannot call libm, and libdevice comes with a CUDA toolkit,
   // which a build of tfm does not need.
@@ -47,7 +54,14 @@ static void addSchedule(OpPassManager &fn) {
 }
 
 void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm) {
-  addSchedule(pm.nest<func::FuncOp>());
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  addSchedule(fn);
+  // The tensor-core tiles' vector ops, as the CPU lowers them.
+  fn.addPass(createWidenContractionsPass());
+  VectorTransferToSCFOptions transfers;
+  transfers.enableFullUnroll();
+  fn.addPass(createConvertVectorToSCFPass(transfers));
+  pm.addPass(createConvertVectorToLLVMPass());
   buildCPUToLLVMPipeline(pm);
 }
 
@@ -61,6 +75,15 @@ void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   fn.addPass(createGpuLauchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMergeGPUModulesPass());
+  // Each warp's vector.contract becomes mma.sync on its lanes' fragments;
+  // the kernels' other vector ops (the fused attention's rows) are lowered
+  // here, since MLIR's NVVM pipeline converts only some of them.
+  pm.addNestedPass<gpu::GPUModuleOp>(
+      createConvertVectorToGPUPass(/*useNvGpu=*/true));
+  VectorTransferToSCFOptions transfers;
+  transfers.enableFullUnroll();
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertVectorToSCFPass(transfers));
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertVectorToLLVMPass());
   pm.addNestedPass<gpu::GPUModuleOp>(createGPUMathLibraryPass());
   gpu::GPUToNVVMPipelineOptions nvvm;
   nvvm.cubinChip = arch.str();

@@ -3,18 +3,26 @@
 outputs in test_data_set_0) through `tfmc run` with the given flags and
 checks the outputs (rtol 1e-4, atol 1e-5).
 
-usage: run_models.py TFMC MODELS_DIR [--skip=PREFIX ...] [TFMC_RUN_FLAGS...]
+usage: run_models.py TFMC MODELS_DIR [--skip=PREFIX ...]
+                     [--compile=FLAG ...] [TFMC_RUN_FLAGS...]
 
 Folders whose names start with a --skip prefix are left out (a family known
-not to import, which its own test checks).
+not to import, which its own test checks). With --compile flags, each model
+is first compiled by `tfmc compile` with them (into a temporary folder), and
+the artifact is run.
 """
 import os
 import subprocess
 import sys
+import tempfile
 
 tfmc, root = sys.argv[1:3]
 skips = [a[len("--skip="):] for a in sys.argv[3:] if a.startswith("--skip=")]
-flags = [a for a in sys.argv[3:] if not a.startswith("--skip=")]
+compile_flags = [a[len("--compile="):] for a in sys.argv[3:]
+                 if a.startswith("--compile=")]
+flags = [a for a in sys.argv[3:]
+         if not a.startswith("--skip=") and not a.startswith("--compile=")]
+scratch = tempfile.TemporaryDirectory()
 passed, failures = 0, []
 for name in sorted(os.listdir(root)):
     folder = os.path.join(root, name)
@@ -24,8 +32,16 @@ for name in sorted(os.listdir(root)):
     # BERT's batch and sequence are dynamic; its test data is 2x8.
     shape = (["--shape", "input_ids=2x8", "--shape", "attention_mask=2x8"]
              if name.startswith("bert") else [])
-    p = subprocess.run([tfmc, "run", os.path.join(folder, "model.onnx"),
-                        "--test-data-dir",
+    model = os.path.join(folder, "model.onnx")
+    if compile_flags:
+        artifact = os.path.join(scratch.name, name + ".so")
+        p = subprocess.run([tfmc, "compile", model, "-o", artifact] + shape +
+                           compile_flags, capture_output=True, text=True)
+        if p.returncode != 0:
+            failures.append(f"{name}: compile: exit {p.returncode}: {p.stderr}")
+            continue
+        model, shape = artifact, []
+    p = subprocess.run([tfmc, "run", model, "--test-data-dir",
                         os.path.join(folder, "test_data_set_0")] + shape + flags,
                        capture_output=True, text=True)
     if p.returncode == 0:

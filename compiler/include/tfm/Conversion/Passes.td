@@ -141,7 +141,56 @@ def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
-                           "::mlir::tfm::TfmDialect"];
+                           "::mlir::tfm::TfmDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Gives each GPU thread a register tile of a GEMM's outputs.";
+  let description = [{
+    Runs on linalg on buffers, before `convert-linalg-to-parallel-loops`.
+    Each contraction `linalg.generic` (two inputs, parallel loops then one
+    reduction, the output indexed by the parallel loops, some input
+    independent of each of the two innermost ones) becomes an
+    `scf.parallel` over tiles of `tile-m` × `tile-n` outputs of its two
+    innermost parallel loops. A tile's accumulators are the `iter_args` of
+    one `scf.for` over the reduction, which loads each input once per row
+    or column it varies along and clones the generic's body per output; a
+    fill of the output just before the generic (`linalg.fill`, or a
+    generic that yields a constant) becomes the accumulators' start. Each output folds the body over the reduction in
+    the generic's order; the body's arithmetic may be contracted (FMA).
+
+    A contraction of f16 operands into f32 (`acc + extf(a) * extf(b)`,
+    the neutral lowering's GEMM under compute type f16) whose M and K are
+    multiples of 16 and N of 8, started by a constant fill, becomes instead
+    an `scf.parallel {tfm.lanes = 32}` over warp tiles of up to 32 x 32:
+    `vector.contract` ops of 16 x 16 by 8 x 16 into 16 x 8 f32, the shape
+    of one `mma.sync` m16n8k16, which `convert-vector-to-gpu{use-nvgpu}`
+    distributes over the warp's lanes.
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"4",
+           "Rows of outputs per thread">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"4",
+           "Columns of outputs per thread">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def WidenContractionsPass : Pass<"tfm-widen-contractions"> {
+  let summary = "Extends a vector.contract's narrower operands to its "
+                "accumulator's type.";
+  let description = [{
+    For the CPU check of the GPU schedule: MLIR lowers `vector.contract`
+    for the CPU only when its operands have the accumulator's element type,
+    and the tensor-core tiles multiply f16 into f32. The operands are
+    extended with `arith.extf`, which, like the tensor cores' products, is
+    exact.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 def MapToGPUPass : Pass<"tfm-map-to-gpu", "::mlir::func::FuncOp"> {

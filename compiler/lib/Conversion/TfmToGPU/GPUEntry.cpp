@@ -12,6 +12,12 @@ using namespace mlir::tfm;
 
 void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   populateTfmToLinalgLowerings(set);
+  OpLoweringFn neutral = *set.lookup(AttentionOp::getOperationName());
+  set.add<AttentionOp>([neutral](AttentionOp op, BufferizedEntry &e) {
+    if (!fitsFlashAttention(op))
+      return neutral(op.getOperation(), e);
+    return lowerFlashAttention(op, e);
+  });
 }
 
 StringRef mlir::tfm::ptxFeaturesOf(StringRef arch) {
@@ -24,6 +30,12 @@ StringRef mlir::tfm::ptxFeaturesOf(StringRef arch) {
       .Case("sm_90", "+ptx78")
       .Case("sm_90a", "+ptx80")
       .Default("");
+}
+
+Type GPUEntry::gemmOperandType(Type elem) const {
+  if (computeType == ComputeType::F16 && elem.isF32())
+    return Float16Type::get(elem.getContext());
+  return elem;
 }
 
 Value GPUEntry::devicePointer(Value buffer) {

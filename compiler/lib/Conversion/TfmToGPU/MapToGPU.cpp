@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -44,12 +45,15 @@ gpu::ParallelLoopDimMappingAttr mappingOf(MLIRContext *ctx,
   return gpu::ParallelLoopDimMappingAttr::get(ctx, processor, id, id);
 }
 
-/// Replaces `anchor` by a grid of ceil(n / threads) blocks of `threads`
-/// threads whose body `body(builder, loc, index)` runs for every flat index
-/// in [0, n).
-void buildGrid(OpBuilder &b, Location loc, int64_t n, int64_t threads,
-               function_ref<void(OpBuilder &, Location, Value)> body) {
-  int64_t perBlock = std::min(n, threads);
+/// Builds a grid of ceil(n / workers) blocks of `workers` workers whose
+/// body `body(builder, loc, index)` runs for every flat index in [0, n). A
+/// worker is a thread, or with `lanes` > 1 a group of that many threads
+/// (thread_x) that all run the body for the same index (thread_y picks the
+/// group).
+void buildGrid(OpBuilder &b, Location loc, int64_t n, int64_t workers,
+               function_ref<void(OpBuilder &, Location, Value)> body,
+               int64_t lanes = 1) {
+  int64_t perBlock = std::min(n, workers);
   int64_t blocks = (n + perBlock - 1) / perBlock;
   MLIRContext *ctx = b.getContext();
   auto c = [&](OpBuilder &ob, int64_t v) -> Value {
@@ -58,13 +62,18 @@ void buildGrid(OpBuilder &b, Location loc, int64_t n, int64_t threads,
   auto outer = b.create<scf::ParallelOp>(
       loc, ValueRange{c(b, 0)}, ValueRange{c(b, blocks)}, ValueRange{c(b, 1)},
       [&](OpBuilder &ob, Location l, ValueRange block) {
+        SmallVector<Value> lbs{c(ob, 0)}, ubs{c(ob, perBlock)}, steps{c(ob, 1)};
+        if (lanes > 1) {
+          lbs.insert(lbs.begin(), c(ob, 0));
+          ubs.insert(ubs.begin(), c(ob, lanes));
+          steps.insert(steps.begin(), c(ob, 1));
+        }
         auto inner = ob.create<scf::ParallelOp>(
-            l, ValueRange{c(ob, 0)}, ValueRange{c(ob, perBlock)},
-            ValueRange{c(ob, 1)},
+            l, lbs, ubs, steps,
             [&](OpBuilder &ib, Location il, ValueRange thread) {
               Value flat = ib.create<arith::AddIOp>(
                   il, ib.create<arith::MulIOp>(il, block[0], c(ib, perBlock)),
-                  thread[0]);
+                  thread.back());
               if (blocks * perBlock == n) {
                 body(ib, il, flat);
                 return;
@@ -76,8 +85,13 @@ void buildGrid(OpBuilder &b, Location loc, int64_t n, int64_t threads,
                 tb.create<scf::YieldOp>(tl);
               });
             });
-        (void)gpu::setMappingAttr(
-            inner, {mappingOf(ctx, gpu::Processor::ThreadX)});
+        if (lanes > 1)
+          (void)gpu::setMappingAttr(
+              inner, {mappingOf(ctx, gpu::Processor::ThreadX),
+                      mappingOf(ctx, gpu::Processor::ThreadY)});
+        else
+          (void)gpu::setMappingAttr(
+              inner, {mappingOf(ctx, gpu::Processor::ThreadX)});
       });
   (void)gpu::setMappingAttr(outer, {mappingOf(ctx, gpu::Processor::BlockX)});
 }
@@ -121,9 +135,19 @@ struct MapToGPUPass : public mlir::tfm::impl::MapToGPUPassBase<MapToGPUPass> {
     int64_t n = 1;
     for (int64_t t : trips)
       n *= t;
+    // A loop of warps (tfm-tile-gpu-matmul's tensor-core tiles) spreads
+    // its iterations over the block's warps instead of its threads.
+    int64_t lanes = 1;
+    if (auto attr = loop->getAttrOfType<IntegerAttr>(kLanesAttrName))
+      lanes = attr.getInt();
+    if (lanes < 1 || threads % lanes)
+      return loop.emitError("tfm-map-to-gpu: ")
+             << lanes << " lanes do not divide a block of "
+             << static_cast<int64_t>(threads)
+             << " threads";
     if (n > 0) {
       OpBuilder b(loop);
-      buildGrid(b, loop.getLoc(), n, threads,
+      buildGrid(b, loop.getLoc(), n, threads / lanes,
                 [&](OpBuilder &ob, Location l, Value flat) {
                   // Row-major: the last dimension varies fastest.
                   IRMapping map;
@@ -143,7 +167,8 @@ struct MapToGPUPass : public mlir::tfm::impl::MapToGPUPassBase<MapToGPUPass> {
                   }
                   for (Operation &op : loop.getBody()->without_terminator())
                     ob.clone(op, map);
-                });
+                },
+                lanes);
     }
     loop.erase();
     return success();

@@ -42,6 +42,23 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
   for (int64_t i = 0; i < rank; ++i)
     outExprs.push_back(dim(i));
   Type elem = cast<MemRefType>(out.getType()).getElementType();
+  // A narrower multiply type rounds the operands once, into scratch copies
+  // that the target's GEMM reads as they are; the products are exact in
+  // `elem` and accumulate there.
+  Type mulType = e.gemmOperandType(elem);
+  auto narrow = [&](Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    Value copy = e.temporary(MemRefType::get(type.getShape(), mulType));
+    e.elementwise({buffer}, copy,
+                  [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                    return ob.create<arith::TruncFOp>(l, mulType, a[0]);
+                  });
+    return copy;
+  };
+  if (mulType != elem) {
+    lhs = narrow(lhs);
+    rhs = narrow(rhs);
+  }
   e.fill(out, e.b.getFloatAttr(elem, 0.0));
   SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
   its.push_back(utils::IteratorType::reduction);
@@ -49,8 +66,13 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
             {operandMap(lShape, true, tl), operandMap(rShape, false, tr)}, out,
             AffineMap::get(rank + 1, 0, outExprs, ctx), its,
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              Value x = a[0], y = a[1];
+              if (mulType != elem) {
+                x = ob.create<arith::ExtFOp>(l, elem, x);
+                y = ob.create<arith::ExtFOp>(l, elem, y);
+              }
               return ob.create<arith::AddFOp>(
-                  l, a[2], ob.create<arith::MulFOp>(l, a[0], a[1]));
+                  l, a[2], ob.create<arith::MulFOp>(l, x, y));
             });
 }
 

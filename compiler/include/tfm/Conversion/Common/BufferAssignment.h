@@ -265,6 +265,10 @@ public:
   /// false where they live in device memory, so that lowerings read them in
   /// the generated loops instead.
   virtual bool hostReadsBuffers() const { return true; }
+  /// The element type the generic GEMMs (lowerGenericMatmul) multiply
+  /// operands of type `elem` in; they accumulate in `elem`. By default
+  /// `elem` itself.
+  virtual Type gemmOperandType(Type elem) const { return elem; }
   /// Copies one tensor between two layouts; by default a linalg copy.
   virtual void copyView(const StridedView &from, const StridedView &to,
                         Type elementType);

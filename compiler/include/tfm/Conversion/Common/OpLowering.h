@@ -54,6 +54,11 @@ public:
     auto it = table.find(op->getName().getStringRef());
     return it == table.end() ? nullptr : &it->second;
   }
+  /// The lowering of ops named `name`, or null.
+  const OpLoweringFn *lookup(StringRef name) const {
+    auto it = table.find(name);
+    return it == table.end() ? nullptr : &it->second;
+  }
   /// Whether an op named `name` has a lowering.
   bool contains(StringRef name) const { return table.count(name); }
   /// The names of the ops with a lowering, sorted.

@@ -18,14 +18,15 @@
 #define TFM_CONVERSION_TFMTOGPU_TFMTOGPU_H
 
 #include "tfm/Conversion/Common/OpLowering.h"
+#include "tfm/Conversion/ComputeType.h"
 
 namespace mlir::tfm {
 
 /// One entry function of the GPU target.
 class GPUEntry : public BufferizedEntry {
 public:
-  GPUEntry(func::FuncOp fn, ModuleLayout &layout)
-      : BufferizedEntry(Kind::GPU, fn, layout) {}
+  GPUEntry(func::FuncOp fn, ModuleLayout &layout, ComputeType computeType)
+      : BufferizedEntry(Kind::GPU, fn, layout), computeType(computeType) {}
 
   static bool classof(const BufferizedEntry *e) {
     return e->getKind() == Kind::GPU;
@@ -37,11 +38,35 @@ public:
   /// host->read_device.
   void exitIfCheckFailed(int32_t check, Value first, Value flat) override;
 
+  /// f16 for f32 GEMMs under --dtype=f16: tensor cores multiply 16-bit
+  /// operands (tfm-tile-gpu-matmul).
+  Type gemmOperandType(Type elem) const override;
+
   /// The device address of `buffer`'s first element, as an !llvm.ptr.
   Value devicePointer(Value buffer);
+
+private:
+  ComputeType computeType;
 };
 
-/// The backend-neutral lowerings; the GPU has no library kernels yet.
+/// The attribute on an scf.parallel whose iterations are each run by a
+/// warp, `tfm.lanes = 32`: tfm-tile-gpu-matmul's tensor-core tiles, whose
+/// vector ops every lane of the warp executes together. tfm-map-to-gpu
+/// gives such a loop a thread dimension of that many lanes.
+constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
+
+/// The widest value row the fused attention keeps in one thread's
+/// registers; a wider one takes the neutral lowering (scores in memory).
+constexpr int64_t kFlashAttentionMaxValueWidth = 256;
+
+/// Whether the GPU's fused attention takes `op`: f32, static shapes and
+/// value rows of at most kFlashAttentionMaxValueWidth.
+bool fitsFlashAttention(AttentionOp op);
+/// tfm.attention as one loop nest over the query rows with the online
+/// softmax over the keys: no [Sq, Sk] scores in memory.
+LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
+
+/// The backend-neutral lowerings, and the fused attention where it fits.
 void populateTfmToGPULowerings(OpLoweringSet &set);
 
 /// Registers the GPU's layout rules with tfm-plan-memory and its lowerings

@@ -1,0 +1,35 @@
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=compute-type=f16 stage=linalg' | FileCheck %s --check-prefix=LINALG
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=compute-type=f16 gpu-arch=sm_90' | FileCheck %s --check-prefix=F16
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=gpu-arch=sm_90' > %t.f32.mlir
+// RUN: FileCheck %s --check-prefix=F32 < %t.f32.mlir
+// RUN: not grep -q mma.sync %t.f32.mlir
+// RUN: not tfm-opt %s '--tfm-gpu-pipeline=compute-type=bf16' 2>&1 | FileCheck %s --check-prefix=BF16
+
+// Tests the GEMMs of the CUDA target. A linear layer and a batched matmul
+// with the transposed right operand of attention's scores: with
+// compute-type=f16 their operands are rounded into f16 scratch copies and
+// multiplied on tensor cores (mma.sync m16n8k16, f32 accumulators), and
+// with f32 each thread's register tile multiplies with fused multiply-adds.
+
+// LINALG: arith.truncf %{{.+}} : f32 to f16
+// LINALG: arith.extf %{{.+}} : f16 to f32
+// LINALG: arith.extf %{{.+}} : f16 to f32
+
+// F16: tfm.device_code = "{{.*}}.target sm_90
+// F16-SAME: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+
+// F32: tfm.device_code = "{{.*}}.target sm_90
+// F32-SAME: fma.rn.f32
+// F32: llvm.func @__tfm_entry_infer
+
+// BF16: the CUDA target multiplies in f32 or f16 so far, not bf16
+
+func.func @infer(%x: tensor<64x32xf32> {tfm.name = "x"},
+                 %q: tensor<2x4x32x16xf32> {tfm.name = "q"})
+    -> (tensor<64x48xf32>, tensor<2x4x32x32xf32>) {
+  %w = arith.constant dense<0.25> : tensor<48x32xf32>
+  %b = arith.constant dense<0.5> : tensor<48xf32>
+  %y = tfm.linear %x, %w, %b : (tensor<64x32xf32>, tensor<48x32xf32>, tensor<48xf32>) -> tensor<64x48xf32>
+  %s = tfm.matmul %q, %q transpose_rhs : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>) -> tensor<2x4x32x32xf32>
+  return %y, %s : tensor<64x48xf32>, tensor<2x4x32x32xf32>
+}
