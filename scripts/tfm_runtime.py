@@ -5,9 +5,13 @@ import ctypes
 
 import numpy as np
 
-# tfm_dtype_t (tfm/dtype.h) and numpy's types.
-DTYPES = {1: np.float32, 2: np.float16, 4: np.int32, 5: np.int64, 6: np.bool_}
+# tfm_dtype_t (tfm/dtype.h) and numpy's types. numpy has no bf16: such
+# tensors travel as their uint16 bits.
+DTYPES = {1: np.float32, 2: np.float16, 4: np.int32, 5: np.int64, 6: np.bool_,
+          7: np.float64, 8: np.int8, 9: np.int16, 10: np.uint8, 11: np.uint16,
+          12: np.uint32, 13: np.uint64}
 CODES = {np.dtype(v): k for k, v in DTYPES.items()}
+BF16 = 3
 
 
 class ContextOptions(ctypes.Structure):
@@ -74,20 +78,23 @@ class Model:
         self.ctx, self.module, self.session = (ctypes.c_void_p() for _ in range(3))
         rt.check(lib.tfm_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)))
         rt.check(lib.tfm_module_load(self.ctx, path.encode(), ctypes.byref(self.module)))
-        self.inputs, self.outputs = self._io(0), self._io(1)
+        (self.inputs, self.input_codes), (self.outputs, _) = self._io(0), self._io(1)
 
     def _io(self, is_output):
         n = ctypes.c_size_t()
         self.rt.check(self.rt.lib.tfm_module_entry_num_io(self.module, self.entry, is_output,
                                                           ctypes.byref(n)))
-        descs = []
+        descs, codes = [], []
         for i in range(n.value):
             d = TensorDesc()
             self.rt.check(self.rt.lib.tfm_module_entry_io(self.module, self.entry, is_output,
                                                           i, ctypes.byref(d)))
-            descs.append((d.name.decode(), DTYPES.get(d.dtype),
+            code = d.dtype
+            descs.append((d.name.decode(),
+                          np.uint16 if code == BF16 else DTYPES.get(code),
                           tuple(d.dims[r] for r in range(d.rank))))
-        return descs
+            codes.append(code)
+        return descs, codes
 
     def open(self):
         """Creates the session (where a device's failures show)."""
@@ -105,8 +112,12 @@ class Model:
                 a = np.require(a, requirements="C")  # keeps a 0-d array 0-d
                 dims = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
                 t = ctypes.c_void_p()
+                code = CODES[a.dtype]
+                if i < len(self.input_codes) and self.input_codes[i] == BF16 and \
+                        a.dtype == np.uint16:
+                    code = BF16
                 self.rt.check(lib.tfm_tensor_create_copy(
-                    CODES[a.dtype], dims, a.ndim, a.ctypes.data_as(ctypes.c_void_p),
+                    code, dims, a.ndim, a.ctypes.data_as(ctypes.c_void_p),
                     a.nbytes, ctypes.byref(t)))
                 ins[i] = t.value
             outs = (ctypes.c_void_p * len(self.outputs))()

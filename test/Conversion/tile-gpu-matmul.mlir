@@ -181,3 +181,71 @@ func.func @ragged_halves(%a: memref<24x32xf16>, %w: memref<32x48xf16>, %c: memre
   }
   return
 }
+
+// -----
+
+// Tests that the linear layer's bias and activation, an elementwise op
+// that rewrites the GEMM's output in place right after it, runs on each
+// accumulator before its store: the bias is read at the output's column,
+// and the elementwise op is gone.
+// CHECK-LABEL: func.func @linear_relu
+// CHECK: scf.parallel
+// CHECK: %[[ACC:.+]]:8 = scf.for
+// CHECK: %[[B:.+]] = memref.load %arg2[%{{.+}}] : memref<8xf32>
+// CHECK: %[[S:.+]] = arith.addf %[[ACC]]#0, %[[B]] : f32
+// CHECK: %[[R:.+]] = arith.maximumf %[[S]], %{{.+}} : f32
+// CHECK: memref.store %[[R]], %arg3
+// CHECK-NOT: linalg.generic
+#eA = affine_map<(d0, d1, d2) -> (d0, d2)>
+#eB = affine_map<(d0, d1, d2) -> (d1, d2)>
+#eC = affine_map<(d0, d1, d2) -> (d0, d1)>
+#eId = affine_map<(d0, d1) -> (d0, d1)>
+#eCol = affine_map<(d0, d1) -> (d1)>
+func.func @linear_relu(%a: memref<8x8xf32>, %w: memref<8x8xf32>, %bias: memref<8xf32>, %c: memref<8x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [#eA, #eB, #eC], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#eId, #eCol, #eId], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<8x8xf32>, memref<8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%x: f32, %b: f32, %o: f32):
+    %s = arith.addf %x, %b : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that an elementwise op reading the output at other positions (a
+// transpose) is not taken into the tiles: its reads would race the tiles'
+// stores.
+// CHECK-LABEL: func.func @transposed_reader
+// CHECK: scf.parallel
+// CHECK: linalg.generic
+#eA = affine_map<(d0, d1, d2) -> (d0, d2)>
+#eB = affine_map<(d0, d1, d2) -> (d1, d2)>
+#eC = affine_map<(d0, d1, d2) -> (d0, d1)>
+#eId = affine_map<(d0, d1) -> (d0, d1)>
+#tT = affine_map<(d0, d1) -> (d1, d0)>
+func.func @transposed_reader(%a: memref<8x8xf32>, %w: memref<8x8xf32>, %c: memref<8x8xf32>) {
+  linalg.generic {indexing_maps = [#eA, #eB, #eC], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#tT, #eId], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  return
+}

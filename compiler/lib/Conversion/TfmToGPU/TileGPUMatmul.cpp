@@ -169,6 +169,51 @@ bool multipliesHalves(linalg::GenericOp op) {
          body->getOperations().size() == 5;
 }
 
+/// The elementwise op right after `op` that rewrites its output in place
+/// (the neutral lowering's bias and activation of a linear layer), when
+/// nothing between them touches memory: all-parallel over the output's
+/// dimensions, reading the output by the identity and its other inputs by
+/// single loops or constants, with no position asked. Its body then runs
+/// on each accumulator before the store, saving a kernel and a pass over
+/// the output.
+linalg::GenericOp followingEpilogue(linalg::GenericOp op) {
+  Value out = op.getDpsInits()[0];
+  unsigned rank = cast<MemRefType>(out.getType()).getRank();
+  for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
+    auto epilogue = dyn_cast<linalg::GenericOp>(next);
+    if (!epilogue) {
+      if (!isMemoryEffectFree(next))
+        return nullptr;
+      continue;
+    }
+    if (!epilogue.hasPureBufferSemantics() || epilogue.getNumDpsInits() != 1 ||
+        epilogue.getDpsInits()[0] != out ||
+        epilogue.getNumLoops() != rank ||
+        epilogue.getNumParallelLoops() != rank ||
+        !epilogue.getBody()->getOps<linalg::IndexOp>().empty())
+      return nullptr;
+    SmallVector<AffineMap> maps = epilogue.getIndexingMapsArray();
+    if (!maps.back().isIdentity())
+      return nullptr;
+    bool readsOut = false;
+    for (auto [input, map] :
+         llvm::zip(epilogue.getDpsInputs(), ArrayRef(maps).drop_back())) {
+      if (input == out) {
+        // Another element of the output may not be computed yet.
+        if (!map.isIdentity())
+          return nullptr;
+        readsOut = true;
+        continue;
+      }
+      for (AffineExpr e : map.getResults())
+        if (!isa<AffineDimExpr, AffineConstantExpr>(e))
+          return nullptr;
+    }
+    return readsOut ? epilogue : nullptr;
+  }
+  return nullptr;
+}
+
 /// Whether `type`'s innermost dimension is contiguous, as the fragments'
 /// vector loads need.
 bool innermostContiguous(MemRefType type) {
@@ -192,6 +237,7 @@ struct TileGPUMatmulPass
     Value out = op.getDpsInits()[0];
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
     Operation *fill = startingFill(op);
+    linalg::GenericOp epilogue = followingEpilogue(op);
 
     OpBuilder b(op);
     auto c = [&](OpBuilder &ob, int64_t v) -> Value {
@@ -302,8 +348,11 @@ struct TileGPUMatmulPass
                                ? pb.create<arith::AndIOp>(l, rowIn, colIn)
                                : rowIn ? rowIn : colIn;
               auto store = [&](OpBuilder &sb, Location sl) {
-                sb.create<memref::StoreOp>(sl, loop.getResult(i * tn + j),
-                                           out, outIndices(i, j));
+                Value result = loop.getResult(i * tn + j);
+                if (epilogue)
+                  result = applyEpilogue(sb, sl, epilogue, out, result,
+                                         outIndices(i, j));
+                sb.create<memref::StoreOp>(sl, result, out, outIndices(i, j));
               };
               if (!cond) {
                 store(pb, l);
@@ -318,6 +367,38 @@ struct TileGPUMatmulPass
     op.erase();
     if (fill)
       fill->erase();
+    if (epilogue)
+      epilogue.erase();
+  }
+
+  /// `epilogue`'s body on `value`, the output's element at `indices`,
+  /// with its other inputs loaded at their positions.
+  static Value applyEpilogue(OpBuilder &b, Location loc,
+                             linalg::GenericOp epilogue, Value out,
+                             Value value, ArrayRef<Value> indices) {
+    Block *body = epilogue.getBody();
+    IRMapping map;
+    SmallVector<AffineMap> maps = epilogue.getIndexingMapsArray();
+    for (auto [k, input] : llvm::enumerate(epilogue.getDpsInputs())) {
+      if (input == out) {
+        map.map(body->getArgument(k), value);
+        continue;
+      }
+      SmallVector<Value> idx;
+      for (AffineExpr e : maps[k].getResults()) {
+        if (auto cst = dyn_cast<AffineConstantExpr>(e))
+          idx.push_back(b.create<arith::ConstantIndexOp>(loc, cst.getValue()));
+        else
+          idx.push_back(indices[cast<AffineDimExpr>(e).getPosition()]);
+      }
+      map.map(body->getArgument(k),
+              b.create<memref::LoadOp>(loc, input, idx).getResult());
+    }
+    // The output's own argument holds the GEMM's result there too.
+    map.map(body->getArguments().back(), value);
+    for (Operation &bodyOp : body->without_terminator())
+      b.clone(bodyOp, map);
+    return map.lookupOrDefault(body->getTerminator()->getOperand(0));
   }
 
   /// The f32 constant `fill` writes, if it writes one.
