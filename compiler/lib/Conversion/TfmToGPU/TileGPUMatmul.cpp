@@ -257,12 +257,21 @@ struct TileGPUMatmulPass
         [&](OpBuilder &pb, Location l, ValueRange ivs) {
           // The tile's rows and columns, clamped to the last one for loads,
           // and whether each is inside the matrix (null: always).
+          // A tile's rows are consecutive; its columns are strided by the
+          // number of column tiles, so that neighbouring threads (which
+          // differ in their column tile) store neighbouring elements and
+          // read a [K, N] operand at neighbouring addresses.
           auto positions = [&](Value tileIv, int64_t size, int64_t extent,
-                               SmallVector<Value> &inside) {
+                               bool strided, SmallVector<Value> &inside) {
             SmallVector<Value> at;
-            Value first = pb.create<arith::MulIOp>(l, tileIv, c(pb, size));
+            int64_t tiles = (extent + size - 1) / size;
+            Value first =
+                strided ? tileIv
+                        : pb.create<arith::MulIOp>(l, tileIv, c(pb, size))
+                              .getResult();
             for (int64_t i = 0; i < size; ++i) {
-              Value p = pb.create<arith::AddIOp>(l, first, c(pb, i));
+              Value p = pb.create<arith::AddIOp>(
+                  l, first, c(pb, strided ? i * tiles : i));
               inside.push_back(nullptr);
               if (extent % size) {
                 inside.back() = pb.create<arith::CmpIOp>(
@@ -274,8 +283,10 @@ struct TileGPUMatmulPass
             return at;
           };
           SmallVector<Value> rowInside, colInside;
-          SmallVector<Value> rows = positions(ivs[rowDim], tm, m, rowInside);
-          SmallVector<Value> cols = positions(ivs[colDim], tn, n, colInside);
+          SmallVector<Value> rows =
+              positions(ivs[rowDim], tm, m, /*strided=*/false, rowInside);
+          SmallVector<Value> cols =
+              positions(ivs[colDim], tn, n, /*strided=*/true, colInside);
           auto outIndices = [&](int64_t i, int64_t j) {
             SmallVector<Value> idx(ivs.take_front(rowDim));
             idx.push_back(rows[i]);
