@@ -53,15 +53,21 @@ static void addSchedule(OpPassManager &fn) {
   fn.addPass(createMapToGPUPass());
 }
 
+/// Vector ops to the LLVM dialect, transfers fully unrolled: the tensor-core
+/// tiles' and the fused attention's, in whatever `pm` runs on.
+static void addVectorToLLVM(OpPassManager &pm) {
+  VectorTransferToSCFOptions transfers;
+  transfers.enableFullUnroll();
+  pm.addPass(createConvertVectorToSCFPass(transfers));
+  pm.addPass(createConvertVectorToLLVMPass());
+}
+
 void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   addSchedule(fn);
   // The tensor-core tiles' vector ops, as the CPU lowers them.
   fn.addPass(createWidenContractionsPass());
-  VectorTransferToSCFOptions transfers;
-  transfers.enableFullUnroll();
-  fn.addPass(createConvertVectorToSCFPass(transfers));
-  pm.addPass(createConvertVectorToLLVMPass());
+  addVectorToLLVM(pm);
   buildCPUToLLVMPipeline(pm);
 }
 
@@ -80,10 +86,7 @@ void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   // here, since MLIR's NVVM pipeline converts only some of them.
   pm.addNestedPass<gpu::GPUModuleOp>(
       createConvertVectorToGPUPass(/*useNvGpu=*/true));
-  VectorTransferToSCFOptions transfers;
-  transfers.enableFullUnroll();
-  pm.addNestedPass<gpu::GPUModuleOp>(createConvertVectorToSCFPass(transfers));
-  pm.addNestedPass<gpu::GPUModuleOp>(createConvertVectorToLLVMPass());
+  addVectorToLLVM(pm.nest<gpu::GPUModuleOp>());
   pm.addNestedPass<gpu::GPUModuleOp>(createGPUMathLibraryPass());
   gpu::GPUToNVVMPipelineOptions nvvm;
   nvvm.cubinChip = arch.str();

@@ -67,14 +67,15 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
   };
   if (sq == 0 || product(qs.drop_back(2)) == 0)
     return success();
-  SmallVector<Value> lbs, ubs, steps;
-  for (int64_t i = 0; i + 1 < rank; ++i) {
-    lbs.push_back(c(b, 0));
-    ubs.push_back(c(b, qs[i]));
-    steps.push_back(c(b, 1));
-  }
-  b.create<scf::ParallelOp>(
-      loc, lbs, ubs, steps, [&](OpBuilder &pb, Location l, ValueRange ivs) {
+  // The mask broadcasts to [B..., Sq, Sk] from the right.
+  SmallVector<int64_t> scoreShape(qs.drop_back());
+  scoreShape.push_back(sk);
+  AffineMap maskMap =
+      mask ? e.broadcastMap(cast<MemRefType>(mask.getType()).getShape(),
+                            scoreShape)
+           : AffineMap();
+  buildParallelLoop(
+      b, loc, qs.drop_back(), [&](OpBuilder &pb, Location l, ValueRange ivs) {
         ValueRange batch = ivs.drop_back();
         Value i = ivs.back();
         auto at = [&](Value a, Value b2) {
@@ -108,17 +109,11 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
               Value s = fb.create<arith::MulFOp>(fl, dot.getResult(0),
                                                  cf(fb, scale));
               if (mask) {
-                // The mask broadcasts to [B..., Sq, Sk] from the right.
-                auto mt = cast<MemRefType>(mask.getType());
-                int64_t lead = rank - mt.getRank();
-                SmallVector<Value> full(batch);
-                full.push_back(i);
-                full.push_back(j);
-                SmallVector<Value> idx;
-                for (int64_t t = 0; t < mt.getRank(); ++t)
-                  idx.push_back(mt.getDimSize(t) == 1 ? c(fb, 0)
-                                                      : full[lead + t]);
-                Value mv = fb.create<memref::LoadOp>(fl, mask, idx);
+                SmallVector<Value> score(batch);
+                score.push_back(i);
+                score.push_back(j);
+                Value mv = fb.create<memref::LoadOp>(
+                    fl, mask, indicesAt(fb, fl, maskMap, score));
                 if (kind == MaskKind::boolean) {
                   s = fb.create<arith::SelectOp>(fl, mv, s, cf(fb, -INFINITY));
                 } else {

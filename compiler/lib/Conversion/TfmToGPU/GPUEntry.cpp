@@ -20,6 +20,36 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   });
 }
 
+bool mlir::tfm::readsByLoopsOrConstants(AffineMap map) {
+  return llvm::all_of(map.getResults(), [](AffineExpr e) {
+    return isa<AffineDimExpr, AffineConstantExpr>(e);
+  });
+}
+
+SmallVector<Value> mlir::tfm::indicesAt(OpBuilder &b, Location loc,
+                                        AffineMap map, ArrayRef<Value> loops) {
+  SmallVector<Value> idx;
+  for (AffineExpr e : map.getResults()) {
+    if (auto cst = dyn_cast<AffineConstantExpr>(e))
+      idx.push_back(b.create<arith::ConstantIndexOp>(loc, cst.getValue()));
+    else
+      idx.push_back(loops[cast<AffineDimExpr>(e).getPosition()]);
+  }
+  return idx;
+}
+
+scf::ParallelOp mlir::tfm::buildParallelLoop(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> trips,
+    function_ref<void(OpBuilder &, Location, ValueRange)> body) {
+  SmallVector<Value> lbs, ubs, steps;
+  for (int64_t t : trips) {
+    lbs.push_back(b.create<arith::ConstantIndexOp>(loc, 0));
+    ubs.push_back(b.create<arith::ConstantIndexOp>(loc, t));
+    steps.push_back(b.create<arith::ConstantIndexOp>(loc, 1));
+  }
+  return b.create<scf::ParallelOp>(loc, lbs, ubs, steps, body);
+}
+
 StringRef mlir::tfm::ptxFeaturesOf(StringRef arch) {
   // The oldest PTX ISA that has each architecture, so that older drivers
   // load it: 7.0 brought sm_80, 7.8 sm_90, 8.0 sm_90a.

@@ -23,8 +23,8 @@
 // Every output still folds the body over the reduction in the same order
 // from the same start; the backend may now fuse the body's multiply and
 // add. Rows and columns past the matrix's edge are clamped for loads and
-// skipped for stores. tfm-map-to-gpu then spreads the parallel loop over the grid, as
-// for every other nest.
+// skipped for stores. tfm-map-to-gpu then spreads the parallel loop over
+// the grid, as for every other nest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,9 +80,8 @@ bool isTileableContraction(linalg::GenericOp op) {
   }
   bool rowsReused = false, columnsReused = false;
   for (AffineMap map : ArrayRef(maps).take_front(2)) {
-    for (AffineExpr e : map.getResults())
-      if (!isa<AffineDimExpr, AffineConstantExpr>(e))
-        return false;
+    if (!readsByLoopsOrConstants(map))
+      return false;
     rowsReused |= !map.isFunctionOfDim(parallel - 1);
     columnsReused |= !map.isFunctionOfDim(parallel - 2);
   }
@@ -205,9 +204,8 @@ linalg::GenericOp followingEpilogue(linalg::GenericOp op) {
         readsOut = true;
         continue;
       }
-      for (AffineExpr e : map.getResults())
-        if (!isa<AffineDimExpr, AffineConstantExpr>(e))
-          return nullptr;
+      if (!readsByLoopsOrConstants(map))
+        return nullptr;
     }
     return readsOut ? epilogue : nullptr;
   }
@@ -243,24 +241,17 @@ struct TileGPUMatmulPass
     auto c = [&](OpBuilder &ob, int64_t v) -> Value {
       return ob.create<arith::ConstantIndexOp>(loc, v);
     };
-    SmallVector<Value> lbs, ubs, steps;
-    for (unsigned d = 0; d < parallel; ++d) {
-      int64_t trips = d == rowDim   ? (m + tm - 1) / tm
-                      : d == colDim ? (n + tn - 1) / tn
-                                    : ranges[d];
-      lbs.push_back(c(b, 0));
-      ubs.push_back(c(b, trips));
-      steps.push_back(c(b, 1));
-    }
-    b.create<scf::ParallelOp>(
-        loc, lbs, ubs, steps,
-        [&](OpBuilder &pb, Location l, ValueRange ivs) {
+    SmallVector<int64_t> trips(ranges.begin(), ranges.end() - 1);
+    trips[rowDim] = (m + tm - 1) / tm;
+    trips[colDim] = (n + tn - 1) / tn;
+    buildParallelLoop(
+        b, loc, trips, [&](OpBuilder &pb, Location l, ValueRange ivs) {
           // The tile's rows and columns, clamped to the last one for loads,
-          // and whether each is inside the matrix (null: always).
-          // A tile's rows are consecutive; its columns are strided by the
-          // number of column tiles, so that neighbouring threads (which
-          // differ in their column tile) store neighbouring elements and
-          // read a [K, N] operand at neighbouring addresses.
+          // and whether each is inside the matrix (null: always). Its rows
+          // are consecutive; its columns are strided by the number of
+          // column tiles, so that neighbouring threads (which differ in
+          // their column tile) store neighbouring elements and read a
+          // [K, N] operand at neighbouring addresses.
           auto positions = [&](Value tileIv, int64_t size, int64_t extent,
                                bool strided, SmallVector<Value> &inside) {
             SmallVector<Value> at;
@@ -304,37 +295,28 @@ struct TileGPUMatmulPass
           auto loop = pb.create<scf::ForOp>(
               l, c(pb, 0), c(pb, k), c(pb, 1), init,
               [&](OpBuilder &fb, Location fl, Value kIv, ValueRange acc) {
-                // Each input's loads, once per row or column it varies
-                // along.
-                auto load = [&](unsigned input, int64_t i, int64_t j) {
-                  SmallVector<Value> idx;
-                  for (AffineExpr e : maps[input].getResults()) {
-                    if (auto cst = dyn_cast<AffineConstantExpr>(e)) {
-                      idx.push_back(c(fb, cst.getValue()));
-                      continue;
-                    }
-                    unsigned d = cast<AffineDimExpr>(e).getPosition();
-                    idx.push_back(d == rowDim   ? rows[i]
-                                  : d == colDim ? cols[j]
-                                  : d == parallel ? kIv
-                                                  : ivs[d]);
-                  }
-                  return fb.create<memref::LoadOp>(
-                      fl, op.getDpsInputs()[input], idx);
-                };
+                // Each input's loads, once per row and column it varies
+                // along (one of each where it does not).
+                SmallVector<Value> loops(ivs);
+                loops.push_back(kIv);
+                int64_t rowsOf[2], colsOf[2];
                 SmallVector<SmallVector<Value>> loads(2);
                 for (unsigned input = 0; input < 2; ++input) {
-                  bool byRow = maps[input].isFunctionOfDim(rowDim);
-                  bool byCol = maps[input].isFunctionOfDim(colDim);
-                  for (int64_t i = 0; i < (byRow ? tm : 1); ++i)
-                    for (int64_t j = 0; j < (byCol ? tn : 1); ++j)
-                      loads[input].push_back(load(input, i, j));
+                  rowsOf[input] = maps[input].isFunctionOfDim(rowDim) ? tm : 1;
+                  colsOf[input] = maps[input].isFunctionOfDim(colDim) ? tn : 1;
+                  for (int64_t i = 0; i < rowsOf[input]; ++i)
+                    for (int64_t j = 0; j < colsOf[input]; ++j) {
+                      loops[rowDim] = rows[i];
+                      loops[colDim] = cols[j];
+                      loads[input].push_back(fb.create<memref::LoadOp>(
+                          fl, op.getDpsInputs()[input],
+                          indicesAt(fb, fl, maps[input], loops)));
+                    }
                 }
                 auto loaded = [&](unsigned input, int64_t i, int64_t j) {
-                  bool byRow = maps[input].isFunctionOfDim(rowDim);
-                  bool byCol = maps[input].isFunctionOfDim(colDim);
-                  return loads[input][(byRow ? i : 0) * (byCol ? tn : 1) +
-                                      (byCol ? j : 0)];
+                  return loads[input][std::min(i, rowsOf[input] - 1) *
+                                          colsOf[input] +
+                                      std::min(j, colsOf[input] - 1)];
                 };
                 SmallVector<Value> next;
                 Block *body = op.getBody();
@@ -395,15 +377,10 @@ struct TileGPUMatmulPass
         map.map(body->getArgument(k), value);
         continue;
       }
-      SmallVector<Value> idx;
-      for (AffineExpr e : maps[k].getResults()) {
-        if (auto cst = dyn_cast<AffineConstantExpr>(e))
-          idx.push_back(b.create<arith::ConstantIndexOp>(loc, cst.getValue()));
-        else
-          idx.push_back(indices[cast<AffineDimExpr>(e).getPosition()]);
-      }
       map.map(body->getArgument(k),
-              b.create<memref::LoadOp>(loc, input, idx).getResult());
+              b.create<memref::LoadOp>(loc, input,
+                                       indicesAt(b, loc, maps[k], indices))
+                  .getResult());
     }
     // The output's own argument holds the GEMM's result there too.
     map.map(body->getArguments().back(), value);
@@ -478,22 +455,16 @@ struct TileGPUMatmulPass
     auto c = [&](OpBuilder &ob, int64_t v) -> Value {
       return ob.create<arith::ConstantIndexOp>(loc, v);
     };
-    SmallVector<Value> lbs, ubs, steps;
-    for (unsigned d = 0; d < parallel; ++d) {
-      lbs.push_back(c(b, 0));
-      ubs.push_back(c(b, d == rowDim   ? m / wm
-                         : d == colDim ? n / wn
-                                       : ranges[d]));
-      steps.push_back(c(b, 1));
-    }
+    SmallVector<int64_t> trips(ranges.begin(), ranges.end() - 1);
+    trips[rowDim] = m / wm;
+    trips[colDim] = n / wn;
     auto f16 = Float16Type::get(ctx);
     auto f32 = Float32Type::get(ctx);
     auto accType = VectorType::get({kMmaM, kMmaN}, f32);
     auto aType = VectorType::get({kMmaM, kMmaK}, f16);
     auto bType = VectorType::get({kMmaN, kMmaK}, f16);
-    auto loop = b.create<scf::ParallelOp>(
-        loc, lbs, ubs, steps,
-        [&](OpBuilder &pb, Location l, ValueRange ivs) {
+    auto loop = buildParallelLoop(
+        b, loc, trips, [&](OpBuilder &pb, Location l, ValueRange ivs) {
           Value m0 = pb.create<arith::MulIOp>(l, ivs[rowDim], c(pb, wm));
           Value n0 = pb.create<arith::MulIOp>(l, ivs[colDim], c(pb, wn));
           Value zero = pb.create<arith::ConstantOp>(
@@ -506,18 +477,13 @@ struct TileGPUMatmulPass
                 // `first` and whose reduction dimension starts at kIv.
                 auto read = [&](unsigned input, Value first, VectorType type) {
                   Value buffer = op.getDpsInputs()[input];
-                  SmallVector<Value> idx;
-                  for (auto [pos, e] :
-                       llvm::enumerate(maps[input].getResults())) {
-                    if (auto cst = dyn_cast<AffineConstantExpr>(e)) {
-                      idx.push_back(c(fb, cst.getValue()));
-                      continue;
-                    }
-                    unsigned d = cast<AffineDimExpr>(e).getPosition();
-                    idx.push_back(d == parallel              ? kIv
-                                  : d == rowDim || d == colDim ? first
-                                                               : ivs[d]);
-                  }
+                  // A reads no column and B no row: `first` stands for
+                  // whichever the operand reads.
+                  SmallVector<Value> loops(ivs);
+                  loops[rowDim] = loops[colDim] = first;
+                  loops.push_back(kIv);
+                  SmallVector<Value> idx =
+                      indicesAt(fb, fl, maps[input], loops);
                   int64_t rank = idx.size();
                   AffineMap perm = AffineMap::get(
                       rank, 0,

@@ -20,6 +20,8 @@
 #include "tfm/Conversion/Common/OpLowering.h"
 #include "tfm/Conversion/ComputeType.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 namespace mlir::tfm {
 
 /// One entry function of the GPU target.
@@ -54,6 +56,18 @@ private:
 /// vector ops every lane of the warp executes together. tfm-map-to-gpu
 /// gives such a loop a thread dimension of that many lanes.
 constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
+
+/// Whether every result of `map` is a loop dimension or a constant: the
+/// maps the GPU's hand-built loop nests read buffers through.
+bool readsByLoopsOrConstants(AffineMap map);
+/// The position such a map reads at the loop indices `loops`.
+SmallVector<Value> indicesAt(OpBuilder &b, Location loc, AffineMap map,
+                             ArrayRef<Value> loops);
+/// An scf.parallel over [0, trips[d]) in each dimension d, built around
+/// `body`.
+scf::ParallelOp buildParallelLoop(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> trips,
+    function_ref<void(OpBuilder &, Location, ValueRange)> body);
 
 /// The widest value row the fused attention keeps in one thread's
 /// registers; a wider one takes the neutral lowering (scores in memory).
