@@ -44,12 +44,14 @@ class Packer:
         if p.returncode != 0:
             raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr else "failed")
 
-    def case(self, group, name, model, inputs, outputs, extra=(), names=None, files=None):
+    def case(self, group, name, model, inputs, outputs, extra=(), names=None, files=None,
+             rel_l2=None):
         """Compiles `model` and stores its inputs and expected outputs in the
         order of the entry's ports, checked against their shapes. With the
         graph's input `names` (and their .pb `files`), the inputs are taken
         by port name, and a shape operand the compiler asks for is bound
-        from its file, as `tfmc run` does."""
+        from its file, as `tfmc run` does. With `rel_l2`, the runner judges
+        the outputs normwise at that tolerance."""
         folder = os.path.join(self.args.out, "cases", group, name)
         os.makedirs(folder, exist_ok=True)
         so = os.path.join(folder, "model.so")
@@ -82,9 +84,10 @@ class Packer:
             shutil.rmtree(folder)
             self.skipped.append(f"{group}/{name}: {e}")
             return
+        judged = {} if rel_l2 is None else {"rel_l2": np.float64(rel_l2)}
         np.savez_compressed(os.path.join(folder, "case.npz"),
                             **{f"in{i}": a for i, a in enumerate(inputs)},
-                            **{f"out{i}": a for i, a in enumerate(outputs)})
+                            **{f"out{i}": a for i, a in enumerate(outputs)}, **judged)
 
 
 def load_dir(folder, prefix):
@@ -104,6 +107,13 @@ def pack_models(p):
                  if name.startswith("bert") else [])
         p.case("models", name, os.path.join(folder, "model.onnx"), load_dir(data, "input_"),
                load_dir(data, "output_"), shape)
+        # GEMMs on the tensor cores, judged normwise like bf16 on the CPU.
+        # Opset 17 only: the opsets differ in import, not in kernels.
+        if name.endswith("_opset17"):
+            for dtype in ("bf16", "f16"):
+                p.case("models-" + dtype, name, os.path.join(folder, "model.onnx"),
+                       load_dir(data, "input_"), load_dir(data, "output_"),
+                       shape + ["--dtype=" + dtype], rel_l2=1e-2)
 
 
 def pack_fixtures(p):
@@ -186,8 +196,9 @@ def pack_bench(p):
         os.makedirs(out, exist_ok=True)
         onnx_path = os.path.join(out, "model.onnx")
         W.export(name, onnx_path)
-        # f32, and f16 GEMMs on the tensor cores.
-        for so, extra in (("model.so", []), ("model-f16.so", ["--dtype=f16"])):
+        # f32, and bf16 and f16 GEMMs on the tensor cores.
+        for so, extra in (("model.so", []), ("model-bf16.so", ["--dtype=bf16"]),
+                          ("model-f16.so", ["--dtype=f16"])):
             try:
                 p.compile(onnx_path, os.path.join(out, so), extra)
             except RuntimeError as e:

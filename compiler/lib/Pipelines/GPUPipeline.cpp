@@ -81,11 +81,14 @@ void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   fn.addPass(createGpuLauchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMergeGPUModulesPass());
-  // Each warp's vector.contract becomes mma.sync on its lanes' fragments;
+  // Each warp's vector.contract becomes mma.sync on its lanes' fragments
+  // (bf16 ones distributed as 16-bit patterns, then multiplied as bf16);
   // the kernels' other vector ops (the fused attention's rows) are lowered
   // here, since MLIR's NVVM pipeline converts only some of them.
+  pm.addPass(createRetypeBF16TilesPass());
   pm.addNestedPass<gpu::GPUModuleOp>(
       createConvertVectorToGPUPass(/*useNvGpu=*/true));
+  pm.addNestedPass<gpu::GPUModuleOp>(createLowerBF16MmaSyncPass());
   addVectorToLLVM(pm.nest<gpu::GPUModuleOp>());
   pm.addNestedPass<gpu::GPUModuleOp>(createGPUMathLibraryPass());
   gpu::GPUToNVVMPipelineOptions nvvm;

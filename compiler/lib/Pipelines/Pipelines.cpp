@@ -112,12 +112,6 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
               "sm_90a";
       return failure();
     }
-    if (options.computeType == ComputeType::BF16) {
-      // MLIR 19's vector-to-nvgpu conversion and nvgpu's mma.sync lowering
-      // take f16 tensor-core operands but not bf16.
-      error = "the CUDA target multiplies in f32 or f16 so far, not bf16";
-      return failure();
-    }
     if (options.gpuScheduleOnCPU && stage == Stage::ptx) {
       error = "--gpu-schedule-on-cpu compiles no PTX";
       return failure();

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -58,7 +59,8 @@ int main(int argc, char **argv) {
                   mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
                   mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
                   mlir::linalg::LinalgDialect, mlir::math::MathDialect,
-                  mlir::memref::MemRefDialect, mlir::NVVM::NVVMDialect,
+                  mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect,
+                  mlir::NVVM::NVVMDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::vector::VectorDialect>();
   mlir::tfm::registerGradientExternalModels(registry);

@@ -225,6 +225,37 @@ def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def RetypeBF16TilesPass : Pass<"tfm-retype-bf16-tiles", "::mlir::ModuleOp"> {
+  let summary = "Reads the bf16 tensor-core tiles' operands as 16-bit "
+                "patterns that vector-to-nvgpu distributes.";
+  let description = [{
+    Runs on the outlined kernels, before `convert-vector-to-gpu`, which
+    distributes f16 tiles over a warp's lanes but refuses bf16 ones. In
+    mma.sync m16n8k16 a bf16 fragment sits in the lanes' registers exactly
+    as an f16 one does, so each bf16 operand of a tensor-core tile is read
+    as f16: the kernel's argument, its reads and the host's view of the
+    same arena bytes change type, no bit changes. The kernel gets
+    `tfm.mma_operand_type = bf16`, for `tfm-lower-bf16-mma-sync`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def LowerBF16MmaSyncPass : Pass<"tfm-lower-bf16-mma-sync", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Multiplies the mma.sync ops of bf16 kernels as bf16.";
+  let description = [{
+    Runs after `convert-vector-to-gpu`. In a kernel that
+    `tfm-retype-bf16-tiles` marked, each `nvgpu.mma.sync` (m16n8k16, f32
+    accumulators) becomes the NVVM intrinsic of the bf16 instruction, its
+    fragments' register pairs passed as 32-bit words. MLIR 19's own
+    lowerings cannot: nvgpu's deduces no bf16 operand type, and NVVM's
+    `mma.sync` translates bf16 with f16 vector operands, which the
+    intrinsic does not take.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def GPUMathLibraryPass : Pass<"tfm-gpu-math-library", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Defines the libdevice functions that are one PTX instruction.";
   let description = [{

@@ -63,8 +63,12 @@ StringRef mlir::tfm::ptxFeaturesOf(StringRef arch) {
 }
 
 Type GPUEntry::gemmOperandType(Type elem) const {
-  if (computeType == ComputeType::F16 && elem.isF32())
+  if (!elem.isF32())
+    return elem;
+  if (computeType == ComputeType::F16)
     return Float16Type::get(elem.getContext());
+  if (computeType == ComputeType::BF16)
+    return BFloat16Type::get(elem.getContext());
   return elem;
 }
 

@@ -39,13 +39,6 @@ struct LowerToGPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (computeType == ComputeType::BF16) {
-      // MLIR 19's vector-to-nvgpu conversion and nvgpu's mma.sync lowering
-      // take f16 tensor-core operands but not bf16.
-      module.emitError("the CUDA target multiplies in f32 or f16 so far, "
-                       "not bf16");
-      return signalPassFailure();
-    }
     SmallVector<func::FuncOp> entries = entryFunctions(module);
     ModuleLayout layout;
     if (failed(layOutModule(entries, layout)))

@@ -143,29 +143,33 @@ void allowContraction(Operation *op) {
                   op->getContext(), flags | arith::FastMathFlags::contract));
 }
 
-/// The shape of one tensor-core instruction (mma.sync m16n8k16, f16
-/// operands, f32 accumulators), which vector-to-nvgpu distributes over a
-/// warp's 32 lanes.
+/// The shape of one tensor-core instruction (mma.sync m16n8k16, f16 or
+/// bf16 operands, f32 accumulators), which vector-to-nvgpu distributes over
+/// a warp's 32 lanes.
 constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
 
-/// Whether the generic's body is `acc + extf(a) * extf(b)` with f16 `a`
-/// and `b` and an f32 `acc`: the neutral lowering's GEMM under --dtype=f16.
-bool multipliesHalves(linalg::GenericOp op) {
+/// The operands' type when the generic's body is `acc + extf(a) * extf(b)`
+/// with f16 or bf16 `a` and `b` of one type and an f32 `acc`: the neutral
+/// lowering's GEMM under --dtype=f16 or bf16.
+FloatType halfOperandsOf(linalg::GenericOp op) {
   Block *body = op.getBody();
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
-  if (!add || !add.getType().isF32() || add.getLhs() != body->getArgument(2))
-    return false;
+  if (!add || !add.getType().isF32() || add.getLhs() != body->getArgument(2) ||
+      body->getOperations().size() != 5)
+    return {};
   auto mul = add.getRhs().getDefiningOp<arith::MulFOp>();
   if (!mul)
-    return false;
-  auto extended = [&](Value v, unsigned arg) {
+    return {};
+  auto extended = [&](Value v, unsigned arg) -> FloatType {
     auto ext = v.getDefiningOp<arith::ExtFOp>();
-    return ext && ext.getIn() == body->getArgument(arg) &&
-           ext.getIn().getType().isF16();
+    if (!ext || ext.getIn() != body->getArgument(arg))
+      return {};
+    Type in = ext.getIn().getType();
+    return in.isF16() || in.isBF16() ? cast<FloatType>(in) : FloatType();
   };
-  return extended(mul.getLhs(), 0) && extended(mul.getRhs(), 1) &&
-         body->getOperations().size() == 5;
+  FloatType lhs = extended(mul.getLhs(), 0);
+  return lhs && lhs == extended(mul.getRhs(), 1) ? lhs : FloatType();
 }
 
 /// The elementwise op right after `op` that rewrites its output in place
@@ -402,18 +406,20 @@ struct TileGPUMatmulPass
     return attr.getValue();
   }
 
-  /// Tiles a GEMM of f16 operands into warp tiles of mma.sync shapes, when
-  /// its sizes are multiples of them and a constant fill starts it: each
-  /// iteration of the parallel loop is one warp (`tfm.lanes` = 32, which
-  /// tfm-map-to-gpu reads), whose accumulators are vectors of 16 x 8 and
-  /// whose operands are read 16 x 16 (A) and 8 x 16 (B, as N x K) per step
-  /// of 16 along the reduction. convert-vector-to-gpu{use-nvgpu} later
-  /// distributes each vector.contract over the warp's lanes as one
-  /// mma.sync. The warp's stores do not depend on the lane, so the CPU
-  /// check of the schedule, which runs every lane, writes the same values
-  /// 32 times.
+  /// Tiles a GEMM of f16 or bf16 operands into warp tiles of mma.sync
+  /// shapes, when its sizes are multiples of them and a constant fill
+  /// starts it: each iteration of the parallel loop is one warp
+  /// (`tfm.lanes` = 32, which tfm-map-to-gpu reads), whose accumulators are
+  /// vectors of 16 x 8 and whose operands are read 16 x 16 (A) and 8 x 16
+  /// (B, as N x K) per step of 16 along the reduction.
+  /// convert-vector-to-gpu{use-nvgpu} later distributes each
+  /// vector.contract over the warp's lanes as one mma.sync (bf16 by way of
+  /// tfm-retype-bf16-tiles and tfm-lower-bf16-mma-sync). The warp's stores
+  /// do not depend on the lane, so the CPU check of the schedule, which
+  /// runs every lane, writes the same values 32 times.
   bool tileForTensorCores(linalg::GenericOp op) {
-    if (!multipliesHalves(op))
+    FloatType half = halfOperandsOf(op);
+    if (!half)
       return false;
     Operation *fill = startingFill(op);
     std::optional<APFloat> start = fill ? constantFill(fill) : std::nullopt;
@@ -458,11 +464,10 @@ struct TileGPUMatmulPass
     SmallVector<int64_t> trips(ranges.begin(), ranges.end() - 1);
     trips[rowDim] = m / wm;
     trips[colDim] = n / wn;
-    auto f16 = Float16Type::get(ctx);
     auto f32 = Float32Type::get(ctx);
     auto accType = VectorType::get({kMmaM, kMmaN}, f32);
-    auto aType = VectorType::get({kMmaM, kMmaK}, f16);
-    auto bType = VectorType::get({kMmaN, kMmaK}, f16);
+    auto aType = VectorType::get({kMmaM, kMmaK}, half);
+    auto bType = VectorType::get({kMmaN, kMmaK}, half);
     auto loop = buildParallelLoop(
         b, loc, trips, [&](OpBuilder &pb, Location l, ValueRange ivs) {
           Value m0 = pb.create<arith::MulIOp>(l, ivs[rowDim], c(pb, wm));

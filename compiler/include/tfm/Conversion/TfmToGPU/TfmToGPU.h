@@ -57,6 +57,11 @@ private:
 /// gives such a loop a thread dimension of that many lanes.
 constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
 
+/// On a kernel whose tensor-core tiles multiply bf16 read as f16 bit
+/// patterns: `tfm.mma_operand_type = bf16`, which tfm-retype-bf16-tiles
+/// sets and tfm-lower-bf16-mma-sync reads.
+constexpr llvm::StringLiteral kMmaOperandTypeAttrName = "tfm.mma_operand_type";
+
 /// Whether every result of `map` is a loop dimension or a constant: the
 /// maps the GPU's hand-built loop nests read buffers through.
 bool readsByLoopsOrConstants(AffineMap map);

@@ -3,13 +3,17 @@
 // RUN: tfm-opt %s '--tfm-gpu-pipeline=gpu-arch=sm_90' > %t.f32.mlir
 // RUN: FileCheck %s --check-prefix=F32 < %t.f32.mlir
 // RUN: not grep -q mma.sync %t.f32.mlir
-// RUN: not tfm-opt %s '--tfm-gpu-pipeline=compute-type=bf16' 2>&1 | FileCheck %s --check-prefix=BF16
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=compute-type=bf16 stage=linalg' | FileCheck %s --check-prefix=LINALG-BF16
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=compute-type=bf16 gpu-arch=sm_80' > %t.bf16.mlir
+// RUN: FileCheck %s --check-prefix=BF16 < %t.bf16.mlir
+// RUN: not grep -q "mma.sync.aligned.m16n8k16.row.col.f32.f16" %t.bf16.mlir
 
 // Tests the GEMMs of the CUDA target. A linear layer and a batched matmul
 // with the transposed right operand of attention's scores: with
-// compute-type=f16 their operands are rounded into f16 scratch copies and
-// multiplied on tensor cores (mma.sync m16n8k16, f32 accumulators), and
-// with f32 each thread's register tile multiplies with fused multiply-adds.
+// compute-type=f16 or bf16 their operands are rounded into scratch copies
+// of that type and multiplied on tensor cores (mma.sync m16n8k16, f32
+// accumulators), and with f32 each thread's register tile multiplies with
+// fused multiply-adds.
 
 // LINALG: arith.truncf %{{.+}} : f32 to f16
 // LINALG: arith.extf %{{.+}} : f16 to f32
@@ -22,7 +26,12 @@
 // F32-SAME: fma.rn.f32
 // F32: llvm.func @__tfm_entry_infer
 
-// BF16: the CUDA target multiplies in f32 or f16 so far, not bf16
+// LINALG-BF16: arith.truncf %{{.+}} : f32 to bf16
+// LINALG-BF16: arith.extf %{{.+}} : bf16 to f32
+// LINALG-BF16: arith.extf %{{.+}} : bf16 to f32
+
+// BF16: tfm.device_code = "{{.*}}.target sm_80
+// BF16-SAME: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 
 func.func @infer(%x: tensor<64x32xf32> {tfm.name = "x"},
                  %q: tensor<2x4x32x16xf32> {tfm.name = "q"})
