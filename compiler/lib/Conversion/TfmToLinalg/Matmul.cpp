@@ -84,23 +84,20 @@ void mlir::tfm::lowerGenericLinear(BufferizedEntry &e, Value x, Value w,
   Type elem = xType.getElementType();
   int64_t k = xType.getShape().back(), n = outType.getShape().back();
   int64_t m = product(xType.getShape().drop_back());
-  // The rows of this part, a matmul, then bias and activation.
+  // The rows of this part, read in place (a matmul reads any strides),
+  // then bias and activation.
   auto wType = cast<MemRefType>(w.getType());
   if (rowOffset != 0 || wType.getDimSize(0) != n) {
-    Value part = e.temporary(MemRefType::get({n, k}, elem));
-    e.copy(e.axisWindow(w, 0, rowOffset, RankedTensorType::get({n, k}, elem)),
-           part);
-    w = part;
-    if (bias) {
-      Value bpart = e.temporary(MemRefType::get({n}, elem));
-      e.copy(e.axisWindow(bias, 0, rowOffset, RankedTensorType::get({n}, elem)),
-             bpart);
-      bias = bpart;
-    }
+    w = e.axisWindow(w, 0, rowOffset, RankedTensorType::get({n, k}, elem));
+    if (bias)
+      bias = e.axisWindow(bias, 0, rowOffset, RankedTensorType::get({n}, elem));
   }
   Value x2 = e.reshape(x, MemRefType::get({m, k}, elem));
   Value out2 = e.reshape(out, MemRefType::get({m, n}, elem));
   lowerGenericMatmul(e, x2, w, false, true, out2);
+  // Nothing to add or apply: no pass over the output for nothing.
+  if (!bias && act == Activation::none)
+    return;
   SmallVector<Value> ins{out2};
   if (bias)
     ins.push_back(bias);
