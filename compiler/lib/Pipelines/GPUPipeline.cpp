@@ -42,10 +42,12 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
   pm.addPass(createLowerToGPUPass({options.computeType}));
 }
 
-/// The schedule: GEMMs in register tiles, then every linalg op as parallel
-/// loops mapped to a grid of blocks and threads.
+/// The schedule: GEMMs in register tiles, runs of elementwise ops merged,
+/// then every linalg op as parallel loops mapped to a grid of blocks and
+/// threads.
 static void addSchedule(OpPassManager &fn) {
   fn.addPass(createTileGPUMatmulPass());
+  fn.addPass(createFuseElementwiseBuffersPass());
   fn.addPass(createConvertLinalgToParallelLoopsPass());
   // Kernels cannot call libm, and libdevice comes with a CUDA toolkit,
   // which a build of tfm does not need.

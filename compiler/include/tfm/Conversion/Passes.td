@@ -160,8 +160,9 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
     generic that yields a constant) becomes the accumulators' start. Each output folds the body over the reduction in
     the generic's order; the body's arithmetic may be contracted (FMA).
 
-    A contraction of f16 operands into f32 (`acc + extf(a) * extf(b)`,
-    the neutral lowering's GEMM under compute type f16) whose M and K are
+    A contraction of f16 or bf16 operands into f32 (`acc + extf(a) *
+    extf(b)`, the neutral lowering's GEMM under compute type f16 or bf16)
+    whose M and K are
     multiples of 16 and N of 8, started by a constant fill, becomes instead
     an `scf.parallel {tfm.lanes = 32}` over warp tiles of up to 32 x 32:
     `vector.contract` ops of 16 x 16 by 8 x 16 into 16 x 8 f32, the shape
@@ -178,6 +179,28 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def FuseElementwiseBuffersPass : Pass<"tfm-fuse-elementwise-buffers", "::mlir::func::FuncOp"> {
+  let summary = "Merges consecutive elementwise linalg ops on buffers into one.";
+  let description = [{
+    Runs on linalg on buffers, in the GPU schedule after
+    `tfm-tile-gpu-matmul`. Two `linalg.generic` ops in a row (nothing
+    between them touching memory), both all-parallel over the same static
+    ranges and each writing one output through the identity, become one
+    generic that writes both outputs (one, when the second rewrites the
+    first's in place): the second's body reads the first's result from a
+    register where it read the first's output through the identity. Each
+    op becomes a kernel, so a chain of n such ops launches once instead of
+    n times and reads its intermediate values from memory not at all.
+
+    Fusion must not change what any element reads: no other operand of the
+    second op may overlap the first's output, and the second's output may
+    overlap none of the first's operands, except the very same buffer read
+    through the identity. Buffers are compared by their place in the entry's
+    arguments (a view at a constant byte offset, or an argument); anything
+    whose place is unknown is assumed to overlap everything.
+  }];
 }
 
 def WidenContractionsPass : Pass<"tfm-widen-contractions"> {
