@@ -206,6 +206,62 @@ TEST(Kernel, BatchMatmulStridedOperands) {
   expectClose(c, want.at(0));
 }
 
+// The heads of sequence-first tensors, [S, B·H, D], as a training step's
+// attention reads and writes them: scores = q·kᵀ, then p·v into the same
+// layout. oneDNN runs these in place, without the dense copies.
+TEST(Kernel, BatchMatmulSequenceFirstHeads) {
+  const int64_t BH = 6, S = 16, D = 8;
+  auto q = randomFloats(S * BH * D, 23), kv = randomFloats(S * BH * D, 24);
+  auto scores = make({TFM_KERNEL_BATCH_MATMUL, 0, {1, BH, S, D, S}, {},
+                      {0, D, BH * D, 1,        // q[h, s, d] at [s, h, d]
+                       0, D, 1, BH * D,        // k read as [h, d, s]
+                       0, S, BH * S, 1}});     // p[h, s, t] at [s, h, t]
+  auto weighted = make({TFM_KERNEL_BATCH_MATMUL, 0, {1, BH, S, S, D}, {},
+                        {0, S, BH * S, 1,      // p[h, s, t] at [s, h, t]
+                         0, D, BH * D, 1,      // v[h, t, d] at [t, h, d]
+                         0, D, BH * D, 1}});   // o[h, s, d] at [s, h, d]
+  std::vector<float> p(S * BH * S), o(S * BH * D);
+  void *first[] = {q.data(), kv.data(), p.data()};
+  ASSERT_EQ(scores->run(first), 0);
+  void *second[] = {p.data(), kv.data(), o.data()};
+  ASSERT_EQ(weighted->run(second), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<16x6x8xf32>, %k: tensor<16x6x8xf32>) -> (tensor<16x6x16xf32>, tensor<16x6x8xf32>) {
+      %qt = tfm.transpose %q permutation = [1, 0, 2] : tensor<16x6x8xf32> -> tensor<6x16x8xf32>
+      %kt = tfm.transpose %k permutation = [1, 0, 2] : tensor<16x6x8xf32> -> tensor<6x16x8xf32>
+      %s = tfm.matmul %qt, %kt transpose_rhs : (tensor<6x16x8xf32>, tensor<6x16x8xf32>) -> tensor<6x16x16xf32>
+      %o = tfm.matmul %s, %kt : (tensor<6x16x16xf32>, tensor<6x16x8xf32>) -> tensor<6x16x8xf32>
+      %sr = tfm.transpose %s permutation = [1, 0, 2] : tensor<6x16x16xf32> -> tensor<16x6x16xf32>
+      %or = tfm.transpose %o permutation = [1, 0, 2] : tensor<6x16x8xf32> -> tensor<16x6x8xf32>
+      return %sr, %or : tensor<16x6x16xf32>, tensor<16x6x8xf32>
+    })mlir",
+                     {asTensor(q, {S, BH, D}), asTensor(kv, {S, BH, D})});
+  expectClose(p, want.at(0));
+  expectClose(o, want.at(1));
+}
+
+// One right operand shared by every batch (batch stride 0): oneDNN has only
+// its reference kernel for that layout in place, so the kernel goes through
+// the dense copies instead.
+TEST(Kernel, BatchMatmulBroadcastOperand) {
+  const int64_t B = 4, M = 3, K = 5, N = 6;
+  auto a = randomFloats(B * M * K, 25), w = randomFloats(K * N, 26);
+  auto k = make({TFM_KERNEL_BATCH_MATMUL, 0, {1, B, M, K, N}, {},
+                 {0, M * K, K, 1, 0, 0, N, 1, 0, M * N, N, 1}});
+  std::vector<float> c(B * M * N);
+  void *args[] = {a.data(), w.data(), c.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%a: tensor<4x3x5xf32>, %w: tensor<5x6xf32>) -> tensor<4x3x6xf32> {
+      %c = tfm.matmul %a, %w : (tensor<4x3x5xf32>, tensor<5x6xf32>) -> tensor<4x3x6xf32>
+      return %c : tensor<4x3x6xf32>
+    })mlir",
+                     {asTensor(a, {B, M, K}), asTensor(w, {K, N})});
+  expectClose(c, want.at(0));
+}
+
 // A transpose [B, S, H, D] -> [B, H, S, D] as a reorder between layouts.
 TEST(Kernel, ReorderTransposes) {
   const int64_t B = 2, S = 3, H = 4, D = 5;
