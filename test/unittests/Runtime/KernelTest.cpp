@@ -8,6 +8,7 @@
 
 #include "../Reference/TestUtil.h"
 #include "cpu/Kernels.h"
+#include "tfm/Reference/Ops.h"
 
 #include <cmath>
 #include <random>
@@ -455,6 +456,32 @@ TEST(Kernel, BatchMatmulTransposedResult) {
     })mlir",
                      {asTensor(a, {B, M, K}), asTensor(bm, {B, K, N})});
   expectClose(c, want.at(0));
+}
+
+// Three Adam steps with weight decay against the reference interpreter's,
+// over more elements than one thread takes and a length that leaves a
+// partial vector at the end. The kernel takes the step's coefficients as
+// the compiled code computes them: lr / (1 - β1^t) and 1 / √(1 - β2^t).
+TEST(Kernel, AdamSteps) {
+  const int64_t n = 3 * 4096 + 37;
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.98, eps = 1e-6, wd = 0.01;
+  auto p = randomFloats(n, 27);
+  std::vector<float> m(n), v(n);
+  Tensor rp = asTensor(p, {n}), rm = asTensor(m, {n}), rv = asTensor(v, {n});
+  auto k = make({TFM_KERNEL_ADAM, 0, {n}});
+  for (int64_t t = 1; t <= 3; ++t) {
+    auto g = randomFloats(n, 28 + t);
+    std::vector<float> coeff = {
+        float(lr / (1 - std::pow(b1, t))), float(1 / std::sqrt(1 - std::pow(b2, t))),
+        float(b1), float(1 - b1), float(b2), float(1 - b2), float(eps), float(wd)};
+    void *args[] = {p.data(), g.data(), m.data(), v.data(), coeff.data()};
+    ASSERT_EQ(k->run(args), 0);
+    mlir::tfm::reference::evalAdam(rp, rm, rv, asTensor(g, {n}), lr, b1, b2,
+                                   eps, wd, t);
+  }
+  expectClose(p, rp);
+  expectClose(m, rm);
+  expectClose(v, rv);
 }
 
 // Layer norm's backward pass against tfm.layer_norm_grad, whose gradients
