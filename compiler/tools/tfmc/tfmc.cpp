@@ -694,6 +694,14 @@ int runCompile(MLIRContext &context) {
                "1\n";
     return kExitUsage;
   }
+  // The backward pass's GEMMs and the optimizer have no bf16 or f16 form, so
+  // a narrower --dtype would reach only some forward linear layers: a mix
+  // no test checks, rather than mixed-precision training.
+  if (trainFlag && dtype != mlir::tfm::ComputeType::F32) {
+    error() << "--train compiles f32 training; --dtype="
+            << mlir::tfm::computeTypeName(dtype) << " is for inference\n";
+    return kExitUsage;
+  }
   if ((gpuArch.getNumOccurrences() || gpuScheduleOnCPU) &&
       target != mlir::tfm::Target::CUDA) {
     error() << (gpuScheduleOnCPU ? "--gpu-schedule-on-cpu" : "--gpu-arch")
