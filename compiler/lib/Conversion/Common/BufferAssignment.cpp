@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 
 #include <numeric>
 
@@ -599,6 +600,59 @@ void BufferizedEntry::copy(Value from, Value to) {
               [](OpBuilder &, Location, ValueRange a) { return a[0]; });
 }
 
+Value BufferizedEntry::roundedConstant(Value buffer, Type elem) {
+  auto type = cast<MemRefType>(buffer.getType());
+  auto *semantics = isa<FloatType>(elem)
+                        ? &cast<FloatType>(elem).getFloatSemantics()
+                        : nullptr;
+  if (!semantics || !type.getElementType().isF32() || !type.hasStaticShape())
+    return {};
+  // A dense window of a constant's view (the rows of one part of a packed
+  // projection, say): its first element past the view's.
+  int64_t first = 0;
+  Value base = buffer;
+  if (auto sub = buffer.getDefiningOp<memref::SubViewOp>()) {
+    SmallVector<int64_t> strides;
+    if (failed(getStridesAndOffset(type, strides, first)) ||
+        ShapedType::isDynamic(first) ||
+        strides != computeSuffixProduct(type.getShape()) ||
+        !sub.getSource().getType().getLayout().isIdentity())
+      return {};
+    base = sub.getSource();
+  } else if (!type.getLayout().isIdentity()) {
+    return {};
+  }
+  auto [root, byteOffset] = placeOf(base);
+  if (!root || root != weightsArg)
+    return {};
+  // Constants are viewed at their own offsets, which grow with the index.
+  ArrayRef<int64_t> offsets = layout.weights.offsets;
+  auto at = llvm::lower_bound(offsets, byteOffset);
+  if (at == offsets.end() || *at != byteOffset)
+    return {};
+  auto dense = dyn_cast<DenseElementsAttr>(
+      layout.weights.values[at - offsets.begin()]);
+  int64_t count = type.getNumElements();
+  if (!dense || !dense.getElementType().isF32() ||
+      first + count > dense.getNumElements())
+    return {};
+  // Rounded to nearest even, as arith.truncf rounds at run time: the GEMM
+  // reads the same values it would have computed.
+  SmallVector<APFloat> rounded;
+  rounded.reserve(count);
+  auto values = dense.getValues<APFloat>();
+  for (int64_t i = 0; i < count; ++i) {
+    APFloat v = values[first + i];
+    bool lost;
+    v.convert(*semantics, APFloat::rmNearestTiesToEven, &lost);
+    rounded.push_back(v);
+  }
+  auto copy = DenseElementsAttr::get(
+      RankedTensorType::get(type.getShape(), elem), rounded);
+  return view(weightsArg, layout.weights.add(copy),
+              MemRefType::get(type.getShape(), elem));
+}
+
 Value BufferizedEntry::axisWindow(Value buffer, int64_t axis, int64_t at,
                                   RankedTensorType part) {
   int64_t rank = part.getRank();
@@ -760,6 +814,10 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
   auto arenaType = MemRefType::get({arenaBytes}, b.getI8Type());
   arena.setType(arenaType);
   argTypes[1] = arenaType;
+  // The weights grew by the constants this entry rounded (roundedConstant).
+  auto weightsType = MemRefType::get({layout.weights.bytes}, b.getI8Type());
+  weightsArg.setType(weightsType);
+  argTypes[2] = weightsType;
   entry.setFunctionType(b.getFunctionType(argTypes, {b.getI32Type()}));
 
   // What the artifact's metadata table says about this entry.

@@ -44,9 +44,12 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
   Type elem = cast<MemRefType>(out.getType()).getElementType();
   // A narrower multiply type rounds the operands once, into scratch copies
   // that the target's GEMM reads as they are; the products are exact in
-  // `elem` and accumulate there.
+  // `elem` and accumulate there. Constant operands (an inference model's
+  // weights) are rounded at compile time instead of at every run.
   Type mulType = e.gemmOperandType(elem);
   auto narrow = [&](Value buffer) {
+    if (Value rounded = e.roundedConstant(buffer, mulType))
+      return rounded;
     auto type = cast<MemRefType>(buffer.getType());
     Value copy = e.temporary(MemRefType::get(type.getShape(), mulType));
     e.elementwise({buffer}, copy,

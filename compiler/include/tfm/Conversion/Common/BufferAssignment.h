@@ -248,6 +248,11 @@ public:
   /// shape of `part`.
   Value axisWindow(Value buffer, int64_t axis, int64_t at,
                    RankedTensorType part);
+  /// `buffer` in the narrower float type `elem`, rounded once at compile
+  /// time, when it is a dense part of a constant: a view of the rounded
+  /// copy, which joins the weights. Null otherwise (a parameter, an
+  /// activation, a strided window).
+  Value roundedConstant(Value buffer, Type elem);
   /// The map that reads a buffer of shape `from` at the numpy-broadcast
   /// position of an index into shape `to`.
   AffineMap broadcastMap(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
