@@ -66,10 +66,15 @@ def main():
     ap.add_argument("--dtype", default="f32",
                     help="what the GEMMs multiply in (f16: tensor cores)")
     args = ap.parse_args()
-    ok, failed = 0, []
+    ok, failed, f32_only = 0, [], 0
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "kernels.ptx")
         for name, model, extra in cases(args.tfmc):
+            # Training compiles in f32 only (tfmc refuses --train with a
+            # narrower --dtype); the f32 sweep covers those cases.
+            if "--train" in extra and args.dtype != "f32":
+                f32_only += 1
+                continue
             base = ["--target=cuda", "--gpu-arch=" + args.arch, "--dtype=" + args.dtype]
             flags = base + ["--emit=ptx", "-o", ptx]
             if extra and extra[0] == "bind":
@@ -92,7 +97,9 @@ def main():
                 ok += 1
     for f in failed:
         print("FAIL", f)
-    print(f"ptxas {args.arch} ({args.dtype}): {ok} modules assemble, {len(failed)} do not")
+    skipped = f" ({f32_only} training steps left to the f32 sweep)" if f32_only else ""
+    print(f"ptxas {args.arch} ({args.dtype}): {ok} modules assemble, "
+          f"{len(failed)} do not{skipped}")
     return 1 if failed else 0
 
 
