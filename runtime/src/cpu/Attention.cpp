@@ -166,6 +166,15 @@ onlineSoftmaxRowAVX2(float *row, const float *mask, int64_t keep, int64_t n,
   return shrink;
 }
 
+// GCC 12's AVX-512 header makes its undefined vectors by initializing a
+// variable with itself, and then reports that variable as uninitialized
+// wherever an intrinsic built on one is inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 /// 2^x for x <= 0 in sixteen lanes, as exp2NonPositive.
 __attribute__((target("avx512f"))) inline __m512 exp2NonPositive16(__m512 x) {
   const __m512 lo = _mm512_set1_ps(kExp2Lowest);
@@ -218,6 +227,9 @@ onlineSoftmaxRowAVX512(float *row, const float *mask, int64_t keep,
   m = next;
   return shrink;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 using RowFn = float (*)(float *, const float *, int64_t, int64_t, float &,
