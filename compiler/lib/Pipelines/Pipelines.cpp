@@ -101,6 +101,13 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     buildFrontPipeline(pm, options);
     return success();
   }
+  // The backward GEMMs and the optimizers have no narrower form; a narrower
+  // compute type would reach only some forward linear layers.
+  if (options.training && options.computeType != ComputeType::F32) {
+    error = "training compiles in f32 only; compute-type=" +
+            computeTypeName(options.computeType).str() + " is for inference";
+    return failure();
+  }
   if (options.target == Target::CUDA) {
     if (options.generation) {
       error = "generation is built for the CPU target only so far";
