@@ -21,14 +21,18 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
-void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
-                                       const CompilerOptions &options) {
-  buildFrontPipeline(pm, options);
+void mlir::tfm::buildCPUPlanPipeline(OpPassManager &pm, bool remarks) {
   registerCPUTarget();
   // The CPU computes a fused attention without its scores in memory.
   pm.addNestedPass<func::FuncOp>(
-      createFuseAttentionPass({options.remarks, /*target=*/"cpu"}));
+      createFuseAttentionPass({remarks, /*target=*/"cpu"}));
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cpu"}));
+}
+
+void mlir::tfm::buildCPUBufferPipeline(OpPassManager &pm,
+                                       const CompilerOptions &options) {
+  buildFrontPipeline(pm, options);
+  buildCPUPlanPipeline(pm, options.remarks);
   pm.addPass(createLowerToCPUPass({options.computeType}));
 }
 

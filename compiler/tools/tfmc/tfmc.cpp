@@ -955,12 +955,10 @@ int runInspectCommand(MLIRContext &context) {
     if (failed(applyPassManagerCLOptions(pm)))
       return kExitUsage;
     mlir::tfm::buildFusionPipeline(pm, /*remarks=*/graph);
-    // The plan the CPU target compiles: its fused attention keeps no scores
-    // in memory, so without it the arena of a long sequence read 11 times
-    // what `tfmc compile` gives it (W8 at 4096: 856 MB against 76 MB).
-    pm.addNestedPass<func::FuncOp>(
-        mlir::tfm::createFuseAttentionPass({/*remarks=*/graph, "cpu"}));
-    pm.addNestedPass<func::FuncOp>(mlir::tfm::createPlanMemoryPass({"cpu"}));
+    // The plan the CPU target compiles: without its fused attention the
+    // arena of a long sequence read 11 times what `tfmc compile` gives it
+    // (W8 at 4096: 856 MB against 76 MB).
+    mlir::tfm::buildCPUPlanPipeline(pm, /*remarks=*/graph);
     if (failed(pm.run(module)))
       return kExitInputError;
     if (!graph)

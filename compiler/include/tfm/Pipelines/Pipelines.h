@@ -154,6 +154,11 @@ void buildFusionPipeline(OpPassManager &pm, bool remarks);
 void buildTrainingPipeline(OpPassManager &pm, bool remarks,
                            const TrainingOptions &training);
 
+/// What the CPU target runs between fusion and lowering: its fused
+/// attention (no scores in memory) and its memory plan. `tfmc inspect`
+/// reports the plan it makes.
+void buildCPUPlanPipeline(OpPassManager &pm, bool remarks);
+
 /// Fusion (and training) as `options` ask, memory planning and
 /// tfm-lower-to-cpu: the program on buffers, with kernel calls and linalg.
 void buildCPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
