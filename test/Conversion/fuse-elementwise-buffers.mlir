@@ -163,3 +163,80 @@ func.func @apart(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %s: memref<4xf32>, %w
   }
   return
 }
+
+// A body that loads at a computed position reads what another thread of a
+// merged kernel may not have written yet. Exclusive CumSum's two shifts:
+// the first copies x into y[1..4], the second loads y at its own position
+// (the slice of the next shift), so thread i reads y[i], which thread i-1
+// writes. Merged, they raced on the GPU; apart, each is one kernel.
+// CHECK-LABEL: func.func @loads_first_output
+// CHECK-COUNT-2: linalg.generic
+func.func @loads_first_output(%arena: memref<192xi8>, %x: memref<4xf64>) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %y = memref.view %arena[%c64][] : memref<192xi8> to memref<5xf64>
+  %tail = memref.subview %y[1] [4] [1] : memref<5xf64> to memref<4xf64, strided<[1], offset: 1>>
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : memref<4xf64>) outs(%tail : memref<4xf64, strided<[1], offset: 1>>) {
+  ^bb0(%v: f64, %o: f64):
+    linalg.yield %v : f64
+  }
+  %s = memref.view %arena[%c0][] : memref<192xi8> to memref<4xf64>
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%s : memref<4xf64>) {
+  ^bb0(%o: f64):
+    %i = linalg.index 0 : index
+    %v = memref.load %y[%i] : memref<5xf64>
+    linalg.yield %v : f64
+  }
+  return
+}
+
+// The reverse: the first loads at computed positions from a buffer that
+// the second writes, so thread i's write could land before thread j's load.
+// CHECK-LABEL: func.func @overwrites_first_load
+// CHECK-COUNT-2: linalg.generic
+func.func @overwrites_first_load(%x: memref<8xf32>, %y: memref<8xf32>, %z: memref<8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%y : memref<8xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %c7 = arith.constant 7 : index
+    %j = arith.subi %c7, %i : index
+    %v = memref.load %x[%j] : memref<8xf32>
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%y : memref<8xf32>) outs(%x : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %d = arith.addf %v, %v : f32
+    linalg.yield %d : f32
+  }
+  return
+}
+
+// Loads that miss the other op's output still merge: a gather from a
+// table nobody writes, then the rounding of its result.
+// CHECK-LABEL: func.func @loads_elsewhere
+// CHECK: linalg.generic
+// CHECK: memref.load
+// CHECK: arith.truncf
+// CHECK-NOT: linalg.generic
+func.func @loads_elsewhere(%table: memref<16xf32>, %y: memref<8xf32>, %r: memref<8xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%y : memref<8xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %c2 = arith.constant 2 : index
+    %j = arith.muli %i, %c2 : index
+    %v = memref.load %table[%j] : memref<16xf32>
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%y : memref<8xf32>) outs(%r : memref<8xbf16>) {
+  ^bb0(%v: f32, %o: bf16):
+    %t = arith.truncf %v : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}

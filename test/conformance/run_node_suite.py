@@ -6,7 +6,10 @@ With --mode=reference every test runs in the reference interpreter; with
 run through the runtime; with --mode=gpu-schedule it is compiled for the CUDA
 target with its kernels' schedule of blocks and threads run as serial loops
 on the CPU (--gpu-schedule-on-cpu), which checks the GPU path's lowering and
-indexing without a GPU, and compiled to PTX as well; with --mode=cuda it runs on the GPU.
+indexing without a GPU, and compiled to PTX as well; --mode=gpu-schedule-reversed
+runs that schedule with each grid's blocks and threads in descending order
+(--reverse-grid), where a kernel whose threads read each other's writes, a
+race on a GPU, gives another result; with --mode=cuda it runs on the GPU.
 
 Every test whose ops the importer supports (`tfmc --list-onnx-ops`) and whose
 opset lies in 7..21 runs (7 to 12 through the ONNX version converter), and must match its expected outputs, unless it is
@@ -47,6 +50,8 @@ def classify(path, supported):
 def run_one(tfmc, path, mode):
     flags = {"reference": ["--reference"], "compiled": [],
              "gpu-schedule": ["--device=cuda", "--gpu-schedule-on-cpu"],
+             "gpu-schedule-reversed": ["--device=cuda", "--gpu-schedule-on-cpu",
+                                       "--reverse-grid"],
              "cuda": ["--device=cuda"]}[mode]
     proc = subprocess.run(
         [tfmc, "run", os.path.join(path, "model.onnx")] + flags +
@@ -98,7 +103,7 @@ def main():
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--expected", required=True, help="expected failures")
     ap.add_argument("--mode", choices=["reference", "compiled", "gpu-schedule",
-                                       "cuda"],
+                                       "gpu-schedule-reversed", "cuda"],
                     default="reference")
     ap.add_argument("--table", help="write the per-op Markdown table here")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)

@@ -64,9 +64,12 @@ static void addVectorToLLVM(OpPassManager &pm) {
   pm.addPass(createConvertVectorToLLVMPass());
 }
 
-void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm) {
+void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
+                                                bool reverseGrid) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   addSchedule(fn);
+  if (reverseGrid)
+    fn.addPass(createReverseGridPass());
   // The tensor-core tiles' vector ops, as the CPU lowers them.
   fn.addPass(createWidenContractionsPass());
   addVectorToLLVM(pm);

@@ -29,6 +29,7 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.computeType = computeType;
   o.gpuArch = gpuArch;
   o.gpuScheduleOnCPU = gpuScheduleOnCPU;
+  o.reverseGrid = reverseGrid;
   o.parallelGlueIterations = parallelGlueIterations;
   o.remarks = remarks;
   o.fuse = fuse;
@@ -119,6 +120,10 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
               "sm_90a";
       return failure();
     }
+    if (options.reverseGrid && !options.gpuScheduleOnCPU) {
+      error = "--reverse-grid applies to --gpu-schedule-on-cpu";
+      return failure();
+    }
     if (options.gpuScheduleOnCPU && stage == Stage::ptx) {
       error = "--gpu-schedule-on-cpu compiles no PTX";
       return failure();
@@ -127,7 +132,7 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     if (stage == Stage::linalg)
       return success();
     if (options.gpuScheduleOnCPU)
-      buildGPUScheduleOnCPUPipeline(pm);
+      buildGPUScheduleOnCPUPipeline(pm, options.reverseGrid);
     else
       buildGPUToLLVMPipeline(pm, options.gpuArch);
     return success();

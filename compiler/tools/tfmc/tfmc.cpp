@@ -156,6 +156,12 @@ cl::opt<bool> gpuScheduleOnCPU(
              "CPU instead of compiling PTX; a test of the GPU schedule on a "
              "machine without one"),
     cl::Hidden, cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat));
+cl::opt<bool> reverseGrid(
+    "reverse-grid",
+    cl::desc("With --gpu-schedule-on-cpu: run each grid's blocks and threads "
+             "in descending order, so that a kernel whose threads read each "
+             "other's writes (a race on a GPU) gives another result"),
+    cl::Hidden, cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat));
 cl::opt<mlir::tfm::ComputeType> dtype(
     "dtype",
     cl::desc("The type the linear layers multiply in (f32 accumulation; "
@@ -708,6 +714,10 @@ int runCompile(MLIRContext &context) {
             << " applies to --target=cuda\n";
     return kExitUsage;
   }
+  if (reverseGrid && !gpuScheduleOnCPU) {
+    error() << "--reverse-grid applies to --gpu-schedule-on-cpu\n";
+    return kExitUsage;
+  }
   return withModel(context, [&](ModuleOp module) -> int {
     // The passes report every site as a remark.
     std::vector<FusionSite> sites;
@@ -733,6 +743,7 @@ int runCompile(MLIRContext &context) {
     options.compiler.computeType = dtype;
     options.compiler.gpuArch = gpuArch;
     options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
+    options.compiler.reverseGrid = reverseGrid;
     options.compiler.remarks = report;
     options.artifact.externalWeights = externalWeights;
     options.artifact.cpu = targetCpu;
@@ -819,6 +830,10 @@ int runTrain(MLIRContext &context) {
     error() << "--gpu-schedule-on-cpu applies to --device=cuda\n";
     return kExitUsage;
   }
+  if (reverseGrid && !gpuScheduleOnCPU) {
+    error() << "--reverse-grid applies to --gpu-schedule-on-cpu\n";
+    return kExitUsage;
+  }
   if (useReference && !device.empty()) {
     error() << "--device runs compiled code; it does not apply to "
                "--reference\n";
@@ -903,6 +918,7 @@ int runTrain(MLIRContext &context) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;
       options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
+      options.compiler.reverseGrid = reverseGrid;
     }
     int rc = compileTo(module, Emit::so, so, options);
     // The schedule compiled for the host trains on the CPU.
@@ -1063,6 +1079,10 @@ int runRunOnce(MLIRContext &context) {
     error() << "--gpu-schedule-on-cpu applies to --device=cuda\n";
     return kExitUsage;
   }
+  if (reverseGrid && !gpuScheduleOnCPU) {
+    error() << "--reverse-grid applies to --gpu-schedule-on-cpu\n";
+    return kExitUsage;
+  }
   if (isCompiledModel(inputFile)) {
     if (useReference) {
       error() << "--reference needs the model (.onnx or .mlir), not a "
@@ -1118,6 +1138,7 @@ int runRunOnce(MLIRContext &context) {
       options.compiler.target = mlir::tfm::Target::CUDA;
       options.compiler.gpuArch = gpuArch;
       options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
+      options.compiler.reverseGrid = reverseGrid;
     }
     int rc = compileTo(module, Emit::so, so, options);
     // The schedule compiled for the host runs on the CPU.

@@ -237,6 +237,21 @@ def MapToGPUPass : Pass<"tfm-map-to-gpu", "::mlir::func::FuncOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def ReverseGridPass : Pass<"tfm-reverse-grid", "::mlir::func::FuncOp"> {
+  let summary = "Runs a mapped grid's blocks and threads in descending order.";
+  let description = [{
+    Runs after `tfm-map-to-gpu`, in the schedule compiled for the CPU
+    (`--gpu-schedule-on-cpu --reverse-grid`), where a grid runs as serial
+    loops. Every loop mapped to blocks or threads visits its indices from
+    the last to the first. A kernel whose threads never read what another
+    thread of the same launch writes computes the same result in either
+    order; one that does (a race on the GPU, where threads run at once)
+    gives another result in one of the two orders, and the schedule checks
+    then fail on the CPU as the kernel would on a GPU.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {
   let summary = "Gathers the outlined kernels into one gpu.module.";
   let description = [{

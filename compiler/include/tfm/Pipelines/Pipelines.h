@@ -75,6 +75,10 @@ struct CompilerOptions {
   /// it to PTX, so that CI without a GPU checks its indexing against the
   /// reference interpreter. The artifact is a CPU model.
   bool gpuScheduleOnCPU = false;
+  /// With gpuScheduleOnCPU: run each grid's blocks and threads in
+  /// descending order (tfm-reverse-grid), which changes the result of a
+  /// kernel whose threads read each other's writes, a race on a GPU.
+  bool reverseGrid = false;
   /// For the CPU target: the iterations a loop nest of the glue needs to
   /// run on the session's threads (tfm-parallelize-glue; 0: none does).
   int64_t parallelGlueIterations = 65536;
@@ -103,6 +107,11 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
       *this, "gpu-schedule-on-cpu",
       llvm::cl::desc("With target=cuda: the kernels' schedule as serial host "
                      "loops instead of PTX (a test of the schedule)"),
+      llvm::cl::init(false)};
+  Option<bool> reverseGrid{
+      *this, "reverse-grid",
+      llvm::cl::desc("With gpu-schedule-on-cpu: each grid's blocks and "
+                     "threads in descending order (tfm-reverse-grid)"),
       llvm::cl::init(false)};
   Option<int64_t> parallelGlueIterations{
       *this, "parallel-glue-iterations",
@@ -185,7 +194,7 @@ void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch);
 /// The linalg of a GPU entry mapped to blocks and threads, as
 /// buildGPUToLLVMPipeline maps it, then lowered with the CPU's passes: the
 /// grid runs as serial loops on the host (CompilerOptions::gpuScheduleOnCPU).
-void buildGPUScheduleOnCPUPipeline(OpPassManager &pm);
+void buildGPUScheduleOnCPUPipeline(OpPassManager &pm, bool reverseGrid);
 
 /// The passes that take a module as imported (tfm on tensors) to `stage`
 /// for `options.target`. Stages past `llvm` need translation, which the

@@ -120,6 +120,31 @@ bool mayOverlap(Value a, Value b) {
   return !pa || !pb || overlap(*pa, *pb);
 }
 
+/// The buffers that `op`'s body reads itself, beyond its operands: the
+/// neutral lowering's slices and gathers load at computed positions.
+/// Null when a body op's effects are unknown or it writes memory.
+std::optional<SmallVector<Value>> bodyReads(linalg::GenericOp op) {
+  SmallVector<Value> reads;
+  WalkResult walk = op.getBody()->walk([&](Operation *inner) {
+    if (isMemoryEffectFree(inner))
+      return WalkResult::advance();
+    auto effects = dyn_cast<MemoryEffectOpInterface>(inner);
+    if (!effects || inner->getNumRegions())
+      return WalkResult::interrupt();
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (MemoryEffects::EffectInstance &effect : list) {
+      if (!isa<MemoryEffects::Read>(effect.getEffect()) || !effect.getValue())
+        return WalkResult::interrupt();
+      reads.push_back(effect.getValue());
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return std::nullopt;
+  return reads;
+}
+
 /// All-parallel, static, one output written through the identity.
 bool isElementwise(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops() ||
@@ -155,6 +180,17 @@ linalg::GenericOp fuse(linalg::GenericOp first, linalg::GenericOp second) {
                   !reshapeable(second)))
     return {};
   Value x = first.getDpsInits()[0], y = second.getDpsInits()[0];
+  // What a body loads at a computed position, another thread of the merged
+  // kernel may be writing: the second's loads must miss the first's output,
+  // and the second's output what the first loads. (CumSum's shifted copies
+  // read the previous shift's output this way.)
+  std::optional<SmallVector<Value>> firstLoads = bodyReads(first),
+                                    secondLoads = bodyReads(second);
+  if (!firstLoads || !secondLoads)
+    return {};
+  if (llvm::any_of(*secondLoads, [&](Value r) { return mayOverlap(r, x); }) ||
+      llvm::any_of(*firstLoads, [&](Value r) { return mayOverlap(r, y); }))
+    return {};
   // The second's inputs: the first's output through the identity (read
   // from the register instead), or buffers the first does not write.
   SmallVector<bool> readsResult;
