@@ -1,10 +1,7 @@
 //===- Driver.cpp - Opening the CUDA driver -------------------------------===//
 
 #include "Driver.h"
-
-#include <dlfcn.h>
-
-#include <cstdlib>
+#include "Library.h"
 
 using namespace tfm::runtime::cuda;
 
@@ -28,25 +25,15 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  const char *override = std::getenv("TFM_CUDA_DRIVER");
-  std::string path = override && *override ? override : "libcuda.so.1";
-  // The driver stays loaded for the process: contexts and modules outlive
-  // any one session, and unloading it under them is not supported.
-  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char *why = dlerror();
-    l.error = "the CUDA driver (" + path + ") cannot be loaded: " +
-              (why ? why : "unknown error") +
-              "; is an NVIDIA driver installed?";
+  Library library = openLibrary("TFM_CUDA_DRIVER", {"libcuda.so.1"},
+                                "the CUDA driver", l.error);
+  if (!library.handle) {
+    l.error += "; is an NVIDIA driver installed?";
     return l;
   }
 #define TFM_CUDA_RESOLVE(member, symbol, type)                                 \
-  l.driver.member = reinterpret_cast<type>(dlsym(handle, symbol));             \
-  if (!l.driver.member) {                                                      \
-    l.error = "the CUDA driver (" + path + ") has no function " symbol         \
-              "; it is too old";                                               \
-    return l;                                                                  \
-  }
+  if (!resolve(library, symbol, l.driver.member, "the CUDA driver", l.error))  \
+    return l;
   TFM_CUDA_DRIVER_FUNCTIONS(TFM_CUDA_RESOLVE)
 #undef TFM_CUDA_RESOLVE
   if (CUresult rc = l.driver.init(0); rc != CUDA_SUCCESS) {

@@ -4,12 +4,15 @@
 // (libcuda.so.1) with dlopen when a session first asks for a GPU, and finds
 // the few functions it calls by name. Their types are declared here from
 // the driver's documented C interface, so no CUDA header is needed to build.
-// TFM_CUDA_DRIVER names another library to open instead (tests use it).
+// TFM_CUDA_DRIVER names another library to open instead (tests use it);
+// Library.h opens it.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TFM_RUNTIME_SRC_CUDA_DRIVER_H
 #define TFM_RUNTIME_SRC_CUDA_DRIVER_H
+
+#include "Library.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -73,9 +76,6 @@ constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
   X(streamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))       \
   X(streamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))              \
   X(streamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))
-
-/// Spells a function pointer type where a declarator cannot.
-template <typename T> using Function = T;
 
 struct Driver {
 #define TFM_CUDA_MEMBER(member, symbol, type) Function<type> member = nullptr;

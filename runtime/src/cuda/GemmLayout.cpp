@@ -1,0 +1,146 @@
+//===- GemmLayout.cpp - A row-major GEMM as a cuBLASLt call ---------------===//
+
+#include "GemmLayout.h"
+
+#include <algorithm>
+
+using namespace tfm::runtime::cuda;
+
+namespace {
+
+/// op(X) of `rows` × `columns` whose element (r, c) lies at r·rowStride +
+/// c·columnStride, as a column-major matrix read plainly (dense rows of
+/// op(X) down a column) or transposed (op(X)'s rows dense).
+std::optional<LtMatrix> operand(int64_t rows, int64_t columns,
+                                int64_t rowStride, int64_t columnStride,
+                                int64_t batchStride) {
+  // A dimension of one element has no stride to speak of.
+  if (rows == 1)
+    rowStride = 1;
+  if (columns == 1)
+    columnStride = std::max<int64_t>(rows, 1);
+  LtMatrix x;
+  x.batchStride = batchStride;
+  if (rowStride == 1 && columnStride >= rows) {
+    x.rows = rows;
+    x.columns = columns;
+    x.ld = columnStride;
+    return x;
+  }
+  if (rows == 1)
+    rowStride = std::max<int64_t>(columns, 1);
+  if (columns == 1)
+    columnStride = 1;
+  if (columnStride == 1 && rowStride >= columns) {
+    x.rows = columns;
+    x.columns = rows;
+    x.ld = rowStride;
+    x.transposed = true;
+    return x;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<GemmLayout>
+tfm::runtime::cuda::layoutOf(const GemmProblem &p, std::string &why) {
+  if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1 || p.batch > INT32_MAX) {
+    why = "an empty or oversized GEMM";
+    return std::nullopt;
+  }
+  if (p.batch > 1 && p.c.batch == 0) {
+    why = "the output is repeated over the batch";
+    return std::nullopt;
+  }
+  GemmLayout l;
+  l.batch = static_cast<int32_t>(p.batch);
+  // D = Cᵀ (n × m) = Bᵀ · Aᵀ when C's rows are dense; D = C = A · B when
+  // its columns are.
+  std::optional<LtMatrix> d =
+      operand(p.n, p.m, p.c.column, p.c.row, p.c.batch);
+  if (d && !d->transposed) {
+    l.swapped = true;
+    l.m = p.n;
+    l.n = p.m;
+    l.k = p.k;
+    std::optional<LtMatrix> a = operand(p.n, p.k, p.b.column, p.b.row, p.b.batch);
+    std::optional<LtMatrix> b = operand(p.k, p.m, p.a.column, p.a.row, p.a.batch);
+    if (!a || !b) {
+      why = !a ? "the second operand is strided along both dimensions"
+               : "the first operand is strided along both dimensions";
+      return std::nullopt;
+    }
+    l.a = *a;
+    l.b = *b;
+    l.d = *d;
+    return l;
+  }
+  d = operand(p.m, p.n, p.c.row, p.c.column, p.c.batch);
+  if (!d || d->transposed) {
+    why = "the output is strided along both dimensions";
+    return std::nullopt;
+  }
+  l.m = p.m;
+  l.n = p.n;
+  l.k = p.k;
+  std::optional<LtMatrix> a = operand(p.m, p.k, p.a.row, p.a.column, p.a.batch);
+  std::optional<LtMatrix> b = operand(p.k, p.n, p.b.row, p.b.column, p.b.batch);
+  if (!a || !b) {
+    why = !a ? "the first operand is strided along both dimensions"
+             : "the second operand is strided along both dimensions";
+    return std::nullopt;
+  }
+  l.a = *a;
+  l.b = *b;
+  l.d = *d;
+  return l;
+}
+
+GemmProblem tfm::runtime::cuda::linearProblem(int64_t m, int64_t k,
+                                              int64_t n) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {0, k, 1};
+  // B[k][j] = w[j][k].
+  p.b = {0, 1, k};
+  p.c = {0, n, 1};
+  return p;
+}
+
+std::optional<GemmProblem> tfm::runtime::cuda::batchMatmulProblem(
+    int64_t b1, int64_t b2, int64_t m, int64_t k, int64_t n,
+    const int64_t strides[12], std::string &why) {
+  GemmProblem p;
+  p.batch = b1 * b2;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  // One stride over b1·b2 matrices: b2's, when b1's steps over b2 of them.
+  auto fold = [&](const int64_t *s, int64_t &out) {
+    if (b1 == 1 || s[0] == b2 * s[1]) {
+      out = s[1];
+      return true;
+    }
+    if (b2 == 1) {
+      out = s[0];
+      return true;
+    }
+    return false;
+  };
+  MatrixStrides *operands[3] = {&p.a, &p.b, &p.c};
+  const char *names[3] = {"first operand", "second operand", "output"};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t *s = strides + 4 * i;
+    if (!fold(s, operands[i]->batch)) {
+      why = std::string("the ") + names[i] +
+            "'s two batch dimensions are not evenly spaced";
+      return std::nullopt;
+    }
+    operands[i]->row = s[2];
+    operands[i]->column = s[3];
+  }
+  return p;
+}
