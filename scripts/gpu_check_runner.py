@@ -13,12 +13,21 @@ an NVIDIA GPU: no compiler, only the runtime and the compiled models.
          GEMM peak measured by cuBLAS through PyTorch
   all    the three, in that order
 
-Prints one summary line per part, the last lines of the output.
-usage: run.sh [check|train|bench|all] [--device cuda:0] [--reps N]"""
+The check and train cases run in child processes and print a line each as
+they finish, so a run cut off by a time limit still tells something. A
+kernel fault poisons a process's CUDA context: after one (or a crash, or a
+case past --case-timeout) a fresh process goes on with the next case, and
+the faulting case runs once more alone with TFM_PROFILE=1, which names the
+kernel. Prints one summary line per part, the last lines of the output.
+usage: run.sh [check|train|bench|all] [--device cuda:0] [--reps N]
+              [--case-timeout SECONDS]"""
 import argparse
 import json
 import os
+import selectors
+import signal
 import statistics
+import subprocess
 import sys
 import time
 
@@ -60,29 +69,165 @@ def cases(root):
             yield group, name, os.path.join(root, group, name)
 
 
+class Fault(Exception):
+    """The runtime failed (not a mismatch): the process's CUDA context may
+    be poisoned, so the cases after it run in a fresh process."""
+
+
+def run_model(rt, path, device, ins, entry="infer", times=1):
+    """The outputs of `times` runs; the model is closed whatever happens."""
+    m = None
+    try:
+        m = tfm_runtime.Model(rt, path, device, entry=entry)
+        return [m.run(ins) for _ in range(times)]
+    except tfm_runtime.Error as e:
+        raise Fault(str(e)) from None
+    finally:
+        if m is not None:
+            try:
+                m.close()
+            except tfm_runtime.Error:
+                pass
+
+
+def check_items(pack):
+    return [(f"{group}/{name}", folder)
+            for group, name, folder in cases(os.path.join(pack, "cases"))]
+
+
+def check_case(rt, args, folder):
+    data = np.load(os.path.join(folder, "case.npz"))
+    ins = [data[f"in{i}"] for i in range(sum(k.startswith("in") for k in data))]
+    outs = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data))]
+    rel_l2 = float(data["rel_l2"]) if "rel_l2" in data else None
+    got = run_model(rt, os.path.join(folder, "model.so"), args.device, ins)[0]
+    return next((f"output {i}: {w}" for i, w in
+                 enumerate(compare(g, e, rel_l2) for g, e in zip(got, outs))
+                 if w), None)
+
+
+def train_items(pack):
+    root = os.path.join(pack, "train")
+    if not os.path.isdir(root):
+        return []
+    return [(label, os.path.join(root, label)) for label in sorted(os.listdir(root))]
+
+
+def train_case(rt, args, folder):
+    want = json.load(open(os.path.join(folder, "losses.json")))["losses"]
+    batch = np.load(os.path.join(folder, "batch.npz"))
+    ins = [batch[f"in{i}"] for i in range(len(batch.files))]
+    runs = run_model(rt, os.path.join(folder, "model.so"), args.device, ins,
+                     entry="train_step", times=len(want))
+    got = [float(r[0].reshape(-1)[0]) for r in runs]
+    worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+    return None if worst <= 1e-3 else f"largest relative error {worst:.2e}"
+
+
+PARTS = {"check": (check_items, check_case), "train": (train_items, train_case)}
+
+
+def worker(args, pack):
+    """Runs the part's cases from --start (or only --only) in this process,
+    a line before and after each; exits 3 after a fault, so that a fresh
+    process goes on."""
+    rt = tfm_runtime.Runtime(os.path.join(pack, "lib", "libtfm_runtime.so"))
+    items_of, case = PARTS[args.part]
+    items = items_of(pack)
+    todo = [args.only] if args.only is not None else range(args.start, len(items))
+    for i in todo:
+        print(f"START {i}", flush=True)
+        # The dry run's stand-in for a kernel fault: the case's process dies.
+        if os.environ.get("TFM_PACK_CRASH") == items[i][0]:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        try:
+            why, fault = case(rt, args, items[i][1]), False
+        except Fault as e:
+            why, fault = str(e), True
+        print(f"DONE {i} " + ("ok" if not why else
+                              ("FAULT " if fault else "FAIL ") + why.replace("\n", " ")),
+              flush=True)
+        if fault:
+            return 3
+    return 0
+
+
+def isolated(args, pack):
+    """Runs a part's cases in child processes, one line per case as it
+    finishes. After a fault, a crash or a case past --case-timeout, the
+    child is replaced and the cases after it go on; a faulting case runs
+    once more alone with TFM_PROFILE=1, which waits on every launch and so
+    names the kernel."""
+    items = PARTS[args.part][0](pack)
+    results = {}
+
+    def child(start=None, only=None, env=None):
+        cmd = [sys.executable, os.path.abspath(__file__), "_worker", args.part,
+               "--device", args.device]
+        cmd += ["--only", str(only)] if only is not None else ["--start", str(start)]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+
+    def follow(proc, record):
+        """Reads `proc`'s lines; returns the case it was in when it stopped
+        answering (None when it ended between cases) and why."""
+        current = None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            if not sel.select(timeout=args.case_timeout):
+                proc.kill()
+                proc.wait()
+                return current, f"no answer within {args.case_timeout} s"
+            line = proc.stdout.readline()
+            if not line:
+                rc = proc.wait()
+                return current, (f"the process died (signal {-rc})" if rc < 0
+                                 else f"the process exited with {rc}")
+            words = line.rstrip("\n").split(" ", 2)
+            if words[0] == "START":
+                current = int(words[1])
+            elif words[0] == "DONE":
+                record(int(words[1]), words[2] if len(words) > 2 else "ok")
+                current = None
+
+    def record(i, outcome):
+        results[i] = outcome
+        print(("ok   " if outcome == "ok" else "FAIL ") + items[i][0] +
+              ("" if outcome == "ok" else ": " + outcome), flush=True)
+
+    start = 0
+    while start < len(items):
+        proc = child(start=start)
+        stuck, why = follow(proc, record)
+        if stuck is not None:
+            record(stuck, "FAULT " + why)
+        done = [i for i in results if i >= start]
+        if not done:
+            break
+        last = max(done)
+        if results[last].startswith("FAULT") and "TFM_PROFILE" not in results[last]:
+            env = dict(os.environ, TFM_PROFILE="1")
+            again = {}
+            _, ended = follow(child(only=last, env=env),
+                              lambda i, o: again.setdefault(i, o))
+            alone = again.get(last, ended)
+            results[last] += f"; alone with TFM_PROFILE=1: {alone}"
+            print(f"     {items[last][0]}: alone with TFM_PROFILE=1: {alone}",
+                  flush=True)
+        start = last + 1
+    return [(items[i][0], results.get(i, "not run")) for i in range(len(items))]
+
+
 def check(rt, args, pack):
     per_group, failures = {}, []
-    root = os.path.join(pack, "cases")
-    for group, name, folder in cases(root):
-        data = np.load(os.path.join(folder, "case.npz"))
-        ins = [data[f"in{i}"] for i in range(sum(k.startswith("in") for k in data))]
-        outs = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data))]
-        rel_l2 = float(data["rel_l2"]) if "rel_l2" in data else None
-        ok = per_group.setdefault(group, [0, 0])
+    for name, outcome in isolated(argparse.Namespace(**{**vars(args), "part": "check"}), pack):
+        ok = per_group.setdefault(name.split("/")[0], [0, 0])
         ok[1] += 1
-        try:
-            m = tfm_runtime.Model(rt, os.path.join(folder, "model.so"), args.device)
-            got = m.run(ins)
-            m.close()
-            why = next((f"output {i}: {w}" for i, w in
-                        enumerate(compare(g, e, rel_l2) for g, e in zip(got, outs))
-                        if w), None)
-        except tfm_runtime.Error as e:
-            why = str(e)
-        if why:
-            failures.append(f"{group}/{name}: {why}")
-        else:
+        if outcome == "ok":
             ok[0] += 1
+        else:
+            failures.append(f"{name}: {outcome}")
     for f in failures:
         print("FAIL", f)
     summary = ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in per_group.items())
@@ -92,29 +237,15 @@ def check(rt, args, pack):
 
 
 def train(rt, args, pack):
-    root = os.path.join(pack, "train")
-    if not os.path.isdir(root):
+    if not train_items(pack):
         print("gpu-check train: nothing packed")
         return True
     matched, failures = 0, []
-    for label in sorted(os.listdir(root)):
-        folder = os.path.join(root, label)
-        want = json.load(open(os.path.join(folder, "losses.json")))["losses"]
-        batch = np.load(os.path.join(folder, "batch.npz"))
-        ins = [batch[f"in{i}"] for i in range(len(batch.files))]
-        try:
-            m = tfm_runtime.Model(rt, os.path.join(folder, "model.so"), args.device,
-                                  entry="train_step")
-            got = [float(m.run(ins)[0].reshape(-1)[0]) for _ in want]
-            m.close()
-            worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
-            why = None if worst <= 1e-3 else f"largest relative error {worst:.2e}"
-        except tfm_runtime.Error as e:
-            why = str(e)
-        if why:
-            failures.append(f"{label}: {why}")
-        else:
+    for label, outcome in isolated(argparse.Namespace(**{**vars(args), "part": "train"}), pack):
+        if outcome == "ok":
             matched += 1
+        else:
+            failures.append(f"{label}: {outcome}")
     for f in failures:
         print("FAIL train", f)
     print(f"gpu-check train on {args.device}: {matched} of {matched + len(failures)} "
@@ -249,12 +380,21 @@ def train_bench(rt, args, pack, name, timed, peak_f32):
 
 
 def main():
+    pack = HERE
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        wp = argparse.ArgumentParser()
+        wp.add_argument("part", choices=sorted(PARTS))
+        wp.add_argument("--device", default="cuda:0")
+        wp.add_argument("--start", type=int, default=0)
+        wp.add_argument("--only", type=int)
+        return worker(wp.parse_args(sys.argv[2:]), pack)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("part", nargs="?", default="all", choices=["check", "train", "bench", "all"])
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--case-timeout", type=float, default=600,
+                    help="seconds a check or training case may take")
     args = ap.parse_args()
-    pack = HERE
     rt = tfm_runtime.Runtime(os.path.join(pack, "lib", "libtfm_runtime.so"))
     info = json.load(open(os.path.join(pack, "pack.json")))
     if info.get("schedule_on_cpu"):
