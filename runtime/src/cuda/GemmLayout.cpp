@@ -55,20 +55,27 @@ tfm::runtime::cuda::layoutOf(const GemmProblem &p, std::string &why) {
   }
   GemmLayout l;
   l.batch = static_cast<int32_t>(p.batch);
-  // D = Cᵀ (n × m) = Bᵀ · Aᵀ when C's rows are dense; D = C = A · B when
-  // its columns are.
-  std::optional<LtMatrix> d =
-      operand(p.n, p.m, p.c.column, p.c.row, p.c.batch);
-  if (d && !d->transposed) {
-    l.swapped = true;
-    l.m = p.n;
-    l.n = p.m;
+  // D = Cᵀ (n × m) = Bᵀ · Aᵀ when C's rows are dense: every matrix is then
+  // seen transposed, its row and column strides exchanged. D = C = A · B
+  // when C's columns are.
+  for (bool swapped : {true, false}) {
+    auto view = [&](int64_t rows, int64_t columns, const MatrixStrides &s) {
+      return swapped ? operand(rows, columns, s.column, s.row, s.batch)
+                     : operand(rows, columns, s.row, s.column, s.batch);
+    };
+    l.swapped = swapped;
+    l.m = swapped ? p.n : p.m;
+    l.n = swapped ? p.m : p.n;
     l.k = p.k;
-    std::optional<LtMatrix> a = operand(p.n, p.k, p.b.column, p.b.row, p.b.batch);
-    std::optional<LtMatrix> b = operand(p.k, p.m, p.a.column, p.a.row, p.a.batch);
+    std::optional<LtMatrix> d = view(l.m, l.n, p.c);
+    if (!d || d->transposed)
+      continue;
+    std::optional<LtMatrix> a = view(l.m, l.k, swapped ? p.b : p.a);
+    std::optional<LtMatrix> b = view(l.k, l.n, swapped ? p.a : p.b);
     if (!a || !b) {
-      why = !a ? "the second operand is strided along both dimensions"
-               : "the first operand is strided along both dimensions";
+      bool firstBad = swapped ? !b : !a;
+      why = firstBad ? "the first operand is strided along both dimensions"
+                     : "the second operand is strided along both dimensions";
       return std::nullopt;
     }
     l.a = *a;
@@ -76,25 +83,8 @@ tfm::runtime::cuda::layoutOf(const GemmProblem &p, std::string &why) {
     l.d = *d;
     return l;
   }
-  d = operand(p.m, p.n, p.c.row, p.c.column, p.c.batch);
-  if (!d || d->transposed) {
-    why = "the output is strided along both dimensions";
-    return std::nullopt;
-  }
-  l.m = p.m;
-  l.n = p.n;
-  l.k = p.k;
-  std::optional<LtMatrix> a = operand(p.m, p.k, p.a.row, p.a.column, p.a.batch);
-  std::optional<LtMatrix> b = operand(p.k, p.n, p.b.row, p.b.column, p.b.batch);
-  if (!a || !b) {
-    why = !a ? "the first operand is strided along both dimensions"
-             : "the second operand is strided along both dimensions";
-    return std::nullopt;
-  }
-  l.a = *a;
-  l.b = *b;
-  l.d = *d;
-  return l;
+  why = "the output is strided along both dimensions";
+  return std::nullopt;
 }
 
 GemmProblem tfm::runtime::cuda::linearProblem(int64_t m, int64_t k,
