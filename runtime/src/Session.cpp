@@ -157,6 +157,16 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
   } else {
     auto start = Clock::now();
     rc = session->device->runKernel(index, args, error);
+    // A GPU's kernel runs after the call returns: waited on, it is timed,
+    // and a fault names it.
+    if (rc == 0 && !session->device->hostAddressable()) {
+      try {
+        session->device->synchronize();
+      } catch (const DeviceError &e) {
+        error = e.what();
+        rc = -1;
+      }
+    }
     auto end = Clock::now();
     session->profile->kernelMs[index] +=
         std::chrono::duration<double, std::milli>(end - start).count();

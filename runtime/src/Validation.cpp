@@ -551,8 +551,14 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     if (m->device_code || m->device_arch || m->num_device_kernels)
       return corrupt("a model for the CPU carries device code");
   } else if (m->target == TFM_TARGET_CUDA) {
-    if (m->num_kernels)
-      return corrupt("a model for CUDA GPUs carries CPU kernels");
+    // A GPU runs GEMM descriptors through cuBLASLt; the others are the
+    // CPU's.
+    for (int32_t i = 0; i < m->num_kernels; ++i)
+      if (m->kernels[i].kind != TFM_KERNEL_LINEAR &&
+          m->kernels[i].kind != TFM_KERNEL_BATCH_MATMUL)
+        return corrupt(fmt::format("a model for CUDA GPUs carries kernel {} "
+                                   "({}), which runs on the CPU only",
+                                   i, kernelName(m->kernels[i].kind)));
     if (!image.containsString(m->device_arch))
       return corrupt("the device code's architecture lies outside the "
                      "library");

@@ -3,18 +3,21 @@
 // A session on a GPU holds the device's primary context (shared with every
 // other user of the GPU in the process), its own stream, and its own module:
 // the model's PTX, compiled by the driver's JIT when the session is created.
-// Compiled code launches kernels by index into the model's kernel names; all
-// work goes to the session's stream, in order, so a copy back to the host
-// after a run sees every launch of the run.
+// Compiled code launches kernels by index into the model's kernel names, and
+// runs the model's GEMM descriptors through cuBLASLt (Gemm.h); all work
+// goes to the session's stream, in order, so a copy back to the host after
+// a run sees every launch of the run.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Device.h"
 #include "Driver.h"
+#include "Gemm.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 using namespace tfm::runtime;
@@ -46,6 +49,10 @@ public:
     if (!context)
       return;
     drv.ctxSetCurrent(context);
+    gemms.clear();
+    if (blasHandle)
+      blas->destroy(blasHandle);
+    workspace = DeviceBuffer();
     if (module)
       drv.moduleUnload(module);
     if (stream)
@@ -124,6 +131,7 @@ public:
                       "this GPU's (--gpu-arch=sm_80 runs on every GPU the "
                       "CUDA target supports)",
                       m.device_arch, name(), model, capability));
+    prepareGemms(m);
     // A model without kernels has empty device code, nothing to load.
     if (m.num_device_kernels == 0)
       return;
@@ -202,6 +210,19 @@ public:
     return 0;
   }
 
+  int32_t runKernel(int32_t index, void *const *args,
+                    std::string &error) override {
+    if (index < 0 || index >= static_cast<int32_t>(gemms.size())) {
+      error = fmt::format("the code called kernel {}, which the model does "
+                          "not have",
+                          index);
+      return -1;
+    }
+    makeCurrent();
+    return gemms[index]->run(args, stream,
+                             workspace.get(), error);
+  }
+
   void synchronize() override {
     makeCurrent();
     check(drv.streamSynchronize(stream),
@@ -226,6 +247,41 @@ protected:
   }
 
 private:
+  /// A cuBLASLt call per GEMM descriptor, its handle and one workspace for
+  /// all of them (the calls run one after another on the stream).
+  void prepareGemms(const tfm_abi_model_t &m) {
+    if (m.num_kernels == 0)
+      return;
+    std::string error;
+    blas = cuda::blas(error);
+    if (!blas)
+      throw DeviceError(TFM_STATUS_UNAVAILABLE,
+                        fmt::format("{}: the model's GEMMs run in cuBLASLt: {}",
+                                    name(), error));
+    makeCurrent();
+    if (cublasStatus_t rc = blas->create(&blasHandle);
+        rc != CUBLAS_STATUS_SUCCESS) {
+      blasHandle = nullptr;
+      throw DeviceError(TFM_STATUS_UNAVAILABLE,
+                        fmt::format("{}: cuBLASLt does not start: {}", name(),
+                                    blas->describe(rc)));
+    }
+    workspace = allocate(kGemmWorkspaceBytes);
+    if (!workspace.get())
+      throw DeviceError(TFM_STATUS_RESOURCE_EXHAUSTED,
+                        fmt::format("{}: no room for cuBLASLt's {} MiB "
+                                    "workspace",
+                                    name(), kGemmWorkspaceBytes >> 20));
+    for (int32_t i = 0; i < m.num_kernels; ++i) {
+      try {
+        gemms.push_back(std::make_unique<LibraryGemm>(*blas, blasHandle,
+                                                      m.kernels[i], false));
+      } catch (const DeviceError &e) {
+        throw DeviceError(e.code, fmt::format("kernel {}: {}", i, e.what()));
+      }
+    }
+  }
+
   static CUdeviceptr address(const void *p) {
     return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
   }
@@ -256,6 +312,10 @@ private:
   int sharedOptIn = 48 * 1024;
   std::vector<CUfunction> functions;
   std::vector<std::string> kernelNames;
+  const Blas *blas = nullptr;
+  cublasLtHandle_t blasHandle = nullptr;
+  DeviceBuffer workspace;
+  std::vector<std::unique_ptr<LibraryGemm>> gemms;
 };
 
 } // namespace

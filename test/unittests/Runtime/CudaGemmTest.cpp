@@ -13,6 +13,8 @@
 #include "cuda/Gemm.h"
 #include "cuda/GemmLayout.h"
 
+#include "tfm/runtime.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +23,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 #include <vector>
 
 using namespace tfm::runtime;
@@ -367,4 +370,88 @@ TEST(LibraryGemm, RefusalsAndFailures) {
             0u)
       << error;
   unsetenv("TFM_FAKE_CUBLASLT_FAIL");
+}
+
+namespace {
+
+/// The message of `s`, released; "" for success.
+std::string messageOf(tfm_status_t s) {
+  if (!s)
+    return "";
+  std::string m = tfm_status_message(s);
+  tfm_status_free(s);
+  return m;
+}
+
+} // namespace
+
+// A model for a GPU whose entry calls a LINEAR descriptor, through the C
+// API: the session makes the cuBLASLt call when it is created, and a run
+// copies x to the device (the stand-in driver's host memory), runs the
+// call there and copies y back. y = x · (2·I)ᵀ.
+TEST(CudaDevice, RunsALinearDescriptorThroughCuBLASLt) {
+  fakeBlas();
+  setenv("TFM_CUDA_DRIVER", TFM_FAKE_CUDA_DRIVER, 1);
+  std::string log = ::testing::TempDir() + "cublaslt_session.log";
+  std::remove(log.c_str());
+  setenv("TFM_FAKE_CUBLASLT_LOG", log.c_str(), 1);
+  tfm_context_t *ctx = nullptr;
+  ASSERT_EQ(messageOf(tfm_context_create(nullptr, &ctx)), "");
+  tfm_module_t *m = nullptr;
+  ASSERT_EQ(messageOf(tfm_module_load(ctx, TFM_FAKE_CUDA_MODEL, &m)), "");
+  tfm_session_t *s = nullptr;
+  ASSERT_EQ(messageOf(tfm_session_create(m, nullptr, &s)), "");
+  EXPECT_EQ(std::string(tfm_session_device(s)), "cuda:0");
+  const int64_t d[] = {2, 3};
+  const float xv[] = {1, 2, 3, 4, 5, 6};
+  tfm_tensor_t *x = nullptr, *y = nullptr;
+  ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, d, 2, xv,
+                                             sizeof(xv), &x)),
+            "");
+  tfm_tensor_t *inputs[] = {x};
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_EQ(messageOf(tfm_session_run(s, "project", inputs, 1, &y, 1)), "");
+    const float *v = static_cast<const float *>(tfm_tensor_data(y));
+    for (int i = 0; i < 6; ++i)
+      EXPECT_FLOAT_EQ(v[i], 2 * xv[i]);
+    tfm_tensor_release(y);
+  }
+  tfm_tensor_release(x);
+  tfm_session_release(s);
+  tfm_module_release(m);
+  tfm_context_release(ctx);
+  unsetenv("TFM_FAKE_CUBLASLT_LOG");
+  std::string text = readLog(log);
+  EXPECT_EQ(count(text, "algoGetHeuristic"), 1u) << text;
+  EXPECT_EQ(count(text, "matmul 3x2x3 batch=1 transa=1 transb=0 epilogue=1"),
+            2u)
+      << text;
+}
+
+// Without cuBLASLt, a model whose GEMMs need it is refused when the session
+// is created, naming the library and how it was turned off.
+TEST(CudaDevice, AModelWithGemmsNeedsCuBLASLt) {
+  // The process's library is the stand-in already; a second process sees
+  // TFM_CUBLASLT=off.
+  if (getenv("TFM_TEST_CHILD")) {
+    tfm_context_t *ctx = nullptr;
+    tfm_context_create(nullptr, &ctx);
+    tfm_module_t *m = nullptr;
+    tfm_module_load(ctx, TFM_FAKE_CUDA_MODEL, &m);
+    tfm_session_t *s = nullptr;
+    fprintf(stderr, "%s\n", messageOf(tfm_session_create(m, nullptr, &s)).c_str());
+    _exit(0);
+  }
+  std::string out = ::testing::TempDir() + "cublaslt_off.txt";
+  std::string cmd = std::string("TFM_TEST_CHILD=1 TFM_CUBLASLT=off "
+                                "TFM_CUDA_DRIVER=") +
+                    TFM_FAKE_CUDA_DRIVER + " " + ::testing::internal::GetArgvs()[0] +
+                    " --gtest_filter=CudaDevice.AModelWithGemmsNeedsCuBLASLt 2> " +
+                    out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string text = readLog(out);
+  EXPECT_NE(text.find("cuda:0: the model's GEMMs run in cuBLASLt: cuBLASLt "
+                      "is turned off (TFM_CUBLASLT=off)"),
+            std::string::npos)
+      << text;
 }

@@ -7,7 +7,9 @@
 |* FAKE_ABI_VERSION (a foreign version), FAKE_CORRUPT (bad metadata),        *|
 |* FAKE_EXTERNAL (weights in a file beside the library), FAKE_BAD_NAME (a    *|
 |* name pointer outside the library), FAKE_BAD_CODE (an entry point into     *|
-|* data), FAKE_BLOCKING (an entry that waits until the test releases it).    *|
+|* data), FAKE_BLOCKING (an entry that waits until the test releases it),   *|
+|* FAKE_CUDA (FAKE_KERNELS' model for a GPU: no PTX, its LINEAR through     *|
+|* cuBLASLt).                                                                *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -15,6 +17,10 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#ifdef FAKE_CUDA
+#define FAKE_KERNELS 1
+#endif
 
 #ifndef FAKE_ABI_VERSION
 #define FAKE_ABI_VERSION TFM_ABI_VERSION
@@ -140,6 +146,15 @@ static const tfm_abi_model_t kModel = {
     1,
     kKernels,
 #else
+    0,
+    NULL,
+#endif
+#ifdef FAKE_CUDA
+    0, 0, NULL, 0, NULL,
+    TFM_TARGET_CUDA,
+    "sm_80",
+    "// no kernels of its own\n",
+    sizeof("// no kernels of its own\n"),
     0,
     NULL,
 #endif
