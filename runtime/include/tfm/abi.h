@@ -45,7 +45,10 @@ typedef struct tfm_abi_tensor_desc_t {
 
 /* Kernels the runtime provides, backed by oneDNN primitives that a session
  * creates once from these descriptors. All tensors are f32, dense
- * row-major unless strides say otherwise.
+ * row-major unless strides say otherwise. A model for a GPU
+ * (TFM_TARGET_CUDA) may carry LINEAR and BATCH_MATMUL only, each run as a
+ * cuBLASLt call on device pointers (an append to version 5: older runtimes
+ * refuse such a model as corrupt).
  *
  *  LINEAR         y[M,N] = act(x[M,K] · w[N,K]ᵀ + b[N]) (+ r[M,N])
  *                 params: M, K, N, has_bias, activation (a
