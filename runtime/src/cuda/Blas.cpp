@@ -27,7 +27,8 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  if (const char *v = std::getenv("TFM_CUBLASLT"); v && !std::strcmp(v, "off")) {
+  if (const char *v = std::getenv("TFM_CUBLASLT");
+      v && !std::strcmp(v, "off")) {
     l.error = "cuBLASLt is turned off (TFM_CUBLASLT=off)";
     return l;
   }

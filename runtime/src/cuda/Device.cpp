@@ -219,8 +219,7 @@ public:
       return -1;
     }
     makeCurrent();
-    return gemms[index]->run(args, stream,
-                             workspace.get(), error);
+    return gemms[index]->run(args, stream, workspace.get(), error);
   }
 
   void synchronize() override {

@@ -51,16 +51,16 @@ LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
       refuse("a residual after an activation");
     bool relu = activation == TFM_ACTIVATION_RELU;
     bool gelu = activation == TFM_ACTIVATION_GELU_TANH;
-    fusedEpilogue = relu   ? (hasBias ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                      : CUBLASLT_EPILOGUE_RELU)
-                    : gelu ? (hasBias ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                      : CUBLASLT_EPILOGUE_GELU)
-                    : hasBias ? CUBLASLT_EPILOGUE_BIAS
-                              : CUBLASLT_EPILOGUE_DEFAULT;
+    fusedEpilogue =
+        relu ? (hasBias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+        : gelu
+            ? (hasBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+        : hasBias ? CUBLASLT_EPILOGUE_BIAS
+                  : CUBLASLT_EPILOGUE_DEFAULT;
   } else if (desc.kind == TFM_KERNEL_BATCH_MATMUL) {
-    problem = batchMatmulProblem(desc.params[0], desc.params[1],
-                                 desc.params[2], desc.params[3],
-                                 desc.params[4], desc.strides, why);
+    problem =
+        batchMatmulProblem(desc.params[0], desc.params[1], desc.params[2],
+                           desc.params[3], desc.params[4], desc.strides, why);
     if (!problem)
       refuse(why);
   } else {
@@ -96,11 +96,10 @@ LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
 void LibraryGemm::describe(int compute) {
   auto check = [&](cublasStatus_t rc, const char *what) {
     if (rc != CUBLAS_STATUS_SUCCESS)
-      throw DeviceError(rc == CUBLAS_STATUS_ALLOC_FAILED
-                            ? TFM_STATUS_RESOURCE_EXHAUSTED
-                            : TFM_STATUS_INTERNAL,
-                        fmt::format("cuBLASLt: {}: {}", what,
-                                    blas.describe(rc)));
+      throw DeviceError(
+          rc == CUBLAS_STATUS_ALLOC_FAILED ? TFM_STATUS_RESOURCE_EXHAUSTED
+                                           : TFM_STATUS_INTERNAL,
+          fmt::format("cuBLASLt: {}: {}", what, blas.describe(rc)));
   };
   check(blas.matmulDescCreate(&operation, compute, CUDA_R_32F),
         "cannot create a matmul");
@@ -123,8 +122,8 @@ void LibraryGemm::describe(int compute) {
       return;
     int32_t count = plan.batch;
     int64_t stride = m.batchStride;
-    check(blas.matrixLayoutSetAttribute(
-              out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+    check(blas.matrixLayoutSetAttribute(out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                        &count, sizeof count),
           "cannot set a batch count");
     check(blas.matrixLayoutSetAttribute(
               out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
@@ -149,8 +148,8 @@ void LibraryGemm::release() {
     blas.matmulDescDestroy(operation);
 }
 
-const cublasLtMatmulAlgo_t *
-LibraryGemm::algorithm(const Alignments &alignments, std::string &error) {
+const cublasLtMatmulAlgo_t *LibraryGemm::algorithm(const Alignments &alignments,
+                                                   std::string &error) {
   if (auto it = chosen.find(alignments); it != chosen.end())
     return &it->second.algo;
   cublasLtMatmulPreference_t preference = nullptr;
@@ -212,10 +211,9 @@ int32_t LibraryGemm::run(void *const *args, cudaStream_t stream,
     return -1;
   float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
   size_t workspaceBytes = chosen.at(alignments).workspaceSize;
-  cublasStatus_t rc =
-      blas.matmul(handle, operation, &alpha, opA, a, opB, b, &beta, c, d, out,
-                  d, algo, workspaceBytes ? workspace : nullptr,
-                  workspaceBytes, stream);
+  cublasStatus_t rc = blas.matmul(
+      handle, operation, &alpha, opA, a, opB, b, &beta, c, d, out, d, algo,
+      workspaceBytes ? workspace : nullptr, workspaceBytes, stream);
   if (rc != CUBLAS_STATUS_SUCCESS) {
     error = fmt::format("cuBLASLt's GEMM ({} × {} × {}, batch {}) failed: {}",
                         plan.m, plan.n, plan.k, plan.batch, blas.describe(rc));

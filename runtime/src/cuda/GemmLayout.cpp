@@ -43,8 +43,8 @@ std::optional<LtMatrix> operand(int64_t rows, int64_t columns,
 
 } // namespace
 
-std::optional<GemmLayout>
-tfm::runtime::cuda::layoutOf(const GemmProblem &p, std::string &why) {
+std::optional<GemmLayout> tfm::runtime::cuda::layoutOf(const GemmProblem &p,
+                                                       std::string &why) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1 || p.batch > INT32_MAX) {
     why = "an empty or oversized GEMM";
     return std::nullopt;
@@ -87,8 +87,7 @@ tfm::runtime::cuda::layoutOf(const GemmProblem &p, std::string &why) {
   return std::nullopt;
 }
 
-GemmProblem tfm::runtime::cuda::linearProblem(int64_t m, int64_t k,
-                                              int64_t n) {
+GemmProblem tfm::runtime::cuda::linearProblem(int64_t m, int64_t k, int64_t n) {
   GemmProblem p;
   p.m = m;
   p.n = n;

@@ -10,9 +10,10 @@
 
 using namespace tfm::runtime::cuda;
 
-Library tfm::runtime::cuda::openLibrary(
-    const char *override, std::initializer_list<const char *> names,
-    const std::string &what, std::string &error) {
+Library
+tfm::runtime::cuda::openLibrary(const char *override,
+                                std::initializer_list<const char *> names,
+                                const std::string &what, std::string &error) {
   const char *chosen = std::getenv(override);
   // What each name tried gave: "path: why", joined by "; ".
   std::vector<std::pair<std::string, std::string>> failures;
@@ -35,8 +36,8 @@ Library tfm::runtime::cuda::openLibrary(
         return l;
   }
   if (failures.size() == 1) {
-    error = what + " (" + failures[0].first + ") cannot be loaded: " +
-            failures[0].second;
+    error = what + " (" + failures[0].first +
+            ") cannot be loaded: " + failures[0].second;
   } else {
     error = what + " cannot be loaded:";
     for (auto &[path, why] : failures)

@@ -82,10 +82,9 @@ float bf16(float x) {
 
 /// y = act(x · wᵀ + b) + r, row-major, in double.
 std::vector<float> linearReference(const std::vector<float> &x,
-                                   const std::vector<float> &w,
-                                   const float *b, const float *r, int64_t m,
-                                   int64_t k, int64_t n, int64_t activation,
-                                   bool round) {
+                                   const std::vector<float> &w, const float *b,
+                                   const float *r, int64_t m, int64_t k,
+                                   int64_t n, int64_t activation, bool round) {
   std::vector<float> y(m * n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -158,9 +157,9 @@ TEST(GemmLayout, Linear) {
 // heads are the batch, H·dh apart within a row; k is read transposed.
 TEST(GemmLayout, SequenceFirstHeads) {
   const int64_t s = 6, h = 4, dh = 8;
-  int64_t strides[12] = {0, dh, h * dh, 1,  // q: (b1, head, row, k)
-                         0, dh, 1, h * dh,  // kᵀ: (b1, head, k, column)
-                         0, s * s, s, 1};   // scores, dense
+  int64_t strides[12] = {0, dh,    h * dh, 1,      // q: (b1, head, row, k)
+                         0, dh,    1,      h * dh, // kᵀ: (b1, head, k, column)
+                         0, s * s, s,      1};     // scores, dense
   std::string why;
   auto p = batchMatmulProblem(1, h, s, dh, s, strides, why);
   ASSERT_TRUE(p) << why;
@@ -217,8 +216,7 @@ TEST(LibraryGemm, LinearEpilogues) {
   for (const Case &c : cases) {
     SCOPED_TRACE(c.epilogue);
     LibraryGemm gemm(fakeBlas(), handle(),
-                     linear(m, k, n, c.bias, c.activation, c.residual),
-                     false);
+                     linear(m, k, n, c.bias, c.activation, c.residual), false);
     EXPECT_EQ(gemm.epilogue(), c.epilogue);
     std::vector<float> y(m * n, -7);
     void *args[] = {x.data(), w.data(), c.bias ? b.data() : nullptr,
@@ -327,8 +325,8 @@ TEST(LibraryGemm, AlgorithmChosenOncePerAlignment) {
   EXPECT_EQ(count(text, "algoGetHeuristic"), 1u) << text;
   EXPECT_EQ(count(text, "matmul 4x2x3"), 2u) << text;
   std::vector<float> shifted(x.begin() + 1, x.end());
-  expectNear(y, linearReference(shifted, w, nullptr, nullptr, m, k, n, 0,
-                                false));
+  expectNear(y,
+             linearReference(shifted, w, nullptr, nullptr, m, k, n, 0, false));
 }
 
 // What the library cannot fuse is refused when the session is prepared,
@@ -366,7 +364,8 @@ TEST(LibraryGemm, RefusalsAndFailures) {
   void *args2[] = {x.data(), w2.data(), nullptr, nullptr, y2.data()};
   EXPECT_NE(other.run(args2, nullptr, nullptr, error), 0);
   EXPECT_EQ(error.rfind("cuBLASLt has no algorithm for this GEMM (5 × 2 × 3, "
-                        "batch 1)", 0),
+                        "batch 1)",
+                        0),
             0u)
       << error;
   unsetenv("TFM_FAKE_CUBLASLT_FAIL");
@@ -439,15 +438,16 @@ TEST(CudaDevice, AModelWithGemmsNeedsCuBLASLt) {
     tfm_module_t *m = nullptr;
     tfm_module_load(ctx, TFM_FAKE_CUDA_MODEL, &m);
     tfm_session_t *s = nullptr;
-    fprintf(stderr, "%s\n", messageOf(tfm_session_create(m, nullptr, &s)).c_str());
+    fprintf(stderr, "%s\n",
+            messageOf(tfm_session_create(m, nullptr, &s)).c_str());
     _exit(0);
   }
   std::string out = ::testing::TempDir() + "cublaslt_off.txt";
-  std::string cmd = std::string("TFM_TEST_CHILD=1 TFM_CUBLASLT=off "
-                                "TFM_CUDA_DRIVER=") +
-                    TFM_FAKE_CUDA_DRIVER + " " + ::testing::internal::GetArgvs()[0] +
-                    " --gtest_filter=CudaDevice.AModelWithGemmsNeedsCuBLASLt 2> " +
-                    out;
+  std::string cmd =
+      std::string("TFM_TEST_CHILD=1 TFM_CUBLASLT=off "
+                  "TFM_CUDA_DRIVER=") +
+      TFM_FAKE_CUDA_DRIVER + " " + ::testing::internal::GetArgvs()[0] +
+      " --gtest_filter=CudaDevice.AModelWithGemmsNeedsCuBLASLt 2> " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::string text = readLog(out);
   EXPECT_NE(text.find("cuda:0: the model's GEMMs run in cuBLASLt: cuBLASLt "

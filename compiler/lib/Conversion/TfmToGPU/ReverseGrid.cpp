@@ -44,9 +44,9 @@ struct ReverseGridPass
           return signalPassFailure();
         }
         Location loc = loop.getLoc();
-        Value last = b.create<arith::SubIOp>(
-            loc, b.create<arith::AddIOp>(loc, lb, ub),
-            b.create<arith::ConstantIndexOp>(loc, 1));
+        Value last =
+            b.create<arith::SubIOp>(loc, b.create<arith::AddIOp>(loc, lb, ub),
+                                    b.create<arith::ConstantIndexOp>(loc, 1));
         Value reversed = b.create<arith::SubIOp>(loc, last, iv);
         iv.replaceAllUsesExcept(reversed, reversed.getDefiningOp());
       }
