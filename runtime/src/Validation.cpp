@@ -266,29 +266,35 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
   };
   switch (d.kind) {
   case TFM_KERNEL_LINEAR: {
-    if (!positive(3))
+    if (!positive(TFM_LINEAR_HAS_BIAS))
       return false;
-    int64_t m = p[0], k = p[1], n = p[2];
+    int64_t m = p[TFM_LINEAR_M], k = p[TFM_LINEAR_K], n = p[TFM_LINEAR_N];
     return f32({m, k}, bytes[0]) && f32({n, k}, bytes[1]) &&
-           (!p[3] || f32({n}, bytes[2])) && (!p[5] || f32({m, n}, bytes[3])) &&
+           (!p[TFM_LINEAR_HAS_BIAS] || f32({n}, bytes[2])) &&
+           (!p[TFM_LINEAR_HAS_RESIDUAL] || f32({m, n}, bytes[3])) &&
            f32({m, n}, bytes[4]);
   }
   case TFM_KERNEL_BATCH_MATMUL: {
-    if (!positive(5))
+    if (!positive(TFM_BATCH_MATMUL_NUM_PARAMS))
       return false;
-    int64_t b1 = p[0], b2 = p[1], m = p[2], k = p[3], n = p[4];
+    int64_t b1 = p[TFM_BATCH_MATMUL_B1], b2 = p[TFM_BATCH_MATMUL_B2],
+            m = p[TFM_BATCH_MATMUL_M], k = p[TFM_BATCH_MATMUL_K],
+            n = p[TFM_BATCH_MATMUL_N];
     return strided({b1, b2, m, k}, d.strides, bytes[0]) &&
            strided({b1, b2, k, n}, d.strides + 4, bytes[1]) &&
            strided({b1, b2, m, n}, d.strides + 8, bytes[2]);
   }
   case TFM_KERNEL_MASKED_SOFTMAX: {
-    if (!positive(3))
+    if (!positive(TFM_MASKED_SOFTMAX_CAUSAL))
       return false;
-    int64_t g = p[0], q = p[1], c = p[2], div = p[5] ? p[5] : 1;
+    int64_t g = p[TFM_MASKED_SOFTMAX_G], q = p[TFM_MASKED_SOFTMAX_Q],
+            c = p[TFM_MASKED_SOFTMAX_C],
+            div = p[TFM_MASKED_SOFTMAX_DIV] ? p[TFM_MASKED_SOFTMAX_DIV] : 1;
     if (!f32({g, q, c}, bytes[0]) || !f32({g, q, c}, bytes[2]))
       return false;
-    if (p[4]) {
-      const int64_t st[] = {p[6], p[7], 1};
+    if (p[TFM_MASKED_SOFTMAX_HAS_MASK]) {
+      const int64_t st[] = {p[TFM_MASKED_SOFTMAX_GSTRIDE],
+                            p[TFM_MASKED_SOFTMAX_QSTRIDE], 1};
       if (div <= 0 || !strided({(g - 1) / div + 1, q, c}, st, bytes[1])) {
         why = why.empty() ? "its mask strides are invalid" : why;
         return false;
@@ -297,23 +303,26 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     return true;
   }
   case TFM_KERNEL_LAYER_NORM: {
-    if (!positive(2))
+    if (!positive(TFM_LAYER_NORM_HAS_RESIDUAL))
       return false;
-    int64_t m = p[0], n = p[1];
-    return f32({m, n}, bytes[0]) && (!p[2] || f32({m, n}, bytes[1])) &&
-           f32({n}, bytes[2]) && (!p[3] || f32({n}, bytes[3])) &&
-           f32({m, n}, bytes[4]) && (!p[4] || f32({m, n}, bytes[5]));
+    int64_t m = p[TFM_LAYER_NORM_M], n = p[TFM_LAYER_NORM_N];
+    return f32({m, n}, bytes[0]) &&
+           (!p[TFM_LAYER_NORM_HAS_RESIDUAL] || f32({m, n}, bytes[1])) &&
+           f32({n}, bytes[2]) &&
+           (!p[TFM_LAYER_NORM_HAS_BIAS] || f32({n}, bytes[3])) &&
+           f32({m, n}, bytes[4]) &&
+           (!p[TFM_LAYER_NORM_WRITES_SUM] || f32({m, n}, bytes[5]));
   }
   case TFM_KERNEL_LAYER_NORM_BACKWARD: {
-    if (!positive(2))
+    if (!positive(TFM_LAYER_NORM_BACKWARD_NUM_PARAMS))
       return false;
-    int64_t m = p[0], n = p[1];
+    int64_t m = p[TFM_LAYER_NORM_BACKWARD_M], n = p[TFM_LAYER_NORM_BACKWARD_N];
     return f32({m, n}, bytes[0]) && f32({n}, bytes[1]) &&
            f32({m, n}, bytes[2]) && f32({m, n}, bytes[3]) &&
            f32({n}, bytes[4]) && f32({n}, bytes[5]);
   }
   case TFM_KERNEL_REORDER: {
-    int64_t rank = p[0];
+    int64_t rank = p[TFM_REORDER_RANK];
     if (rank < 1 || rank > TFM_REORDER_MAX_RANK) {
       why = fmt::format("a reorder of rank {}", rank);
       return false;
@@ -322,7 +331,7 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     for (int side = 0; side < 2; ++side) {
       uint64_t last = 0;
       for (int64_t i = 0; i < rank; ++i) {
-        int64_t dim = p[1 + i], st = d.strides[side * TFM_REORDER_MAX_RANK + i];
+        int64_t dim = p[TFM_REORDER_DIMS + i], st = d.strides[side * TFM_REORDER_MAX_RANK + i];
         uint64_t step;
         if (dim <= 0 || st < 0 ||
             !mul(static_cast<uint64_t>(dim - 1), static_cast<uint64_t>(st),
@@ -342,11 +351,13 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     return true;
   }
   case TFM_KERNEL_CONV_2D: {
-    if (!positive(8))
+    if (!positive(TFM_CONV_2D_NUM_PARAMS))
       return false;
     const int64_t *s = d.strides;
-    int64_t n = p[0], c = p[1], h = p[2], w = p[3], m = p[4], kh = p[5],
-            kw = p[6], g = p[7];
+    int64_t n = p[TFM_CONV_2D_N], c = p[TFM_CONV_2D_C], h = p[TFM_CONV_2D_H],
+            w = p[TFM_CONV_2D_W], m = p[TFM_CONV_2D_M],
+            kh = p[TFM_CONV_2D_KH], kw = p[TFM_CONV_2D_KW],
+            g = p[TFM_CONV_2D_GROUPS];
     for (int i = 0; i < 4; ++i)
       if (s[i] <= 0 || static_cast<uint64_t>(s[i]) > kMaxBytes) {
         why = "its strides and dilations must be positive";
@@ -373,10 +384,12 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
            (!s[8] || f32({m}, bytes[2])) && f32({n, m, oh, ow}, bytes[3]);
   }
   case TFM_KERNEL_ATTENTION: {
-    if (!positive(6))
+    if (!positive(TFM_ATTENTION_FLAGS))
       return false;
-    int64_t b1 = p[0], b2 = p[1], sq = p[2], sk = p[3], dq = p[4], dv = p[5],
-            flags = p[6];
+    int64_t b1 = p[TFM_ATTENTION_B1], b2 = p[TFM_ATTENTION_B2],
+            sq = p[TFM_ATTENTION_SQ], sk = p[TFM_ATTENTION_SK],
+            dq = p[TFM_ATTENTION_D], dv = p[TFM_ATTENTION_DV],
+            flags = p[TFM_ATTENTION_FLAGS];
     if (flags < 0 || flags > 31) {
       why = fmt::format("its flags are {}", flags);
       return false;
@@ -400,17 +413,17 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
                bytes[3]);
   }
   case TFM_KERNEL_ADAM:
-    if (!positive(1))
+    if (!positive(TFM_OPTIMIZER_NUM_PARAMS))
       return false;
-    if (!f32({p[0]}, bytes[0]))
+    if (!f32({p[TFM_OPTIMIZER_N]}, bytes[0]))
       return false;
     bytes[1] = bytes[2] = bytes[3] = bytes[0];
     bytes[4] = 8 * 4;
     return true;
   case TFM_KERNEL_SGD:
-    if (!positive(1))
+    if (!positive(TFM_OPTIMIZER_NUM_PARAMS))
       return false;
-    if (!f32({p[0]}, bytes[0]))
+    if (!f32({p[TFM_OPTIMIZER_N]}, bytes[0]))
       return false;
     bytes[1] = bytes[0];
     bytes[2] = 2 * 4;

@@ -129,7 +129,48 @@ typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_ATTENTION = 10, /* an append to version 5, as CONV_2D */
 } tfm_kernel_kind_t;
 
-/* The flags of an ATTENTION kernel (params[6]). */
+/* Where each kind's params sit, in the order the list above gives them:
+ * one definition for the compiler, which writes descriptors, and the
+ * runtime, which reads them. Sizes come first in every kind. */
+enum {
+  TFM_LINEAR_M, TFM_LINEAR_K, TFM_LINEAR_N, TFM_LINEAR_HAS_BIAS,
+  TFM_LINEAR_ACTIVATION, TFM_LINEAR_HAS_RESIDUAL, TFM_LINEAR_CONSTANT_WEIGHTS,
+  TFM_LINEAR_NUM_PARAMS
+};
+enum {
+  TFM_BATCH_MATMUL_B1, TFM_BATCH_MATMUL_B2, TFM_BATCH_MATMUL_M,
+  TFM_BATCH_MATMUL_K, TFM_BATCH_MATMUL_N, TFM_BATCH_MATMUL_NUM_PARAMS
+};
+enum {
+  TFM_MASKED_SOFTMAX_G, TFM_MASKED_SOFTMAX_Q, TFM_MASKED_SOFTMAX_C,
+  TFM_MASKED_SOFTMAX_CAUSAL, TFM_MASKED_SOFTMAX_HAS_MASK,
+  TFM_MASKED_SOFTMAX_DIV, TFM_MASKED_SOFTMAX_GSTRIDE,
+  TFM_MASKED_SOFTMAX_QSTRIDE, TFM_MASKED_SOFTMAX_NUM_PARAMS
+};
+enum {
+  TFM_LAYER_NORM_M, TFM_LAYER_NORM_N, TFM_LAYER_NORM_HAS_RESIDUAL,
+  TFM_LAYER_NORM_HAS_BIAS, TFM_LAYER_NORM_WRITES_SUM,
+  TFM_LAYER_NORM_NUM_PARAMS
+};
+/* REORDER: the rank, then that many dimensions. */
+enum { TFM_REORDER_RANK, TFM_REORDER_DIMS };
+/* ADAM and SGD. */
+enum { TFM_OPTIMIZER_N, TFM_OPTIMIZER_NUM_PARAMS };
+enum {
+  TFM_LAYER_NORM_BACKWARD_M, TFM_LAYER_NORM_BACKWARD_N,
+  TFM_LAYER_NORM_BACKWARD_NUM_PARAMS
+};
+enum {
+  TFM_CONV_2D_N, TFM_CONV_2D_C, TFM_CONV_2D_H, TFM_CONV_2D_W, TFM_CONV_2D_M,
+  TFM_CONV_2D_KH, TFM_CONV_2D_KW, TFM_CONV_2D_GROUPS, TFM_CONV_2D_NUM_PARAMS
+};
+enum {
+  TFM_ATTENTION_B1, TFM_ATTENTION_B2, TFM_ATTENTION_SQ, TFM_ATTENTION_SK,
+  TFM_ATTENTION_D, TFM_ATTENTION_DV, TFM_ATTENTION_FLAGS,
+  TFM_ATTENTION_NUM_PARAMS
+};
+
+/* The flags of an ATTENTION kernel (params[TFM_ATTENTION_FLAGS]). */
 typedef enum tfm_attention_flag_t {
   TFM_ATTENTION_CAUSAL = 1,
   TFM_ATTENTION_HAS_MASK = 2,
@@ -138,7 +179,8 @@ typedef enum tfm_attention_flag_t {
   TFM_ATTENTION_MASK_Q = 16, /* ... a row per query (else one for all) */
 } tfm_attention_flag_t;
 
-/* The activation a LINEAR kernel applies after the bias (params[4]). */
+/* The activation a LINEAR kernel applies after the bias
+ * (params[TFM_LINEAR_ACTIVATION]). */
 typedef enum tfm_activation_t {
   TFM_ACTIVATION_NONE = 0,
   TFM_ACTIVATION_RELU = 1,
@@ -155,6 +197,16 @@ typedef enum tfm_activation_t {
 #define TFM_KERNEL_MAX_ARGS 8
 /* The highest rank a REORDER moves: its strides are two such runs. */
 #define TFM_REORDER_MAX_RANK 6
+
+#ifdef __cplusplus
+static_assert(TFM_LINEAR_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
+                  TFM_MASKED_SOFTMAX_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
+                  TFM_CONV_2D_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
+                  TFM_ATTENTION_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
+                  TFM_REORDER_DIMS + TFM_REORDER_MAX_RANK <=
+                      TFM_KERNEL_MAX_PARAMS,
+              "a kind's params fit the descriptor");
+#endif
 
 typedef struct tfm_abi_kernel_desc_t {
   int32_t kind; /* a tfm_kernel_kind_t */

@@ -252,9 +252,11 @@ RowFn pickRowFn() {
 class AttentionKernel : public Kernel {
 public:
   AttentionKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), b1(d.params[0]), b2(d.params[1]), sq(d.params[2]),
-        sk(d.params[3]), dq(d.params[4]), dv(d.params[5]),
-        flags(d.params[6]), scale(static_cast<float>(d.fparams[0])),
+      : dev(std::move(dev)), b1(d.params[TFM_ATTENTION_B1]),
+        b2(d.params[TFM_ATTENTION_B2]), sq(d.params[TFM_ATTENTION_SQ]),
+        sk(d.params[TFM_ATTENTION_SK]), dq(d.params[TFM_ATTENTION_D]),
+        dv(d.params[TFM_ATTENTION_DV]), flags(d.params[TFM_ATTENTION_FLAGS]),
+        scale(static_cast<float>(d.fparams[0])),
         rowFn(pickRowFn()) {
     std::copy(d.strides, d.strides + 12, strides);
     // Taller query blocks share each packed key and value block among more

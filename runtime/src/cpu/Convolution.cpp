@@ -19,8 +19,10 @@ public:
   Conv2DKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
       : dev(std::move(dev)) {
     const int64_t *p = d.params, *s = d.strides;
-    int64_t n = p[0], c = p[1], h = p[2], w = p[3], m = p[4], kh = p[5],
-            kw = p[6], g = p[7];
+    int64_t n = p[TFM_CONV_2D_N], c = p[TFM_CONV_2D_C], h = p[TFM_CONV_2D_H],
+            w = p[TFM_CONV_2D_W], m = p[TFM_CONV_2D_M],
+            kh = p[TFM_CONV_2D_KH], kw = p[TFM_CONV_2D_KW],
+            g = p[TFM_CONV_2D_GROUPS];
     int64_t oh = (h + s[4] + s[6] - s[2] * (kh - 1) - 1) / s[0] + 1;
     int64_t ow = (w + s[5] + s[7] - s[3] * (kw - 1) - 1) / s[1] + 1;
     hasBias = s[8];

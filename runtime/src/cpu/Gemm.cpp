@@ -118,8 +118,10 @@ gemvRowsAvx2(const float *x, int64_t k, const float *w, int64_t n0,
 class GemvLinearKernel : public Kernel {
 public:
   explicit GemvLinearKernel(const tfm_abi_kernel_desc_t &d)
-      : m(d.params[0]), k(d.params[1]), n(d.params[2]), hasBias(d.params[3]),
-        activation(d.params[4]), hasResidual(d.params[5]) {
+      : m(d.params[TFM_LINEAR_M]), k(d.params[TFM_LINEAR_K]),
+        n(d.params[TFM_LINEAR_N]), hasBias(d.params[TFM_LINEAR_HAS_BIAS]),
+        activation(d.params[TFM_LINEAR_ACTIVATION]),
+        hasResidual(d.params[TFM_LINEAR_HAS_RESIDUAL]) {
 #if defined(__x86_64__)
     avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
@@ -179,9 +181,11 @@ private:
 class LinearKernel : public Kernel {
 public:
   LinearKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), m(d.params[0]), k(d.params[1]), n(d.params[2]),
-        hasBias(d.params[3]), hasResidual(d.params[5]),
-        constWeights(d.params[6]), bf16(d.dtype == TFM_DTYPE_BF16) {
+      : dev(std::move(dev)), m(d.params[TFM_LINEAR_M]),
+        k(d.params[TFM_LINEAR_K]), n(d.params[TFM_LINEAR_N]),
+        hasBias(d.params[TFM_LINEAR_HAS_BIAS]),
+        hasResidual(d.params[TFM_LINEAR_HAS_RESIDUAL]),
+        constWeights(d.params[TFM_LINEAR_CONSTANT_WEIGHTS]), bf16(d.dtype == TFM_DTYPE_BF16) {
     auto &eng = this->dev->engine;
     userSrc = memory(rowMajor({m, k}), eng, DNNL_MEMORY_NONE);
     dt compute = bf16 ? dt::bf16 : dt::f32;
@@ -270,7 +274,7 @@ private:
     // them is a strided 2-D operand.
     memory::desc outMd({m, nn}, dt::f32, memory::dims{n, 1});
     dnnl::post_ops ops;
-    switch (d.params[4]) {
+    switch (d.params[TFM_LINEAR_ACTIVATION]) {
     case TFM_ACTIVATION_RELU:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       break;
@@ -482,9 +486,12 @@ public:
 private:
   void operands(const tfm_abi_kernel_desc_t &d, bool inPlace) {
     const int64_t *p = d.params;
-    a.emplace(p[0], p[1], p[2], p[3], d.strides, false, inPlace);
-    b.emplace(p[0], p[1], p[3], p[4], d.strides + 4, false, inPlace);
-    c.emplace(p[0], p[1], p[2], p[4], d.strides + 8, true, inPlace);
+    int64_t b1 = p[TFM_BATCH_MATMUL_B1], b2 = p[TFM_BATCH_MATMUL_B2],
+            m = p[TFM_BATCH_MATMUL_M], k = p[TFM_BATCH_MATMUL_K],
+            n = p[TFM_BATCH_MATMUL_N];
+    a.emplace(b1, b2, m, k, d.strides, false, inPlace);
+    b.emplace(b1, b2, k, n, d.strides + 4, false, inPlace);
+    c.emplace(b1, b2, m, n, d.strides + 8, true, inPlace);
   }
 
   std::shared_ptr<Engine> dev;
@@ -498,7 +505,7 @@ private:
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeLinearKernel(std::shared_ptr<Engine> engine,
                                     const tfm_abi_kernel_desc_t &d) {
-  if (d.dtype != TFM_DTYPE_BF16 && d.params[0] <= kGemvRows)
+  if (d.dtype != TFM_DTYPE_BF16 && d.params[TFM_LINEAR_M] <= kGemvRows)
     return std::make_unique<GemvLinearKernel>(d);
   return std::make_unique<LinearKernel>(std::move(engine), d);
 }

@@ -70,21 +70,24 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
     error = "kernels compute in f32 (and LINEAR in bf16) only";
     return nullptr;
   }
-  // The leading params of each kind are sizes; the rest are flags.
-  int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? 5
-              : d.kind == TFM_KERNEL_LAYER_NORM ||
-                      d.kind == TFM_KERNEL_LAYER_NORM_BACKWARD
-                  ? 2
-              : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD ? 1
-              : d.kind == TFM_KERNEL_CONV_2D ? 8
-              : d.kind == TFM_KERNEL_ATTENTION ? 6
-              : d.kind == TFM_KERNEL_REORDER
-                  ? static_cast<int>(std::clamp<int64_t>(d.params[0], 0, TFM_REORDER_MAX_RANK)) + 1
-                  : 3;
-  if (d.kind == TFM_KERNEL_REORDER && (d.params[0] < 1 || d.params[0] > TFM_REORDER_MAX_RANK)) {
+  // The leading params of each kind are sizes, up to its first flag.
+  int64_t rank = d.params[TFM_REORDER_RANK];
+  if (d.kind == TFM_KERNEL_REORDER && (rank < 1 || rank > TFM_REORDER_MAX_RANK)) {
     error = "a reorder has rank 1 to 6";
     return nullptr;
   }
+  int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? TFM_BATCH_MATMUL_NUM_PARAMS
+              : d.kind == TFM_KERNEL_MASKED_SOFTMAX ? TFM_MASKED_SOFTMAX_CAUSAL
+              : d.kind == TFM_KERNEL_LAYER_NORM ? TFM_LAYER_NORM_HAS_RESIDUAL
+              : d.kind == TFM_KERNEL_LAYER_NORM_BACKWARD
+                  ? TFM_LAYER_NORM_BACKWARD_NUM_PARAMS
+              : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD
+                  ? TFM_OPTIMIZER_NUM_PARAMS
+              : d.kind == TFM_KERNEL_CONV_2D ? TFM_CONV_2D_NUM_PARAMS
+              : d.kind == TFM_KERNEL_ATTENTION ? TFM_ATTENTION_FLAGS
+              : d.kind == TFM_KERNEL_REORDER
+                  ? TFM_REORDER_DIMS + static_cast<int>(rank)
+                  : TFM_LINEAR_HAS_BIAS;
   for (int i = 0; i < sizes; ++i)
     if (d.params[i] <= 0) {
       error = "kernel sizes must be positive";

@@ -29,10 +29,15 @@ class MaskedSoftmaxKernel : public Kernel {
 public:
   MaskedSoftmaxKernel(std::shared_ptr<Engine> dev,
                       const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), g(d.params[0]), q(d.params[1]), c(d.params[2]),
-        causal(d.params[3]), hasMask(d.params[4]),
-        div(d.params[5] ? d.params[5] : 1), gstride(d.params[6]),
-        qstride(d.params[7]), scale(static_cast<float>(d.fparams[0])) {
+      : dev(std::move(dev)), g(d.params[TFM_MASKED_SOFTMAX_G]),
+        q(d.params[TFM_MASKED_SOFTMAX_Q]), c(d.params[TFM_MASKED_SOFTMAX_C]),
+        causal(d.params[TFM_MASKED_SOFTMAX_CAUSAL]),
+        hasMask(d.params[TFM_MASKED_SOFTMAX_HAS_MASK]),
+        div(d.params[TFM_MASKED_SOFTMAX_DIV] ? d.params[TFM_MASKED_SOFTMAX_DIV]
+                                             : 1),
+        gstride(d.params[TFM_MASKED_SOFTMAX_GSTRIDE]),
+        qstride(d.params[TFM_MASKED_SOFTMAX_QSTRIDE]),
+        scale(static_cast<float>(d.fparams[0])) {
     md = rowMajor({g * q, c});
     prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
         dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1),
@@ -160,8 +165,10 @@ constexpr int64_t kSerialLayerNormElements = int64_t(1) << 15;
 class LayerNormKernel : public Kernel {
 public:
   explicit LayerNormKernel(const tfm_abi_kernel_desc_t &d)
-      : m(d.params[0]), n(d.params[1]), hasResidual(d.params[2]),
-        hasBias(d.params[3]), writesSum(d.params[4]),
+      : m(d.params[TFM_LAYER_NORM_M]), n(d.params[TFM_LAYER_NORM_N]),
+        hasResidual(d.params[TFM_LAYER_NORM_HAS_RESIDUAL]),
+        hasBias(d.params[TFM_LAYER_NORM_HAS_BIAS]),
+        writesSum(d.params[TFM_LAYER_NORM_WRITES_SUM]),
         eps(static_cast<float>(d.fparams[0])), rows(pickLayerNormRows()) {}
   int32_t run(void *const *args) override {
     const float *x = static_cast<const float *>(args[0]);
@@ -197,7 +204,8 @@ class LayerNormBackwardKernel : public Kernel {
 public:
   LayerNormBackwardKernel(std::shared_ptr<Engine> dev,
                           const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), m(d.params[0]), n(d.params[1]), mean(m),
+      : dev(std::move(dev)), m(d.params[TFM_LAYER_NORM_BACKWARD_M]),
+        n(d.params[TFM_LAYER_NORM_BACKWARD_N]), mean(m),
         variance(m), zeros(n) {
     auto &eng = this->dev->engine;
     md = rowMajor({m, n});

@@ -116,7 +116,7 @@ AdamFn pickAdamFn() {
 class AdamKernel : public Kernel {
 public:
   explicit AdamKernel(const tfm_abi_kernel_desc_t &d)
-      : n(d.params[0]), update(pickAdamFn()) {}
+      : n(d.params[TFM_OPTIMIZER_N]), update(pickAdamFn()) {}
   int32_t run(void *const *args) override {
     float *p = static_cast<float *>(args[0]);
     const float *g = static_cast<const float *>(args[1]);
@@ -143,7 +143,8 @@ private:
 
 class SGDKernel : public Kernel {
 public:
-  explicit SGDKernel(const tfm_abi_kernel_desc_t &d) : n(d.params[0]) {}
+  explicit SGDKernel(const tfm_abi_kernel_desc_t &d)
+      : n(d.params[TFM_OPTIMIZER_N]) {}
   int32_t run(void *const *args) override {
     float *p = static_cast<float *>(args[0]);
     const float *g = static_cast<const float *>(args[1]);

@@ -22,8 +22,9 @@ class ReorderKernel : public Kernel {
 public:
   ReorderKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
       : dev(std::move(dev)) {
-    int64_t rank = d.params[0];
-    memory::dims dims(d.params + 1, d.params + 1 + rank);
+    int64_t rank = d.params[TFM_REORDER_RANK];
+    memory::dims dims(d.params + TFM_REORDER_DIMS,
+                      d.params + TFM_REORDER_DIMS + rank);
     memory::desc from(dims, dt::f32, memory::dims(d.strides, d.strides + rank));
     memory::desc to(dims, dt::f32,
                     memory::dims(d.strides + TFM_REORDER_MAX_RANK,

@@ -32,10 +32,11 @@ LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
   std::string why;
   std::optional<GemmProblem> problem;
   if (desc.kind == TFM_KERNEL_LINEAR) {
-    problem = linearProblem(desc.params[0], desc.params[1], desc.params[2]);
-    hasBias = desc.params[3] != 0;
-    hasResidual = desc.params[5] != 0;
-    int64_t activation = desc.params[4];
+    const int64_t *p = desc.params;
+    problem = linearProblem(p[TFM_LINEAR_M], p[TFM_LINEAR_K], p[TFM_LINEAR_N]);
+    hasBias = p[TFM_LINEAR_HAS_BIAS] != 0;
+    hasResidual = p[TFM_LINEAR_HAS_RESIDUAL] != 0;
+    int64_t activation = p[TFM_LINEAR_ACTIVATION];
     // The library's GELU is the tanh approximation: the erf form (and
     // SiLU) would be another function, so those models do not come here.
     if (activation != TFM_ACTIVATION_NONE &&
@@ -58,9 +59,10 @@ LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
         : hasBias ? CUBLASLT_EPILOGUE_BIAS
                   : CUBLASLT_EPILOGUE_DEFAULT;
   } else if (desc.kind == TFM_KERNEL_BATCH_MATMUL) {
-    problem =
-        batchMatmulProblem(desc.params[0], desc.params[1], desc.params[2],
-                           desc.params[3], desc.params[4], desc.strides, why);
+    problem = batchMatmulProblem(
+        desc.params[TFM_BATCH_MATMUL_B1], desc.params[TFM_BATCH_MATMUL_B2],
+        desc.params[TFM_BATCH_MATMUL_M], desc.params[TFM_BATCH_MATMUL_K],
+        desc.params[TFM_BATCH_MATMUL_N], desc.strides, why);
     if (!problem)
       refuse(why);
   } else {

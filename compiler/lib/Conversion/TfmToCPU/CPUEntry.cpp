@@ -68,7 +68,13 @@ void CPUEntry::batchMatmul(const StridedView &a, const StridedView &bv,
   SmallVector<int64_t> strides(sa);
   llvm::append_range(strides, sb);
   llvm::append_range(strides, sc);
-  callKernel(TFM_KERNEL_BATCH_MATMUL, {dims[0], dims[1], m, k, n}, {},
+  int64_t params[TFM_BATCH_MATMUL_NUM_PARAMS] = {};
+  params[TFM_BATCH_MATMUL_B1] = dims[0];
+  params[TFM_BATCH_MATMUL_B2] = dims[1];
+  params[TFM_BATCH_MATMUL_M] = m;
+  params[TFM_BATCH_MATMUL_K] = k;
+  params[TFM_BATCH_MATMUL_N] = n;
+  callKernel(TFM_KERNEL_BATCH_MATMUL, params, {},
              {KernelArg(a.base, a.offset), KernelArg(bv.base, bv.offset),
               KernelArg(c.base, c.offset)},
              strides);
@@ -78,8 +84,10 @@ void CPUEntry::copyView(const StridedView &from, const StridedView &to,
                         Type elem) {
   if (elem.isF32() && from.shape.size() <= TFM_REORDER_MAX_RANK &&
       product(from.shape) > 0) {
+    // TFM_REORDER_RANK, then TFM_REORDER_DIMS onwards.
     SmallVector<int64_t> params{static_cast<int64_t>(from.shape.size())};
     llvm::append_range(params, from.shape);
+    static_assert(TFM_REORDER_RANK == 0 && TFM_REORDER_DIMS == 1);
     SmallVector<int64_t> strides(from.strides);
     strides.resize(TFM_REORDER_MAX_RANK, 0);
     llvm::append_range(strides, to.strides);

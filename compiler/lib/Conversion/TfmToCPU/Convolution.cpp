@@ -20,10 +20,16 @@ void mlir::tfm::populateCPUConvolutionLowerings(OpLoweringSet &set) {
     ArrayRef<int64_t> st = op.getStrides(), dil = op.getDilations(),
                       pads = op.getPads();
     Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
-    e.callKernel(TFM_KERNEL_CONV_2D,
-                 {x[0], x[1], x[2], x[3], w[0], w[2], w[3],
-                  static_cast<int64_t>(op.getGroup())},
-                 {},
+    int64_t params[TFM_CONV_2D_NUM_PARAMS] = {};
+    params[TFM_CONV_2D_N] = x[0];
+    params[TFM_CONV_2D_C] = x[1];
+    params[TFM_CONV_2D_H] = x[2];
+    params[TFM_CONV_2D_W] = x[3];
+    params[TFM_CONV_2D_M] = w[0];
+    params[TFM_CONV_2D_KH] = w[2];
+    params[TFM_CONV_2D_KW] = w[3];
+    params[TFM_CONV_2D_GROUPS] = static_cast<int64_t>(op.getGroup());
+    e.callKernel(TFM_KERNEL_CONV_2D, params, {},
                  {KernelArg(e.denseOf(op.getInput())),
                   KernelArg(e.denseOf(op.getWeight())), KernelArg(bias),
                   KernelArg(e.destination(op.getResult()))},

@@ -38,6 +38,19 @@ int64_t abiActivation(Activation act) {
   llvm_unreachable("unknown activation");
 }
 
+/// A LINEAR descriptor's params (abi.h's TFM_LINEAR_*), with no residual.
+SmallVector<int64_t> linearParams(int64_t m, int64_t k, int64_t n, bool bias,
+                                  int64_t activation, bool constant) {
+  SmallVector<int64_t> p(TFM_LINEAR_NUM_PARAMS, 0);
+  p[TFM_LINEAR_M] = m;
+  p[TFM_LINEAR_K] = k;
+  p[TFM_LINEAR_N] = n;
+  p[TFM_LINEAR_HAS_BIAS] = bias;
+  p[TFM_LINEAR_ACTIVATION] = activation;
+  p[TFM_LINEAR_CONSTANT_WEIGHTS] = constant;
+  return p;
+}
+
 /// result = act(input · weight[rows]ᵀ + bias[rows]), where `rows` are the
 /// result's columns starting at `rowOffset` of weight (a part of a packed
 /// projection).
@@ -53,8 +66,8 @@ LogicalResult lowerLinear(CPUEntry &e, Value input, Value weight, Value bias,
   if (isF32(inType) && m > 0 && k > 0 && n > 0) {
     bool constant = weight.getDefiningOp<arith::ConstantOp>() != nullptr;
     e.callKernel(TFM_KERNEL_LINEAR,
-                 {m, k, n, bias ? 1 : 0, abiActivation(act), 0,
-                  constant ? 1 : 0},
+                 linearParams(m, k, n, bool(bias), abiActivation(act),
+                              constant),
                  {},
                  {KernelArg(x), KernelArg(w, rowOffset * k),
                   bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
@@ -118,8 +131,8 @@ LogicalResult lowerPackedQKV(QKVProjectionOp op, CPUEntry &e) {
   Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
   bool constant = op.getWeight().getDefiningOp<arith::ConstantOp>() != nullptr;
   e.callKernel(TFM_KERNEL_LINEAR,
-               {rows, k, total, bias ? 1 : 0, TFM_ACTIVATION_NONE, 0,
-                constant ? 1 : 0},
+               linearParams(rows, k, total, bool(bias), TFM_ACTIVATION_NONE,
+                            constant),
                {},
                {KernelArg(e.denseOf(op.getInput())),
                 KernelArg(e.denseOf(op.getWeight())),
@@ -235,9 +248,16 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
   } else {
     args.push_back(KernelArg(out.base, out.offset));
   }
-  e.callKernel(TFM_KERNEL_ATTENTION,
-               {batch[0], batch[1], sq, sk, d, dv, flags}, {attentionScale(op)},
-               args, strides);
+  int64_t params[TFM_ATTENTION_NUM_PARAMS] = {};
+  params[TFM_ATTENTION_B1] = batch[0];
+  params[TFM_ATTENTION_B2] = batch[1];
+  params[TFM_ATTENTION_SQ] = sq;
+  params[TFM_ATTENTION_SK] = sk;
+  params[TFM_ATTENTION_D] = d;
+  params[TFM_ATTENTION_DV] = dv;
+  params[TFM_ATTENTION_FLAGS] = flags;
+  e.callKernel(TFM_KERNEL_ATTENTION, params, {attentionScale(op)}, args,
+               strides);
   if (dense)
     e.copyView({dense, 0, SmallVector<int64_t>(op.getType().getShape()),
                 rowMajorStrides(op.getType().getShape())},

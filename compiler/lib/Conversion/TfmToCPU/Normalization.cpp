@@ -76,9 +76,17 @@ LogicalResult mlir::tfm::lowerCPUSoftmax(CPUEntry &e, Value x, Value mask,
         qstride = c;
       }
     }
-    e.callKernel(TFM_KERNEL_MASKED_SOFTMAX,
-                 {g, q, c, causal ? 1 : 0, mask ? 1 : 0, div, gstride, qstride},
-                 {scale}, {KernelArg(x), KernelArg(maskBuf), KernelArg(out)});
+    int64_t params[TFM_MASKED_SOFTMAX_NUM_PARAMS] = {};
+    params[TFM_MASKED_SOFTMAX_G] = g;
+    params[TFM_MASKED_SOFTMAX_Q] = q;
+    params[TFM_MASKED_SOFTMAX_C] = c;
+    params[TFM_MASKED_SOFTMAX_CAUSAL] = causal;
+    params[TFM_MASKED_SOFTMAX_HAS_MASK] = bool(mask);
+    params[TFM_MASKED_SOFTMAX_DIV] = div;
+    params[TFM_MASKED_SOFTMAX_GSTRIDE] = gstride;
+    params[TFM_MASKED_SOFTMAX_QSTRIDE] = qstride;
+    e.callKernel(TFM_KERNEL_MASKED_SOFTMAX, params, {scale},
+                 {KernelArg(x), KernelArg(maskBuf), KernelArg(out)});
     return success();
   }
   if (mask || causal || scale != 1.0)
@@ -121,8 +129,13 @@ LogicalResult lowerLayerNorm(CPUEntry &e, Value input, Value residual,
   }
   Value out = e.destination(result);
   Value s = sum ? e.destination(sum) : Value();
-  e.callKernel(TFM_KERNEL_LAYER_NORM,
-               {m, n, residual ? 1 : 0, bias ? 1 : 0, sum ? 1 : 0}, {epsilon},
+  int64_t params[TFM_LAYER_NORM_NUM_PARAMS] = {};
+  params[TFM_LAYER_NORM_M] = m;
+  params[TFM_LAYER_NORM_N] = n;
+  params[TFM_LAYER_NORM_HAS_RESIDUAL] = bool(residual);
+  params[TFM_LAYER_NORM_HAS_BIAS] = bool(bias);
+  params[TFM_LAYER_NORM_WRITES_SUM] = bool(sum);
+  e.callKernel(TFM_KERNEL_LAYER_NORM, params, {epsilon},
                {KernelArg(x), KernelArg(r), KernelArg(e.denseOf(scale)),
                 bias ? KernelArg(e.denseOf(bias)) : KernelArg(),
                 KernelArg(out), KernelArg(s)});
@@ -160,7 +173,10 @@ LogicalResult lowerLayerNormGrad(LayerNormGradOp g, CPUEntry &e) {
       e.fill(e.destination(r), e.b.getFloatAttr(xt.getElementType(), 0.0));
     return success();
   }
-  e.callKernel(TFM_KERNEL_LAYER_NORM_BACKWARD, {m, n},
+  int64_t params[TFM_LAYER_NORM_BACKWARD_NUM_PARAMS] = {};
+  params[TFM_LAYER_NORM_BACKWARD_M] = m;
+  params[TFM_LAYER_NORM_BACKWARD_N] = n;
+  e.callKernel(TFM_KERNEL_LAYER_NORM_BACKWARD, params,
                {g.getEpsilon().convertToDouble()},
                {KernelArg(e.denseOf(g.getInput())),
                 KernelArg(e.denseOf(g.getScale())),

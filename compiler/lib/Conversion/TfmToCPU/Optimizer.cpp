@@ -53,7 +53,9 @@ LogicalResult lowerOptimizer(UpdateOp op, CPUEntry &e) {
   double wd = op.getWeightDecay().convertToDouble();
   if constexpr (std::is_same_v<UpdateOp, SGDUpdateOp>) {
     Value coeff = coefficients({rate, c(wd)});
-    e.callKernel(TFM_KERNEL_SGD, {n}, {},
+    int64_t params[TFM_OPTIMIZER_NUM_PARAMS] = {};
+    params[TFM_OPTIMIZER_N] = n;
+    e.callKernel(TFM_KERNEL_SGD, params, {},
                  {KernelArg(param), KernelArg(grad), KernelArg(coeff)});
   } else {
     double b1 = op.getBeta1().convertToDouble();
@@ -71,7 +73,9 @@ LogicalResult lowerOptimizer(UpdateOp op, CPUEntry &e) {
                                 c(1 - b2), c(eps), c(wd)});
     Value m = e.view(e.stateBuffer(), state.adamM.lookup(name), type);
     Value v = e.view(e.stateBuffer(), state.adamV.lookup(name), type);
-    e.callKernel(TFM_KERNEL_ADAM, {n}, {},
+    int64_t params[TFM_OPTIMIZER_NUM_PARAMS] = {};
+    params[TFM_OPTIMIZER_N] = n;
+    e.callKernel(TFM_KERNEL_ADAM, params, {},
                  {KernelArg(param), KernelArg(grad), KernelArg(m), KernelArg(v),
                   KernelArg(coeff)});
   }
