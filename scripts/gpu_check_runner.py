@@ -152,17 +152,17 @@ def worker(args, pack):
     return 0
 
 
-def isolated(args, pack):
+def isolated(args, pack, part):
     """Runs a part's cases in child processes, one line per case as it
     finishes. After a fault, a crash or a case past --case-timeout, the
     child is replaced and the cases after it go on; a faulting case runs
     once more alone with TFM_PROFILE=1, which waits on every launch and so
     names the kernel."""
-    items = PARTS[args.part][0](pack)
+    items = PARTS[part][0](pack)
     results = {}
 
     def child(start=None, only=None, env=None):
-        cmd = [sys.executable, os.path.abspath(__file__), "_worker", args.part,
+        cmd = [sys.executable, os.path.abspath(__file__), "_worker", part,
                "--device", args.device]
         cmd += ["--only", str(only)] if only is not None else ["--start", str(start)]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -206,7 +206,7 @@ def isolated(args, pack):
         if not done:
             break
         last = max(done)
-        if results[last].startswith("FAULT") and "TFM_PROFILE" not in results[last]:
+        if results[last].startswith("FAULT"):
             env = dict(os.environ, TFM_PROFILE="1")
             again = {}
             _, ended = follow(child(only=last, env=env),
@@ -221,7 +221,7 @@ def isolated(args, pack):
 
 def check(rt, args, pack):
     per_group, failures = {}, []
-    for name, outcome in isolated(argparse.Namespace(**{**vars(args), "part": "check"}), pack):
+    for name, outcome in isolated(args, pack, "check"):
         ok = per_group.setdefault(name.split("/")[0], [0, 0])
         ok[1] += 1
         if outcome == "ok":
@@ -241,7 +241,7 @@ def train(rt, args, pack):
         print("gpu-check train: nothing packed")
         return True
     matched, failures = 0, []
-    for label, outcome in isolated(argparse.Namespace(**{**vars(args), "part": "train"}), pack):
+    for label, outcome in isolated(args, pack, "train"):
         if outcome == "ok":
             matched += 1
         else:

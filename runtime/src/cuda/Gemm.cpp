@@ -150,10 +150,10 @@ void LibraryGemm::release() {
     blas.matmulDescDestroy(operation);
 }
 
-const cublasLtMatmulAlgo_t *LibraryGemm::algorithm(const Alignments &alignments,
-                                                   std::string &error) {
+const cublasLtMatmulHeuristicResult_t *
+LibraryGemm::algorithm(const Alignments &alignments, std::string &error) {
   if (auto it = chosen.find(alignments); it != chosen.end())
-    return &it->second.algo;
+    return &it->second;
   cublasLtMatmulPreference_t preference = nullptr;
   cublasStatus_t rc = blas.preferenceCreate(&preference);
   uint64_t workspace = kGemmWorkspaceBytes;
@@ -184,7 +184,7 @@ const cublasLtMatmulAlgo_t *LibraryGemm::algorithm(const Alignments &alignments,
         rc != CUBLAS_STATUS_SUCCESS ? blas.describe(rc) : "none found");
     return nullptr;
   }
-  return &chosen.emplace(alignments, result).first->second.algo;
+  return &chosen.emplace(alignments, result).first->second;
 }
 
 int32_t LibraryGemm::run(void *const *args, cudaStream_t stream,
@@ -208,14 +208,16 @@ int32_t LibraryGemm::run(void *const *args, cudaStream_t stream,
   const void *c = residual ? residual : out;
   Alignments alignments{alignmentOf(opA), alignmentOf(opB), alignmentOf(c),
                         alignmentOf(out)};
-  const cublasLtMatmulAlgo_t *algo = algorithm(alignments, error);
-  if (!algo)
+  const cublasLtMatmulHeuristicResult_t *chosenAlgo =
+      algorithm(alignments, error);
+  if (!chosenAlgo)
     return -1;
   float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
-  size_t workspaceBytes = chosen.at(alignments).workspaceSize;
-  cublasStatus_t rc = blas.matmul(
-      handle, operation, &alpha, opA, a, opB, b, &beta, c, d, out, d, algo,
-      workspaceBytes ? workspace : nullptr, workspaceBytes, stream);
+  size_t workspaceBytes = chosenAlgo->workspaceSize;
+  cublasStatus_t rc =
+      blas.matmul(handle, operation, &alpha, opA, a, opB, b, &beta, c, d, out,
+                  d, &chosenAlgo->algo, workspaceBytes ? workspace : nullptr,
+                  workspaceBytes, stream);
   if (rc != CUBLAS_STATUS_SUCCESS) {
     error = fmt::format("cuBLASLt's GEMM ({} × {} × {}, batch {}) failed: {}",
                         plan.m, plan.n, plan.k, plan.batch, blas.describe(rc));

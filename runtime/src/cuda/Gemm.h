@@ -52,8 +52,9 @@ private:
   /// Creates the operation and the matrix layouts; `release` frees them.
   void describe(int compute);
   void release();
-  const cublasLtMatmulAlgo_t *algorithm(const Alignments &alignments,
-                                        std::string &error);
+  /// The heuristic's answer for these alignments, asked once.
+  const cublasLtMatmulHeuristicResult_t *
+  algorithm(const Alignments &alignments, std::string &error);
 
   const Blas &blas;
   cublasLtHandle_t handle;

@@ -14,30 +14,15 @@ namespace {
 std::optional<LtMatrix> operand(int64_t rows, int64_t columns,
                                 int64_t rowStride, int64_t columnStride,
                                 int64_t batchStride) {
-  // A dimension of one element has no stride to speak of.
-  if (rows == 1)
-    rowStride = 1;
-  if (columns == 1)
-    columnStride = std::max<int64_t>(rows, 1);
-  LtMatrix x;
-  x.batchStride = batchStride;
-  if (rowStride == 1 && columnStride >= rows) {
-    x.rows = rows;
-    x.columns = columns;
-    x.ld = columnStride;
-    return x;
-  }
-  if (rows == 1)
-    rowStride = std::max<int64_t>(columns, 1);
-  if (columns == 1)
-    columnStride = 1;
-  if (columnStride == 1 && rowStride >= columns) {
-    x.rows = columns;
-    x.columns = rows;
-    x.ld = rowStride;
-    x.transposed = true;
-    return x;
-  }
+  // A dimension of one element has no stride to speak of: it fits either
+  // way, and its stride becomes the smallest leading dimension allowed.
+  bool oneRow = rows == 1, oneColumn = columns == 1;
+  if ((oneRow || rowStride == 1) && (oneColumn || columnStride >= rows))
+    return LtMatrix{uint64_t(rows), uint64_t(columns),
+                    oneColumn ? rows : columnStride, batchStride, false};
+  if ((oneColumn || columnStride == 1) && (oneRow || rowStride >= columns))
+    return LtMatrix{uint64_t(columns), uint64_t(rows),
+                    oneRow ? columns : rowStride, batchStride, true};
   return std::nullopt;
 }
 

@@ -15,7 +15,7 @@ tfm::runtime::cuda::openLibrary(const char *override,
                                 std::initializer_list<const char *> names,
                                 const std::string &what, std::string &error) {
   const char *chosen = std::getenv(override);
-  // What each name tried gave: "path: why", joined by "; ".
+  // Each path tried and why it did not load.
   std::vector<std::pair<std::string, std::string>> failures;
   auto attempt = [&](const std::string &path) -> Library {
     // Libraries stay loaded for the process: contexts, handles and modules
