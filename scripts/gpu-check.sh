@@ -40,6 +40,13 @@ cat > "$pack/run.sh" <<'RUN'
 # Runs the pack: check, train, bench or all (runner.py --help).
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuBLASLt from the NVIDIA wheels PyTorch installs, where no toolkit puts it
+# on the loader's path (TFM_CUBLASLT=off runs the generated GEMMs instead).
+wheel=$(python3 -c 'import importlib.util as u, os
+s = u.find_spec("nvidia.cublas")
+print(next((os.path.join(d, "lib") for d in (s.submodule_search_locations or [])
+            if os.path.isdir(os.path.join(d, "lib"))), "") if s else "")' 2>/dev/null)
+[ -n "$wheel" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$wheel
 exec python3 "$here/runner.py" "$@"
 RUN
 chmod +x "$pack/run.sh"

@@ -305,12 +305,17 @@ def bench(rt, args, pack):
             ref = model.double()(*[t.double() for t in tin]).cpu().numpy()
             model.float()
 
+        described = []
+
         def tfm_time(so_name):
             so = os.path.join(folder, so_name)
             if not os.path.exists(so):
                 return float("nan"), "-"
             try:
                 m = tfm_runtime.Model(rt, so, args.device)
+                if not described:
+                    print(f"tfm's kernels ({so_name}): {m.describe()}", flush=True)
+                    described.append(so_name)
                 out = m.run(ins)[0]
                 err = f"{np.linalg.norm(out - ref) / np.linalg.norm(ref):.1e}"
                 ms = timed(lambda: m.run(ins), args.reps)

@@ -47,6 +47,7 @@ class Runtime:
             ("tfm_session_create", p, [p, p, ctypes.POINTER(p)]),
             ("tfm_session_release", None, [p]),
             ("tfm_session_device", ctypes.c_char_p, [p]),
+            ("tfm_session_describe", ctypes.c_char_p, [p]),
             ("tfm_session_run", p, [p, ctypes.c_char_p, ctypes.POINTER(p), ctypes.c_size_t,
                                     ctypes.POINTER(p), ctypes.c_size_t]),
             ("tfm_tensor_create_copy", p, [ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
@@ -102,6 +103,12 @@ class Model:
             self.rt.check(self.rt.lib.tfm_session_create(self.module, None,
                                                          ctypes.byref(self.session)))
         return self.rt.lib.tfm_session_device(self.session).decode()
+
+    def describe(self):
+        """The session's device and what runs its kernels (cuBLASLt, or the
+        model's own code, and why)."""
+        self.open()
+        return self.rt.lib.tfm_session_describe(self.session).decode()
 
     def run(self, arrays):
         lib = self.rt.lib

@@ -28,6 +28,8 @@ config.substitutions.append(
     ("%expect_exit",
      f"{config.python_executable} {os.path.join(config.test_source_root, 'tfmc', 'Inputs', 'expect_exit.py')}"))
 config.substitutions.append(("%fixtures", os.path.join(config.tfm_src_root, "test", "fixtures", "reference")))
+# Before %fake_cuda, which is a prefix of it.
+config.substitutions.append(("%fake_cublaslt", os.path.join(config.tfm_obj_root, "lib", "libfake_cublaslt.so")))
 config.substitutions.append(("%fake_cuda", os.path.join(config.tfm_obj_root, "lib", "libfake_cuda_driver.so")))
 config.substitutions.append(("%tfmc_bin", os.path.join(config.tfm_tools_dir, "tfmc")))
 config.substitutions.append(("%tfm_opt_bin", os.path.join(config.tfm_tools_dir, "tfm-opt")))

@@ -220,10 +220,11 @@ struct TokenCallback {
 struct Session {
   std::shared_ptr<Module> module;
   tfm_session_t *s = nullptr;
-  Session(std::shared_ptr<Module> m, bool profile) : module(m) {
+  Session(std::shared_ptr<Module> m, bool profile, bool allowTF32) : module(m) {
     tfm_session_options_t o;
     tfm_session_options_init(&o);
     o.profile = profile;
+    o.allow_tf32 = allowTF32;
     check(tfm_session_create(m->m, &o, &s));
   }
   ~Session() { tfm_session_release(s); }
@@ -408,19 +409,21 @@ PYBIND11_MODULE(_tfm, m) {
       });
 
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
-      .def(py::init<std::shared_ptr<Module>, bool>())
-      .def_property_readonly("device",
+      .def(py::init<std::shared_ptr<Module>, bool, bool>())
+      .def_property_readonly(
+          "device",
+          [](const Session &s) { return std::string(tfm_session_device(s.s)); })
+      .def_property_readonly("description",
                              [](const Session &s) {
-                               return std::string(tfm_session_device(s.s));
+                               return std::string(tfm_session_describe(s.s));
                              })
       .def("run", &Session::run)
       .def("parameter_names", &Session::parameterNames)
       .def("get_parameter", &Session::getParameter)
       .def("set_parameter", &Session::setParameter)
-      .def_property_readonly("step_count",
-                             [](const Session &s) {
-                               return tfm_session_step_count(s.s);
-                             })
+      .def_property_readonly(
+          "step_count",
+          [](const Session &s) { return tfm_session_step_count(s.s); })
       .def("save_checkpoint", &Session::saveCheckpoint)
       .def("load_checkpoint", &Session::loadCheckpoint)
       .def("write_profile", &Session::writeProfile)

@@ -1,7 +1,10 @@
 //===- Device.cpp - Devices by name and their memory ----------------------===//
 
 #include "Device.h"
+#include "Internal.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 using namespace tfm::runtime;
@@ -19,6 +22,18 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 Device::~Device() = default;
+
+void Device::declineOrThrow(const tfm_abi_model_t &model, int32_t index,
+                            tfm_status_code_t code, const std::string &why) {
+  if (!(kernelFlags(&model, index) & TFM_KERNEL_FLAG_FALLBACK))
+    throw DeviceError(code, why);
+  declineReasons[index] = why;
+}
+
+bool tfm::runtime::libraryKernelsOff() {
+  const char *v = std::getenv("TFM_CUBLASLT");
+  return v && std::strcmp(v, "off") == 0;
+}
 
 DeviceBuffer Device::allocate(size_t bytes) {
   void *p = allocateRaw(bytes);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tfm::runtime {
 
@@ -78,9 +79,28 @@ public:
   virtual void copyToDevice(void *device, const void *host, size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, size_t bytes) = 0;
 
+  /// How a session wants its kernels made.
+  struct KernelOptions {
+    /// f32 GEMMs may multiply in TF32 (tfm_session_options_t.allow_tf32).
+    bool allowTF32 = false;
+  };
   /// Prepares what the model's code calls, once per session: its kernel
   /// descriptors (CPU), its device code (GPU).
-  virtual void prepare(const tfm_abi_model_t &model) = 0;
+  virtual void prepare(const tfm_abi_model_t &model,
+                       const KernelOptions &options) = 0;
+  /// Whether prepare() declined kernel `index`, which the model's code then
+  /// computes itself (TFM_KERNEL_FLAG_FALLBACK), and why.
+  bool declined(int32_t index) const {
+    return index < static_cast<int32_t>(declineReasons.size()) &&
+           !declineReasons[index].empty();
+  }
+  const std::string &declineReason(int32_t index) const {
+    return declineReasons[index];
+  }
+  /// The library that runs the kernels prepare() took ("oneDNN 3.0.0",
+  /// "cuBLASLt 13.0.2, TF32 allowed"), for the session's description.
+  virtual std::string kernelLibrary() const { return ""; }
+
   /// Runs prepared kernel `index` on `args` (device pointers); returns 0, or
   /// non-zero with the reason in `error`.
   virtual int32_t runKernel(int32_t index, void *const *args,
@@ -109,10 +129,27 @@ public:
   virtual int32_t setThreads(int32_t threads) { return 0; }
 
 protected:
+  /// Declines kernel `index` of `model` for `why` when it has a fallback;
+  /// otherwise throws DeviceError `code` with `why`.
+  void declineOrThrow(const tfm_abi_model_t &model, int32_t index,
+                      tfm_status_code_t code, const std::string &why);
+  /// Forgets the last model's declined kernels.
+  void resetDeclined(int32_t numKernels) {
+    declineReasons.assign(static_cast<size_t>(numKernels), std::string());
+  }
+
   virtual void *allocateRaw(size_t bytes) = 0;
   virtual void deallocateRaw(void *ptr) = 0;
   friend class DeviceBuffer;
+
+private:
+  std::vector<std::string> declineReasons;
 };
+
+/// Whether TFM_CUBLASLT=off asks the kernels that have a fallback to run
+/// the model's own code: on a GPU, and in the CPU emulation of a GPU
+/// model's schedule, where oneDNN stands in for cuBLASLt.
+bool libraryKernelsOff();
 
 /// The context's threads for the kernels created or run in a scope; the
 /// calling thread's own count comes back after, so an embedder's OpenMP code

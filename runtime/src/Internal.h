@@ -148,6 +148,20 @@ inline const char *const *kernelOrigins(const tfm_abi_model_t *m) {
              : nullptr;
 }
 
+/// The model's kernel flags, or null (an older model, or none flagged).
+inline const uint32_t *kernelFlagTable(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, kernel_flags) +
+                               sizeof(m->kernel_flags)
+             ? m->kernel_flags
+             : nullptr;
+}
+
+/// Kernel `index`'s tfm_kernel_flag_t bits.
+inline uint32_t kernelFlags(const tfm_abi_model_t *m, int32_t index) {
+  const uint32_t *flags = kernelFlagTable(m);
+  return flags ? flags[index] : 0;
+}
+
 /// Checks the model's metadata whole against the library's mapped image
 /// (every pointer inside it, every string terminated there, every entry
 /// point in code) and against itself (counts, shapes, offsets, kernel
@@ -228,6 +242,8 @@ struct tfm_session_s {
   tfm::runtime::DeviceBuffer weights;
   std::vector<std::vector<tfm::runtime::DeviceBuffer>> entryBuffers;
   std::string deviceName;
+  // tfm_session_describe's text.
+  std::string description;
   /// The bytes each kernel touches from each argument (kernelFootprint).
   std::vector<std::array<uint64_t, TFM_KERNEL_MAX_ARGS>> footprints;
   std::unique_ptr<tfm::runtime::Profile> profile;

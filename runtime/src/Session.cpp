@@ -125,6 +125,9 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
                                    index);
     return kCorrupt;
   }
+  // The code runs its own kernels for it, which check for interruption.
+  if (session->device->declined(index))
+    return TFM_ABI_STATUS_KERNEL_DECLINED;
   if (int32_t rc = interruption(session))
     return rc;
   int32_t kind = m->kernels[index].kind;
@@ -173,6 +176,9 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
     session->profile->kernelCalls[index]++;
     session->profile->record(index, nullptr, start, end);
   }
+  // A kernel created at its first run may be declined then.
+  if (rc == TFM_ABI_STATUS_KERNEL_DECLINED && session->device->declined(index))
+    return rc;
   if (rc != 0) {
     session->failure = fmt::format("kernel {} ({}) failed: {}", index,
                                    kernelName(m->kernels[index].kind),
@@ -233,10 +239,11 @@ int32_t launchKernel(const tfm_abi_host_t *host, int32_t kernel,
       if (rc == 0) {
         device.synchronize();
         auto end = Clock::now();
-        session->profile->kernelMs[kernel] +=
-            std::chrono::duration<double, std::milli>(end - start).count();
-        session->profile->kernelCalls[kernel]++;
+        // The descriptors' rows come first.
         int32_t row = session->module->model->num_kernels + kernel;
+        session->profile->kernelMs[row] +=
+            std::chrono::duration<double, std::milli>(end - start).count();
+        session->profile->kernelCalls[row]++;
         session->profile->record(row, nullptr, start, end);
       }
     }
@@ -273,6 +280,27 @@ void parallelFor(const tfm_abi_host_t *host, tfm_abi_task_fn_t task,
       ->device->parallelFor(task, args, n);
 }
 
+/// tfm_session_describe's text: the device, then how many kernels the
+/// library runs and how many the model's code computes, with the first
+/// reason.
+std::string describeKernels(const Device &device, const tfm_abi_model_t &m) {
+  std::string text = device.name();
+  int32_t declined = 0, first = -1;
+  for (int32_t i = 0; i < m.num_kernels; ++i)
+    if (device.declined(i) && declined++ == 0)
+      first = i;
+  int32_t taken = m.num_kernels - declined;
+  auto kernels = [](int32_t n) {
+    return fmt::format("{} kernel{}", n, n == 1 ? "" : "s");
+  };
+  if (taken > 0)
+    text += fmt::format("; {} in {}", kernels(taken), device.kernelLibrary());
+  if (declined > 0)
+    text += fmt::format("{} {} in the model's code: {}", taken ? "," : ";",
+                        kernels(declined), device.declineReason(first));
+  return text;
+}
+
 void printProfile(const tfm_session_s &s, std::FILE *out) {
   const Profile &p = *s.profile;
   if (p.runs == 0) {
@@ -283,6 +311,7 @@ void printProfile(const tfm_session_s &s, std::FILE *out) {
   std::fprintf(out, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
                s.module->path.c_str(), static_cast<long long>(p.runs),
                p.totalMs / p.runs);
+  std::fprintf(out, "  on %s\n", s.description.c_str());
   std::fprintf(out, "  %-4s %-15s %-40s %8s %10s %6s  %s\n", "#", "kernel",
                "params", "calls/run", "ms/run", "%", "from");
   for (size_t i = 0; i < p.kernelMs.size(); ++i) {
@@ -435,10 +464,13 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     // Every kernel is prepared here, once; runs only execute them.
     try {
       ThreadsScope threads(*s->device, module->context->numThreads);
-      s->device->prepare(*m);
+      Device::KernelOptions kernelOptions;
+      kernelOptions.allowTF32 = opts.allow_tf32 != 0;
+      s->device->prepare(*m, kernelOptions);
     } catch (const DeviceError &e) {
       return makeStatus(e.code, "'{}': {}", module->path, e.what());
     }
+    s->description = describeKernels(*s->device, *m);
     std::string error;
     s->footprints.resize(m->num_kernels);
     for (int32_t i = 0; i < m->num_kernels; ++i)
@@ -471,6 +503,10 @@ void tfm_session_release(tfm_session_t *session) { delete session; }
 
 const char *tfm_session_device(const tfm_session_t *session) {
   return session ? session->deviceName.c_str() : "";
+}
+
+const char *tfm_session_describe(const tfm_session_t *session) {
+  return session ? session->description.c_str() : "";
 }
 
 tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,

@@ -608,6 +608,16 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                                    "library",
                                    i));
   }
+  if (const uint32_t *flags = kernelFlagTable(m)) {
+    if (!image.containsArray(flags, m->num_kernels))
+      return corrupt(fmt::format("the flags of {} kernels lie outside the "
+                                 "library",
+                                 m->num_kernels));
+    for (int32_t i = 0; i < m->num_kernels; ++i)
+      if (flags[i] & ~uint32_t(TFM_KERNEL_FLAG_FALLBACK))
+        return corrupt(
+            fmt::format("kernel {} has unknown flags {:#x}", i, flags[i]));
+  }
   for (int32_t i = 0; i < m->num_kernels; ++i) {
     const tfm_abi_kernel_desc_t &d = m->kernels[i];
     uint64_t bytes[TFM_KERNEL_MAX_ARGS];

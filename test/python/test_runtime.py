@@ -5,6 +5,7 @@ buffers the compiled entry was handed."""
 
 import ctypes
 import os
+import re
 import threading
 
 import numpy as np
@@ -34,6 +35,16 @@ def test_entries_describe_the_library():
         ("x", "float32", (4, 3)), ("labels", "int64", (4,))]
     assert [(p.name, p.dtype, p.shape) for p in step.outputs] == [
         ("loss", "float32", ())]
+
+
+def test_a_session_says_what_runs_its_kernels():
+    s = tfm.load(built(os.path.join(UNITTESTS, "tiny_train.so"))).session()
+    assert s.device == "cpu"
+    assert re.fullmatch(r"cpu; \d+ kernels? in oneDNN \d+\.\d+\.\d+",
+                        s.description), s.description
+    # TF32 is a GPU's; the CPU ignores it.
+    m = tfm.load(built(os.path.join(UNITTESTS, "tiny_train.so")))
+    assert m.session(allow_tf32=True).description == s.description
 
 
 def test_ranges_show_as_none_with_their_bounds():

@@ -77,6 +77,8 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
 }
 
 void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
+  // The GEMM calls, on the host, while their buffers are still memrefs.
+  pm.addPass(createLowerKernelCallsPass());
   OpPassManager &fn = pm.nest<func::FuncOp>();
   addSchedule(fn);
   fn.addPass(createParallelLoopToGpuPass());

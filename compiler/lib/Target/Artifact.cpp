@@ -208,6 +208,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto origins = module->getAttrOfType<ArrayAttr>("tfm.kernel_origins");
   if (origins && origins.size() != kernels.size())
     return module.emitError("tfm.kernel_origins does not match tfm.kernels");
+  auto flags = module->getAttrOfType<DenseI32ArrayAttr>("tfm.kernel_flags");
+  if (flags && flags.size() != static_cast<int64_t>(kernels.size()))
+    return module.emitError("tfm.kernel_flags does not match tfm.kernels");
   uint64_t stateBytes = 0;
   int64_t maxLength = 0;
   if (auto n = module->getAttrOfType<IntegerAttr>("tfm.generation_max_length"))
@@ -343,25 +346,37 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
       {offsetof(Check, op), offsetof(Check, tensor), offsetof(Check, input),
        offsetof(Check, lower), offsetof(Check, upper)});
   using Model = tfm_abi_model_t;
-  auto *modelTy = abiStruct(
-      "tfm_abi_model_t",
-      {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64, i32, ptr, i32,
-       ptr, i32, ptr, ptr, i64, i32, ptr, i64, i32, ptr, ptr},
-      sizeof(Model),
-      {offsetof(Model, abi_version), offsetof(Model, struct_size),
-       offsetof(Model, producer), offsetof(Model, num_entries),
-       offsetof(Model, entries), offsetof(Model, weights),
-       offsetof(Model, weights_bytes), offsetof(Model, external_weights),
-       offsetof(Model, num_kernels), offsetof(Model, kernels),
-       offsetof(Model, state_bytes), offsetof(Model, num_states),
-       offsetof(Model, states), offsetof(Model, num_checks),
-       offsetof(Model, checks), offsetof(Model, target),
-       offsetof(Model, device_arch), offsetof(Model, device_code),
-       offsetof(Model, device_code_bytes), offsetof(Model, num_device_kernels),
-       offsetof(Model, device_kernels),
-       offsetof(Model, generation_max_length),
-       offsetof(Model, num_dynamic_entries),
-       offsetof(Model, dynamic_entries), offsetof(Model, kernel_origins)});
+  auto *modelTy =
+      abiStruct("tfm_abi_model_t", {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32,
+                                    ptr, i64, i32, ptr, i32, ptr, i32, ptr, ptr,
+                                    i64, i32, ptr, i64, i32, ptr, ptr, ptr},
+                sizeof(Model),
+                {offsetof(Model, abi_version),
+                 offsetof(Model, struct_size),
+                 offsetof(Model, producer),
+                 offsetof(Model, num_entries),
+                 offsetof(Model, entries),
+                 offsetof(Model, weights),
+                 offsetof(Model, weights_bytes),
+                 offsetof(Model, external_weights),
+                 offsetof(Model, num_kernels),
+                 offsetof(Model, kernels),
+                 offsetof(Model, state_bytes),
+                 offsetof(Model, num_states),
+                 offsetof(Model, states),
+                 offsetof(Model, num_checks),
+                 offsetof(Model, checks),
+                 offsetof(Model, target),
+                 offsetof(Model, device_arch),
+                 offsetof(Model, device_code),
+                 offsetof(Model, device_code_bytes),
+                 offsetof(Model, num_device_kernels),
+                 offsetof(Model, device_kernels),
+                 offsetof(Model, generation_max_length),
+                 offsetof(Model, num_dynamic_entries),
+                 offsetof(Model, dynamic_entries),
+                 offsetof(Model, kernel_origins),
+                 offsetof(Model, kernel_flags)});
   using Dynamic = tfm_abi_dynamic_entry_t;
   auto *dynamicTy = abiStruct(
       "tfm_abi_dynamic_entry_t",
@@ -691,6 +706,10 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   if (origins)
     for (auto text : origins.getAsRange<StringAttr>())
       originValues.push_back(cstring(*m, text.getValue()));
+  SmallVector<llvm::Constant *> flagValues;
+  if (flags)
+    for (int32_t f : flags.asArrayRef())
+      flagValues.push_back(i32c(f));
   SmallVector<llvm::Constant *> kernelNames;
   if (deviceKernels)
     for (auto name : deviceKernels.getAsRange<StringAttr>())
@@ -699,12 +718,18 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
       *m, modelTy, true, llvm::GlobalValue::PrivateLinkage,
       llvm::ConstantStruct::get(
           modelTy,
-          {i32c(TFM_ABI_VERSION), i32c(modelSize), cstring(*m, options.producer),
+          {i32c(TFM_ABI_VERSION),
+           i32c(modelSize),
+           cstring(*m, options.producer),
            i32c(entryValues.size()),
-           constantArray(*m, entryTy, entryValues, ".tfm.entries"), weights,
-           i64c(weightsBytes), external, i32c(kernelValues.size()),
+           constantArray(*m, entryTy, entryValues, ".tfm.entries"),
+           weights,
+           i64c(weightsBytes),
+           external,
+           i32c(kernelValues.size()),
            constantArray(*m, kernelTy, kernelValues, ".tfm.kernels"),
-           i64c(stateBytes), i32c(stateValues.size()),
+           i64c(stateBytes),
+           i32c(stateValues.size()),
            constantArray(*m, stateTy, stateValues, ".tfm.states"),
            i32c(checkValues.size()),
            constantArray(*m, checkTy, checkValues, ".tfm.checks"),
@@ -714,11 +739,13 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            i64c(deviceCode ? deviceCode.getValue().size() + 1 : 0),
            i32c(deviceKernels ? deviceKernels.size() : 0),
            constantArray(*m, ptr, kernelNames, ".tfm.device_kernels"),
-           i64c(maxLength), i32c(dynamicValues.size()),
-           constantArray(*m, dynamicTy, dynamicValues,
-                         ".tfm.dynamic_entries"),
+           i64c(maxLength),
+           i32c(dynamicValues.size()),
+           constantArray(*m, dynamicTy, dynamicValues, ".tfm.dynamic_entries"),
            origins ? constantArray(*m, ptr, originValues, ".tfm.kernel_origins")
-                   : nullPtr}),
+                   : nullPtr,
+           flags ? constantArray(*m, i32, flagValues, ".tfm.kernel_flags")
+                 : nullPtr}),
       ".tfm.model");
 
   // The one exported symbol.

@@ -101,6 +101,7 @@ struct RunOptions {
   double relL2 = -1; // >= 0: judge float outputs by the normwise error
   unsigned printLimit = 16;
   std::string profile; // write the runs' profile here ("-": stderr)
+  bool allowTF32 = false; // a GPU's f32 GEMMs may multiply in TF32
 };
 
 /// Reads a .pb TensorProto as a dense constant; reports and returns null on

@@ -225,6 +225,7 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   tfm_session_options_t so;
   tfm_session_options_init(&so);
   so.profile = !opts.profile.empty();
+  so.allow_tf32 = opts.allowTF32;
   if (!ok(tfm_session_create(rt.module, &so, &rt.session)))
     return kExitInputError;
   // The profile covers the checked run and the timed ones.
@@ -323,6 +324,7 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
                                opts.bench, median, ms.front(), ms.back(),
                                tfm_context_num_threads(rt.context),
                                tfm_session_device(rt.session));
+  llvm::outs() << "kernels: " << tfm_session_describe(rt.session) << "\n";
   return writeProfile();
 }
 

@@ -364,6 +364,12 @@ cl::opt<std::string> profileOpt(
              "profile to FILE: a trace viewers open (Chrome trace events) "
              "when FILE ends in .json, else the table; - for stderr"),
     cl::value_desc("FILE"), cl::cat(runCat));
+cl::opt<bool> allowTF32(
+    "allow-tf32",
+    cl::desc("On a GPU, multiply f32 GEMMs in TF32 on the tensor cores "
+             "(10-bit mantissa operands, f32 accumulation); f32 runs as f32 "
+             "without it"),
+    cl::cat(runCat));
 cl::opt<unsigned> printLimit("print-limit",
                              cl::desc("Values printed per output"),
                              cl::init(16), cl::cat(runCat));
@@ -1057,6 +1063,7 @@ int runRunOnce(MLIRContext &context) {
   opts.threads = *threads;
   opts.device = device;
   opts.profile = profileOpt;
+  opts.allowTF32 = allowTF32;
   for (const std::string &spec : opts.inputs) {
     auto [name, path] = StringRef(spec).split('=');
     if (name.empty() || path.empty()) {
@@ -1064,9 +1071,9 @@ int runRunOnce(MLIRContext &context) {
       return kExitUsage;
     }
   }
-  if (useReference && (bench || *threads || !profileOpt.empty())) {
-    error() << "--bench, --threads and --profile time compiled code; they do "
-               "not apply to --reference\n";
+  if (useReference && (bench || *threads || !profileOpt.empty() || allowTF32)) {
+    error() << "--bench, --threads, --profile and --allow-tf32 apply to "
+               "compiled code, not to --reference\n";
     return kExitUsage;
   }
   if (useReference && !device.empty()) {

@@ -99,10 +99,11 @@ LogicalResult KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  DenseI64ArrayAttr params,
                                  DenseF64ArrayAttr fparams,
                                  DenseI64ArrayAttr strides) {
-  if (!dtype.isF32() && !(dtype.isBF16() && kind == KernelKind::linear))
+  // GEMMs multiply in a narrower type where the compute type asks for it.
+  bool gemm = kind == KernelKind::linear || kind == KernelKind::batch_matmul;
+  if (!dtype.isF32() && !(gemm && (dtype.isBF16() || dtype.isF16())))
     return emitError() << "kernel " << stringifyKernelKind(kind)
-                       << " computes in f32" 
-                       << (kind == KernelKind::linear ? " or bf16" : "")
+                       << " computes in f32" << (gemm ? ", bf16 or f16" : "")
                        << ", not " << dtype;
   // Checked in every build: a descriptor cut to fit the ABI would run the
   // kernel on the wrong sizes.

@@ -210,11 +210,36 @@ static_assert(TFM_LINEAR_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
 
 typedef struct tfm_abi_kernel_desc_t {
   int32_t kind; /* a tfm_kernel_kind_t */
-  int32_t dtype; /* TFM_DTYPE_F32, or TFM_DTYPE_BF16 for LINEAR */
+  /* The type the kernel multiplies in: TFM_DTYPE_F32; TFM_DTYPE_BF16 for
+   * LINEAR, and for a GPU model's LINEAR and BATCH_MATMUL; TFM_DTYPE_F16
+   * for a GPU model's LINEAR and BATCH_MATMUL. Buffers hold f32 whatever
+   * the type. */
+  int32_t dtype;
   int64_t params[TFM_KERNEL_MAX_PARAMS];
   double fparams[TFM_KERNEL_MAX_FPARAMS];
   int64_t strides[TFM_KERNEL_MAX_STRIDES]; /* since version 2 */
 } tfm_abi_kernel_desc_t;
+
+/* A kernel's flags (tfm_abi_model_t's kernel_flags). */
+typedef enum tfm_kernel_flag_t {
+  /* Every call of the kernel in the model's code runs kernels of the code's
+   * own when run_kernel returns TFM_ABI_STATUS_KERNEL_DECLINED: a session
+   * may decline it (a GPU without cuBLASLt, a GEMM the library cannot
+   * express, the library turned off). */
+  TFM_KERNEL_FLAG_FALLBACK = 1,
+} tfm_kernel_flag_t;
+
+/* What run_kernel returns for a kernel with TFM_KERNEL_FLAG_FALLBACK that
+ * the session does not run; the code then computes it itself. */
+#define TFM_ABI_STATUS_KERNEL_DECLINED (-101)
+
+/* Whether a GPU model's LINEAR applies `activation` (a tfm_activation_t)
+ * in the GEMM's epilogue: cuBLASLt's epilogues are ReLU and the tanh form
+ * of GELU. The compiler applies the others after the call. */
+#define TFM_CUDA_LINEAR_FUSES_ACTIVATION(activation)                           \
+  ((activation) == TFM_ACTIVATION_NONE ||                                      \
+   (activation) == TFM_ACTIVATION_RELU ||                                      \
+   (activation) == TFM_ACTIVATION_GELU_TANH)
 
 struct tfm_abi_host_t;
 /* Runs kernel `index` of the model on `args` (at most TFM_KERNEL_MAX_ARGS);
@@ -441,6 +466,10 @@ typedef struct tfm_abi_model_t {
    * nodes of every call of a descriptor that several layers share); NULL
    * when unknown. */
   const char *const *kernel_origins;
+  /* A fourth append to version 5, absent when struct_size ends before it:
+   * for each of the num_kernels kernels, its tfm_kernel_flag_t bits; NULL
+   * when none has a flag. */
+  const uint32_t *kernel_flags;
 } tfm_abi_model_t;
 
 

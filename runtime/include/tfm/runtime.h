@@ -215,6 +215,10 @@ typedef struct tfm_session_options_t {
    * tfm_session_write_profile (the TFM_PROFILE environment variable turns
    * it on for every session, printing the table at release). */
   int32_t profile;
+  /* Nonzero: a GPU may multiply f32 GEMMs in TF32 on its tensor cores (the
+   * operands rounded to 10 mantissa bits, f32 accumulation), as PyTorch's
+   * allow_tf32; 0, the default, runs f32 as f32. The CPU ignores it. */
+  int32_t allow_tf32;
 } tfm_session_options_t;
 
 TFM_API void tfm_session_options_init(tfm_session_options_t *options);
@@ -225,6 +229,12 @@ TFM_API void tfm_session_release(tfm_session_t *session);
 /* The device the session computes on: "cpu", "cuda:0", ... Owned by the
  * session; "" for NULL. */
 TFM_API const char *tfm_session_device(const tfm_session_t *session);
+/* How the session computes, for people: its device, then the library that
+ * runs the model's kernels and those it declined, which the model's own
+ * code computes ("cuda:0; 14 kernels in cuBLASLt 13.0.2"; "cuda:0; 14
+ * kernels in the model's code: cuBLASLt is turned off (TFM_CUBLASLT=off)").
+ * Owned by the session; "" for NULL. */
+TFM_API const char *tfm_session_describe(const tfm_session_t *session);
 
 /* Runs `entry` ("infer", "train_step", ...). `inputs` are borrowed and
  * checked against the entry's dtypes and shapes (a dim of -1 takes any size

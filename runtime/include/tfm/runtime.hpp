@@ -230,15 +230,24 @@ struct RunOptions : tfm_run_options_t {
 
 class Session : public detail::Handle<tfm_session_t, tfm_session_release> {
 public:
-  /// `profile`: time every kernel call, for writeProfile.
-  explicit Session(const Module &module, bool profile = false) {
+  /// `profile`: time every kernel call, for writeProfile; `allowTF32`: a
+  /// GPU may multiply f32 GEMMs in TF32 (tfm_session_options_t).
+  explicit Session(const Module &module, bool profile = false,
+                   bool allowTF32 = false) {
     tfm_session_options_t opts;
     tfm_session_options_init(&opts);
     opts.profile = profile;
+    opts.allow_tf32 = allowTF32;
     tfm_session_t *s = nullptr;
     check(tfm_session_create(module.get(), &opts, &s));
     *this = Session(s, module.get());
   }
+
+  /// The device the session computes on ("cpu", "cuda:0").
+  std::string device() const { return tfm_session_device(get()); }
+  /// The device and what runs the model's kernels, for people
+  /// (tfm_session_describe).
+  std::string describe() const { return tfm_session_describe(get()); }
 
   /// Runs `entry` on inputs by name and returns the outputs by name. An
   /// output found in `into` is written there (a view writes the caller's

@@ -30,11 +30,20 @@ public:
   int32_t target() const override { return TFM_TARGET_CPU; }
   bool hostAddressable() const override { return true; }
 
-  void prepare(const tfm_abi_model_t &model) override {
+  void prepare(const tfm_abi_model_t &model, const KernelOptions &) override {
     if (model.num_kernels > 0 && !engine)
       engine = cpu::makeEngine();
-    descriptors = model.kernels;
+    this->model = &model;
     kernels.resize(model.num_kernels);
+    resetDeclined(model.num_kernels);
+    // In the CPU emulation of a GPU model, oneDNN stands in for cuBLASLt,
+    // and turning the library off runs the GEMMs as the GPU would without
+    // it.
+    if (libraryKernelsOff())
+      for (int32_t i = 0; i < model.num_kernels; ++i)
+        if (kernelFlags(&model, i) & TFM_KERNEL_FLAG_FALLBACK)
+          declineOrThrow(model, i, TFM_STATUS_INTERNAL,
+                         "the library is turned off (TFM_CUBLASLT=off)");
     // A model for a range of sizes holds every bucket's kernels, of which a
     // session may use few (56 buckets of one encoder layer: 448 kernels,
     // 0.3 s and 113 MB): they are created at their first run instead.
@@ -42,16 +51,26 @@ public:
       return;
     for (int32_t i = 0; i < model.num_kernels; ++i) {
       std::string why;
-      if (!create(i, why))
-        throw DeviceError(TFM_STATUS_INCOMPATIBLE, why);
+      if (!declined(i) && !create(i, why))
+        declineOrThrow(model, i, TFM_STATUS_INCOMPATIBLE, why);
     }
+  }
+
+  std::string kernelLibrary() const override {
+    return "oneDNN " + cpu::libraryVersion();
   }
 
   int32_t runKernel(int32_t index, void *const *args,
                     std::string &error) override {
+    if (declined(index))
+      return TFM_ABI_STATUS_KERNEL_DECLINED;
     try {
-      if (!kernels[index] && !create(index, error))
-        return -1;
+      if (!kernels[index] && !create(index, error)) {
+        if (!(kernelFlags(model, index) & TFM_KERNEL_FLAG_FALLBACK))
+          return -1;
+        declineOrThrow(*model, index, TFM_STATUS_INCOMPATIBLE, error);
+        return TFM_ABI_STATUS_KERNEL_DECLINED;
+      }
       return kernels[index]->run(args);
     } catch (const std::exception &e) {
       error = e.what();
@@ -81,14 +100,14 @@ protected:
 
 private:
   bool create(int32_t i, std::string &why) {
-    kernels[i] = cpu::makeKernel(engine, descriptors[i], why);
+    kernels[i] = cpu::makeKernel(engine, model->kernels[i], why);
     if (!kernels[i])
       why = "kernel " + std::to_string(i) + " cannot be created: " + why;
     return kernels[i] != nullptr;
   }
 
   std::shared_ptr<cpu::Engine> engine;
-  const tfm_abi_kernel_desc_t *descriptors = nullptr;
+  const tfm_abi_model_t *model = nullptr;
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
 };
 

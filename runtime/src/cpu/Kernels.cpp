@@ -12,6 +12,12 @@
 
 using namespace tfm::runtime::cpu;
 
+std::string tfm::runtime::cpu::libraryVersion() {
+  const dnnl_version_t *v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch);
+}
+
 std::shared_ptr<Engine> tfm::runtime::cpu::makeEngine() {
   return std::make_shared<Engine>();
 }

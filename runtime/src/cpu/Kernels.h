@@ -30,6 +30,8 @@ public:
 class Engine;
 
 std::shared_ptr<Engine> makeEngine();
+/// oneDNN's version, "3.0.0".
+std::string libraryVersion();
 
 /// Sets the threads the kernels use on the calling thread and returns the
 /// count it had, or 0 where nothing changed. oneDNN reads it when a

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Device.h"
+#include "../Internal.h"
 #include "Driver.h"
 #include "Gemm.h"
 
@@ -113,7 +114,8 @@ public:
     synchronize();
   }
 
-  void prepare(const tfm_abi_model_t &m) override {
+  void prepare(const tfm_abi_model_t &m,
+               const KernelOptions &kernelOptions) override {
     bool exact;
     int wanted = capabilityOf(m.device_arch, exact);
     if (wanted < 0)
@@ -131,6 +133,7 @@ public:
                       "this GPU's (--gpu-arch=sm_80 runs on every GPU the "
                       "CUDA target supports)",
                       m.device_arch, name(), model, capability));
+    allowTF32 = kernelOptions.allowTF32;
     prepareGemms(m);
     // A model without kernels has empty device code, nothing to load.
     if (m.num_device_kernels == 0)
@@ -213,6 +216,8 @@ public:
   /// `index` is one of the model's kernels: the session checked it.
   int32_t runKernel(int32_t index, void *const *args,
                     std::string &error) override {
+    if (!gemms[index])
+      return TFM_ABI_STATUS_KERNEL_DECLINED;
     makeCurrent();
     return gemms[index]->run(args, stream, workspace.get(), error);
   }
@@ -242,38 +247,56 @@ protected:
 
 private:
   /// A cuBLASLt call per GEMM descriptor, its handle and one workspace for
-  /// all of them (the calls run one after another on the stream).
+  /// all of them (the calls run one after another on the stream). A GEMM
+  /// the library cannot run, or every GEMM without the library, is
+  /// declined: the model's code runs its own kernels for it.
   void prepareGemms(const tfm_abi_model_t &m) {
+    gemms.clear();
+    resetDeclined(m.num_kernels);
     if (m.num_kernels == 0)
       return;
     std::string error;
     blas = cuda::blas(error);
-    if (!blas)
-      throw DeviceError(TFM_STATUS_UNAVAILABLE,
-                        fmt::format("{}: the model's GEMMs run in cuBLASLt: {}",
-                                    name(), error));
-    makeCurrent();
-    if (cublasStatus_t rc = blas->create(&blasHandle);
-        rc != CUBLAS_STATUS_SUCCESS) {
-      blasHandle = nullptr;
-      throw DeviceError(TFM_STATUS_UNAVAILABLE,
-                        fmt::format("{}: cuBLASLt does not start: {}", name(),
-                                    blas->describe(rc)));
-    }
-    workspace = allocate(kGemmWorkspaceBytes);
-    if (!workspace.get())
-      throw DeviceError(TFM_STATUS_RESOURCE_EXHAUSTED,
-                        fmt::format("{}: no room for cuBLASLt's {} MiB "
-                                    "workspace",
-                                    name(), kGemmWorkspaceBytes >> 20));
-    for (int32_t i = 0; i < m.num_kernels; ++i) {
-      try {
-        gemms.push_back(std::make_unique<LibraryGemm>(*blas, blasHandle,
-                                                      m.kernels[i], false));
-      } catch (const DeviceError &e) {
-        throw DeviceError(e.code, fmt::format("kernel {}: {}", i, e.what()));
+    if (blas) {
+      makeCurrent();
+      if (cublasStatus_t rc = blas->create(&blasHandle);
+          rc != CUBLAS_STATUS_SUCCESS) {
+        blasHandle = nullptr;
+        error = "cuBLASLt does not start: " + blas->describe(rc);
+        blas = nullptr;
       }
     }
+    if (blas) {
+      workspace = allocate(kGemmWorkspaceBytes);
+      if (!workspace.get())
+        throw DeviceError(TFM_STATUS_RESOURCE_EXHAUSTED,
+                          fmt::format("{}: no room for cuBLASLt's {} MiB "
+                                      "workspace",
+                                      name(), kGemmWorkspaceBytes >> 20));
+    }
+    gemms.resize(m.num_kernels);
+    for (int32_t i = 0; i < m.num_kernels; ++i) {
+      if (!blas) {
+        declineOrThrow(m, i, TFM_STATUS_UNAVAILABLE,
+                       (kernelFlags(&m, i) & TFM_KERNEL_FLAG_FALLBACK)
+                           ? error
+                           : fmt::format("{}: kernel {} runs in cuBLASLt: {}",
+                                         name(), i, error));
+        continue;
+      }
+      try {
+        gemms[i] = std::make_unique<LibraryGemm>(*blas, blasHandle,
+                                                 m.kernels[i], allowTF32);
+      } catch (const DeviceError &e) {
+        declineOrThrow(m, i, e.code, fmt::format("kernel {}: {}", i, e.what()));
+      }
+    }
+  }
+
+  std::string kernelLibrary() const override {
+    if (!blas)
+      return "";
+    return "cuBLASLt " + blas->version + (allowTF32 ? ", TF32 allowed" : "");
   }
 
   static CUdeviceptr address(const void *p) {
@@ -307,6 +330,7 @@ private:
   std::vector<CUfunction> functions;
   std::vector<std::string> kernelNames;
   const Blas *blas = nullptr;
+  bool allowTF32 = false;
   cublasLtHandle_t blasHandle = nullptr;
   DeviceBuffer workspace;
   std::vector<std::unique_ptr<LibraryGemm>> gemms;

@@ -37,11 +37,9 @@ LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
     hasBias = p[TFM_LINEAR_HAS_BIAS] != 0;
     hasResidual = p[TFM_LINEAR_HAS_RESIDUAL] != 0;
     int64_t activation = p[TFM_LINEAR_ACTIVATION];
-    // The library's GELU is the tanh approximation: the erf form (and
-    // SiLU) would be another function, so those models do not come here.
-    if (activation != TFM_ACTIVATION_NONE &&
-        activation != TFM_ACTIVATION_RELU &&
-        activation != TFM_ACTIVATION_GELU_TANH)
+    // The library's GELU is the tanh approximation: the compiler applies
+    // the erf form (and SiLU) after the call instead.
+    if (!TFM_CUDA_LINEAR_FUSES_ACTIVATION(activation))
       refuse(fmt::format("its activation ({}) has no cuBLASLt epilogue",
                          activation));
     // The epilogue adds the bias before the activation, and the residual

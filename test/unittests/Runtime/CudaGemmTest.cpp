@@ -450,8 +450,10 @@ TEST(CudaDevice, AModelWithGemmsNeedsCuBLASLt) {
       " --gtest_filter=CudaDevice.AModelWithGemmsNeedsCuBLASLt 2> " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::string text = readLog(out);
-  EXPECT_NE(text.find("cuda:0: the model's GEMMs run in cuBLASLt: cuBLASLt "
-                      "is turned off (TFM_CUBLASLT=off)"),
+  // Its descriptors have no fallback (TFM_KERNEL_FLAG_FALLBACK), so the
+  // session cannot decline them.
+  EXPECT_NE(text.find("cuda:0: kernel 0 runs in cuBLASLt: cuBLASLt is "
+                      "turned off (TFM_CUBLASLT=off)"),
             std::string::npos)
       << text;
 }

@@ -442,6 +442,9 @@ TEST_F(SessionTest, TheWrapperDescribesAndRunsByName) {
   EXPECT_EQ(entries[0].outputs[0].name, "y");
   EXPECT_EQ(entries[0].outputs[0].dtype, TFM_DTYPE_F32);
   tfm::Session session(module);
+  EXPECT_EQ(session.device(), "cpu");
+  // A model without kernel descriptors names only its device.
+  EXPECT_EQ(session.describe(), "cpu");
   std::vector<float> xs = {1, 2, 3, 4, 5, 6}, bs = {0.5f, 0.25f, 0.125f},
                      ys(6);
   tfm::Tensor xt = tfm::Tensor::view(xs, {2, 3}),

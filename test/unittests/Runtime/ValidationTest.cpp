@@ -329,6 +329,19 @@ TEST_F(CorruptedGPU, UnterminatedDeviceCodeIsRefusedAtLoad) {
   EXPECT_NE(msg.find("is not terminated"), std::string::npos) << msg;
 }
 
+TEST_F(CorruptedGPU, UnknownKernelFlagsAreRefusedAtLoad) {
+  // Every GEMM of a GPU model has its generated fallback.
+  ASSERT_GT(lib.model->num_kernels, 0);
+  ASSERT_NE(lib.model->kernel_flags, nullptr);
+  for (int32_t i = 0; i < lib.model->num_kernels; ++i)
+    EXPECT_EQ(lib.model->kernel_flags[i], uint32_t(TFM_KERNEL_FLAG_FALLBACK));
+  auto [code, msg] = loadAndRun(
+      lib.patched(&lib.model->kernel_flags[0], uint32_t(6), "flags"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("kernel 0 has unknown flags 0x6"), std::string::npos)
+      << msg;
+}
+
 TEST_F(CorruptedGPU, TooManyDeviceKernelsIsRefusedAtLoad) {
   auto [code, msg] = loadAndRun(lib.patched(&lib.model->num_device_kernels,
                                             int32_t(1) << 30, "kernels"));

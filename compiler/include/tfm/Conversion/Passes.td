@@ -44,7 +44,9 @@ def LowerKernelCallsPass : Pass<"tfm-lower-kernel-calls", "::mlir::ModuleOp"> {
     kernel table `tfm.kernels` (one entry per distinct descriptor, which a
     session creates once), and replaces each call by a call of
     `__tfm_run_kernel(host, index, args)` on an array of the buffers'
-    pointers; the artifact emitter defines that function.
+    pointers; the artifact emitter defines that function. A descriptor all
+    of whose calls have `fallback` gets `TFM_KERNEL_FLAG_FALLBACK` in
+    `tfm.kernel_flags`.
 
     ```mlir
     %rc = tfm.kernel_call %host, #tfm.kernel<...>(%x, %y) : ...

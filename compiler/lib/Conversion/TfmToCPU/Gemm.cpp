@@ -21,61 +21,11 @@ using namespace mlir::tfm;
 
 namespace {
 
-/// The ABI's code of a LINEAR kernel's activation.
-int64_t abiActivation(Activation act) {
-  switch (act) {
-  case Activation::none:
-    return TFM_ACTIVATION_NONE;
-  case Activation::relu:
-    return TFM_ACTIVATION_RELU;
-  case Activation::gelu:
-    return TFM_ACTIVATION_GELU;
-  case Activation::gelu_tanh:
-    return TFM_ACTIVATION_GELU_TANH;
-  case Activation::silu:
-    return TFM_ACTIVATION_SILU;
-  }
-  llvm_unreachable("unknown activation");
-}
-
-/// A LINEAR descriptor's params (abi.h's TFM_LINEAR_*), with no residual.
-SmallVector<int64_t> linearParams(int64_t m, int64_t k, int64_t n, bool bias,
-                                  int64_t activation, bool constant) {
-  SmallVector<int64_t> p(TFM_LINEAR_NUM_PARAMS, 0);
-  p[TFM_LINEAR_M] = m;
-  p[TFM_LINEAR_K] = k;
-  p[TFM_LINEAR_N] = n;
-  p[TFM_LINEAR_HAS_BIAS] = bias;
-  p[TFM_LINEAR_ACTIVATION] = activation;
-  p[TFM_LINEAR_CONSTANT_WEIGHTS] = constant;
-  return p;
-}
-
-/// result = act(input · weight[rows]ᵀ + bias[rows]), where `rows` are the
-/// result's columns starting at `rowOffset` of weight (a part of a packed
-/// projection).
+/// A linear or a part of a projection on the LINEAR kernel.
 LogicalResult lowerLinear(CPUEntry &e, Value input, Value weight, Value bias,
                           int64_t rowOffset, Activation act, Value result) {
-  auto inType = cast<RankedTensorType>(input.getType());
-  auto outType = cast<RankedTensorType>(result.getType());
-  int64_t k = inType.getShape().back(), n = outType.getShape().back();
-  int64_t m = product(inType.getShape().drop_back());
-  Value out = e.destination(result);
-  Value x = e.denseOf(input), w = e.denseOf(weight);
-  Value bb = bias ? e.denseOf(bias) : Value();
-  if (isF32(inType) && m > 0 && k > 0 && n > 0) {
-    bool constant = weight.getDefiningOp<arith::ConstantOp>() != nullptr;
-    e.callKernel(TFM_KERNEL_LINEAR,
-                 linearParams(m, k, n, bool(bias), abiActivation(act),
-                              constant),
-                 {},
-                 {KernelArg(x), KernelArg(w, rowOffset * k),
-                  bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
-                  KernelArg(out)},
-                 {}, e.linearKernelDtype());
-    return success();
-  }
-  lowerGenericLinear(e, x, w, bb, rowOffset, act, out);
+  lowerLinearKernel(e, input, weight, bias, rowOffset, act, result,
+                    e.linearKernelDtype(), /*withFallback=*/false);
   return success();
 }
 
@@ -86,16 +36,7 @@ LogicalResult lowerMatmul(MatmulOp op, CPUEntry &e) {
   int64_t m = os[os.size() - 2], n = os.back();
   int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
   if (isStridedMatmul(op)) {
-    StridedView a = e.viewOf(op.getLhs()), bv = e.viewOf(op.getRhs());
-    auto swapLast = [](StridedView &v) {
-      size_t r = v.shape.size();
-      std::swap(v.shape[r - 1], v.shape[r - 2]);
-      std::swap(v.strides[r - 1], v.strides[r - 2]);
-    };
-    if (op.getTransposeLhs())
-      swapLast(a);
-    if (op.getTransposeRhs())
-      swapLast(bv);
+    auto [a, bv] = e.matmulOperandViews(op);
     e.batchMatmul(a, bv, e.destinationView(op.getResult()));
     return success();
   }

@@ -17,18 +17,6 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
-bool mlir::tfm::isStridedMatmul(MatmulOp op) {
-  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
-  auto ot = op.getType();
-  if (!lt.getElementType().isF32() || lt.getRank() != rt.getRank() ||
-      lt.getRank() != ot.getRank() || ot.getRank() > 4 ||
-      ot.getNumElements() == 0 || lt.getNumElements() == 0 ||
-      rt.getNumElements() == 0)
-    return false;
-  return lt.getShape().drop_back(2) == ot.getShape().drop_back(2) &&
-         rt.getShape().drop_back(2) == ot.getShape().drop_back(2);
-}
-
 bool mlir::tfm::usesAttentionKernel(AttentionOp op) {
   auto qt = op.getQuery().getType(), kt = op.getKey().getType(),
        vt = op.getValue().getType();

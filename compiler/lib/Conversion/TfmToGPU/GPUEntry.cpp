@@ -12,6 +12,7 @@ using namespace mlir::tfm;
 
 void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   populateTfmToLinalgLowerings(set);
+  populateGPUGemmLowerings(set);
   OpLoweringFn neutral = *set.lookup(AttentionOp::getOperationName());
   set.add<AttentionOp>([neutral](AttentionOp op, BufferizedEntry &e) {
     if (!fitsFlashAttention(op))

@@ -59,8 +59,6 @@ struct LowerToGPUPass
     }
     recordModuleLayout(module, layout, infos);
     // Entries take plain pointers, as the artifact's wrapper passes them.
-    auto kernels = ArrayAttr::get(&getContext(), {});
-    module->setAttr("tfm.kernels", kernels);
     for (auto fn : module.getOps<func::FuncOp>())
       if (fn.getName().starts_with(kEntrySymbolPrefix))
         fn->setAttr("llvm.bareptr", UnitAttr::get(&getContext()));

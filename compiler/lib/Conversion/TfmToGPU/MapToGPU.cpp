@@ -105,7 +105,9 @@ std::optional<int64_t> constantIndex(Value v) {
 /// Whether the host may run `op`: it computes on values alone, or is a view
 /// of a buffer, a call into the runtime, host stack memory or control flow.
 bool runsOnHost(Operation *op) {
-  if (isa<func::CallOp, func::ReturnOp, cf::BranchOp, cf::CondBranchOp>(op))
+  // A kernel call is a call into the runtime, which runs it on the device.
+  if (isa<func::CallOp, func::ReturnOp, cf::BranchOp, cf::CondBranchOp,
+          KernelCallOp>(op))
     return true;
   if (op->getDialect() &&
       op->getDialect()->getNamespace() == LLVM::LLVMDialect::getDialectNamespace())

@@ -1049,9 +1049,12 @@ def Tfm_KernelCallOp : Op<Tfm_Dialect, "kernel_call",
     `slots` gives each buffer's argument position (absent positions are
     NULL, as tfm/abi.h allows for optional arguments), and `offsets` an
     element offset into each buffer. The result is the kernel's status: 0 on
-    success. `tfm-lower-kernel-calls` turns each call into a call through
+    success. With `fallback`, the code that follows computes the kernel
+    itself when the status is `TFM_ABI_STATUS_KERNEL_DECLINED`, so the
+    runtime may decline it (a GPU without its GEMM library).
+    `tfm-lower-kernel-calls` turns each call into a call through
     `host->run_kernel` and collects the descriptors into the module's
-    `tfm.kernels` table.
+    `tfm.kernels` table, and their flags into `tfm.kernel_flags`.
 
     ```mlir
     %rc = tfm.kernel_call %host, #tfm.kernel<kind = linear, dtype = f32,
@@ -1064,7 +1067,8 @@ def Tfm_KernelCallOp : Op<Tfm_Dialect, "kernel_call",
   let arguments = (ins AnyType:$host, Tfm_KernelAttr:$kernel,
                        Variadic<AnyMemRef>:$args,
                        OptionalAttr<DenseI64ArrayAttr>:$slots,
-                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets,
+                       UnitAttr:$fallback);
   let results = (outs I32:$status);
   let assemblyFormat = [{
     $host `,` $kernel `(` $args `)` attr-dict `:` type($host) `,` type($args)

@@ -33,6 +33,7 @@
 #ifndef TFM_CONVERSION_COMMON_BUFFERASSIGNMENT_H
 #define TFM_CONVERSION_COMMON_BUFFERASSIGNMENT_H
 
+#include "tfm/Conversion/Common/KernelCalls.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Transforms/LayoutRules.h"
 
@@ -231,6 +232,30 @@ public:
   /// buffers itself; a target whose buffers the host cannot read overrides
   /// it.
   virtual void exitIfCheckFailed(int32_t check, Value first, Value flat);
+
+  //===------------------------------------------------------------------===//
+  // Runtime kernels (KernelCalls.h)
+  //===------------------------------------------------------------------===//
+
+  /// Calls kernel `kind` (a tfm_kernel_kind_t) on `args`, multiplying in
+  /// `dtype`; the run stops if it fails. With `fallback`, a session may
+  /// decline the kernel (TFM_KERNEL_FLAG_FALLBACK): `fallback` builds the
+  /// op's own code, which runs in its place. Values it creates are used
+  /// within it only, so buffers it shares with the call are taken first.
+  void callKernel(int32_t kind, ArrayRef<int64_t> params,
+                  ArrayRef<double> fparams, ArrayRef<KernelArg> args,
+                  ArrayRef<int64_t> strides = {}, int32_t dtype = TFM_DTYPE_F32,
+                  function_ref<void()> fallback = nullptr);
+  /// c = a · b on views [.., M, K], [.., K, N], [.., M, N] with at most two
+  /// batch dimensions, through BATCH_MATMUL; `dtype` and `fallback` as
+  /// callKernel's.
+  void batchMatmul(const StridedView &a, const StridedView &bv,
+                   const StridedView &c, int32_t dtype = TFM_DTYPE_F32,
+                   function_ref<void()> fallback = nullptr);
+  /// The operands of a strided matmul (isStridedMatmul) as BATCH_MATMUL
+  /// reads them: where they lie, a transposed one with its last two
+  /// dimensions swapped.
+  std::pair<StridedView, StridedView> matmulOperandViews(MatmulOp op);
 
   //===------------------------------------------------------------------===//
   // linalg on buffers

@@ -16,29 +16,8 @@
 
 #include "tfm/Conversion/Common/OpLowering.h"
 #include "tfm/Conversion/ComputeType.h"
-#include "tfm/abi.h"
 
 namespace mlir::tfm {
-
-/// A pointer argument of a kernel call: a buffer and an element offset
-/// into it, or nothing (NULL).
-struct KernelArg {
-  Value buffer;
-  int64_t elementOffset = 0;
-  KernelArg() = default;
-  KernelArg(Value buffer, int64_t offset = 0)
-      : buffer(buffer), elementOffset(offset) {}
-};
-
-/// The aligned pointer of `buffer`, a view of an entry's argument, as an
-/// index: the argument's plus the byte shifts of the memref.views between
-/// (the strided-metadata expansion folds a view's aligned pointer to its
-/// source's, and so would drop the shift). A reinterpret_cast keeps its
-/// source's pointer, and with `throughOffsetViews` so do subviews and
-/// reshapes, whose offset the result type holds. Kernels take their
-/// buffers dense, at offsets of their own: they leave it false.
-FailureOr<Value> alignedAddressOf(OpBuilder &b, Location loc, Value buffer,
-                                  bool throughOffsetViews);
 
 /// One entry function of the CPU target.
 class CPUEntry : public BufferizedEntry {
@@ -57,29 +36,12 @@ public:
   void copyView(const StridedView &from, const StridedView &to,
                 Type elementType) override;
 
-  /// Calls kernel `kind` (a tfm_kernel_kind_t) on `args`; the run stops if
-  /// it fails.
-  void callKernel(int32_t kind, ArrayRef<int64_t> params,
-                  ArrayRef<double> fparams, ArrayRef<KernelArg> args,
-                  ArrayRef<int64_t> strides = {},
-                  int32_t dtype = TFM_DTYPE_F32);
-  /// c = a · b on views [.., M, K], [.., K, N], [.., M, N] with at most two
-  /// batch dimensions, through BATCH_MATMUL.
-  void batchMatmul(const StridedView &a, const StridedView &bv,
-                   const StridedView &c);
   /// The dtype of LINEAR kernels: F32, or BF16 for compute type bf16.
   int32_t linearKernelDtype() const { return linearDtype; }
 
 private:
   int32_t linearDtype;
 };
-
-/// A matmul the BATCH_MATMUL kernel runs with strided operands and result:
-/// f32, equal ranks of 2 to 4 and equal batch dimensions, no empty
-/// dimension. A transposed operand is the same buffer read with swapped
-/// strides, which is how the backward pass's weight and attention gradients
-/// (Xᵀ·dY, dSᵀ·Q) reach the kernel without a copy.
-bool isStridedMatmul(MatmulOp op);
 
 /// An attention the ATTENTION kernel computes, without its scores in
 /// memory: f32, at most two batch dimensions, no empty operand. It reads

@@ -3,11 +3,14 @@
 // The GPU target compiles a whole entry to device code: every op becomes
 // linalg on buffers (the backend-neutral TfmToLinalg lowerings), every
 // linalg op a loop nest mapped to blocks and threads (tfm-map-to-gpu), and
-// each nest one kernel, which MLIR's NVVM pipeline compiles to PTX. The
-// entry function stays on the host: it offsets device pointers into the
-// arena, the weights and the state, and launches the kernels in order
-// through host->launch (tfm-lower-gpu-launches); the runtime's CUDA device
-// loads the PTX once per session.
+// each nest one kernel, which MLIR's NVVM pipeline compiles to PTX. GEMMs
+// are calls of the runtime's GEMM kernels (cuBLASLt), with those generated
+// kernels as the fallback a session without the library runs. The entry
+// function stays on the host: it offsets device pointers into the arena,
+// the weights and the state, calls the GEMMs through host->run_kernel, and
+// launches the kernels in order through host->launch
+// (tfm-lower-gpu-launches); the runtime's CUDA device loads the PTX once
+// per session.
 //
 // Host code never reads device memory, except through host->read_device
 // where it must: the index checks read the first position out of range.
@@ -43,6 +46,9 @@ public:
   /// f16 for f32 GEMMs under --dtype=f16: tensor cores multiply 16-bit
   /// operands (tfm-tile-gpu-matmul).
   Type gemmOperandType(Type elem) const override;
+
+  /// The dtype of the GEMM kernels' descriptors: the compute type.
+  int32_t gemmKernelDtype() const;
 
   /// The device address of `buffer`'s first element, as an !llvm.ptr.
   Value devicePointer(Value buffer);
@@ -85,7 +91,13 @@ bool fitsFlashAttention(AttentionOp op);
 /// softmax over the keys: no [Sq, Sk] scores in memory.
 LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
 
-/// The backend-neutral lowerings, and the fused attention where it fits.
+/// linear, matmul and QKV projections as calls of the runtime's GEMM
+/// kernels (cuBLASLt), each with the generated GEMM as its fallback
+/// (Gemm.cpp).
+void populateGPUGemmLowerings(OpLoweringSet &set);
+
+/// The backend-neutral lowerings, the GEMM kernels, and the fused attention
+/// where it fits.
 void populateTfmToGPULowerings(OpLoweringSet &set);
 
 /// Registers the GPU's layout rules with tfm-plan-memory and its lowerings

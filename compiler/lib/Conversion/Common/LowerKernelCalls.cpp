@@ -6,13 +6,14 @@
 // pointers on the stack. A buffer's pointer is taken from the function
 // argument it is a view of plus the views' byte offsets: the strided-
 // metadata expansion folds the aligned pointer of a memref.view to its
-// source's, and so would drop the offset.
+// source's, and so would drop the offset. A descriptor every call of which
+// has a fallback gets TFM_KERNEL_FLAG_FALLBACK in `tfm.kernel_flags`, so a
+// session may decline it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/Passes.h"
-#include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
 #include "tfm/Target/Symbols.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -94,6 +95,7 @@ struct LowerKernelCallsPass
     SmallVector<Attribute> table;
     DenseMap<Attribute, int32_t> indexOf;
     std::vector<std::vector<std::string>> origins;
+    SmallVector<int32_t> flags;
     bool declared = false;
     for (auto fn : module.getOps<func::FuncOp>()) {
       SmallVector<KernelCallOp> calls;
@@ -111,9 +113,10 @@ struct LowerKernelCallsPass
       }
       // One argument array per function, filled before each call.
       b.setInsertionPointToStart(&fn.getBody().front());
-      Value slots = b.create<arith::ConstantIntOp>(fn.getLoc(),
-                                                   TFM_KERNEL_MAX_ARGS, 64);
-      Value args = b.create<LLVM::AllocaOp>(fn.getLoc(), ptrTy, ptrTy, slots, 8);
+      Value slots =
+          b.create<arith::ConstantIntOp>(fn.getLoc(), TFM_KERNEL_MAX_ARGS, 64);
+      Value args =
+          b.create<LLVM::AllocaOp>(fn.getLoc(), ptrTy, ptrTy, slots, 8);
       for (KernelCallOp call : calls) {
         Location loc = call.getLoc();
         if (!isa<LLVM::LLVMPointerType>(call.getHost().getType())) {
@@ -125,7 +128,10 @@ struct LowerKernelCallsPass
         if (fresh) {
           table.push_back(call.getKernel());
           origins.emplace_back();
+          flags.push_back(TFM_KERNEL_FLAG_FALLBACK);
         }
+        if (!call.getFallback())
+          flags[it->second] &= ~TFM_KERNEL_FLAG_FALLBACK;
         collectOrigins(loc, origins[it->second]);
         SmallVector<Value> pointers(TFM_KERNEL_MAX_ARGS);
         for (auto [i, buffer] : llvm::enumerate(call.getArgs())) {
@@ -171,6 +177,8 @@ struct LowerKernelCallsPass
     for (const auto &places : origins)
       originTable.push_back(StringAttr::get(ctx, describeOrigins(places)));
     module->setAttr("tfm.kernel_origins", ArrayAttr::get(ctx, originTable));
+    if (llvm::any_of(flags, [](int32_t f) { return f != 0; }))
+      module->setAttr("tfm.kernel_flags", DenseI32ArrayAttr::get(ctx, flags));
   }
 };
 

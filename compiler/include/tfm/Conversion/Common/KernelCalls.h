@@ -1,0 +1,69 @@
+//===- KernelCalls.h - Runtime kernels called from compiled code -*- C++
+//-*-===//
+//
+// What the targets share of the runtime's kernel descriptors (tfm/abi.h):
+// the pointer arguments of a `tfm.kernel_call`, the parameters of the GEMM
+// kinds, and which matmuls BATCH_MATMUL takes. The CPU calls every heavy op
+// this way; the GPU calls its GEMMs, each with its own kernels as the
+// fallback a session without the library runs (BufferizedEntry::callKernel).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_CONVERSION_COMMON_KERNELCALLS_H
+#define TFM_CONVERSION_COMMON_KERNELCALLS_H
+
+#include "tfm/IR/TfmOps.h"
+#include "tfm/abi.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::tfm {
+
+/// A pointer argument of a kernel call: a buffer and an element offset
+/// into it, or nothing (NULL).
+struct KernelArg {
+  Value buffer;
+  int64_t elementOffset = 0;
+  KernelArg() = default;
+  KernelArg(Value buffer, int64_t offset = 0)
+      : buffer(buffer), elementOffset(offset) {}
+};
+
+/// The ABI's code of a LINEAR kernel's activation (a tfm_activation_t).
+int64_t abiActivation(Activation act);
+
+/// A LINEAR descriptor's params (abi.h's TFM_LINEAR_*), with no residual.
+SmallVector<int64_t> linearParams(int64_t m, int64_t k, int64_t n, bool bias,
+                                  int64_t activation, bool constantWeights);
+
+class BufferizedEntry;
+
+/// result = act(input · weight[rows]ᵀ + bias[rows]), `rows` being the
+/// result's columns from `rowOffset` of weight (a part of a projection):
+/// one LINEAR call multiplying in `dtype` where the kernel takes it (f32,
+/// no empty dimension), else the generic GEMM. With `withFallback`, the
+/// generic GEMM is the call's fallback (BufferizedEntry::callKernel).
+void lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
+                       Value bias, int64_t rowOffset, Activation act,
+                       Value result, int32_t dtype, bool withFallback);
+
+/// A matmul the BATCH_MATMUL kernel runs with strided operands and result:
+/// f32, equal ranks of 2 to 4 and equal batch dimensions, no empty
+/// dimension. A transposed operand is the same buffer read with swapped
+/// strides, which is how the backward pass's weight and attention gradients
+/// (Xᵀ·dY, dSᵀ·Q) reach the kernel without a copy.
+bool isStridedMatmul(MatmulOp op);
+
+/// The aligned pointer of `buffer`, a view of an entry's argument, as an
+/// index: the argument's plus the byte shifts of the memref.views between
+/// (the strided-metadata expansion folds a view's aligned pointer to its
+/// source's, and so would drop the shift). A reinterpret_cast keeps its
+/// source's pointer, and with `throughOffsetViews` so do subviews and
+/// reshapes, whose offset the result type holds. Kernels take their
+/// buffers dense, at offsets of their own: they leave it false.
+FailureOr<Value> alignedAddressOf(OpBuilder &b, Location loc, Value buffer,
+                                  bool throughOffsetViews);
+
+} // namespace mlir::tfm
+
+#endif // TFM_CONVERSION_COMMON_KERNELCALLS_H

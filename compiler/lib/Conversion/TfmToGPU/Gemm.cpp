@@ -1,0 +1,113 @@
+//===- Gemm.cpp - GEMMs on the GPU through the runtime's library ----------===//
+//
+// A linear, each part of a QKV projection, and a matmul that BATCH_MATMUL
+// reads become kernel calls that the CUDA device runs in cuBLASLt, bias and
+// ReLU or tanh-GELU fused into the call's epilogue. Each call carries the
+// generated GEMM (TfmToLinalg's) as its fallback, which runs where the
+// session declines the call: no library on the machine, a GEMM the library
+// cannot express, or TFM_CUBLASLT=off. An activation the library has no
+// epilogue for is applied after the call, on either path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+/// A linear or a part of a projection: one LINEAR call, the activation
+/// in its epilogue where cuBLASLt has one and after it where not.
+void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
+                 int64_t rowOffset, Activation act, Value result) {
+  bool fused = TFM_CUDA_LINEAR_FUSES_ACTIVATION(abiActivation(act));
+  lowerLinearKernel(e, input, weight, bias, rowOffset,
+                    fused ? act : Activation::none, result, e.gemmKernelDtype(),
+                    /*withFallback=*/true);
+  if (fused)
+    return;
+  Value out = e.destination(result);
+  e.elementwise({out}, out, [&](OpBuilder &ob, Location l, ValueRange a) {
+    return applyActivation(ob, l, act, a[0]);
+  });
+}
+
+LogicalResult lowerMatmul(MatmulOp op, GPUEntry &e) {
+  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
+  auto ls = lt.getShape(), os = op.getType().getShape();
+  int64_t m = os[os.size() - 2], n = os.back();
+  int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
+  // The fallback's operands, materialized here: a strided view's memref
+  // is made once, and must dominate every later use.
+  Value lhs = e.bufferOf(op.getLhs()), rhs = e.bufferOf(op.getRhs());
+  Value out = e.destination(op.getResult());
+  auto own = [&] {
+    lowerGenericMatmul(e, lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
+                       out);
+  };
+  if (isStridedMatmul(op)) {
+    auto [a, bv] = e.matmulOperandViews(op);
+    auto shape = op.getType().getShape();
+    e.batchMatmul(a, bv,
+                  {out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)},
+                  e.gemmKernelDtype(), own);
+    return success();
+  }
+  if (isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 && k > 0 &&
+      rt.getRank() == 2) {
+    // A shared right operand: the batch folded into the rows.
+    int64_t rows = product(ls.drop_back());
+    Value dense = e.denseOf(op.getLhs());
+    StridedView a{dense, 0, {rows, k}, {k, 1}};
+    StridedView bv{e.denseOf(op.getRhs()), 0, {k, n}, {n, 1}};
+    if (op.getTransposeRhs())
+      bv.strides = {1, k};
+    e.batchMatmul(a, bv, {out, 0, {rows, n}, {n, 1}}, e.gemmKernelDtype(), own);
+    return success();
+  }
+  own();
+  return success();
+}
+
+LogicalResult lowerQKV(QKVProjectionOp op, GPUEntry &e) {
+  // One GEMM per part over consecutive weight rows.
+  int64_t row = 0;
+  for (auto [r, size] : llvm::zip(op.getResults(), op.getSizes())) {
+    lowerLinear(e, op.getInput(), op.getWeight(), op.getBias(), row,
+                Activation::none, r);
+    row += size;
+  }
+  return success();
+}
+
+} // namespace
+
+int32_t GPUEntry::gemmKernelDtype() const {
+  switch (computeType) {
+  case ComputeType::F32:
+    return TFM_DTYPE_F32;
+  case ComputeType::BF16:
+    return TFM_DTYPE_BF16;
+  case ComputeType::F16:
+    return TFM_DTYPE_F16;
+  }
+  llvm_unreachable("unknown compute type");
+}
+
+void mlir::tfm::populateGPUGemmLowerings(OpLoweringSet &set) {
+  set.add<LinearOp>([](LinearOp op, BufferizedEntry &e) {
+    lowerLinear(cast<GPUEntry>(e), op.getInput(), op.getWeight(), op.getBias(),
+                0, op.getActivation(), op.getResult());
+    return success();
+  });
+  set.add<MatmulOp>([](MatmulOp op, BufferizedEntry &e) {
+    return lowerMatmul(op, cast<GPUEntry>(e));
+  });
+  set.add<QKVProjectionOp>([](QKVProjectionOp op, BufferizedEntry &e) {
+    return lowerQKV(op, cast<GPUEntry>(e));
+  });
+}
