@@ -148,6 +148,14 @@ inline const char *const *kernelOrigins(const tfm_abi_model_t *m) {
              : nullptr;
 }
 
+/// Where each of the model's device kernels came from, or null.
+inline const char *const *deviceKernelOrigins(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, device_kernel_origins) +
+                               sizeof(m->device_kernel_origins)
+             ? m->device_kernel_origins
+             : nullptr;
+}
+
 /// The model's kernel flags, or null (an older model, or none flagged).
 inline const uint32_t *kernelFlagTable(const tfm_abi_model_t *m) {
   return m->struct_size >= offsetof(tfm_abi_model_t, kernel_flags) +

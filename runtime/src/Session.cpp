@@ -350,11 +350,14 @@ std::string jsonEscaped(const std::string &text) {
 /// and per kernel call, the kernels nested in their runs by time.
 void writeTrace(const tfm_session_s &s, std::FILE *out) {
   const Profile &p = *s.profile;
-  std::fprintf(out, "{\"displayTimeUnit\": \"ms\", \"otherData\": "
-                    "{\"model\": \"%s\", \"device\": \"%s\"},\n"
-                    "\"traceEvents\": [",
+  std::fprintf(out,
+               "{\"displayTimeUnit\": \"ms\", \"otherData\": "
+               "{\"model\": \"%s\", \"device\": \"%s\", "
+               "\"kernels\": \"%s\"},\n"
+               "\"traceEvents\": [",
                jsonEscaped(s.module->path).c_str(),
-               jsonEscaped(s.deviceName).c_str());
+               jsonEscaped(s.deviceName).c_str(),
+               jsonEscaped(s.description).c_str());
   bool first = true;
   for (const Profile::Event &e : p.events) {
     std::string name, args;
@@ -489,8 +492,10 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
         p.rows.push_back({kernelName(m->kernels[i].kind), params,
                           origins ? origins[i] : ""});
       }
+      const char *const *deviceOrigins = deviceKernelOrigins(m);
       for (int32_t i = 0; i < m->num_device_kernels; ++i)
-        p.rows.push_back({m->device_kernels[i], "", ""});
+        p.rows.push_back(
+            {m->device_kernels[i], "", deviceOrigins ? deviceOrigins[i] : ""});
       p.kernelMs.assign(p.rows.size(), 0.0);
       p.kernelCalls.assign(p.rows.size(), 0);
     }

@@ -561,7 +561,8 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
   // architecture and its kernels' names, and no kernel descriptors, which
   // the runtime runs on the CPU only.
   if (m->target == TFM_TARGET_CPU) {
-    if (m->device_code || m->device_arch || m->num_device_kernels)
+    if (m->device_code || m->device_arch || m->num_device_kernels ||
+        deviceKernelOrigins(m))
       return corrupt("a model for the CPU carries device code");
   } else if (m->target == TFM_TARGET_CUDA) {
     // A GPU runs GEMM descriptors through cuBLASLt; the others are the
@@ -587,6 +588,17 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     for (int32_t i = 0; i < m->num_device_kernels; ++i)
       if (!image.containsString(m->device_kernels[i]))
         return corrupt(fmt::format("device kernel {} has no name", i));
+    if (const char *const *origins = deviceKernelOrigins(m)) {
+      if (!image.containsArray(origins, m->num_device_kernels))
+        return corrupt(fmt::format("the origins of {} device kernels lie "
+                                   "outside the library",
+                                   m->num_device_kernels));
+      for (int32_t i = 0; i < m->num_device_kernels; ++i)
+        if (!image.containsString(origins[i]))
+          return corrupt(fmt::format("device kernel {}'s origin lies outside "
+                                     "the library",
+                                     i));
+    }
   } else {
     return corrupt(fmt::format("unknown target {}", m->target));
   }

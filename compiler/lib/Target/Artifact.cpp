@@ -211,6 +211,12 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   auto flags = module->getAttrOfType<DenseI32ArrayAttr>("tfm.kernel_flags");
   if (flags && flags.size() != static_cast<int64_t>(kernels.size()))
     return module.emitError("tfm.kernel_flags does not match tfm.kernels");
+  auto deviceOrigins =
+      module->getAttrOfType<ArrayAttr>("tfm.device_kernel_origins");
+  if (deviceOrigins &&
+      (!deviceKernels || deviceOrigins.size() != deviceKernels.size()))
+    return module.emitError(
+        "tfm.device_kernel_origins does not match tfm.device_kernels");
   uint64_t stateBytes = 0;
   int64_t maxLength = 0;
   if (auto n = module->getAttrOfType<IntegerAttr>("tfm.generation_max_length"))
@@ -346,37 +352,38 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
       {offsetof(Check, op), offsetof(Check, tensor), offsetof(Check, input),
        offsetof(Check, lower), offsetof(Check, upper)});
   using Model = tfm_abi_model_t;
-  auto *modelTy =
-      abiStruct("tfm_abi_model_t", {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32,
-                                    ptr, i64, i32, ptr, i32, ptr, i32, ptr, ptr,
-                                    i64, i32, ptr, i64, i32, ptr, ptr, ptr},
-                sizeof(Model),
-                {offsetof(Model, abi_version),
-                 offsetof(Model, struct_size),
-                 offsetof(Model, producer),
-                 offsetof(Model, num_entries),
-                 offsetof(Model, entries),
-                 offsetof(Model, weights),
-                 offsetof(Model, weights_bytes),
-                 offsetof(Model, external_weights),
-                 offsetof(Model, num_kernels),
-                 offsetof(Model, kernels),
-                 offsetof(Model, state_bytes),
-                 offsetof(Model, num_states),
-                 offsetof(Model, states),
-                 offsetof(Model, num_checks),
-                 offsetof(Model, checks),
-                 offsetof(Model, target),
-                 offsetof(Model, device_arch),
-                 offsetof(Model, device_code),
-                 offsetof(Model, device_code_bytes),
-                 offsetof(Model, num_device_kernels),
-                 offsetof(Model, device_kernels),
-                 offsetof(Model, generation_max_length),
-                 offsetof(Model, num_dynamic_entries),
-                 offsetof(Model, dynamic_entries),
-                 offsetof(Model, kernel_origins),
-                 offsetof(Model, kernel_flags)});
+  auto *modelTy = abiStruct("tfm_abi_model_t",
+                            {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32,
+                             ptr, i64, i32, ptr, i32, ptr, i32, ptr, ptr,
+                             i64, i32, ptr, i64, i32, ptr, ptr, ptr, ptr},
+                            sizeof(Model),
+                            {offsetof(Model, abi_version),
+                             offsetof(Model, struct_size),
+                             offsetof(Model, producer),
+                             offsetof(Model, num_entries),
+                             offsetof(Model, entries),
+                             offsetof(Model, weights),
+                             offsetof(Model, weights_bytes),
+                             offsetof(Model, external_weights),
+                             offsetof(Model, num_kernels),
+                             offsetof(Model, kernels),
+                             offsetof(Model, state_bytes),
+                             offsetof(Model, num_states),
+                             offsetof(Model, states),
+                             offsetof(Model, num_checks),
+                             offsetof(Model, checks),
+                             offsetof(Model, target),
+                             offsetof(Model, device_arch),
+                             offsetof(Model, device_code),
+                             offsetof(Model, device_code_bytes),
+                             offsetof(Model, num_device_kernels),
+                             offsetof(Model, device_kernels),
+                             offsetof(Model, generation_max_length),
+                             offsetof(Model, num_dynamic_entries),
+                             offsetof(Model, dynamic_entries),
+                             offsetof(Model, kernel_origins),
+                             offsetof(Model, kernel_flags),
+                             offsetof(Model, device_kernel_origins)});
   using Dynamic = tfm_abi_dynamic_entry_t;
   auto *dynamicTy = abiStruct(
       "tfm_abi_dynamic_entry_t",
@@ -710,10 +717,13 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
   if (flags)
     for (int32_t f : flags.asArrayRef())
       flagValues.push_back(i32c(f));
-  SmallVector<llvm::Constant *> kernelNames;
+  SmallVector<llvm::Constant *> kernelNames, deviceOriginValues;
   if (deviceKernels)
     for (auto name : deviceKernels.getAsRange<StringAttr>())
       kernelNames.push_back(cstring(*m, name.getValue()));
+  if (deviceOrigins)
+    for (auto text : deviceOrigins.getAsRange<StringAttr>())
+      deviceOriginValues.push_back(cstring(*m, text.getValue()));
   auto *model = new llvm::GlobalVariable(
       *m, modelTy, true, llvm::GlobalValue::PrivateLinkage,
       llvm::ConstantStruct::get(
@@ -745,7 +755,10 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
            origins ? constantArray(*m, ptr, originValues, ".tfm.kernel_origins")
                    : nullPtr,
            flags ? constantArray(*m, i32, flagValues, ".tfm.kernel_flags")
-                 : nullPtr}),
+                 : nullPtr,
+           deviceOrigins ? constantArray(*m, ptr, deviceOriginValues,
+                                         ".tfm.device_kernel_origins")
+                         : nullPtr}),
       ".tfm.model");
 
   // The one exported symbol.

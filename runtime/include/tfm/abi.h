@@ -470,6 +470,10 @@ typedef struct tfm_abi_model_t {
    * for each of the num_kernels kernels, its tfm_kernel_flag_t bits; NULL
    * when none has a flag. */
   const uint32_t *kernel_flags;
+  /* A fifth append to version 5, absent when struct_size ends before it:
+   * for each of the num_device_kernels kernels, where in the model it came
+   * from, as kernel_origins; NULL when unknown. */
+  const char *const *device_kernel_origins;
 } tfm_abi_model_t;
 
 

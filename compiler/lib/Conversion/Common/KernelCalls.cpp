@@ -193,3 +193,26 @@ void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
                 KernelArg(out)},
                {}, dtype, withFallback ? function_ref<void()>(own) : nullptr);
 }
+
+void mlir::tfm::collectOrigins(Location loc, std::vector<std::string> &out) {
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location part : fused.getLocations())
+      collectOrigins(part, out);
+    return;
+  }
+  if (isa<UnknownLoc>(loc))
+    return;
+  std::string place = describeLocation(loc);
+  if (!llvm::is_contained(out, place))
+    out.push_back(std::move(place));
+}
+
+std::string mlir::tfm::describeOrigins(const std::vector<std::string> &places) {
+  constexpr size_t kShown = 6;
+  std::string text;
+  for (size_t i = 0; i < places.size() && i < kShown; ++i)
+    text += (i ? ", " : "") + places[i];
+  if (places.size() > kShown)
+    text += " and " + std::to_string(places.size() - kShown) + " more";
+  return text;
+}

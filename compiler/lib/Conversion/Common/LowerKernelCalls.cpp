@@ -59,33 +59,6 @@ FailureOr<Value> mlir::tfm::alignedAddressOf(OpBuilder &b, Location loc,
 
 namespace {
 
-/// The places `loc` names: each op a fusion merged (a FusedLoc's parts),
-/// in order.
-void collectOrigins(Location loc, std::vector<std::string> &out) {
-  if (auto fused = dyn_cast<FusedLoc>(loc)) {
-    for (Location part : fused.getLocations())
-      collectOrigins(part, out);
-    return;
-  }
-  if (isa<UnknownLoc>(loc))
-    return;
-  std::string place = describeLocation(loc);
-  if (!llvm::is_contained(out, place))
-    out.push_back(std::move(place));
-}
-
-/// A kernel's origins for the profile: its calls' places, the first few
-/// of a descriptor that many layers share.
-std::string describeOrigins(const std::vector<std::string> &places) {
-  constexpr size_t kShown = 6;
-  std::string text;
-  for (size_t i = 0; i < places.size() && i < kShown; ++i)
-    text += (i ? ", " : "") + places[i];
-  if (places.size() > kShown)
-    text += " and " + std::to_string(places.size() - kShown) + " more";
-  return text;
-}
-
 struct LowerKernelCallsPass
     : public mlir::tfm::impl::LowerKernelCallsPassBase<LowerKernelCallsPass> {
   void runOnOperation() override {

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/Common/KernelCalls.h"
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Target/Symbols.h"
 
@@ -109,6 +110,7 @@ struct LowerGPULaunchesPass
 
     SmallVector<Attribute> kernelNames;
     llvm::StringMap<int32_t> kernelIndex;
+    std::vector<std::vector<std::string>> origins;
     for (gpu::LaunchFuncOp launch : launches) {
       auto fn = launch->getParentOfType<LLVM::LLVMFuncOp>();
       if (!fn || !fn.getName().starts_with(kEntrySymbolPrefix) ||
@@ -120,9 +122,12 @@ struct LowerGPULaunchesPass
       }
       StringRef name = launch.getKernelName().getValue();
       auto [it, inserted] = kernelIndex.try_emplace(name, kernelNames.size());
-      if (inserted)
+      if (inserted) {
         kernelNames.push_back(StringAttr::get(ctx, name));
+        origins.emplace_back();
+      }
       Location loc = launch.getLoc();
+      collectOrigins(loc, origins[it->second]);
       Value host = fn.getArgument(0);
 
       // Stack slots in the entry block, where LLVM promotes them.
@@ -185,6 +190,11 @@ struct LowerGPULaunchesPass
     module->setAttr("tfm.device_code", StringAttr::get(ctx, ptx));
     module->setAttr("tfm.device_arch", StringAttr::get(ctx, target.getChip()));
     module->setAttr("tfm.device_kernels", ArrayAttr::get(ctx, kernelNames));
+    SmallVector<Attribute> originTable;
+    for (const auto &places : origins)
+      originTable.push_back(StringAttr::get(ctx, describeOrigins(places)));
+    module->setAttr("tfm.device_kernel_origins",
+                    ArrayAttr::get(ctx, originTable));
     binary.erase();
     module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
   }

@@ -17,6 +17,9 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <string>
+#include <vector>
+
 namespace mlir::tfm {
 
 /// A pointer argument of a kernel call: a buffer and an element offset
@@ -53,6 +56,13 @@ void lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
 /// strides, which is how the backward pass's weight and attention gradients
 /// (Xᵀ·dY, dSᵀ·Q) reach the kernel without a copy.
 bool isStridedMatmul(MatmulOp op);
+
+/// Adds the places `loc` names to `out`, once each: every op a fusion
+/// merged (a FusedLoc's parts), in order, as describeLocation spells them.
+void collectOrigins(Location loc, std::vector<std::string> &out);
+/// A kernel's origins for the profile: its calls' places, the first few of
+/// a kernel that many layers share.
+std::string describeOrigins(const std::vector<std::string> &places);
 
 /// The aligned pointer of `buffer`, a view of an entry's argument, as an
 /// index: the argument's plus the byte shifts of the memref.views between
