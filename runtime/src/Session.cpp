@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "Profile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,45 +18,6 @@
 #include <utility>
 
 using namespace tfm::runtime;
-
-namespace tfm::runtime {
-/// Time per kernel and in generated code, kept when the session's options
-/// ask for it (written by tfm_session_write_profile) or TFM_PROFILE is set
-/// (printed to stderr when the session is released).
-struct Profile {
-  /// One row per kernel: its kind (or, on a GPU, its name), parameters and
-  /// where in the model it came from ("" when unknown).
-  struct Row {
-    std::string kind, params, origin;
-  };
-  std::vector<Row> rows;
-  std::vector<double> kernelMs;
-  std::vector<int64_t> kernelCalls;
-  double totalMs = 0;
-  int64_t runs = 0;
-  bool printAtRelease = false;
-  /// The trace: every run and kernel call, in microseconds since the
-  /// session was created; `kernel` -1 is a whole run of `entry`.
-  struct Event {
-    int32_t kernel;
-    const char *entry;
-    double startUs, durationUs;
-  };
-  static constexpr size_t kMaxEvents = 1'000'000;
-  std::vector<Event> events;
-  std::chrono::steady_clock::time_point origin =
-      std::chrono::steady_clock::now();
-  void record(int32_t kernel, const char *entry,
-              std::chrono::steady_clock::time_point start,
-              std::chrono::steady_clock::time_point end) {
-    if (events.size() >= kMaxEvents)
-      return;
-    using Us = std::chrono::duration<double, std::micro>;
-    events.push_back(
-        {kernel, entry, Us(start - origin).count(), Us(end - start).count()});
-  }
-};
-} // namespace tfm::runtime
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -280,109 +242,6 @@ void parallelFor(const tfm_abi_host_t *host, tfm_abi_task_fn_t task,
       ->device->parallelFor(task, args, n);
 }
 
-/// tfm_session_describe's text: the device, then how many kernels the
-/// library runs and how many the model's code computes, with the first
-/// reason.
-std::string describeKernels(const Device &device, const tfm_abi_model_t &m) {
-  std::string text = device.name();
-  int32_t declined = 0, first = -1;
-  for (int32_t i = 0; i < m.num_kernels; ++i)
-    if (device.declined(i) && declined++ == 0)
-      first = i;
-  int32_t taken = m.num_kernels - declined;
-  auto kernels = [](int32_t n) {
-    return fmt::format("{} kernel{}", n, n == 1 ? "" : "s");
-  };
-  if (taken > 0)
-    text += fmt::format("; {} in {}", kernels(taken), device.kernelLibrary());
-  if (declined > 0)
-    text += fmt::format("{} {} in the model's code: {}", taken ? "," : ";",
-                        kernels(declined), device.declineReason(first));
-  return text;
-}
-
-void printProfile(const tfm_session_s &s, std::FILE *out) {
-  const Profile &p = *s.profile;
-  if (p.runs == 0) {
-    std::fprintf(out, "tfm profile of '%s': no runs\n", s.module->path.c_str());
-    return;
-  }
-  double kernels = 0;
-  std::fprintf(out, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
-               s.module->path.c_str(), static_cast<long long>(p.runs),
-               p.totalMs / p.runs);
-  std::fprintf(out, "  on %s\n", s.description.c_str());
-  std::fprintf(out, "  %-4s %-15s %-40s %8s %10s %6s  %s\n", "#", "kernel",
-               "params", "calls/run", "ms/run", "%", "from");
-  for (size_t i = 0; i < p.kernelMs.size(); ++i) {
-    const Profile::Row &row = p.rows[i];
-    double ms = p.kernelMs[i] / p.runs;
-    kernels += ms;
-    std::fprintf(out, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f", i,
-                 row.kind.c_str(), row.params.c_str(),
-                 double(p.kernelCalls[i]) / p.runs, ms,
-                 100.0 * ms / (p.totalMs / p.runs));
-    // The origin last: it can be long (a descriptor shared by layers).
-    if (!row.origin.empty())
-      std::fprintf(out, "  %s", row.origin.c_str());
-    std::fputc('\n', out);
-  }
-  double glue = p.totalMs / p.runs - kernels;
-  std::fprintf(out, "  generated code (glue): %.3f ms/run (%.1f%%)\n", glue,
-               100.0 * glue / (p.totalMs / p.runs));
-}
-
-/// A JSON string's contents.
-std::string jsonEscaped(const std::string &text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\u{:04x}", c);
-    else
-      out += c;
-  }
-  return out;
-}
-
-/// The Chrome trace event format: one complete event ("ph": "X") per run
-/// and per kernel call, the kernels nested in their runs by time.
-void writeTrace(const tfm_session_s &s, std::FILE *out) {
-  const Profile &p = *s.profile;
-  std::fprintf(out,
-               "{\"displayTimeUnit\": \"ms\", \"otherData\": "
-               "{\"model\": \"%s\", \"device\": \"%s\", "
-               "\"kernels\": \"%s\"},\n"
-               "\"traceEvents\": [",
-               jsonEscaped(s.module->path).c_str(),
-               jsonEscaped(s.deviceName).c_str(),
-               jsonEscaped(s.description).c_str());
-  bool first = true;
-  for (const Profile::Event &e : p.events) {
-    std::string name, args;
-    if (e.kernel < 0) {
-      name = std::string("run ") + e.entry;
-    } else {
-      const Profile::Row &row = p.rows[static_cast<size_t>(e.kernel)];
-      name = row.kind;
-      args = fmt::format(", \"args\": {{\"kernel\": {}, \"params\": "
-                         "\"{}\", \"from\": \"{}\"}}",
-                         e.kernel, jsonEscaped(row.params),
-                         jsonEscaped(row.origin));
-    }
-    std::fprintf(out,
-                 "%s\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": "
-                 "\"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, "
-                 "\"dur\": %.3f%s}",
-                 first ? "" : ",", jsonEscaped(name).c_str(),
-                 e.kernel < 0 ? "run" : "kernel", e.startUs, e.durationUs,
-                 args.c_str());
-    first = false;
-  }
-  std::fprintf(out, "\n]}\n");
-}
-
 } // namespace
 
 tfm_session_s::~tfm_session_s() {
@@ -480,25 +339,8 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
       kernelFootprint(m->kernels[i], s->footprints[i].data(), error);
     const char *env = std::getenv("TFM_PROFILE");
     bool printAtRelease = env && *env && *env != '0';
-    if (printAtRelease || opts.profile) {
-      s->profile = std::make_unique<Profile>();
-      Profile &p = *s->profile;
-      p.printAtRelease = printAtRelease;
-      const char *const *origins = kernelOrigins(m);
-      for (int32_t i = 0; i < m->num_kernels; ++i) {
-        std::string params;
-        for (int j = 0; j < 8; ++j)
-          params += (j ? "," : "") + std::to_string(m->kernels[i].params[j]);
-        p.rows.push_back({kernelName(m->kernels[i].kind), params,
-                          origins ? origins[i] : ""});
-      }
-      const char *const *deviceOrigins = deviceKernelOrigins(m);
-      for (int32_t i = 0; i < m->num_device_kernels; ++i)
-        p.rows.push_back(
-            {m->device_kernels[i], "", deviceOrigins ? deviceOrigins[i] : ""});
-      p.kernelMs.assign(p.rows.size(), 0.0);
-      p.kernelCalls.assign(p.rows.size(), 0);
-    }
+    if (printAtRelease || opts.profile)
+      s->profile = makeProfile(*m, printAtRelease);
     *out_session = s.release();
     return nullptr;
   });
