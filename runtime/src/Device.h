@@ -124,6 +124,19 @@ public:
   }
   /// Waits until the work handed to the device so far is done.
   virtual void synchronize() {}
+
+  /// Graphs: the work compiled code hands the device between beginCapture
+  /// and endCapture is recorded instead of run, and replay runs it again,
+  /// the same launches on the same addresses. Why a device cannot (empty
+  /// when it can).
+  virtual std::string whyNoGraphs() const { return "the device has none"; }
+  virtual void beginCapture() {}
+  /// The recorded work, or null when `keep` is false (the code failed
+  /// while it was recorded, which discards it).
+  virtual void *endCapture(bool keep) { return nullptr; }
+  /// Runs a recorded graph, in order with the work before it.
+  virtual void replay(void *graph) {}
+  virtual void releaseGraph(void *graph) {}
   /// Sets the threads kernels may use on the calling thread (0: the
   /// device's choice); returns the count to put back, or 0 for none.
   virtual int32_t setThreads(int32_t threads) { return 0; }

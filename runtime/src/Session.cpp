@@ -236,6 +236,25 @@ int32_t readDevice(const tfm_abi_host_t *host, void *dst, const void *src,
   return 0;
 }
 
+/// Why a GPU session's entries cannot run as graphs, or "" when they can:
+/// a graph replays the launches of its first run, so nothing may read
+/// device memory mid-run or time each kernel.
+std::string whyNoGraphs(const Device &device, const tfm_abi_model_t &m,
+                        const tfm_session_options_t &opts) {
+  const char *env = std::getenv("TFM_CUDA_GRAPHS");
+  if (env && std::strcmp(env, "off") == 0)
+    return "turned off (TFM_CUDA_GRAPHS=off)";
+  if (std::string why = device.whyNoGraphs(); !why.empty())
+    return why;
+  const char *profile = std::getenv("TFM_PROFILE");
+  if (opts.profile || (profile && *profile && *profile != '0'))
+    return "the profile times each kernel";
+  if (m.num_checks > 0)
+    return fmt::format("the code reads {} index check{} back mid-run",
+                       m.num_checks, m.num_checks == 1 ? "" : "s");
+  return "";
+}
+
 void parallelFor(const tfm_abi_host_t *host, tfm_abi_task_fn_t task,
                  void *const *args, int64_t n) {
   static_cast<tfm_session_s *>(host->session)
@@ -245,6 +264,9 @@ void parallelFor(const tfm_abi_host_t *host, tfm_abi_task_fn_t task,
 } // namespace
 
 tfm_session_s::~tfm_session_s() {
+  for (void *graph : graphs)
+    if (graph)
+      device->releaseGraph(graph);
   if (profile && profile->printAtRelease)
     printProfile(*this, stderr);
   if (module)
@@ -333,6 +355,14 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
       return makeStatus(e.code, "'{}': {}", module->path, e.what());
     }
     s->description = describeKernels(*s->device, *m);
+    if (!s->device->hostAddressable()) {
+      s->whyNoGraphs = whyNoGraphs(*s->device, *m, opts);
+      s->graphs.assign(static_cast<size_t>(m->num_entries), nullptr);
+      s->warmedUp.assign(static_cast<size_t>(m->num_entries), false);
+      s->description += s->whyNoGraphs.empty()
+                            ? "; runs replay CUDA graphs"
+                            : "; no CUDA graphs: " + s->whyNoGraphs;
+    }
     std::string error;
     s->footprints.resize(m->num_kernels);
     for (int32_t i = 0; i < m->num_kernels; ++i)
@@ -773,7 +803,30 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
         device.copyToDevice(const_cast<void *>(in[i]),
                             inputs[i]->buffer.ptr.get(), inBytes[i]);
       session->running = e;
-      rc = e->fn(&host, in.data(), out.data());
+      // A run that may be cancelled or time out launches kernel by kernel,
+      // which checks before each; a replay is one call.
+      bool graphed = !onHost && session->whyNoGraphs.empty() &&
+                     !session->cancel && !session->hasDeadline;
+      size_t index = e - module->model->entries;
+      // The first run goes eagerly, which loads what the libraries load
+      // lazily (their kernels, their handles' state) outside a recording.
+      if (graphed && !session->warmedUp[index]) {
+        session->warmedUp[index] = true;
+        graphed = false;
+      }
+      void **graph = graphed ? &session->graphs[index] : nullptr;
+      if (graph && !*graph) {
+        // The second run records the entry's work, then replays it.
+        device.beginCapture();
+        rc = e->fn(&host, in.data(), out.data());
+        *graph = device.endCapture(rc == 0);
+      } else if (!graph) {
+        rc = e->fn(&host, in.data(), out.data());
+      } else {
+        rc = 0;
+      }
+      if (graph && rc == 0)
+        device.replay(*graph);
       session->running = nullptr;
       for (size_t i = 0; i < outs.size() && !onHost && rc == 0; ++i)
         device.copyToHost(outs[i]->buffer.ptr.get(), out[i], outBytes[i]);

@@ -222,6 +222,51 @@ public:
     return gemms[index]->run(args, stream, workspace.get(), error);
   }
 
+  std::string whyNoGraphs() const override {
+    if (!drv.hasGraphs)
+      return "the CUDA driver has no graphs (before CUDA 11.4)";
+    return "";
+  }
+
+  void beginCapture() override {
+    makeCurrent();
+    // Thread-local: another thread's CUDA calls (an embedder's) neither
+    // join the capture nor break it.
+    check(drv.streamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+          "cannot start recording a graph");
+  }
+
+  void *endCapture(bool keep) override {
+    makeCurrent();
+    CUgraph graph = nullptr;
+    CUresult rc = drv.streamEndCapture(stream, &graph);
+    if (rc != CUDA_SUCCESS || !keep) {
+      if (graph)
+        drv.graphDestroy(graph);
+      if (keep)
+        check(rc, "cannot record a graph");
+      return nullptr;
+    }
+    CUgraphExec exec = nullptr;
+    rc = drv.graphInstantiate(&exec, graph, 0);
+    drv.graphDestroy(graph);
+    check(rc, "cannot instantiate a graph");
+    return exec;
+  }
+
+  void replay(void *graph) override {
+    makeCurrent();
+    check(drv.graphLaunch(static_cast<CUgraphExec>(graph), stream),
+          "cannot launch a graph");
+  }
+
+  void releaseGraph(void *graph) override {
+    if (graph && context) {
+      drv.ctxSetCurrent(context);
+      drv.graphExecDestroy(static_cast<CUgraphExec>(graph));
+    }
+  }
+
   void synchronize() override {
     makeCurrent();
     check(drv.streamSynchronize(stream),

@@ -36,6 +36,12 @@ Loaded load() {
     return l;
   TFM_CUDA_DRIVER_FUNCTIONS(TFM_CUDA_RESOLVE)
 #undef TFM_CUDA_RESOLVE
+  l.driver.hasGraphs = true;
+#define TFM_CUDA_RESOLVE_GRAPHS(member, symbol, type)                          \
+  l.driver.member = reinterpret_cast<type>(findSymbol(library, symbol));       \
+  l.driver.hasGraphs = l.driver.hasGraphs && l.driver.member;
+  TFM_CUDA_GRAPH_FUNCTIONS(TFM_CUDA_RESOLVE_GRAPHS)
+#undef TFM_CUDA_RESOLVE_GRAPHS
   if (CUresult rc = l.driver.init(0); rc != CUDA_SUCCESS) {
     l.error = "the CUDA driver does not initialize: " + l.driver.describe(rc);
     return l;

@@ -27,6 +27,8 @@ using CUcontext = struct CUctx_st *;
 using CUmodule = struct CUmod_st *;
 using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
+using CUgraph = struct CUgraph_st *;
+using CUgraphExec = struct CUgraphExec_st *;
 
 // The driver's values this runtime uses.
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -40,6 +42,7 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
 // Each function: the member's name, the symbol the driver exports (the
 // versioned one where the header maps the plain name onto it), its type.
@@ -77,10 +80,25 @@ constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
   X(streamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))              \
   X(streamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))
 
+// CUDA graphs (a driver from CUDA 11.4 on): without them every run launches
+// its kernels one by one.
+#define TFM_CUDA_GRAPH_FUNCTIONS(X)                                            \
+  X(streamBeginCapture, "cuStreamBeginCapture_v2",                             \
+    CUresult (*)(CUstream, int))                                               \
+  X(streamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *)) \
+  X(graphInstantiate, "cuGraphInstantiateWithFlags",                           \
+    CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))                  \
+  X(graphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))         \
+  X(graphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))         \
+  X(graphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))
+
 struct Driver {
 #define TFM_CUDA_MEMBER(member, symbol, type) Function<type> member = nullptr;
   TFM_CUDA_DRIVER_FUNCTIONS(TFM_CUDA_MEMBER)
+  TFM_CUDA_GRAPH_FUNCTIONS(TFM_CUDA_MEMBER)
 #undef TFM_CUDA_MEMBER
+  /// Whether the driver has every function of TFM_CUDA_GRAPH_FUNCTIONS.
+  bool hasGraphs = false;
 
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string describe(CUresult rc) const;

@@ -401,27 +401,35 @@ TEST(CudaDevice, RunsALinearDescriptorThroughCuBLASLt) {
   tfm_session_t *s = nullptr;
   ASSERT_EQ(messageOf(tfm_session_create(m, nullptr, &s)), "");
   EXPECT_EQ(std::string(tfm_session_device(s)), "cuda:0");
+  EXPECT_NE(
+      std::string(tfm_session_describe(s)).find("runs replay CUDA graphs"),
+      std::string::npos)
+      << tfm_session_describe(s);
   const int64_t d[] = {2, 3};
-  const float xv[] = {1, 2, 3, 4, 5, 6};
-  tfm_tensor_t *x = nullptr, *y = nullptr;
-  ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, d, 2, xv,
-                                             sizeof(xv), &x)),
-            "");
-  tfm_tensor_t *inputs[] = {x};
-  for (int run = 0; run < 2; ++run) {
+  // The first run calls the library, the second records the call into a
+  // graph and replays it, the third replays it: each on other inputs.
+  const float xs[3][6] = {
+      {1, 2, 3, 4, 5, 6}, {-1, 0.5f, 7, 8, -9, 10}, {3, -2, 0, 1, 4, -6}};
+  for (const float *xv : xs) {
+    tfm_tensor_t *x = nullptr, *y = nullptr;
+    ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, d, 2, xv,
+                                               6 * sizeof(float), &x)),
+              "");
+    tfm_tensor_t *inputs[] = {x};
     ASSERT_EQ(messageOf(tfm_session_run(s, "project", inputs, 1, &y, 1)), "");
     const float *v = static_cast<const float *>(tfm_tensor_data(y));
     for (int i = 0; i < 6; ++i)
       EXPECT_FLOAT_EQ(v[i], 2 * xv[i]);
     tfm_tensor_release(y);
+    tfm_tensor_release(x);
   }
-  tfm_tensor_release(x);
   tfm_session_release(s);
   tfm_module_release(m);
   tfm_context_release(ctx);
   unsetenv("TFM_FAKE_CUBLASLT_LOG");
   std::string text = readLog(log);
   EXPECT_EQ(count(text, "algoGetHeuristic"), 1u) << text;
+  // Called by the first run, then while the graph was recorded.
   EXPECT_EQ(count(text, "matmul 3x2x3 batch=1 transa=1 transb=0 epilogue=1"),
             2u)
       << text;

@@ -1,4 +1,5 @@
-/*===- fake_cublaslt.c - cuBLASLt without a GPU, for tests -----------------===*\
+/*===- fake_cublaslt.c - cuBLASLt without a GPU, for tests
+-----------------===*\
 |*                                                                            *|
 |* CI has no GPU, so the runtime's GEMMs through cuBLASLt are tested against *|
 |* this stand-in (TFM_CUBLASLT names it). It computes what the library's     *|
@@ -10,9 +11,12 @@
 |* for, mismatched shapes. Environment:                                      *|
 |*   TFM_FAKE_CUBLASLT_LOG   a file that receives a line per call            *|
 |*   TFM_FAKE_CUBLASLT_FAIL  "heuristic" or "matmul": that call fails        *|
+|* While the stand-in driver (TFM_CUDA_DRIVER) records a graph, a matmul     *|
+|* joins it and runs at each replay, as on a capturing stream.               *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -249,30 +253,23 @@ static float at(const Layout *l, const float *x, int trans, int64_t batch,
   return compute == 75 ? bf16(v) : v;
 }
 
-EXPORT Status cublasLtMatmul(Handle *h, Op *op, const void *alpha,
-                             const void *A, Layout *a, const void *B,
-                             Layout *b, const void *beta, const void *C,
-                             Layout *c, void *D, Layout *d, const Algo *algo,
-                             void *workspace, size_t workspaceBytes,
-                             void *stream) {
-  logf_("matmul %llux%llux%llu batch=%d transa=%d transb=%d epilogue=%d "
-        "beta=%g residual=%d",
-        (unsigned long long)d->rows, (unsigned long long)d->cols,
-        (unsigned long long)(op->transa ? a->rows : a->cols), d->batch,
-        op->transa, op->transb, op->epilogue, *(const float *)beta, C != D);
-  if (failing("matmul"))
-    return NOT_SUPPORTED;
-  Status s = checkShapes(op, a, b, c, d);
-  if (s != OK)
-    return s;
-  const void *ptrs[4] = {A, B, C, D};
-  for (int i = 0; i < 4; ++i)
-    if (!algo || alignmentOf(ptrs[i]) < algo->data[i])
-      return NOT_SUPPORTED;
+/* A call, kept by value as a graph keeps it. */
+typedef struct {
+  Op op;
+  Layout a, b, c, d;
+  float alpha, beta;
+  const void *A, *B, *C;
+  void *D;
+} Call;
+
+static void compute(void *arg) {
+  const Call *call = arg;
+  const Op *op = &call->op;
+  const Layout *a = &call->a, *b = &call->b, *c = &call->c, *d = &call->d;
+  const void *A = call->A, *B = call->B, *C = call->C;
+  void *D = call->D;
   int bias = op->epilogue & 4;
-  if (bias && !op->bias)
-    return INVALID_VALUE;
-  float al = *(const float *)alpha, be = *(const float *)beta;
+  float al = call->alpha, be = call->beta;
   uint64_t kdim = op->transa ? a->rows : a->cols;
   for (int32_t batch = 0; batch < d->batch; ++batch)
     for (uint64_t j = 0; j < d->cols; ++j)
@@ -295,5 +292,55 @@ EXPORT Status cublasLtMatmul(Handle *h, Op *op, const void *alpha,
         ((float *)D)[batch * d->batchStride +
                      (int64_t)(i + j * (uint64_t)d->ld)] = (float)v;
       }
+}
+
+/* While the stand-in driver records a graph, the call joins it (and runs
+ * at each replay) instead of running now, as the library's work on a
+ * capturing stream does. */
+static int recorded(Call *call) {
+  const char *driver = getenv("TFM_CUDA_DRIVER");
+  void *handle = driver ? dlopen(driver, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  int (*record)(void (*)(void *), void *) =
+      handle
+          ? (int (*)(void (*)(void *), void *))dlsym(handle, "fake_cuda_record")
+          : NULL;
+  int kept = record && record(compute, call);
+  if (handle)
+    dlclose(handle);
+  return kept;
+}
+
+EXPORT Status cublasLtMatmul(Handle *h, Op *op, const void *alpha,
+                             const void *A, Layout *a, const void *B, Layout *b,
+                             const void *beta, const void *C, Layout *c,
+                             void *D, Layout *d, const Algo *algo,
+                             void *workspace, size_t workspaceBytes,
+                             void *stream) {
+  logf_("matmul %llux%llux%llu batch=%d transa=%d transb=%d epilogue=%d "
+        "beta=%g residual=%d",
+        (unsigned long long)d->rows, (unsigned long long)d->cols,
+        (unsigned long long)(op->transa ? a->rows : a->cols), d->batch,
+        op->transa, op->transb, op->epilogue, *(const float *)beta, C != D);
+  if (failing("matmul"))
+    return NOT_SUPPORTED;
+  Status s = checkShapes(op, a, b, c, d);
+  if (s != OK)
+    return s;
+  const void *ptrs[4] = {A, B, C, D};
+  for (int i = 0; i < 4; ++i)
+    if (!algo || alignmentOf(ptrs[i]) < algo->data[i])
+      return NOT_SUPPORTED;
+  if ((op->epilogue & 4) && !op->bias)
+    return INVALID_VALUE;
+  Call *call = malloc(sizeof *call);
+  if (!call)
+    return ALLOC_FAILED;
+  *call =
+      (Call){*op, *a, *b, *c, *d, *(const float *)alpha, *(const float *)beta,
+             A,   B,  C,  D};
+  if (!recorded(call)) {
+    compute(call);
+    free(call);
+  }
   return OK;
 }

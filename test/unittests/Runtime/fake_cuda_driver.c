@@ -4,7 +4,9 @@
 |* stand-in for libcuda.so.1 (TFM_CUDA_DRIVER names it). Memory is host      *|
 |* memory; launches run nothing, but each is checked against the PTX the     *|
 |* session loaded (the kernel exists as an .entry of the module) and logged  *|
-|* with its grid and block. What the machine looks like comes from the       *|
+|* with its grid and block. A stream capture records launches into a graph, *|
+|* whose launch logs them again (and a line per capture and replay). What   *|
+|* the machine looks like comes from the                                     *|
 |* environment:                                                              *|
 |*   TFM_FAKE_CUDA_GPUS         the number of GPUs (1); 0 fails cuInit       *|
 |*   TFM_FAKE_CUDA_SM           the compute capability, as 90 (90)           *|
@@ -30,6 +32,7 @@ enum {
   INVALID_PTX = 218,
   NOT_FOUND = 500,
   LAUNCH_FAILED = 719,
+  STREAM_CAPTURE_UNSUPPORTED = 900,
 };
 
 static long envLong(const char *name, long fallback) {
@@ -79,6 +82,9 @@ EXPORT CUresult cuGetErrorName(CUresult rc, const char **name) {
   case INVALID_PTX: *name = "CUDA_ERROR_INVALID_PTX"; return OK;
   case NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return OK;
   case LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; return OK;
+  case STREAM_CAPTURE_UNSUPPORTED:
+    *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    return OK;
   default: *name = "CUDA_ERROR_INVALID_VALUE"; return OK;
   }
 }
@@ -169,6 +175,50 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
 EXPORT CUresult cuFuncSetAttribute(void *f, int attribute, int value) {
   return OK;
 }
+static void logLine(const char *line) {
+  const char *log = getenv("TFM_FAKE_CUDA_LOG");
+  if (!log || !*log)
+    return;
+  FILE *out = fopen(log, "a");
+  if (out) {
+    fputs(line, out);
+    fclose(out);
+  }
+}
+
+/* A launch as a graph keeps it, or a library's work on the stream
+ * (fake_cuda_record). */
+struct Launch {
+  struct Function *fn;
+  unsigned grid[3], block[3], shared;
+  void (*host)(void *);
+  void *arg;
+};
+struct Graph {
+  struct Launch *launches;
+  size_t count;
+};
+static struct Graph *capturing;
+
+static int append(const struct Launch *l) {
+  struct Launch *grown =
+      realloc(capturing->launches, (capturing->count + 1) * sizeof *l);
+  if (!grown)
+    return 0;
+  capturing->launches = grown;
+  capturing->launches[capturing->count++] = *l;
+  return 1;
+}
+
+static void logLaunch(const struct Launch *l) {
+  char line[512];
+  snprintf(line, sizeof line,
+           "launch %s grid %u,%u,%u block %u,%u,%u shared %u\n", l->fn->name,
+           l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+           l->block[2], l->shared);
+  logLine(line);
+}
+
 EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
                                unsigned bx, unsigned by, unsigned bz,
                                unsigned shared, void *stream, void **params,
@@ -177,14 +227,82 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
   const char *fail = getenv("TFM_FAKE_CUDA_FAIL_LAUNCH");
   if (fail && strcmp(fail, fn->name) == 0)
     return LAUNCH_FAILED;
-  const char *log = getenv("TFM_FAKE_CUDA_LOG");
-  if (log && *log) {
-    FILE *out = fopen(log, "a");
-    if (out) {
-      fprintf(out, "launch %s grid %u,%u,%u block %u,%u,%u shared %u\n",
-              fn->name, gx, gy, gz, bx, by, bz, shared);
-      fclose(out);
-    }
+  struct Launch l = {fn, {gx, gy, gz}, {bx, by, bz}, shared, NULL, NULL};
+  if (capturing)
+    return append(&l) ? OK : OUT_OF_MEMORY;
+  logLaunch(&l);
+  return OK;
+}
+
+/* For the stand-in cuBLASLt: while a graph is recorded, `fn(arg)` joins it
+ * (the graph owns `arg`) and runs at each replay; returns 0 otherwise, and
+ * the caller runs it now. */
+EXPORT int fake_cuda_record(void (*fn)(void *), void *arg) {
+  struct Launch l = {NULL, {0, 0, 0}, {0, 0, 0}, 0, fn, arg};
+  return capturing && append(&l);
+}
+EXPORT CUresult cuStreamBeginCapture_v2(void *s, int mode) {
+  if (capturing)
+    return INVALID_VALUE;
+  capturing = calloc(1, sizeof *capturing);
+  return capturing ? OK : OUT_OF_MEMORY;
+}
+EXPORT CUresult cuStreamEndCapture(void *s, void **graph) {
+  if (!capturing)
+    return INVALID_VALUE;
+  size_t host = 0;
+  for (size_t i = 0; i < capturing->count; ++i)
+    host += capturing->launches[i].host != NULL;
+  char line[96];
+  snprintf(line, sizeof line,
+           "graph recorded %zu launches, %zu library calls\n",
+           capturing->count - host, host);
+  logLine(line);
+  *graph = capturing;
+  capturing = NULL;
+  return OK;
+}
+EXPORT CUresult cuGraphInstantiateWithFlags(void **exec, void *graph,
+                                            unsigned long long flags) {
+  const struct Graph *g = graph;
+  struct Graph *copy = calloc(1, sizeof *copy);
+  if (!copy)
+    return OUT_OF_MEMORY;
+  copy->launches = malloc((g->count ? g->count : 1) * sizeof *g->launches);
+  if (!copy->launches) {
+    free(copy);
+    return OUT_OF_MEMORY;
+  }
+  memcpy(copy->launches, g->launches, g->count * sizeof *g->launches);
+  copy->count = g->count;
+  *exec = copy;
+  return OK;
+}
+/* A recorded graph's host work belongs to the executable graph made from
+ * it (a graph discarded unmade leaks it, which a test tolerates). */
+static void freeGraph(struct Graph *g, int withHostWork) {
+  for (size_t i = 0; withHostWork && i < g->count; ++i)
+    free(g->launches[i].arg);
+  free(g->launches);
+  free(g);
+}
+EXPORT CUresult cuGraphDestroy(void *graph) {
+  freeGraph(graph, 0);
+  return OK;
+}
+EXPORT CUresult cuGraphExecDestroy(void *exec) {
+  freeGraph(exec, 1);
+  return OK;
+}
+EXPORT CUresult cuGraphLaunch(void *exec, void *s) {
+  const struct Graph *g = exec;
+  logLine("graph replay\n");
+  for (size_t i = 0; i < g->count; ++i) {
+    const struct Launch *l = &g->launches[i];
+    if (l->host)
+      l->host(l->arg);
+    else
+      logLaunch(l);
   }
   return OK;
 }
@@ -195,6 +313,9 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src,
 }
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
                                      size_t bytes, void *stream) {
+  /* The host cannot wait on a copy that only a replay makes. */
+  if (capturing)
+    return STREAM_CAPTURE_UNSUPPORTED;
   memcpy(dst, (const void *)(size_t)src, bytes);
   return OK;
 }
@@ -204,4 +325,6 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags) {
   return OK;
 }
 EXPORT CUresult cuStreamDestroy_v2(void *s) { return OK; }
-EXPORT CUresult cuStreamSynchronize(void *s) { return OK; }
+EXPORT CUresult cuStreamSynchronize(void *s) {
+  return capturing ? STREAM_CAPTURE_UNSUPPORTED : OK;
+}
