@@ -557,6 +557,23 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                                m->weights_bytes));
   }
 
+  // Where each of `count` kernels came from (a table that may be NULL):
+  // every string inside the library.
+  auto checkOrigins = [&](const char *const *origins, int32_t count,
+                          const char *what) -> tfm_status_t {
+    if (!origins)
+      return nullptr;
+    if (!image.containsArray(origins, count))
+      return corrupt(fmt::format("the origins of {} {}s lie outside the "
+                                 "library",
+                                 count, what));
+    for (int32_t i = 0; i < count; ++i)
+      if (!image.containsString(origins[i]))
+        return corrupt(
+            fmt::format("{} {}'s origin lies outside the library", what, i));
+    return nullptr;
+  };
+
   // Device code: a CPU model has none; a GPU model has PTX, its
   // architecture and its kernels' names, and no kernel descriptors, which
   // the runtime runs on the CPU only.
@@ -588,17 +605,9 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     for (int32_t i = 0; i < m->num_device_kernels; ++i)
       if (!image.containsString(m->device_kernels[i]))
         return corrupt(fmt::format("device kernel {} has no name", i));
-    if (const char *const *origins = deviceKernelOrigins(m)) {
-      if (!image.containsArray(origins, m->num_device_kernels))
-        return corrupt(fmt::format("the origins of {} device kernels lie "
-                                   "outside the library",
-                                   m->num_device_kernels));
-      for (int32_t i = 0; i < m->num_device_kernels; ++i)
-        if (!image.containsString(origins[i]))
-          return corrupt(fmt::format("device kernel {}'s origin lies outside "
-                                     "the library",
-                                     i));
-    }
+    if (tfm_status_t s = checkOrigins(deviceKernelOrigins(m),
+                                      m->num_device_kernels, "device kernel"))
+      return s;
   } else {
     return corrupt(fmt::format("unknown target {}", m->target));
   }
@@ -609,17 +618,8 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
   if (!image.containsArray(m->kernels, m->num_kernels))
     return corrupt(fmt::format("{} kernels lie outside the library",
                                m->num_kernels));
-  if (const char *const *origins = kernelOrigins(m)) {
-    if (!image.containsArray(origins, m->num_kernels))
-      return corrupt(fmt::format("the origins of {} kernels lie outside the "
-                                 "library",
-                                 m->num_kernels));
-    for (int32_t i = 0; i < m->num_kernels; ++i)
-      if (!image.containsString(origins[i]))
-        return corrupt(fmt::format("kernel {}'s origin lies outside the "
-                                   "library",
-                                   i));
-  }
+  if (tfm_status_t s = checkOrigins(kernelOrigins(m), m->num_kernels, "kernel"))
+    return s;
   if (const uint32_t *flags = kernelFlagTable(m)) {
     if (!image.containsArray(flags, m->num_kernels))
       return corrupt(fmt::format("the flags of {} kernels lie outside the "
