@@ -3,8 +3,6 @@
 #include "Device.h"
 #include "Internal.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 using namespace tfm::runtime;
@@ -23,16 +21,12 @@ DeviceBuffer::~DeviceBuffer() {
 
 Device::~Device() = default;
 
-void Device::declineOrThrow(const tfm_abi_model_t &model, int32_t index,
-                            tfm_status_code_t code, const std::string &why) {
+bool Device::declineIfFallback(const tfm_abi_model_t &model, int32_t index,
+                               const std::string &why) {
   if (!(kernelFlags(&model, index) & TFM_KERNEL_FLAG_FALLBACK))
-    throw DeviceError(code, why);
+    return false;
   declineReasons[index] = why;
-}
-
-bool tfm::runtime::libraryKernelsOff() {
-  const char *v = std::getenv("TFM_CUBLASLT");
-  return v && std::strcmp(v, "off") == 0;
+  return true;
 }
 
 DeviceBuffer Device::allocate(size_t bytes) {

@@ -22,6 +22,8 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -102,7 +104,8 @@ public:
   virtual std::string kernelLibrary() const { return ""; }
 
   /// Runs prepared kernel `index` on `args` (device pointers); returns 0, or
-  /// non-zero with the reason in `error`.
+  /// non-zero with the reason in `error`. The session calls no kernel that
+  /// prepare() declined.
   virtual int32_t runKernel(int32_t index, void *const *args,
                             std::string &error) {
     error = "device " + name() + " runs no kernel descriptors";
@@ -142,10 +145,10 @@ public:
   virtual int32_t setThreads(int32_t threads) { return 0; }
 
 protected:
-  /// Declines kernel `index` of `model` for `why` when it has a fallback;
-  /// otherwise throws DeviceError `code` with `why`.
-  void declineOrThrow(const tfm_abi_model_t &model, int32_t index,
-                      tfm_status_code_t code, const std::string &why);
+  /// Declines kernel `index` of `model` for `why` when it has a fallback
+  /// (TFM_KERNEL_FLAG_FALLBACK); returns whether it did.
+  bool declineIfFallback(const tfm_abi_model_t &model, int32_t index,
+                         const std::string &why);
   /// Forgets the last model's declined kernels.
   void resetDeclined(int32_t numKernels) {
     declineReasons.assign(static_cast<size_t>(numKernels), std::string());
@@ -161,8 +164,12 @@ private:
 
 /// Whether TFM_CUBLASLT=off asks the kernels that have a fallback to run
 /// the model's own code: on a GPU, and in the CPU emulation of a GPU
-/// model's schedule, where oneDNN stands in for cuBLASLt.
-bool libraryKernelsOff();
+/// model's schedule, where oneDNN stands in for cuBLASLt. Inline: the CUDA
+/// device's library, which the tests link alone, reads it too.
+inline bool libraryKernelsOff() {
+  const char *v = std::getenv("TFM_CUBLASLT");
+  return v && std::strcmp(v, "off") == 0;
+}
 
 /// The context's threads for the kernels created or run in a scope; the
 /// calling thread's own count comes back after, so an embedder's OpenMP code

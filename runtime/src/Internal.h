@@ -249,10 +249,14 @@ struct tfm_session_s {
   /// device memory.
   tfm::runtime::DeviceBuffer weights;
   std::vector<std::vector<tfm::runtime::DeviceBuffer>> entryBuffers;
-  /// On a GPU, each entry's runs recorded once as a graph and replayed
-  /// (null until its second run), unless `whyNoGraphs` says why not.
-  std::vector<void *> graphs;
-  std::vector<bool> warmedUp;
+  /// On a GPU, each entry's runs recorded once as a graph and replayed,
+  /// unless `whyNoGraphs` says why not: its first run goes eagerly, its
+  /// second is recorded.
+  struct EntryGraph {
+    bool warmedUp = false;
+    void *graph = nullptr;
+  };
+  std::vector<EntryGraph> graphs;
   std::string whyNoGraphs;
   std::string deviceName;
   // tfm_session_describe's text.

@@ -33,7 +33,7 @@ std::unique_ptr<Profile> tfm::runtime::makeProfile(const tfm_abi_model_t &model,
   const char *const *origins = kernelOrigins(&model);
   for (int32_t i = 0; i < model.num_kernels; ++i) {
     std::string params;
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < TFM_KERNEL_MAX_PARAMS; ++j)
       params += (j ? "," : "") + std::to_string(model.kernels[i].params[j]);
     p.rows.push_back(
         {kernelName(model.kernels[i].kind), params, origins ? origins[i] : ""});

@@ -237,17 +237,16 @@ int32_t readDevice(const tfm_abi_host_t *host, void *dst, const void *src,
 }
 
 /// Why a GPU session's entries cannot run as graphs, or "" when they can:
-/// a graph replays the launches of its first run, so nothing may read
-/// device memory mid-run or time each kernel.
+/// a graph replays the launches it recorded, so nothing may read device
+/// memory mid-run or time each kernel.
 std::string whyNoGraphs(const Device &device, const tfm_abi_model_t &m,
-                        const tfm_session_options_t &opts) {
+                        bool profiled) {
   const char *env = std::getenv("TFM_CUDA_GRAPHS");
   if (env && std::strcmp(env, "off") == 0)
     return "turned off (TFM_CUDA_GRAPHS=off)";
   if (std::string why = device.whyNoGraphs(); !why.empty())
     return why;
-  const char *profile = std::getenv("TFM_PROFILE");
-  if (opts.profile || (profile && *profile && *profile != '0'))
+  if (profiled)
     return "the profile times each kernel";
   if (m.num_checks > 0)
     return fmt::format("the code reads {} index check{} back mid-run",
@@ -264,9 +263,9 @@ void parallelFor(const tfm_abi_host_t *host, tfm_abi_task_fn_t task,
 } // namespace
 
 tfm_session_s::~tfm_session_s() {
-  for (void *graph : graphs)
-    if (graph)
-      device->releaseGraph(graph);
+  for (const EntryGraph &g : graphs)
+    if (g.graph)
+      device->releaseGraph(g.graph);
   if (profile && profile->printAtRelease)
     printProfile(*this, stderr);
   if (module)
@@ -354,15 +353,6 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     } catch (const DeviceError &e) {
       return makeStatus(e.code, "'{}': {}", module->path, e.what());
     }
-    s->description = describeKernels(*s->device, *m);
-    if (!s->device->hostAddressable()) {
-      s->whyNoGraphs = whyNoGraphs(*s->device, *m, opts);
-      s->graphs.assign(static_cast<size_t>(m->num_entries), nullptr);
-      s->warmedUp.assign(static_cast<size_t>(m->num_entries), false);
-      s->description += s->whyNoGraphs.empty()
-                            ? "; runs replay CUDA graphs"
-                            : "; no CUDA graphs: " + s->whyNoGraphs;
-    }
     std::string error;
     s->footprints.resize(m->num_kernels);
     for (int32_t i = 0; i < m->num_kernels; ++i)
@@ -371,6 +361,14 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     bool printAtRelease = env && *env && *env != '0';
     if (printAtRelease || opts.profile)
       s->profile = makeProfile(*m, printAtRelease);
+    s->description = describeKernels(*s->device, *m);
+    if (!s->device->hostAddressable()) {
+      s->whyNoGraphs = whyNoGraphs(*s->device, *m, s->profile != nullptr);
+      s->graphs.resize(static_cast<size_t>(m->num_entries));
+      s->description += s->whyNoGraphs.empty()
+                            ? "; runs replay CUDA graphs"
+                            : "; no CUDA graphs: " + s->whyNoGraphs;
+    }
     *out_session = s.release();
     return nullptr;
   });
@@ -807,26 +805,26 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
       // which checks before each; a replay is one call.
       bool graphed = !onHost && session->whyNoGraphs.empty() &&
                      !session->cancel && !session->hasDeadline;
-      size_t index = e - module->model->entries;
-      // The first run goes eagerly, which loads what the libraries load
-      // lazily (their kernels, their handles' state) outside a recording.
-      if (graphed && !session->warmedUp[index]) {
-        session->warmedUp[index] = true;
-        graphed = false;
-      }
-      void **graph = graphed ? &session->graphs[index] : nullptr;
-      if (graph && !*graph) {
-        // The second run records the entry's work, then replays it.
-        device.beginCapture();
-        rc = e->fn(&host, in.data(), out.data());
-        *graph = device.endCapture(rc == 0);
-      } else if (!graph) {
-        rc = e->fn(&host, in.data(), out.data());
-      } else {
+      tfm_session_s::EntryGraph *g =
+          graphed ? &session->graphs[e - module->model->entries] : nullptr;
+      if (g && g->warmedUp) {
+        // The second run records the entry's work; every run replays it.
         rc = 0;
+        if (!g->graph) {
+          device.beginCapture();
+          rc = e->fn(&host, in.data(), out.data());
+          g->graph = device.endCapture(rc == 0);
+        }
+        if (rc == 0)
+          device.replay(g->graph);
+      } else {
+        // A graph's first run goes eagerly, which loads what the libraries
+        // load lazily (their kernels, their handles' state) outside a
+        // recording.
+        if (g)
+          g->warmedUp = true;
+        rc = e->fn(&host, in.data(), out.data());
       }
-      if (graph && rc == 0)
-        device.replay(*graph);
       session->running = nullptr;
       for (size_t i = 0; i < outs.size() && !onHost && rc == 0; ++i)
         device.copyToHost(outs[i]->buffer.ptr.get(), out[i], outBytes[i]);

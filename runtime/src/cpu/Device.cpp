@@ -41,9 +41,8 @@ public:
     // it.
     if (libraryKernelsOff())
       for (int32_t i = 0; i < model.num_kernels; ++i)
-        if (kernelFlags(&model, i) & TFM_KERNEL_FLAG_FALLBACK)
-          declineOrThrow(model, i, TFM_STATUS_INTERNAL,
-                         "the library is turned off (TFM_CUBLASLT=off)");
+        declineIfFallback(model, i,
+                          "the library is turned off (TFM_CUBLASLT=off)");
     // A model for a range of sizes holds every bucket's kernels, of which a
     // session may use few (56 buckets of one encoder layer: 448 kernels,
     // 0.3 s and 113 MB): they are created at their first run instead.
@@ -51,8 +50,8 @@ public:
       return;
     for (int32_t i = 0; i < model.num_kernels; ++i) {
       std::string why;
-      if (!declined(i) && !create(i, why))
-        declineOrThrow(model, i, TFM_STATUS_INCOMPATIBLE, why);
+      if (!declined(i) && !create(i, why) && !declineIfFallback(model, i, why))
+        throw DeviceError(TFM_STATUS_INCOMPATIBLE, why);
     }
   }
 
@@ -62,15 +61,12 @@ public:
 
   int32_t runKernel(int32_t index, void *const *args,
                     std::string &error) override {
-    if (declined(index))
-      return TFM_ABI_STATUS_KERNEL_DECLINED;
     try {
-      if (!kernels[index] && !create(index, error)) {
-        if (!(kernelFlags(model, index) & TFM_KERNEL_FLAG_FALLBACK))
-          return -1;
-        declineOrThrow(*model, index, TFM_STATUS_INCOMPATIBLE, error);
-        return TFM_ABI_STATUS_KERNEL_DECLINED;
-      }
+      // A kernel created at its first run may be declined then.
+      if (!kernels[index] && !create(index, error))
+        return declineIfFallback(*model, index, error)
+                   ? TFM_ABI_STATUS_KERNEL_DECLINED
+                   : -1;
       return kernels[index]->run(args);
     } catch (const std::exception &e) {
       error = e.what();

@@ -2,8 +2,7 @@
 
 #include "Blas.h"
 
-#include <cstdlib>
-#include <cstring>
+#include "../Device.h"
 
 using namespace tfm::runtime::cuda;
 
@@ -27,8 +26,7 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  if (const char *v = std::getenv("TFM_CUBLASLT");
-      v && !std::strcmp(v, "off")) {
+  if (tfm::runtime::libraryKernelsOff()) {
     l.error = "cuBLASLt is turned off (TFM_CUBLASLT=off)";
     return l;
   }

@@ -216,8 +216,6 @@ public:
   /// `index` is one of the model's kernels: the session checked it.
   int32_t runKernel(int32_t index, void *const *args,
                     std::string &error) override {
-    if (!gemms[index])
-      return TFM_ABI_STATUS_KERNEL_DECLINED;
     makeCurrent();
     return gemms[index]->run(args, stream, workspace.get(), error);
   }
@@ -322,18 +320,19 @@ private:
     gemms.resize(m.num_kernels);
     for (int32_t i = 0; i < m.num_kernels; ++i) {
       if (!blas) {
-        declineOrThrow(m, i, TFM_STATUS_UNAVAILABLE,
-                       (kernelFlags(&m, i) & TFM_KERNEL_FLAG_FALLBACK)
-                           ? error
-                           : fmt::format("{}: kernel {} runs in cuBLASLt: {}",
-                                         name(), i, error));
+        if (!declineIfFallback(m, i, error))
+          throw DeviceError(TFM_STATUS_UNAVAILABLE,
+                            fmt::format("{}: kernel {} runs in cuBLASLt: {}",
+                                        name(), i, error));
         continue;
       }
       try {
         gemms[i] = std::make_unique<LibraryGemm>(*blas, blasHandle,
                                                  m.kernels[i], allowTF32);
       } catch (const DeviceError &e) {
-        declineOrThrow(m, i, e.code, fmt::format("kernel {}: {}", i, e.what()));
+        std::string why = fmt::format("kernel {}: {}", i, e.what());
+        if (!declineIfFallback(m, i, why))
+          throw DeviceError(e.code, why);
       }
     }
   }
