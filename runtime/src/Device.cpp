@@ -19,6 +19,17 @@ DeviceBuffer::~DeviceBuffer() {
     device->deallocateRaw(ptr);
 }
 
+StagingBuffer &StagingBuffer::operator=(StagingBuffer &&o) noexcept {
+  std::swap(device, o.device);
+  std::swap(ptr, o.ptr);
+  return *this;
+}
+
+StagingBuffer::~StagingBuffer() {
+  if (device && ptr)
+    device->freeStaging(ptr);
+}
+
 Device::~Device() = default;
 
 bool Device::declineIfFallback(const tfm_abi_model_t &model, int32_t index,

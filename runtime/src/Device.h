@@ -62,6 +62,24 @@ private:
   size_t size = 0;
 };
 
+/// Staging memory (Device::allocateStaging) that frees itself.
+class StagingBuffer {
+public:
+  StagingBuffer() = default;
+  StagingBuffer(Device *device, void *ptr) : device(device), ptr(ptr) {}
+  StagingBuffer(StagingBuffer &&o) noexcept { *this = std::move(o); }
+  StagingBuffer &operator=(StagingBuffer &&o) noexcept;
+  StagingBuffer(const StagingBuffer &) = delete;
+  StagingBuffer &operator=(const StagingBuffer &) = delete;
+  ~StagingBuffer();
+
+  char *get() const { return static_cast<char *>(ptr); }
+
+private:
+  Device *device = nullptr;
+  void *ptr = nullptr;
+};
+
 class Device {
 public:
   virtual ~Device();
@@ -80,6 +98,28 @@ public:
   /// before them; copyToHost returns once the bytes are on the host.
   virtual void copyToDevice(void *device, const void *host, size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, size_t bytes) = 0;
+  /// Copies between two buffers of device memory, in order with the work
+  /// before it; returns before the copy is done.
+  virtual void copyOnDevice(void *dst, const void *src, size_t bytes) {
+    std::memmove(dst, src, bytes);
+  }
+  /// Host memory the device copies to and from at full speed (page-locked
+  /// on a GPU), for staging a run's host tensors; null when there is not
+  /// enough. freeStaging gives it back.
+  virtual void *allocateStaging(size_t bytes) { return std::malloc(bytes); }
+  virtual void freeStaging(void *p) { std::free(p); }
+
+  /// Why [p, p + bytes) is not memory of this device that its code may use,
+  /// or "" when it is: checks a caller's device tensor.
+  virtual std::string checkMemory(const void *p, size_t bytes) const {
+    return "";
+  }
+  /// A caller's stream (a CUstream on a GPU): waitForStream orders the
+  /// device's next work after the work queued on `stream` so far, and
+  /// signalStream the work queued on `stream` from now on after the
+  /// device's work so far.
+  virtual void waitForStream(void *stream) {}
+  virtual void signalStream(void *stream) {}
 
   /// How a session wants its kernels made.
   struct KernelOptions {

@@ -170,6 +170,12 @@ inline uint32_t kernelFlags(const tfm_abi_model_t *m, int32_t index) {
   return flags ? flags[index] : 0;
 }
 
+/// A new tensor of `dtype` and `dims` in `device`'s memory (the host's for
+/// the CPU), which keeps the device alive; *out_tensor is the caller's.
+tfm_status_t createOnDevice(const std::shared_ptr<Device> &device,
+                            tfm_dtype_t dtype, const int64_t *dims, size_t rank,
+                            tfm_tensor_t **out_tensor);
+
 /// Checks the model's metadata whole against the library's mapped image
 /// (every pointer inside it, every string terminated there, every entry
 /// point in code) and against itself (counts, shapes, offsets, kernel
@@ -193,7 +199,17 @@ bool kernelFootprint(const tfm_abi_kernel_desc_t &d,
 struct tfm_tensor_s {
   tfm_dtype_t dtype;
   std::vector<int64_t> dims;
+  /// The memory, wherever it lives: owned here for a host tensor, borrowed
+  /// for a view, and for a tensor on a device owned by `deviceMemory`.
   tfm::runtime::AlignedBuffer buffer;
+  /// Where the memory lives: "cpu" (the host), or a GPU ("cuda:0").
+  std::string device = "cpu";
+  /// A tensor a session made on its device keeps the device alive, which
+  /// frees the memory (declared first, so it outlives the memory).
+  std::shared_ptr<tfm::runtime::Device> owner;
+  tfm::runtime::DeviceBuffer deviceMemory;
+
+  bool onHost() const { return device == "cpu"; }
 };
 
 struct tfm_cancel_flag_s {
@@ -239,16 +255,27 @@ struct Profile;
 
 struct tfm_session_s {
   tfm_module_s *module = nullptr;
-  /// Where the session's memory lives and its kernels run.
-  std::unique_ptr<tfm::runtime::Device> device;
+  /// Where the session's memory lives and its kernels run; tensors the
+  /// session makes on it share it.
+  std::shared_ptr<tfm::runtime::Device> device;
   /// Scratch memory of the largest entry, and the training state
   /// (parameters, optimizer moments, the step count), in device memory.
   tfm::runtime::DeviceBuffer arena, state;
-  /// On a device compiled code cannot read host memory from: the weights,
-  /// and each entry's inputs and outputs (allocated at its first run), in
-  /// device memory.
+  /// On a device compiled code cannot read host memory from: the weights
+  /// in device memory, and each entry's staging (allocated at its first
+  /// run): a device buffer per input and output, and one page-locked host
+  /// buffer that host tensors pass through.
   tfm::runtime::DeviceBuffer weights;
-  std::vector<std::vector<tfm::runtime::DeviceBuffer>> entryBuffers;
+  struct EntryStaging {
+    std::vector<tfm::runtime::DeviceBuffer> device;
+    tfm::runtime::StagingBuffer host;
+    std::vector<size_t> hostOffsets;
+  };
+  std::vector<EntryStaging> staging;
+  /// Set when the last run returned before the device finished it (it was
+  /// ordered on a caller's stream): its copies may still read the host
+  /// staging, which the next run must wait for before writing it.
+  bool devicePending = false;
   /// On a GPU, each entry's runs recorded once as a graph and replayed,
   /// unless `whyNoGraphs` says why not: its first run goes eagerly, its
   /// second is recorded.
@@ -310,10 +337,19 @@ tfm_status_t sessionInUse(const char *call);
 /// (e->num_outputs of them) receives new tensors the caller owns, except
 /// where `given` (null, or e->num_outputs entries) holds a tensor, already
 /// checked against the output, which the run writes into instead.
+/// A run's say over where its tensors go (tfm_run_options_t).
+struct RunPlacement {
+  /// New outputs live on the session's device, not the host.
+  bool outputsOnDevice = false;
+  /// The caller's stream to order the run with, when `useStream`.
+  bool useStream = false;
+  void *stream = nullptr;
+};
 tfm_status_t runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
                       tfm_tensor_t *const *inputs, size_t num_inputs,
                       tfm_tensor_t **out_outputs,
-                      tfm_tensor_t *const *given = nullptr);
+                      tfm_tensor_t *const *given = nullptr,
+                      const RunPlacement &placement = {});
 /// Runs dynamic entry `d` (Dynamic.cpp): checks the inputs' sizes against
 /// its ranges, pads them to the bucket that serves them, and cuts the
 /// outputs back. The caller holds the session.

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Binding.h"
 #include "Internal.h"
 #include "Profile.h"
 
@@ -52,25 +53,6 @@ int32_t interruption(tfm_session_s *s) {
   if (s->hasDeadline && Clock::now() >= s->deadline)
     return kDeadlineExceeded;
   return 0;
-}
-
-tfm_status_t checkInput(const char *entry, size_t index,
-                        const tfm_abi_tensor_desc_t &want,
-                        const tfm_tensor_t *got) {
-  if (!got)
-    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "entry '{}': input {} ('{}') is NULL", entry, index,
-                      want.name);
-  bool sameShape = got->dims.size() == static_cast<size_t>(want.rank) &&
-                   std::equal(got->dims.begin(), got->dims.end(), want.dims);
-  if (got->dtype != want.dtype || !sameShape)
-    return makeStatus(
-        TFM_STATUS_INVALID_ARGUMENT,
-        "entry '{}': input {} ('{}') must be {} {} but is {} {}", entry, index,
-        want.name, dtypeName(want.dtype),
-        shapeString(want.dims, static_cast<size_t>(want.rank)),
-        dtypeName(got->dtype), shapeString(got->dims.data(), got->dims.size()));
-  return nullptr;
 }
 
 /// The kernel entry point compiled code calls through tfm_abi_host_t. Each
@@ -342,7 +324,7 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
         return st;
       s->device->copyToDevice(s->weights.get(), module->weights,
                               m->weights_bytes);
-      s->entryBuffers.resize(m->num_entries);
+      s->staging.resize(m->num_entries);
     }
     // Every kernel is prepared here, once; runs only execute them.
     try {
@@ -500,118 +482,39 @@ tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
     return makeStatus(TFM_STATUS_NOT_FOUND,
                       "'{}' has no entry point '{}'; it has: {}", module->path,
                       entry, module->entryNames());
-  const tfm_abi_tensor_desc_t *ins = d ? d->inputs : e->inputs;
-  const tfm_abi_tensor_desc_t *outs = d ? d->outputs : e->outputs;
-  size_t wantInputs = d ? d->num_inputs : e->num_inputs;
-  size_t wantOutputs = d ? d->num_outputs : e->num_outputs;
-  auto names = [](const tfm_abi_tensor_desc_t *descs, size_t n) {
-    std::string list;
-    for (size_t i = 0; i < n; ++i)
-      list += (i ? ", '" : "'") + std::string(descs[i].name) + "'";
-    return list.empty() ? std::string("none") : list;
-  };
-  // Position of each named tensor among the descriptors.
-  auto resolve = [&](const char *const *given, size_t count,
-                     const tfm_abi_tensor_desc_t *descs, size_t n,
-                     const char *what,
-                     std::vector<size_t> &slot) -> tfm_status_t {
-    slot.assign(count, 0);
-    std::vector<bool> seen(n, false);
-    for (size_t i = 0; i < count; ++i) {
-      if (!given[i])
-        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                          "entry '{}': {} name {} is NULL", entry, what, i);
-      size_t j = 0;
-      while (j < n && std::strcmp(descs[j].name, given[i]) != 0)
-        ++j;
-      if (j == n)
-        return makeStatus(TFM_STATUS_NOT_FOUND,
-                          "entry '{}' has no {} '{}'; its {}s are: {}", entry,
-                          what, given[i], what, names(descs, n));
-      if (seen[j])
-        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                          "entry '{}': {} '{}' is named twice", entry, what,
-                          given[i]);
-      seen[j] = true;
-      slot[i] = j;
-    }
-    return nullptr;
-  };
-  std::vector<tfm_tensor_t *> ordered(wantInputs, nullptr);
-  if (num_inputs != wantInputs)
+  EntryPorts ports{entry,
+                   d ? d->inputs : e->inputs,
+                   d ? d->outputs : e->outputs,
+                   static_cast<size_t>(d ? d->num_inputs : e->num_inputs),
+                   static_cast<size_t>(d ? d->num_outputs : e->num_outputs),
+                   d != nullptr};
+  size_t wantOutputs = ports.numOutputs;
+  Binding bound;
+  if (tfm_status_t st =
+          bindArguments(*session, ports, input_names, inputs, num_inputs,
+                        output_names, outputs, num_outputs, bound))
+    return st;
+  RunPlacement placement;
+  placement.outputsOnDevice = opts.outputs_on_device != 0;
+  placement.useStream = opts.use_stream != 0;
+  placement.stream = opts.stream;
+  if (placement.useStream && session->device->hostAddressable())
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                      "entry '{}' takes {} inputs ({}) but {} were given",
-                      entry, wantInputs, names(ins, wantInputs), num_inputs);
-  if (input_names) {
-    std::vector<size_t> slot;
-    if (tfm_status_t st =
-            resolve(input_names, num_inputs, ins, wantInputs, "input", slot))
-      return st;
-    for (size_t i = 0; i < num_inputs; ++i)
-      ordered[slot[i]] = inputs[i];
-  } else {
-    std::copy(inputs, inputs + num_inputs, ordered.begin());
-  }
-  // Where each requested output comes from.
-  std::vector<size_t> source;
-  if (output_names) {
-    if (tfm_status_t st = resolve(output_names, num_outputs, outs,
-                                  wantOutputs, "output", source))
-      return st;
-  } else {
-    if (num_outputs < wantOutputs)
+                      "tfm_run_options_t: use_stream orders a run with a "
+                      "CUDA stream, but the session computes on {}",
+                      session->deviceName);
+  // A dynamic entry pads its inputs and cuts its outputs on the host.
+  if (d && !session->device->hostAddressable()) {
+    auto offHost = [](const tfm_tensor_t *t) { return t && !t->onHost(); };
+    if (placement.outputsOnDevice || placement.useStream ||
+        std::any_of(bound.inputs.begin(), bound.inputs.end(), offHost) ||
+        std::any_of(bound.given.begin(), bound.given.end(), offHost))
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "entry '{}' returns {} outputs but room for {} was "
-                        "given",
-                        entry, wantOutputs, num_outputs);
-    for (size_t i = 0; i < wantOutputs; ++i)
-      source.push_back(i);
+                        "entry '{}' takes a range of sizes, which a run "
+                        "pads on the host: give it host tensors, without "
+                        "outputs_on_device or a stream",
+                        entry);
   }
-  // Outputs the caller gave, by the entry's order; each must match its
-  // descriptor (a dynamic entry's sizes are checked once they are known)
-  // and may not share memory with an input or another output.
-  std::vector<tfm_tensor_t *> given(wantOutputs, nullptr);
-  for (size_t i = 0; i < source.size(); ++i) {
-    tfm_tensor_t *t = outputs[i];
-    if (!t)
-      continue;
-    const tfm_abi_tensor_desc_t &want = outs[source[i]];
-    bool sameShape = t->dims.size() == static_cast<size_t>(want.rank) &&
-                     std::equal(t->dims.begin(), t->dims.end(), want.dims,
-                                [](int64_t got, int64_t dim) {
-                                  return dim < 0 || got == dim;
-                                });
-    if (t->dtype != want.dtype || !sameShape)
-      return makeStatus(
-          TFM_STATUS_INVALID_ARGUMENT,
-          "entry '{}': the tensor given for output '{}' is {} {} but the "
-          "output is {} {}",
-          entry, want.name, dtypeName(t->dtype),
-          shapeString(t->dims.data(), t->dims.size()), dtypeName(want.dtype),
-          shapeString(want.dims, static_cast<size_t>(want.rank)));
-    auto overlaps = [&](const tfm_tensor_t *other) {
-      auto *a = static_cast<const char *>(t->buffer.ptr.get());
-      auto *b = static_cast<const char *>(other->buffer.ptr.get());
-      return t->buffer.size && other->buffer.size && a < b + other->buffer.size &&
-             b < a + t->buffer.size;
-    };
-    for (size_t j = 0; j < wantInputs; ++j)
-      if (ordered[j] && overlaps(ordered[j]))
-        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                          "entry '{}': the tensor given for output '{}' "
-                          "shares memory with input '{}'",
-                          entry, want.name, ins[j].name);
-    for (size_t j = 0; j < wantOutputs; ++j)
-      if (given[j] && overlaps(given[j]))
-        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                          "entry '{}': the tensors given for outputs '{}' "
-                          "and '{}' share memory",
-                          entry, outs[j].name, want.name);
-    given[source[i]] = t;
-  }
-  for (size_t i = 0; e && i < wantInputs; ++i)
-    if (tfm_status_t st = checkInput(entry, i, e->inputs[i], ordered[i]))
-      return st;
   SessionUse use(session);
   if (!use.acquired())
     return sessionInUse("tfm_session_run_with");
@@ -630,10 +533,12 @@ tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
     }
   } limits{session};
   std::vector<tfm_tensor_t *> results(wantOutputs, nullptr);
+  std::vector<tfm_tensor_t *> &given = bound.given;
   tfm_status_t st =
-      d ? runDynamic(session, *d, ordered.data(), wantInputs, results.data())
-        : runEntry(session, e, ordered.data(), wantInputs, results.data(),
-                   given.data());
+      d ? runDynamic(session, *d, bound.inputs.data(), bound.inputs.size(),
+                     results.data())
+        : runEntry(session, e, bound.inputs.data(), bound.inputs.size(),
+                   results.data(), given.data(), placement);
   if (st)
     return st;
   // A dynamic entry's outputs are cut back from its bucket's, so they are
@@ -644,13 +549,13 @@ tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
     tfm_tensor_t *r = results[i];
     if (r->dims != given[i]->dims)
       st = st ? st
-              : makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                           "entry '{}': output '{}' is {} in this run, but the "
-                           "tensor given for it is {}",
-                           entry, outs[i].name,
-                           shapeString(r->dims.data(), r->dims.size()),
-                           shapeString(given[i]->dims.data(),
-                                       given[i]->dims.size()));
+              : makeStatus(
+                    TFM_STATUS_INVALID_ARGUMENT,
+                    "entry '{}': output '{}' is {} in this run, but the "
+                    "tensor given for it is {}",
+                    entry, ports.outputs[i].name,
+                    shapeString(r->dims.data(), r->dims.size()),
+                    shapeString(given[i]->dims.data(), given[i]->dims.size()));
     else
       std::memcpy(given[i]->buffer.ptr.get(), r->buffer.ptr.get(),
                   r->buffer.size);
@@ -664,9 +569,9 @@ tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
     return st;
   }
   std::vector<bool> handed(wantOutputs, false);
-  for (size_t i = 0; i < source.size(); ++i) {
-    outputs[i] = results[source[i]];
-    handed[source[i]] = true;
+  for (size_t i = 0; i < bound.source.size(); ++i) {
+    outputs[i] = results[bound.source[i]];
+    handed[bound.source[i]] = true;
   }
   for (size_t i = 0; i < wantOutputs; ++i)
     if (!handed[i] && !given[i])
@@ -676,12 +581,11 @@ tfm_status_t tfm_session_run_with(tfm_session_t *session, const char *entry,
 
 } // extern "C"
 
-tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
-                                    const tfm_abi_entry_t *e,
-                                    tfm_tensor_t *const *inputs,
-                                    size_t num_inputs,
-                                    tfm_tensor_t **out_outputs,
-                                    tfm_tensor_t *const *given) {
+tfm_status_t
+tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
+                       tfm_tensor_t *const *inputs, size_t num_inputs,
+                       tfm_tensor_t **out_outputs, tfm_tensor_t *const *given,
+                       const RunPlacement &placement) {
   const tfm_module_s *module = session->module;
   const char *entry = e->name;
   return guarded("tfm_session_run", [&]() -> tfm_status_t {
@@ -698,62 +602,25 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
         outs[i] = given[i];
         continue;
       }
+      auto dtype = static_cast<tfm_dtype_t>(d.dtype);
+      auto rank = static_cast<size_t>(d.rank);
       if (tfm_status_t s =
-              tfm_tensor_create(static_cast<tfm_dtype_t>(d.dtype), d.dims,
-                                static_cast<size_t>(d.rank), &outs[i])) {
+              placement.outputsOnDevice
+                  ? createOnDevice(session->device, dtype, d.dims, rank,
+                                   &outs[i])
+                  : tfm_tensor_create(dtype, d.dims, rank, &outs[i])) {
         releaseAll();
         return s;
       }
     }
-    // The buffers of the run, which kernel arguments must lie in.
-    auto &regions = session->regions;
     Device &device = *session->device;
     bool onHost = device.hostAddressable();
-    // On a GPU the run's tensors are staged through device buffers the
-    // session keeps per entry, allocated at its first run.
-    std::vector<DeviceBuffer> *staged = nullptr;
-    if (!onHost) {
-      staged = &session->entryBuffers[e - module->model->entries];
-      if (staged->empty()) {
-        for (int io = 0; io < 2; ++io)
-          for (int32_t i = 0; i < (io ? e->num_outputs : e->num_inputs); ++i) {
-            const tfm_abi_tensor_desc_t &d = io ? e->outputs[i] : e->inputs[i];
-            staged->push_back(device.allocate(tensorBytes(d)));
-            if (!staged->back().get()) {
-              staged->clear();
-              releaseAll();
-              return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
-                                "entry '{}': {} cannot allocate {} bytes for "
-                                "'{}'",
-                                entry, session->deviceName, tensorBytes(d),
-                                d.name);
-            }
-          }
-      }
-    }
+    // A run that may be cancelled or time out launches kernel by kernel,
+    // which checks before each; a replay is one call.
+    bool graphed = !onHost && session->whyNoGraphs.empty() &&
+                   !session->cancel && !session->hasDeadline;
     const void *weights = onHost ? module->weights : session->weights.get();
-    regions.clear();
-    regions.emplace_back(static_cast<const char *>(session->arena.get()),
-                         session->arena.bytes());
-    regions.emplace_back(static_cast<const char *>(weights),
-                         module->model->weights_bytes);
-    regions.emplace_back(static_cast<const char *>(session->state.get()),
-                         session->state.bytes());
-    std::vector<const void *> in(num_inputs);
-    std::vector<uint64_t> inBytes(num_inputs);
-    for (size_t i = 0; i < num_inputs; ++i) {
-      in[i] = onHost ? inputs[i]->buffer.ptr.get() : (*staged)[i].get();
-      inBytes[i] = inputs[i]->buffer.size;
-      regions.emplace_back(static_cast<const char *>(in[i]), inBytes[i]);
-    }
-    std::vector<void *> out(outs.size());
-    std::vector<uint64_t> outBytes(outs.size());
-    for (size_t i = 0; i < outs.size(); ++i) {
-      out[i] = onHost ? outs[i]->buffer.ptr.get()
-                      : (*staged)[num_inputs + i].get();
-      outBytes[i] = outs[i]->buffer.size;
-      regions.emplace_back(static_cast<const char *>(out[i]), outBytes[i]);
-    }
+    RunAddresses at;
     tfm_abi_host_t host{};
     host.struct_size = sizeof(tfm_abi_host_t);
     host.arena = session->arena.get();
@@ -765,8 +632,6 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
     host.arena_bytes = session->arena.bytes();
     host.weights_bytes = module->model->weights_bytes;
     host.state_bytes = session->state.bytes();
-    host.input_bytes = inBytes.data();
-    host.output_bytes = outBytes.data();
     if (!onHost)
       host.launch = launchKernel;
     else
@@ -797,22 +662,41 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
     int32_t rc;
     auto start = Clock::now();
     try {
-      for (size_t i = 0; i < num_inputs && !onHost; ++i)
-        device.copyToDevice(const_cast<void *>(in[i]),
-                            inputs[i]->buffer.ptr.get(), inBytes[i]);
-      session->running = e;
-      // A run that may be cancelled or time out launches kernel by kernel,
-      // which checks before each; a replay is one call.
-      bool graphed = !onHost && session->whyNoGraphs.empty() &&
-                     !session->cancel && !session->hasDeadline;
+      if (placement.useStream)
+        device.waitForStream(placement.stream);
       tfm_session_s::EntryGraph *g =
           graphed ? &session->graphs[e - module->model->entries] : nullptr;
-      if (g && g->warmedUp) {
+      // A graph's first run goes eagerly, on the tensors in place.
+      bool replays = g && g->warmedUp;
+      if (tfm_status_t st =
+              placeTensors(*session, *e, inputs, outs.data(), replays, at)) {
+        releaseAll();
+        return st;
+      }
+      // The buffers of the run, which kernel arguments must lie in.
+      auto &regions = session->regions;
+      regions.clear();
+      regions.emplace_back(static_cast<const char *>(session->arena.get()),
+                           session->arena.bytes());
+      regions.emplace_back(static_cast<const char *>(weights),
+                           module->model->weights_bytes);
+      regions.emplace_back(static_cast<const char *>(session->state.get()),
+                           session->state.bytes());
+      for (size_t i = 0; i < at.in.size(); ++i)
+        regions.emplace_back(static_cast<const char *>(at.in[i]),
+                             at.inBytes[i]);
+      for (size_t i = 0; i < at.out.size(); ++i)
+        regions.emplace_back(static_cast<const char *>(at.out[i]),
+                             at.outBytes[i]);
+      host.input_bytes = at.inBytes.data();
+      host.output_bytes = at.outBytes.data();
+      session->running = e;
+      if (replays) {
         // The second run records the entry's work; every run replays it.
         rc = 0;
         if (!g->graph) {
           device.beginCapture();
-          rc = e->fn(&host, in.data(), out.data());
+          rc = e->fn(&host, at.in.data(), at.out.data());
           g->graph = device.endCapture(rc == 0);
         }
         if (rc == 0)
@@ -823,11 +707,19 @@ tfm_status_t tfm::runtime::runEntry(tfm_session_t *session,
         // recording.
         if (g)
           g->warmedUp = true;
-        rc = e->fn(&host, in.data(), out.data());
+        rc = e->fn(&host, at.in.data(), at.out.data());
       }
       session->running = nullptr;
-      for (size_t i = 0; i < outs.size() && !onHost && rc == 0; ++i)
-        device.copyToHost(outs[i]->buffer.ptr.get(), out[i], outBytes[i]);
+      if (rc == 0)
+        collectOutputs(*session, *e, outs.data(), at);
+      // Ordered with the caller's stream, the run may still be going; else
+      // its outputs are done when the call returns.
+      if (!onHost && placement.useStream) {
+        device.signalStream(placement.stream);
+        session->devicePending = true;
+      } else if (!onHost) {
+        device.synchronize();
+      }
     } catch (const DeviceError &err) {
       session->running = nullptr;
       releaseAll();

@@ -189,6 +189,11 @@ tfm_status_t tfm_session_set_parameter(tfm_session_t *session,
                       "of another shape or type",
                       name, dtypeName(st->tensor.dtype), st->tensor.rank,
                       dtypeName(value->dtype));
+  if (!value->onHost())
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_set_parameter: the value of '{}' is on "
+                      "{}; give a host tensor",
+                      name, value->device);
   SessionUse use(session);
   if (!use.acquired())
     return sessionInUse("tfm_session_set_parameter");

@@ -1,4 +1,4 @@
-//===- Tensor.cpp - Host tensors of the runtime ---------------------------===//
+//===- Tensor.cpp - Tensors of the runtime, on the host or a device -------===//
 
 #include "Internal.h"
 
@@ -38,6 +38,34 @@ tfm_status_t checkShape(const char *call, tfm_dtype_t dtype,
 }
 
 } // namespace
+
+tfm_status_t tfm::runtime::createOnDevice(const std::shared_ptr<Device> &device,
+                                          tfm_dtype_t dtype,
+                                          const int64_t *dims, size_t rank,
+                                          tfm_tensor_t **out_tensor) {
+  *out_tensor = nullptr;
+  if (device->hostAddressable())
+    return tfm_tensor_create(dtype, dims, rank, out_tensor);
+  size_t width = 0, count = 0;
+  if (tfm_status_t s =
+          checkShape("tfm_session_run", dtype, dims, rank, width, count))
+    return s;
+  auto t = std::make_unique<tfm_tensor_s>();
+  t->dtype = dtype;
+  t->dims.assign(dims, dims + rank);
+  t->device = device->name();
+  t->owner = device;
+  t->deviceMemory = device->allocate(count * width);
+  if (!t->deviceMemory.get())
+    return makeStatus(TFM_STATUS_RESOURCE_EXHAUSTED,
+                      "{} cannot allocate {} bytes for an output", t->device,
+                      count * width);
+  t->buffer.ptr = std::unique_ptr<void, AlignedBuffer::Free>(
+      t->deviceMemory.get(), AlignedBuffer::Free{false});
+  t->buffer.size = count * width;
+  *out_tensor = t.release();
+  return nullptr;
+}
 
 extern "C" {
 
@@ -145,8 +173,67 @@ tfm_status_t tfm_tensor_create_view(tfm_dtype_t dtype, const int64_t *dims,
   });
 }
 
+tfm_status_t tfm_tensor_create_device_view(tfm_dtype_t dtype,
+                                           const int64_t *dims, size_t rank,
+                                           const char *device, void *data,
+                                           size_t byte_size,
+                                           tfm_tensor_t **out_tensor) {
+  std::string name = device ? device : "cpu";
+  int32_t target = 0;
+  int ordinal = 0;
+  if (!parseDeviceName(name, target, ordinal))
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_create_device_view: unknown device '{}'; "
+                      "devices are 'cpu', 'cuda' and 'cuda:N'",
+                      name);
+  tfm_status_t s =
+      tfm_tensor_create_view(dtype, dims, rank, data, byte_size, out_tensor);
+  if (s || target == TFM_TARGET_CPU)
+    return s;
+  return guarded("tfm_tensor_create_device_view", [&]() -> tfm_status_t {
+    (*out_tensor)->device = fmt::format("cuda:{}", ordinal);
+    return nullptr;
+  });
+}
+
+const char *tfm_tensor_device(const tfm_tensor_t *tensor) {
+  return tensor ? tensor->device.c_str() : "";
+}
+
+tfm_status_t tfm_tensor_copy_to_host(const tfm_tensor_t *tensor,
+                                     tfm_tensor_t **out_tensor) {
+  if (!tensor || !out_tensor)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_tensor_copy_to_host: NULL argument");
+  *out_tensor = nullptr;
+  if (!tensor->onHost() && !tensor->owner)
+    return makeStatus(TFM_STATUS_FAILED_PRECONDITION,
+                      "tfm_tensor_copy_to_host: the tensor views memory of "
+                      "{} that the caller allocated; copy it with the "
+                      "library that did",
+                      tensor->device);
+  tfm_status_t s = tfm_tensor_create(tensor->dtype, tensor->dims.data(),
+                                     tensor->dims.size(), out_tensor);
+  if (s)
+    return s;
+  s = guarded("tfm_tensor_copy_to_host", [&]() -> tfm_status_t {
+    void *dst = (*out_tensor)->buffer.ptr.get();
+    const void *src = tensor->buffer.ptr.get();
+    if (tensor->onHost())
+      std::memcpy(dst, src, tensor->buffer.size);
+    else
+      tensor->owner->copyToHost(dst, src, tensor->buffer.size);
+    return nullptr;
+  });
+  if (s) {
+    tfm_tensor_release(*out_tensor);
+    *out_tensor = nullptr;
+  }
+  return s;
+}
+
 int tfm_tensor_is_view(const tfm_tensor_t *tensor) {
-  return tensor && !tensor->buffer.ptr.get_deleter().owned;
+  return tensor && !tensor->buffer.ptr.get_deleter().owned && !tensor->owner;
 }
 
 void tfm_tensor_release(tfm_tensor_t *tensor) { delete tensor; }

@@ -86,8 +86,10 @@ TFM_API uint32_t tfm_runtime_model_abi_version(void);
 
 /*===-- Tensors -----------------------------------------------------------===*/
 
-/* A dense, row-major host tensor that owns its buffer, or borrows the
- * caller's (tfm_tensor_create_view).
+/* A dense, row-major tensor: on the host, owning its buffer or borrowing
+ * the caller's (tfm_tensor_create_view); or on a GPU, borrowing the
+ * caller's device memory (tfm_tensor_create_device_view) or owning memory
+ * a session's run made there (tfm_run_options_t.outputs_on_device).
  * Thread-compatible: distinct tensors may be used from distinct threads. */
 typedef struct tfm_tensor_s tfm_tensor_t;
 
@@ -108,6 +110,25 @@ TFM_API tfm_status_t tfm_tensor_create_view(tfm_dtype_t dtype,
                                             const int64_t *dims, size_t rank,
                                             void *data, size_t byte_size,
                                             tfm_tensor_t **out_tensor);
+/* Wraps the caller's memory on `device` without a copy: "cpu" (or NULL)
+ * is host memory, as tfm_tensor_create_view; "cuda:N" (or "cuda", GPU 0)
+ * device memory of that GPU, a device pointer allocated through the CUDA
+ * driver or runtime (cudaMalloc, a torch.Tensor's data_ptr()). A session
+ * on that GPU reads such an input and writes such an output without a
+ * copy through the host; a run checks that the memory is the GPU's and
+ * holds the tensor whole. `data` is borrowed and must outlive the tensor.
+ */
+TFM_API tfm_status_t tfm_tensor_create_device_view(
+    tfm_dtype_t dtype, const int64_t *dims, size_t rank, const char *device,
+    void *data, size_t byte_size, tfm_tensor_t **out_tensor);
+/* Where the tensor's memory lives: "cpu" or "cuda:N"; owned by the tensor,
+ * "" for NULL. */
+TFM_API const char *tfm_tensor_device(const tfm_tensor_t *tensor);
+/* A new host tensor holding a copy of `tensor`: a host tensor, or one a
+ * run made on a device (a view of the caller's device memory is refused
+ * with TFM_STATUS_FAILED_PRECONDITION: the caller's library copies it). */
+TFM_API tfm_status_t tfm_tensor_copy_to_host(const tfm_tensor_t *tensor,
+                                             tfm_tensor_t **out_tensor);
 /* 1 when the tensor borrows its buffer (a view), else 0. */
 TFM_API int tfm_tensor_is_view(const tfm_tensor_t *tensor);
 TFM_API void tfm_tensor_release(tfm_tensor_t *tensor);
@@ -117,7 +138,8 @@ TFM_API size_t tfm_tensor_rank(const tfm_tensor_t *tensor);
 /* The dims, owned by the tensor, valid while it lives. */
 TFM_API const int64_t *tfm_tensor_dims(const tfm_tensor_t *tensor);
 TFM_API size_t tfm_tensor_byte_size(const tfm_tensor_t *tensor);
-/* The buffer, owned by the tensor, valid while it lives. */
+/* The buffer, owned by the tensor, valid while it lives: a device pointer
+ * for a tensor on a GPU. */
 TFM_API void *tfm_tensor_data(tfm_tensor_t *tensor);
 /* Bytes per element of `dtype`; 0 for an unknown value. */
 TFM_API size_t tfm_dtype_size(tfm_dtype_t dtype);
@@ -270,6 +292,18 @@ typedef struct tfm_run_options_t {
   /* Fail with TFM_STATUS_CANCELLED once this flag is raised; NULL (the
    * default) for none. Borrowed for the run. */
   const tfm_cancel_flag_t *cancel;
+  /* Nonzero: the outputs the run creates live on the session's device, as
+   * tensors that own device memory (freed with the tensor); 0 (the
+   * default): on the host. A CPU session's are host tensors either way. */
+  int32_t outputs_on_device;
+  /* Nonzero, on a GPU session: the run is ordered with the caller's CUDA
+   * stream `stream` (a CUstream or cudaStream_t; NULL is the default
+   * stream). Its work starts after the work queued there so far, work
+   * queued there after the call waits for the run, and the call returns
+   * without waiting for the GPU unless an output is on the host. 0 (the
+   * default): the call returns once the run is done. */
+  int32_t use_stream;
+  void *stream;
 } tfm_run_options_t;
 
 TFM_API void tfm_run_options_init(tfm_run_options_t *options);
@@ -280,9 +314,14 @@ TFM_API void tfm_run_options_init(tfm_run_options_t *options);
  *  - output_names: outputs[i] receives the output named output_names[i]
  *    (some of them, in any order; the others are computed and dropped);
  *    NULL: all of them by position (num_outputs at least their count).
- *  - outputs[i] is either NULL, to receive a new tensor the caller owns,
+ *  - outputs[i] is either NULL, to receive a new tensor the caller owns
+ *    (on the host, or on the device with options->outputs_on_device),
  *    or a tensor of the output's dtype and shape the run writes into (a
  *    view writes the caller's memory); it may not overlap an input.
+ *  - Tensors live on the host or on the session's device. On a GPU, host
+ *    tensors are copied through page-locked memory, and the device's own
+ *    are used in place (or copied on the device, where the run replays a
+ *    CUDA graph recorded on the session's buffers).
  *  - options: a timeout or a cancel flag; NULL for none.
  * On failure no tensor is created; given outputs may have been written. */
 TFM_API tfm_status_t tfm_session_run_with(

@@ -92,7 +92,26 @@ public:
                      const std::vector<int64_t> &dims) {
     return view(TFM_DTYPE_F32, dims, data.data(), data.size() * sizeof(float));
   }
+  /// A tensor over the caller's memory on `device` ("cpu", "cuda:N"),
+  /// without a copy (see tfm_tensor_create_device_view): a GPU's memory is
+  /// a device pointer, which must outlive the tensor.
+  static Tensor deviceView(tfm_dtype_t dtype, const std::vector<int64_t> &dims,
+                           const std::string &device, void *data,
+                           size_t byteSize) {
+    tfm_tensor_t *t = nullptr;
+    check(tfm_tensor_create_device_view(dtype, dims.data(), dims.size(),
+                                        device.c_str(), data, byteSize, &t));
+    return Tensor(t);
+  }
   bool isView() const { return tfm_tensor_is_view(get()) != 0; }
+  /// Where the memory lives: "cpu" or "cuda:N".
+  std::string device() const { return tfm_tensor_device(get()); }
+  /// A host copy (of a host tensor, or of one a run made on a device).
+  Tensor toHost() const {
+    tfm_tensor_t *t = nullptr;
+    check(tfm_tensor_copy_to_host(get(), &t));
+    return Tensor(t);
+  }
   template <typename T> T *data() {
     return static_cast<T *>(tfm_tensor_data(get()));
   }
@@ -214,8 +233,8 @@ private:
   explicit CancelFlag(tfm_cancel_flag_t *f) : Handle(f) {}
 };
 
-/// A timeout or a cancel flag for one run: tfm_run_options_t with its
-/// defaults.
+/// How one run goes (a timeout, a cancel flag, where its outputs live,
+/// the caller's stream): tfm_run_options_t with its defaults.
 struct RunOptions : tfm_run_options_t {
   RunOptions() { tfm_run_options_init(this); }
   RunOptions &timeoutMs(double ms) {
@@ -224,6 +243,19 @@ struct RunOptions : tfm_run_options_t {
   }
   RunOptions &cancelWith(const CancelFlag &flag) {
     cancel = flag.get();
+    return *this;
+  }
+  /// New outputs live on the session's device.
+  RunOptions &outputsOnDevice(bool on = true) {
+    outputs_on_device = on;
+    return *this;
+  }
+  /// Orders the run with the caller's CUDA stream (a CUstream or
+  /// cudaStream_t; nullptr is the default stream) and returns without
+  /// waiting for the GPU.
+  RunOptions &onStream(void *cudaStream) {
+    use_stream = 1;
+    stream = cudaStream;
     return *this;
   }
 };

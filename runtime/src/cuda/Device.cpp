@@ -51,6 +51,9 @@ public:
       return;
     drv.ctxSetCurrent(context);
     gemms.clear();
+    for (CUevent e : {callerEvent, sessionEvent})
+      if (e)
+        drv.eventDestroy(e);
     if (blasHandle)
       blas->destroy(blasHandle);
     workspace = DeviceBuffer();
@@ -112,6 +115,67 @@ public:
       check(drv.memcpyDtoHAsync(dst, address(src), bytes, stream),
             "cannot copy from the GPU");
     synchronize();
+  }
+
+  void copyOnDevice(void *dst, const void *src, size_t bytes) override {
+    if (!bytes)
+      return;
+    makeCurrent();
+    check(drv.memcpyDtoDAsync(address(dst), address(src), bytes, stream),
+          "cannot copy on the GPU");
+  }
+
+  void *allocateStaging(size_t bytes) override {
+    makeCurrent();
+    void *p = nullptr;
+    CUresult rc = drv.memAllocHost(&p, bytes ? bytes : 1);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+      return nullptr;
+    check(rc, fmt::format("cannot allocate {} bytes of page-locked host "
+                          "memory",
+                          bytes));
+    return p;
+  }
+  void freeStaging(void *p) override {
+    makeCurrent();
+    drv.memFreeHost(p);
+  }
+
+  std::string checkMemory(const void *p, size_t bytes) const override {
+    CUdeviceptr at = address(p), start = 0;
+    int owner = -1;
+    size_t size = 0;
+    if (drv.pointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                at) != CUDA_SUCCESS ||
+        drv.pointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                at) != CUDA_SUCCESS ||
+        drv.pointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, at) !=
+            CUDA_SUCCESS)
+      return fmt::format("{} is not memory the CUDA driver allocated", p);
+    if (owner != ordinal)
+      return fmt::format("{} is memory of cuda:{}, not of {}", p, owner,
+                         name());
+    if (bytes > size - (at - start))
+      return fmt::format("its {} bytes from {} run past the end of the "
+                         "allocation holding it ({} bytes)",
+                         bytes, p, size);
+    return "";
+  }
+
+  void waitForStream(void *callerStream) override {
+    makeCurrent();
+    CUevent e = event(callerEvent);
+    check(drv.eventRecord(e, static_cast<CUstream>(callerStream)),
+          "cannot mark the caller's stream");
+    check(drv.streamWaitEvent(stream, e, 0),
+          "cannot order the run after the caller's stream");
+  }
+  void signalStream(void *callerStream) override {
+    makeCurrent();
+    CUevent e = event(sessionEvent);
+    check(drv.eventRecord(e, stream), "cannot mark the end of the run");
+    check(drv.streamWaitEvent(static_cast<CUstream>(callerStream), e, 0),
+          "cannot order the caller's stream after the run");
   }
 
   void prepare(const tfm_abi_model_t &m,
@@ -343,6 +407,14 @@ private:
     return "cuBLASLt " + blas->version + (allowTF32 ? ", TF32 allowed" : "");
   }
 
+  /// `slot`, created at its first use.
+  CUevent event(CUevent &slot) {
+    if (!slot)
+      check(drv.eventCreate(&slot, CU_EVENT_DISABLE_TIMING),
+            "cannot create an event");
+    return slot;
+  }
+
   static CUdeviceptr address(const void *p) {
     return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
   }
@@ -368,6 +440,9 @@ private:
   CUcontext context = nullptr;
   CUstream stream = nullptr;
   CUmodule module = nullptr;
+  /// Order the session's stream with a caller's (waitForStream,
+  /// signalStream).
+  CUevent callerEvent = nullptr, sessionEvent = nullptr;
   std::string model;
   int capability = 0;
   int sharedOptIn = 48 * 1024;

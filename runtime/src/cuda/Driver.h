@@ -29,6 +29,7 @@ using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUgraph = struct CUgraph_st *;
 using CUgraphExec = struct CUgraphExec_st *;
+using CUevent = struct CUevent_st *;
 
 // The driver's values this runtime uses.
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -43,41 +44,56 @@ constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
+constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+constexpr int CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11;
+constexpr int CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12;
 
 // Each function: the member's name, the symbol the driver exports (the
 // versioned one where the header maps the plain name onto it), its type.
 #define TFM_CUDA_DRIVER_FUNCTIONS(X)                                           \
   X(init, "cuInit", CUresult (*)(unsigned))                                    \
-  X(driverGetVersion, "cuDriverGetVersion", CUresult (*)(int *))              \
-  X(getErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char **))    \
-  X(getErrorString, "cuGetErrorString", CUresult (*)(CUresult, const char **))\
-  X(deviceGetCount, "cuDeviceGetCount", CUresult (*)(int *))                  \
-  X(deviceGet, "cuDeviceGet", CUresult (*)(CUdevice *, int))                  \
+  X(driverGetVersion, "cuDriverGetVersion", CUresult (*)(int *))               \
+  X(getErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char **))     \
+  X(getErrorString, "cuGetErrorString", CUresult (*)(CUresult, const char **)) \
+  X(deviceGetCount, "cuDeviceGetCount", CUresult (*)(int *))                   \
+  X(deviceGet, "cuDeviceGet", CUresult (*)(CUdevice *, int))                   \
   X(deviceGetAttribute, "cuDeviceGetAttribute",                                \
     CUresult (*)(int *, int, CUdevice))                                        \
-  X(deviceGetName, "cuDeviceGetName", CUresult (*)(char *, int, CUdevice))    \
+  X(deviceGetName, "cuDeviceGetName", CUresult (*)(char *, int, CUdevice))     \
   X(primaryCtxRetain, "cuDevicePrimaryCtxRetain",                              \
     CUresult (*)(CUcontext *, CUdevice))                                       \
-  X(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))\
-  X(ctxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                \
+  X(primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice)) \
+  X(ctxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                 \
   X(moduleLoadDataEx, "cuModuleLoadDataEx",                                    \
     CUresult (*)(CUmodule *, const void *, unsigned, int *, void **))          \
-  X(moduleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                   \
+  X(moduleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                    \
   X(moduleGetFunction, "cuModuleGetFunction",                                  \
     CUresult (*)(CUfunction *, CUmodule, const char *))                        \
   X(funcSetAttribute, "cuFuncSetAttribute",                                    \
     CUresult (*)(CUfunction, int, int))                                        \
   X(launchKernel, "cuLaunchKernel",                                            \
-    CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned,           \
-                 unsigned, unsigned, unsigned, CUstream, void **, void **))    \
-  X(memAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t))           \
+    CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                 unsigned, unsigned, CUstream, void **, void **))              \
+  X(memAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t))            \
   X(memFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                        \
   X(memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                   \
     CUresult (*)(CUdeviceptr, const void *, size_t, CUstream))                 \
   X(memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                   \
     CUresult (*)(void *, CUdeviceptr, size_t, CUstream))                       \
-  X(streamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))       \
-  X(streamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))              \
+  X(memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                   \
+    CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))                  \
+  X(memAllocHost, "cuMemAllocHost_v2", CUresult (*)(void **, size_t))          \
+  X(memFreeHost, "cuMemFreeHost", CUresult (*)(void *))                        \
+  X(pointerGetAttribute, "cuPointerGetAttribute",                              \
+    CUresult (*)(void *, int, CUdeviceptr))                                    \
+  X(eventCreate, "cuEventCreate", CUresult (*)(CUevent *, unsigned))           \
+  X(eventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))             \
+  X(eventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                  \
+  X(streamWaitEvent, "cuStreamWaitEvent",                                      \
+    CUresult (*)(CUstream, CUevent, unsigned))                                 \
+  X(streamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))        \
+  X(streamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))               \
   X(streamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))
 
 // CUDA graphs (a driver from CUDA 11.4 on): without them every run launches

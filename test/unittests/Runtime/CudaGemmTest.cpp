@@ -14,6 +14,7 @@
 #include "cuda/GemmLayout.h"
 
 #include "tfm/runtime.h"
+#include "tfm/runtime.hpp"
 
 #include <gtest/gtest.h>
 
@@ -464,4 +465,228 @@ TEST(CudaDevice, AModelWithGemmsNeedsCuBLASLt) {
                       "turned off (TFM_CUBLASLT=off)"),
             std::string::npos)
       << text;
+}
+
+namespace {
+
+/// A session of the GPU model on the stand-in driver and cuBLASLt, whose
+/// driver logs to `log`.
+struct FakeGpuSession {
+  tfm_context_t *ctx = nullptr;
+  tfm_module_t *m = nullptr;
+  tfm_session_t *s = nullptr;
+  explicit FakeGpuSession(const std::string &log) {
+    fakeBlas();
+    setenv("TFM_CUDA_DRIVER", TFM_FAKE_CUDA_DRIVER, 1);
+    std::remove(log.c_str());
+    setenv("TFM_FAKE_CUDA_LOG", log.c_str(), 1);
+    EXPECT_EQ(messageOf(tfm_context_create(nullptr, &ctx)), "");
+    EXPECT_EQ(messageOf(tfm_module_load(ctx, TFM_FAKE_CUDA_MODEL, &m)), "");
+    EXPECT_EQ(messageOf(tfm_session_create(m, nullptr, &s)), "");
+  }
+  ~FakeGpuSession() {
+    tfm_session_release(s);
+    tfm_module_release(m);
+    tfm_context_release(ctx);
+    unsetenv("TFM_FAKE_CUDA_LOG");
+  }
+};
+
+const int64_t kProjectDims[] = {2, 3};
+
+/// Runs "project" (y = 2·x) on `x`, into `into` when given, else a new
+/// tensor on the device; returns the message of a failure, "" on success.
+std::string project(tfm_session_t *s, tfm_tensor_t *x, tfm_tensor_t **y,
+                    tfm_tensor_t *into = nullptr, bool useStream = false,
+                    void *stream = nullptr) {
+  tfm_run_options_t o;
+  tfm_run_options_init(&o);
+  o.outputs_on_device = 1;
+  o.use_stream = useStream;
+  o.stream = stream;
+  tfm_tensor_t *outputs[] = {into};
+  tfm_tensor_t *inputs[] = {x};
+  std::string message = messageOf(tfm_session_run_with(
+      s, "project", &o, nullptr, inputs, 1, nullptr, outputs, 1));
+  *y = outputs[0];
+  return message;
+}
+
+std::vector<float> hostValues(const tfm_tensor_t *t) {
+  tfm_tensor_t *host = nullptr;
+  EXPECT_EQ(messageOf(tfm_tensor_copy_to_host(t, &host)), "");
+  if (!host)
+    return {};
+  const float *v = static_cast<const float *>(tfm_tensor_data(host));
+  std::vector<float> out(v, v + 6);
+  tfm_tensor_release(host);
+  return out;
+}
+
+} // namespace
+
+// A run's outputs made on the device, fed back as the next run's input:
+// each run doubles its input, so the values show every copy went where it
+// should. The first run goes eagerly and reads and writes the device
+// tensors in place; the second records a graph and the others replay it,
+// all on the session's own buffers, which the device tensors are copied
+// into and out of on the device.
+TEST(CudaDevice, DeviceTensorsInAndOut) {
+  std::string log = ::testing::TempDir() + "device_tensors.log";
+  FakeGpuSession g(log);
+  const float xv[6] = {1, 2, 3, 4, 5, 6};
+  tfm_tensor_t *x = nullptr;
+  ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, kProjectDims, 2, xv,
+                                             sizeof xv, &x)),
+            "");
+  tfm_tensor_t *y[4] = {};
+  ASSERT_EQ(project(g.s, x, &y[0]), "");
+  EXPECT_EQ(std::string(tfm_tensor_device(y[0])), "cuda:0");
+  EXPECT_EQ(tfm_tensor_is_view(y[0]), 0);
+  std::string eager = readLog(log);
+  EXPECT_EQ(count(eager, "device to device"), 0u) << eager;
+  for (int run = 1; run < 4; ++run)
+    ASSERT_EQ(project(g.s, y[run - 1], &y[run]), "") << "run " << run;
+  std::string text = readLog(log);
+  EXPECT_EQ(count(text, "graph replay"), 3u) << text;
+  // The graphed runs copy their input in and their output out.
+  EXPECT_EQ(count(text, "copy 24 bytes device to device"), 6u) << text;
+  for (int run = 0; run < 4; ++run) {
+    std::vector<float> v = hostValues(y[run]);
+    ASSERT_EQ(v.size(), 6u);
+    for (int i = 0; i < 6; ++i)
+      EXPECT_FLOAT_EQ(v[i], xv[i] * float(2 << run)) << "run " << run;
+  }
+  // An output written into a device tensor the caller gave.
+  tfm_tensor_t *again = nullptr;
+  ASSERT_EQ(project(g.s, x, &again, y[3]), "");
+  EXPECT_EQ(again, y[3]);
+  EXPECT_FLOAT_EQ(hostValues(y[3])[5], 12);
+  for (tfm_tensor_t *t : y)
+    tfm_tensor_release(t);
+  tfm_tensor_release(x);
+}
+
+// A tensor on the device outlives its session: it keeps the device.
+TEST(CudaDevice, DeviceTensorOutlivesItsSession) {
+  tfm_tensor_t *y = nullptr;
+  {
+    FakeGpuSession g(::testing::TempDir() + "outlives.log");
+    const float xv[6] = {1, 2, 3, 4, 5, 6};
+    tfm_tensor_t *x = nullptr;
+    ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, kProjectDims, 2,
+                                               xv, sizeof xv, &x)),
+              "");
+    ASSERT_EQ(project(g.s, x, &y), "");
+    tfm_tensor_release(x);
+  }
+  EXPECT_FLOAT_EQ(hostValues(y)[2], 6);
+  tfm_tensor_release(y);
+}
+
+// Tensors that are not memory of the session's GPU are refused by name,
+// before anything runs.
+TEST(CudaDevice, ForeignDeviceTensorsAreRefused) {
+  FakeGpuSession g(::testing::TempDir() + "foreign.log");
+  float host[6] = {};
+  tfm_tensor_t *t = nullptr, *y = nullptr;
+  ASSERT_EQ(messageOf(tfm_tensor_create_device_view(
+                TFM_DTYPE_F32, kProjectDims, 2, "cuda", host, sizeof host, &t)),
+            "");
+  EXPECT_EQ(std::string(tfm_tensor_device(t)), "cuda:0");
+  EXPECT_NE(project(g.s, t, &y)
+                .find("entry 'project': input 'x' is not a "
+                      "tensor of cuda:0: "),
+            std::string::npos);
+  EXPECT_NE(project(g.s, t, &y)
+                .find("is not memory the CUDA driver "
+                      "allocated"),
+            std::string::npos);
+  tfm_tensor_release(t);
+  ASSERT_EQ(
+      messageOf(tfm_tensor_create_device_view(TFM_DTYPE_F32, kProjectDims, 2,
+                                              "cuda:1", host, sizeof host, &t)),
+      "");
+  EXPECT_EQ(project(g.s, t, &y),
+            "entry 'project': input 'x' is on cuda:1, but the session "
+            "computes on cuda:0; give a tensor on the host or on cuda:0");
+  tfm_tensor_release(t);
+  // A view that starts inside the GPU's memory but runs past its end.
+  tfm_tensor_t *x = nullptr, *real = nullptr;
+  ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, kProjectDims, 2,
+                                             host, sizeof host, &x)),
+            "");
+  ASSERT_EQ(project(g.s, x, &real), "");
+  ASSERT_EQ(
+      messageOf(tfm_tensor_create_device_view(
+          TFM_DTYPE_F32, kProjectDims, 2, "cuda:0",
+          static_cast<float *>(tfm_tensor_data(real)) + 1, sizeof host, &t)),
+      "");
+  EXPECT_NE(project(g.s, t, &y)
+                .find("run past the end of the allocation "
+                      "holding it (24 bytes)"),
+            std::string::npos);
+  // The caller's device memory is the caller's to copy.
+  tfm_tensor_t *copy = nullptr;
+  EXPECT_NE(messageOf(tfm_tensor_copy_to_host(t, &copy))
+                .find("copy it with the library that did"),
+            std::string::npos);
+  EXPECT_EQ(copy, nullptr);
+  EXPECT_NE(
+      messageOf(tfm_tensor_create_device_view(TFM_DTYPE_F32, kProjectDims, 2,
+                                              "gpu", host, sizeof host, &copy))
+          .find("unknown device 'gpu'"),
+      std::string::npos);
+  tfm_tensor_release(t);
+  tfm_tensor_release(real);
+  tfm_tensor_release(x);
+}
+
+// A run ordered with the caller's stream waits for it at the start and
+// makes it wait at the end.
+TEST(CudaDevice, RunsOrderedWithTheCallersStream) {
+  std::string log = ::testing::TempDir() + "stream.log";
+  FakeGpuSession g(log);
+  const float xv[6] = {1, 2, 3, 4, 5, 6};
+  tfm_tensor_t *x = nullptr, *y = nullptr;
+  ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, kProjectDims, 2, xv,
+                                             sizeof xv, &x)),
+            "");
+  int callerStream = 0;
+  ASSERT_EQ(project(g.s, x, &y, nullptr, true, &callerStream), "");
+  std::string text = readLog(log);
+  size_t mark = text.find("event recorded on a caller's stream\n"
+                          "the session's stream waits on the event\n");
+  size_t done = text.find("event recorded on the session's stream\n"
+                          "a caller's stream waits on the event\n");
+  EXPECT_NE(mark, std::string::npos) << text;
+  EXPECT_NE(done, std::string::npos) << text;
+  EXPECT_LT(mark, done) << text;
+  EXPECT_FLOAT_EQ(hostValues(y)[0], 2);
+  tfm_tensor_release(y);
+  tfm_tensor_release(x);
+}
+
+// The C++ wrapper's device tensors: outputs on the device, a view of the
+// device memory fed back, and a host copy of each.
+TEST(CudaDevice, TheWrapperRunsOnDeviceTensors) {
+  fakeBlas();
+  setenv("TFM_CUDA_DRIVER", TFM_FAKE_CUDA_DRIVER, 1);
+  tfm::Context context;
+  tfm::Module module(context, TFM_FAKE_CUDA_MODEL);
+  tfm::Session session(module);
+  std::vector<float> xs = {1, 2, 3, 4, 5, 6};
+  tfm::Tensor x = tfm::Tensor::view(xs, {2, 3});
+  auto first =
+      session.run("project", {{"x", &x}}, tfm::RunOptions().outputsOnDevice());
+  tfm::Tensor &y = first.at("y");
+  EXPECT_EQ(y.device(), "cuda:0");
+  tfm::Tensor view = tfm::Tensor::deviceView(TFM_DTYPE_F32, {2, 3}, "cuda:0",
+                                             y.data<void>(), 6 * sizeof(float));
+  EXPECT_TRUE(view.isView());
+  auto second = session.run("project", {{"x", &view}});
+  EXPECT_EQ(second.at("y").device(), "cpu");
+  EXPECT_FLOAT_EQ(second.at("y").data<float>()[5], 24);
+  EXPECT_FLOAT_EQ(y.toHost().data<float>()[5], 12);
+  EXPECT_THROW(view.toHost(), tfm::Error);
 }

@@ -259,6 +259,54 @@ TEST_F(SessionTest, ViewsAreReadAndWrittenInPlace) {
   dlclose(handle);
 }
 
+// A CPU session takes host tensors, and "cpu" device views, which are
+// host memory; a GPU's tensor or stream is refused by name. On the CPU,
+// outputs_on_device makes host tensors.
+TEST_F(SessionTest, ACPUSessionTakesHostTensorsOnly) {
+  float xs[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t xd[] = {2, 3};
+  tfm_tensor_t *onCpu = nullptr, *onGpu = nullptr;
+  ASSERT_EQ(tfm_tensor_create_device_view(TFM_DTYPE_F32, xd, 2, nullptr, xs,
+                                          sizeof(xs), &onCpu),
+            nullptr);
+  EXPECT_STREQ(tfm_tensor_device(onCpu), "cpu");
+  EXPECT_STREQ(tfm_tensor_device(x), "cpu");
+  tfm_run_options_t o;
+  tfm_run_options_init(&o);
+  o.outputs_on_device = 1;
+  tfm_tensor_t *inputs[] = {onCpu, b};
+  tfm_tensor_t *y = nullptr;
+  ASSERT_EQ(tfm_session_run_with(session, "infer", &o, nullptr, inputs, 2,
+                                 nullptr, &y, 1),
+            nullptr);
+  EXPECT_STREQ(tfm_tensor_device(y), "cpu");
+  EXPECT_FLOAT_EQ(static_cast<float *>(tfm_tensor_data(y))[0], 101.5f);
+  tfm_tensor_release(y);
+  y = nullptr;
+  ASSERT_EQ(tfm_tensor_create_device_view(TFM_DTYPE_F32, xd, 2, "cuda:0", xs,
+                                          sizeof(xs), &onGpu),
+            nullptr);
+  inputs[0] = onGpu;
+  tfm_status_t s = tfm_session_run_with(session, "infer", nullptr, nullptr,
+                                        inputs, 2, nullptr, &y, 1);
+  EXPECT_EQ(tfm_status_code(s), TFM_STATUS_INVALID_ARGUMENT);
+  EXPECT_STREQ(tfm_status_message(s),
+               "entry 'infer': input 'x' is on cuda:0, but the session "
+               "computes on cpu; give a tensor on the host or on cpu");
+  tfm_status_free(s);
+  inputs[0] = x;
+  o.use_stream = 1;
+  s = tfm_session_run_with(session, "infer", &o, nullptr, inputs, 2, nullptr,
+                           &y, 1);
+  EXPECT_STREQ(tfm_status_message(s),
+               "tfm_run_options_t: use_stream orders a run with a CUDA "
+               "stream, but the session computes on cpu");
+  tfm_status_free(s);
+  EXPECT_EQ(y, nullptr);
+  tfm_tensor_release(onGpu);
+  tfm_tensor_release(onCpu);
+}
+
 TEST(Tensor, ViewsCheckTheirMemory) {
   alignas(8) char bytes[32] = {};
   const int64_t d[] = {2, 3};

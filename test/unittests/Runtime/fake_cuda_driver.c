@@ -5,9 +5,9 @@
 |* memory; launches run nothing, but each is checked against the PTX the     *|
 |* session loaded (the kernel exists as an .entry of the module) and logged  *|
 |* with its grid and block. A stream capture records launches into a graph, *|
-|* whose launch logs them again (and a line per capture and replay). What   *|
-|* the machine looks like comes from the                                     *|
-|* environment:                                                              *|
+|* whose launch logs them again (and a line per capture and replay). Copies *|
+|* between device buffers and the events that order streams are logged too. *|
+|* What the machine looks like comes from the environment:                  *|
 |*   TFM_FAKE_CUDA_GPUS         the number of GPUs (1); 0 fails cuInit       *|
 |*   TFM_FAKE_CUDA_SM           the compute capability, as 90 (90)           *|
 |*   TFM_FAKE_CUDA_MEMORY       bytes the GPU holds (1 GiB)                  *|
@@ -42,6 +42,15 @@ static long envLong(const char *name, long fallback) {
 
 static long long used;
 
+/* The allocations made, so cuPointerGetAttribute tells device memory from
+ * anything else, as the driver does. */
+struct Allocation {
+  unsigned long long base;
+  size_t bytes;
+  struct Allocation *next;
+};
+static struct Allocation *allocations;
+
 /* Every allocation carries its size in front, so frees give memory back.
  * It starts filled with 0x7f bytes: kernels do not run here, and a run-time
  * index check then reads "first failure at a position past the end", so
@@ -51,20 +60,66 @@ EXPORT CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes) {
   if (used + (long long)bytes > capacity)
     return OUT_OF_MEMORY;
   char *block = malloc(bytes + 256);
-  if (!block)
+  struct Allocation *a = malloc(sizeof *a);
+  if (!block || !a) {
+    free(block);
+    free(a);
     return OUT_OF_MEMORY;
+  }
   memcpy(block, &bytes, sizeof bytes);
   memset(block + 256, 0x7f, bytes);
   used += (long long)bytes;
   *p = (unsigned long long)(size_t)(block + 256);
+  a->base = *p;
+  a->bytes = bytes;
+  a->next = allocations;
+  allocations = a;
   return OK;
 }
 EXPORT CUresult cuMemFree_v2(unsigned long long p) {
+  for (struct Allocation **a = &allocations; *a; a = &(*a)->next)
+    if ((*a)->base == p) {
+      struct Allocation *gone = *a;
+      *a = gone->next;
+      free(gone);
+      break;
+    }
   char *block = (char *)(size_t)p - 256;
   size_t bytes;
   memcpy(&bytes, block, sizeof bytes);
   used -= (long long)bytes;
   free(block);
+  return OK;
+}
+
+/* The ordinal (9), start (11) and size (12) of the allocation holding p. */
+EXPORT CUresult cuPointerGetAttribute(void *data, int attribute,
+                                      unsigned long long p) {
+  for (struct Allocation *a = allocations; a; a = a->next)
+    if (p >= a->base && p < a->base + (a->bytes ? a->bytes : 1)) {
+      switch (attribute) {
+      case 9:
+        *(int *)data = 0;
+        return OK;
+      case 11:
+        *(unsigned long long *)data = a->base;
+        return OK;
+      case 12:
+        *(size_t *)data = a->bytes;
+        return OK;
+      default:
+        return INVALID_VALUE;
+      }
+    }
+  return INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
+  *p = malloc(bytes ? bytes : 1);
+  return *p ? OK : OUT_OF_MEMORY;
+}
+EXPORT CUresult cuMemFreeHost(void *p) {
+  free(p);
   return OK;
 }
 
@@ -327,4 +382,44 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags) {
 EXPORT CUresult cuStreamDestroy_v2(void *s) { return OK; }
 EXPORT CUresult cuStreamSynchronize(void *s) {
   return capturing ? STREAM_CAPTURE_UNSUPPORTED : OK;
+}
+
+/* Copies between device buffers, and the events that order the session's
+ * stream with a caller's, are logged: tests check where a run's tensors
+ * went. */
+EXPORT CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst,
+                                     unsigned long long src, size_t bytes,
+                                     void *stream) {
+  /* The runtime copies a caller's tensors outside a recording: a graph
+   * would replay the addresses of this run's tensors on the next run's. */
+  if (capturing)
+    return STREAM_CAPTURE_UNSUPPORTED;
+  char line[96];
+  snprintf(line, sizeof line, "copy %zu bytes device to device\n", bytes);
+  logLine(line);
+  memmove((void *)(size_t)dst, (const void *)(size_t)src, bytes);
+  return OK;
+}
+static int event;
+EXPORT CUresult cuEventCreate(void **e, unsigned flags) {
+  *e = &event;
+  return OK;
+}
+EXPORT CUresult cuEventDestroy_v2(void *e) { return OK; }
+/* The session's stream is the one cuStreamCreate made; any other is a
+ * caller's. */
+static const char *streamName(void *s) {
+  return s == &stream ? "the session's stream" : "a caller's stream";
+}
+EXPORT CUresult cuEventRecord(void *e, void *s) {
+  char line[96];
+  snprintf(line, sizeof line, "event recorded on %s\n", streamName(s));
+  logLine(line);
+  return OK;
+}
+EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags) {
+  char line[96];
+  snprintf(line, sizeof line, "%s waits on the event\n", streamName(s));
+  logLine(line);
+  return OK;
 }
