@@ -39,7 +39,7 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev libfmt-dev libgtest-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx libonnx-testdata graphviz
-  python3-dev pybind11-dev python3-numpy python3-pytest
+  python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
 )
 
 # What the benchmark adds: its peers, PyTorch and ONNX Runtime (through

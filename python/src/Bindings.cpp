@@ -6,16 +6,21 @@
 // without copies where they can: a C-contiguous input of the entry's dtype
 // becomes a view the compiled code reads in place, a given output array a
 // view it writes, and every new output an array over the runtime's own
-// buffer, which the array keeps alive. Runs release the GIL.
+// buffer, which the array keeps alive. A GPU's arrays cross the same way,
+// through DLPack or __cuda_array_interface__ (a torch.Tensor, CuPy), and
+// outputs made on the device come back as DeviceTensors, which export
+// both. Runs release the GIL.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/runtime.h"
 
+#include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -120,6 +125,260 @@ TensorPtr viewOf(py::array a, tfm_dtype_t dtype, bool writable) {
   return TensorPtr(t);
 }
 
+/// DLPack's code for bool, which came after the version Debian ships.
+constexpr uint8_t kDLBoolCode = 6;
+
+/// The DLPack type of a tfm dtype.
+DLDataType dlpackTypeOf(tfm_dtype_t dtype) {
+  auto bits = static_cast<uint8_t>(8 * tfm_dtype_size(dtype));
+  switch (dtype) {
+  case TFM_DTYPE_F32:
+  case TFM_DTYPE_F16:
+  case TFM_DTYPE_F64:
+    return {kDLFloat, bits, 1};
+  case TFM_DTYPE_BF16:
+    return {kDLBfloat, bits, 1};
+  case TFM_DTYPE_BOOL:
+    return {kDLBoolCode, bits, 1};
+  case TFM_DTYPE_U8:
+  case TFM_DTYPE_U16:
+  case TFM_DTYPE_U32:
+  case TFM_DTYPE_U64:
+    return {kDLUInt, bits, 1};
+  default:
+    return {kDLInt, bits, 1};
+  }
+}
+
+/// The tfm dtype of a DLPack type; 0 for one tfm has not.
+tfm_dtype_t dtypeOfDLPack(DLDataType t) {
+  for (int d = 1; d <= TFM_DTYPE_U64; ++d) {
+    auto dtype = static_cast<tfm_dtype_t>(d);
+    DLDataType want = dlpackTypeOf(dtype);
+    if (tfm_dtype_size(dtype) && t.code == want.code &&
+        t.bits == want.bits && t.lanes == want.lanes)
+      return dtype;
+  }
+  return static_cast<tfm_dtype_t>(0);
+}
+
+/// The tfm dtype of a __cuda_array_interface__ typestr ("<f4"); 0 for one
+/// tfm has not. bfloat16 has none.
+tfm_dtype_t dtypeOfTypestr(const std::string &typestr) {
+  if (typestr.size() != 3 || typestr[0] == '>')
+    return static_cast<tfm_dtype_t>(0);
+  std::string kind = typestr.substr(1);
+  for (int d = 1; d <= TFM_DTYPE_U64; ++d) {
+    auto dtype = static_cast<tfm_dtype_t>(d);
+    if (dtype == TFM_DTYPE_BF16 || !tfm_dtype_size(dtype))
+      continue;
+    py::dtype nd = numpyDtype(dtype);
+    std::string want =
+        std::string(1, nd.kind()) + std::to_string(nd.itemsize());
+    if (kind == want)
+      return dtype;
+  }
+  return static_cast<tfm_dtype_t>(0);
+}
+
+/// Whether `strides` (in units of `unit`; null: compact) lay out `dims`
+/// densely in row-major order; a dim of size 1 may have any stride.
+bool rowMajor(const std::vector<int64_t> &dims, const int64_t *strides,
+              int64_t unit) {
+  if (!strides)
+    return true;
+  int64_t expected = unit;
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i] != 1 && strides[i] != expected)
+      return false;
+    expected *= dims[i];
+  }
+  return true;
+}
+
+struct ManagedDeleter {
+  void operator()(DLManagedTensor *m) const {
+    if (m->deleter)
+      m->deleter(m);
+  }
+};
+/// A DLPack tensor consumed from a capsule, released when the run is done.
+using ManagedPtr = std::unique_ptr<DLManagedTensor, ManagedDeleter>;
+
+/// Why a foreign array cannot be `what` (an entry's input 'x'): raises.
+[[noreturn]] void refuse(const std::string &what, const std::string &why) {
+  raise(TFM_STATUS_INVALID_ARGUMENT, what + ": " + why);
+}
+
+/// A view of the memory of `obj`, an array with __cuda_array_interface__
+/// or __dlpack__ (a torch.Tensor, CuPy): dense, row-major, of `dtype`.
+/// `gpu` names the GPU a CUDA array interface's pointer is taken for
+/// (checked by the run); `stream` is the CUDA stream the run is ordered on
+/// (0: the default), which a DLPack producer orders its work before.
+/// `keep` receives what must live until the run ends.
+TensorPtr viewOfForeign(py::handle obj, const std::string &what,
+                        tfm_dtype_t dtype, bool writable,
+                        const std::string &gpu, intptr_t stream,
+                        std::vector<ManagedPtr> &keep) {
+  tfm_tensor_t *t = nullptr;
+  if (py::hasattr(obj, "__cuda_array_interface__")) {
+    py::dict cai = obj.attr("__cuda_array_interface__");
+    std::string typestr = py::cast<std::string>(cai["typestr"]);
+    tfm_dtype_t got = dtypeOfTypestr(typestr);
+    if (got != dtype)
+      refuse(what, std::string("the array is ") +
+                       (got ? dtypeName(got) : typestr.c_str()) + ", not " +
+                       dtypeName(dtype));
+    py::tuple data = cai["data"];
+    if (writable && py::cast<bool>(data[1]))
+      refuse(what, "the array is read-only; the run cannot write into it");
+    std::vector<int64_t> dims = py::cast<std::vector<int64_t>>(cai["shape"]);
+    std::vector<int64_t> strides;
+    if (cai.contains("strides") && !cai["strides"].is_none())
+      strides = py::cast<std::vector<int64_t>>(cai["strides"]);
+    size_t width = tfm_dtype_size(dtype);
+    if (!rowMajor(dims, strides.empty() ? nullptr : strides.data(),
+                  static_cast<int64_t>(width)))
+      refuse(what, "the array is not C-contiguous");
+    size_t bytes = width;
+    for (int64_t d : dims)
+      bytes *= static_cast<size_t>(d);
+    auto *p = reinterpret_cast<void *>(py::cast<uintptr_t>(data[0]));
+    check(tfm_tensor_create_device_view(dtype, dims.data(), dims.size(),
+                                        gpu.c_str(), p, bytes, &t));
+    return TensorPtr(t);
+  }
+  if (!py::hasattr(obj, "__dlpack__"))
+    refuse(what, "expected an array (numpy, or one with __dlpack__ or "
+                 "__cuda_array_interface__), not " +
+                     py::cast<std::string>(py::str(obj.get_type())));
+  py::tuple device = obj.attr("__dlpack_device__")();
+  int type = py::cast<int>(device[0]), id = py::cast<int>(device[1]);
+  bool onGpu = type == kDLCUDA || type == kDLCUDAManaged;
+  if (!onGpu && type != kDLCPU && type != kDLCUDAHost)
+    refuse(what, "the array is on a device tfm does not run on (DLPack "
+                 "device type " +
+                     std::to_string(type) + ")");
+  // DLPack's streams: 1 is the default (legacy) stream, 0 is not allowed.
+  py::object capsule =
+      onGpu ? obj.attr("__dlpack__")(py::arg("stream") = stream ? stream : 1)
+            : obj.attr("__dlpack__")();
+  auto *managed = static_cast<DLManagedTensor *>(
+      PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (!managed)
+    throw py::error_already_set();
+  // Consumed: the producer's capsule no longer frees it; `keep` does.
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  keep.emplace_back(managed);
+  const DLTensor &dl = managed->dl_tensor;
+  tfm_dtype_t got = dtypeOfDLPack(dl.dtype);
+  if (got != dtype)
+    refuse(what, std::string("the array is ") +
+                     (got ? dtypeName(got) : "of a type tfm has not") +
+                     ", not " + dtypeName(dtype));
+  std::vector<int64_t> dims(dl.shape, dl.shape + dl.ndim);
+  if (!rowMajor(dims, dl.strides, 1))
+    refuse(what, "the array is not C-contiguous");
+  size_t bytes = tfm_dtype_size(dtype);
+  for (int64_t d : dims)
+    bytes *= static_cast<size_t>(d);
+  std::string name = onGpu ? "cuda:" + std::to_string(id) : "cpu";
+  check(tfm_tensor_create_device_view(
+      dtype, dims.data(), dims.size(), name.c_str(),
+      static_cast<char *>(dl.data) + dl.byte_offset, bytes, &t));
+  return TensorPtr(t);
+}
+
+struct Session;
+
+/// An output a run made on the GPU. It exports itself through DLPack and
+/// __cuda_array_interface__ without a copy, and to numpy with one.
+struct DeviceTensor {
+  std::shared_ptr<tfm_tensor_t> t;
+  std::shared_ptr<Session> session;
+  /// The CUDA stream the run was ordered on (0: the default).
+  intptr_t stream = 0;
+
+  std::vector<int64_t> shape() const {
+    const int64_t *d = tfm_tensor_dims(t.get());
+    return std::vector<int64_t>(d, d + tfm_tensor_rank(t.get()));
+  }
+  std::string dtype() const { return dtypeName(tfm_tensor_dtype(t.get())); }
+  std::string device() const { return tfm_tensor_device(t.get()); }
+  int ordinal() const { return std::stoi(device().substr(5)); }
+  /// Makes the data safe to use on `consumer` (a DLPack stream: None or 1
+  /// the default, 2 the per-thread one, else a handle).
+  void readyFor(py::object consumer);
+  py::object dlpack(py::object consumer);
+  py::tuple dlpackDevice() const {
+    return py::make_tuple(static_cast<int>(kDLCUDA), ordinal());
+  }
+  py::dict cudaArrayInterface() const;
+  py::array numpy() const {
+    tfm_tensor_t *host = nullptr;
+    check(tfm_tensor_copy_to_host(t.get(), &host));
+    return adopt(host);
+  }
+};
+
+/// What a DLPack capsule of a DeviceTensor owns.
+struct Exported {
+  DLManagedTensor managed;
+  std::shared_ptr<tfm_tensor_t> keep;
+  std::vector<int64_t> shape;
+};
+
+py::object DeviceTensor::dlpack(py::object consumer) {
+  readyFor(consumer);
+  auto *e = new Exported{};
+  e->keep = t;
+  e->shape = shape();
+  DLTensor &dl = e->managed.dl_tensor;
+  dl.data = tfm_tensor_data(t.get());
+  dl.device = {kDLCUDA, ordinal()};
+  dl.ndim = static_cast<int32_t>(e->shape.size());
+  dl.dtype = dlpackTypeOf(tfm_tensor_dtype(t.get()));
+  dl.shape = e->shape.data();
+  dl.strides = nullptr;
+  dl.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](DLManagedTensor *m) {
+    delete static_cast<Exported *>(m->manager_ctx);
+  };
+  PyObject *capsule = PyCapsule_New(&e->managed, "dltensor", [](PyObject *c) {
+    // Never consumed: still ours to free.
+    if (PyCapsule_IsValid(c, "dltensor")) {
+      auto *m =
+          static_cast<DLManagedTensor *>(PyCapsule_GetPointer(c, "dltensor"));
+      m->deleter(m);
+    }
+  });
+  if (!capsule) {
+    delete e;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+py::dict DeviceTensor::cudaArrayInterface() const {
+  tfm_dtype_t dtype = tfm_tensor_dtype(t.get());
+  if (dtype == TFM_DTYPE_BF16)
+    throw py::attribute_error(
+        "__cuda_array_interface__ has no bfloat16; use __dlpack__");
+  py::dtype nd = numpyDtype(dtype);
+  py::dict d;
+  d["shape"] = py::tuple(py::cast(shape()));
+  d["typestr"] = std::string(dtype == TFM_DTYPE_BOOL ? "|" : "<") + nd.kind() +
+                 std::to_string(nd.itemsize());
+  d["data"] = py::make_tuple(
+      reinterpret_cast<uintptr_t>(tfm_tensor_data(t.get())), false);
+  d["strides"] = py::none();
+  d["version"] = 3;
+  // The stream the data is ready on; the consumer orders its work after.
+  d["stream"] = stream ? stream : 1;
+  return d;
+}
+
 struct Context {
   tfm_context_t *ctx = nullptr;
   Context(int32_t threads, const std::string &device) {
@@ -217,7 +476,7 @@ struct TokenCallback {
   }
 };
 
-struct Session {
+struct Session : std::enable_shared_from_this<Session> {
   std::shared_ptr<Module> module;
   tfm_session_t *s = nullptr;
   Session(std::shared_ptr<Module> m, bool profile, bool allowTF32) : module(m) {
@@ -230,19 +489,34 @@ struct Session {
   ~Session() { tfm_session_release(s); }
   Session(const Session &) = delete;
 
-  /// Runs `entry` with named inputs (arrays already of the entry's dtypes,
-  /// C-contiguous) and returns the named outputs; `given` maps output names
-  /// to arrays the run writes into.
+  /// Runs `entry` with named inputs (numpy arrays already of the entry's
+  /// dtypes, C-contiguous, or a GPU's arrays) and returns the named
+  /// outputs; `given` maps output names to arrays the run writes into.
+  /// On a GPU, a run with a GPU's arrays or outputs on the device is
+  /// ordered on `stream` (None: the default stream).
   py::dict run(const std::string &entry, py::dict inputs,
                std::vector<std::string> outputNames, py::dict given,
-               double timeoutMs) {
+               double timeoutMs, bool outputsOnDevice,
+               std::optional<intptr_t> stream) {
+    std::string gpu = tfm_session_device(s);
+    if (gpu.rfind("cuda", 0) != 0)
+      gpu = "cuda:0";
+    std::vector<ManagedPtr> keep;
+    auto tensorOf = [&](py::handle v, const std::string &what,
+                        tfm_dtype_t dtype, bool writable) {
+      if (py::isinstance<py::array>(v))
+        return viewOf(py::reinterpret_borrow<py::array>(v), dtype, writable);
+      return viewOfForeign(v, what, dtype, writable, gpu, stream.value_or(0),
+                           keep);
+    };
     std::vector<std::string> inNames;
     std::vector<TensorPtr> inTensors;
     for (auto [k, v] : inputs) {
       std::string name = py::cast<std::string>(k);
       tfm_dtype_t dtype = module->dtypeOf(entry, 0, name);
       inNames.push_back(name);
-      inTensors.push_back(viewOf(py::cast<py::array>(v), dtype, false));
+      inTensors.push_back(tensorOf(
+          v, "entry '" + entry + "': input '" + name + "'", dtype, false));
     }
     std::vector<TensorPtr> outTensors(outputNames.size());
     std::vector<py::object> results(outputNames.size());
@@ -250,23 +524,38 @@ struct Session {
       py::str key(outputNames[i]);
       if (!given.contains(key))
         continue;
-      py::array a = py::cast<py::array>(given[key]);
-      outTensors[i] = viewOf(a, module->dtypeOf(entry, 1, outputNames[i]), true);
+      py::object a = given[key];
+      outTensors[i] =
+          tensorOf(a, "entry '" + entry + "': output '" + outputNames[i] + "'",
+                   module->dtypeOf(entry, 1, outputNames[i]), true);
       results[i] = a;
     }
     std::vector<const char *> inNamePtrs, outNamePtrs;
     std::vector<tfm_tensor_t *> ins, outs;
+    bool onGpu = outputsOnDevice;
     for (size_t i = 0; i < inNames.size(); ++i) {
       inNamePtrs.push_back(inNames[i].c_str());
       ins.push_back(inTensors[i].get());
+      onGpu = onGpu || std::strcmp(tfm_tensor_device(ins.back()), "cpu") != 0;
     }
     for (size_t i = 0; i < outputNames.size(); ++i) {
       outNamePtrs.push_back(outputNames[i].c_str());
       outs.push_back(outTensors[i].get());
+      onGpu =
+          onGpu || (outs.back() &&
+                    std::strcmp(tfm_tensor_device(outs.back()), "cpu") != 0);
     }
     tfm_run_options_t o;
     tfm_run_options_init(&o);
     o.timeout_ms = timeoutMs;
+    o.outputs_on_device = outputsOnDevice;
+    // As PyTorch's work is: ordered on a stream, the default one unless
+    // named.
+    bool gpuSession = std::strcmp(tfm_session_device(s), "cpu") != 0;
+    if (stream || (gpuSession && onGpu)) {
+      o.use_stream = 1;
+      o.stream = reinterpret_cast<void *>(stream.value_or(0));
+    }
     tfm_status_t status;
     {
       py::gil_scoped_release unlocked;
@@ -276,10 +565,30 @@ struct Session {
     }
     check(status);
     py::dict out;
-    for (size_t i = 0; i < outputNames.size(); ++i)
-      out[py::str(outputNames[i])] =
-          outTensors[i] ? results[i] : py::object(adopt(outs[i]));
+    for (size_t i = 0; i < outputNames.size(); ++i) {
+      py::str key(outputNames[i]);
+      if (outTensors[i]) {
+        out[key] = results[i];
+      } else if (std::strcmp(tfm_tensor_device(outs[i]), "cpu") == 0) {
+        out[key] = adopt(outs[i]);
+      } else {
+        DeviceTensor d;
+        d.t = std::shared_ptr<tfm_tensor_t>(outs[i], tfm_tensor_release);
+        d.session = shared_from_this();
+        d.stream = stream.value_or(0);
+        out[key] = py::cast(std::move(d));
+      }
+    }
     return out;
+  }
+
+  void synchronize() {
+    tfm_status_t status;
+    {
+      py::gil_scoped_release unlocked;
+      status = tfm_session_synchronize(s);
+    }
+    check(status);
   }
 
   std::vector<std::string> parameterNames() const {
@@ -387,6 +696,14 @@ struct Session {
   }
 };
 
+void DeviceTensor::readyFor(py::object consumer) {
+  auto legacy = [](intptr_t v) { return v == 0 || v == 1; };
+  intptr_t want = consumer.is_none() ? 1 : py::cast<intptr_t>(consumer);
+  if (want == stream || (legacy(want) && legacy(stream)))
+    return;
+  session->synchronize();
+}
+
 } // namespace
 
 PYBIND11_MODULE(_tfm, m) {
@@ -408,6 +725,26 @@ PYBIND11_MODULE(_tfm, m) {
         return tfm_module_generation_max_length(mod.m);
       });
 
+  py::class_<DeviceTensor>(m, "DeviceTensor")
+      .def_property_readonly(
+          "shape",
+          [](const DeviceTensor &d) { return py::tuple(py::cast(d.shape())); })
+      .def_property_readonly("dtype", &DeviceTensor::dtype)
+      .def_property_readonly("device", &DeviceTensor::device)
+      .def("__dlpack__", &DeviceTensor::dlpack, py::kw_only(),
+           py::arg("stream") = py::none())
+      .def("__dlpack_device__", &DeviceTensor::dlpackDevice)
+      .def_property_readonly("__cuda_array_interface__",
+                             &DeviceTensor::cudaArrayInterface)
+      .def("numpy", &DeviceTensor::numpy)
+      .def("__repr__", [](const DeviceTensor &d) {
+        std::string dims;
+        for (int64_t v : d.shape())
+          dims += (dims.empty() ? "" : ", ") + std::to_string(v);
+        return "DeviceTensor(" + d.dtype() + "[" + dims + "], device='" +
+               d.device() + "')";
+      });
+
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
       .def(py::init<std::shared_ptr<Module>, bool, bool>())
       .def_property_readonly(
@@ -418,6 +755,7 @@ PYBIND11_MODULE(_tfm, m) {
                                return std::string(tfm_session_describe(s.s));
                              })
       .def("run", &Session::run)
+      .def("synchronize", &Session::synchronize)
       .def("parameter_names", &Session::parameterNames)
       .def("get_parameter", &Session::getParameter)
       .def("set_parameter", &Session::setParameter)

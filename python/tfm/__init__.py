@@ -15,7 +15,8 @@ from ._errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded,
                       InvalidArgument, NotFound, OutOfRange, ResourceExhausted,
                       Unavailable)
 from . import _tfm
-from ._session import Entry, Generation, Module, Port, Session, load
+from ._session import (DeviceTensor, Entry, Generation, Module, Port, Session,
+                       load)
 from ._compiler import compile, tfmc_path
 from ._inference import InferenceSession, NodeArg
 
@@ -25,6 +26,7 @@ model_abi_version = _tfm.model_abi_version()
 
 __all__ = [
     "compile", "load", "Module", "Session", "Entry", "Port", "Generation",
+    "DeviceTensor",
     "InferenceSession", "NodeArg", "tfmc_path", "Error", "InvalidArgument",
     "NotFound", "Incompatible", "DataLoss", "ResourceExhausted", "Internal",
     "FailedPrecondition", "Unavailable", "OutOfRange", "Cancelled",

@@ -9,7 +9,46 @@ import numpy as np
 from . import _tfm
 from ._errors import InvalidArgument, NotFound
 
-__all__ = ["load", "Module", "Session", "Entry", "Port", "Generation"]
+__all__ = ["load", "Module", "Session", "Entry", "Port", "Generation",
+           "DeviceTensor"]
+
+#: An output a run made on the GPU (Session.run(..., device_outputs=True)):
+#: shape, dtype, device; __dlpack__ and __cuda_array_interface__ hand it to
+#: PyTorch or CuPy without a copy (torch.from_dlpack(t)), numpy() copies it
+#: to the host.
+DeviceTensor = _tfm.DeviceTensor
+
+# DLPack's device types of a GPU's memory (CUDA, CUDA managed).
+_DLPACK_GPU = (2, 13)
+
+
+def _on_gpu(value):
+    """Whether `value` is a GPU's array that the runtime takes as it is."""
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    if isinstance(value, np.ndarray) or not hasattr(value, "__dlpack__"):
+        return False
+    return value.__dlpack_device__()[0] in _DLPACK_GPU
+
+
+def _is_array(value):
+    """One array (numpy, or any with __dlpack__ or __cuda_array_interface__),
+    not a sequence of them."""
+    return (isinstance(value, np.ndarray) or np.isscalar(value)
+            or hasattr(value, "__dlpack__")
+            or hasattr(value, "__cuda_array_interface__"))
+
+
+def _stream_handle(stream):
+    """A CUDA stream as its handle: an int, or an object with cuda_stream
+    (torch.cuda.Stream) or ptr (CuPy's)."""
+    if stream is None or isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    raise InvalidArgument(f"stream must be a CUDA stream handle (an int) or a "
+                          f"stream object, not {type(stream).__name__}")
 
 
 class Port:
@@ -59,7 +98,12 @@ def _to_bfloat16_bits(a):
 def _as_input(value, port):
     """`value` as an array the runtime reads in place: the same array when
     it is C-contiguous, aligned and of the port's dtype, else a converted
-    copy."""
+    copy. A GPU's array is passed as it is (the runtime checks it); another
+    with __dlpack__ (a CPU torch.Tensor) is viewed as a numpy array."""
+    if _on_gpu(value):
+        return value
+    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+        value = np.from_dlpack(value)
     want = _numpy_dtype(port.dtype)
     if not isinstance(value, np.ndarray):
         value = np.asarray(value, dtype=None if port.dtype == "bfloat16" else want)
@@ -190,7 +234,7 @@ class Session:
                         "inputs are " + ", ".join(ports))
                 feed[name] = _as_input(value, ports[name])
             return feed
-        if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+        if _is_array(inputs):
             inputs = [inputs]
         inputs = list(inputs)
         if len(inputs) != len(entry.inputs):
@@ -200,15 +244,27 @@ class Session:
                 + f"); got {len(inputs)}")
         return {p.name: _as_input(v, p) for p, v in zip(entry.inputs, inputs)}
 
-    def run(self, inputs, entry=None, outputs=None, out=None, timeout_ms=0):
+    def run(self, inputs, entry=None, outputs=None, out=None, timeout_ms=0,
+            device_outputs=False, stream=None):
         """Runs `entry` (default "infer") and returns {output name: array}.
 
         inputs: {name: array}, a list by position, or one array. An array
-          that is C-contiguous and of the input's dtype is read in place.
+          that is C-contiguous and of the input's dtype is read in place: a
+          numpy array, or on a GPU session a GPU's array (any object with
+          __dlpack__ or __cuda_array_interface__: a torch.Tensor on the
+          GPU, CuPy), which never passes through the host.
         outputs: the output names wanted (default all).
         out: {name: array} written in place (C-contiguous, writable, of the
-          output's dtype and shape); the result holds the same arrays.
-        timeout_ms: raise tfm.DeadlineExceeded past this (0: no limit)."""
+          output's dtype and shape, on the host or the session's GPU); the
+          result holds the same arrays.
+        timeout_ms: raise tfm.DeadlineExceeded past this (0: no limit).
+        device_outputs: new outputs stay on the session's GPU, as
+          tfm.DeviceTensor (torch.from_dlpack takes them without a copy);
+          a CPU session's are numpy arrays either way.
+        stream: the CUDA stream (a handle, or a torch.cuda.Stream) a run
+          with a GPU's arrays is ordered on, as PyTorch orders its work;
+          None: the default stream. Such a run returns before the GPU is
+          done, unless an output is on the host."""
         e = self.module.entry(entry or self._default_entry())
         feed = self._feed(e, inputs)
         names = list(outputs) if outputs is not None else [p.name for p in e.outputs]
@@ -216,7 +272,14 @@ class Session:
             if n not in names:
                 raise NotFound(f"entry '{e.name}' has no output '{n}' among "
                                "those asked for: " + ", ".join(names))
-        return self._s.run(e.name, feed, names, dict(out or {}), float(timeout_ms))
+        return self._s.run(e.name, feed, names, dict(out or {}),
+                           float(timeout_ms), bool(device_outputs),
+                           _stream_handle(stream))
+
+    def synchronize(self):
+        """Waits until the GPU has finished the session's runs (a run with
+        a GPU's arrays returns before)."""
+        self._s.synchronize()
 
     def train_step(self, inputs, labels):
         """Runs one step of "train_step" (a model compiled with train) and
@@ -226,7 +289,7 @@ class Session:
         if isinstance(inputs, dict):
             feed = dict(inputs)
         else:
-            if isinstance(inputs, np.ndarray):
+            if _is_array(inputs):
                 inputs = [inputs]
             feed = {p.name: v for p, v in zip(e.inputs, inputs)}
         rest = [p.name for p in e.inputs if p.name not in feed]

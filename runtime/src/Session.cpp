@@ -380,6 +380,20 @@ tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
                               num_inputs, nullptr, out_outputs, num_outputs);
 }
 
+tfm_status_t tfm_session_synchronize(tfm_session_t *session) {
+  if (!session)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_synchronize: session is NULL");
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_synchronize");
+  return guarded("tfm_session_synchronize", [&]() -> tfm_status_t {
+    session->device->synchronize();
+    session->devicePending = false;
+    return nullptr;
+  });
+}
+
 tfm_status_t tfm_cancel_flag_create(tfm_cancel_flag_t **out_flag) {
   if (!out_flag)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,

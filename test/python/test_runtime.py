@@ -193,3 +193,128 @@ def test_a_run_past_its_timeout_raises_and_changes_nothing():
 def test_versions():
     assert tfm.__version__.count(".") == 2
     assert tfm.model_abi_version >= 5
+
+
+class OnlyDLPack:
+    """An array that offers nothing but DLPack (as PyTorch's tensors do
+    besides numpy's protocols), recording the stream it was asked for."""
+
+    def __init__(self, array):
+        self.array = array
+        self.streams = []
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        return self.array.__dlpack__() if stream is None else \
+            self.array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_dlpack_arrays_on_the_host_are_read_in_place():
+    s = tfm.load(fake()).session()
+    lib = probe()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, 2, 3], dtype=np.float32)
+    y = s.run([OnlyDLPack(x), OnlyDLPack(b)], device_outputs=True)["y"]
+    assert lib.fake_seen_buffer(0) == x.ctypes.data
+    # A CPU session's outputs are numpy arrays, device_outputs or not.
+    assert isinstance(y, np.ndarray)
+    np.testing.assert_array_equal(y, x + b + np.array([100, 200, 300]))
+    with pytest.raises(tfm.InvalidArgument) as e:
+        s.run([x, b], stream=7)
+    assert "use_stream orders a run with a CUDA stream, but the session " \
+           "computes on cpu" in str(e.value)
+
+
+# Runs in a child process: the stand-in CUDA driver is the process's once
+# opened, and other tests open none.
+GPU_ARRAYS = r'''
+import sys
+import numpy as np
+import tfm
+sys.path.insert(0, sys.argv[2])
+from test_runtime import OnlyDLPack
+
+
+class Interface:
+    """A GPU array as CuPy hands one over: __cuda_array_interface__ only."""
+
+    def __init__(self, d):
+        self.__cuda_array_interface__ = d
+
+
+def refused(fn, message):
+    try:
+        fn()
+    except tfm.InvalidArgument as e:
+        assert message in str(e), (message, str(e))
+    else:
+        raise AssertionError("accepted: " + message)
+
+
+s = tfm.load(sys.argv[1]).session()
+assert s.device == "cuda:0"
+x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+y = s.run({"x": x}, entry="project", device_outputs=True)["y"]
+assert isinstance(y, tfm.DeviceTensor), type(y)
+assert (y.shape, y.dtype, y.device) == ((2, 3), "float32", "cuda:0"), y
+assert y.__dlpack_device__() == (2, 0)
+np.testing.assert_array_equal(y.numpy(), 2 * x)
+# Back in through DLPack: the capsule tfm exported, asked for on the
+# default stream (1).
+through = OnlyDLPack(y)
+z = s.run([through], entry="project", device_outputs=True)["y"]
+assert through.streams == [1], through.streams
+np.testing.assert_array_equal(z.numpy(), 4 * x)
+# And through the CUDA array interface, to a host output.
+cai = dict(z.__cuda_array_interface__)
+assert cai["typestr"] == "<f4" and cai["shape"] == (2, 3), cai
+w = s.run([Interface(cai)], entry="project")["y"]
+assert isinstance(w, np.ndarray)
+np.testing.assert_array_equal(w, 8 * x)
+# Written into a GPU array the caller gave, on the caller's stream.
+given = Interface(cai)
+out = s.run({"x": x}, entry="project", out={"y": given}, stream=1234)
+assert out["y"] is given
+s.synchronize()
+np.testing.assert_array_equal(z.numpy(), 2 * x)
+# Refused by name.
+refused(lambda: s.run([Interface(dict(cai, typestr="<f2"))], entry="project"),
+        "entry 'project': input 'x': the array is float16, not float32")
+refused(lambda: s.run([Interface(dict(cai, strides=(4, 8)))],
+                      entry="project"),
+        "entry 'project': input 'x': the array is not C-contiguous")
+refused(lambda: s.run({"x": x}, entry="project",
+                      out={"y": Interface(dict(cai, data=(cai["data"][0],
+                                                          True)))}),
+        "output 'y': the array is read-only")
+host = np.zeros((2, 3), np.float32)
+refused(lambda: s.run([Interface(dict(cai, data=(host.ctypes.data, False)))],
+                      entry="project"),
+        "is not memory the CUDA driver allocated")
+# numpy takes host memory only; the copy is numpy().
+try:
+    np.from_dlpack(z)
+except (RuntimeError, BufferError, TypeError):
+    pass
+else:
+    raise AssertionError("numpy read a GPU's memory")
+print("ok")
+'''
+
+
+def test_gpu_arrays_cross_without_the_host(tmp_path):
+    import subprocess
+    import sys
+    lib = os.path.join(os.path.dirname(UNITTESTS), "..", "lib")
+    env = dict(os.environ,
+               TFM_CUDA_DRIVER=built(os.path.join(lib, "libfake_cuda_driver.so")),
+               TFM_CUBLASLT=built(os.path.join(lib, "libfake_cublaslt.so")))
+    script = tmp_path / "gpu_arrays.py"
+    script.write_text(GPU_ARRAYS)
+    r = subprocess.run([sys.executable, str(script), fake("_cuda"),
+                        os.path.dirname(__file__)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

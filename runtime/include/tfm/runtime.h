@@ -269,6 +269,11 @@ TFM_API tfm_status_t tfm_session_run(tfm_session_t *session, const char *entry,
                                      tfm_tensor_t **out_outputs,
                                      size_t num_outputs);
 
+/* Waits until the device has finished the work of the session's runs (a
+ * run ordered with a caller's stream returns before); at once on the CPU.
+ * A kernel that failed meanwhile fails this call. */
+TFM_API tfm_status_t tfm_session_synchronize(tfm_session_t *session);
+
 /* A flag that cancels the runs given it: raise it from any thread, and
  * every run using it stops before its next kernel with
  * TFM_STATUS_CANCELLED. Thread-safe. */

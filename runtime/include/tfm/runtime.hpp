@@ -321,6 +321,10 @@ public:
     return result;
   }
 
+  /// Waits for the device to finish the session's runs (those ordered
+  /// with a caller's stream return before).
+  void synchronize() { check(tfm_session_synchronize(get())); }
+
   /// The profile of the runs so far (a session created with profile):
   /// the table, or a trace viewers open.
   void writeProfile(const std::string &path,

@@ -662,6 +662,7 @@ TEST(CudaDevice, RunsOrderedWithTheCallersStream) {
   EXPECT_NE(mark, std::string::npos) << text;
   EXPECT_NE(done, std::string::npos) << text;
   EXPECT_LT(mark, done) << text;
+  EXPECT_EQ(messageOf(tfm_session_synchronize(g.s)), "");
   EXPECT_FLOAT_EQ(hostValues(y)[0], 2);
   tfm_tensor_release(y);
   tfm_tensor_release(x);
