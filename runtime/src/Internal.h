@@ -164,6 +164,15 @@ inline const uint32_t *kernelFlagTable(const tfm_abi_model_t *m) {
              : nullptr;
 }
 
+/// How the model's code reports its checks (a tfm_check_mode_t):
+/// TFM_CHECKS_MID_RUN in a description from before the append.
+inline int32_t checkMode(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, check_slots_offset) +
+                               sizeof(m->check_slots_offset)
+             ? m->check_mode
+             : TFM_CHECKS_MID_RUN;
+}
+
 /// Kernel `index`'s tfm_kernel_flag_t bits.
 inline uint32_t kernelFlags(const tfm_abi_model_t *m, int32_t index) {
   const uint32_t *flags = kernelFlagTable(m);

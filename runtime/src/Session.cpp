@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 using namespace tfm::runtime;
 
@@ -132,20 +133,13 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
   return 0;
 }
 
-/// The check entry point compiled code calls through tfm_abi_host_t: an
-/// index it was about to read is out of range.
-int32_t checkFailed(const tfm_abi_host_t *host, int32_t check,
-                    int64_t position, int64_t value) {
-  auto *session = static_cast<tfm_session_s *>(host->session);
-  const tfm_abi_model_t *m = session->module->model;
-  if (check < 0 || check >= m->num_checks) {
-    session->failure = fmt::format("an unknown check {} failed", check);
-    return kCorrupt;
-  }
-  const tfm_abi_check_desc_t &c = m->checks[check];
+/// Why check `c` failed in a run of `e`: the element at flat `position` of
+/// the indices holds `value`.
+std::string describeCheck(const tfm_abi_check_desc_t &c,
+                          const tfm_abi_entry_t *e, int64_t position,
+                          int64_t value) {
   // The position as a multi-index when the indices are an entry input.
   std::string where = fmt::format("at position {}", position);
-  const tfm_abi_entry_t *e = session->running;
   if (e && c.input >= 0 && c.input < e->num_inputs) {
     const tfm_abi_tensor_desc_t &d = e->inputs[c.input];
     std::vector<int64_t> index(static_cast<size_t>(d.rank));
@@ -156,10 +150,66 @@ int32_t checkFailed(const tfm_abi_host_t *host, int32_t check,
     }
     where = "at " + shapeString(index.data(), index.size());
   }
+  return fmt::format("{} holds {} {}, outside [{}, {}) that {} reads", c.tensor,
+                     value, where, c.lower, c.upper, c.op);
+}
+
+/// The check entry point compiled code calls through tfm_abi_host_t: an
+/// index it was about to read is out of range.
+int32_t checkFailed(const tfm_abi_host_t *host, int32_t check, int64_t position,
+                    int64_t value) {
+  auto *session = static_cast<tfm_session_s *>(host->session);
+  const tfm_abi_model_t *m = session->module->model;
+  if (check < 0 || check >= m->num_checks) {
+    session->failure = fmt::format("an unknown check {} failed", check);
+    return kCorrupt;
+  }
   session->failure =
-      fmt::format("{} holds {} {}, outside [{}, {}) that {} reads", c.tensor,
-                  value, where, c.lower, c.upper, c.op);
+      describeCheck(m->checks[check], session->running, position, value);
   return kCheckFailed;
+}
+
+/// Where the checks of a model in TFM_CHECKS_IN_STATE write their
+/// outcomes in the session's state, or null for another model.
+char *checkSlots(const tfm_session_s &session) {
+  const tfm_abi_model_t *m = session.module->model;
+  if (checkMode(m) != TFM_CHECKS_IN_STATE || m->num_checks <= 0)
+    return nullptr;
+  return static_cast<char *>(session.state.get()) + m->check_slots_offset;
+}
+
+/// Sets every check's slot to "passed" before a run.
+void clearCheckSlots(tfm_session_s &session) {
+  char *slots = checkSlots(session);
+  if (!slots)
+    return;
+  std::vector<int64_t> passed(
+      size_t(session.module->model->num_checks) * TFM_CHECK_SLOT_BYTES / 8, -1);
+  session.device->copyToDevice(slots, passed.data(),
+                               passed.size() * sizeof(int64_t));
+}
+
+/// After a run of `e`: the first check (in the code's order) whose slot
+/// holds a failure, described into session.failure; kCheckFailed, or 0
+/// when every check passed.
+int32_t readCheckSlots(tfm_session_s &session, const tfm_abi_entry_t *e) {
+  char *slots = checkSlots(session);
+  if (!slots)
+    return 0;
+  const tfm_abi_model_t *m = session.module->model;
+  std::vector<int64_t> outcome(size_t(m->num_checks) * TFM_CHECK_SLOT_BYTES /
+                               8);
+  session.device->copyToHost(outcome.data(), slots,
+                             outcome.size() * sizeof(int64_t));
+  constexpr size_t stride = TFM_CHECK_SLOT_BYTES / 8;
+  for (int32_t i = 0; i < m->num_checks; ++i) {
+    int64_t position = outcome[i * stride], value = outcome[i * stride + 1];
+    if (position < 0)
+      continue;
+    session.failure = describeCheck(m->checks[i], e, position, value);
+    return kCheckFailed;
+  }
+  return 0;
 }
 
 /// The launch entry point compiled code for a GPU calls through
@@ -230,7 +280,7 @@ std::string whyNoGraphs(const Device &device, const tfm_abi_model_t &m,
     return why;
   if (profiled)
     return "the profile times each kernel";
-  if (m.num_checks > 0)
+  if (m.num_checks > 0 && checkMode(&m) != TFM_CHECKS_IN_STATE)
     return fmt::format("the code reads {} index check{} back mid-run",
                        m.num_checks, m.num_checks == 1 ? "" : "s");
   return "";
@@ -704,6 +754,7 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
                              at.outBytes[i]);
       host.input_bytes = at.inBytes.data();
       host.output_bytes = at.outBytes.data();
+      clearCheckSlots(*session);
       session->running = e;
       if (replays) {
         // The second run records the entry's work; every run replays it.
@@ -724,6 +775,8 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
         rc = e->fn(&host, at.in.data(), at.out.data());
       }
       session->running = nullptr;
+      if (rc == 0)
+        rc = readCheckSlots(*session, e);
       if (rc == 0)
         collectOutputs(*session, *e, outs.data(), at);
       // Ordered with the caller's stream, the run may still be going; else

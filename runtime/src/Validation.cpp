@@ -530,6 +530,24 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                                  "or the weights",
                                  i, st.tensor.name));
   }
+  // The checks' outcomes, where the code writes them: past the slots, in
+  // the state.
+  int32_t mode = checkMode(m);
+  if (mode != TFM_CHECKS_MID_RUN && mode != TFM_CHECKS_IN_STATE)
+    return corrupt(
+        fmt::format("its checks report in the unknown mode {}", mode));
+  if (mode == TFM_CHECKS_IN_STATE) {
+    uint64_t offset = m->check_slots_offset;
+    uint64_t bytes = uint64_t(TFM_CHECK_SLOT_BYTES) *
+                     static_cast<uint64_t>(std::max(m->num_checks, 0));
+    if (offset % 8 || offset < stateEnd || offset > m->state_bytes ||
+        bytes > m->state_bytes - offset)
+      return corrupt(fmt::format("the slots of its {} checks at {} do not "
+                                 "lie in its state past the state's slots "
+                                 "({} bytes)",
+                                 m->num_checks, offset, m->state_bytes));
+    stateEnd = offset + bytes;
+  }
   // The compiler lays the slots end to end, each padded to the buffer
   // alignment: the state holds them and nothing more. (Sessions zero it,
   // so a corrupt size would otherwise cost its memory.)

@@ -11,7 +11,7 @@
 // the launch's status when it fails.
 
 // LINALG-NOT: tfm.kernel_call
-// LINALG: func.func private @__tfm_read_device
+// LINALG-NOT: __tfm_read_device
 // LINALG: func.func @__tfm_entry_infer({{.*}}) -> i32 attributes {llvm.bareptr}
 // LINALG: linalg.generic
 // LINALG: arith.maximumf

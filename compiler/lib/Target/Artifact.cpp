@@ -223,6 +223,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     maxLength = n.getInt();
   if (auto bytes = module->getAttrOfType<IntegerAttr>("tfm.state_bytes"))
     stateBytes = bytes.getInt();
+  // Where the checks write their outcomes, when they do not stop the run.
+  auto checkSlots =
+      module->getAttrOfType<IntegerAttr>("tfm.check_slots_offset");
   // The dialect verified the tables' element types; the ABI takes fewer
   // element types than the dialect, so check those before the tables go.
   for (auto e : entries.getAsRange<EntryAttr>())
@@ -311,7 +314,6 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     kHostInputBytes = 10,
     kHostOutputBytes = 11,
     kHostLaunch = 12,
-    kHostReadDevice = 13,
     kHostParallelFor = 14
   };
   using Tensor = tfm_abi_tensor_desc_t;
@@ -353,9 +355,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
        offsetof(Check, lower), offsetof(Check, upper)});
   using Model = tfm_abi_model_t;
   auto *modelTy = abiStruct("tfm_abi_model_t",
-                            {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32,
-                             ptr, i64, i32, ptr, i32, ptr, i32, ptr, ptr,
-                             i64, i32, ptr, i64, i32, ptr, ptr, ptr, ptr},
+                            {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr,
+                             i64, i32, ptr, i32, ptr, i32, ptr, ptr, i64, i32,
+                             ptr, i64, i32, ptr, ptr, ptr, ptr, i32, i64},
                             sizeof(Model),
                             {offsetof(Model, abi_version),
                              offsetof(Model, struct_size),
@@ -383,7 +385,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
                              offsetof(Model, dynamic_entries),
                              offsetof(Model, kernel_origins),
                              offsetof(Model, kernel_flags),
-                             offsetof(Model, device_kernel_origins)});
+                             offsetof(Model, device_kernel_origins),
+                             offsetof(Model, check_mode),
+                             offsetof(Model, check_slots_offset)});
   using Dynamic = tfm_abi_dynamic_entry_t;
   auto *dynamicTy = abiStruct(
       "tfm_abi_dynamic_entry_t",
@@ -424,8 +428,7 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
         fnTy, fn, {host, cf->getArg(1), cf->getArg(2), cf->getArg(3)}));
   }
 
-  // host->launch(host, kernel, grid, block, shared, args) and
-  // host->read_device(host, dst, src, bytes), for GPU code.
+  // host->launch(host, kernel, grid, block, shared, args), for GPU code.
   auto forward = [&](StringRef symbol, unsigned field) {
     llvm::Function *f = m->getFunction(symbol);
     if (!f || !f->isDeclaration())
@@ -440,7 +443,6 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     b.CreateRet(b.CreateCall(f->getFunctionType(), fn, args));
   };
   forward(kLaunchKernelSymbol, kHostLaunch);
-  forward(kReadDeviceSymbol, kHostReadDevice);
 
   // host->parallel_for(host, task, args, n), for the loops
   // tfm-parallelize-glue outlined; a host from before the field runs the
@@ -758,7 +760,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
                  : nullPtr,
            deviceOrigins ? constantArray(*m, ptr, deviceOriginValues,
                                          ".tfm.device_kernel_origins")
-                         : nullPtr}),
+                         : nullPtr,
+           i32c(checkSlots ? TFM_CHECKS_IN_STATE : TFM_CHECKS_MID_RUN),
+           i64c(checkSlots ? checkSlots.getInt() : 0)}),
       ".tfm.model");
 
   // The one exported symbol.

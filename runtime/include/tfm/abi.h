@@ -286,6 +286,22 @@ typedef struct tfm_abi_check_desc_t {
   int64_t lower, upper;
 } tfm_abi_check_desc_t;
 
+/* How compiled code reports its checks (tfm_abi_model_t.check_mode):
+ *  - TFM_CHECKS_MID_RUN: it stops at the first that fails and calls
+ *    host->check_failed (reading the device's result back first on a GPU);
+ *  - TFM_CHECKS_IN_STATE: it runs on, every index clamped into range, and
+ *    writes each check's outcome to its slot in the session's state, at
+ *    check_slots_offset + check * TFM_CHECK_SLOT_BYTES: the first position
+ *    out of range and the value there (int64 each), or -1 and -1 when
+ *    every index is in range. The runtime sets every slot to -1 before a
+ *    run and reads them after it, so nothing is read mid-run and a GPU's
+ *    run can be recorded as a graph. */
+typedef enum tfm_check_mode_t {
+  TFM_CHECKS_MID_RUN = 0,
+  TFM_CHECKS_IN_STATE = 1,
+} tfm_check_mode_t;
+#define TFM_CHECK_SLOT_BYTES 16
+
 /* Called by compiled code when check `check` fails: the element at flat
  * position `position` of the indices holds `value`. Returns the status the
  * entry then returns. */
@@ -474,6 +490,11 @@ typedef struct tfm_abi_model_t {
    * for each of the num_device_kernels kernels, where in the model it came
    * from, as kernel_origins; NULL when unknown. */
   const char *const *device_kernel_origins;
+  /* A sixth append to version 5, absent when struct_size ends before it:
+   * how the code reports its checks (a tfm_check_mode_t), and for
+   * TFM_CHECKS_IN_STATE where their slots begin in the state. */
+  int32_t check_mode;
+  uint64_t check_slots_offset;
 } tfm_abi_model_t;
 
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -339,6 +340,26 @@ TEST_F(CorruptedGPU, UnknownKernelFlagsAreRefusedAtLoad) {
       lib.patched(&lib.model->kernel_flags[0], uint32_t(6), "flags"));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
   EXPECT_NE(msg.find("kernel 0 has unknown flags 0x6"), std::string::npos)
+      << msg;
+}
+
+// A GPU model's checks write their outcomes to slots past its state's
+// slots, which the runtime reads after each run.
+TEST_F(CorruptedGPU, CheckSlotsOutsideTheStateAreRefusedAtLoad) {
+  ASSERT_GT(lib.model->num_checks, 0) << "the labels of train_step are checked";
+  ASSERT_EQ(lib.model->check_mode, TFM_CHECKS_IN_STATE);
+  EXPECT_EQ(lib.model->check_slots_offset +
+                uint64_t(TFM_CHECK_SLOT_BYTES) * lib.model->num_checks,
+            lib.model->state_bytes);
+  auto [code, msg] = loadAndRun(lib.patched(
+      &lib.model->check_slots_offset, lib.model->state_bytes - 8, "slots"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("checks at"), std::string::npos) << msg;
+  std::tie(code, msg) =
+      loadAndRun(lib.patched(&lib.model->check_mode, int32_t(7), "check_mode"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("its checks report in the unknown mode 7"),
+            std::string::npos)
       << msg;
 }
 

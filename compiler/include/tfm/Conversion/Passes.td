@@ -126,8 +126,9 @@ def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
     outputs...) -> i32` on memrefs of device memory, every op lowered by the
     backend-neutral TfmToLinalg lowerings. The module gets the same tables
     as for the CPU (`tfm.entries`, `tfm.states`, `tfm.checks`, the weights
-    layout) and an empty kernel table. Index checks read their result
-    through `__tfm_read_device`.
+    layout) and an empty kernel table. Index checks write their outcome to
+    their slot in the state (`tfm.check_slots_offset`), which the runtime
+    reads after the run.
   }];
   let options = [
     Option<"computeType", "compute-type", "::mlir::tfm::ComputeType",

@@ -20,9 +20,6 @@ inline constexpr const char *kCheckFailedSymbol = "__tfm_check_failed";
 /// int32_t __tfm_launch_kernel(host, kernel, grid[3], block[3], shared,
 /// args): calls host->launch for a GPU kernel of the model's device code.
 inline constexpr const char *kLaunchKernelSymbol = "__tfm_launch_kernel";
-/// int32_t __tfm_read_device(host, dst, src, bytes): calls
-/// host->read_device, so that host code can read what a kernel wrote.
-inline constexpr const char *kReadDeviceSymbol = "__tfm_read_device";
 /// void __tfm_parallel_for(host, task, args, n): calls
 /// host->parallel_for(host, task, args, n), or task(args, 0, n) for a host
 /// without it (tfm-parallelize-glue).

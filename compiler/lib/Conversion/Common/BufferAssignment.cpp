@@ -169,7 +169,15 @@ void mlir::tfm::recordModuleLayout(ModuleOp module, const ModuleLayout &layout,
                                        static_cast<StateKind>(slot.kind),
                                        slot.type, slot.offset, slot.init));
   module->setAttr("tfm.states", b.getArrayAttr(slots));
-  module->setAttr("tfm.state_bytes", b.getI64IntegerAttr(layout.state.bytes));
+  int64_t stateBytes = layout.state.bytes;
+  if (layout.checkSlotsOffset >= 0 && !layout.checks.checks.empty()) {
+    stateBytes = layout.checkSlotsOffset +
+                 TFM_CHECK_SLOT_BYTES *
+                     static_cast<int64_t>(layout.checks.checks.size());
+    module->setAttr("tfm.check_slots_offset",
+                    b.getI64IntegerAttr(layout.checkSlotsOffset));
+  }
+  module->setAttr("tfm.state_bytes", b.getI64IntegerAttr(stateBytes));
   module->setAttr("tfm.checks", b.getArrayAttr(layout.checks.checks));
 }
 

@@ -3,6 +3,7 @@
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 #include "tfm/Target/Symbols.h"
+#include "tfm/abi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -89,48 +90,36 @@ Value GPUEntry::devicePointer(Value buffer) {
 }
 
 void GPUEntry::exitIfCheckFailed(int32_t check, Value first, Value flat) {
-  Type i32 = b.getI32Type(), i64 = b.getI64Type();
-  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  auto i64c = [&](OpBuilder &ob, Location l, int64_t v) -> Value {
-    return ob.create<LLVM::ConstantOp>(l, i64, v);
-  };
-  // Reads `bytes` from the device at `src` into a new stack slot of `type`.
-  auto read = [&](OpBuilder &ob, Location l, Type type, Value src,
-                  int64_t bytes) {
-    Value slot = ob.create<LLVM::AllocaOp>(l, ptrTy, type, i64c(ob, l, 1));
-    ob.create<LLVM::StoreOp>(l, ob.create<LLVM::ZeroOp>(l, type), slot);
-    Value rc = ob.create<func::CallOp>(l, kReadDeviceSymbol, TypeRange{i32},
-                                       ValueRange{hostPointer(), slot, src,
-                                                  i64c(ob, l, bytes)})
-                   .getResult(0);
-    return std::make_pair(slot, rc);
-  };
-  int64_t n = cast<MemRefType>(flat.getType()).getNumElements();
-  auto [slot, rc] = read(b, loc, i64, devicePointer(first), 8);
-  exitIfNonZero(rc);
-  Value position = b.create<LLVM::LoadOp>(loc, i64, slot);
-  Value found = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                        position, i64c(b, loc, n));
-  Value indices = devicePointer(flat);
-  Type elem = cast<MemRefType>(flat.getType()).getElementType();
-  int64_t width = elem.getIntOrFloatBitWidth() / 8;
-  exitIf(found, [&](OpBuilder &ob, Location l) -> Value {
-    Value at = ob.create<LLVM::GEPOp>(
-        l, ptrTy, ob.getI8Type(), indices,
-        ValueRange{ob.create<LLVM::MulOp>(l, position, i64c(ob, l, width))});
-    auto [valueSlot, readRc] = read(ob, l, elem, at, width);
-    Value value = ob.create<LLVM::LoadOp>(l, elem, valueSlot);
-    if (elem != i64)
-      value = ob.create<arith::ExtSIOp>(l, i64, value);
-    Value id = ob.create<arith::ConstantIntOp>(l, check, 32);
-    Value status =
-        ob.create<func::CallOp>(l, kCheckFailedSymbol, TypeRange{i32},
-                                ValueRange{hostPointer(), id, position, value})
-            .getResult(0);
-    // A failed read is reported as itself, not as the check.
-    Value readFailed = ob.create<arith::CmpIOp>(
-        l, arith::CmpIPredicate::ne, readRc,
-        ob.create<arith::ConstantIntOp>(l, 0, 32));
-    return ob.create<arith::SelectOp>(l, readFailed, readRc, status);
-  });
+  // The run goes on (every index is clamped into range); one thread writes
+  // the outcome to the check's slot: the position and the value there, or
+  // -1 and -1.
+  Type i64 = b.getI64Type();
+  auto flatType = cast<MemRefType>(flat.getType());
+  int64_t n = flatType.getNumElements();
+  Value slot = view(stateBuffer(),
+                    layout.checkSlotsOffset + TFM_CHECK_SLOT_BYTES * check,
+                    MemRefType::get({TFM_CHECK_SLOT_BYTES / 8}, i64));
+  generic({first}, {AffineMap::get(1, 0, {}, ctx)}, slot,
+          AffineMap::getMultiDimIdentityMap(1, ctx),
+          {utils::IteratorType::parallel},
+          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+            auto c = [&](int64_t v) -> Value {
+              return ob.create<arith::ConstantIntOp>(l, v, 64);
+            };
+            Value position = a[0];
+            Value found = ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt,
+                                                   position, c(n));
+            Value at = ob.create<arith::IndexCastOp>(
+                l, ob.getIndexType(),
+                ob.create<arith::MinSIOp>(l, position, c(n - 1)));
+            Value value = ob.create<memref::LoadOp>(l, flat, ValueRange{at});
+            if (value.getType() != i64)
+              value = ob.create<arith::ExtSIOp>(l, i64, value);
+            Value isPosition = ob.create<arith::CmpIOp>(
+                l, arith::CmpIPredicate::eq, ob.create<linalg::IndexOp>(l, 0),
+                ob.create<arith::ConstantIndexOp>(l, 0));
+            Value outcome =
+                ob.create<arith::SelectOp>(l, isPosition, position, value);
+            return ob.create<arith::SelectOp>(l, found, outcome, c(-1));
+          });
 }

@@ -23,16 +23,6 @@ using namespace mlir::tfm;
 
 namespace {
 
-/// int32_t __tfm_read_device(host, dst, src, bytes), which the artifact
-/// defines over host->read_device.
-void declareReadDevice(ModuleOp module) {
-  Builder b(module.getContext());
-  auto ptrTy = LLVM::LLVMPointerType::get(module.getContext());
-  declareHostFunction(module, kReadDeviceSymbol,
-                      b.getFunctionType({ptrTy, ptrTy, ptrTy, b.getI64Type()},
-                                        {b.getI32Type()}));
-}
-
 struct LowerToGPUPass
     : public mlir::tfm::impl::LowerToGPUPassBase<LowerToGPUPass> {
   using LowerToGPUPassBase::LowerToGPUPassBase;
@@ -43,8 +33,9 @@ struct LowerToGPUPass
     ModuleLayout layout;
     if (failed(layOutModule(entries, layout)))
       return signalPassFailure();
-    declareCheckFailed(module);
-    declareReadDevice(module);
+    // The checks write their outcomes past the state slots, read after the
+    // run: a run reads nothing back mid-way, so it can be a CUDA graph.
+    layout.checkSlotsOffset = alignBuffer(layout.state.bytes);
 
     OpLoweringSet lowerings;
     populateTfmToGPULowerings(lowerings);

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -23,19 +24,36 @@ LogicalResult lowerCacheUpdate(CacheUpdateOp op, BufferizedEntry &e) {
   int64_t room = cache.getDimSize(axis) - value.getDimSize(axis);
   // A position past the room would write past the slot.
   e.checkIndices(op, op.getPosition(), 0, room + 1);
+  if (value.getNumElements() == 0)
+    return success();
   Value slot = e.bufferOf(op.getResult());
-  Value at = e.b.create<memref::LoadOp>(e.loc, e.bufferOf(op.getPosition()),
-                                        ValueRange{});
-  SmallVector<OpFoldResult> offsets(cache.getRank(), e.b.getIndexAttr(0)),
-      sizes, strides(cache.getRank(), e.b.getIndexAttr(1));
-  offsets[axis] =
-      e.b.create<arith::IndexCastOp>(e.loc, e.b.getIndexType(), at).getResult();
-  for (int64_t d : value.getShape())
-    sizes.push_back(e.b.getIndexAttr(d));
-  Value window =
-      e.b.create<memref::SubViewOp>(e.loc, slot, offsets, sizes, strides);
-  e.copy(e.materialize(e.viewOf(op.getValue()), value.getElementType()),
-         window);
+  Value position = e.bufferOf(op.getPosition());
+  Value src = e.materialize(e.viewOf(op.getValue()), value.getElementType());
+  // Each element to its place, the position read where the element is
+  // written (on a GPU, in the kernel: the host cannot read device memory)
+  // and clamped into the room, so that a position the check rejects, when
+  // the run goes on past it, still writes inside the cache.
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  SmallVector<Value> lbs, ubs, steps;
+  for (int64_t d : value.getShape()) {
+    lbs.push_back(b.create<arith::ConstantIndexOp>(loc, 0));
+    ubs.push_back(b.create<arith::ConstantIndexOp>(loc, d));
+    steps.push_back(b.create<arith::ConstantIndexOp>(loc, 1));
+  }
+  b.create<scf::ParallelOp>(
+      loc, lbs, ubs, steps, [&](OpBuilder &ob, Location l, ValueRange ivs) {
+        Value raw = ob.create<memref::LoadOp>(l, position, ValueRange{});
+        Value at = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), raw);
+        at = ob.create<arith::MaxSIOp>(l, at,
+                                       ob.create<arith::ConstantIndexOp>(l, 0));
+        at = ob.create<arith::MinSIOp>(
+            l, at, ob.create<arith::ConstantIndexOp>(l, room));
+        SmallVector<Value> dst(ivs.begin(), ivs.end());
+        dst[axis] = ob.create<arith::AddIOp>(l, at, ivs[axis]);
+        Value v = ob.create<memref::LoadOp>(l, src, ivs);
+        ob.create<memref::StoreOp>(l, v, slot, dst);
+      });
   return success();
 }
 

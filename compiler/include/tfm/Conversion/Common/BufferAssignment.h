@@ -116,6 +116,10 @@ struct ModuleLayout {
   WeightsLayout weights;
   StateLayout state;
   CheckTable checks;
+  /// Where in the state the checks write their outcomes
+  /// (TFM_CHECKS_IN_STATE), past every state slot; -1 when they stop the
+  /// run instead. recordModuleLayout sizes the state for them.
+  int64_t checkSlotsOffset = -1;
 };
 
 /// Lays out the weights (every constant and every parameter's initial
@@ -126,7 +130,8 @@ LogicalResult layOutModule(ArrayRef<func::FuncOp> entries,
 
 /// Records the layouts and the checks on `module` for the artifact emitter
 /// (`tfm.weights`, `tfm.weight_offsets`, `tfm.weights_bytes`, `tfm.states`,
-/// `tfm.state_bytes`, `tfm.checks`), and the entries (`tfm.entries`).
+/// `tfm.state_bytes`, `tfm.checks`, `tfm.check_slots_offset`), and the
+/// entries (`tfm.entries`).
 void recordModuleLayout(ModuleOp module, const ModuleLayout &layout,
                         ArrayRef<Attribute> entries);
 
