@@ -65,14 +65,15 @@ class GPT(nn.Module):
         self.eval()
 
     def forward(self, ids):
-        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]).unsqueeze(0))
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device).unsqueeze(0))
         for blk in self.blocks:
             x = blk(x)
         return self.ln(x) @ self.tok.weight.t()
 
     def forward_past(self, ids, past_k, past_v):
         p = past_k.shape[3]
-        x = self.tok(ids) + self.pos(torch.arange(p, p + ids.shape[1]).unsqueeze(0))
+        x = self.tok(ids) + self.pos(torch.arange(p, p + ids.shape[1],
+                                                  device=ids.device).unsqueeze(0))
         ks, vs = [], []
         for i, blk in enumerate(self.blocks):
             x, k, v = blk.forward_past(x, past_k[i], past_v[i])
@@ -81,8 +82,9 @@ class GPT(nn.Module):
         return self.ln(x) @ self.tok.weight.t(), torch.stack(ks), torch.stack(vs)
 
 
-def empty_past(batch=1):
-    return torch.zeros(LAYERS, batch, H, 0, D // H), torch.zeros(LAYERS, batch, H, 0, D // H)
+def empty_past(batch=1, device=None, dtype=None):
+    return tuple(torch.zeros(LAYERS, batch, H, 0, D // H, device=device, dtype=dtype)
+                 for _ in range(2))
 
 
 def prompt_ids():

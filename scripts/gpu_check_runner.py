@@ -8,9 +8,11 @@ an NVIDIA GPU: no compiler, only the runtime and the compiled models.
          within 1e-2 normwise), integers exactly
   train  every training fixture for its steps, each loss within 1e-3
          (relative) of PyTorch's
-  bench  the workloads of gpu_workloads.py (inference, and W5's training
-         step) against PyTorch on the same GPU in the same run, with the
-         GEMM peak measured by cuBLAS through PyTorch
+  bench  the workloads of gpu_workloads.py (inference, W5's training step,
+         W7's decoding) against PyTorch on the same GPU in the same run, in
+         every form a user would pick (eager in the type, autocast,
+         torch.compile), inputs and outputs on the GPU for both, timed by
+         CUDA events, with the GEMM peak measured by cuBLAS through PyTorch
   all    the three, in that order
 
 The check and train cases run in child processes and print a line each as
@@ -20,7 +22,8 @@ case past --case-timeout) a fresh process goes on with the next case, and
 the faulting case runs once more alone with TFM_PROFILE=1, which names the
 kernel. Prints one summary line per part, the last lines of the output.
 usage: run.sh [check|train|bench|all] [--device cuda:0] [--reps N]
-              [--case-timeout SECONDS]"""
+              [--case-timeout SECONDS] [--workloads w1,bert-base,...]
+              [--compile none|bf16|all]"""
 import argparse
 import json
 import os
@@ -253,22 +256,53 @@ def train(rt, args, pack):
     return not failures
 
 
-def bench(rt, args, pack):
-    import torch
-    import gpu_workloads as W
-
+def gpu_timer(torch):
+    """Times a call that queues GPU work on PyTorch's current stream:
+    CUDA events around each of `reps` calls after 3 warm-ups, the median
+    in milliseconds. A call's host time shows too, as a gap the GPU
+    waits through."""
     def timed(fn, reps):
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            t = time.perf_counter()
+        marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(reps)]
+        for start, end in marks:
+            start.record()
             fn()
-            torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t)
-        return statistics.median(ts) * 1e3
+            end.record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in marks)
+    return timed
 
+
+def wall(fn, reps):
+    """The median wall time of a call that returns when done (tfm with host
+    tensors), in milliseconds."""
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+
+
+def fmt_ms(ms):
+    return f"{ms:9.3f}" if ms == ms else f"{'-':>9s}"
+
+
+def bench(rt, args, pack):
+    """Every system at its best on the same GPU in the same run, inputs and
+    outputs on the device for each: tfm through device tensors ordered on
+    PyTorch's stream, PyTorch eager in the precision itself, under
+    autocast, and compiled (torch.compile, default and reduce-overhead).
+    Each time is a median of CUDA-event intervals; tfm's time with its
+    host tensors (copies in and out) is a column of its own."""
+    import torch
+    import gpu_workloads as W
+    timed = gpu_timer(torch)
     dev = torch.device("cuda")
     n = 8192
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
@@ -281,71 +315,114 @@ def bench(rt, args, pack):
     torch.backends.cuda.matmul.allow_tf32 = False
     peak_f32 = 2 * n ** 3 / timed(lambda: a32 @ b32, 10) / 1e9
     a = b = a32 = b32 = None  # frees the GEMM's operands
-    print(f"{torch.cuda.get_device_name()}: cuBLAS GEMM {n}^3 bf16 {peak_bf16:.0f} TFLOP/s, "
-          f"f16 {peak_f16:.0f} TFLOP/s, f32 {peak_f32:.1f} TFLOP/s (no TF32)")
-    print(f"{'workload':12s} {'type':>5s} {'GFLOP':>8s} {'tfm ms':>9s} {'err':>8s} "
-          f"{'torch ms':>9s} {'tfm/torch':>10s} {'tfm % peak':>11s}")
-    # Each precision against PyTorch in the same one: f32 without TF32, and
-    # autocast's bf16 and f16, each against its own cuBLAS peak.
-    precisions = (("f32", "model.so", None, peak_f32),
+    big = torch.empty(1 << 28, dtype=torch.float32, device=dev)
+    copy = torch.empty_like(big)
+    bandwidth = 2 * big.numel() * 4 / timed(lambda: copy.copy_(big), 10) / 1e6  # GB/s
+    big = copy = None
+    print(f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}: cuBLAS GEMM {n}^3 "
+          f"bf16 {peak_bf16:.0f} TFLOP/s, f16 {peak_f16:.0f} TFLOP/s, f32 {peak_f32:.1f} "
+          f"TFLOP/s (no TF32); copy {bandwidth:.0f} GB/s", flush=True)
+    wanted = args.workloads.split(",") if args.workloads else None
+    compiled = {"none": (), "bf16": ("bf16",), "all": ("f32", "bf16", "f16")}[args.compile]
+    print(f"{'workload':10s} {'type':>4s} {'GFLOP':>7s} {'tfm ms':>9s} {'%peak':>6s} "
+          f"{'err':>7s} {'+copies':>9s} {'eager':>9s} {'autocast':>9s} {'compile':>9s} "
+          f"{'c-ro':>9s} {'best peer':>20s} {'%peak':>6s} {'tfm/best':>8s}", flush=True)
+    precisions = (("f32", "model.so", torch.float32, peak_f32),
                   ("bf16", "model-bf16.so", torch.bfloat16, peak_bf16),
                   ("f16", "model-f16.so", torch.float16, peak_f16))
-    for name in list(W.WORKLOADS) + list(W.TRAINING):
-        if name in W.TRAINING:
+    for name in W.WORKLOADS:
+        if wanted is None or name in wanted:
+            inference_bench(rt, args, pack, name, timed, precisions, compiled)
+    for name in W.TRAINING:
+        if wanted is None or name in wanted:
             train_bench(rt, args, pack, name, timed, peak_f32)
-            continue
-        folder = os.path.join(pack, "bench", name)
-        flops = W.flops(name)
-        model, tin, _ = W.build(name)
-        ins = [t.numpy() for t in tin]
-        model = model.to(dev)
-        tin = [t.to(dev) for t in tin]
-        with torch.no_grad():
-            # The reference: the same model in float64 on the GPU.
-            ref = model.double()(*[t.double() for t in tin]).cpu().numpy()
-            model.float()
-
-        described = []
-
-        def tfm_time(so_name):
-            so = os.path.join(folder, so_name)
-            if not os.path.exists(so):
-                return float("nan"), "-"
-            try:
-                m = tfm_runtime.Model(rt, so, args.device)
-                if not described:
-                    print(f"tfm's kernels ({so_name}): {m.describe()}", flush=True)
-                    described.append(so_name)
-                out = m.run(ins)[0]
-                err = f"{np.linalg.norm(out - ref) / np.linalg.norm(ref):.1e}"
-                ms = timed(lambda: m.run(ins), args.reps)
-                m.close()
-                return ms, err
-            except tfm_runtime.Error as e:
-                return float("nan"), "error: " + str(e)[:60]
-
-        for label, so_name, autocast, peak in precisions:
-            with torch.inference_mode():
-                if autocast is None:
-                    torch_ms = timed(lambda: model(*tin), args.reps)
-                else:
-                    with torch.autocast("cuda", dtype=autocast):
-                        torch_ms = timed(lambda: model(*tin), args.reps)
-            tfm_ms, err = tfm_time(so_name)
-            print(f"{name:12s} {label:>5s} {flops / 1e9:8.1f} {tfm_ms:9.3f} {err:>8s} "
-                  f"{torch_ms:9.3f} {tfm_ms / torch_ms:10.2f} "
-                  f"{100 * flops / tfm_ms / 1e9 / peak:10.1f}%", flush=True)
-        model = tin = None
-        torch.cuda.empty_cache()
-    print("gpu-check bench: tfm times include copying inputs to the GPU and outputs back; "
-          "tfm bf16 and f16 multiply their GEMMs in that type on the tensor cores "
-          "(f32 accumulation), PyTorch under autocast to the same type", flush=True)
+    if wanted is None or "w7" in wanted:
+        decode_bench(rt, args, pack, bandwidth)
+    print("gpu-check bench: times are medians of CUDA-event intervals with inputs and "
+          "outputs on the GPU for every system ('+copies': tfm given host arrays, copied "
+          "in and out, by wall clock); eager runs the model in the type itself, autocast "
+          "the f32 model under autocast, compile and c-ro torch.compile's default and "
+          "reduce-overhead modes ('-': not run, see --compile); tfm's bf16 and f16 "
+          "multiply their GEMMs in that type with f32 accumulation", flush=True)
     return True
 
 
+def inference_bench(rt, args, pack, name, timed, precisions, compiled):
+    import copy
+    import torch
+    import gpu_workloads as W
+    folder = os.path.join(pack, "bench", name)
+    flops = W.flops(name)
+    model, tin, _ = W.build(name)
+    dev = torch.device("cuda")
+    model = model.to(dev)
+    tin = [t.to(dev) for t in tin]
+    with torch.no_grad():
+        # The reference: the same model in float64 on the GPU.
+        ref = model.double()(*[t.double() for t in tin]).cpu().numpy()
+        model.float()
+    stream = torch.cuda.current_stream().cuda_stream
+    for label, so_name, dtype, peak in precisions:
+        tfm_ms = host_ms = float("nan")
+        err = "-"
+        so = os.path.join(folder, so_name)
+        if os.path.exists(so):
+            try:
+                m = tfm_runtime.Model(rt, so, args.device)
+                print(f"  tfm's kernels ({name}, {so_name}): {m.describe()}", flush=True)
+                ins = [t.to(tfm_runtime.torch_dtype(code)).contiguous()
+                       for t, code in zip(tin, m.input_codes)]
+                outs = [torch.empty(shape, dtype=tfm_runtime.torch_dtype(code), device=dev)
+                        for (_, _, shape), code in zip(m.outputs, m.output_codes)]
+                run = m.device_runner(ins, outs, stream)
+                run()
+                torch.cuda.synchronize()
+                got = outs[0].double().cpu().numpy()
+                err = f"{np.linalg.norm(got - ref) / np.linalg.norm(ref):.1e}"
+                tfm_ms = timed(run, args.reps)
+                host_in = [t.cpu().numpy() if t.dtype != torch.bfloat16
+                           else t.cpu().view(torch.int16).numpy().view(np.uint16)
+                           for t in ins]
+                host_ms = wall(lambda: m.run(host_in), args.reps)
+                m.close()
+            except tfm_runtime.Error as e:
+                err = "error"
+                print(f"  tfm ({name}, {so_name}): {e}", flush=True)
+        peers = {}
+        with torch.inference_mode():
+            pure = copy.deepcopy(model).to(dtype)
+            pin = [t.to(dtype) for t in tin]
+            peers["eager"] = timed(lambda: pure(*pin), args.reps)
+            if dtype != torch.float32:
+                with torch.autocast("cuda", dtype=dtype):
+                    peers["autocast"] = timed(lambda: model(*tin), args.reps)
+            if label in compiled:
+                for mode, key in ((None, "compile"), ("reduce-overhead", "c-ro")):
+                    try:
+                        fn = torch.compile(pure, mode=mode)
+                        peers[key] = timed(lambda: fn(*pin), args.reps)
+                    except Exception as e:  # noqa: BLE001 - any failure: a peer that does not run here
+                        print(f"  torch.compile {mode or 'default'} ({name}, {label}): "
+                              f"{type(e).__name__}: {str(e)[:80]}", flush=True)
+                    torch._dynamo.reset()
+        best = min(peers, key=peers.get)
+        line = (f"{name:10s} {label:>4s} {flops / 1e9:7.1f} {fmt_ms(tfm_ms)} "
+                f"{100 * flops / tfm_ms / 1e9 / peak:5.1f}% {err:>7s} {fmt_ms(host_ms)}")
+        for key in ("eager", "autocast", "compile", "c-ro"):
+            line += " " + fmt_ms(peers.get(key, float("nan")))
+        line += (f" {best + ' ' + format(peers[best], '.3f'):>20s} "
+                 f"{100 * flops / peers[best] / 1e9 / peak:5.1f}% "
+                 f"{tfm_ms / peers[best]:8.2f}")
+        print(line, flush=True)
+        pure = pin = None
+    model = tin = None
+    torch.cuda.empty_cache()
+
+
 def train_bench(rt, args, pack, name, timed, peak_f32):
-    """A training step: tfm's train_step against PyTorch's forward,
-    cross-entropy, backward and Adam on the same model and batch."""
+    """A training step: tfm's train_step (inputs, labels and the loss on
+    the GPU) against PyTorch's forward, cross-entropy, backward and Adam
+    on the same model and batch, eager."""
     import torch
     import torch.nn.functional as F
     import gpu_workloads as W
@@ -364,24 +441,87 @@ def train_bench(rt, args, pack, name, timed, peak_f32):
         y = model(*tdev)
         F.cross_entropy(y.reshape(-1, d), ldev.reshape(-1)).backward()
         opt.step()
-    torch_ms = timed(step, max(args.reps // 4, 3))
-    tfm_ms, note = float("nan"), "-"
+    reps = max(args.reps // 4, 3)
+    torch_ms = timed(step, reps)
+    tfm_ms = host_ms = float("nan")
     so = os.path.join(pack, "bench", name, "model.so")
     if os.path.exists(so):
         try:
             m = tfm_runtime.Model(rt, so, args.device, entry="train_step")
-            feed = {n: t.numpy() for n, t in zip(names, tin)}
-            feed["labels"] = labels.numpy()
-            ins = [feed[port] for port, _, _ in m.inputs]
-            tfm_ms = timed(lambda: m.run(ins), max(args.reps // 4, 3))
+            feed = dict(zip(names, tdev))
+            feed["labels"] = ldev
+            ins = [feed[port].contiguous() for port, _, _ in m.inputs]
+            loss = torch.empty((), dtype=torch.float32, device=dev)
+            tfm_ms = timed(m.device_runner(ins, [loss], torch.cuda.current_stream().cuda_stream),
+                           reps)
+            host_in = [t.cpu().numpy() for t in ins]
+            host_ms = wall(lambda: m.run(host_in), reps)
             m.close()
         except (tfm_runtime.Error, KeyError) as e:
-            note = "error: " + str(e)[:60]
-    print(f"{name:12s} {flops / 1e9:8.1f} {tfm_ms:11.3f} {note:>8s} {torch_ms:13.3f} "
-          f"{'-':>14s} {tfm_ms / torch_ms:14.2f} "
-          f"{100 * flops / tfm_ms / 1e9 / peak_f32:14.1f}%", flush=True)
+            print(f"  tfm ({name}): {e}", flush=True)
+    print(f"{name:10s} {'f32':>4s} {flops / 1e9:7.1f} {fmt_ms(tfm_ms)} "
+          f"{100 * flops / tfm_ms / 1e9 / peak_f32:5.1f}% {'-':>7s} {fmt_ms(host_ms)} "
+          f"{fmt_ms(torch_ms)} {'-':>9s} {'-':>9s} {'-':>9s} "
+          f"{'eager ' + format(torch_ms, '.3f'):>20s} "
+          f"{100 * flops / torch_ms / 1e9 / peak_f32:5.1f}% {tfm_ms / torch_ms:8.2f}",
+          flush=True)
     model = opt = tdev = None
     torch.cuda.empty_cache()
+
+
+def decode_bench(rt, args, pack, bandwidth):
+    """W7: greedy decoding of 128 tokens after a 32-token prompt, tfm's
+    cached decoding (--generate, the cache on the GPU) against PyTorch's
+    own KV-cache loop, each token read back to the host as a server does;
+    milliseconds per token, against the bandwidth limit (the weights a step
+    reads over the copy bandwidth measured)."""
+    import torch
+    import w7_model
+    dev = torch.device("cuda")
+    prompt = w7_model.prompt_ids()[0].tolist()
+    limit = w7_model.weight_bytes_per_token() / (bandwidth * 1e9) * 1e3
+    tfm_ms, tfm_tokens = float("nan"), None
+    so = os.path.join(pack, "bench", "w7", "model.so")
+    if os.path.exists(so):
+        try:
+            m = tfm_runtime.Model(rt, so, args.device, entry="decode_step")
+            print(f"  tfm's kernels (w7): {m.describe()}", flush=True)
+            m.generate(prompt, 4)  # warm-up: kernels loaded, graphs recorded
+            tfm_tokens, _, decode_ms, steps = m.generate(prompt, w7_model.NEW)
+            tfm_ms = decode_ms / max(steps, 1)
+            m.close()
+        except tfm_runtime.Error as e:
+            print(f"  tfm (w7): {e}", flush=True)
+    peers = {}
+    for label, dtype in (("eager f32", torch.float32), ("eager bf16", torch.bfloat16)):
+        model = w7_model.GPT().to(dev, dtype)
+        with torch.inference_mode():
+            steps = []
+            for rep in range(2):
+                ids = torch.tensor([prompt], device=dev)
+                logits, k, v = model.forward_past(ids, *w7_model.empty_past(device=dev,
+                                                                            dtype=dtype))
+                tokens = [int(logits[0, -1].argmax())]
+                for _ in range(w7_model.NEW - 1):
+                    t = time.perf_counter()
+                    logits, k, v = model.forward_past(
+                        torch.tensor([[tokens[-1]]], device=dev), k, v)
+                    tokens.append(int(logits[0, -1].argmax()))
+                    if rep:
+                        steps.append((time.perf_counter() - t) * 1e3)
+            peers[label] = statistics.median(steps)
+            if dtype == torch.float32 and tfm_tokens is not None:
+                same = sum(a == b for a, b in zip(tokens, tfm_tokens))
+                print(f"  w7: tfm's tokens match PyTorch's f32 greedy tokens at {same} "
+                      f"of {len(tokens)}", flush=True)
+        model = None
+        torch.cuda.empty_cache()
+    best = min(peers, key=peers.get)
+    print(f"{'w7':10s} {'f32':>4s} {'ms/tok':>7s} {fmt_ms(tfm_ms)} "
+          f"{100 * limit / tfm_ms:5.1f}%bw {fmt_ms(peers['eager f32'])} "
+          f"{fmt_ms(peers['eager bf16'])} {best + ' ' + format(peers[best], '.3f'):>20s} "
+          f"{100 * limit / peers[best]:5.1f}%bw {tfm_ms / peers[best]:8.2f}  "
+          f"(limit {limit:.3f} ms/token; columns: tfm, eager f32, eager bf16)", flush=True)
 
 
 def main():
@@ -397,6 +537,12 @@ def main():
     ap.add_argument("part", nargs="?", default="all", choices=["check", "train", "bench", "all"])
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--workloads", default="",
+                    help="the bench's workloads, comma-separated (default: all; "
+                         "w1,w2,w3,w4,bert-base,w5,w7)")
+    ap.add_argument("--compile", default="bf16", choices=["none", "bf16", "all"],
+                    help="the precisions torch.compile is a peer in (each compiles "
+                         "for a minute or more)")
     ap.add_argument("--case-timeout", type=float, default=600,
                     help="seconds a check or training case may take")
     args = ap.parse_args()

@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "conformance"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import tfm_runtime  # noqa: E402
 
 
@@ -213,6 +214,23 @@ def pack_bench(p):
                 except RuntimeError as e:
                     p.skipped.append(f"bench/{train}: {e}")
         os.remove(onnx_path)
+    # W7: the decoder compiled for cached decoding, the cache on the GPU.
+    import torch
+    import w7_model
+    out = os.path.join(p.args.out, "bench", "w7")
+    os.makedirs(out, exist_ok=True)
+    onnx_path = os.path.join(out, "model.onnx")
+    torch.onnx.export(w7_model.GPT(), (w7_model.prompt_ids(),), onnx_path,
+                      input_names=["input_ids"], output_names=["logits"],
+                      dynamic_axes={"input_ids": {1: "sequence"}, "logits": {1: "sequence"}},
+                      opset_version=17)
+    try:
+        p.compile(onnx_path, os.path.join(out, "model.so"),
+                  ["--generate", "--shape", "batch=1", "--shape",
+                   f"sequence={w7_model.MAXLEN}"])
+    except RuntimeError as e:
+        p.skipped.append(f"bench/w7: {e}")
+    os.remove(onnx_path)
 
 
 def main():

@@ -1,6 +1,7 @@
 """The runtime's C API (tfm/runtime.h) through ctypes, for the scripts that
 run compiled models where no compiler is installed (the GPU check pack).
-Tensors go in and out as numpy arrays."""
+Tensors go in and out as numpy arrays, or stay on the GPU as PyTorch's
+(Model.device_runner)."""
 import ctypes
 
 import numpy as np
@@ -22,6 +23,36 @@ class ContextOptions(ctypes.Structure):
 class TensorDesc(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int),
                 ("rank", ctypes.c_size_t), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class RunOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("timeout_ms", ctypes.c_double),
+                ("cancel", ctypes.c_void_p), ("outputs_on_device", ctypes.c_int32),
+                ("use_stream", ctypes.c_int32), ("stream", ctypes.c_void_p)]
+
+
+class GenerateOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("max_new_tokens", ctypes.c_int64),
+                ("beam_width", ctypes.c_int64), ("length_penalty", ctypes.c_double),
+                ("end_token", ctypes.c_int64), ("early_stopping", ctypes.c_int32),
+                ("sample", ctypes.c_int32), ("temperature", ctypes.c_double),
+                ("top_k", ctypes.c_int64), ("top_p", ctypes.c_double),
+                ("seed", ctypes.c_uint64), ("on_token", ctypes.c_void_p),
+                ("user_data", ctypes.c_void_p), ("source", ctypes.c_void_p),
+                ("source_length", ctypes.c_size_t)]
+
+
+def torch_code(dtype):
+    """The tfm_dtype_t of a torch dtype."""
+    import torch
+    return {torch.float32: 1, torch.float16: 2, torch.bfloat16: BF16, torch.int32: 4,
+            torch.int64: 5, torch.bool: 6, torch.float64: 7}[dtype]
+
+
+def torch_dtype(code):
+    import torch
+    return {1: torch.float32, 2: torch.float16, BF16: torch.bfloat16, 4: torch.int32,
+            5: torch.int64, 6: torch.bool, 7: torch.float64}[code]
 
 
 class Error(Exception):
@@ -54,6 +85,23 @@ class Runtime:
                                            ctypes.c_size_t, p, ctypes.c_size_t,
                                            ctypes.POINTER(p)]),
             ("tfm_tensor_release", None, [p]),
+            ("tfm_tensor_create_device_view", p, [ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                                                  ctypes.c_size_t, ctypes.c_char_p, p,
+                                                  ctypes.c_size_t, ctypes.POINTER(p)]),
+            ("tfm_run_options_init", None, [ctypes.POINTER(RunOptions)]),
+            ("tfm_session_run_with", p, [p, ctypes.c_char_p, ctypes.POINTER(RunOptions), p,
+                                         ctypes.POINTER(p), ctypes.c_size_t, p,
+                                         ctypes.POINTER(p), ctypes.c_size_t]),
+            ("tfm_session_synchronize", p, [p]),
+            ("tfm_generate_options_init", None, [ctypes.POINTER(GenerateOptions)]),
+            ("tfm_session_generate", p, [p, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+                                         ctypes.POINTER(GenerateOptions), ctypes.POINTER(p)]),
+            ("tfm_generation_tokens", ctypes.POINTER(ctypes.c_int64),
+             [p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+            ("tfm_generation_prompt_ms", ctypes.c_double, [p]),
+            ("tfm_generation_decode_ms", ctypes.c_double, [p]),
+            ("tfm_generation_steps", ctypes.c_int64, [p]),
+            ("tfm_generation_release", None, [p]),
             ("tfm_tensor_data", p, [p]),
             ("tfm_tensor_byte_size", ctypes.c_size_t, [p]),
         ]:
@@ -79,7 +127,8 @@ class Model:
         self.ctx, self.module, self.session = (ctypes.c_void_p() for _ in range(3))
         rt.check(lib.tfm_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)))
         rt.check(lib.tfm_module_load(self.ctx, path.encode(), ctypes.byref(self.module)))
-        (self.inputs, self.input_codes), (self.outputs, _) = self._io(0), self._io(1)
+        (self.inputs, self.input_codes), (self.outputs, self.output_codes) = \
+            self._io(0), self._io(1)
 
     def _io(self, is_output):
         n = ctypes.c_size_t()
@@ -141,8 +190,64 @@ class Model:
             lib.tfm_tensor_release(t)
         return results
 
+    def device_runner(self, inputs, outputs, stream):
+        """A call that runs the entry on PyTorch tensors already on the
+        session's GPU, `inputs` read and `outputs` written in place,
+        ordered on the CUDA stream `stream` (a handle) and returning before
+        the GPU is done, as PyTorch's own calls do."""
+        lib = self.rt.lib
+        device = self.open()
+        views = []
+
+        def view(t):
+            assert t.is_contiguous(), "device_runner takes contiguous tensors"
+            dims = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+            v = ctypes.c_void_p()
+            self.rt.check(lib.tfm_tensor_create_device_view(
+                torch_code(t.dtype), dims, t.dim(), device.encode(),
+                ctypes.c_void_p(t.data_ptr()), t.numel() * t.element_size(),
+                ctypes.byref(v)))
+            views.append(v.value)
+            return v.value
+
+        ins = (ctypes.c_void_p * len(inputs))(*[view(t) for t in inputs])
+        outs = (ctypes.c_void_p * len(outputs))(*[view(t) for t in outputs])
+        opts = RunOptions()
+        lib.tfm_run_options_init(ctypes.byref(opts))
+        if device != "cpu":
+            opts.use_stream, opts.stream = 1, stream
+        self._views = getattr(self, "_views", []) + views
+
+        def run():
+            self.rt.check(lib.tfm_session_run_with(self.session, self.entry,
+                                                   ctypes.byref(opts), None, ins,
+                                                   len(inputs), None, outs, len(outputs)))
+        return run
+
+    def generate(self, prompt, new_tokens):
+        """Greedy tokens after `prompt` (a list of ids) through the model's
+        cached decoding, with the prompt's and the steps' milliseconds."""
+        lib = self.rt.lib
+        self.open()
+        opts = GenerateOptions()
+        lib.tfm_generate_options_init(ctypes.byref(opts))
+        opts.max_new_tokens = new_tokens
+        ids = (ctypes.c_int64 * len(prompt))(*prompt)
+        g = ctypes.c_void_p()
+        self.rt.check(lib.tfm_session_generate(self.session, ids, len(prompt),
+                                               ctypes.byref(opts), ctypes.byref(g)))
+        n = ctypes.c_size_t()
+        tokens = lib.tfm_generation_tokens(g, 0, ctypes.byref(n))
+        out = ([tokens[i] for i in range(n.value)], lib.tfm_generation_prompt_ms(g),
+               lib.tfm_generation_decode_ms(g), lib.tfm_generation_steps(g))
+        lib.tfm_generation_release(g)
+        return out
+
     def close(self):
         lib = self.rt.lib
+        for v in getattr(self, "_views", []):
+            lib.tfm_tensor_release(v)
+        self._views = []
         lib.tfm_session_release(self.session)
         lib.tfm_module_release(self.module)
         lib.tfm_context_release(self.ctx)
