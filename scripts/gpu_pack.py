@@ -226,8 +226,7 @@ def pack_bench(p):
                       opset_version=17)
     try:
         p.compile(onnx_path, os.path.join(out, "model.so"),
-                  ["--generate", "--shape", "batch=1", "--shape",
-                   f"sequence={w7_model.MAXLEN}"])
+                  ["--generate", "--shape", f"sequence={w7_model.MAXLEN}"])
     except RuntimeError as e:
         p.skipped.append(f"bench/w7: {e}")
     os.remove(onnx_path)

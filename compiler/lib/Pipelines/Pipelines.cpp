@@ -110,10 +110,6 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     return failure();
   }
   if (options.target == Target::CUDA) {
-    if (options.generation) {
-      error = "generation is built for the CPU target only so far";
-      return failure();
-    }
     if (ptxFeaturesOf(options.gpuArch).empty()) {
       error = "unknown GPU architecture '" + options.gpuArch +
               "'; the CUDA target builds for sm_80, sm_86, sm_89, sm_90 and "
