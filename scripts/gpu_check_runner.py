@@ -389,30 +389,45 @@ def inference_bench(rt, args, pack, name, timed, precisions, compiled):
                 err = "error"
                 print(f"  tfm ({name}, {so_name}): {e}", flush=True)
         peers = {}
+
+        def peer(key, fn):
+            """Times one form of PyTorch; one that does not run here (an
+            old PyTorch without torch.compile, no compiler for it) is left
+            out, saying why."""
+            try:
+                peers[key] = timed(fn, args.reps)
+            except Exception as e:  # noqa: BLE001 - whatever stops a peer
+                print(f"  {key} ({name}, {label}): {type(e).__name__}: {str(e)[:100]}",
+                      flush=True)
         with torch.inference_mode():
             pure = copy.deepcopy(model).to(dtype)
             pin = [t.to(dtype) for t in tin]
-            peers["eager"] = timed(lambda: pure(*pin), args.reps)
+            peer("eager", lambda: pure(*pin))
             if dtype != torch.float32:
-                with torch.autocast("cuda", dtype=dtype):
-                    peers["autocast"] = timed(lambda: model(*tin), args.reps)
-            if label in compiled:
-                for mode, key in ((None, "compile"), ("reduce-overhead", "c-ro")):
-                    try:
-                        fn = torch.compile(pure, mode=mode)
-                        peers[key] = timed(lambda: fn(*pin), args.reps)
-                    except Exception as e:  # noqa: BLE001 - any failure: a peer that does not run here
-                        print(f"  torch.compile {mode or 'default'} ({name}, {label}): "
-                              f"{type(e).__name__}: {str(e)[:80]}", flush=True)
-                    torch._dynamo.reset()
-        best = min(peers, key=peers.get)
+                def autocast():
+                    with torch.autocast("cuda", dtype=dtype):
+                        return model(*tin)
+                peer("autocast", autocast)
+            compile_fn = getattr(torch, "compile", None)
+            for mode, key in ((None, "compile"), ("reduce-overhead", "c-ro")):
+                if label not in compiled:
+                    continue
+                if compile_fn is None:
+                    print(f"  {key} ({name}, {label}): PyTorch {torch.__version__} has no "
+                          "torch.compile", flush=True)
+                    continue
+                fn = compile_fn(pure, mode=mode)  # compiles at its first call
+                peer(key, lambda: fn(*pin))
+                torch._dynamo.reset()
         line = (f"{name:10s} {label:>4s} {flops / 1e9:7.1f} {fmt_ms(tfm_ms)} "
                 f"{100 * flops / tfm_ms / 1e9 / peak:5.1f}% {err:>7s} {fmt_ms(host_ms)}")
         for key in ("eager", "autocast", "compile", "c-ro"):
             line += " " + fmt_ms(peers.get(key, float("nan")))
-        line += (f" {best + ' ' + format(peers[best], '.3f'):>20s} "
-                 f"{100 * flops / peers[best] / 1e9 / peak:5.1f}% "
-                 f"{tfm_ms / peers[best]:8.2f}")
+        if peers:
+            best = min(peers, key=peers.get)
+            line += (f" {best + ' ' + format(peers[best], '.3f'):>20s} "
+                     f"{100 * flops / peers[best] / 1e9 / peak:5.1f}% "
+                     f"{tfm_ms / peers[best]:8.2f}")
         print(line, flush=True)
         pure = pin = None
     model = tin = None
@@ -476,6 +491,7 @@ def decode_bench(rt, args, pack, bandwidth):
     milliseconds per token, against the bandwidth limit (the weights a step
     reads over the copy bandwidth measured)."""
     import torch
+    import gpu_workloads as W
     import w7_model
     dev = torch.device("cuda")
     prompt = w7_model.prompt_ids()[0].tolist()
@@ -494,7 +510,7 @@ def decode_bench(rt, args, pack, bandwidth):
             print(f"  tfm (w7): {e}", flush=True)
     peers = {}
     for label, dtype in (("eager f32", torch.float32), ("eager bf16", torch.bfloat16)):
-        model = w7_model.GPT().to(dev, dtype)
+        model = W.w7().to(dev, dtype)
         with torch.inference_mode():
             steps = []
             for rep in range(2):

@@ -214,13 +214,18 @@ def pack_bench(p):
                 except RuntimeError as e:
                     p.skipped.append(f"bench/{train}: {e}")
         os.remove(onnx_path)
-    # W7: the decoder compiled for cached decoding, the cache on the GPU.
+    pack_decode(p)
+
+
+def pack_decode(p):
+    """W7: the decoder compiled for cached decoding, the cache on the GPU."""
     import torch
+    import gpu_workloads as W
     import w7_model
     out = os.path.join(p.args.out, "bench", "w7")
     os.makedirs(out, exist_ok=True)
     onnx_path = os.path.join(out, "model.onnx")
-    torch.onnx.export(w7_model.GPT(), (w7_model.prompt_ids(),), onnx_path,
+    torch.onnx.export(W.w7(), (w7_model.prompt_ids(),), onnx_path,
                       input_names=["input_ids"], output_names=["logits"],
                       dynamic_axes={"input_ids": {1: "sequence"}, "logits": {1: "sequence"}},
                       opset_version=17)

@@ -100,6 +100,21 @@ def _name_of(model, param):
     return ""
 
 
+def w7():
+    """W7's decoder (bench/w7_model.py) with the tiled weights: a library
+    that compresses for the trip, and one PyTorch builds alike there. The
+    norms' scales stay 1 and their shifts 0."""
+    import w7_model
+    model = w7_model.GPT()
+    with torch.no_grad():
+        for k, (n, p) in enumerate(model.named_parameters()):
+            if n.split(".")[-2].startswith("ln"):
+                continue
+            fan_in = p.shape[-1] if p.dim() > 1 else w7_model.D
+            p.copy_((_tile(p.numel(), k) / math.sqrt(fan_in)).reshape(p.shape).float())
+    return model.eval()
+
+
 def labels(name):
     """W5's labels: one class of d_model per target position."""
     _, d, _, _, b, s, _ = WORKLOADS[name]
