@@ -264,7 +264,8 @@ class Session:
         stream: the CUDA stream (a handle, or a torch.cuda.Stream) a run
           with a GPU's arrays is ordered on, as PyTorch orders its work;
           None: the default stream. Such a run returns before the GPU is
-          done, unless an output is on the host."""
+          done, unless an output is on the host or the model checks
+          indices (token ids), whose outcome is read after the run."""
         e = self.module.entry(entry or self._default_entry())
         feed = self._feed(e, inputs)
         names = list(outputs) if outputs is not None else [p.name for p in e.outputs]

@@ -234,8 +234,13 @@ tfm_status_t tfm::runtime::placeTensors(tfm_session_s &session,
                         e.name, hostBytes);
     }
   }
-  // The last run may still be copying out of the staging memory.
-  if (session.devicePending) {
+  // The last run, ordered on a caller's stream, may still be copying out
+  // of the staging memory this run's host inputs are written to; a run of
+  // device tensors alone need not wait for it.
+  bool hostInputs =
+      std::any_of(inputs, inputs + numIn,
+                  [](const tfm_tensor_t *t) { return t->onHost(); });
+  if (session.devicePending && hostInputs) {
     device.synchronize();
     session.devicePending = false;
   }

@@ -305,7 +305,8 @@ typedef struct tfm_run_options_t {
    * stream `stream` (a CUstream or cudaStream_t; NULL is the default
    * stream). Its work starts after the work queued there so far, work
    * queued there after the call waits for the run, and the call returns
-   * without waiting for the GPU unless an output is on the host. 0 (the
+   * without waiting for the GPU unless an output is on the host or the
+   * model checks indices (their outcome is read after the run). 0 (the
    * default): the call returns once the run is done. */
   int32_t use_stream;
   void *stream;
