@@ -16,6 +16,8 @@
 #include "tfm/runtime.h"
 #include "tfm/runtime.hpp"
 
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -690,4 +692,46 @@ TEST(CudaDevice, TheWrapperRunsOnDeviceTensors) {
   EXPECT_FLOAT_EQ(second.at("y").data<float>()[5], 24);
   EXPECT_FLOAT_EQ(y.toHost().data<float>()[5], 12);
   EXPECT_THROW(view.toHost(), tfm::Error);
+}
+
+// A GPU model's checks write their outcome to slots in the state: the run
+// reports the first failure once it is done, with no outputs, and the next
+// run starts from every check passed. (Graphs off: the stand-in driver
+// replays launches, not the host code that stands in for the check's
+// kernel in this model.)
+TEST(CudaDevice, ChecksWrittenToTheStateAreReadAfterTheRun) {
+  setenv("TFM_CUDA_GRAPHS", "off", 1);
+  FakeGpuSession g(::testing::TempDir() + "checks.log");
+  unsetenv("TFM_CUDA_GRAPHS");
+  const int64_t bd[] = {3};
+  const float bias[3] = {1, 2, 3};
+  for (float first : {-3.0f, 5.0f, 250.0f}) {
+    const float xv[6] = {first, 1, 2, 3, 4, 5};
+    tfm_tensor_t *x = nullptr, *b = nullptr, *y = nullptr;
+    ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, kProjectDims, 2,
+                                               xv, sizeof xv, &x)),
+              "");
+    ASSERT_EQ(messageOf(tfm_tensor_create_copy(TFM_DTYPE_F32, bd, 1, bias,
+                                               sizeof bias, &b)),
+              "");
+    tfm_tensor_t *inputs[] = {x, b};
+    tfm_status_t s = tfm_session_run(g.s, "infer", inputs, 2, &y, 1);
+    if (first == 5.0f) {
+      EXPECT_EQ(messageOf(s), "");
+      ASSERT_NE(y, nullptr);
+      // x + bias + the weights' [100, 200, 300].
+      EXPECT_FLOAT_EQ(static_cast<float *>(tfm_tensor_data(y))[0], 106);
+    } else {
+      EXPECT_EQ(tfm_status_code(s), TFM_STATUS_INVALID_ARGUMENT);
+      EXPECT_EQ(messageOf(s),
+                fmt::format("entry 'infer': input 'x' holds {} at [0, 0], "
+                            "outside [0, 100) that node 'Gather_1' (Gather) "
+                            "reads",
+                            int64_t(first)));
+      EXPECT_EQ(y, nullptr);
+    }
+    tfm_tensor_release(y);
+    tfm_tensor_release(b);
+    tfm_tensor_release(x);
+  }
 }

@@ -59,7 +59,8 @@ EXPORT CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes) {
   long long capacity = envLong("TFM_FAKE_CUDA_MEMORY", 1L << 30);
   if (used + (long long)bytes > capacity)
     return OUT_OF_MEMORY;
-  char *block = malloc(bytes + 256);
+  /* As the driver's, every allocation is aligned to 256 bytes. */
+  char *block = aligned_alloc(256, (bytes + 256 + 255) / 256 * 256);
   struct Allocation *a = malloc(sizeof *a);
   if (!block || !a) {
     free(block);

@@ -9,7 +9,7 @@
 |* name pointer outside the library), FAKE_BAD_CODE (an entry point into     *|
 |* data), FAKE_BLOCKING (an entry that waits until the test releases it),   *|
 |* FAKE_CUDA (FAKE_KERNELS' model for a GPU: no PTX, its LINEAR through     *|
-|* cuBLASLt).                                                                *|
+|* cuBLASLt, one check of x written to the state as a GPU's code does).     *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -90,8 +90,25 @@ infer(const tfm_abi_host_t *host, const void *const *inputs,
     for (int j = 0; j < 3; ++j)
       scratch[i * 3 + j] = x[i * 3 + j] + b[j] + w[j];
   memcpy(outputs[0], scratch, 6 * sizeof(float));
+#ifdef FAKE_CUDA
+  /* Its check, as a GPU's code writes it to its slot in the state: x's
+   * first element, read as an index, must lie in [0, 100). (A run that
+   * replays a graph does not run this code: the stand-in driver replays
+   * launches, and this is host code.) */
+  if (x[0] < 0 || x[0] >= 100) {
+    int64_t outcome[2] = {0, (int64_t)x[0]};
+    memcpy(host->state, outcome, sizeof outcome);
+  }
+#endif
   return 0;
 }
+
+#ifdef FAKE_CUDA
+/* The one check of "infer", whose outcome the code writes to the state. */
+static const tfm_abi_check_desc_t kChecks[] = {
+    {"node 'Gather_1' (Gather)", "input 'x'", 0, 0, 100},
+};
+#endif
 
 #ifdef FAKE_KERNELS
 /* A second entry that calls a runtime kernel: y = x · Wᵀ with W = 2·I. */
@@ -150,13 +167,25 @@ static const tfm_abi_model_t kModel = {
     NULL,
 #endif
 #ifdef FAKE_CUDA
-    0, 0, NULL, 0, NULL,
+    TFM_CHECK_SLOT_BYTES,
+    0,
+    NULL,
+    1,
+    kChecks,
     TFM_TARGET_CUDA,
     "sm_80",
     "// no kernels of its own\n",
     sizeof("// no kernels of its own\n"),
     0,
     NULL,
+    0,
+    0,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    TFM_CHECKS_IN_STATE,
+    0,
 #endif
 };
 
