@@ -486,30 +486,19 @@ def train_bench(rt, args, pack, name, timed, peak_f32):
 
 def decode_bench(rt, args, pack, bandwidth):
     """W7: greedy decoding of 128 tokens after a 32-token prompt, tfm's
-    cached decoding (--generate, the cache on the GPU) against PyTorch's
-    own KV-cache loop, each token read back to the host as a server does;
-    milliseconds per token, against the bandwidth limit (the weights a step
-    reads over the copy bandwidth measured)."""
+    cached decoding (--generate, the cache on the GPU; f32, and bf16 GEMMs)
+    against PyTorch's own KV-cache loop in f32 and in bf16, each token read
+    back to the host as a server does; milliseconds per token, against the
+    bandwidth limit (the weights a step reads, in the precision's width,
+    over the copy bandwidth measured)."""
     import torch
     import gpu_workloads as W
     import w7_model
     dev = torch.device("cuda")
     prompt = w7_model.prompt_ids()[0].tolist()
-    limit = w7_model.weight_bytes_per_token() / (bandwidth * 1e9) * 1e3
-    tfm_ms, tfm_tokens = float("nan"), None
-    so = os.path.join(pack, "bench", "w7", "model.so")
-    if os.path.exists(so):
-        try:
-            m = tfm_runtime.Model(rt, so, args.device, entry="decode_step")
-            print(f"  tfm's kernels (w7): {m.describe()}", flush=True)
-            m.generate(prompt, 4)  # warm-up: kernels loaded, graphs recorded
-            tfm_tokens, _, decode_ms, steps = m.generate(prompt, w7_model.NEW)
-            tfm_ms = decode_ms / max(steps, 1)
-            m.close()
-        except tfm_runtime.Error as e:
-            print(f"  tfm (w7): {e}", flush=True)
-    peers = {}
-    for label, dtype in (("eager f32", torch.float32), ("eager bf16", torch.bfloat16)):
+    limit_f32 = w7_model.weight_bytes_per_token() / (bandwidth * 1e9) * 1e3
+    peers, peer_tokens = {}, {}
+    for label, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         model = W.w7().to(dev, dtype)
         with torch.inference_mode():
             steps = []
@@ -525,19 +514,33 @@ def decode_bench(rt, args, pack, bandwidth):
                     tokens.append(int(logits[0, -1].argmax()))
                     if rep:
                         steps.append((time.perf_counter() - t) * 1e3)
-            peers[label] = statistics.median(steps)
-            if dtype == torch.float32 and tfm_tokens is not None:
-                same = sum(a == b for a, b in zip(tokens, tfm_tokens))
-                print(f"  w7: tfm's tokens match PyTorch's f32 greedy tokens at {same} "
-                      f"of {len(tokens)}", flush=True)
+            peers["eager " + label] = statistics.median(steps)
+            peer_tokens[label] = tokens
         model = None
         torch.cuda.empty_cache()
     best = min(peers, key=peers.get)
-    print(f"{'w7':10s} {'f32':>4s} {'ms/tok':>7s} {fmt_ms(tfm_ms)} "
-          f"{100 * limit / tfm_ms:5.1f}%bw {fmt_ms(peers['eager f32'])} "
-          f"{fmt_ms(peers['eager bf16'])} {best + ' ' + format(peers[best], '.3f'):>20s} "
-          f"{100 * limit / peers[best]:5.1f}%bw {tfm_ms / peers[best]:8.2f}  "
-          f"(limit {limit:.3f} ms/token; columns: tfm, eager f32, eager bf16)", flush=True)
+    for label, so_name, width in (("f32", "model.so", 1.0), ("bf16", "model-bf16.so", 0.5)):
+        tfm_ms = float("nan")
+        so = os.path.join(pack, "bench", "w7", so_name)
+        if os.path.exists(so):
+            try:
+                m = tfm_runtime.Model(rt, so, args.device, entry="decode_step")
+                print(f"  tfm's kernels (w7, {so_name}): {m.describe()}", flush=True)
+                m.generate(prompt, 4)  # warm-up: kernels loaded, graphs recorded
+                tokens, _, decode_ms, steps = m.generate(prompt, w7_model.NEW)
+                tfm_ms = decode_ms / max(steps, 1)
+                same = sum(a == b for a, b in zip(tokens, peer_tokens[label]))
+                print(f"  w7 {label}: tfm's tokens match PyTorch's {label} greedy tokens "
+                      f"at {same} of {len(tokens)}", flush=True)
+                m.close()
+            except tfm_runtime.Error as e:
+                print(f"  tfm (w7, {so_name}): {e}", flush=True)
+        limit = limit_f32 * width
+        print(f"{'w7':10s} {label:>4s} {'ms/tok':>7s} {fmt_ms(tfm_ms)} "
+              f"{100 * limit / tfm_ms:5.1f}%bw {fmt_ms(peers['eager ' + label])} "
+              f"{best + ' ' + format(peers[best], '.3f'):>20s} "
+              f"{tfm_ms / peers[best]:8.2f}  (limit {limit:.3f} ms/token in {label}; "
+              f"columns: tfm, PyTorch eager in {label}, best peer, tfm/best)", flush=True)
 
 
 def main():
