@@ -125,6 +125,7 @@ class Model:
         lib.tfm_context_options_init(ctypes.byref(opts))
         opts.device = device.encode() if device else None
         self.ctx, self.module, self.session = (ctypes.c_void_p() for _ in range(3))
+        self._views = []  # the device views of device_runner's calls
         rt.check(lib.tfm_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)))
         rt.check(lib.tfm_module_load(self.ctx, path.encode(), ctypes.byref(self.module)))
         (self.inputs, self.input_codes), (self.outputs, self.output_codes) = \
@@ -197,7 +198,6 @@ class Model:
         the GPU is done, as PyTorch's own calls do."""
         lib = self.rt.lib
         device = self.open()
-        views = []
 
         def view(t):
             assert t.is_contiguous(), "device_runner takes contiguous tensors"
@@ -207,7 +207,7 @@ class Model:
                 torch_code(t.dtype), dims, t.dim(), device.encode(),
                 ctypes.c_void_p(t.data_ptr()), t.numel() * t.element_size(),
                 ctypes.byref(v)))
-            views.append(v.value)
+            self._views.append(v.value)  # released by close()
             return v.value
 
         ins = (ctypes.c_void_p * len(inputs))(*[view(t) for t in inputs])
@@ -216,7 +216,6 @@ class Model:
         lib.tfm_run_options_init(ctypes.byref(opts))
         if device != "cpu":
             opts.use_stream, opts.stream = 1, stream
-        self._views = getattr(self, "_views", []) + views
 
         def run():
             self.rt.check(lib.tfm_session_run_with(self.session, self.entry,
@@ -245,7 +244,7 @@ class Model:
 
     def close(self):
         lib = self.rt.lib
-        for v in getattr(self, "_views", []):
+        for v in self._views:
             lib.tfm_tensor_release(v)
         self._views = []
         lib.tfm_session_release(self.session)

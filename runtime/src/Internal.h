@@ -285,6 +285,9 @@ struct tfm_session_s {
   /// ordered on a caller's stream): its copies may still read the host
   /// staging, which the next run must wait for before writing it.
   bool devicePending = false;
+  /// The host's copy of the checks' slots in the state
+  /// (TFM_CHECKS_IN_STATE): written before a run, read back after it.
+  std::vector<int64_t> checkOutcome;
   /// On a GPU, each entry's runs recorded once as a graph and replayed,
   /// unless `whyNoGraphs` says why not: its first run goes eagerly, its
   /// second is recorded.

@@ -178,15 +178,18 @@ char *checkSlots(const tfm_session_s &session) {
   return static_cast<char *>(session.state.get()) + m->check_slots_offset;
 }
 
-/// Sets every check's slot to "passed" before a run.
+/// Sets every check's slot to "passed" before a run. (A copy from
+/// pageable memory returns once the source is read, so the session's one
+/// host copy of the slots serves again after the run.)
 void clearCheckSlots(tfm_session_s &session) {
   char *slots = checkSlots(session);
   if (!slots)
     return;
-  std::vector<int64_t> passed(
+  std::vector<int64_t> &outcome = session.checkOutcome;
+  outcome.assign(
       size_t(session.module->model->num_checks) * TFM_CHECK_SLOT_BYTES / 8, -1);
-  session.device->copyToDevice(slots, passed.data(),
-                               passed.size() * sizeof(int64_t));
+  session.device->copyToDevice(slots, outcome.data(),
+                               outcome.size() * sizeof(int64_t));
 }
 
 /// After a run of `e`: the first check (in the code's order) whose slot
@@ -197,8 +200,7 @@ int32_t readCheckSlots(tfm_session_s &session, const tfm_abi_entry_t *e) {
   if (!slots)
     return 0;
   const tfm_abi_model_t *m = session.module->model;
-  std::vector<int64_t> outcome(size_t(m->num_checks) * TFM_CHECK_SLOT_BYTES /
-                               8);
+  std::vector<int64_t> &outcome = session.checkOutcome;
   session.device->copyToHost(outcome.data(), slots,
                              outcome.size() * sizeof(int64_t));
   constexpr size_t stride = TFM_CHECK_SLOT_BYTES / 8;

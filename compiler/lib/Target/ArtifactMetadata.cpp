@@ -214,9 +214,7 @@ LogicalResult artifact::emitMetadata(ModuleOp module, llvm::Module &m,
            code ? cstring(m, code.getValue()) : nullPtr,
            abi.i64c(code ? code.getValue().size() + 1 : 0),
            abi.i32c(t.deviceKernels ? t.deviceKernels.size() : 0),
-           t.deviceKernels
-               ? stringTable(m, abi, t.deviceKernels, ".tfm.device_kernels")
-               : nullPtr,
+           stringTable(m, abi, t.deviceKernels, ".tfm.device_kernels"),
            abi.i64c(t.generationMaxLength),
            abi.i32c(dynamicValues->size()),
            constantArray(m, abi.dynamic, *dynamicValues,

@@ -522,11 +522,10 @@ void BufferizedEntry::checkIndexRange(Operation *op, Value indices,
             return ob.create<arith::SelectOp>(
                 l, bad, ob.create<arith::MinSIOp>(l, a[1], pos), a[1]);
           });
-  exitIfCheckFailed(check, first, flat);
+  reportCheck(check, first, flat);
 }
 
-void BufferizedEntry::exitIfCheckFailed(int32_t check, Value first,
-                                        Value flat) {
+void BufferizedEntry::reportCheck(int32_t check, Value first, Value flat) {
   Type i64 = b.getI64Type();
   int64_t n = cast<MemRefType>(flat.getType()).getNumElements();
   Value position = b.create<memref::LoadOp>(loc, first, ValueRange{});

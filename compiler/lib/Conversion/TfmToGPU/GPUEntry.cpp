@@ -89,7 +89,7 @@ Value GPUEntry::devicePointer(Value buffer) {
                                     address);
 }
 
-void GPUEntry::exitIfCheckFailed(int32_t check, Value first, Value flat) {
+void GPUEntry::reportCheck(int32_t check, Value first, Value flat) {
   // The run goes on (every index is clamped into range); one thread writes
   // the outcome to the check's slot: the position and the value there, or
   // -1 and -1.

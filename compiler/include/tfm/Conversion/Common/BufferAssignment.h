@@ -223,20 +223,20 @@ public:
   void exitIf(Value condition,
               function_ref<Value(OpBuilder &, Location)> failure);
   /// Checks that every element of `indices` lies in [lower, upper), or is
-  /// `skip` when given; at the first that does not, the run stops with a
-  /// status naming `op`, the tensor and the position.
+  /// `skip` when given; the first that does not is reported (reportCheck)
+  /// with a status naming `op`, the tensor and the position.
   void checkIndices(Operation *op, Value indices, int64_t lower,
                     int64_t upper, std::optional<int64_t> skip = {});
   /// checkIndices for one column of `indices` (its last dimension), whose
   /// columns index dimensions of different sizes (ScatterND's tuples).
   void checkIndexColumn(Operation *op, Value indices, int64_t column,
                         int64_t lower, int64_t upper);
-  /// Stops the run with check `check`'s status when `first` (a 0-d i64
-  /// buffer that checkIndices computed) holds a position of `flat`, the
-  /// indices, rather than their count. By default the entry reads both
-  /// buffers itself; a target whose buffers the host cannot read overrides
-  /// it.
-  virtual void exitIfCheckFailed(int32_t check, Value first, Value flat);
+  /// Reports check `check`: `first` (a 0-d i64 buffer that checkIndices
+  /// computed) holds a position of `flat`, the indices, when one is out of
+  /// range, else their count. By default the entry reads both buffers and
+  /// stops the run there (TFM_CHECKS_MID_RUN); a target whose buffers the
+  /// host cannot read overrides it.
+  virtual void reportCheck(int32_t check, Value first, Value flat);
 
   //===------------------------------------------------------------------===//
   // Runtime kernels (KernelCalls.h)

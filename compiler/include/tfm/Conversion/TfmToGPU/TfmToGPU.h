@@ -39,9 +39,9 @@ public:
 
   StringRef targetName() const override { return "CUDA"; }
   bool hostReadsBuffers() const override { return false; }
-  /// Reads the check's result from device memory through
-  /// host->read_device.
-  void exitIfCheckFailed(int32_t check, Value first, Value flat) override;
+  /// Writes the check's outcome to its slot in the state, which the
+  /// runtime reads after the run (TFM_CHECKS_IN_STATE); the run goes on.
+  void reportCheck(int32_t check, Value first, Value flat) override;
 
   /// f16 for f32 GEMMs under --dtype=f16: tensor cores multiply 16-bit
   /// operands (tfm-tile-gpu-matmul).
