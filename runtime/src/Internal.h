@@ -196,11 +196,11 @@ tfm_status_t validateModel(const std::string &path, const void *handle,
 /// (from dlopen).
 bool pointsIntoLibrary(const void *handle, const void *p, uint64_t bytes);
 
-/// The bytes kernel `d` touches from each of its pointer arguments (0 for
-/// an argument it does not read). False, with `why`, for a descriptor that
-/// is not one the compiler writes (an unknown kind, a non-positive size, an
-/// overflowing product).
-bool kernelFootprint(const tfm_abi_kernel_desc_t &d,
+/// The bytes kernel `d`, with `flags` (its tfm_kernel_flag_t bits), touches
+/// from each of its pointer arguments (0 for an argument it does not read).
+/// False, with `why`, for a descriptor that is not one the compiler writes
+/// (an unknown kind, a non-positive size, an overflowing product).
+bool kernelFootprint(const tfm_abi_kernel_desc_t &d, uint32_t flags,
                      uint64_t bytes[TFM_KERNEL_MAX_ARGS], std::string &why);
 
 } // namespace tfm::runtime

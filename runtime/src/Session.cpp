@@ -390,7 +390,8 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     std::string error;
     s->footprints.resize(m->num_kernels);
     for (int32_t i = 0; i < m->num_kernels; ++i)
-      kernelFootprint(m->kernels[i], s->footprints[i].data(), error);
+      kernelFootprint(m->kernels[i], kernelFlags(m, i), s->footprints[i].data(),
+                      error);
     const char *env = std::getenv("TFM_PROFILE");
     bool printAtRelease = env && *env && *env != '0';
     if (printAtRelease || opts.profile)

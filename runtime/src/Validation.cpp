@@ -225,6 +225,7 @@ uint64_t tfm::runtime::tensorBytes(const tfm_abi_tensor_desc_t &d) {
 }
 
 bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
+                                   uint32_t flags,
                                    uint64_t bytes[TFM_KERNEL_MAX_ARGS],
                                    std::string &why) {
   std::fill(bytes, bytes + TFM_KERNEL_MAX_ARGS, 0);
@@ -237,9 +238,12 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
       }
     return true;
   };
-  // Elements · 4 bytes (every kernel reads and writes f32).
-  auto f32 = [&](std::initializer_list<int64_t> dims, uint64_t &out) {
-    out = 4;
+  // Elements · 4 bytes: every kernel reads and writes f32, but a GEMM's
+  // narrow operands (2 bytes).
+  uint64_t operandBytes = flags & TFM_KERNEL_FLAG_NARROW_OPERANDS ? 2 : 4;
+  auto f32 = [&](std::initializer_list<int64_t> dims, uint64_t &out,
+                 uint64_t elementBytes = 4) {
+    out = elementBytes;
     for (int64_t x : dims)
       if (!mul(out, static_cast<uint64_t>(x), out)) {
         why = "its sizes overflow";
@@ -249,7 +253,7 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
   };
   // The extent of a strided operand: one past its last element, · 4.
   auto strided = [&](std::initializer_list<int64_t> dims, const int64_t *st,
-                     uint64_t &out) {
+                     uint64_t &out, uint64_t elementBytes = 4) {
     uint64_t last = 0;
     size_t i = 0;
     for (int64_t x : dims) {
@@ -262,14 +266,16 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
       }
       ++i;
     }
-    return mul(last + 1, 4, out) || (why = "its strides overflow", false);
+    return mul(last + 1, elementBytes, out) ||
+           (why = "its strides overflow", false);
   };
   switch (d.kind) {
   case TFM_KERNEL_LINEAR: {
     if (!positive(TFM_LINEAR_HAS_BIAS))
       return false;
     int64_t m = p[TFM_LINEAR_M], k = p[TFM_LINEAR_K], n = p[TFM_LINEAR_N];
-    return f32({m, k}, bytes[0]) && f32({n, k}, bytes[1]) &&
+    return f32({m, k}, bytes[0], operandBytes) &&
+           f32({n, k}, bytes[1], operandBytes) &&
            (!p[TFM_LINEAR_HAS_BIAS] || f32({n}, bytes[2])) &&
            (!p[TFM_LINEAR_HAS_RESIDUAL] || f32({m, n}, bytes[3])) &&
            f32({m, n}, bytes[4]);
@@ -280,8 +286,8 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     int64_t b1 = p[TFM_BATCH_MATMUL_B1], b2 = p[TFM_BATCH_MATMUL_B2],
             m = p[TFM_BATCH_MATMUL_M], k = p[TFM_BATCH_MATMUL_K],
             n = p[TFM_BATCH_MATMUL_N];
-    return strided({b1, b2, m, k}, d.strides, bytes[0]) &&
-           strided({b1, b2, k, n}, d.strides + 4, bytes[1]) &&
+    return strided({b1, b2, m, k}, d.strides, bytes[0], operandBytes) &&
+           strided({b1, b2, k, n}, d.strides + 4, bytes[1], operandBytes) &&
            strided({b1, b2, m, n}, d.strides + 8, bytes[2]);
   }
   case TFM_KERNEL_MASKED_SOFTMAX: {
@@ -643,16 +649,27 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
       return corrupt(fmt::format("the flags of {} kernels lie outside the "
                                  "library",
                                  m->num_kernels));
-    for (int32_t i = 0; i < m->num_kernels; ++i)
-      if (flags[i] & ~uint32_t(TFM_KERNEL_FLAG_FALLBACK))
+    for (int32_t i = 0; i < m->num_kernels; ++i) {
+      if (flags[i] &
+          ~uint32_t(TFM_KERNEL_FLAG_FALLBACK | TFM_KERNEL_FLAG_NARROW_OPERANDS))
         return corrupt(
             fmt::format("kernel {} has unknown flags {:#x}", i, flags[i]));
+      const tfm_abi_kernel_desc_t &d = m->kernels[i];
+      bool gemm =
+          d.kind == TFM_KERNEL_LINEAR || d.kind == TFM_KERNEL_BATCH_MATMUL;
+      bool narrowType = d.dtype == TFM_DTYPE_BF16 || d.dtype == TFM_DTYPE_F16;
+      if ((flags[i] & TFM_KERNEL_FLAG_NARROW_OPERANDS) && !(gemm && narrowType))
+        return corrupt(fmt::format(
+            "kernel {} ({}) reads narrow operands, which only a bf16 or f16 "
+            "LINEAR or BATCH_MATMUL does",
+            i, kernelName(d.kind)));
+    }
   }
   for (int32_t i = 0; i < m->num_kernels; ++i) {
     const tfm_abi_kernel_desc_t &d = m->kernels[i];
     uint64_t bytes[TFM_KERNEL_MAX_ARGS];
     std::string why;
-    if (!kernelFootprint(d, bytes, why))
+    if (!kernelFootprint(d, kernelFlags(m, i), bytes, why))
       return corrupt(fmt::format("kernel {} ({}): {}", i, kernelName(d.kind),
                                  why));
     for (int a = 0; a < TFM_KERNEL_MAX_ARGS; ++a)

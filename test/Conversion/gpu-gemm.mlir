@@ -2,6 +2,7 @@
 // RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg compute-type=bf16' | FileCheck %s --check-prefix=BF16
 // RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg compute-type=f16' | FileCheck %s --check-prefix=F16
 // RUN: tfm-opt %s --tfm-gpu-pipeline | FileCheck %s --check-prefix=HOST
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=compute-type=bf16' | FileCheck %s --check-prefix=HOST16
 
 // Tests the CUDA target's GEMMs: each is a call of the runtime's GEMM
 // kernel (cuBLASLt) with the generated GEMM as its fallback, which runs
@@ -34,14 +35,26 @@
 // CHECK: ^[[EXIT]](%{{.+}}: i32):
 // CHECK-NEXT: return
 
-// BF16: tfm.kernel_call %arg0, <kind = linear, dtype = bf16,
-// BF16: tfm.kernel_call %arg0, <kind = batch_matmul, dtype = bf16,
-// F16: tfm.kernel_call %arg0, <kind = linear, dtype = f16,
-// F16: tfm.kernel_call %arg0, <kind = batch_matmul, dtype = f16,
+// Under bf16 and f16 the library reads 16-bit operands: an activation is
+// rounded into a copy before the call (and the fallback reads that copy),
+// a constant weight was rounded at compile time; bias and output stay f32.
+// The weights only GEMMs read are stored once, rounded; the bias in f32.
+// BF16: tfm.weights = [dense<2.500000e-01> : tensor<6x8xbf16>, dense<5.000000e-01> : tensor<6xf32>, dense<1.250000e-01> : tensor<5x6xbf16>]
+// BF16: outs(%[[X16:.+]] : memref<4x8xbf16>)
+// BF16-NEXT: ^bb0
+// BF16-NEXT: arith.truncf %{{.+}} : f32 to bf16
+// BF16: tfm.kernel_call %arg0, <kind = linear, dtype = bf16, {{.*}}>(%[[X16]], {{.*}}) {{.*}} : !llvm.ptr, memref<4x8xbf16>, memref<6x8xbf16>, memref<6xf32>, memref<4x6xf32>
+// BF16: linalg.generic {{.*}}"reduction"{{.*}} ins(%{{.+}}, %{{.+}} : memref<4x8xbf16>, memref<6x8xbf16>) outs(%{{.+}} : memref<4x6xf32>)
+// BF16: tfm.kernel_call %arg0, <kind = linear, dtype = bf16, {{.*}} : !llvm.ptr, memref<4x6xbf16>, memref<5x6xbf16>, memref<4x5xf32>
+// BF16: tfm.kernel_call %arg0, <kind = batch_matmul, dtype = bf16, params = [1, 1, 5, 4, 3], strides = [20, 20, 1, 5, 12, 12, 3, 1, 15, 15, 3, 1]>({{.*}}) {fallback} : !llvm.ptr, memref<4x5xbf16>, memref<4x3xbf16>, memref<5x3xf32>
+// F16: tfm.kernel_call %arg0, <kind = linear, dtype = f16, {{.*}} : !llvm.ptr, memref<4x8xf16>, memref<6x8xf16>, memref<6xf32>, memref<4x6xf32>
+// F16: tfm.kernel_call %arg0, <kind = batch_matmul, dtype = f16, {{.*}} : !llvm.ptr, memref<4x5xf16>, memref<4x3xf16>, memref<5x3xf32>
 
 // On the host, each call is one of the kernel table, all three flagged as
-// having a fallback.
+// having a fallback, and under bf16 as reading 16-bit operands
+// (TFM_KERNEL_FLAG_NARROW_OPERANDS).
 // HOST: tfm.kernel_flags = array<i32: 1, 1, 1>
+// HOST16: tfm.kernel_flags = array<i32: 3, 3, 3>
 // HOST-SAME: tfm.kernels = [#tfm.kernel<kind = linear, {{.*}}>, #tfm.kernel<kind = linear, {{.*}}>, #tfm.kernel<kind = batch_matmul, {{.*}}>]
 // HOST: llvm.func @__tfm_run_kernel(!llvm.ptr, i32, !llvm.ptr) -> i32
 // HOST: llvm.func @__tfm_entry_infer

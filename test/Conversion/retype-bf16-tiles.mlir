@@ -105,3 +105,37 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// Tests that a window of a weight stored in bf16 (a part of a packed
+// projection's rows) is passed as the same window of an f16 view.
+// CHECK-LABEL: func.func @window
+// CHECK: %[[W:.+]] = memref.view %[[WEIGHTS:.+]][%{{.+}}][] : memref<4096xi8> to memref<48x16xbf16>
+// CHECK: %[[PART:.+]] = memref.subview %[[W]][16, 0] [16, 16] [1, 1]
+// CHECK: %[[W16:.+]] = memref.view %[[WEIGHTS]][%{{.+}}][] : memref<4096xi8> to memref<48x16xf16>
+// CHECK: %[[PART16:.+]] = memref.subview %[[W16]][16, 0] [16, 16] [1, 1] : memref<48x16xf16> to memref<16x16xf16, strided<[16, 1], offset: 256>>
+// CHECK: gpu.launch_func @kernels::@tile {{.+}} args(%[[PART16]] : memref<16x16xf16, strided<[16, 1], offset: 256>>
+module attributes {gpu.container_module} {
+  func.func @window(%weights: memref<4096xi8>, %out: memref<16x8xf32>) {
+    %c1 = arith.constant 1 : index
+    %c32 = arith.constant 32 : index
+    %c0 = arith.constant 0 : index
+    %w = memref.view %weights[%c0][] : memref<4096xi8> to memref<48x16xbf16>
+    %part = memref.subview %w[16, 0] [16, 16] [1, 1] : memref<48x16xbf16> to memref<16x16xbf16, strided<[16, 1], offset: 256>>
+    gpu.launch_func @kernels::@tile blocks in (%c1, %c1, %c1) threads in (%c32, %c1, %c1) args(%part : memref<16x16xbf16, strided<[16, 1], offset: 256>>, %out : memref<16x8xf32>)
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @tile(%a: memref<16x16xbf16, strided<[16, 1], offset: 256>>, %out: memref<16x8xf32>) kernel {
+      %c0 = arith.constant 0 : index
+      %pad = arith.constant 0.0 : bf16
+      %zero = arith.constant dense<0.0> : vector<16x8xf32>
+      %x = vector.transfer_read %a[%c0, %c0], %pad {in_bounds = [true, true]} : memref<16x16xbf16, strided<[16, 1], offset: 256>>, vector<16x16xbf16>
+      %y = vector.transfer_read %a[%c0, %c0], %pad {in_bounds = [true, true]} : memref<16x16xbf16, strided<[16, 1], offset: 256>>, vector<8x16xbf16>
+      %r = vector.contract {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], kind = #vector.kind<add>} %x, %y, %zero : vector<16x16xbf16>, vector<8x16xbf16> into vector<16x8xf32>
+      vector.transfer_write %r, %out[%c0, %c0] {in_bounds = [true, true]} : vector<16x8xf32>, memref<16x8xf32>
+      gpu.return
+    }
+  }
+}

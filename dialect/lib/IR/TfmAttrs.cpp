@@ -249,6 +249,23 @@ LogicalResult KernelCallOp::verify() {
                            << " is not dense; kernels take dense buffers "
                               "(strides go in the descriptor)";
   }
+  // A GEMM's two operands are f32, or both held in the type it multiplies
+  // in (TFM_KERNEL_FLAG_NARROW_OPERANDS).
+  KernelAttr desc = getKernel();
+  if (desc.getKind() == KernelKind::linear ||
+      desc.getKind() == KernelKind::batch_matmul) {
+    Type first;
+    for (unsigned i = 0; i < n; ++i) {
+      if (getSlot(i) > 1)
+        continue;
+      Type t = cast<MemRefType>(getArgs()[i].getType()).getElementType();
+      if ((!t.isF32() && t != desc.getDtype()) || (first && t != first))
+        return emitOpError() << "multiplies operands of type " << t
+                             << "; a GEMM's two operands are both f32 or both "
+                             << desc.getDtype();
+      first = t;
+    }
+  }
   return success();
 }
 

@@ -55,7 +55,8 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 tfm_activation_t), has_residual, constant_weights
  *                 (w never changes, so the kernel may pack it once)
  *                 dtype:  F32, or BF16 to multiply in bf16 with f32
- *                 accumulation (operands and results stay f32)
+ *                 accumulation (operands and results stay f32, unless
+ *                 the kernel's flags hold TFM_KERNEL_FLAG_NARROW_OPERANDS)
  *                 args:   x, w, b (or NULL), r (or NULL), y
  *  BATCH_MATMUL   c[B1,B2,M,N] = a[B1,B2,M,K] · b[B1,B2,K,N], each operand
  *                 read or written at arbitrary element strides, so that
@@ -213,7 +214,8 @@ typedef struct tfm_abi_kernel_desc_t {
   /* The type the kernel multiplies in: TFM_DTYPE_F32; TFM_DTYPE_BF16 for
    * LINEAR, and for a GPU model's LINEAR and BATCH_MATMUL; TFM_DTYPE_F16
    * for a GPU model's LINEAR and BATCH_MATMUL. Buffers hold f32 whatever
-   * the type. */
+   * the type, but for a GEMM's operands under
+   * TFM_KERNEL_FLAG_NARROW_OPERANDS. */
   int32_t dtype;
   int64_t params[TFM_KERNEL_MAX_PARAMS];
   double fparams[TFM_KERNEL_MAX_FPARAMS];
@@ -227,6 +229,13 @@ typedef enum tfm_kernel_flag_t {
    * may decline it (a GPU without cuBLASLt, a GEMM the library cannot
    * express, the library turned off). */
   TFM_KERNEL_FLAG_FALLBACK = 1,
+  /* A LINEAR's x and w, or a BATCH_MATMUL's a and b, hold the descriptor's
+   * dtype (BF16 or F16) instead of f32, rounded before the call; the bias,
+   * the residual and the output stay f32. A GPU model's GEMMs under
+   * --dtype=bf16 or f16, so that the library reads half the bytes and its
+   * 16-bit kernels. A session that cannot read such operands declines the
+   * kernel (it then needs TFM_KERNEL_FLAG_FALLBACK). */
+  TFM_KERNEL_FLAG_NARROW_OPERANDS = 2,
 } tfm_kernel_flag_t;
 
 /* What run_kernel returns for a kernel with TFM_KERNEL_FLAG_FALLBACK that

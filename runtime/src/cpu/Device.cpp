@@ -96,7 +96,8 @@ protected:
 
 private:
   bool create(int32_t i, std::string &why) {
-    kernels[i] = cpu::makeKernel(engine, model->kernels[i], why);
+    kernels[i] =
+        cpu::makeKernel(engine, model->kernels[i], kernelFlags(model, i), why);
     if (!kernels[i])
       why = "kernel " + std::to_string(i) + " cannot be created: " + why;
     return kernels[i] != nullptr;

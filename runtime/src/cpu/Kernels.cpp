@@ -7,8 +7,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 using namespace tfm::runtime::cpu;
 
@@ -67,10 +71,120 @@ void tfm::runtime::cpu::parallelFor(tfm_abi_task_fn_t task,
   }
 }
 
+namespace {
+
+/// The f32 value of a 16-bit float's pattern: bf16 is f32's upper half; an
+/// IEEE half is rebuilt from its fields. Both are exact.
+float widen(uint16_t h, bool half) {
+  uint32_t bits;
+  if (!half) {
+    bits = uint32_t(h) << 16;
+  } else {
+    uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 31,
+             m = h & 1023u;
+    if (e == 31) {
+      bits = sign | 0x7f800000u | (m << 13);
+    } else if (e) {
+      bits = sign | ((e + 112) << 23) | (m << 13);
+    } else {
+      float v = std::ldexp(static_cast<float>(m), -24);
+      std::memcpy(&bits, &v, 4);
+      bits |= sign;
+    }
+  }
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+/// A GPU model's GEMM on 16-bit operands (TFM_KERNEL_FLAG_NARROW_OPERANDS)
+/// in the CPU emulation of its schedule: the two operands widened to f32,
+/// then the f32 kernel. Products of 16-bit values are exact in f32, on the
+/// GPU's tensor cores as here, so the two differ in the order of the sums
+/// only; and no host lacks the kernel.
+class WidenedOperands : public Kernel {
+public:
+  WidenedOperands(std::unique_ptr<Kernel> inner, bool half, int32_t numArgs,
+                  const uint64_t elements[2], bool constantSecond)
+      : inner(std::move(inner)), half(half), numArgs(numArgs),
+        constantSecond(constantSecond) {
+    for (int i = 0; i < 2; ++i)
+      sizes[i] = elements[i];
+  }
+
+  int32_t run(void *const *args) override {
+    void *widened[TFM_KERNEL_MAX_ARGS] = {};
+    std::copy(args, args + numArgs, widened);
+    for (int i = 0; i < 2; ++i) {
+      // A LINEAR's constant weights are widened once each: the f32 kernel
+      // packs them at their first call, keyed by their address, so every
+      // layer that shares the kernel needs its own.
+      bool constant = i == 1 && constantSecond;
+      std::vector<float> &to = constant ? constants[args[i]] : scratch[i];
+      if (constant && !to.empty()) {
+        widened[i] = to.data();
+        continue;
+      }
+      to.resize(sizes[i]);
+      const auto *from = static_cast<const uint16_t *>(args[i]);
+      for (size_t e = 0; e < to.size(); ++e)
+        to[e] = widen(from[e], half);
+      widened[i] = to.data();
+    }
+    return inner->run(widened);
+  }
+
+private:
+  std::unique_ptr<Kernel> inner;
+  bool half;
+  int32_t numArgs;
+  bool constantSecond;
+  uint64_t sizes[2];
+  std::vector<float> scratch[2];
+  std::unordered_map<const void *, std::vector<float>> constants;
+};
+
+} // namespace
+
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
-                              const tfm_abi_kernel_desc_t &d,
+                              const tfm_abi_kernel_desc_t &d, uint32_t flags,
                               std::string &error) {
+  if (flags & TFM_KERNEL_FLAG_NARROW_OPERANDS) {
+    bool gemm =
+        d.kind == TFM_KERNEL_LINEAR || d.kind == TFM_KERNEL_BATCH_MATMUL;
+    if (!gemm || (d.dtype != TFM_DTYPE_BF16 && d.dtype != TFM_DTYPE_F16)) {
+      error = "only a bf16 or f16 GEMM reads 16-bit operands";
+      return nullptr;
+    }
+    // The elements each operand spans (the model was validated at load).
+    const int64_t *p = d.params;
+    uint64_t elements[2];
+    if (d.kind == TFM_KERNEL_LINEAR) {
+      elements[0] = uint64_t(p[TFM_LINEAR_M]) * uint64_t(p[TFM_LINEAR_K]);
+      elements[1] = uint64_t(p[TFM_LINEAR_N]) * uint64_t(p[TFM_LINEAR_K]);
+    } else {
+      int64_t b1 = p[TFM_BATCH_MATMUL_B1], b2 = p[TFM_BATCH_MATMUL_B2],
+              m = p[TFM_BATCH_MATMUL_M], k = p[TFM_BATCH_MATMUL_K],
+              n = p[TFM_BATCH_MATMUL_N];
+      const int64_t dims[2][4] = {{b1, b2, m, k}, {b1, b2, k, n}};
+      for (int i = 0; i < 2; ++i) {
+        elements[i] = 1;
+        for (int j = 0; j < 4; ++j)
+          elements[i] +=
+              uint64_t(dims[i][j] - 1) * uint64_t(d.strides[4 * i + j]);
+      }
+    }
+    tfm_abi_kernel_desc_t wide = d;
+    wide.dtype = TFM_DTYPE_F32;
+    std::unique_ptr<Kernel> inner = makeKernel(device, wide, 0, error);
+    if (!inner)
+      return nullptr;
+    bool linear = d.kind == TFM_KERNEL_LINEAR;
+    return std::make_unique<WidenedOperands>(
+        std::move(inner), d.dtype == TFM_DTYPE_F16, linear ? 5 : 3, elements,
+        linear && p[TFM_LINEAR_CONSTANT_WEIGHTS] != 0);
+  }
   if (d.dtype != TFM_DTYPE_F32 &&
       !(d.dtype == TFM_DTYPE_BF16 && d.kind == TFM_KERNEL_LINEAR)) {
     error = "kernels compute in f32 (and LINEAR in bf16) only";

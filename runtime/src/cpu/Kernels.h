@@ -42,10 +42,11 @@ int32_t setThreads(int32_t threads);
 /// thread of the calling thread's OpenMP count.
 void parallelFor(tfm_abi_task_fn_t task, void *const *args, int64_t n);
 
-/// Builds the kernel for `desc`, or returns null and sets `error`.
+/// Builds the kernel for `desc` with `flags` (its tfm_kernel_flag_t bits),
+/// or returns null and sets `error`.
 std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Engine> &engine,
                                    const tfm_abi_kernel_desc_t &desc,
-                                   std::string &error);
+                                   uint32_t flags, std::string &error);
 
 // The families' constructors, for makeKernel; `desc` has been validated.
 std::unique_ptr<Kernel> makeLinearKernel(std::shared_ptr<Engine> engine,

@@ -391,8 +391,8 @@ private:
         continue;
       }
       try {
-        gemms[i] = std::make_unique<LibraryGemm>(*blas, blasHandle,
-                                                 m.kernels[i], allowTF32);
+        gemms[i] = std::make_unique<LibraryGemm>(
+            *blas, blasHandle, m.kernels[i], kernelFlags(&m, i), allowTF32);
       } catch (const DeviceError &e) {
         std::string why = fmt::format("kernel {}: {}", i, e.what());
         if (!declineIfFallback(m, i, why))

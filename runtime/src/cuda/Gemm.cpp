@@ -23,7 +23,8 @@ uint32_t alignmentOf(const void *p) {
 } // namespace
 
 LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
-                         const tfm_abi_kernel_desc_t &desc, bool allowTF32)
+                         const tfm_abi_kernel_desc_t &desc, uint32_t flags,
+                         bool allowTF32)
     : blas(blas), handle(handle), kind(desc.kind) {
   auto refuse = [&](const std::string &why) {
     throw DeviceError(TFM_STATUS_INCOMPATIBLE,
@@ -75,25 +76,31 @@ LibraryGemm::LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
   if (hasBias && !plan.swapped)
     refuse("a bias along the output's rows");
 
-  // f32 operands and output; bf16 and f16 descriptors multiply in that
-  // type on the tensor cores with f32 accumulation, as oneDNN does on
-  // the CPU.
-  int compute = CUBLAS_COMPUTE_32F;
-  if (desc.dtype == TFM_DTYPE_BF16)
+  // An f32 output, accumulated in f32. bf16 and f16 descriptors multiply
+  // in that type on the tensor cores: operands stored in it are read as
+  // they are (the library's 16-bit kernels, half the bytes), f32 ones are
+  // rounded by the library, as oneDNN does on the CPU.
+  bool narrow = flags & TFM_KERNEL_FLAG_NARROW_OPERANDS;
+  if (narrow && desc.dtype != TFM_DTYPE_BF16 && desc.dtype != TFM_DTYPE_F16)
+    refuse("16-bit operands of an f32 GEMM");
+  int compute = CUBLAS_COMPUTE_32F, operandType = CUDA_R_32F;
+  if (narrow)
+    operandType = desc.dtype == TFM_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  else if (desc.dtype == TFM_DTYPE_BF16)
     compute = CUBLAS_COMPUTE_32F_FAST_16BF;
   else if (desc.dtype == TFM_DTYPE_F16)
     compute = CUBLAS_COMPUTE_32F_FAST_16F;
   else if (allowTF32)
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   try {
-    describe(compute);
+    describe(compute, operandType);
   } catch (...) {
     release();
     throw;
   }
 }
 
-void LibraryGemm::describe(int compute) {
+void LibraryGemm::describe(int compute, int operandType) {
   auto check = [&](cublasStatus_t rc, const char *what) {
     if (rc != CUBLAS_STATUS_SUCCESS)
       throw DeviceError(
@@ -115,8 +122,8 @@ void LibraryGemm::describe(int compute) {
   check(blas.matmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                     &epilogue, sizeof epilogue),
         "cannot set the epilogue");
-  auto matrix = [&](cublasLtMatrixLayout_t &out, const LtMatrix &m) {
-    check(blas.matrixLayoutCreate(&out, CUDA_R_32F, m.rows, m.columns, m.ld),
+  auto matrix = [&](cublasLtMatrixLayout_t &out, const LtMatrix &m, int type) {
+    check(blas.matrixLayoutCreate(&out, type, m.rows, m.columns, m.ld),
           "cannot create a matrix layout");
     if (plan.batch == 1)
       return;
@@ -130,9 +137,9 @@ void LibraryGemm::describe(int compute) {
               sizeof stride),
           "cannot set a batch stride");
   };
-  matrix(a, plan.a);
-  matrix(b, plan.b);
-  matrix(d, plan.d);
+  matrix(a, plan.a, operandType);
+  matrix(b, plan.b, operandType);
+  matrix(d, plan.d, CUDA_R_32F);
 }
 
 LibraryGemm::~LibraryGemm() { release(); }

@@ -29,11 +29,13 @@ constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 
 class LibraryGemm {
 public:
-  /// The GEMM of descriptor `d`. Throws DeviceError (INCOMPATIBLE) when
-  /// cuBLASLt cannot run it, naming why. `allowTF32`: f32 GEMMs may round
-  /// their operands to TF32 on the tensor cores.
+  /// The GEMM of descriptor `d` with `flags` (its tfm_kernel_flag_t bits:
+  /// TFM_KERNEL_FLAG_NARROW_OPERANDS reads 16-bit operands). Throws
+  /// DeviceError (INCOMPATIBLE) when cuBLASLt cannot run it, naming why.
+  /// `allowTF32`: f32 GEMMs may round their operands to TF32 on the tensor
+  /// cores.
   LibraryGemm(const Blas &blas, cublasLtHandle_t handle,
-              const tfm_abi_kernel_desc_t &d, bool allowTF32);
+              const tfm_abi_kernel_desc_t &d, uint32_t flags, bool allowTF32);
   ~LibraryGemm();
   LibraryGemm(const LibraryGemm &) = delete;
   LibraryGemm &operator=(const LibraryGemm &) = delete;
@@ -50,7 +52,7 @@ public:
 private:
   using Alignments = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>;
   /// Creates the operation and the matrix layouts; `release` frees them.
-  void describe(int compute);
+  void describe(int compute, int operandType);
   void release();
   /// The heuristic's answer for these alignments, asked once.
   const cublasLtMatmulHeuristicResult_t *

@@ -776,3 +776,21 @@ func.func @cache_update_axis(%k: tensor<1x4x2x8xf32>, %p: tensor<i64>) {
   %0 = tfm.cache_update "k", %k, %p {axis = 4 : i64} : (tensor<1x4x2x8xf32>, tensor<i64>) -> tensor<1x4x64x8xf32>
   return
 }
+
+// -----
+
+// Tests that a GEMM's two operands are both f32 or both its 16-bit type.
+func.func @kernel_mixed_operands(%host: !llvm.ptr, %x: memref<2x4xbf16>, %w: memref<3x4xf32>, %y: memref<2x3xf32>) -> i32 {
+  // expected-error@+1 {{multiplies operands of type 'f32'; a GEMM's two operands are both f32 or both 'bf16'}}
+  %rc = tfm.kernel_call %host, <kind = linear, dtype = bf16, params = [2, 4, 3, 0, 0, 0, 1]>(%x, %w, %y) {slots = array<i64: 0, 1, 4>} : !llvm.ptr, memref<2x4xbf16>, memref<3x4xf32>, memref<2x3xf32>
+  return %rc : i32
+}
+
+// -----
+
+// Tests that 16-bit operands are of the type the GEMM multiplies in.
+func.func @kernel_other_narrow_type(%host: !llvm.ptr, %x: memref<2x4xf16>, %w: memref<3x4xf16>, %y: memref<2x3xf32>) -> i32 {
+  // expected-error@+1 {{multiplies operands of type 'f16'; a GEMM's two operands are both f32 or both 'bf16'}}
+  %rc = tfm.kernel_call %host, <kind = linear, dtype = bf16, params = [2, 4, 3, 0, 0, 0, 1]>(%x, %w, %y) {slots = array<i64: 0, 1, 4>} : !llvm.ptr, memref<2x4xf16>, memref<3x4xf16>, memref<2x3xf32>
+  return %rc : i32
+}

@@ -219,7 +219,8 @@ TEST(LibraryGemm, LinearEpilogues) {
   for (const Case &c : cases) {
     SCOPED_TRACE(c.epilogue);
     LibraryGemm gemm(fakeBlas(), handle(),
-                     linear(m, k, n, c.bias, c.activation, c.residual), false);
+                     linear(m, k, n, c.bias, c.activation, c.residual), 0,
+                     false);
     EXPECT_EQ(gemm.epilogue(), c.epilogue);
     std::vector<float> y(m * n, -7);
     void *args[] = {x.data(), w.data(), c.bias ? b.data() : nullptr,
@@ -238,7 +239,7 @@ TEST(LibraryGemm, LinearBf16) {
   const int64_t m = 3, k = 16, n = 4;
   auto x = randomVector(m * k, 5), w = randomVector(n * k, 6);
   LibraryGemm gemm(fakeBlas(), handle(),
-                   linear(m, k, n, false, 0, false, TFM_DTYPE_BF16), false);
+                   linear(m, k, n, false, 0, false, TFM_DTYPE_BF16), 0, false);
   std::vector<float> y(m * n);
   void *args[] = {x.data(), w.data(), nullptr, nullptr, y.data()};
   std::string error;
@@ -252,23 +253,24 @@ TEST(LibraryGemm, LinearBf16) {
   EXPECT_GT(diff, 1e-5);
 }
 
-// Attention's two products on sequence-first heads, strided in place, and
-// a batched product whose second operand is shared by the batch.
-TEST(LibraryGemm, BatchMatmulStrides) {
-  const int64_t s = 5, h = 3, dh = 4;
-  auto q = randomVector(s * h * dh, 7), kk = randomVector(s * h * dh, 8);
+/// Attention's scores q·kᵀ of sequence-first heads ([S, H, dh] rows, the
+/// heads as the batch, H·dh apart within a row) as a BATCH_MATMUL.
+tfm_abi_kernel_desc_t headScores(int64_t s, int64_t h, int64_t dh,
+                                 int32_t dtype) {
   tfm_abi_kernel_desc_t d{};
   d.kind = TFM_KERNEL_BATCH_MATMUL;
-  d.dtype = TFM_DTYPE_F32;
+  d.dtype = dtype;
   int64_t params[] = {1, h, s, dh, s};
   std::memcpy(d.params, params, sizeof params);
   int64_t strides[12] = {0, dh, h * dh, 1, 0, dh, 1, h * dh, 0, s * s, s, 1};
   std::memcpy(d.strides, strides, sizeof strides);
-  LibraryGemm gemm(fakeBlas(), handle(), d, false);
-  std::vector<float> scores(h * s * s, -7);
-  void *args[] = {q.data(), kk.data(), scores.data()};
-  std::string error;
-  ASSERT_EQ(gemm.run(args, nullptr, nullptr, error), 0) << error;
+  return d;
+}
+
+/// headScores's definition, in double: [H, S, S].
+std::vector<float> headScoresReference(const std::vector<float> &q,
+                                       const std::vector<float> &k, int64_t s,
+                                       int64_t h, int64_t dh) {
   std::vector<float> want(h * s * s);
   for (int64_t head = 0; head < h; ++head)
     for (int64_t i = 0; i < s; ++i)
@@ -276,10 +278,107 @@ TEST(LibraryGemm, BatchMatmulStrides) {
         double sum = 0;
         for (int64_t p = 0; p < dh; ++p)
           sum += double(q[i * h * dh + head * dh + p]) *
-                 kk[j * h * dh + head * dh + p];
+                 k[j * h * dh + head * dh + p];
         want[head * s * s + i * s + j] = float(sum);
       }
-  expectNear(scores, want);
+  return want;
+}
+
+/// The 16-bit pattern of `x` in `dtype` (bf16 or f16), rounded to nearest
+/// even as the compiler rounds, and the value it holds.
+uint16_t narrowBits(float x, int32_t dtype) {
+  uint16_t h;
+  if (dtype == TFM_DTYPE_F16) {
+    _Float16 v = static_cast<_Float16>(x);
+    std::memcpy(&h, &v, 2);
+    return h;
+  }
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+float narrowValue(uint16_t h, int32_t dtype) {
+  if (dtype == TFM_DTYPE_F16) {
+    _Float16 v;
+    std::memcpy(&v, &h, 2);
+    return static_cast<float>(v);
+  }
+  uint32_t u = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// Operands held in bf16 or f16 (TFM_KERNEL_FLAG_NARROW_OPERANDS) are read
+// as 16-bit matrices, with the bias, the epilogue and the output in f32;
+// read as f32 they would give other numbers.
+TEST(LibraryGemm, LinearNarrowOperands) {
+  const int64_t m = 3, k = 16, n = 4;
+  auto x = randomVector(m * k, 13), w = randomVector(n * k, 14),
+       b = randomVector(n, 15);
+  for (int32_t dtype : {TFM_DTYPE_BF16, TFM_DTYPE_F16}) {
+    SCOPED_TRACE(dtype);
+    LibraryGemm gemm(fakeBlas(), handle(),
+                     linear(m, k, n, true, TFM_ACTIVATION_RELU, false, dtype),
+                     TFM_KERNEL_FLAG_NARROW_OPERANDS, false);
+    EXPECT_EQ(gemm.epilogue(), CUBLASLT_EPILOGUE_RELU_BIAS);
+    std::vector<uint16_t> xs(x.size()), ws(w.size());
+    std::vector<float> xr(x.size()), wr(w.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      xr[i] = narrowValue(xs[i] = narrowBits(x[i], dtype), dtype);
+    for (size_t i = 0; i < w.size(); ++i)
+      wr[i] = narrowValue(ws[i] = narrowBits(w[i], dtype), dtype);
+    std::vector<float> y(m * n, -7);
+    void *args[] = {xs.data(), ws.data(), b.data(), nullptr, y.data()};
+    std::string error;
+    ASSERT_EQ(gemm.run(args, nullptr, nullptr, error), 0) << error;
+    expectNear(y, linearReference(xr, wr, b.data(), nullptr, m, k, n,
+                                  TFM_ACTIVATION_RELU, false));
+  }
+  // 16-bit operands of an f32 GEMM name no type to read them in.
+  try {
+    LibraryGemm gemm(fakeBlas(), handle(), linear(m, k, n, false, 0, false),
+                     TFM_KERNEL_FLAG_NARROW_OPERANDS, false);
+    ADD_FAILURE() << "an f32 GEMM took 16-bit operands";
+  } catch (const DeviceError &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cuBLASLt cannot run this GEMM: 16-bit operands of an f32 GEMM");
+  }
+}
+
+// Attention's scores from bf16 copies of sequence-first heads: the batch
+// and leading dimensions count 16-bit elements.
+TEST(LibraryGemm, BatchMatmulNarrowOperands) {
+  const int64_t s = 5, h = 3, dh = 8;
+  auto q = randomVector(s * h * dh, 16), kk = randomVector(s * h * dh, 17);
+  std::vector<uint16_t> qs(q.size()), ks(kk.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    q[i] =
+        narrowValue(qs[i] = narrowBits(q[i], TFM_DTYPE_BF16), TFM_DTYPE_BF16);
+    kk[i] =
+        narrowValue(ks[i] = narrowBits(kk[i], TFM_DTYPE_BF16), TFM_DTYPE_BF16);
+  }
+  LibraryGemm gemm(fakeBlas(), handle(), headScores(s, h, dh, TFM_DTYPE_BF16),
+                   TFM_KERNEL_FLAG_NARROW_OPERANDS, false);
+  std::vector<float> scores(h * s * s, -7);
+  void *args[] = {qs.data(), ks.data(), scores.data()};
+  std::string error;
+  ASSERT_EQ(gemm.run(args, nullptr, nullptr, error), 0) << error;
+  expectNear(scores, headScoresReference(q, kk, s, h, dh));
+}
+
+// Attention's two products on sequence-first heads, strided in place, and
+// a batched product whose second operand is shared by the batch.
+TEST(LibraryGemm, BatchMatmulStrides) {
+  const int64_t s = 5, h = 3, dh = 4;
+  auto q = randomVector(s * h * dh, 7), kk = randomVector(s * h * dh, 8);
+  tfm_abi_kernel_desc_t d = headScores(s, h, dh, TFM_DTYPE_F32);
+  LibraryGemm gemm(fakeBlas(), handle(), d, 0, false);
+  std::vector<float> scores(h * s * s, -7);
+  void *args[] = {q.data(), kk.data(), scores.data()};
+  std::string error;
+  ASSERT_EQ(gemm.run(args, nullptr, nullptr, error), 0) << error;
+  expectNear(scores, headScoresReference(q, kk, s, h, dh));
 
   // c[b] = a[b] · w, w [K, N] shared (batch stride 0), c column-major
   // within each matrix (its rows strided), which takes the unswapped call.
@@ -289,7 +388,7 @@ TEST(LibraryGemm, BatchMatmulStrides) {
   std::memcpy(d.strides, s2, sizeof s2);
   int64_t p2[] = {1, batch, m, k, n};
   std::memcpy(d.params, p2, sizeof p2);
-  LibraryGemm shared(fakeBlas(), handle(), d, false);
+  LibraryGemm shared(fakeBlas(), handle(), d, 0, false);
   EXPECT_FALSE(shared.layout().swapped);
   std::vector<float> c(batch * m * n, -7);
   void *args2[] = {a.data(), w.data(), c.data()};
@@ -315,7 +414,7 @@ TEST(LibraryGemm, AlgorithmChosenOncePerAlignment) {
   setenv("TFM_FAKE_CUBLASLT_LOG", log.c_str(), 1);
   const int64_t m = 2, k = 3, n = 4;
   auto x = randomVector(m * k + 1, 11), w = randomVector(n * k, 12);
-  LibraryGemm gemm(fakeBlas(), handle(), linear(m, k, n, false, 0, false),
+  LibraryGemm gemm(fakeBlas(), handle(), linear(m, k, n, false, 0, false), 0,
                    false);
   std::vector<float> y(m * n);
   std::string error;
@@ -337,7 +436,7 @@ TEST(LibraryGemm, AlgorithmChosenOncePerAlignment) {
 TEST(LibraryGemm, RefusalsAndFailures) {
   auto refused = [](const tfm_abi_kernel_desc_t &d) -> std::string {
     try {
-      LibraryGemm gemm(fakeBlas(), handle(), d, false);
+      LibraryGemm gemm(fakeBlas(), handle(), d, 0, false);
     } catch (const DeviceError &e) {
       EXPECT_EQ(e.code, TFM_STATUS_INCOMPATIBLE);
       return e.what();
@@ -351,7 +450,7 @@ TEST(LibraryGemm, RefusalsAndFailures) {
             "cuBLASLt cannot run this GEMM: a residual after an activation");
 
   setenv("TFM_FAKE_CUBLASLT_FAIL", "matmul", 1);
-  LibraryGemm gemm(fakeBlas(), handle(), linear(2, 3, 4, false, 0, false),
+  LibraryGemm gemm(fakeBlas(), handle(), linear(2, 3, 4, false, 0, false), 0,
                    false);
   std::vector<float> x(6), w(12), y(8);
   void *args[] = {x.data(), w.data(), nullptr, nullptr, y.data()};
@@ -361,7 +460,7 @@ TEST(LibraryGemm, RefusalsAndFailures) {
                    "CUBLAS_STATUS_NOT_SUPPORTED (the functionality requested "
                    "is not supported)");
   setenv("TFM_FAKE_CUBLASLT_FAIL", "heuristic", 1);
-  LibraryGemm other(fakeBlas(), handle(), linear(2, 3, 5, false, 0, false),
+  LibraryGemm other(fakeBlas(), handle(), linear(2, 3, 5, false, 0, false), 0,
                     false);
   std::vector<float> w2(15), y2(10);
   void *args2[] = {x.data(), w2.data(), nullptr, nullptr, y2.data()};

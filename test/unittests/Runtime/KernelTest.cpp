@@ -11,6 +11,7 @@
 #include "tfm/Reference/Ops.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -43,7 +44,7 @@ void expectClose(const std::vector<float> &got, const Tensor &want) {
 std::unique_ptr<cpu::Kernel> make(tfm_abi_kernel_desc_t d) {
   d.dtype = TFM_DTYPE_F32;
   std::string error;
-  auto k = cpu::makeKernel(cpu::makeEngine(), d, error);
+  auto k = cpu::makeKernel(cpu::makeEngine(), d, 0, error);
   EXPECT_TRUE(k) << error;
   return k;
 }
@@ -144,7 +145,7 @@ TEST(Kernel, LinearSplitByColumnsPackedAndBf16) {
     tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, 0, {M, K, N, 1, 2, 1, 1}, {}};
     std::string error;
     d.dtype = dtype;
-    auto k = cpu::makeKernel(cpu::makeEngine(), d, error);
+    auto k = cpu::makeKernel(cpu::makeEngine(), d, 0, error);
     ASSERT_TRUE(k) << error;
     // Twice: the second run reuses the packed weights.
     for (int run = 0; run < 2; ++run) {
@@ -511,13 +512,81 @@ TEST(Kernel, LayerNormBackward) {
   expectClose(db, want[2]);
 }
 
+// A GPU model's GEMMs on 16-bit operands, in the CPU emulation: the
+// operands' patterns are read as bf16 or f16 (here exact in both: integers
+// and halves), and the bias and output stay f32.
+TEST(Kernel, LinearOnSixteenBitOperands) {
+  // More rows than the GEMV path takes, so that weights are packed.
+  const int64_t M = 9, K = 8, N = 5;
+  std::vector<float> x(M * K), w(N * K), b = randomFloats(N, 31);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(int(i % 7) - 3) * 0.5f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<float>(int(i % 5) - 2);
+  // bf16 and f16 spell 1.5 as 0x3fc0 and 0x3e00: a kernel that read the
+  // patterns as the wrong one (or as f32) fails.
+  auto bits = [](float v, bool half) -> uint16_t {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    if (!half)
+      return static_cast<uint16_t>(u >> 16);
+    if (v == 0)
+      return static_cast<uint16_t>((u >> 16) & 0x8000u);
+    int e = int((u >> 23) & 255) - 127 + 15;
+    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | (e << 10) |
+                                 ((u >> 13) & 1023u));
+  };
+  InterpreterHarness h;
+  auto want =
+      h.eval(R"mlir(
+      func.func @infer(%x: tensor<9x8xf32>, %w: tensor<5x8xf32>, %b: tensor<5xf32>) -> tensor<9x5xf32> {
+        %0 = tfm.linear %x, %w, %b : (tensor<9x8xf32>, tensor<5x8xf32>, tensor<5xf32>) -> tensor<9x5xf32>
+        return %0 : tensor<9x5xf32>
+      })mlir",
+             {asTensor(x, {M, K}), asTensor(w, {N, K}), asTensor(b, {N})});
+  for (int32_t dtype : {TFM_DTYPE_BF16, TFM_DTYPE_F16}) {
+    SCOPED_TRACE(dtype);
+    bool half = dtype == TFM_DTYPE_F16;
+    std::vector<uint16_t> xs(x.size()), ws(w.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      xs[i] = bits(x[i], half);
+    for (size_t i = 0; i < w.size(); ++i)
+      ws[i] = bits(w[i], half);
+    std::string error;
+    tfm_abi_kernel_desc_t d{
+        TFM_KERNEL_LINEAR, dtype, {M, K, N, 1, 0, 0, 1}, {}};
+    auto k = cpu::makeKernel(cpu::makeEngine(), d,
+                             TFM_KERNEL_FLAG_NARROW_OPERANDS, error);
+    ASSERT_TRUE(k) << error;
+    std::vector<float> y(M * N);
+    void *args[] = {xs.data(), ws.data(), b.data(), nullptr, y.data()};
+    ASSERT_EQ(k->run(args), 0);
+    expectClose(y, want.at(0));
+    // Another layer's constant weights through the same kernel, -w: each
+    // layer's are widened (and packed) on their own.
+    std::vector<uint16_t> negated(ws);
+    for (uint16_t &v : negated)
+      v ^= 0x8000u;
+    std::vector<float> y2(M * N);
+    void *args2[] = {xs.data(), negated.data(), b.data(), nullptr, y2.data()};
+    ASSERT_EQ(k->run(args2), 0);
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_NEAR(y2[i], 2 * b[i % N] - want.at(0).data[i], 1e-5) << "at " << i;
+  }
+  std::string error;
+  tfm_abi_kernel_desc_t f32{TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {M, K, N}, {}};
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), f32,
+                               TFM_KERNEL_FLAG_NARROW_OPERANDS, error));
+  EXPECT_EQ(error, "only a bf16 or f16 GEMM reads 16-bit operands");
+}
+
 TEST(Kernel, RejectsBadDescriptors) {
   std::string error;
   tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, TFM_DTYPE_F32, {0, 4, 4}, {}};
-  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, error));
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, 0, error));
   EXPECT_EQ(error, "kernel sizes must be positive");
   d = {99, TFM_DTYPE_F32, {1, 1, 1}, {}};
-  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, error));
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, 0, error));
   EXPECT_EQ(error, "unknown kernel kind 99");
 }
 

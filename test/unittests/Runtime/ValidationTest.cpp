@@ -343,6 +343,21 @@ TEST_F(CorruptedGPU, UnknownKernelFlagsAreRefusedAtLoad) {
       << msg;
 }
 
+TEST_F(CorruptedGPU, NarrowOperandsOfAnF32GemmAreRefusedAtLoad) {
+  // This model multiplies in f32: 16-bit operands would be read as halves
+  // of f32 ones.
+  ASSERT_EQ(lib.model->kernels[0].dtype, TFM_DTYPE_F32);
+  auto [code, msg] = loadAndRun(lib.patched(
+      &lib.model->kernel_flags[0],
+      uint32_t(TFM_KERNEL_FLAG_FALLBACK | TFM_KERNEL_FLAG_NARROW_OPERANDS),
+      "narrow"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("reads narrow operands, which only a bf16 or f16 LINEAR "
+                     "or BATCH_MATMUL does"),
+            std::string::npos)
+      << msg;
+}
+
 // A GPU model's checks write their outcomes to slots past its state's
 // slots, which the runtime reads after each run.
 TEST_F(CorruptedGPU, CheckSlotsOutsideTheStateAreRefusedAtLoad) {

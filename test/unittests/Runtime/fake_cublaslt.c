@@ -6,9 +6,11 @@
 |* documentation says a call computes, on host memory (the stand-in driver's *|
 |* device memory is host memory): column-major matrices with a leading       *|
 |* dimension, op() transposes, strided batches, alpha and beta, and the      *|
-|* bias, ReLU and GELU (tanh) epilogues. It refuses what the library         *|
-|* refuses: ld < rows, an operand less aligned than the algorithm was chosen *|
-|* for, mismatched shapes. Environment:                                      *|
+|* bias, ReLU and GELU (tanh) epilogues, f32 or 16-bit (bf16, f16) A and B   *|
+|* with an f32 C and D. It refuses what the library refuses: ld < rows, an   *|
+|* operand less aligned than the algorithm was chosen for, mismatched        *|
+|* shapes, A and B of two types, 16-bit operands with a compute type that    *|
+|* rounds again. Environment:                                                *|
 |*   TFM_FAKE_CUBLASLT_LOG   a file that receives a line per call            *|
 |*   TFM_FAKE_CUBLASLT_FAIL  "heuristic" or "matmul": that call fails        *|
 |* While the stand-in driver (TFM_CUDA_DRIVER) records a graph, a matmul     *|
@@ -132,7 +134,8 @@ EXPORT Status cublasLtMatmulDescSetAttribute(Op *op, int attr, const void *buf,
 
 EXPORT Status cublasLtMatrixLayoutCreate(Layout **l, int type, uint64_t rows,
                                          uint64_t cols, int64_t ld) {
-  if (type != 0 || ld < (int64_t)rows)
+  /* CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF */
+  if ((type != 0 && type != 2 && type != 14) || ld < (int64_t)rows)
     return INVALID_VALUE;
   *l = calloc(1, sizeof(Layout));
   (*l)->type = type;
@@ -140,8 +143,8 @@ EXPORT Status cublasLtMatrixLayoutCreate(Layout **l, int type, uint64_t rows,
   (*l)->cols = cols;
   (*l)->ld = ld;
   (*l)->batch = 1;
-  logf_("matrixLayoutCreate %llux%llu ld=%lld", (unsigned long long)rows,
-        (unsigned long long)cols, (long long)ld);
+  logf_("matrixLayoutCreate type=%d %llux%llu ld=%lld", type,
+        (unsigned long long)rows, (unsigned long long)cols, (long long)ld);
   return OK;
 }
 EXPORT Status cublasLtMatrixLayoutDestroy(Layout *l) {
@@ -204,6 +207,11 @@ static Status checkShapes(const Op *op, const Layout *a, const Layout *b,
     return INVALID_VALUE;
   if (a->batch != d->batch || b->batch != d->batch || c->batch != d->batch)
     return INVALID_VALUE;
+  /* 16-bit A and B multiply as they are, under CUBLAS_COMPUTE_32F; C and
+   * D are f32 here. */
+  if (a->type != b->type || c->type != 0 || d->type != 0 ||
+      (a->type != 0 && op->compute != 68))
+    return NOT_SUPPORTED;
   return OK;
 }
 
@@ -245,11 +253,29 @@ static float bf16(float x) {
   return x;
 }
 
-/* Element (r, c) of op(X) in batch `batch`. */
-static float at(const Layout *l, const float *x, int trans, int64_t batch,
+/* An IEEE half's value. */
+static float fromF16(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0    ? ldexpf((float)m, -24)
+            : e == 31 ? (m ? NAN : INFINITY)
+                      : ldexpf((float)(m | 1024), e - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+/* Element (r, c) of op(X) in batch `batch`, of the layout's type. */
+static float at(const Layout *l, const void *x, int trans, int64_t batch,
                 uint64_t r, uint64_t c, int compute) {
   uint64_t row = trans ? c : r, col = trans ? r : c;
-  float v = x[batch * l->batchStride + (int64_t)(row + col * (uint64_t)l->ld)];
+  int64_t i = batch * l->batchStride + (int64_t)(row + col * (uint64_t)l->ld);
+  if (l->type == 14) {
+    uint32_t u = (uint32_t)((const uint16_t *)x)[i] << 16;
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+  }
+  if (l->type == 2)
+    return fromF16(((const uint16_t *)x)[i]);
+  float v = ((const float *)x)[i];
   return compute == 75 ? bf16(v) : v;
 }
 

@@ -65,14 +65,44 @@ SmallVector<func::FuncOp> mlir::tfm::entryFunctions(ModuleOp module) {
   return entries;
 }
 
-LogicalResult mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries,
-                                      ModuleLayout &layout) {
+LogicalResult
+mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries, ModuleLayout &layout,
+                        Type narrowType,
+                        function_ref<bool(OpOperand &)> readsNarrow) {
   WeightsLayout &weights = layout.weights;
   StateLayout &state = layout.state;
+  // A constant that every op reading it reads in `narrowType` (a GEMM's
+  // weight under bf16) is stored in that type alone: once, in the type the
+  // GEMM reads, rather than beside its f32 original.
+  DenseMap<Attribute, bool> narrowOnly;
+  if (narrowType)
+    for (func::FuncOp fn : entries)
+      fn.walk([&](arith::ConstantOp c) {
+        auto v = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!v || !v.getElementType().isF32())
+          return;
+        bool all =
+            !c->use_empty() && llvm::all_of(c->getUses(), [&](OpOperand &use) {
+              return readsNarrow(use);
+            });
+        auto [it, fresh] = narrowOnly.try_emplace(v, all);
+        if (!fresh)
+          it->second = it->second && all;
+      });
   for (func::FuncOp fn : entries)
     fn.walk([&](arith::ConstantOp c) {
-      if (auto v = dyn_cast<ElementsAttr>(c.getValue()))
+      auto v = dyn_cast<ElementsAttr>(c.getValue());
+      if (!v)
+        return;
+      if (!narrowOnly.lookup(v)) {
         weights.add(v);
+        return;
+      }
+      if (weights.narrowOffsetOf.count(v))
+        return;
+      auto dense = cast<DenseElementsAttr>(v);
+      weights.narrowOffsetOf[v] = weights.add(
+          roundElements(dense, 0, dense.getType().getShape(), narrowType));
     });
 
   // Parameters start from their initial values, which ride in the weights;
@@ -609,6 +639,45 @@ void BufferizedEntry::copy(Value from, Value to) {
               [](OpBuilder &, Location, ValueRange a) { return a[0]; });
 }
 
+DenseElementsAttr mlir::tfm::roundElements(DenseElementsAttr dense,
+                                           int64_t first,
+                                           ArrayRef<int64_t> shape, Type elem) {
+  // Rounded to nearest even, as arith.truncf rounds at run time: the GEMM
+  // reads the same values it would have computed.
+  auto copyType = RankedTensorType::get(shape, elem);
+  int64_t count = copyType.getNumElements();
+  if (elem.isBF16()) {
+    // bf16 is f32's upper half, so rounding is an add on the bits; APFloat
+    // per element made a 300 M-weight model's compile 3x slower.
+    ArrayRef<char> raw = dense.getRawData();
+    bool splat = dense.isSplat();
+    std::vector<uint16_t> halves(count);
+    for (int64_t i = 0; i < count; ++i) {
+      uint32_t bits;
+      int64_t index = splat ? 0 : first + i;
+      std::memcpy(&bits, raw.data() + index * sizeof(float), sizeof bits);
+      halves[i] = (bits & 0x7fffffffu) > 0x7f800000u
+                      ? static_cast<uint16_t>((bits >> 16) | 0x40u) // quiet NaN
+                      : static_cast<uint16_t>(
+                            (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    }
+    return DenseElementsAttr::getFromRawBuffer(
+        copyType, ArrayRef<char>(reinterpret_cast<const char *>(halves.data()),
+                                 halves.size() * sizeof(uint16_t)));
+  }
+  SmallVector<APFloat> rounded;
+  rounded.reserve(count);
+  auto values = dense.getValues<APFloat>();
+  for (int64_t i = 0; i < count; ++i) {
+    APFloat v = values[first + i];
+    bool lost;
+    v.convert(cast<FloatType>(elem).getFloatSemantics(),
+              APFloat::rmNearestTiesToEven, &lost);
+    rounded.push_back(v);
+  }
+  return DenseElementsAttr::get(copyType, rounded);
+}
+
 Value BufferizedEntry::roundedConstant(Value buffer, Type elem) {
   auto type = cast<MemRefType>(buffer.getType());
   auto *semantics = isa<FloatType>(elem)
@@ -645,42 +714,31 @@ Value BufferizedEntry::roundedConstant(Value buffer, Type elem) {
   if (!dense || !dense.getElementType().isF32() ||
       first + count > dense.getNumElements())
     return {};
-  // Rounded to nearest even, as arith.truncf rounds at run time: the GEMM
-  // reads the same values it would have computed.
-  auto copyType = RankedTensorType::get(type.getShape(), elem);
-  DenseElementsAttr copy;
-  if (elem.isBF16()) {
-    // bf16 is f32's upper half, so rounding is an add on the bits; APFloat
-    // per element made a 300 M-weight model's compile 3x slower.
-    ArrayRef<char> raw = dense.getRawData();
-    bool splat = dense.isSplat();
-    std::vector<uint16_t> halves(count);
-    for (int64_t i = 0; i < count; ++i) {
-      uint32_t bits;
-      int64_t index = splat ? 0 : first + i;
-      std::memcpy(&bits, raw.data() + index * sizeof(float), sizeof bits);
-      halves[i] = (bits & 0x7fffffffu) > 0x7f800000u
-                      ? static_cast<uint16_t>((bits >> 16) | 0x40u) // quiet NaN
-                      : static_cast<uint16_t>(
-                            (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-    }
-    copy = DenseElementsAttr::getFromRawBuffer(
-        copyType, ArrayRef<char>(reinterpret_cast<const char *>(halves.data()),
-                                 halves.size() * sizeof(uint16_t)));
-  } else {
-    SmallVector<APFloat> rounded;
-    rounded.reserve(count);
-    auto values = dense.getValues<APFloat>();
-    for (int64_t i = 0; i < count; ++i) {
-      APFloat v = values[first + i];
-      bool lost;
-      v.convert(*semantics, APFloat::rmNearestTiesToEven, &lost);
-      rounded.push_back(v);
-    }
-    copy = DenseElementsAttr::get(copyType, rounded);
-  }
+  DenseElementsAttr copy = roundElements(dense, first, type.getShape(), elem);
   return view(weightsArg, layout.weights.add(copy),
               MemRefType::get(type.getShape(), elem));
+}
+
+Value BufferizedEntry::narrowed(Value buffer, Type elem) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.getElementType() == elem)
+    return buffer;
+  if (Value rounded = roundedConstant(buffer, elem))
+    return rounded;
+  // One copy per op: the parts of a projection share their input's, and
+  // q·qᵀ its operand's. Not one made in a fallback, which runs on one
+  // branch only and so dominates nothing after it.
+  auto key = std::make_pair(buffer, elem);
+  if (Value copy = narrowCopies.lookup(key))
+    return copy;
+  Value copy = temporary(MemRefType::get(type.getShape(), elem));
+  elementwise({buffer}, copy,
+              [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                return ob.create<arith::TruncFOp>(l, elem, a[0]);
+              });
+  if (!inFallback)
+    narrowCopies[key] = copy;
+  return copy;
 }
 
 Value BufferizedEntry::axisWindow(Value buffer, int64_t axis, int64_t at,
@@ -767,10 +825,20 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
   for (Operation &op : src.without_terminator()) {
     loc = op.getLoc();
     scratchUsed = 0;
+    narrowCopies.clear();
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       auto value = dyn_cast<ElementsAttr>(c.getValue());
       if (!value)
         return op.emitError("the backends need tensor constants");
+      // Stored in a GEMM's operand type alone (layOutModule).
+      auto narrow = layout.weights.narrowOffsetOf.find(value);
+      if (narrow != layout.weights.narrowOffsetOf.end()) {
+        buffers[c.getResult()] =
+            view(weightsArg, narrow->second,
+                 MemRefType::get(cast<ShapedType>(c.getType()).getShape(),
+                                 gemmOperandType(b.getF32Type())));
+        continue;
+      }
       buffers[c.getResult()] = view(
           weightsArg, layout.weights.offsetOf.lookup(value), c.getType());
       continue;

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -109,7 +110,10 @@ void BufferizedEntry::callKernel(int32_t kind, ArrayRef<int64_t> params,
   exitIfNonZero(status);
   b.create<cf::BranchOp>(loc, next);
   b.setInsertionPointToStart(own);
-  fallback();
+  {
+    llvm::SaveAndRestore<bool> inOwn(inFallback, true);
+    fallback();
+  }
   b.create<cf::BranchOp>(loc, next);
   b.setInsertionPointToStart(next);
 }
@@ -171,7 +175,7 @@ BufferizedEntry::matmulOperandViews(MatmulOp op) {
 void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
                                   Value bias, int64_t rowOffset, Activation act,
                                   Value result, int32_t dtype,
-                                  bool withFallback) {
+                                  bool narrowOperands, bool withFallback) {
   auto inType = cast<RankedTensorType>(input.getType());
   auto outType = cast<RankedTensorType>(result.getType());
   int64_t k = inType.getShape().back(), n = outType.getShape().back();
@@ -179,18 +183,46 @@ void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
   Value out = e.destination(result);
   Value x = e.denseOf(input), w = e.denseOf(weight);
   Value bb = bias ? e.denseOf(bias) : Value();
-  auto own = [&] { lowerGenericLinear(e, x, w, bb, rowOffset, act, out); };
   if (!isF32(inType) || m == 0 || k == 0 || n == 0) {
-    own();
+    lowerGenericLinear(e, x, w, bb, rowOffset, act, out);
     return;
   }
   bool constant = weight.getDefiningOp<arith::ConstantOp>() != nullptr;
+  // The call's operands: x and this part's rows of w, rounded into the
+  // descriptor's type when the kernel reads them narrow (each part on its
+  // own, so that a packed weight is rounded once in all); the bias stays
+  // f32 and is passed at its part's offset, as kernels take dense buffers.
+  KernelArg xArg(x), wArg(w, rowOffset * k);
+  Value ownW = w, ownBias = bb;
+  int64_t ownOffset = rowOffset;
+  if (narrowOperands) {
+    Type narrow = dtype == TFM_DTYPE_F16 ? Type(e.b.getF16Type())
+                                         : Type(e.b.getBF16Type());
+    Type f32 = e.b.getF32Type();
+    auto wType = cast<MemRefType>(w.getType());
+    // A weight stored narrow already (layOutModule) is read as it is, at
+    // this part's rows.
+    if (wType.getElementType() != narrow &&
+        (rowOffset != 0 || wType.getDimSize(0) != n)) {
+      ownW = e.axisWindow(w, 0, rowOffset, RankedTensorType::get({n, k}, f32));
+      if (bb)
+        ownBias =
+            e.axisWindow(bb, 0, rowOffset, RankedTensorType::get({n}, f32));
+      ownOffset = 0;
+    }
+    ownW = e.narrowed(ownW, narrow);
+    x = e.narrowed(x, narrow);
+    xArg = KernelArg(x);
+    wArg = ownOffset ? KernelArg(ownW, rowOffset * k) : KernelArg(ownW);
+  }
+  auto own = [&] {
+    lowerGenericLinear(e, x, ownW, ownBias, ownOffset, act, out);
+  };
   e.callKernel(TFM_KERNEL_LINEAR,
                linearParams(m, k, n, bool(bias), abiActivation(act), constant),
                {},
-               {KernelArg(x), KernelArg(w, rowOffset * k),
-                bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
-                KernelArg(out)},
+               {xArg, wArg, bias ? KernelArg(bb, rowOffset) : KernelArg(),
+                KernelArg(), KernelArg(out)},
                {}, dtype, withFallback ? function_ref<void()>(own) : nullptr);
 }
 

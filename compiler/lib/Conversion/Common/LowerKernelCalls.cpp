@@ -8,7 +8,8 @@
 // metadata expansion folds the aligned pointer of a memref.view to its
 // source's, and so would drop the offset. A descriptor every call of which
 // has a fallback gets TFM_KERNEL_FLAG_FALLBACK in `tfm.kernel_flags`, so a
-// session may decline it.
+// session may decline it; a GEMM whose operands are held narrow (bf16,
+// f16) gets TFM_KERNEL_FLAG_NARROW_OPERANDS.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +60,20 @@ FailureOr<Value> mlir::tfm::alignedAddressOf(OpBuilder &b, Location loc,
 
 namespace {
 
+/// TFM_KERNEL_FLAG_NARROW_OPERANDS for a GEMM whose two operands hold the
+/// type it multiplies in (the call's verifier makes them agree), else 0.
+uint32_t narrowOperands(KernelCallOp call) {
+  KernelKind kind = call.getKernel().getKind();
+  if (kind != KernelKind::linear && kind != KernelKind::batch_matmul)
+    return 0;
+  for (auto [i, buffer] : llvm::enumerate(call.getArgs()))
+    if (call.getSlot(i) == 0)
+      return cast<MemRefType>(buffer.getType()).getElementType().isF32()
+                 ? 0
+                 : TFM_KERNEL_FLAG_NARROW_OPERANDS;
+  return 0;
+}
+
 struct LowerKernelCallsPass
     : public mlir::tfm::impl::LowerKernelCallsPassBase<LowerKernelCallsPass> {
   void runOnOperation() override {
@@ -66,9 +81,9 @@ struct LowerKernelCallsPass
     MLIRContext *ctx = &getContext();
     auto ptrTy = LLVM::LLVMPointerType::get(ctx);
     SmallVector<Attribute> table;
-    DenseMap<Attribute, int32_t> indexOf;
+    DenseMap<std::pair<Attribute, uint32_t>, int32_t> indexOf;
     std::vector<std::vector<std::string>> origins;
-    SmallVector<int32_t> flags;
+    SmallVector<uint32_t> flags;
     bool declared = false;
     for (auto fn : module.getOps<func::FuncOp>()) {
       SmallVector<KernelCallOp> calls;
@@ -97,11 +112,15 @@ struct LowerKernelCallsPass
           return signalPassFailure();
         }
         b.setInsertionPoint(call);
-        auto [it, fresh] = indexOf.try_emplace(call.getKernel(), table.size());
+        // One descriptor read with f32 operands and with narrow ones is two
+        // kernels.
+        uint32_t narrow = narrowOperands(call);
+        auto [it, fresh] = indexOf.try_emplace(
+            std::make_pair(Attribute(call.getKernel()), narrow), table.size());
         if (fresh) {
           table.push_back(call.getKernel());
           origins.emplace_back();
-          flags.push_back(TFM_KERNEL_FLAG_FALLBACK);
+          flags.push_back(TFM_KERNEL_FLAG_FALLBACK | narrow);
         }
         if (!call.getFallback())
           flags[it->second] &= ~TFM_KERNEL_FLAG_FALLBACK;
@@ -150,8 +169,10 @@ struct LowerKernelCallsPass
     for (const auto &places : origins)
       originTable.push_back(StringAttr::get(ctx, describeOrigins(places)));
     module->setAttr("tfm.kernel_origins", ArrayAttr::get(ctx, originTable));
-    if (llvm::any_of(flags, [](int32_t f) { return f != 0; }))
-      module->setAttr("tfm.kernel_flags", DenseI32ArrayAttr::get(ctx, flags));
+    if (llvm::any_of(flags, [](uint32_t f) { return f != 0; })) {
+      SmallVector<int32_t> bits(flags.begin(), flags.end());
+      module->setAttr("tfm.kernel_flags", DenseI32ArrayAttr::get(ctx, bits));
+    }
   }
 };
 

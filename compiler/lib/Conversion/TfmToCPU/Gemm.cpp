@@ -25,7 +25,8 @@ namespace {
 LogicalResult lowerLinear(CPUEntry &e, Value input, Value weight, Value bias,
                           int64_t rowOffset, Activation act, Value result) {
   lowerLinearKernel(e, input, weight, bias, rowOffset, act, result,
-                    e.linearKernelDtype(), /*withFallback=*/false);
+                    e.linearKernelDtype(), /*narrowOperands=*/false,
+                    /*withFallback=*/false);
   return success();
 }
 

@@ -20,6 +20,14 @@ using namespace mlir::tfm;
 
 namespace {
 
+/// Under bf16 and f16 the library reads its operands in that type, as
+/// PyTorch's GEMMs do: half the bytes of f32 operands, and its fastest
+/// kernels. The narrow type, or null under f32.
+Type narrowOperandType(GPUEntry &e) {
+  Type f32 = e.b.getF32Type(), t = e.gemmOperandType(f32);
+  return t == f32 ? Type() : t;
+}
+
 /// A linear or a part of a projection: one LINEAR call, the activation
 /// in its epilogue where cuBLASLt has one and after it where not.
 void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
@@ -27,6 +35,7 @@ void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
   bool fused = TFM_CUDA_LINEAR_FUSES_ACTIVATION(abiActivation(act));
   lowerLinearKernel(e, input, weight, bias, rowOffset,
                     fused ? act : Activation::none, result, e.gemmKernelDtype(),
+                    /*narrowOperands=*/bool(narrowOperandType(e)),
                     /*withFallback=*/true);
   if (fused)
     return;
@@ -36,37 +45,57 @@ void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
   });
 }
 
+/// The row-major strides of `shape`, the last two exchanged (and the
+/// shape's with them) when `transposed`: a dense operand read as op().
+StridedView denseView(Value buffer, bool transposed) {
+  auto shape = cast<MemRefType>(buffer.getType()).getShape();
+  StridedView v{buffer, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)};
+  if (transposed) {
+    size_t r = shape.size();
+    std::swap(v.shape[r - 1], v.shape[r - 2]);
+    std::swap(v.strides[r - 1], v.strides[r - 2]);
+  }
+  return v;
+}
+
 LogicalResult lowerMatmul(MatmulOp op, GPUEntry &e) {
   auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
   auto ls = lt.getShape(), os = op.getType().getShape();
   int64_t m = os[os.size() - 2], n = os.back();
   int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
+  bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
   // The fallback's operands, materialized here: a strided view's memref
   // is made once, and must dominate every later use.
   Value lhs = e.bufferOf(op.getLhs()), rhs = e.bufferOf(op.getRhs());
   Value out = e.destination(op.getResult());
-  auto own = [&] {
-    lowerGenericMatmul(e, lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
-                       out);
-  };
+  Type narrow = isF32(lt) && isF32(rt) ? narrowOperandType(e) : Type();
+  auto own = [&] { lowerGenericMatmul(e, lhs, rhs, tl, tr, out); };
   if (isStridedMatmul(op)) {
-    auto [a, bv] = e.matmulOperandViews(op);
     auto shape = op.getType().getShape();
-    e.batchMatmul(a, bv,
-                  {out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)},
+    StridedView c{out, 0, SmallVector<int64_t>(shape), rowMajorStrides(shape)};
+    if (!narrow) {
+      auto [a, bv] = e.matmulOperandViews(op);
+      e.batchMatmul(a, bv, c, e.gemmKernelDtype(), own);
+      return success();
+    }
+    // Rounded into dense copies (a weight at compile time), which the
+    // fallback reads too.
+    lhs = e.narrowed(lhs, narrow);
+    rhs = e.narrowed(rhs, narrow);
+    e.batchMatmul(denseView(lhs, tl), denseView(rhs, tr), c,
                   e.gemmKernelDtype(), own);
     return success();
   }
-  if (isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 && k > 0 &&
-      rt.getRank() == 2) {
+  if (isF32(lt) && !tl && m > 0 && n > 0 && k > 0 && rt.getRank() == 2) {
     // A shared right operand: the batch folded into the rows.
     int64_t rows = product(ls.drop_back());
-    Value dense = e.denseOf(op.getLhs());
-    StridedView a{dense, 0, {rows, k}, {k, 1}};
-    StridedView bv{e.denseOf(op.getRhs()), 0, {k, n}, {n, 1}};
-    if (op.getTransposeRhs())
-      bv.strides = {1, k};
-    e.batchMatmul(a, bv, {out, 0, {rows, n}, {n, 1}}, e.gemmKernelDtype(), own);
+    Value a = e.denseOf(op.getLhs()), bv = e.denseOf(op.getRhs());
+    if (narrow) {
+      lhs = a = e.narrowed(a, narrow);
+      rhs = bv = e.narrowed(bv, narrow);
+    }
+    e.batchMatmul({a, 0, {rows, k}, {k, 1}}, denseView(bv, tr),
+                  {out, 0, {rows, n}, {n, 1}}, e.gemmKernelDtype(), own);
     return success();
   }
   own();
@@ -85,6 +114,21 @@ LogicalResult lowerQKV(QKVProjectionOp op, GPUEntry &e) {
 }
 
 } // namespace
+
+bool mlir::tfm::readsGemmOperandNarrow(OpOperand &use) {
+  Operation *op = use.getOwner();
+  auto f32 = [](Value v) { return isF32(cast<RankedTensorType>(v.getType())); };
+  if (auto linear = dyn_cast<LinearOp>(op))
+    return use.get() == linear.getWeight() && &use != &op->getOpOperand(0) &&
+           f32(linear.getInput()) && f32(linear.getResult());
+  if (auto qkv = dyn_cast<QKVProjectionOp>(op))
+    return use.get() == qkv.getWeight() && &use != &op->getOpOperand(0) &&
+           f32(qkv.getInput()) &&
+           llvm::all_of(qkv.getResults(), [&](Value r) { return f32(r); });
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    return f32(mm.getLhs()) && f32(mm.getRhs()) && f32(mm.getResult());
+  return false;
+}
 
 int32_t GPUEntry::gemmKernelDtype() const {
   switch (computeType) {

@@ -10,7 +10,7 @@
 // vector.contract ops, which this checks.
 //
 // The type changes at the kernel's boundary: its argument, and the host's
-// view of the same arena bytes that the launch passes.
+// view of the same bytes that the launch passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +70,26 @@ FailureOr<SmallVector<BlockArgument>> bf16TileArguments(gpu::GPUFuncOp kernel) {
   return SmallVector<BlockArgument>(args.begin(), args.end());
 }
 
+/// The host's view `passed` of bf16 bytes as `type`'s element type: a view
+/// of the arena or the weights (a rounded copy, a weight stored rounded),
+/// or a window of one (a part of a packed projection's weight). Null when
+/// it is neither.
+Value retypedView(OpBuilder &b, Value passed, Type elem) {
+  if (auto view = passed.getDefiningOp<memref::ViewOp>())
+    return b.create<memref::ViewOp>(
+        view.getLoc(), cast<MemRefType>(view.getType()).clone(elem),
+        view.getSource(), view.getByteShift(), view.getSizes());
+  if (auto sub = passed.getDefiningOp<memref::SubViewOp>()) {
+    Value source = retypedView(b, sub.getSource(), elem);
+    if (!source)
+      return {};
+    return b.create<memref::SubViewOp>(
+        sub.getLoc(), cast<MemRefType>(sub.getType().clone(elem)), source,
+        sub.getMixedOffsets(), sub.getMixedSizes(), sub.getMixedStrides());
+  }
+  return {};
+}
+
 struct RetypeBF16TilesPass
     : public mlir::tfm::impl::RetypeBF16TilesPassBase<RetypeBF16TilesPass> {
   void runOnOperation() override {
@@ -98,19 +118,16 @@ struct RetypeBF16TilesPass
           for (gpu::LaunchFuncOp launch : launches.lookup(name)) {
             OpOperand &passed = launch.getKernelOperandsMutable()[arg.getArgNumber()];
             // The arena's temporaries are views of its bytes, and so the
-            // rounded copies of GEMM operands are.
-            auto view = passed.get().getDefiningOp<memref::ViewOp>();
-            if (!view) {
+            // rounded copies of GEMM operands are, and the weights.
+            OpBuilder b(launch);
+            Value retyped = retypedView(b, passed.get(), f16);
+            if (!retyped) {
               launch.emitError("tfm-retype-bf16-tiles: passes kernel '")
                   << kernel.getName() << "' a bf16 operand that is not a "
-                  << "view of the arena";
+                  << "view of the arena or the weights, or a window of one";
               return signalPassFailure();
             }
-            OpBuilder b(launch);
-            passed.set(b.create<memref::ViewOp>(view.getLoc(), type,
-                                                view.getSource(),
-                                                view.getByteShift(),
-                                                view.getSizes()));
+            passed.set(retyped);
           }
           arg.setType(type);
           for (Operation *user : arg.getUsers()) {

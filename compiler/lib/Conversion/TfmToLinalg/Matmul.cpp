@@ -45,22 +45,12 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
   // A narrower multiply type rounds the operands once, into scratch copies
   // that the target's GEMM reads as they are; the products are exact in
   // `elem` and accumulate there. Constant operands (an inference model's
-  // weights) are rounded at compile time instead of at every run.
+  // weights) are rounded at compile time instead of at every run, and
+  // operands the caller rounded already are read as they are.
   Type mulType = e.gemmOperandType(elem);
-  auto narrow = [&](Value buffer) {
-    if (Value rounded = e.roundedConstant(buffer, mulType))
-      return rounded;
-    auto type = cast<MemRefType>(buffer.getType());
-    Value copy = e.temporary(MemRefType::get(type.getShape(), mulType));
-    e.elementwise({buffer}, copy,
-                  [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-                    return ob.create<arith::TruncFOp>(l, mulType, a[0]);
-                  });
-    return copy;
-  };
   if (mulType != elem) {
-    lhs = narrow(lhs);
-    rhs = narrow(rhs);
+    lhs = e.narrowed(lhs, mulType);
+    rhs = e.narrowed(rhs, mulType);
   }
   e.fill(out, e.b.getFloatAttr(elem, 0.0));
   SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
@@ -82,20 +72,23 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
 void mlir::tfm::lowerGenericLinear(BufferizedEntry &e, Value x, Value w,
                                    Value bias, int64_t rowOffset,
                                    Activation act, Value out) {
+  // x and w may hold the GEMM's narrower operand type already (rounded by
+  // the caller for a library call); the bias and the output do not.
   auto xType = cast<MemRefType>(x.getType());
   auto outType = cast<MemRefType>(out.getType());
-  Type elem = xType.getElementType();
+  Type elem = outType.getElementType();
   int64_t k = xType.getShape().back(), n = outType.getShape().back();
   int64_t m = product(xType.getShape().drop_back());
   // The rows of this part, read in place (a matmul reads any strides),
   // then bias and activation.
   auto wType = cast<MemRefType>(w.getType());
   if (rowOffset != 0 || wType.getDimSize(0) != n) {
-    w = e.axisWindow(w, 0, rowOffset, RankedTensorType::get({n, k}, elem));
+    w = e.axisWindow(w, 0, rowOffset,
+                     RankedTensorType::get({n, k}, wType.getElementType()));
     if (bias)
       bias = e.axisWindow(bias, 0, rowOffset, RankedTensorType::get({n}, elem));
   }
-  Value x2 = e.reshape(x, MemRefType::get({m, k}, elem));
+  Value x2 = e.reshape(x, MemRefType::get({m, k}, xType.getElementType()));
   Value out2 = e.reshape(out, MemRefType::get({m, n}, elem));
   lowerGenericMatmul(e, x2, w, false, true, out2);
   // Nothing to add or apply: no pass over the output for nothing.

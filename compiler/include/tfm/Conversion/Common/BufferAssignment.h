@@ -74,6 +74,9 @@ struct StridedView {
 /// buffer alignment.
 struct WeightsLayout {
   DenseMap<Attribute, int64_t> offsetOf;
+  /// Where a constant stored in a GEMM's narrower operand type alone lies
+  /// (its rounded copy's offset), by its f32 value.
+  DenseMap<Attribute, int64_t> narrowOffsetOf;
   SmallVector<Attribute> values;
   SmallVector<int64_t> offsets;
   int64_t bytes = 0;
@@ -123,10 +126,20 @@ struct ModuleLayout {
 };
 
 /// Lays out the weights (every constant and every parameter's initial
-/// value) and the session state of `entries`. Reports and fails on a
-/// parameter with two types or an update of no parameter.
-LogicalResult layOutModule(ArrayRef<func::FuncOp> entries,
-                           ModuleLayout &layout);
+/// value) and the session state of `entries`. With `narrowType`, an f32
+/// constant whose every use `readsNarrow` (rounds to that type first) is
+/// stored rounded instead (WeightsLayout::narrowOffsetOf). Reports and
+/// fails on a parameter with two types or an update of no parameter.
+LogicalResult
+layOutModule(ArrayRef<func::FuncOp> entries, ModuleLayout &layout,
+             Type narrowType = {},
+             function_ref<bool(OpOperand &)> readsNarrow = nullptr);
+
+/// `count` = product(`shape`) elements of the f32 `dense` from `first`,
+/// rounded to nearest even into `elem` (bf16 or f16), as arith.truncf
+/// rounds them.
+DenseElementsAttr roundElements(DenseElementsAttr dense, int64_t first,
+                                ArrayRef<int64_t> shape, Type elem);
 
 /// Records the layouts and the checks on `module` for the artifact emitter
 /// (`tfm.weights`, `tfm.weight_offsets`, `tfm.weights_bytes`, `tfm.states`,
@@ -283,6 +296,10 @@ public:
   /// copy, which joins the weights. Null otherwise (a parameter, an
   /// activation, a strided window).
   Value roundedConstant(Value buffer, Type elem);
+  /// `buffer` in the float type `elem` a GEMM reads its operands in: the
+  /// buffer itself when it holds `elem` already, a constant's copy rounded
+  /// at compile time, else a dense scratch copy rounded at every run.
+  Value narrowed(Value buffer, Type elem);
   /// The map that reads a buffer of shape `from` at the numpy-broadcast
   /// position of an index into shape `to`.
   AffineMap broadcastMap(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
@@ -356,6 +373,11 @@ private:
   DenseMap<Value, Value> materialized;
   // The plan's arena bytes; scratch memory starts past them.
   int64_t planBytes = 0, scratchUsed = 0, scratchBytes = 0;
+  // The rounded copies the op being lowered made (narrowed), which live in
+  // its scratch memory; and whether a kernel call's fallback is being
+  // lowered (callKernel), whose copies are not shared.
+  DenseMap<std::pair<Value, Type>, Value> narrowCopies;
+  bool inFallback = false;
   bool failedOp = false;
 
 public:

@@ -44,11 +44,15 @@ class BufferizedEntry;
 /// result = act(input · weight[rows]ᵀ + bias[rows]), `rows` being the
 /// result's columns from `rowOffset` of weight (a part of a projection):
 /// one LINEAR call multiplying in `dtype` where the kernel takes it (f32,
-/// no empty dimension), else the generic GEMM. With `withFallback`, the
-/// generic GEMM is the call's fallback (BufferizedEntry::callKernel).
+/// no empty dimension), else the generic GEMM. With `narrowOperands`, the
+/// call reads input and weight rounded into `dtype` (bf16 or f16;
+/// TFM_KERNEL_FLAG_NARROW_OPERANDS). With `withFallback`, the generic GEMM
+/// is the call's fallback (BufferizedEntry::callKernel), on the same
+/// operands.
 void lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
                        Value bias, int64_t rowOffset, Activation act,
-                       Value result, int32_t dtype, bool withFallback);
+                       Value result, int32_t dtype, bool narrowOperands,
+                       bool withFallback);
 
 /// A matmul the BATCH_MATMUL kernel runs with strided operands and result:
 /// f32, equal ranks of 2 to 4 and equal batch dimensions, no empty

@@ -95,6 +95,11 @@ LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
 /// kernels (cuBLASLt), each with the generated GEMM as its fallback
 /// (Gemm.cpp).
 void populateGPUGemmLowerings(OpLoweringSet &set);
+/// Whether the GEMM lowerings read `use` only rounded to the narrower
+/// operand type (under bf16 or f16): a linear's or a projection's weight,
+/// either operand of an f32 matmul. A constant read so alone is stored in
+/// that type alone (layOutModule).
+bool readsGemmOperandNarrow(OpOperand &use);
 
 /// The backend-neutral lowerings, the GEMM kernels, and the fused attention
 /// where it fits.
