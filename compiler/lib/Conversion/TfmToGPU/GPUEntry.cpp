@@ -14,6 +14,12 @@ using namespace mlir::tfm;
 void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   populateTfmToLinalgLowerings(set);
   populateGPUGemmLowerings(set);
+  OpLoweringFn neutralConv = *set.lookup(Conv2DOp::getOperationName());
+  set.add<Conv2DOp>([neutralConv](Conv2DOp op, BufferizedEntry &e) {
+    if (!convRunsAsGemm(op))
+      return neutralConv(op.getOperation(), e);
+    return lowerConv2DAsGemm(op, cast<GPUEntry>(e));
+  });
   OpLoweringFn neutral = *set.lookup(AttentionOp::getOperationName());
   set.add<AttentionOp>([neutral](AttentionOp op, BufferizedEntry &e) {
     if (!fitsFlashAttention(op))

@@ -127,6 +127,9 @@ bool mlir::tfm::readsGemmOperandNarrow(OpOperand &use) {
            llvm::all_of(qkv.getResults(), [&](Value r) { return f32(r); });
   if (auto mm = dyn_cast<MatmulOp>(op))
     return f32(mm.getLhs()) && f32(mm.getRhs()) && f32(mm.getResult());
+  if (auto conv = dyn_cast<Conv2DOp>(op))
+    return use.get() == conv.getWeight() && &use != &op->getOpOperand(0) &&
+           convRunsAsGemm(conv);
   return false;
 }
 

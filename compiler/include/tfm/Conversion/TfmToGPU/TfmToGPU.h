@@ -95,10 +95,17 @@ LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
 /// kernels (cuBLASLt), each with the generated GEMM as its fallback
 /// (Gemm.cpp).
 void populateGPUGemmLowerings(OpLoweringSet &set);
+/// Whether the GPU runs `op` as a GEMM over its patches: f32, static and
+/// non-empty shapes.
+bool convRunsAsGemm(Conv2DOp op);
+/// tfm.conv2d as its patches (im2col) and one BATCH_MATMUL call over them,
+/// the generated GEMM as the call's fallback (Convolution.cpp).
+LogicalResult lowerConv2DAsGemm(Conv2DOp op, GPUEntry &e);
+
 /// Whether the GEMM lowerings read `use` only rounded to the narrower
-/// operand type (under bf16 or f16): a linear's or a projection's weight,
-/// either operand of an f32 matmul. A constant read so alone is stored in
-/// that type alone (layOutModule).
+/// operand type (under bf16 or f16): a linear's, a projection's or a
+/// convolution's weight, either operand of an f32 matmul. A constant read so
+/// alone is stored in that type alone (layOutModule).
 bool readsGemmOperandNarrow(OpOperand &use);
 
 /// The backend-neutral lowerings, the GEMM kernels, and the fused attention
