@@ -37,9 +37,11 @@ class Packer:
         self.skipped = []
 
     def compile(self, model, so, extra=()):
-        flags = ["--target=cuda", "--gpu-arch=" + self.args.arch]
+        # The pack runs on another machine: host code any AVX2 CPU runs,
+        # where the build host's own CPU (--cpu=native) would be refused.
+        flags = ["--target=cuda", "--gpu-arch=" + self.args.arch, "--cpu=x86-64-v3"]
         if self.args.schedule_on_cpu:
-            flags = ["--target=cuda", "--gpu-schedule-on-cpu"]
+            flags = ["--target=cuda", "--gpu-schedule-on-cpu", "--cpu=x86-64-v3"]
         p = subprocess.run([self.args.tfmc, "compile", model, "-o", so] + flags + list(extra),
                            capture_output=True, text=True)
         if p.returncode != 0:

@@ -173,6 +173,18 @@ inline int32_t checkMode(const tfm_abi_model_t *m) {
              : TFM_CHECKS_MID_RUN;
 }
 
+/// The CPU the model's code was generated for and the features it may use
+/// (comma-separated), or null in a description from before the append.
+inline const char *modelCpu(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, cpu_features) +
+                               sizeof(m->cpu_features)
+             ? m->cpu
+             : nullptr;
+}
+inline const char *modelCpuFeatures(const tfm_abi_model_t *m) {
+  return modelCpu(m) ? m->cpu_features : nullptr;
+}
+
 /// Kernel `index`'s tfm_kernel_flag_t bits.
 inline uint32_t kernelFlags(const tfm_abi_model_t *m, int32_t index) {
   const uint32_t *flags = kernelFlagTable(m);

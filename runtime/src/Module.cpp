@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CpuFeatures.h"
 #include "Internal.h"
 
 #include <dlfcn.h>
@@ -218,6 +219,19 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
                         path, m->model->struct_size, TFM_ABI_MODEL_MIN_SIZE);
     if (tfm_status_t s = validateModel(path, m->handle, m->model))
       return s;
+    // Before any of its code runs: on a CPU without a feature it was
+    // generated for, it would die on an illegal instruction.
+    if (const char *features = modelCpuFeatures(m->model)) {
+      std::vector<std::string> missing = missingCpuFeatures(features);
+      if (!missing.empty())
+        return makeStatus(
+            TFM_STATUS_INCOMPATIBLE,
+            "'{}' was compiled for CPU '{}' and uses {}, which this CPU "
+            "lacks; recompile it for a CPU this one covers (tfmc compile "
+            "--cpu={}, a portable level this CPU has, or --cpu=native on "
+            "this machine)",
+            path, m->model->cpu, fmt::join(missing, ", "), portableCpuLevel());
+    }
     listPublicEntries(*m);
     int32_t target;
     int ordinal;
@@ -372,3 +386,20 @@ tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
 }
 
 } // extern "C"
+
+const char *tfm_module_target(const tfm_module_t *module) {
+  if (!module || !module->model)
+    return "";
+  return module->model->target == TFM_TARGET_CUDA ? "cuda" : "cpu";
+}
+
+const char *tfm_module_cpu(const tfm_module_t *module) {
+  const char *cpu = module && module->model ? modelCpu(module->model) : nullptr;
+  return cpu ? cpu : "";
+}
+
+const char *tfm_module_cpu_features(const tfm_module_t *module) {
+  const char *features =
+      module && module->model ? modelCpuFeatures(module->model) : nullptr;
+  return features ? features : "";
+}

@@ -644,6 +644,10 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
                                m->num_kernels));
   if (tfm_status_t s = checkOrigins(kernelOrigins(m), m->num_kernels, "kernel"))
     return s;
+  if (modelCpu(m) &&
+      (!image.containsString(m->cpu) || !image.containsString(m->cpu_features)))
+    return corrupt("the CPU the code was generated for lies outside the "
+                   "library");
   if (const uint32_t *flags = kernelFlagTable(m)) {
     if (!image.containsArray(flags, m->num_kernels))
       return corrupt(fmt::format("the flags of {} kernels lie outside the "

@@ -28,11 +28,13 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -42,22 +44,31 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/TargetParser/Triple.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
 
 namespace {
 
-std::unique_ptr<llvm::TargetMachine>
-makeTargetMachine(const ArtifactOptions &options, std::string &error) {
+const llvm::Target *nativeTarget(std::string &error) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     return true;
   }();
   (void)initialized;
+  return llvm::TargetRegistry::lookupTarget(llvm::sys::getDefaultTargetTriple(),
+                                            error);
+}
+
+std::unique_ptr<llvm::TargetMachine>
+makeTargetMachine(const ArtifactOptions &options, std::string &error) {
+  if (!checkTargetCpu(options.cpu, error))
+    return nullptr;
   std::string triple = llvm::sys::getDefaultTargetTriple();
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target = nativeTarget(error);
   if (!target)
     return nullptr;
   std::string cpu = options.cpu, features;
@@ -78,7 +89,47 @@ makeTargetMachine(const ArtifactOptions &options, std::string &error) {
   return tm;
 }
 
+/// What the metadata says of `tm`'s CPU (artifact::CpuTarget).
+artifact::CpuTarget cpuTargetOf(const llvm::TargetMachine &tm) {
+  artifact::CpuTarget cpu{tm.getTargetCPU().str(), ""};
+  const llvm::MCSubtargetInfo *info = tm.getMCSubtargetInfo();
+#define TFM_RECORD_FEATURE(name, leaf, subleaf, reg, bit, xcr0)                \
+  if (info->checkFeatures("+" name))                                           \
+    cpu.features += (cpu.features.empty() ? "" : ",") + std::string(name);
+  TFM_CPU_FEATURES(TFM_RECORD_FEATURE)
+#undef TFM_RECORD_FEATURE
+  return cpu;
+}
+
 } // namespace
+
+bool mlir::tfm::checkTargetCpu(StringRef cpu, std::string &why) {
+  if (cpu == "native")
+    return true;
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  if (triple.getArch() == llvm::Triple::x86_64) {
+    // LLVM takes a 32-bit CPU's name and aborts when it generates code.
+    if (llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) != llvm::X86::CK_None)
+      return true;
+    SmallVector<StringRef> names;
+    llvm::X86::fillValidCPUArchList(names, /*Only64Bit=*/true);
+    why = ("unknown CPU '" + cpu +
+           "'; --cpu takes 'native' (this machine), a portable level "
+           "(x86-64, x86-64-v2, x86-64-v3, x86-64-v4) or an x86-64 CPU: " +
+           llvm::join(names, ", "))
+              .str();
+    return false;
+  }
+  const llvm::Target *target = nativeTarget(why);
+  if (!target)
+    return false;
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target->createMCSubtargetInfo(triple.str(), "", ""));
+  if (info && info->isCPUStringValid(cpu))
+    return true;
+  why = ("unknown CPU '" + cpu + "' for " + triple.str()).str();
+  return false;
+}
 
 FailureOr<WeightsBlob> mlir::tfm::weightsBlob(ModuleOp module) {
   auto values = module->getAttrOfType<ArrayAttr>("tfm.weights");
@@ -177,8 +228,9 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     return failure();
   FailureOr<SmallVector<llvm::Constant *>> entries =
       artifact::wrapEntries(module, *m, *abi, *tables);
-  if (failed(entries) || failed(artifact::emitMetadata(
-                             module, *m, *abi, *tables, *entries, options)))
+  if (failed(entries) ||
+      failed(artifact::emitMetadata(module, *m, *abi, *tables, *entries,
+                                    options, cpuTargetOf(*tm))))
     return failure();
 
   std::string verifyErrors;

@@ -195,9 +195,9 @@ FailureOr<AbiTypes> AbiTypes::get(llvm::LLVMContext &c,
        offsetof(Check, lower), offsetof(Check, upper)});
   using Model = tfm_abi_model_t;
   t.model = abiStruct("tfm_abi_model_t",
-                      {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr,
-                       i64, i32, ptr, i32, ptr, i32, ptr, ptr, i64, i32,
-                       ptr, i64, i32, ptr, ptr, ptr, ptr, i32, i64},
+                      {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64,
+                       i32, ptr, i32, ptr, i32, ptr, ptr, i64, i32, ptr, i64,
+                       i32, ptr, ptr, ptr, ptr, i32, i64, ptr, ptr},
                       sizeof(Model),
                       {offsetof(Model, abi_version),
                        offsetof(Model, struct_size),
@@ -227,7 +227,9 @@ FailureOr<AbiTypes> AbiTypes::get(llvm::LLVMContext &c,
                        offsetof(Model, kernel_flags),
                        offsetof(Model, device_kernel_origins),
                        offsetof(Model, check_mode),
-                       offsetof(Model, check_slots_offset)});
+                       offsetof(Model, check_slots_offset),
+                       offsetof(Model, cpu),
+                       offsetof(Model, cpu_features)});
   using Dynamic = tfm_abi_dynamic_entry_t;
   t.dynamic = abiStruct(
       "tfm_abi_dynamic_entry_t",

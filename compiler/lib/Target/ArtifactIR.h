@@ -128,10 +128,18 @@ wrapEntries(ModuleOp module, llvm::Module &m, const AbiTypes &abi,
 
 /// The metadata table (tfm_abi_model_t) and the one exported symbol that
 /// returns it.
+/// The CPU the code is generated for, as the metadata records it: the
+/// target machine's CPU name, and which of TFM_CPU_FEATURES it enables.
+struct CpuTarget {
+  std::string name;
+  std::string features; // comma-separated
+};
+
 LogicalResult emitMetadata(ModuleOp module, llvm::Module &m,
                            const AbiTypes &abi, const ModuleTables &tables,
                            ArrayRef<llvm::Constant *> entries,
-                           const ArtifactOptions &options);
+                           const ArtifactOptions &options,
+                           const CpuTarget &cpu);
 
 } // namespace mlir::tfm::artifact
 

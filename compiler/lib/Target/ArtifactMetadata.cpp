@@ -142,7 +142,8 @@ llvm::Constant *stringTable(llvm::Module &m, const AbiTypes &abi,
 LogicalResult artifact::emitMetadata(ModuleOp module, llvm::Module &m,
                                      const AbiTypes &abi, const ModuleTables &t,
                                      ArrayRef<llvm::Constant *> entryValues,
-                                     const ArtifactOptions &options) {
+                                     const ArtifactOptions &options,
+                                     const CpuTarget &cpu) {
   FailureOr<SmallVector<llvm::Constant *>> dynamicValues =
       dynamicEntries(module, m, abi, t);
   if (failed(dynamicValues))
@@ -227,7 +228,9 @@ LogicalResult artifact::emitMetadata(ModuleOp module, llvm::Module &m,
                        ".tfm.device_kernel_origins"),
            abi.i32c(t.checkSlotsOffset ? TFM_CHECKS_IN_STATE
                                        : TFM_CHECKS_MID_RUN),
-           abi.i64c(t.checkSlotsOffset.value_or(0))}),
+           abi.i64c(t.checkSlotsOffset.value_or(0)),
+           cstring(m, cpu.name),
+           cstring(m, cpu.features)}),
       ".tfm.model");
 
   // The one exported symbol.

@@ -448,6 +448,11 @@ int mlir::tfm::tfmc::inspectCompiled(StringRef soPath, bool json) {
   os << "library " << soPath << " (loaded by runtime "
      << tfm_runtime_version() << ", model ABI "
      << tfm_runtime_model_abi_version() << ")\n";
+  std::string cpu = tfm_module_cpu(rt.module),
+              features = tfm_module_cpu_features(rt.module);
+  os << "target " << tfm_module_target(rt.module) << "; host code for CPU "
+     << (cpu.empty() ? "(not recorded)" : "'" + cpu + "'") << " using "
+     << (features.empty() ? "no recorded features" : features) << "\n";
   for (size_t e = 0, n = tfm_module_num_entries(rt.module); e < n; ++e) {
     const char *name = tfm_module_entry_name(rt.module, e);
     os << "entry " << name << "\n";
@@ -498,6 +503,9 @@ int mlir::tfm::tfmc::inspectCompiled(StringRef soPath, bool json) {
                        {"library", soPath.str()},
                        {"runtime", tfm_runtime_version()},
                        {"model_abi", tfm_runtime_model_abi_version()},
+                       {"target", tfm_module_target(rt.module)},
+                       {"cpu", cpu},
+                       {"cpu_features", features},
                        {"entries", std::move(entries)}}));
   else
     llvm::outs() << text;

@@ -113,8 +113,10 @@ cl::opt<bool> externalWeights(
     cl::cat(compileCat));
 cl::opt<std::string> targetCpu(
     "cpu",
-    cl::desc("The CPU to generate glue code for: 'native' (this machine) or "
-             "an LLVM CPU name such as x86-64-v3"),
+    cl::desc("The CPU to generate glue code for: 'native' (this machine; "
+             "the library refuses to load on a CPU without its features), a "
+             "portable level (x86-64-v2, x86-64-v3, x86-64-v4) or an x86-64 "
+             "CPU's name"),
     cl::init("native"), cl::cat(compileCat));
 /// --target's values, naming them all when the one given is unknown.
 struct TargetParser : cl::parser<mlir::tfm::Target> {
@@ -722,6 +724,10 @@ int runCompile(MLIRContext &context) {
   }
   if (reverseGrid && !gpuScheduleOnCPU) {
     error() << "--reverse-grid applies to --gpu-schedule-on-cpu\n";
+    return kExitUsage;
+  }
+  if (std::string why; !mlir::tfm::checkTargetCpu(targetCpu, why)) {
+    error() << why << "\n";
     return kExitUsage;
   }
   return withModel(context, [&](ModuleOp module) -> int {

@@ -504,8 +504,58 @@ typedef struct tfm_abi_model_t {
    * TFM_CHECKS_IN_STATE where their slots begin in the state. */
   int32_t check_mode;
   uint64_t check_slots_offset;
+  /* A seventh append to version 5, absent when struct_size ends before it:
+   * the CPU the model's code was generated for ("x86-64-v3", or the build
+   * host's name for --cpu=native), and the features of TFM_CPU_FEATURES it
+   * was allowed to use, comma-separated ("avx,avx2,fma"). The runtime
+   * refuses to load a model whose features the running CPU lacks, which
+   * would die on an illegal instruction. */
+  const char *cpu;
+  const char *cpu_features;
 } tfm_abi_model_t;
 
+/* The x86-64 features a model's code may use and the runtime checks before
+ * running it: X(name as LLVM spells it, CPUID leaf, subleaf, register
+ * (0 EAX, 1 EBX, 2 ECX, 3 EDX), bit, the XCR0 bits the operating system
+ * must have enabled for the registers it uses). Features that no ordinary
+ * code is compiled into (AMX, say) are left out. */
+#define TFM_CPU_FEATURES(X)                                                    \
+  X("sse3", 1, 0, 2, 0, 0)                                                     \
+  X("pclmul", 1, 0, 2, 1, 0)                                                   \
+  X("ssse3", 1, 0, 2, 9, 0)                                                    \
+  X("fma", 1, 0, 2, 12, 0x6)                                                   \
+  X("cx16", 1, 0, 2, 13, 0)                                                    \
+  X("sse4.1", 1, 0, 2, 19, 0)                                                  \
+  X("sse4.2", 1, 0, 2, 20, 0)                                                  \
+  X("movbe", 1, 0, 2, 22, 0)                                                   \
+  X("popcnt", 1, 0, 2, 23, 0)                                                  \
+  X("aes", 1, 0, 2, 25, 0)                                                     \
+  X("xsave", 1, 0, 2, 26, 0)                                                   \
+  X("avx", 1, 0, 2, 28, 0x6)                                                   \
+  X("f16c", 1, 0, 2, 29, 0x6)                                                  \
+  X("bmi", 7, 0, 1, 3, 0)                                                      \
+  X("avx2", 7, 0, 1, 5, 0x6)                                                   \
+  X("bmi2", 7, 0, 1, 8, 0)                                                     \
+  X("avx512f", 7, 0, 1, 16, 0xe6)                                              \
+  X("avx512dq", 7, 0, 1, 17, 0xe6)                                             \
+  X("avx512ifma", 7, 0, 1, 21, 0xe6)                                           \
+  X("avx512cd", 7, 0, 1, 28, 0xe6)                                             \
+  X("avx512bw", 7, 0, 1, 30, 0xe6)                                             \
+  X("avx512vl", 7, 0, 1, 31, 0xe6)                                             \
+  X("avx512vbmi", 7, 0, 2, 1, 0xe6)                                            \
+  X("avx512vbmi2", 7, 0, 2, 6, 0xe6)                                           \
+  X("gfni", 7, 0, 2, 8, 0)                                                     \
+  X("vaes", 7, 0, 2, 9, 0x6)                                                   \
+  X("vpclmulqdq", 7, 0, 2, 10, 0x6)                                            \
+  X("avx512vnni", 7, 0, 2, 11, 0xe6)                                           \
+  X("avx512bitalg", 7, 0, 2, 12, 0xe6)                                         \
+  X("avx512vpopcntdq", 7, 0, 2, 14, 0xe6)                                      \
+  X("avx512vp2intersect", 7, 0, 3, 8, 0xe6)                                    \
+  X("avx512fp16", 7, 0, 3, 23, 0xe6)                                           \
+  X("avxvnni", 7, 1, 0, 4, 0x6)                                                \
+  X("avx512bf16", 7, 1, 0, 5, 0xe6)                                            \
+  X("sahf", 0x80000001u, 0, 2, 0, 0)                                           \
+  X("lzcnt", 0x80000001u, 0, 2, 5, 0)
 
 /* The smallest model description this runtime reads: version 5 before its
  * appends (a shorter struct_size leaves the appended fields at zero). */

@@ -446,6 +446,17 @@ TFM_API double tfm_generation_decode_ms(const tfm_generation_t *generation);
 TFM_API int64_t tfm_generation_steps(const tfm_generation_t *generation);
 TFM_API void tfm_generation_release(tfm_generation_t *generation);
 
+/* What the module's code was generated for: its target ("cpu" or
+ * "cuda"), the CPU its host code was compiled for ("x86-64-v3", or the
+ * build host's name for `tfmc compile --cpu=native`), and the x86-64
+ * features that code may use, comma-separated ("avx,avx2,fma,..."), which
+ * tfm_module_load checked against this CPU. The last two are "" for a
+ * library from before they were recorded. The strings live as long as the
+ * module. */
+TFM_API const char *tfm_module_target(const tfm_module_t *module);
+TFM_API const char *tfm_module_cpu(const tfm_module_t *module);
+TFM_API const char *tfm_module_cpu_features(const tfm_module_t *module);
+
 /* The longest sequence (prompt and new tokens) of a model compiled with
  * `tfmc compile --generate`; 0 for any other model. */
 TFM_API int64_t tfm_module_generation_max_length(const tfm_module_t *module);

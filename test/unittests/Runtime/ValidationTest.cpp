@@ -206,6 +206,20 @@ TEST_F(Corrupted, TooManyKernelsIsRefusedAtLoad) {
       << msg;
 }
 
+// A feature this runtime cannot check (a newer compiler's, or a corrupt
+// name) counts as one this CPU lacks: the library is not run on a guess.
+TEST_F(Corrupted, AnUnknownCpuFeatureIsRefusedAtLoad) {
+  ASSERT_NE(lib.model->cpu_features, nullptr);
+  ASSERT_EQ(std::string(lib.model->cpu_features).rfind("sse3,", 0), 0u)
+      << lib.model->cpu_features;
+  auto [code, msg] =
+      loadAndRun(lib.patched(&lib.model->cpu_features[0], 'X', "cpu_features"));
+  EXPECT_EQ(code, TFM_STATUS_INCOMPATIBLE);
+  EXPECT_NE(msg.find("and uses Xse3, which this CPU lacks; recompile it"),
+            std::string::npos)
+      << msg;
+}
+
 TEST_F(Corrupted, TooManyEntriesIsRefusedAtLoad) {
   auto [code, msg] = loadAndRun(
       lib.patched(&lib.model->num_entries, int32_t(1000), "num_entries"));

@@ -58,6 +58,11 @@ translateToArtifactIR(ModuleOp module, llvm::LLVMContext &llvmContext,
 LogicalResult writeWeightsObject(const WeightsBlob &layout, StringRef path,
                                  std::string &error);
 
+/// Whether `cpu` names a CPU tfm can generate code for ("native", a
+/// portable level such as "x86-64-v3", or a 64-bit CPU); else false, with
+/// the reason and the valid names in `why`.
+bool checkTargetCpu(StringRef cpu, std::string &why);
+
 /// Writes `ir` as a relocatable object file at `path`.
 LogicalResult writeObjectFile(llvm::Module &ir, const ArtifactOptions &options,
                               StringRef path, std::string &error);
