@@ -10,6 +10,7 @@
 #include "mlir/Conversion/VectorToGPU/VectorToGPU.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -72,6 +73,12 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
     fn.addPass(createReverseGridPass());
   // The tensor-core tiles' vector ops, as the CPU lowers them.
   fn.addPass(createWidenContractionsPass());
+  // bf16 rounding and widening as integer ops on the bits: a CPU without
+  // bf16 instructions would otherwise call __truncsfbf2, which the
+  // artifact's link does not provide.
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
   addVectorToLLVM(pm);
   buildCPUToLLVMPipeline(pm);
 }
