@@ -30,14 +30,17 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
-#include "llvm/Support/Format.h"
+#include "llvm/Support/WithColor.h"
+
+#include <thread>
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
@@ -1271,6 +1274,14 @@ int main(int argc, char **argv) {
   if (*threads < 0) {
     error() << "--threads must not be negative (" << *threads << ")\n";
     return kExitUsage;
+  }
+  // More threads than the machine has only oversubscribe its cores.
+  if (unsigned hardware = std::thread::hardware_concurrency();
+      hardware && *threads > static_cast<int>(hardware)) {
+    llvm::WithColor::note(llvm::errs(), "tfmc")
+        << "--threads " << *threads << " is more than this machine's "
+        << hardware << " hardware threads; using " << hardware << "\n";
+    *threads = static_cast<int>(hardware);
   }
   startCommandTiming();
   int rc = sub == "compile"    ? runCompile(context)
