@@ -65,6 +65,50 @@ SmallVector<func::FuncOp> mlir::tfm::entryFunctions(ModuleOp module) {
   return entries;
 }
 
+namespace {
+
+/// product(`shape`) elements of the f32 `dense` from `first`, rounded to
+/// nearest even into `elem` (bf16 or f16), as arith.truncf rounds them.
+DenseElementsAttr roundElements(DenseElementsAttr dense, int64_t first,
+                                ArrayRef<int64_t> shape, Type elem) {
+  // Rounded to nearest even, as arith.truncf rounds at run time: the GEMM
+  // reads the same values it would have computed.
+  auto copyType = RankedTensorType::get(shape, elem);
+  int64_t count = copyType.getNumElements();
+  if (elem.isBF16()) {
+    // bf16 is f32's upper half, so rounding is an add on the bits; APFloat
+    // per element made a 300 M-weight model's compile 3x slower.
+    ArrayRef<char> raw = dense.getRawData();
+    bool splat = dense.isSplat();
+    std::vector<uint16_t> halves(count);
+    for (int64_t i = 0; i < count; ++i) {
+      uint32_t bits;
+      int64_t index = splat ? 0 : first + i;
+      std::memcpy(&bits, raw.data() + index * sizeof(float), sizeof bits);
+      halves[i] = (bits & 0x7fffffffu) > 0x7f800000u
+                      ? static_cast<uint16_t>((bits >> 16) | 0x40u) // quiet NaN
+                      : static_cast<uint16_t>(
+                            (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    }
+    return DenseElementsAttr::getFromRawBuffer(
+        copyType, ArrayRef<char>(reinterpret_cast<const char *>(halves.data()),
+                                 halves.size() * sizeof(uint16_t)));
+  }
+  SmallVector<APFloat> rounded;
+  rounded.reserve(count);
+  auto values = dense.getValues<APFloat>();
+  for (int64_t i = 0; i < count; ++i) {
+    APFloat v = values[first + i];
+    bool lost;
+    v.convert(cast<FloatType>(elem).getFloatSemantics(),
+              APFloat::rmNearestTiesToEven, &lost);
+    rounded.push_back(v);
+  }
+  return DenseElementsAttr::get(copyType, rounded);
+}
+
+} // namespace
+
 LogicalResult
 mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries, ModuleLayout &layout,
                         Type narrowType,
@@ -637,45 +681,6 @@ void BufferizedEntry::fill(Value output, Attribute value) {
 void BufferizedEntry::copy(Value from, Value to) {
   elementwise({from}, to,
               [](OpBuilder &, Location, ValueRange a) { return a[0]; });
-}
-
-DenseElementsAttr mlir::tfm::roundElements(DenseElementsAttr dense,
-                                           int64_t first,
-                                           ArrayRef<int64_t> shape, Type elem) {
-  // Rounded to nearest even, as arith.truncf rounds at run time: the GEMM
-  // reads the same values it would have computed.
-  auto copyType = RankedTensorType::get(shape, elem);
-  int64_t count = copyType.getNumElements();
-  if (elem.isBF16()) {
-    // bf16 is f32's upper half, so rounding is an add on the bits; APFloat
-    // per element made a 300 M-weight model's compile 3x slower.
-    ArrayRef<char> raw = dense.getRawData();
-    bool splat = dense.isSplat();
-    std::vector<uint16_t> halves(count);
-    for (int64_t i = 0; i < count; ++i) {
-      uint32_t bits;
-      int64_t index = splat ? 0 : first + i;
-      std::memcpy(&bits, raw.data() + index * sizeof(float), sizeof bits);
-      halves[i] = (bits & 0x7fffffffu) > 0x7f800000u
-                      ? static_cast<uint16_t>((bits >> 16) | 0x40u) // quiet NaN
-                      : static_cast<uint16_t>(
-                            (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-    }
-    return DenseElementsAttr::getFromRawBuffer(
-        copyType, ArrayRef<char>(reinterpret_cast<const char *>(halves.data()),
-                                 halves.size() * sizeof(uint16_t)));
-  }
-  SmallVector<APFloat> rounded;
-  rounded.reserve(count);
-  auto values = dense.getValues<APFloat>();
-  for (int64_t i = 0; i < count; ++i) {
-    APFloat v = values[first + i];
-    bool lost;
-    v.convert(cast<FloatType>(elem).getFloatSemantics(),
-              APFloat::rmNearestTiesToEven, &lost);
-    rounded.push_back(v);
-  }
-  return DenseElementsAttr::get(copyType, rounded);
 }
 
 Value BufferizedEntry::roundedConstant(Value buffer, Type elem) {

@@ -192,7 +192,6 @@ void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
   // descriptor's type when the kernel reads them narrow (each part on its
   // own, so that a packed weight is rounded once in all); the bias stays
   // f32 and is passed at its part's offset, as kernels take dense buffers.
-  KernelArg xArg(x), wArg(w, rowOffset * k);
   Value ownW = w, ownBias = bb;
   int64_t ownOffset = rowOffset;
   if (narrowOperands) {
@@ -212,8 +211,6 @@ void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
     }
     ownW = e.narrowed(ownW, narrow);
     x = e.narrowed(x, narrow);
-    xArg = KernelArg(x);
-    wArg = ownOffset ? KernelArg(ownW, rowOffset * k) : KernelArg(ownW);
   }
   auto own = [&] {
     lowerGenericLinear(e, x, ownW, ownBias, ownOffset, act, out);
@@ -221,8 +218,9 @@ void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
   e.callKernel(TFM_KERNEL_LINEAR,
                linearParams(m, k, n, bool(bias), abiActivation(act), constant),
                {},
-               {xArg, wArg, bias ? KernelArg(bb, rowOffset) : KernelArg(),
-                KernelArg(), KernelArg(out)},
+               {KernelArg(x), KernelArg(ownW, ownOffset * k),
+                bias ? KernelArg(bb, rowOffset) : KernelArg(), KernelArg(),
+                KernelArg(out)},
                {}, dtype, withFallback ? function_ref<void()>(own) : nullptr);
 }
 

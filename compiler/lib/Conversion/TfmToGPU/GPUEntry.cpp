@@ -70,14 +70,21 @@ StringRef mlir::tfm::ptxFeaturesOf(StringRef arch) {
       .Default("");
 }
 
+Type mlir::tfm::narrowOperandType(ComputeType computeType, MLIRContext *ctx) {
+  switch (computeType) {
+  case ComputeType::F32:
+    return {};
+  case ComputeType::BF16:
+    return BFloat16Type::get(ctx);
+  case ComputeType::F16:
+    return Float16Type::get(ctx);
+  }
+  llvm_unreachable("unknown compute type");
+}
+
 Type GPUEntry::gemmOperandType(Type elem) const {
-  if (!elem.isF32())
-    return elem;
-  if (computeType == ComputeType::F16)
-    return Float16Type::get(elem.getContext());
-  if (computeType == ComputeType::BF16)
-    return BFloat16Type::get(elem.getContext());
-  return elem;
+  Type narrow = narrowOperandType();
+  return elem.isF32() && narrow ? narrow : elem;
 }
 
 Value GPUEntry::devicePointer(Value buffer) {

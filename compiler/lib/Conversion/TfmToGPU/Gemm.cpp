@@ -20,14 +20,6 @@ using namespace mlir::tfm;
 
 namespace {
 
-/// Under bf16 and f16 the library reads its operands in that type, as
-/// PyTorch's GEMMs do: half the bytes of f32 operands, and its fastest
-/// kernels. The narrow type, or null under f32.
-Type narrowOperandType(GPUEntry &e) {
-  Type f32 = e.b.getF32Type(), t = e.gemmOperandType(f32);
-  return t == f32 ? Type() : t;
-}
-
 /// A linear or a part of a projection: one LINEAR call, the activation
 /// in its epilogue where cuBLASLt has one and after it where not.
 void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
@@ -35,7 +27,7 @@ void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
   bool fused = TFM_CUDA_LINEAR_FUSES_ACTIVATION(abiActivation(act));
   lowerLinearKernel(e, input, weight, bias, rowOffset,
                     fused ? act : Activation::none, result, e.gemmKernelDtype(),
-                    /*narrowOperands=*/bool(narrowOperandType(e)),
+                    /*narrowOperands=*/bool(e.narrowOperandType()),
                     /*withFallback=*/true);
   if (fused)
     return;
@@ -68,7 +60,10 @@ LogicalResult lowerMatmul(MatmulOp op, GPUEntry &e) {
   // is made once, and must dominate every later use.
   Value lhs = e.bufferOf(op.getLhs()), rhs = e.bufferOf(op.getRhs());
   Value out = e.destination(op.getResult());
-  Type narrow = isF32(lt) && isF32(rt) ? narrowOperandType(e) : Type();
+  // Under bf16 and f16 the library reads its operands in that type, as
+  // PyTorch's GEMMs do: half the bytes of f32 operands, and its fastest
+  // kernels.
+  Type narrow = isF32(lt) && isF32(rt) ? e.narrowOperandType() : Type();
   auto own = [&] { lowerGenericMatmul(e, lhs, rhs, tl, tr, out); };
   if (isStridedMatmul(op)) {
     auto shape = op.getType().getShape();

@@ -33,12 +33,9 @@ struct LowerToGPUPass
     ModuleLayout layout;
     // Under bf16 and f16 a weight that only GEMMs read is stored rounded
     // alone, in the type the GEMMs read.
-    MLIRContext *ctx = &getContext();
-    Type narrow =
-        computeType == ComputeType::BF16  ? Type(BFloat16Type::get(ctx))
-        : computeType == ComputeType::F16 ? Type(Float16Type::get(ctx))
-                                          : Type();
-    if (failed(layOutModule(entries, layout, narrow, readsGemmOperandNarrow)))
+    if (failed(layOutModule(entries, layout,
+                            narrowOperandType(computeType, &getContext()),
+                            readsGemmOperandNarrow)))
       return signalPassFailure();
     // The checks write their outcomes past the state slots, read after the
     // run: a run reads nothing back mid-way, so it can be a CUDA graph.

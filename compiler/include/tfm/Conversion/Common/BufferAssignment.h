@@ -135,12 +135,6 @@ layOutModule(ArrayRef<func::FuncOp> entries, ModuleLayout &layout,
              Type narrowType = {},
              function_ref<bool(OpOperand &)> readsNarrow = nullptr);
 
-/// `count` = product(`shape`) elements of the f32 `dense` from `first`,
-/// rounded to nearest even into `elem` (bf16 or f16), as arith.truncf
-/// rounds them.
-DenseElementsAttr roundElements(DenseElementsAttr dense, int64_t first,
-                                ArrayRef<int64_t> shape, Type elem);
-
 /// Records the layouts and the checks on `module` for the artifact emitter
 /// (`tfm.weights`, `tfm.weight_offsets`, `tfm.weights_bytes`, `tfm.states`,
 /// `tfm.state_bytes`, `tfm.checks`, `tfm.check_slots_offset`), and the

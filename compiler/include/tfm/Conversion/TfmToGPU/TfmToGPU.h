@@ -27,6 +27,10 @@
 
 namespace mlir::tfm {
 
+/// The type the GPU's GEMMs read f32 operands in under `computeType`: bf16
+/// or f16, and null under f32 (no rounding).
+Type narrowOperandType(ComputeType computeType, MLIRContext *ctx);
+
 /// One entry function of the GPU target.
 class GPUEntry : public BufferizedEntry {
 public:
@@ -49,6 +53,10 @@ public:
 
   /// The dtype of the GEMM kernels' descriptors: the compute type.
   int32_t gemmKernelDtype() const;
+  /// narrowOperandType of this entry's compute type.
+  Type narrowOperandType() const {
+    return mlir::tfm::narrowOperandType(computeType, ctx);
+  }
 
   /// The device address of `buffer`'s first element, as an !llvm.ptr.
   Value devicePointer(Value buffer);
