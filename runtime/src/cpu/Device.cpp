@@ -56,7 +56,18 @@ public:
   }
 
   std::string kernelLibrary() const override {
-    return "oneDNN " + cpu::libraryVersion();
+    std::string library = "oneDNN " + cpu::libraryVersion();
+    bool bf16 = false;
+    for (int32_t i = 0; model && i < model->num_kernels; ++i)
+      bf16 |= model->kernels[i].kind == TFM_KERNEL_LINEAR &&
+              model->kernels[i].dtype == TFM_DTYPE_BF16 &&
+              !(kernelFlags(model, i) & TFM_KERNEL_FLAG_NARROW_OPERANDS);
+    if (!bf16)
+      return library;
+    return library + (cpu::multipliesBf16()
+                          ? ", bf16 GEMMs on the CPU's bf16 instructions"
+                          : ", bf16 GEMMs in f32 on bf16-rounded operands "
+                            "(this CPU has no bf16 instructions)");
   }
 
   int32_t runKernel(int32_t index, void *const *args,

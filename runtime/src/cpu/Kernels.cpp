@@ -26,6 +26,14 @@ std::shared_ptr<Engine> tfm::runtime::cpu::makeEngine() {
   return std::make_shared<Engine>();
 }
 
+bool tfm::runtime::cpu::multipliesBf16() {
+  // Each oneDNN ISA's bits include those of the ISAs below it.
+  static const bool bf16 =
+      (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) &
+       dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  return bf16;
+}
+
 VectorIsa tfm::runtime::cpu::vectorIsa() {
   static const VectorIsa isa = [] {
 #if defined(__x86_64__)
@@ -97,52 +105,122 @@ float widen(uint16_t h, bool half) {
   return v;
 }
 
-/// A GPU model's GEMM on 16-bit operands (TFM_KERNEL_FLAG_NARROW_OPERANDS)
-/// in the CPU emulation of its schedule: the two operands widened to f32,
-/// then the f32 kernel. Products of 16-bit values are exact in f32, on the
-/// GPU's tensor cores as here, so the two differ in the order of the sums
-/// only; and no host lacks the kernel.
-class WidenedOperands : public Kernel {
+/// The nearest bf16 value of `v` (ties to even), in f32: what a bf16
+/// GEMM multiplies. A NaN stays a NaN.
+float roundedToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits = (bits & 0x7fffffffu) > 0x7f800000u
+             ? (bits | 0x00400000u) & 0xffff0000u
+             : (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+/// What a GEMM's two operands hold when an f32 kernel multiplies them.
+enum class Operands {
+  /// bf16 or IEEE half patterns (TFM_KERNEL_FLAG_NARROW_OPERANDS): a GPU
+  /// model's GEMM in the CPU emulation of its schedule.
+  Bf16Bits,
+  HalfBits,
+  /// f32 values, for a bf16 LINEAR on a CPU without bf16 instructions.
+  F32RoundedToBf16,
+};
+
+/// A GEMM on operands of 16-bit precision run by the f32 kernel, on
+/// operands widened (or rounded) to f32 values. Products of 16-bit values
+/// are exact in f32, as on bf16 hardware and the GPU's tensor cores, so the
+/// results differ in the order of the sums only; and no host lacks the
+/// kernel.
+class F32Operands : public Kernel {
 public:
-  WidenedOperands(std::unique_ptr<Kernel> inner, bool half, int32_t numArgs,
-                  const uint64_t elements[2], bool constantSecond)
-      : inner(std::move(inner)), half(half), numArgs(numArgs),
+  F32Operands(std::unique_ptr<Kernel> inner, Operands operands, int32_t numArgs,
+              const uint64_t elements[2], bool constantSecond)
+      : inner(std::move(inner)), operands(operands), numArgs(numArgs),
         constantSecond(constantSecond) {
     for (int i = 0; i < 2; ++i)
       sizes[i] = elements[i];
   }
 
   int32_t run(void *const *args) override {
-    void *widened[TFM_KERNEL_MAX_ARGS] = {};
-    std::copy(args, args + numArgs, widened);
+    void *converted[TFM_KERNEL_MAX_ARGS] = {};
+    std::copy(args, args + numArgs, converted);
     for (int i = 0; i < 2; ++i) {
-      // A LINEAR's constant weights are widened once each: the f32 kernel
+      // A LINEAR's constant weights are converted once each: the f32 kernel
       // packs them at their first call, keyed by their address, so every
       // layer that shares the kernel needs its own.
       bool constant = i == 1 && constantSecond;
       std::vector<float> &to = constant ? constants[args[i]] : scratch[i];
       if (constant && !to.empty()) {
-        widened[i] = to.data();
+        converted[i] = to.data();
         continue;
       }
       to.resize(sizes[i]);
-      const auto *from = static_cast<const uint16_t *>(args[i]);
-      for (size_t e = 0; e < to.size(); ++e)
-        to[e] = widen(from[e], half);
-      widened[i] = to.data();
+      convert(args[i], to);
+      converted[i] = to.data();
     }
-    return inner->run(widened);
+    return inner->run(converted);
   }
 
 private:
+  void convert(const void *from, std::vector<float> &to) const {
+    if (operands == Operands::F32RoundedToBf16) {
+      const auto *f = static_cast<const float *>(from);
+      for (size_t e = 0; e < to.size(); ++e)
+        to[e] = roundedToBf16(f[e]);
+      return;
+    }
+    const auto *h = static_cast<const uint16_t *>(from);
+    bool half = operands == Operands::HalfBits;
+    for (size_t e = 0; e < to.size(); ++e)
+      to[e] = widen(h[e], half);
+  }
+
   std::unique_ptr<Kernel> inner;
-  bool half;
+  Operands operands;
   int32_t numArgs;
   bool constantSecond;
   uint64_t sizes[2];
   std::vector<float> scratch[2];
   std::unordered_map<const void *, std::vector<float>> constants;
 };
+
+/// The elements each of a GEMM's two operands spans (the model was
+/// validated at load).
+void gemmOperandElements(const tfm_abi_kernel_desc_t &d, uint64_t elements[2]) {
+  const int64_t *p = d.params;
+  if (d.kind == TFM_KERNEL_LINEAR) {
+    elements[0] = uint64_t(p[TFM_LINEAR_M]) * uint64_t(p[TFM_LINEAR_K]);
+    elements[1] = uint64_t(p[TFM_LINEAR_N]) * uint64_t(p[TFM_LINEAR_K]);
+    return;
+  }
+  int64_t b1 = p[TFM_BATCH_MATMUL_B1], b2 = p[TFM_BATCH_MATMUL_B2],
+          m = p[TFM_BATCH_MATMUL_M], k = p[TFM_BATCH_MATMUL_K],
+          n = p[TFM_BATCH_MATMUL_N];
+  const int64_t dims[2][4] = {{b1, b2, m, k}, {b1, b2, k, n}};
+  for (int i = 0; i < 2; ++i) {
+    elements[i] = 1;
+    for (int j = 0; j < 4; ++j)
+      elements[i] += uint64_t(dims[i][j] - 1) * uint64_t(d.strides[4 * i + j]);
+  }
+}
+
+/// `d` run by the f32 kernel on its operands converted as `operands` says.
+std::unique_ptr<Kernel> onF32Operands(const std::shared_ptr<Engine> &device,
+                                      const tfm_abi_kernel_desc_t &d,
+                                      Operands operands, std::string &error) {
+  uint64_t elements[2];
+  gemmOperandElements(d, elements);
+  tfm_abi_kernel_desc_t wide = d;
+  wide.dtype = TFM_DTYPE_F32;
+  std::unique_ptr<Kernel> inner = makeKernel(device, wide, 0, error);
+  if (!inner)
+    return nullptr;
+  bool linear = d.kind == TFM_KERNEL_LINEAR;
+  return std::make_unique<F32Operands>(
+      std::move(inner), operands, linear ? 5 : 3, elements,
+      linear && d.params[TFM_LINEAR_CONSTANT_WEIGHTS] != 0);
+}
 
 } // namespace
 
@@ -157,34 +235,17 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
       error = "only a bf16 or f16 GEMM reads 16-bit operands";
       return nullptr;
     }
-    // The elements each operand spans (the model was validated at load).
-    const int64_t *p = d.params;
-    uint64_t elements[2];
-    if (d.kind == TFM_KERNEL_LINEAR) {
-      elements[0] = uint64_t(p[TFM_LINEAR_M]) * uint64_t(p[TFM_LINEAR_K]);
-      elements[1] = uint64_t(p[TFM_LINEAR_N]) * uint64_t(p[TFM_LINEAR_K]);
-    } else {
-      int64_t b1 = p[TFM_BATCH_MATMUL_B1], b2 = p[TFM_BATCH_MATMUL_B2],
-              m = p[TFM_BATCH_MATMUL_M], k = p[TFM_BATCH_MATMUL_K],
-              n = p[TFM_BATCH_MATMUL_N];
-      const int64_t dims[2][4] = {{b1, b2, m, k}, {b1, b2, k, n}};
-      for (int i = 0; i < 2; ++i) {
-        elements[i] = 1;
-        for (int j = 0; j < 4; ++j)
-          elements[i] +=
-              uint64_t(dims[i][j] - 1) * uint64_t(d.strides[4 * i + j]);
-      }
-    }
-    tfm_abi_kernel_desc_t wide = d;
-    wide.dtype = TFM_DTYPE_F32;
-    std::unique_ptr<Kernel> inner = makeKernel(device, wide, 0, error);
-    if (!inner)
-      return nullptr;
-    bool linear = d.kind == TFM_KERNEL_LINEAR;
-    return std::make_unique<WidenedOperands>(
-        std::move(inner), d.dtype == TFM_DTYPE_F16, linear ? 5 : 3, elements,
-        linear && p[TFM_LINEAR_CONSTANT_WEIGHTS] != 0);
+    return onF32Operands(device, d,
+                         d.dtype == TFM_DTYPE_F16 ? Operands::HalfBits
+                                                  : Operands::Bf16Bits,
+                         error);
   }
+  // Without bf16 instructions oneDNN has no bf16 GEMM (2.6 on AVX2: "could
+  // not create a primitive descriptor iterator"), and the model must still
+  // run where its code does.
+  if (d.dtype == TFM_DTYPE_BF16 && d.kind == TFM_KERNEL_LINEAR &&
+      !multipliesBf16())
+    return onF32Operands(device, d, Operands::F32RoundedToBf16, error);
   if (d.dtype != TFM_DTYPE_F32 &&
       !(d.dtype == TFM_DTYPE_BF16 && d.kind == TFM_KERNEL_LINEAR)) {
     error = "kernels compute in f32 (and LINEAR in bf16) only";

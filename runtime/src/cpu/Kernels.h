@@ -33,6 +33,12 @@ std::shared_ptr<Engine> makeEngine();
 /// oneDNN's version, "3.0.0".
 std::string libraryVersion();
 
+/// Whether this CPU multiplies bf16, within DNNL_MAX_CPU_ISA. Where it does,
+/// a bf16 LINEAR runs in oneDNN's bf16 GEMM; elsewhere in the f32 GEMM on
+/// operands rounded to bf16, which gives the same products. Read once per
+/// process.
+bool multipliesBf16();
+
 /// Sets the threads the kernels use on the calling thread and returns the
 /// count it had, or 0 where nothing changed. oneDNN reads it when a
 /// primitive is created, to split its work, as well as when one runs.

@@ -11,6 +11,7 @@
 #include "tfm/Reference/Ops.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -125,42 +126,81 @@ TEST(Kernel, LinearGemvRows) {
     }
 }
 
+/// `v` rounded to the nearest bf16 value, ties to even (finite `v` only).
+float bf16Rounded(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+std::vector<float> bf16Rounded(std::vector<float> v) {
+  for (float &x : v)
+    x = bf16Rounded(x);
+  return v;
+}
+
 // Few rows (more than the GEMV takes) and many columns: the kernel splits
 // the columns over the threads (with 2 threads, N = 300 makes two parts of
-// 160 and 140), with constant weights packed once and in bf16.
+// 160 and 140), with constant weights packed once and in bf16. A bf16 GEMM
+// multiplies the operands rounded to bf16, exactly, and sums in f32: the
+// oracle is the interpreter on the rounded operands, at f32's tolerance.
+// That holds on a CPU with bf16 instructions and, through the f32 kernel on
+// rounded operands, on one without (ctest's kernel-rows-AVX2 runs this
+// again as such a CPU).
 TEST(Kernel, LinearSplitByColumnsPackedAndBf16) {
   const int64_t M = 8, K = 32, N = 300;
   auto x = randomFloats(M * K, 11), w = randomFloats(N * K, 12),
        b = randomFloats(N, 13), r = randomFloats(M * N, 14);
-  InterpreterHarness h;
-  auto want = h.eval(R"mlir(
+  // Another layer's weights through the same kernel: each layer's are
+  // packed (and rounded) on their own.
+  auto w2 = randomFloats(N * K, 15);
+  const char *model = R"mlir(
     func.func @infer(%x: tensor<8x32xf32>, %w: tensor<300x32xf32>, %b: tensor<300xf32>, %r: tensor<8x300xf32>) -> tensor<8x300xf32> {
       %0 = tfm.linear %x, %w, %b activation = gelu : (tensor<8x32xf32>, tensor<300x32xf32>, tensor<300xf32>) -> tensor<8x300xf32>
       %1 = tfm.add %0, %r : (tensor<8x300xf32>, tensor<8x300xf32>) -> tensor<8x300xf32>
       return %1 : tensor<8x300xf32>
-    })mlir",
-                     {asTensor(x, {M, K}), asTensor(w, {N, K}), asTensor(b, {N}),
-                      asTensor(r, {M, N})});
+    })mlir";
   for (int32_t dtype : {TFM_DTYPE_F32, TFM_DTYPE_BF16}) {
+    SCOPED_TRACE(dtype == TFM_DTYPE_F32 ? "f32" : "bf16");
+    bool bf16 = dtype == TFM_DTYPE_BF16;
+    InterpreterHarness h;
+    auto oracle = [&](const std::vector<float> &weights) {
+      return h
+          .eval(model, {asTensor(bf16 ? bf16Rounded(x) : x, {M, K}),
+                        asTensor(bf16 ? bf16Rounded(weights) : weights, {N, K}),
+                        asTensor(b, {N}), asTensor(r, {M, N})})
+          .at(0);
+    };
+    Tensor want = oracle(w), want2 = oracle(w2);
     tfm_abi_kernel_desc_t d{TFM_KERNEL_LINEAR, 0, {M, K, N, 1, 2, 1, 1}, {}};
     std::string error;
     d.dtype = dtype;
     auto k = cpu::makeKernel(cpu::makeEngine(), d, 0, error);
     ASSERT_TRUE(k) << error;
-    // Twice: the second run reuses the packed weights.
-    for (int run = 0; run < 2; ++run) {
+    // Twice each: the second run reuses the packed weights.
+    for (int run = 0; run < 4; ++run) {
       std::vector<float> y(M * N);
-      void *args[] = {x.data(), w.data(), b.data(), r.data(), y.data()};
+      float *weights = run < 2 ? w.data() : w2.data();
+      void *args[] = {x.data(), weights, b.data(), r.data(), y.data()};
       ASSERT_EQ(k->run(args), 0);
-      if (dtype == TFM_DTYPE_F32) {
-        expectClose(y, want.at(0));
-      } else {
-        // bf16 operands: 8 bits of mantissa over K = 32 products.
-        for (size_t i = 0; i < y.size(); ++i)
-          EXPECT_NEAR(y[i], want.at(0).data[i], 0.05) << "at " << i;
-      }
+      expectClose(y, run < 2 ? want : want2);
     }
   }
+}
+
+// The bf16 GEMM is oneDNN's where the CPU has bf16 instructions; and
+// DNNL_MAX_CPU_ISA=AVX2 stands in for a CPU without them, so that ctest's
+// kernel-rows-AVX2 run takes the f32 path on any host.
+TEST(Kernel, Bf16PathFollowsTheCpuAndTheIsaCap) {
+  const char *cap = std::getenv("DNNL_MAX_CPU_ISA");
+  bool narrow = cap && (std::strncmp(cap, "AVX2", 4) == 0 ||
+                        std::strncmp(cap, "SSE", 3) == 0);
+  if (cap && !narrow)
+    GTEST_SKIP() << "DNNL_MAX_CPU_ISA=" << cap;
+  EXPECT_EQ(cpu::multipliesBf16(),
+            !narrow && __builtin_cpu_supports("avx512bf16"));
 }
 
 TEST(Kernel, BatchMatmulTransposed) {
