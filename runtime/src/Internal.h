@@ -185,6 +185,15 @@ inline const char *modelCpuFeatures(const tfm_abi_model_t *m) {
   return modelCpu(m) ? m->cpu_features : nullptr;
 }
 
+/// What each entry input takes, three values an input (entries in order),
+/// or null: none said, or a description from before the append.
+inline const int64_t *inputValueTable(const tfm_abi_model_t *m) {
+  return m->struct_size >= offsetof(tfm_abi_model_t, input_values) +
+                               sizeof(m->input_values)
+             ? m->input_values
+             : nullptr;
+}
+
 /// Kernel `index`'s tfm_kernel_flag_t bits.
 inline uint32_t kernelFlags(const tfm_abi_model_t *m, int32_t index) {
   const uint32_t *flags = kernelFlagTable(m);

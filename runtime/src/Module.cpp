@@ -385,6 +385,36 @@ tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
   return nullptr;
 }
 
+tfm_status_t tfm_module_entry_input_values(const tfm_module_t *module,
+                                           const char *entry, size_t index,
+                                           tfm_input_values_t *out_kind,
+                                           int64_t *out_lower,
+                                           int64_t *out_upper) {
+  if (!module || !entry || !out_kind || !out_lower || !out_upper)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_module_entry_input_values: NULL argument");
+  const tfm_module_s::PublicEntry *e;
+  const tfm_abi_tensor_desc_t *desc;
+  if (tfm_status_t s = findIO(module, entry, 0, index, e, desc))
+    return s;
+  *out_kind = TFM_INPUT_VALUES_ANY;
+  *out_lower = *out_upper = 0;
+  const tfm_abi_model_t *m = module->model;
+  const int64_t *values = inputValueTable(m);
+  if (!values)
+    return nullptr;
+  // A range of sizes takes what its buckets take, the first's inputs.
+  const tfm_abi_entry_t *fixed =
+      e->fixed ? e->fixed : &m->entries[e->dynamic->buckets[0]];
+  for (const tfm_abi_entry_t *before = m->entries; before != fixed; ++before)
+    values += 3 * before->num_inputs;
+  values += 3 * index;
+  *out_kind = static_cast<tfm_input_values_t>(values[0]);
+  *out_lower = values[1];
+  *out_upper = values[2];
+  return nullptr;
+}
+
 } // extern "C"
 
 const char *tfm_module_target(const tfm_module_t *module) {

@@ -648,6 +648,23 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
       (!image.containsString(m->cpu) || !image.containsString(m->cpu_features)))
     return corrupt("the CPU the code was generated for lies outside the "
                    "library");
+  if (const int64_t *values = inputValueTable(m)) {
+    int64_t count = 0;
+    for (int32_t e = 0; e < m->num_entries; ++e)
+      count += 3 * int64_t(m->entries[e].num_inputs);
+    if (!image.containsArray(values, count))
+      return corrupt("what the inputs take lies outside the library");
+    for (int64_t i = 0; i < count; i += 3) {
+      int64_t kind = values[i], lower = values[i + 1], upper = values[i + 2];
+      bool known = kind == TFM_INPUT_VALUES_ANY ||
+                   kind == TFM_INPUT_VALUES_MASK ||
+                   (kind == TFM_INPUT_VALUES_INDICES && lower < upper);
+      if (!known)
+        return corrupt(fmt::format("input values ({}, {}, {}) of no known "
+                                   "kind",
+                                   kind, lower, upper));
+    }
+  }
   if (const uint32_t *flags = kernelFlagTable(m)) {
     if (!image.containsArray(flags, m->num_kernels))
       return corrupt(fmt::format("the flags of {} kernels lie outside the "

@@ -197,7 +197,7 @@ FailureOr<AbiTypes> AbiTypes::get(llvm::LLVMContext &c,
   t.model = abiStruct("tfm_abi_model_t",
                       {i32, i32, ptr, i32, ptr, ptr, i64, ptr, i32, ptr, i64,
                        i32, ptr, i32, ptr, i32, ptr, ptr, i64, i32, ptr, i64,
-                       i32, ptr, ptr, ptr, ptr, i32, i64, ptr, ptr},
+                       i32, ptr, ptr, ptr, ptr, i32, i64, ptr, ptr, ptr},
                       sizeof(Model),
                       {offsetof(Model, abi_version),
                        offsetof(Model, struct_size),
@@ -229,7 +229,8 @@ FailureOr<AbiTypes> AbiTypes::get(llvm::LLVMContext &c,
                        offsetof(Model, check_mode),
                        offsetof(Model, check_slots_offset),
                        offsetof(Model, cpu),
-                       offsetof(Model, cpu_features)});
+                       offsetof(Model, cpu_features),
+                       offsetof(Model, input_values)});
   using Dynamic = tfm_abi_dynamic_entry_t;
   t.dynamic = abiStruct(
       "tfm_abi_dynamic_entry_t",

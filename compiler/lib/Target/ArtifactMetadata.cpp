@@ -189,6 +189,15 @@ LogicalResult artifact::emitMetadata(ModuleOp module, llvm::Module &m,
   if (t.kernelFlags)
     for (int32_t f : t.kernelFlags.asArrayRef())
       flagValues.push_back(abi.i32c(f));
+  // What each entry's inputs take, three values an input.
+  SmallVector<llvm::Constant *> inputValues;
+  bool anyInputValues = false;
+  for (auto e : t.entries.getAsRange<EntryAttr>()) {
+    DenseI64ArrayAttr values = e.getInputValues();
+    anyInputValues |= static_cast<bool>(values);
+    for (size_t i = 0; i < 3 * e.getInputs().size(); ++i)
+      inputValues.push_back(abi.i64c(values ? values[i] : 0));
+  }
   uint64_t modelSize = m.getDataLayout().getTypeAllocSize(abi.model);
   StringAttr code = t.deviceCode;
   auto *model = new llvm::GlobalVariable(
@@ -230,7 +239,10 @@ LogicalResult artifact::emitMetadata(ModuleOp module, llvm::Module &m,
                                        : TFM_CHECKS_MID_RUN),
            abi.i64c(t.checkSlotsOffset.value_or(0)),
            cstring(m, cpu.name),
-           cstring(m, cpu.features)}),
+           cstring(m, cpu.features),
+           anyInputValues
+               ? constantArray(m, abi.i64, inputValues, ".tfm.input_values")
+               : nullPtr}),
       ".tfm.model");
 
   // The one exported symbol.

@@ -8,8 +8,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/Timing.h"
-#include "tfm/Reference/Tensor.h"
+#include "tfm/IR/InputValues.h"
 #include "tfm/Pipelines/Pipelines.h"
+#include "tfm/Reference/Tensor.h"
 #include "tfm/Target/Artifact.h"
 #include "tfm/Transforms/Autodiff.h"
 #include "tfm/runtime.h"
@@ -113,6 +114,10 @@ mlir::DenseElementsAttr readConstant(mlir::MLIRContext *context,
 /// public function. Reports an error and returns null when there is none.
 mlir::func::FuncOp findEntry(mlir::ModuleOp module, llvm::StringRef entry);
 
+/// Reads an ONNX TensorProto file (input_0.pb, labels.pb) into `out`;
+/// reports and fails on one that cannot be read.
+bool readTensorFile(const std::string &path, reference::Tensor &out);
+
 /// One input or output of an entry point, as `tfmc run` feeds and checks it.
 struct Port {
   std::string name;
@@ -122,8 +127,8 @@ struct Port {
   std::vector<int64_t> largest;
   /// Where the input sits among the ONNX graph's inputs (input_N.pb).
   unsigned graphPosition = 0;
-  /// An exclusive bound for random indices, so random runs stay in range.
-  int64_t indexBound = 10;
+  /// What the model takes there, so that random inputs make sense.
+  InputValues values;
 };
 
 struct Signature {

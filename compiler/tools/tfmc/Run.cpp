@@ -22,9 +22,10 @@
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
+using mlir::tfm::InputValues;
 using mlir::tfm::reference::ElementKind;
-using mlir::tfm::reference::Tensor;
 using mlir::tfm::reference::isFloatKind;
+using mlir::tfm::reference::Tensor;
 
 namespace {
 
@@ -45,34 +46,32 @@ std::string resultName(func::FuncOp fn, unsigned i) {
   return valueName(fn.getResultAttrDict(i), "output_", i);
 }
 
-/// An exclusive upper bound for random indices fed to `arg`: the rows of the
-/// embedding table or the classes of the loss it indexes, so that a random
-/// run never fails on an out-of-range index.
-int64_t indexBound(Value arg) {
-  for (OpOperand &use : arg.getUses()) {
-    Operation *user = use.getOwner();
-    if (auto e = dyn_cast<mlir::tfm::EmbeddingOp>(user))
-      if (use.get() == e.getIndices())
-        return e.getTable().getType().getDimSize(0);
-    if (auto c = dyn_cast<mlir::tfm::CrossEntropyOp>(user))
-      if (use.get() == c.getLabels())
-        return c.getLogits().getType().getShape().back();
-    if (isa<mlir::tfm::ReshapeOp, mlir::tfm::TransposeOp>(user))
-      return indexBound(user->getResult(0));
-  }
-  return 10;
-}
-
+/// A random value for `port`: floats in [-1, 1); indices within what the
+/// model reads them from, a mask all ones (a random one masks whole rows,
+/// and the outputs turn to NaN); other integers small, other booleans
+/// mostly true.
 Tensor randomInput(const Port &port, uint64_t seed) {
   Tensor t(port.kind, port.largest.empty() ? port.shape : port.largest);
-  int64_t bound = port.indexBound;
+  const InputValues &values = port.values;
+  // Negative indices count from the end where an op takes them; made-up
+  // ones are the plain kind.
+  int64_t lower = 0, upper = 10;
+  if (values.kind == TFM_INPUT_VALUES_INDICES) {
+    upper = values.upper;
+    lower =
+        values.upper > 0 ? std::max<int64_t>(values.lower, 0) : values.lower;
+  }
   for (int64_t i = 0; i < t.numElements(); ++i) {
     double u = tfm_rng_uniform(seed, i);
-    if (t.kind == ElementKind::I1)
-      // Mostly true, so that a random attention mask rarely masks a whole row.
+    if (values.kind == TFM_INPUT_VALUES_MASK && t.isInt())
+      t.setInt(i, 1);
+    else if (values.kind == TFM_INPUT_VALUES_MASK)
+      t.data[i] = 1.0;
+    else if (t.kind == ElementKind::I1)
       t.data[i] = u < 0.9 ? 1.0 : 0.0;
     else if (t.isInt())
-      t.setInt(i, static_cast<int64_t>(u * static_cast<double>(bound)));
+      t.setInt(i, lower + static_cast<int64_t>(
+                              u * static_cast<double>(upper - lower)));
     else
       // Round to the element type so the run is reproducible from its .pb.
       t.data[i] = mlir::tfm::reference::roundToKind(2.0 * u - 1.0, t.kind);
@@ -80,15 +79,35 @@ Tensor randomInput(const Port &port, uint64_t seed) {
   return t;
 }
 
-bool readPb(const std::string &path, Tensor &out) {
-  mlir::tfm::onnx_io::NamedTensor named;
-  std::string err;
-  if (!mlir::tfm::onnx_io::readTensorProtoFile(path, named, err)) {
-    error() << err << "\n";
-    return false;
+/// An output of NaNs (a mask that masks every position, an overflow) is
+/// easily taken for a result: say so, whatever the exit status.
+void warnOnNaN(const Signature &sig, const std::vector<Tensor> &results) {
+  for (auto [port, t] : llvm::zip(sig.outputs, results)) {
+    if (!isFloatKind(t.kind))
+      continue;
+    int64_t nan = 0;
+    for (double v : t.data)
+      nan += std::isnan(v);
+    if (nan)
+      llvm::errs() << "tfmc: warning: output '" << port.name << "' holds "
+                   << nan << " NaN" << (nan == 1 ? "" : "s") << " in its "
+                   << t.numElements() << " values\n";
   }
-  out = std::move(named.tensor);
-  return true;
+}
+
+/// How randomInput fills `port`, for the note on inputs not given.
+std::string randomDescription(const Port &port) {
+  const InputValues &values = port.values;
+  if (values.kind == TFM_INPUT_VALUES_MASK)
+    return "all ones (a mask)";
+  if (isFloatKind(port.kind))
+    return "uniform in [-1, 1)";
+  if (values.kind == TFM_INPUT_VALUES_INDICES)
+    return "indices in [" +
+           std::to_string(values.upper > 0 ? std::max<int64_t>(values.lower, 0)
+                                           : values.lower) +
+           ", " + std::to_string(values.upper) + ")";
+  return port.kind == ElementKind::I1 ? "90% true" : "integers in [0, 10)";
 }
 
 /// Reads `DIR/PREFIX_N.pb` for N = 0, 1, ... until one is missing.
@@ -99,7 +118,7 @@ bool readNumbered(StringRef dir, StringRef prefix, std::vector<Tensor> &out) {
     if (!llvm::sys::fs::exists(path))
       return true;
     Tensor t;
-    if (!readPb(std::string(path), t))
+    if (!readTensorFile(std::string(path), t))
       return false;
     out.push_back(std::move(t));
   }
@@ -173,10 +192,17 @@ bool gatherInputs(const Signature &sig, const RunOptions &opts,
       return false;
     }
     Tensor t;
-    if (!readPb(path.str(), t))
+    if (!readTensorFile(path.str(), t))
       return false;
     given[*index] = std::move(t);
   }
+  // Inputs made up beside given ones are easily missed: say which and how.
+  bool someGiven = llvm::any_of(given, [](auto &t) { return t.has_value(); });
+  for (unsigned i = 0; someGiven && i < n; ++i)
+    if (!given[i])
+      llvm::errs() << "tfmc: note: input '" << sig.inputs[i].name
+                   << "' is not given; it is random (--seed " << opts.seed
+                   << "): " << randomDescription(sig.inputs[i]) << "\n";
   for (unsigned i = 0; i < n; ++i) {
     const Port &port = sig.inputs[i];
     int64_t elements = 1;
@@ -287,7 +313,7 @@ bool compare(const std::string &name, const Tensor &got, const Tensor &want,
 DenseElementsAttr mlir::tfm::tfmc::readConstant(MLIRContext *context,
                                                 StringRef path) {
   Tensor t;
-  if (!readPb(path.str(), t))
+  if (!readTensorFile(path.str(), t))
     return {};
   return mlir::tfm::reference::Interpreter::toAttr(
       t, RankedTensorType::get(
@@ -341,7 +367,7 @@ std::optional<Signature> mlir::tfm::tfmc::signatureOf(func::FuncOp fn) {
     p->graphPosition = i;
     if (auto attr = fn.getArgAttrOfType<IntegerAttr>(i, "tfm.input_index"))
       p->graphPosition = attr.getInt();
-    p->indexBound = isFloatKind(p->kind) ? 0 : indexBound(fn.getArgument(i));
+    p->values = mlir::tfm::inputValuesOf(fn.getArgument(i));
     sig.inputs.push_back(std::move(*p));
   }
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
@@ -395,6 +421,7 @@ int mlir::tfm::tfmc::runWith(const Signature &sig, const RunOptions &opts,
   auto results = evaluate(args);
   if (!results)
     return kExitInputError;
+  warnOnNaN(sig, *results);
 
   if (!opts.outputDir.empty()) {
     if (std::error_code ec =
@@ -449,4 +476,15 @@ int mlir::tfm::tfmc::runWith(const Signature &sig, const RunOptions &opts,
     llvm::outs() << " (rtol " << llvm::format("%g", opts.rtol) << ", atol "
                  << llvm::format("%g", opts.atol) << ")\n";
   return allMatch ? kExitOk : kExitMismatch;
+}
+
+bool mlir::tfm::tfmc::readTensorFile(const std::string &path, Tensor &out) {
+  mlir::tfm::onnx_io::NamedTensor named;
+  std::string err;
+  if (!mlir::tfm::onnx_io::readTensorProtoFile(path, named, err)) {
+    error() << err << "\n";
+    return false;
+  }
+  out = std::move(named.tensor);
+  return true;
 }

@@ -148,8 +148,14 @@ bool signatureOfEntry(tfm_module_t *module, const std::string &entry,
           return false;
       }
       p.graphPosition = i;
-      // Integer inputs are usually token ids: keep random ones small.
-      p.indexBound = isFloatKind(p.kind) ? 0 : 10;
+      if (!isOutput) {
+        tfm_input_values_t kind;
+        if (!ok(tfm_module_entry_input_values(module, entry.c_str(), i, &kind,
+                                              &p.values.lower,
+                                              &p.values.upper)))
+          return false;
+        p.values.kind = kind;
+      }
       int64_t elements = 1;
       for (int64_t dim : p.largest.empty() ? p.shape : p.largest)
         if (dim && elements > kMaxElements / dim)
@@ -214,11 +220,9 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
     return kExitInputError;
   sig.numGraphInputs = sig.inputs.size();
   if (known) {
-    // Same types by construction; take the ONNX numbering and index bounds.
-    for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs)) {
+    // Same types by construction; take the ONNX numbering.
+    for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs))
       mine.graphPosition = theirs.graphPosition;
-      mine.indexBound = theirs.indexBound;
-    }
     sig.numGraphInputs = known->numGraphInputs;
   }
 
@@ -486,12 +490,27 @@ int mlir::tfm::tfmc::inspectCompiled(StringRef soPath, bool json) {
           mins.push_back(lo[r]);
           maxs.push_back(hi[r]);
         }
-        os << "]\n";
-        ports.push_back(llvm::json::Object{{"name", d.name},
-                                           {"dtype", dtype},
-                                           {"dims", std::move(dims)},
-                                           {"min", std::move(mins)},
-                                           {"max", std::move(maxs)}});
+        os << "]";
+        llvm::json::Object port{{"name", d.name},
+                                {"dtype", dtype},
+                                {"dims", std::move(dims)},
+                                {"min", std::move(mins)},
+                                {"max", std::move(maxs)}};
+        tfm_input_values_t values = TFM_INPUT_VALUES_ANY;
+        int64_t lower = 0, upper = 0;
+        if (!io && !ok(tfm_module_entry_input_values(rt.module, name, i,
+                                                     &values, &lower, &upper)))
+          return kExitInputError;
+        if (values == TFM_INPUT_VALUES_INDICES) {
+          os << ": indices in [" << lower << ", " << upper << ")";
+          port["values"] = llvm::json::Object{
+              {"kind", "indices"}, {"lower", lower}, {"upper", upper}};
+        } else if (values == TFM_INPUT_VALUES_MASK) {
+          os << ": a mask (1 keeps a position)";
+          port["values"] = llvm::json::Object{{"kind", "mask"}};
+        }
+        os << "\n";
+        ports.push_back(std::move(port));
       }
       entry[io ? "outputs" : "inputs"] = std::move(ports);
     }

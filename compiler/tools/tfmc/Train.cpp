@@ -26,17 +26,6 @@ using mlir::tfm::reference::Tensor;
 
 namespace {
 
-bool readTensor(const std::string &path, Tensor &out) {
-  mlir::tfm::onnx_io::NamedTensor named;
-  std::string err;
-  if (!mlir::tfm::onnx_io::readTensorProtoFile(path, named, err)) {
-    error() << err << "\n";
-    return false;
-  }
-  out = std::move(named.tensor);
-  return true;
-}
-
 /// Reads one batch: the argument for each input port, from `input_N.pb`
 /// (N its position among the ONNX graph's inputs) or `labels.pb`.
 bool readBatch(const Signature &sig, StringRef dir,
@@ -54,7 +43,7 @@ bool readBatch(const Signature &sig, StringRef dir,
       return false;
     }
     Tensor t;
-    if (!readTensor(std::string(path), t))
+    if (!readTensorFile(std::string(path), t))
       return false;
     // Labels may be given as int32; the step takes int64 class indices.
     if (port.name == "labels" &&

@@ -122,7 +122,25 @@ LogicalResult KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult EntryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 StringRef name, FlatSymbolRefAttr symbol,
                                 ArrayAttr inputs, ArrayAttr outputs,
-                                int64_t arenaBytes) {
+                                int64_t arenaBytes,
+                                DenseI64ArrayAttr inputValues) {
+  if (inputValues) {
+    if (inputValues.size() != 3 * static_cast<int64_t>(inputs.size()))
+      return emitError() << "entry '" << name << "' has " << inputValues.size()
+                         << " input values for " << inputs.size()
+                         << " inputs; it needs three per input";
+    for (int64_t i = 0; i < inputValues.size(); i += 3) {
+      int64_t kind = inputValues[i];
+      if (kind != TFM_INPUT_VALUES_ANY && kind != TFM_INPUT_VALUES_INDICES &&
+          kind != TFM_INPUT_VALUES_MASK)
+        return emitError() << "entry '" << name << "': input " << i / 3
+                           << " takes values of unknown kind " << kind;
+      if (kind == TFM_INPUT_VALUES_INDICES &&
+          inputValues[i + 1] >= inputValues[i + 2])
+        return emitError() << "entry '" << name << "': input " << i / 3
+                           << " takes indices in an empty range";
+    }
+  }
   for (ArrayAttr list : {inputs, outputs})
     for (Attribute a : list)
       if (!llvm::isa<TensorDescAttr>(a))

@@ -512,6 +512,13 @@ typedef struct tfm_abi_model_t {
    * would die on an illegal instruction. */
   const char *cpu;
   const char *cpu_features;
+  /* An eighth append to version 5, absent when struct_size ends before it:
+   * what each input of each entry takes, for tools that make up inputs
+   * (tfmc run without data): three values per input, entries in order and
+   * their inputs in order: a tfm_input_values_t (tfm/dtype.h), then for
+   * TFM_INPUT_VALUES_INDICES the range [lower, upper) that the ops reading
+   * them accept (0, 0 otherwise). NULL when no input says anything. */
+  const int64_t *input_values;
 } tfm_abi_model_t;
 
 /* The x86-64 features a model's code may use and the runtime checks before

@@ -1,7 +1,9 @@
-/*===- dtype.h - Element types of tfm tensors ----------------------*- C -*-===*\
+/*===- dtype.h - Element types of tfm tensors ----------------------*- C
+-*-===*\
 |*                                                                            *|
-|* The element types a tensor crosses the runtime's API and the model ABI    *|
-|* with; both headers include this one, so the codes are written once.       *|
+|* The element types a tensor crosses the runtime's API and the model ABI     *|
+|* with, and what values an input takes; both headers include this one, so    *|
+|* the codes are written once.                                                *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -36,6 +38,18 @@ typedef enum tfm_dtype_t {
   TFM_DTYPE_U32 = 12,
   TFM_DTYPE_U64 = 13,
 } tfm_dtype_t;
+
+/* What an entry input takes (tfm_module_entry_input_values;
+ * tfm_abi_model_t.input_values); the values are part of the ABI. */
+typedef enum tfm_input_values_t {
+  TFM_INPUT_VALUES_ANY = 0, /* any value of its type */
+  /* Indices into a table (token ids), a loss's classes, a cache position:
+   * runs check them against [lower, upper). */
+  TFM_INPUT_VALUES_INDICES = 1,
+  /* A mask, read as 1 (or true) where it keeps a position: all ones keeps
+   * every position, where random values would mask whole rows. */
+  TFM_INPUT_VALUES_MASK = 2,
+} tfm_input_values_t;
 
 #ifdef __cplusplus
 }

@@ -217,6 +217,15 @@ TFM_API tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
                                                int64_t *out_min_dims,
                                                int64_t *out_max_dims);
 
+/* What input `index` of `entry` takes, for tools that make up inputs:
+ * *out_kind is a tfm_input_values_t, and for TFM_INPUT_VALUES_INDICES
+ * [*out_lower, *out_upper) is the range the model's runs accept (0, 0
+ * otherwise). A library from before tfmc recorded it says
+ * TFM_INPUT_VALUES_ANY. */
+TFM_API tfm_status_t tfm_module_entry_input_values(
+    const tfm_module_t *module, const char *entry, size_t index,
+    tfm_input_values_t *out_kind, int64_t *out_lower, int64_t *out_upper);
+
 /*===-- Sessions ----------------------------------------------------------===*/
 
 /* The state of one model in use, on one device: its arena and, for a model

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -218,6 +219,27 @@ TEST_F(Corrupted, AnUnknownCpuFeatureIsRefusedAtLoad) {
   EXPECT_NE(msg.find("and uses Xse3, which this CPU lacks; recompile it"),
             std::string::npos)
       << msg;
+}
+
+// What the inputs take (labels in [0, 5) for train_step): a kind this
+// runtime does not know, or an empty range, is corruption.
+TEST_F(Corrupted, InputValuesOfNoKnownKindAreRefusedAtLoad) {
+  const int64_t *values = lib.model->input_values;
+  ASSERT_NE(values, nullptr);
+  int64_t count = 0;
+  for (int32_t e = 0; e < lib.model->num_entries; ++e)
+    count += 3 * lib.model->entries[e].num_inputs;
+  const int64_t *labels =
+      std::find(values, values + count, int64_t(TFM_INPUT_VALUES_INDICES));
+  ASSERT_NE(labels, values + count);
+  EXPECT_EQ(labels[1], 0);
+  EXPECT_EQ(labels[2], 5);
+  for (auto [at, value] :
+       {std::pair{labels, int64_t(7)}, std::pair{labels + 2, int64_t(0)}}) {
+    auto [code, msg] = loadAndRun(lib.patched(at, value, "input_values"));
+    EXPECT_EQ(code, TFM_STATUS_DATA_LOSS) << msg;
+    EXPECT_NE(msg.find("of no known kind"), std::string::npos) << msg;
+  }
 }
 
 TEST_F(Corrupted, TooManyEntriesIsRefusedAtLoad) {

@@ -2,6 +2,7 @@
 
 #include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/Common/OpLowering.h"
+#include "tfm/IR/InputValues.h"
 #include "tfm/Target/Symbols.h"
 #include "tfm/abi.h"
 
@@ -931,18 +932,24 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
     return prefix + std::to_string(i);
   };
   SmallVector<Attribute> ins, outs;
-  for (unsigned i = 0; i < numIn; ++i)
+  SmallVector<int64_t> inputValues;
+  bool anyValues = false;
+  for (unsigned i = 0; i < numIn; ++i) {
     ins.push_back(TensorDescAttr::get(
         ctx, nameOf(fn.getArgAttrDict(i), i, "input_"),
         cast<RankedTensorType>(signature.getInput(i))));
+    InputValues values = inputValuesOf(fn.getArgument(i));
+    inputValues.append({values.kind, values.lower, values.upper});
+    anyValues |= values.kind != TFM_INPUT_VALUES_ANY;
+  }
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     outs.push_back(TensorDescAttr::get(
         ctx, nameOf(fn.getResultAttrDict(i), i, "output_"),
         cast<RankedTensorType>(signature.getResult(i))));
-  entryInfo = EntryAttr::get(ctx, fn.getSymName(),
-                             FlatSymbolRefAttr::get(ctx, name),
-                             b.getArrayAttr(ins), b.getArrayAttr(outs),
-                             arenaBytes);
+  entryInfo = EntryAttr::get(
+      ctx, fn.getSymName(), FlatSymbolRefAttr::get(ctx, name),
+      b.getArrayAttr(ins), b.getArrayAttr(outs), arenaBytes,
+      anyValues ? b.getDenseI64ArrayAttr(inputValues) : DenseI64ArrayAttr());
   return success();
 }
 

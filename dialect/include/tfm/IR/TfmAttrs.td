@@ -215,13 +215,15 @@ def Tfm_EntryAttr : Tfm_Attr<"Entry", "entry"> {
   let description = [{
     `symbol` is the lowered function; `inputs` and `outputs` are
     `#tfm.tensor_desc`s in order; `arena_bytes` is the scratch memory a run
-    needs.
+    needs; `input_values`, three per input, what each takes
+    (tfm_abi_model_t.input_values), absent when no input says anything.
   }];
   let parameters = (ins StringRefParameter<"the entry's name">:$name,
                         "::mlir::FlatSymbolRefAttr":$symbol,
                         "::mlir::ArrayAttr":$inputs,
                         "::mlir::ArrayAttr":$outputs,
-                        "int64_t":$arena_bytes);
+                        "int64_t":$arena_bytes,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$input_values);
   let genVerifyDecl = 1;
 }
 
