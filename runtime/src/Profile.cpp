@@ -72,29 +72,45 @@ void tfm::runtime::printProfile(const tfm_session_s &s, std::FILE *out) {
     std::fprintf(out, "tfm profile of '%s': no runs\n", s.module->path.c_str());
     return;
   }
-  double kernels = 0;
-  std::fprintf(out, "tfm profile of '%s': %lld runs, %.3f ms per run\n",
-               s.module->path.c_str(), static_cast<long long>(p.runs),
-               p.totalMs / p.runs);
+  // The steady runs, or the first alone when it is all there is.
+  bool firstOnly = p.runs == 1;
+  int64_t runs = firstOnly ? 1 : p.runs - 1;
+  double total = (firstOnly ? p.firstMs : p.totalMs) / runs;
+  const std::vector<double> &kernelMs =
+      firstOnly ? p.firstKernelMs : p.kernelMs;
+  const std::vector<int64_t> &kernelCalls =
+      firstOnly ? p.firstKernelCalls : p.kernelCalls;
+  if (firstOnly)
+    std::fprintf(out,
+                 "tfm profile of '%s': 1 run, %.3f ms, the first: it creates "
+                 "kernels and packs weights, so run more for the steady "
+                 "state\n",
+                 s.module->path.c_str(), total);
+  else
+    std::fprintf(out,
+                 "tfm profile of '%s': %lld runs, %.3f ms per run (the "
+                 "first run, %.3f ms, left out)\n",
+                 s.module->path.c_str(), static_cast<long long>(runs), total,
+                 p.firstMs);
   std::fprintf(out, "  on %s\n", s.description.c_str());
   std::fprintf(out, "  %-4s %-15s %-40s %8s %10s %6s  %s\n", "#", "kernel",
                "params", "calls/run", "ms/run", "%", "from");
-  for (size_t i = 0; i < p.kernelMs.size(); ++i) {
+  double kernels = 0;
+  for (size_t i = 0; i < kernelMs.size(); ++i) {
     const Profile::Row &row = p.rows[i];
-    double ms = p.kernelMs[i] / p.runs;
+    double ms = kernelMs[i] / runs;
     kernels += ms;
     std::fprintf(out, "  %-4zu %-15s %-40s %8.1f %10.3f %6.1f", i,
                  row.kind.c_str(), row.params.c_str(),
-                 double(p.kernelCalls[i]) / p.runs, ms,
-                 100.0 * ms / (p.totalMs / p.runs));
+                 double(kernelCalls[i]) / runs, ms, 100.0 * ms / total);
     // The origin last: it can be long (a descriptor shared by layers).
     if (!row.origin.empty())
       std::fprintf(out, "  %s", row.origin.c_str());
     std::fputc('\n', out);
   }
-  double glue = p.totalMs / p.runs - kernels;
+  double glue = total - kernels;
   std::fprintf(out, "  generated code (glue): %.3f ms/run (%.1f%%)\n", glue,
-               100.0 * glue / (p.totalMs / p.runs));
+               100.0 * glue / total);
 }
 
 void tfm::runtime::writeTrace(const tfm_session_s &s, std::FILE *out) {

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct tfm_session_s;
@@ -39,6 +40,23 @@ struct Profile {
   std::vector<int64_t> kernelCalls;
   double totalMs = 0;
   int64_t runs = 0;
+  /// The session's first run, kept apart: it creates kernels, packs
+  /// weights and faults in memory, so averaged in it would hide the steady
+  /// state. The table shows it alone only when no other run came.
+  std::vector<double> firstKernelMs;
+  std::vector<int64_t> firstKernelCalls;
+  double firstMs = 0;
+  /// Ends a run of `ms` milliseconds.
+  void endRun(double ms) {
+    totalMs += ms;
+    if (runs++ > 0)
+      return;
+    firstKernelMs =
+        std::exchange(kernelMs, std::vector<double>(kernelMs.size(), 0.0));
+    firstKernelCalls =
+        std::exchange(kernelCalls, std::vector<int64_t>(kernelCalls.size(), 0));
+    firstMs = std::exchange(totalMs, 0.0);
+  }
   bool printAtRelease = false;
   /// The trace: every run and kernel call, in microseconds since the
   /// session was created; `kernel` -1 is a whole run of `entry`.

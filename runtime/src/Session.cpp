@@ -798,9 +798,8 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
     }
     if (session->profile) {
       auto end = Clock::now();
-      session->profile->totalMs +=
-          std::chrono::duration<double, std::milli>(end - start).count();
-      session->profile->runs++;
+      session->profile->endRun(
+          std::chrono::duration<double, std::milli>(end - start).count());
       session->profile->record(-1, e->name, start, end);
     }
     if (rc != 0) {

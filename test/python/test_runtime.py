@@ -142,7 +142,7 @@ def test_every_failure_is_an_exception_with_its_code(tmp_path):
 
     with pytest.raises(tfm.CompileError) as e:
         tfm.compile(b"this is not an ONNX model")
-    assert "holds text, not an ONNX protobuf" in e.value.message
+    assert "holds text, not an ONNX model" in e.value.message
     assert e.value.exit_code == 1
     with pytest.raises(tfm.InvalidArgument) as e:
         tfm.compile(b"", target="gpu")

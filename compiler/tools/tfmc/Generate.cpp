@@ -17,9 +17,14 @@ using namespace mlir::tfm::tfmc;
 
 namespace {
 
-int32_t streamToken(void *, int64_t step, const int64_t *tokens, size_t) {
+/// Prints each token as it comes; `printed` (a bool) records that a line
+/// was begun, which an error must end, and which no line was begun must not
+/// leave empty on stdout.
+int32_t streamToken(void *printed, int64_t step, const int64_t *tokens,
+                    size_t) {
   llvm::outs() << (step ? "," : "") << tokens[0];
   llvm::outs().flush();
+  *static_cast<bool *>(printed) = true;
   return 0;
 }
 
@@ -61,12 +66,14 @@ int mlir::tfm::tfmc::generateCompiled(llvm::StringRef soPath,
     go.source = opts.source.data();
     go.source_length = opts.source.size();
   }
-  bool streaming = opts.beam == 1;
-  if (streaming)
+  bool streaming = opts.beam == 1, printed = false;
+  if (streaming) {
     go.on_token = streamToken;
+    go.user_data = &printed;
+  }
   if (!ok(tfm_session_generate(session, opts.prompt.data(), opts.prompt.size(),
                                &go, &generation))) {
-    if (streaming)
+    if (printed)
       llvm::outs() << "\n";
     release();
     return kExitInputError;

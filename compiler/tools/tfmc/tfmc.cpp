@@ -28,6 +28,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -471,18 +473,14 @@ void printOnnxDiagnostic(Diagnostic &d, StringRef file) {
 
 enum class ModelFormat { onnx, mlir, library };
 
-/// What the file holds, judged by its first bytes rather than its name, so
-/// `Model.ONNX`, `model.pb` or a library without `.so` are read as what they
-/// are: an ELF header is a compiled model, text is MLIR, and anything else
-/// is handed to the ONNX reader (a ModelProto starts with a binary field
-/// tag), which reports a file that is not one. Unreadable files count as
-/// MLIR, whose reader reports why it cannot open them.
-ModelFormat modelFormat(StringRef path) {
+/// The first bytes of `path` (up to 512), or none where it cannot be read
+/// (the readers that open it later say why).
+std::optional<std::string> headOf(StringRef path) {
   llvm::Expected<llvm::sys::fs::file_t> fd =
       llvm::sys::fs::openNativeFileForRead(path);
   if (!fd) {
     llvm::consumeError(fd.takeError());
-    return ModelFormat::mlir;
+    return std::nullopt;
   }
   char head[512];
   llvm::Expected<size_t> got = llvm::sys::fs::readNativeFileSlice(
@@ -490,12 +488,27 @@ ModelFormat modelFormat(StringRef path) {
   llvm::sys::fs::closeFile(*fd);
   if (!got) {
     llvm::consumeError(got.takeError());
-    return ModelFormat::mlir;
+    return std::nullopt;
   }
-  StringRef bytes(head, *got);
-  if (bytes.starts_with("\x7f" "ELF"))
+  return std::string(head, *got);
+}
+
+/// What the file holds, judged by its first bytes rather than its name, so
+/// `Model.ONNX`, `model.pb` or a library without `.so` are read as what they
+/// are: an ELF header is a compiled model, text is MLIR, and anything else
+/// is handed to the ONNX reader (a ModelProto starts with a binary field
+/// tag), which reports a file that is not one. Unreadable files count as
+/// MLIR, whose reader reports why it cannot open them. checkModelFile has
+/// refused the names that contradict their contents.
+ModelFormat modelFormat(StringRef path) {
+  std::optional<std::string> head = headOf(path);
+  if (!head || head->empty())
+    return ModelFormat::mlir;
+  StringRef bytes(*head);
+  if (bytes.starts_with("\x7f"
+                        "ELF"))
     return ModelFormat::library;
-  if (bytes.empty())
+  if (bytes.starts_with("ML\xefR")) // MLIR bytecode
     return ModelFormat::mlir;
   for (unsigned char c : bytes)
     if (c < 0x20 && c != '\n' && c != '\r' && c != '\t')
@@ -503,8 +516,68 @@ ModelFormat modelFormat(StringRef path) {
   return ModelFormat::mlir;
 }
 
+/// Refuses a model file that holds nothing, or whose contents contradict
+/// its name (text named .onnx or .so, a library given to compile, binary
+/// data named .so or .mlir), before a reader prints its bytes back as
+/// errors; and says what a file of another name is read as.
+bool checkModelFile(StringRef path, StringRef command) {
+  std::optional<std::string> head = headOf(path);
+  if (!head)
+    return true;
+  if (head->empty()) {
+    error() << "'" << path << "' is empty: it holds no model\n";
+    return false;
+  }
+  ModelFormat format = modelFormat(path);
+  std::string ext = llvm::sys::path::extension(path).lower();
+  bool onnxName = ext == ".onnx" || ext == ".pb",
+       libraryName = ext == ".so" || StringRef(path).contains(".so."),
+       mlirName = ext == ".mlir";
+  const char *what = format == ModelFormat::library ? "a compiled library"
+                     : format == ModelFormat::onnx  ? "binary data"
+                                                    : "text";
+  if (format == ModelFormat::library && command == "compile") {
+    error() << "'" << path << "' is a compiled library (an ELF file), not a "
+            << "model: tfmc compile takes an ONNX (.onnx) or MLIR (.mlir) "
+               "model; tfmc run, inspect, train and generate take the "
+               "library\n";
+    return false;
+  }
+  if ((onnxName && format != ModelFormat::onnx) ||
+      (libraryName && format != ModelFormat::library) ||
+      (mlirName && format == ModelFormat::onnx)) {
+    error() << "'" << path << "' holds " << what << ", not "
+            << (onnxName      ? "an ONNX model (a binary protobuf)"
+                : libraryName ? "a compiled library (an ELF file)"
+                              : "MLIR (text)")
+            << "; name the file for what it holds (.onnx, .mlir or .so)\n";
+    return false;
+  }
+  if (!onnxName && !libraryName && !mlirName)
+    llvm::WithColor::note(llvm::errs(), "tfmc")
+        << "'" << path << "' is read as "
+        << (format == ModelFormat::library ? "a compiled library"
+            : format == ModelFormat::onnx  ? "an ONNX model"
+                                           : "MLIR")
+        << ", by its contents\n";
+  return true;
+}
+
 bool isCompiledModel(StringRef path) {
   return modelFormat(path) == ModelFormat::library;
+}
+
+/// Whether `module` has a public function to compile or run; reports a
+/// model without one (an empty graph), which would compile to a library of
+/// no entries.
+bool hasEntry(ModuleOp module) {
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (fn.isPublic() && !fn.isDeclaration())
+      return true;
+  error() << "'" << inputFile
+          << "' defines nothing to compile or run: it has no public function "
+             "(an ONNX graph without outputs, or MLIR without a func.func)\n";
+  return false;
 }
 
 /// Parses the model file and hands it to `body`, whose result is the exit
@@ -593,7 +666,7 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
             : importBuckets(&context, inputFile, options, ranges,
                             bucketsPerOctave);
     importTimer.stop();
-    if (!module)
+    if (!module || !hasEntry(*module))
       return kExitInputError;
     return body(*module);
   }
@@ -618,14 +691,8 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
   TimingScope parseTimer = commandTiming().nest("parse the MLIR model");
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &context);
   parseTimer.stop();
-  if (!module) {
-    StringRef ext = llvm::sys::path::extension(inputFile);
-    if (ext.equals_insensitive(".onnx") || ext.equals_insensitive(".pb"))
-      error() << "'" << inputFile
-              << "' holds text, not an ONNX protobuf, so it was read as "
-                 "MLIR\n";
+  if (!module || !hasEntry(*module))
     return kExitInputError;
-  }
   return body(*module);
 }
 
@@ -856,8 +923,11 @@ int runTrain(MLIRContext &context) {
   }
   if (!opts.exportOnnx.empty() &&
       modelFormat(inputFile) != ModelFormat::onnx) {
-    error() << "--export-onnx writes a copy of an ONNX model; '" << inputFile
-            << "' is not one\n";
+    error() << "--export-onnx writes the ONNX model back with its trained "
+               "parameters, so it needs that model; '"
+            << inputFile
+            << "' is not one (a compiled library holds no graph): train "
+               "from the .onnx file, with the training options\n";
     return kExitUsage;
   }
   if (useReference && (!opts.checkpoint.empty() || !opts.resume.empty() ||
@@ -1171,6 +1241,59 @@ int runRunOnce(MLIRContext &context) {
 
 } // namespace
 
+/// `tfmc SUB --help`: the subcommand's own options first, then those it
+/// shares with others, the model's, and MLIR's last (LLVM's printer sorts
+/// the categories by name, which put 40 lines of MLIR options first).
+void printSubcommandHelp(const Subcommand &sub, const cl::OptionCategory &mlir,
+                         StringRef overview) {
+  llvm::raw_ostream &os = llvm::outs();
+  os << "OVERVIEW: " << overview << "\nUSAGE: tfmc " << sub.name
+     << " [options] " << inputFile.HelpStr << "\n";
+  SmallVector<const cl::OptionCategory *> ordered;
+  for (const cl::OptionCategory *cat :
+       {sub.category, sub.shared, sub.shared2,
+        static_cast<cl::OptionCategory *>(&modelCat)})
+    if (cat)
+      ordered.push_back(cat);
+  // One entry per option, though an option has a key per spelling.
+  llvm::SetVector<cl::Option *> options;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.second->getOptionHiddenFlag() == cl::NotHidden &&
+        !entry.second->ArgStr.empty())
+      options.insert(entry.second);
+  size_t width = 0;
+  for (cl::Option *o : options)
+    width = std::max(width, o->getOptionWidth());
+  llvm::DenseSet<cl::Option *> printed;
+  auto printCategory = [&](StringRef title, auto inCategory) {
+    SmallVector<cl::Option *> in;
+    for (cl::Option *o : options)
+      if (!printed.contains(o) && inCategory(o))
+        in.push_back(o);
+    if (in.empty())
+      return;
+    llvm::sort(
+        in, [](cl::Option *a, cl::Option *b) { return a->ArgStr < b->ArgStr; });
+    os << "\n" << title << ":\n\n";
+    for (cl::Option *o : in) {
+      o->printOptionInfo(width);
+      printed.insert(o);
+    }
+  };
+  for (const cl::OptionCategory *cat : ordered)
+    printCategory(cat->getName(), [&](cl::Option *o) {
+      return llvm::is_contained(o->Categories, cat);
+    });
+  // What HideUnrelatedOptions left beside them: --help, --version.
+  printCategory("Generic options", [&](cl::Option *o) {
+    return !o->ArgStr.starts_with("mlir-") &&
+           !llvm::is_contained(o->Categories, &mlir);
+  });
+  printCategory(mlir.getName(), [&](cl::Option *o) {
+    return llvm::is_contained(o->Categories, &mlir);
+  });
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::tfm::setBugReportMessage();
@@ -1243,6 +1366,15 @@ int main(int argc, char **argv) {
   std::vector<const char *> args{progName.c_str()};
   for (int i = 2; i < argc; ++i)
     args.push_back(argv[i]);
+  for (int i = 2; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (arg == "--")
+      break;
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      printSubcommandHelp(*active, mlirCat, overview);
+      return kExitOk;
+    }
+  }
   std::string parseErrors;
   llvm::raw_string_ostream errs(parseErrors);
   if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
@@ -1283,6 +1415,8 @@ int main(int argc, char **argv) {
         << hardware << " hardware threads; using " << hardware << "\n";
     *threads = static_cast<int>(hardware);
   }
+  if (!inputFile.empty() && !checkModelFile(inputFile, sub))
+    return kExitInputError;
   startCommandTiming();
   int rc = sub == "compile"    ? runCompile(context)
            : sub == "inspect"  ? runInspectCommand(context)

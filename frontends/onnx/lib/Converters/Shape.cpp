@@ -211,6 +211,15 @@ LogicalResult convertSlice(NodeContext &n) {
       return std::max(lo, std::min(hi, v));
     };
     int64_t start = (*starts)[i], end = (*ends)[i];
+    // An end past the axis that is a real length, not a "to the end"
+    // sentinel, is a size the model was not built for (a causal mask or a
+    // position table cut to a --shape larger than they hold): the shape
+    // errors that follow name another node, so say it here.
+    if (step > 0 && end > dim && end <= (int64_t(1) << 30))
+      emitWarning(n.loc) << "it asks for " << end << " elements along axis "
+                         << *ax << " of a tensor that holds " << dim
+                         << ": the model holds no more there (is a --shape "
+                            "larger than it takes?)";
     if (start < 0)
       start = start < -dim ? -1 : start + dim;
     if (end < 0)
