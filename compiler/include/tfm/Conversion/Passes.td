@@ -126,14 +126,16 @@ def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
     outputs...) -> i32` on memrefs of device memory, every op lowered by the
     backend-neutral TfmToLinalg lowerings. The module gets the same tables
     as for the CPU (`tfm.entries`, `tfm.states`, `tfm.checks`, the weights
-    layout) and an empty kernel table. Index checks write their outcome to
+    layout). GEMMs (linear, matmul, and convolutions as im2col + batched
+    matmul) become `tfm.kernel_call`s that the runtime runs in cuBLASLt,
+    each with a generated fallback. Index checks write their outcome to
     their slot in the state (`tfm.check_slots_offset`), which the runtime
     reads after the run.
   }];
   let options = [
     Option<"computeType", "compute-type", "::mlir::tfm::ComputeType",
            /*default=*/"::mlir::tfm::ComputeType::F32",
-           "The type GEMMs multiply in (f32 only so far)",
+           "The type GEMMs multiply in (f32, bf16 or f16; f32 accumulation)",
            "::mlir::tfm::computeTypeValues()">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
