@@ -43,14 +43,51 @@ def _flag(name, value):
     return [f"--{name}={value}"]
 
 
-def _shape_flags(shapes):
-    flags = []
+def _graph_inputs(model):
+    """The names of an ONNX model's inputs (initializers left out), or None
+    when the onnx package is missing or the model is not ONNX."""
+    try:
+        import onnx
+    except ImportError:
+        return None
+    try:
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            proto = onnx.load_from_string(bytes(model))
+        else:
+            proto = onnx.load(os.fspath(model), load_external_data=False)
+    except Exception:
+        return None
+    initializers = {t.name for t in proto.graph.initializer}
+    return {i.name for i in proto.graph.input if i.name not in initializers}
+
+
+def _shape_flags(shapes, model):
+    """tfmc's --shape flags for `shapes`: {symbol: n}, {symbol: (lo, hi)}
+    (or "lo..hi", or range(lo, hi + 1)) for a range of sizes, {input:
+    (2, 128)} for an input's whole shape. A pair is a range for a symbol and
+    a shape for an input, which the model's inputs tell apart."""
+    flags, inputs = [], None
     for name, size in (shapes or {}).items():
-        if isinstance(size, (tuple, list)) and len(size) == 2 and all(
-                isinstance(s, int) for s in size) and name.isidentifier():
-            # A symbol's range: (1, 512) -> sequence=1..512.
-            flags.append(f"--shape={name}={size[0]}..{size[1]}")
+        if isinstance(size, range):
+            if size.step != 1 or len(size) == 0:
+                raise InvalidArgument(
+                    f"shapes['{name}']: a range of sizes is range(lo, hi + 1)")
+            flags.append(f"--shape={name}={size.start}..{size.stop - 1}")
         elif isinstance(size, (tuple, list)):
+            if len(size) == 2 and all(isinstance(s, int) for s in size):
+                if inputs is None:
+                    inputs = _graph_inputs(model)
+                if inputs is None:
+                    raise InvalidArgument(
+                        f"shapes['{name}'] = {tuple(size)} is a range of a "
+                        "symbol or an input's shape, and without the onnx "
+                        f"package tfm cannot tell which: write "
+                        f"'{size[0]}..{size[1]}' for a range or "
+                        f"'{size[0]}x{size[1]}' for a shape")
+                if name not in inputs:
+                    # A symbol's range: (1, 512) -> sequence=1..512.
+                    flags.append(f"--shape={name}={size[0]}..{size[1]}")
+                    continue
             # An input's whole shape: x=(2, 128) -> x=2x128.
             flags.append(f"--shape={name}=" + "x".join(str(s) for s in size))
         else:
@@ -65,8 +102,10 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
     model: a path, or the bytes of an ONNX model.
     output: where the library goes; None for a temporary file.
     target: "cpu" or "cuda" (gpu_arch="sm_90" chooses the GPU).
-    shapes: {symbol: size}, {symbol: (lo, hi)} for a range one artifact
-      serves, or {input: (2, 128)} for an input's shape (tfmc --shape).
+    shapes: {symbol: size}; {symbol: (lo, hi)} (or "lo..hi", or
+      range(lo, hi + 1)) for a range one artifact serves; {input: (2, 128)}
+      (or "2x128") for an input's whole shape (tfmc --shape). A pair names
+      a range or a shape as the model's inputs tell.
     dtype: the type the linear layers multiply in: "f32" or "bf16".
     train: True, or the training options as a dict ({"optimizer": "adam",
       "lr": 1e-3, ...}, named as tfmc's flags).
@@ -90,7 +129,7 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
     else:
         args.append(os.fspath(model))
     args += ["-o", output, f"--target={target}", "--quiet"]
-    args += _shape_flags(shapes)
+    args += _shape_flags(shapes, model)
     if dtype != "f32":
         args.append(f"--dtype={dtype}")
     for group, flag in ((train, "train"), (generate, "generate")):
@@ -113,6 +152,9 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
     if proc.returncode != 0:
         message = (proc.stderr.strip() or proc.stdout.strip()
                    or f"tfmc exited with {proc.returncode}")
+        if source:
+            # The file is ours, not the caller's: name what they gave.
+            message = message.replace(source.name, "<the model's bytes>")
         # Exit 2 is the CLI's usage error: an option tfm.compile was given.
         error = (InvalidArgument(message) if proc.returncode == 2
                  else CompileError(message))

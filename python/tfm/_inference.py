@@ -6,11 +6,16 @@ and of the options, in $TFM_CACHE_DIR (default ~/.cache/tfm)."""
 import hashlib
 import os
 import tempfile
+import time
+import warnings
+
+import numpy as np
 
 from ._compiler import compile as _compile
-from ._errors import InvalidArgument, NotFound
+from ._errors import Error, InvalidArgument, NotFound
 
-__all__ = ["InferenceSession", "NodeArg", "cache_dir"]
+__all__ = ["InferenceSession", "NodeArg", "SessionOptions",
+           "GraphOptimizationLevel", "get_available_providers", "cache_dir"]
 
 _ONNX_TYPES = {
     "float32": "tensor(float)", "float16": "tensor(float16)",
@@ -40,47 +45,168 @@ def cache_dir():
         os.path.expanduser("~"), ".cache", "tfm")
 
 
-class InferenceSession:
-    """InferenceSession(path_or_bytes, shapes=None, threads=0, **compile_options).
+_CPU, _CUDA = "CPUExecutionProvider", "CUDAExecutionProvider"
 
-    `sess_options` and `providers` are accepted and ignored (the device is
-    the compile's target). A model with symbolic sizes needs `shapes`
-    ({"batch": 1, "sequence": (1, 512)}), as tfm.compile does."""
+
+def get_available_providers():
+    """The providers this runtime can run on, best first:
+    CUDAExecutionProvider where the CUDA driver finds a GPU, and
+    CPUExecutionProvider."""
+    from . import _tfm
+    try:
+        _tfm.Context(0, "cuda")
+    except Error:
+        return [_CPU]
+    return [_CUDA, _CPU]
+
+
+class GraphOptimizationLevel:
+    """Accepted for scripts that set it; tfm compiles every model with all
+    its fusions, whatever the level."""
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
+class SessionOptions:
+    """The session options that scripts set. An attribute of another name
+    is an error, not a setting silently dropped."""
+    __slots__ = ("intra_op_num_threads", "inter_op_num_threads",
+                 "graph_optimization_level", "enable_profiling",
+                 "profile_file_prefix", "log_severity_level")
+
+    def __init__(self):
+        self.intra_op_num_threads = 0  # 0: one per core
+        self.inter_op_num_threads = 0  # accepted; a run is one parallel op at a time
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.enable_profiling = False
+        self.profile_file_prefix = "tfm_profile"
+        self.log_severity_level = 2
+
+
+def _provider_name(p):
+    # A provider is named alone or as (name, options).
+    return p[0] if isinstance(p, (tuple, list)) else p
+
+
+def _choose_target(providers):
+    """The target the first usable provider of `providers` names: an unknown
+    provider is an error; CUDA without a GPU falls back to the CPU, with a
+    warning, as a script written for either expects."""
+    if providers is None:
+        return "cpu"
+    names = [_provider_name(p) for p in providers]
+    for n in names:
+        if n not in (_CPU, _CUDA):
+            raise InvalidArgument(
+                f"unknown provider '{n}'; tfm provides {_CUDA} and {_CPU}")
+    available = get_available_providers()
+    for n in names:
+        if n in available:
+            return "cuda" if n == _CUDA else "cpu"
+    warnings.warn(f"{', '.join(names)} not available here; running on the "
+                  f"CPU ({_CPU})")
+    return "cpu"
+
+
+def _external_files(path, data):
+    """The files an ONNX model keeps its large tensors in: each
+    TensorProto's external_data entry whose key is "location"
+    (StringStringEntryProto: field 1 "location", field 2 the file)."""
+    files = set()
+    marker = b"\n\x08location\x12"
+    at = data.find(marker)
+    while at >= 0:
+        i, length, shift = at + len(marker), 0, 0
+        while i < len(data):
+            byte = data[i]
+            length |= (byte & 0x7F) << shift
+            i, shift = i + 1, shift + 7
+            if byte < 0x80:
+                break
+        name = data[i:i + length].decode("utf-8", "replace")
+        files.add(os.path.join(os.path.dirname(os.path.abspath(path)), name))
+        at = data.find(marker, i + length)
+    return sorted(files)
+
+
+class InferenceSession:
+    """InferenceSession(path_or_bytes, sess_options=None, providers=None,
+    shapes=None, threads=0, **compile_options).
+
+    A model file is compiled from its path, so its external data (every
+    model over 2 GB) is read where it lies; a compiled library (model.so) is
+    loaded as it is. `providers` chooses the device (CUDAExecutionProvider
+    where get_available_providers() has it); `sess_options` its threads and
+    profiling. A model with symbolic sizes needs `shapes` ({"batch": 1,
+    "sequence": (1, 512)}), as tfm.compile does."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None,
-                 shapes=None, threads=0, **compile_options):
+                 provider_options=None, shapes=None, threads=0,
+                 **compile_options):
+        options = sess_options or SessionOptions()
+        if not isinstance(options, SessionOptions):
+            raise InvalidArgument("sess_options is a tfm.SessionOptions")
+        threads = threads or options.intra_op_num_threads
+        target = _choose_target(providers)
+        if "target" not in compile_options and target != "cpu":
+            compile_options["target"] = target
+        path = None
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             data = bytes(path_or_bytes)
         else:
-            with open(os.fspath(path_or_bytes), "rb") as f:
+            path = os.fspath(path_or_bytes)
+            with open(path, "rb") as f:
                 data = f.read()
+        from ._session import load
+        if data.startswith(b"\x7fELF"):
+            # Already compiled: nothing to compile or cache.
+            if path is None:
+                raise InvalidArgument(
+                    "the bytes given are a compiled library; give its path")
+            self._module = load(path)
+            self.artifact_path = path
+        else:
+            self.artifact_path = self._compiled(path, data, shapes,
+                                                compile_options)
+            self._module = load(self.artifact_path)
+        self._entry = self._module.entry("infer")
+        self._session = self._module.session(
+            threads=threads, profile=bool(options.enable_profiling))
+        self._profile_prefix = options.profile_file_prefix
+        self._options = options
+
+    def _compiled(self, path, data, shapes, compile_options):
+        """The cached library of the model: keyed by its bytes, its external
+        data files' sizes and times, the options and the runtime."""
         key = hashlib.sha256(data)
+        if path is not None:
+            for f in _external_files(path, data):
+                st = os.stat(f) if os.path.exists(f) else None
+                key.update(repr((os.path.basename(f), st and st.st_size,
+                                 st and st.st_mtime_ns)).encode())
         key.update(repr((sorted((shapes or {}).items()),
                          sorted(compile_options.items()))).encode())
         from . import _tfm  # the runtime that will load it
         key.update(_tfm.runtime_version().encode())
         folder = cache_dir()
         os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, key.hexdigest()[:32] + ".so")
-        if os.path.exists(path):
-            from ._session import load
-            self._module = load(path)
-        else:
-            # Compiled beside the cache entry, then renamed: a concurrent
-            # or interrupted compile never leaves a partial library there.
-            fd, partial = tempfile.mkstemp(suffix=".so", dir=folder)
-            os.close(fd)
-            try:
-                _compile(data, output=partial, shapes=shapes, **compile_options)
-                os.replace(partial, path)
-            finally:
-                if os.path.exists(partial):
-                    os.unlink(partial)
-            from ._session import load
-            self._module = load(path)
-        self._entry = self._module.entry("infer")
-        self._session = self._module.session(threads=threads)
-        self.artifact_path = path
+        cached = os.path.join(folder, key.hexdigest()[:32] + ".so")
+        if os.path.exists(cached):
+            return cached
+        # Compiled beside the cache entry, then renamed: a concurrent or
+        # interrupted compile never leaves a partial library there.
+        fd, partial = tempfile.mkstemp(suffix=".so", dir=folder)
+        os.close(fd)
+        try:
+            _compile(data if path is None else path, output=partial,
+                     shapes=shapes, **compile_options)
+            os.replace(partial, cached)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+        return cached
 
     def get_inputs(self):
         return [NodeArg(p) for p in self._entry.inputs]
@@ -89,11 +215,25 @@ class InferenceSession:
         return [NodeArg(p) for p in self._entry.outputs]
 
     def get_providers(self):
-        return ["CPUExecutionProvider"] if self._session.device == "cpu" else [
-            "CUDAExecutionProvider"]
+        return [_CPU] if self._session.device == "cpu" else [_CUDA, _CPU]
+
+    def get_session_options(self):
+        return self._options
+
+    def end_profiling(self):
+        """Writes the profile of the runs so far (a trace, Chrome's trace
+        event format) to PREFIX_TIME.json and returns its path; "" when the
+        session was not made with enable_profiling."""
+        if not self._options.enable_profiling:
+            return ""
+        path = f"{self._profile_prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+        self._session.write_profile(path)
+        return path
 
     def run(self, output_names, input_feed, run_options=None):
-        """Returns the outputs named (all when None), in that order."""
+        """Returns the outputs named (all when None), in that order. An
+        array of another element type than its input's is an error, not a
+        conversion made quietly."""
         if not isinstance(input_feed, dict):
             raise InvalidArgument("input_feed is a dict of input name to array")
         names = list(output_names) if output_names else [
@@ -103,5 +243,13 @@ class InferenceSession:
             if n not in known:
                 raise NotFound(f"the model has no output '{n}'; its outputs "
                                "are " + ", ".join(sorted(known)))
+        for port in self._entry.inputs:
+            value = input_feed.get(port.name)
+            dtype = getattr(value, "dtype", None)
+            if isinstance(value, (np.ndarray, np.generic)) and \
+                    port.dtype != "bfloat16" and dtype != np.dtype(port.dtype):
+                raise InvalidArgument(
+                    f"input '{port.name}' is {_ONNX_TYPES.get(port.dtype)}; "
+                    f"the array given is {_ONNX_TYPES.get(str(dtype), dtype)}")
         result = self._session.run(input_feed, outputs=names)
         return [result[n] for n in names]

@@ -79,6 +79,97 @@ def test_the_artifact_is_cached_by_the_models_hash():
     assert third.artifact_path != first.artifact_path
 
 
+EXTERNAL = os.path.join(SOURCE, "test", "Frontends", "ONNX", "Inputs")
+GPT = os.path.join(MODELS, "gpt_opset13", "model.onnx")
+
+
+def test_inference_session_compiles_from_the_path_with_external_data(tmp_path):
+    # The model keeps its weights in external_weights.bin beside it: it is
+    # compiled where it lies, not from a copy of its bytes elsewhere.
+    for f in ("external.onnx", "external_weights.bin"):
+        with open(os.path.join(EXTERNAL, f), "rb") as src:
+            (tmp_path / f).write_bytes(src.read())
+    model = str(tmp_path / "external.onnx")
+    inputs, expected = onnx_test_data(os.path.join(EXTERNAL, "external_case"))
+    first = tfm.InferenceSession(model)
+    (got,) = first.run(None, {"x": inputs[0]})
+    np.testing.assert_allclose(got, expected[0], rtol=1e-5, atol=1e-6)
+    # Other weights in the side file (the model's bytes unchanged): another
+    # artifact, with other outputs.
+    weights = tmp_path / "external_weights.bin"
+    weights.write_bytes(bytes(reversed(weights.read_bytes())))
+    second = tfm.InferenceSession(model)
+    assert second.artifact_path != first.artifact_path
+    (other,) = second.run(None, {"x": inputs[0]})
+    assert not np.allclose(other, got)
+
+
+def test_inference_session_loads_a_library_and_takes_providers(tmp_path):
+    so = tmp_path / "gpt.so"
+    tfm.compile(GPT, output=so)
+    session = tfm.InferenceSession(str(so), providers=["CPUExecutionProvider"])
+    assert session.artifact_path == str(so)
+    assert session.get_providers() == ["CPUExecutionProvider"]
+    (y,) = session.run(None, {"input_ids": np.zeros((2, 8), np.int64)})
+    assert y.shape == (2, 8, 50)
+    with pytest.raises(tfm.InvalidArgument,
+                       match="unknown provider 'TensorrtExecutionProvider'"):
+        tfm.InferenceSession(str(so), providers=["TensorrtExecutionProvider"])
+    available = tfm.get_available_providers()
+    assert available[-1] == "CPUExecutionProvider"
+    assert set(available) <= {"CUDAExecutionProvider", "CPUExecutionProvider"}
+
+
+def test_session_options_threads_and_profiling(tmp_path):
+    options = tfm.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = tfm.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "gpt")
+    with pytest.raises(AttributeError):
+        options.intra_op_threads = 1  # misspelled: never dropped silently
+    session = tfm.InferenceSession(GPT, options)
+    assert session.get_session_options() is options
+    session.run(None, {"input_ids": np.zeros((2, 8), np.int64)})
+    path = session.end_profiling()
+    assert path.startswith(str(tmp_path / "gpt_")) and path.endswith(".json")
+    with open(path) as f:
+        assert '"traceEvents"' in f.read()
+    assert tfm.InferenceSession(GPT).end_profiling() == ""
+
+
+def test_inference_session_refuses_an_array_of_another_dtype():
+    session = tfm.InferenceSession(GPT)
+    with pytest.raises(tfm.InvalidArgument,
+                       match=r"input 'input_ids' is tensor\(int64\); the "
+                             r"array given is tensor\(int32\)"):
+        session.run(None, {"input_ids": np.zeros((2, 8), np.int32)})
+
+
+BERT = os.path.join(MODELS, "bert_opset13", "model.onnx")
+
+
+@pytest.mark.parametrize("shapes", [
+    {"input_ids": (2, 8), "attention_mask": (2, 8)},  # inputs' shapes
+    {"input_ids": [2, 8], "attention_mask": "2x8"},
+    {"batch": 2, "sequence": 8},                       # symbols
+    {"batch": 2, "sequence": "8"},
+])
+def test_every_documented_form_of_a_fixed_shape(shapes):
+    module = tfm.compile(BERT, shapes=shapes)
+    ports = module.entry("infer").inputs
+    assert [(p.name, p.shape) for p in ports] == [("input_ids", (2, 8)),
+                                                  ("attention_mask", (2, 8))]
+
+
+@pytest.mark.parametrize("sequence", [(4, 6), "4..6", range(4, 7)])
+def test_every_documented_form_of_a_range(sequence):
+    module = tfm.compile(BERT, shapes={"batch": 1, "sequence": sequence})
+    (ids, _) = module.entry("infer").inputs
+    assert (ids.shape, ids.min_shape, ids.max_shape) == ((1, None), (1, 4),
+                                                         (1, 6))
+
+
 def test_python_m_tfm_is_tfmc(tmp_path):
     model = os.path.join(MODELS, "gpt_opset13", "model.onnx")
     so = tmp_path / "gpt.so"

@@ -6,6 +6,7 @@ buffers the compiled entry was handed."""
 import ctypes
 import os
 import re
+import tempfile
 import threading
 
 import numpy as np
@@ -143,6 +144,9 @@ def test_every_failure_is_an_exception_with_its_code(tmp_path):
     with pytest.raises(tfm.CompileError) as e:
         tfm.compile(b"this is not an ONNX model")
     assert "holds text, not an ONNX model" in e.value.message
+    # Named as the caller gave it, not as the temporary file tfmc read.
+    assert "'<the model's bytes>'" in e.value.message
+    assert tempfile.gettempdir() not in e.value.message
     assert e.value.exit_code == 1
     with pytest.raises(tfm.InvalidArgument) as e:
         tfm.compile(b"", target="gpu")
