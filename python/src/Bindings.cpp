@@ -419,6 +419,14 @@ struct Module {
     p["shape"] = py::tuple(py::cast(dims));
     p["min_shape"] = py::tuple(py::cast(lo));
     p["max_shape"] = py::tuple(py::cast(hi));
+    std::vector<std::string> symbols(d.rank);
+    for (size_t r = 0; r < d.rank; ++r) {
+      const char *symbol = "";
+      check(tfm_module_entry_io_symbol(m, entry.c_str(), isOutput, i, r,
+                                       &symbol));
+      symbols[r] = symbol;
+    }
+    p["symbols"] = py::tuple(py::cast(symbols));
     return p;
   }
 

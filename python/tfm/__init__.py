@@ -35,8 +35,9 @@ except ImportError as e:
 from ._session import (DeviceTensor, Entry, Generation, Module, Port, Session,
                        load)
 from ._compiler import compile, tfmc_path
-from ._inference import (GraphOptimizationLevel, InferenceSession, NodeArg,
-                         SessionOptions, get_available_providers)
+from ._inference import (GraphOptimizationLevel, InferenceSession,
+                         ModelMetadata, NodeArg, SessionOptions,
+                         get_available_providers)
 
 __version__ = _tfm.runtime_version()
 #: The model ABI version the runtime loads.
@@ -45,7 +46,8 @@ model_abi_version = _tfm.model_abi_version()
 __all__ = [
     "compile", "load", "Module", "Session", "Entry", "Port", "Generation",
     "DeviceTensor",
-    "InferenceSession", "NodeArg", "SessionOptions", "GraphOptimizationLevel",
+    "InferenceSession", "NodeArg", "ModelMetadata", "SessionOptions",
+    "GraphOptimizationLevel",
     "get_available_providers", "tfmc_path", "Error", "InvalidArgument",
     "NotFound", "Incompatible", "DataLoss", "ResourceExhausted", "Internal",
     "FailedPrecondition", "Unavailable", "OutOfRange", "Cancelled",

@@ -14,7 +14,7 @@ import numpy as np
 from ._compiler import compile as _compile
 from ._errors import Error, InvalidArgument, NotFound
 
-__all__ = ["InferenceSession", "NodeArg", "SessionOptions",
+__all__ = ["InferenceSession", "NodeArg", "ModelMetadata", "SessionOptions",
            "GraphOptimizationLevel", "get_available_providers", "cache_dir"]
 
 _ONNX_TYPES = {
@@ -29,12 +29,14 @@ _ONNX_TYPES = {
 
 class NodeArg:
     """An input or output as ONNX Runtime describes it: name, type
-    ("tensor(float)") and shape (None where a size varies)."""
+    ("tensor(float)") and shape (a varying size by its symbol's name)."""
 
     def __init__(self, port):
         self.name = port.name
         self.type = _ONNX_TYPES.get(port.dtype, port.dtype)
-        self.shape = list(port.shape)
+        # A size that varies is named by its symbol ("sequence").
+        self.shape = [sym if dim is None else dim
+                      for dim, sym in zip(port.shape, port.symbols)]
 
     def __repr__(self):
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
@@ -131,6 +133,22 @@ def _external_files(path, data):
     return sorted(files)
 
 
+class ModelMetadata:
+    """What the ONNX model says of itself (ModelProto's fields and
+    metadata_props); empty for a compiled library, which keeps none of it,
+    or without the onnx package, which reads it."""
+
+    def __init__(self, proto=None):
+        self.producer_name = proto.producer_name if proto else ""
+        self.domain = proto.domain if proto else ""
+        self.description = proto.doc_string if proto else ""
+        self.version = proto.model_version if proto else 0
+        self.graph_name = proto.graph.name if proto else ""
+        self.graph_description = proto.graph.doc_string if proto else ""
+        self.custom_metadata_map = (
+            {p.key: p.value for p in proto.metadata_props} if proto else {})
+
+
 class InferenceSession:
     """InferenceSession(path_or_bytes, sess_options=None, providers=None,
     shapes=None, threads=0, **compile_options).
@@ -176,6 +194,8 @@ class InferenceSession:
             threads=threads, profile=bool(options.enable_profiling))
         self._profile_prefix = options.profile_file_prefix
         self._options = options
+        self._source = None if data.startswith(b"\x7fELF") else (
+            path if path is not None else data)
 
     def _compiled(self, path, data, shapes, compile_options):
         """The cached library of the model: keyed by its bytes, its external
@@ -216,6 +236,19 @@ class InferenceSession:
 
     def get_providers(self):
         return [_CPU] if self._session.device == "cpu" else [_CUDA, _CPU]
+
+    def get_modelmeta(self):
+        """The model's metadata, read (by the onnx package) when asked."""
+        if self._source is None:
+            return ModelMetadata()
+        try:
+            import onnx
+            source = self._source
+            proto = (onnx.load(source, load_external_data=False)
+                     if isinstance(source, str) else onnx.load_from_string(source))
+        except Exception:
+            return ModelMetadata()
+        return ModelMetadata(proto)
 
     def get_session_options(self):
         return self._options

@@ -54,7 +54,7 @@ def _stream_handle(stream):
 class Port:
     """An input or output of an entry point. `shape` has None where a size
     varies (an entry compiled for a range); `min_shape` and `max_shape` give
-    the range."""
+    the range, and `symbols` the dimension symbol it follows."""
 
     def __init__(self, d):
         self.name = d["name"]
@@ -62,6 +62,9 @@ class Port:
         self.shape = tuple(None if s < 0 else s for s in d["shape"])
         self.min_shape = tuple(d["min_shape"])
         self.max_shape = tuple(d["max_shape"])
+        #: The dimension symbol each varying size follows ("sequence"),
+        #: None where the size is fixed.
+        self.symbols = tuple(s or None for s in d["symbols"])
 
     def __repr__(self):
         dims = ", ".join("?" if s is None else str(s) for s in self.shape)

@@ -385,6 +385,26 @@ tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
   return nullptr;
 }
 
+tfm_status_t tfm_module_entry_io_symbol(const tfm_module_t *module,
+                                        const char *entry, int is_output,
+                                        size_t index, size_t dim,
+                                        const char **out_symbol) {
+  if (!module || !entry || !out_symbol)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_module_entry_io_symbol: NULL argument");
+  const tfm_module_s::PublicEntry *e;
+  const tfm_abi_tensor_desc_t *desc;
+  if (tfm_status_t s = findIO(module, entry, is_output, index, e, desc))
+    return s;
+  if (dim >= static_cast<size_t>(desc->rank))
+    return makeStatus(TFM_STATUS_OUT_OF_RANGE,
+                      "entry '{}': '{}' has rank {}; there is no dim {}", entry,
+                      desc->name, desc->rank, dim);
+  int64_t d = desc->dims[dim];
+  *out_symbol = e->dynamic && d < 0 ? e->dynamic->symbols[-1 - d] : "";
+  return nullptr;
+}
+
 tfm_status_t tfm_module_entry_input_values(const tfm_module_t *module,
                                            const char *entry, size_t index,
                                            tfm_input_values_t *out_kind,

@@ -170,6 +170,25 @@ def test_every_documented_form_of_a_range(sequence):
                                                          (1, 6))
 
 
+def test_inference_session_names_varying_sizes_and_gives_the_models_metadata(
+        tmp_path):
+    session = tfm.InferenceSession(BERT, shapes={"batch": 1,
+                                                 "sequence": (4, 6)})
+    ids = session.get_inputs()[0]
+    assert (ids.name, ids.shape) == ("input_ids", [1, "sequence"])
+    meta = session.get_modelmeta()
+    # What the exporter wrote into the model (read independently here).
+    import onnx
+    proto = onnx.load(BERT, load_external_data=False)
+    assert (meta.producer_name, meta.graph_name, meta.version) == (
+        proto.producer_name, proto.graph.name, proto.model_version)
+    assert meta.producer_name == "pytorch"
+    # A compiled library keeps none of it.
+    so = tmp_path / "gpt.so"
+    tfm.compile(GPT, output=so)
+    assert tfm.InferenceSession(str(so)).get_modelmeta().producer_name == ""
+
+
 def test_python_m_tfm_is_tfmc(tmp_path):
     model = os.path.join(MODELS, "gpt_opset13", "model.onnx")
     so = tmp_path / "gpt.so"

@@ -217,6 +217,16 @@ TFM_API tfm_status_t tfm_module_entry_io_range(const tfm_module_t *module,
                                                int64_t *out_min_dims,
                                                int64_t *out_max_dims);
 
+/* The name of the dimension symbol ("sequence") that dim `dim` of input or
+ * output `index` of `entry` follows, where it varies (tfm_module_entry_io
+ * gives -1 there); "" for a fixed dim. The string lives as long as the
+ * module. */
+TFM_API tfm_status_t tfm_module_entry_io_symbol(const tfm_module_t *module,
+                                                const char *entry,
+                                                int is_output, size_t index,
+                                                size_t dim,
+                                                const char **out_symbol);
+
 /* What input `index` of `entry` takes, for tools that make up inputs:
  * *out_kind is a tfm_input_values_t, and for TFM_INPUT_VALUES_INDICES
  * [*out_lower, *out_upper) is the range the model's runs accept (0, 0

@@ -15,6 +15,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -46,6 +48,20 @@ TEST(Dynamic, ListsTheEntryWithItsRanges) {
               (std::vector<int64_t>{kBatch, 1, kWidth}));
     EXPECT_EQ(std::vector<int64_t>(hi, hi + 3),
               (std::vector<int64_t>{kBatch, kMax, kWidth}));
+    // The varying dim is named by its symbol; the fixed ones by nothing.
+    std::vector<std::string> symbols;
+    for (size_t r = 0; r < 3; ++r) {
+      const char *symbol = nullptr;
+      tfm::check(tfm_module_entry_io_symbol(m.get(), "infer", isOutput, 0, r,
+                                            &symbol));
+      symbols.push_back(symbol);
+    }
+    EXPECT_EQ(symbols, (std::vector<std::string>{"", "sequence", ""}));
+    const char *symbol = nullptr;
+    tfm_status_t past =
+        tfm_module_entry_io_symbol(m.get(), "infer", isOutput, 0, 3, &symbol);
+    EXPECT_EQ(tfm_status_code(past), TFM_STATUS_OUT_OF_RANGE);
+    tfm_status_free(past);
   }
 }
 
