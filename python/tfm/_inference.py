@@ -12,9 +12,10 @@ import warnings
 import numpy as np
 
 from ._compiler import compile as _compile
-from ._errors import Error, InvalidArgument, NotFound
+from ._errors import Error, FailedPrecondition, InvalidArgument, NotFound
 
-__all__ = ["InferenceSession", "NodeArg", "ModelMetadata", "SessionOptions",
+__all__ = ["InferenceSession", "IOBinding", "NodeArg", "ModelMetadata",
+           "SessionOptions",
            "GraphOptimizationLevel", "get_available_providers", "cache_dir"]
 
 _ONNX_TYPES = {
@@ -149,6 +150,80 @@ class ModelMetadata:
             {p.key: p.value for p in proto.metadata_props} if proto else {})
 
 
+class _DevicePointer:
+    """A GPU buffer given by address (io_binding's bind_input), as
+    __cuda_array_interface__ describes one, for the session to read."""
+
+    def __init__(self, ptr, shape, dtype):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape), "typestr": np.dtype(dtype).str,
+            "data": (int(ptr), False), "version": 3, "strides": None}
+
+
+class IOBinding:
+    """Inputs and outputs bound ahead of a run (InferenceSession.io_binding):
+    host arrays, a GPU's arrays (anything with __dlpack__ or
+    __cuda_array_interface__, or an address with its type and shape), and
+    outputs left on the session's device."""
+
+    def __init__(self, session):
+        self._session = session
+        self._inputs, self._outputs, self._on_device = {}, [], False
+        self._results = None
+
+    def bind_cpu_input(self, name, array):
+        self._inputs[name] = np.asarray(array)
+
+    def bind_input(self, name, device_type="cpu", device_id=0,
+                   element_type=None, shape=None, buffer_ptr=None):
+        """A host array (`device_type` "cpu" and `buffer_ptr` an array), or
+        a GPU buffer at address `buffer_ptr` of `element_type` and
+        `shape`."""
+        if device_type == "cpu":
+            self.bind_cpu_input(name, buffer_ptr)
+        elif device_type == "cuda":
+            if element_type is None or shape is None:
+                raise InvalidArgument(
+                    f"bind_input('{name}', 'cuda', ...) needs element_type "
+                    "and shape beside buffer_ptr")
+            self._inputs[name] = _DevicePointer(buffer_ptr, shape, element_type)
+        else:
+            raise InvalidArgument(
+                f"device_type '{device_type}': tfm binds 'cpu' and 'cuda'")
+
+    def bind_ortvalue_input(self, name, value):
+        # A GPU's array (torch.Tensor, CuPy) or a host array, as given.
+        self._inputs[name] = value
+
+    def bind_output(self, name, device_type="cpu", device_id=0):
+        known = [p.name for p in self._session._entry.outputs]
+        if name not in known:
+            raise NotFound(f"the model has no output '{name}'; its outputs "
+                           "are " + ", ".join(known))
+        self._outputs.append(name)
+        self._on_device = self._on_device or device_type == "cuda"
+
+    def clear_binding_inputs(self):
+        self._inputs = {}
+
+    def clear_binding_outputs(self):
+        self._outputs, self._on_device = [], False
+
+    def get_outputs(self):
+        """The last run's outputs, in the order bound: numpy arrays, or
+        tfm.DeviceTensor where an output was bound to the GPU."""
+        if self._results is None:
+            raise FailedPrecondition("run_with_iobinding has not run yet")
+        return [self._results[n] for n in self._bound_outputs()]
+
+    def copy_outputs_to_cpu(self):
+        return [o.numpy() if hasattr(o, "numpy") and not isinstance(
+            o, np.ndarray) else o for o in self.get_outputs()]
+
+    def _bound_outputs(self):
+        return self._outputs or [p.name for p in self._session._entry.outputs]
+
+
 class InferenceSession:
     """InferenceSession(path_or_bytes, sess_options=None, providers=None,
     shapes=None, threads=0, **compile_options).
@@ -236,6 +311,15 @@ class InferenceSession:
 
     def get_providers(self):
         return [_CPU] if self._session.device == "cpu" else [_CUDA, _CPU]
+
+    def io_binding(self):
+        return IOBinding(self)
+
+    def run_with_iobinding(self, binding, run_options=None):
+        names = binding._bound_outputs()
+        binding._results = self._session.run(
+            binding._inputs, outputs=names,
+            device_outputs=binding._on_device)
 
     def get_modelmeta(self):
         """The model's metadata, read (by the onnx package) when asked."""

@@ -189,6 +189,27 @@ def test_inference_session_names_varying_sizes_and_gives_the_models_metadata(
     assert tfm.InferenceSession(str(so)).get_modelmeta().producer_name == ""
 
 
+def test_io_binding_runs_bound_inputs_into_bound_outputs():
+    session = tfm.InferenceSession(GPT)
+    ids = np.arange(16, dtype=np.int64).reshape(2, 8) % 50
+    (want,) = session.run(None, {"input_ids": ids})
+    binding = session.io_binding()
+    with pytest.raises(tfm.FailedPrecondition):
+        binding.get_outputs()
+    binding.bind_cpu_input("input_ids", ids)
+    binding.bind_output("output")
+    with pytest.raises(tfm.NotFound):
+        binding.bind_output("logits")
+    session.run_with_iobinding(binding)
+    (got,) = binding.copy_outputs_to_cpu()
+    np.testing.assert_array_equal(got, want)
+    binding.bind_input("input_ids", "cpu", 0, np.int64, ids.shape, ids)
+    session.run_with_iobinding(binding)
+    np.testing.assert_array_equal(binding.get_outputs()[0], want)
+    with pytest.raises(tfm.InvalidArgument):
+        binding.bind_input("input_ids", "cuda", 0, None, None, 0)
+
+
 def test_python_m_tfm_is_tfmc(tmp_path):
     model = os.path.join(MODELS, "gpt_opset13", "model.onnx")
     so = tmp_path / "gpt.so"
