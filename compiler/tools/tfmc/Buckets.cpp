@@ -15,6 +15,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "tfm/Frontends/ONNX/Importer.h"
 
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -59,6 +60,9 @@ SmallVector<int64_t> mlir::tfm::tfmc::bucketSizes(const SizeRange &range,
 
 namespace {
 
+/// How many buckets make a compile long enough to say so first.
+constexpr size_t kBucketsWorthANote = 32;
+
 std::string bucketName(StringRef entry, ArrayRef<SizeRange> ranges,
                        ArrayRef<int64_t> sizes) {
   std::string name = entry.str();
@@ -86,6 +90,22 @@ OwningOpRef<ModuleOp> mlir::tfm::tfmc::importBuckets(
         next.back().push_back(s);
       }
     grid = std::move(next);
+  }
+  // Each bucket is a compile of the whole model (two ranges of a GPT-2 made
+  // 576 and took over two minutes): say what the ranges cost before paying,
+  // on a terminal or not.
+  if (grid.size() >= kBucketsWorthANote) {
+    std::string sizes, flags;
+    for (auto [r, range] : llvm::enumerate(ranges)) {
+      sizes += (r ? " x " : "") + std::to_string(perRange[r].size());
+      flags += (r ? ", " : "") + range.symbol + "=" +
+               std::to_string(range.min) + ".." + std::to_string(range.max);
+    }
+    llvm::WithColor::note(llvm::errs(), "tfmc")
+        << "--shape " << flags << " makes " << grid.size() << " buckets ("
+        << sizes << "), each a compile of the whole model; narrower ranges "
+        << "or a smaller --buckets-per-octave (now " << perOctave
+        << ") make fewer\n";
   }
   bool progress = grid.size() > 1;
   SmallVector<OwningOpRef<ModuleOp>> modules;
