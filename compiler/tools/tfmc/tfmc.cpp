@@ -1018,6 +1018,47 @@ int runTrain(MLIRContext &context) {
   }, /*trainable=*/true);
 }
 
+/// A model whose inputs have unbound dimension symbols, as its file gives
+/// it: its ops, FLOPs and memory plan need the symbols bound.
+void printSymbolicSignature(const mlir::tfm::onnx_import::Signature &sig,
+                            bool json) {
+  std::string hint;
+  for (auto [i, s] : llvm::enumerate(sig.symbols))
+    hint += (i ? " " : "") + ("--shape " + s + "=N");
+  if (json) {
+    auto ports = [](const auto &list) {
+      llvm::json::Array out;
+      for (const auto &p : list) {
+        llvm::json::Object port{{"name", p.name}, {"dtype", p.dtype}};
+        if (p.hasShape)
+          port["dims"] = llvm::json::Array(p.dims);
+        out.push_back(std::move(port));
+      }
+      return out;
+    };
+    llvm::outs() << llvm::formatv(
+        "{0:2}\n", llvm::json::Value(llvm::json::Object{
+                       {"model", inputFile.getValue()},
+                       {"symbols", llvm::json::Array(sig.symbols)},
+                       {"inputs", ports(sig.inputs)},
+                       {"outputs", ports(sig.outputs)},
+                       {"bind", hint}}));
+    return;
+  }
+  llvm::outs() << "model " << inputFile << ", dimension symbols "
+               << llvm::join(sig.symbols, ", ") << "\n";
+  for (int io = 0; io < 2; ++io) {
+    llvm::outs() << (io ? "outputs:\n" : "inputs:\n");
+    for (const auto &p : io ? sig.outputs : sig.inputs)
+      llvm::outs() << "  " << p.name << ": " << p.dtype
+                   << (p.hasShape ? "[" + llvm::join(p.dims, ", ") + "]"
+                                  : std::string(" (no shape)"))
+                   << "\n";
+  }
+  llvm::outs() << "bind the symbols with --shape (" << hint
+               << ") to see the ops, fusions, FLOPs and memory plan\n";
+}
+
 int runInspectCommand(MLIRContext &context) {
   if (isCompiledModel(inputFile)) {
     if (!dotFile.empty() || !shapes.empty()) {
@@ -1030,21 +1071,12 @@ int runInspectCommand(MLIRContext &context) {
   // A model with dimension symbols is described as the file gives it; its
   // ops, FLOPs and memory plan need the symbols bound.
   if (!inputFile.empty() && modelFormat(inputFile) == ModelFormat::onnx) {
-    std::string text, err;
-    std::vector<std::string> symbols;
-    if (mlir::tfm::onnx_import::describeSignature(inputFile, text, symbols,
-                                                  err) &&
-        !symbols.empty()) {
-      llvm::outs() << "model " << inputFile << ", dimension symbols "
-                   << llvm::join(symbols, ", ") << "\n"
-                   << text;
-      if (shapes.empty()) {
-        llvm::outs() << "bind the symbols with --shape (";
-        for (auto [i, s] : llvm::enumerate(symbols))
-          llvm::outs() << (i ? " " : "") << "--shape " << s << "=N";
-        llvm::outs() << ") to see the ops, fusions, FLOPs and memory plan\n";
-        return kExitOk;
-      }
+    mlir::tfm::onnx_import::Signature sig;
+    std::string err;
+    if (mlir::tfm::onnx_import::describeSignature(inputFile, sig, err) &&
+        !sig.symbols.empty() && shapes.empty()) {
+      printSymbolicSignature(sig, inspectJson);
+      return kExitOk;
     }
   }
   return withModel(context, [](ModuleOp module) -> int {

@@ -1116,8 +1116,7 @@ mlir::tfm::onnx_import::importFile(MLIRContext *ctx, StringRef path,
 }
 
 bool mlir::tfm::onnx_import::describeSignature(StringRef path,
-                                               std::string &text,
-                                               std::vector<std::string> &symbols,
+                                               Signature &signature,
                                                std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
   onnx::ModelProto model;
@@ -1134,32 +1133,30 @@ bool mlir::tfm::onnx_import::describeSignature(StringRef path,
     initializers.insert(init.name());
   // Only the inputs' symbols need binding; the outputs' follow from them.
   auto describe = [&](const onnx::ValueInfoProto &v, bool isInput) {
-    std::string line = "  " + v.name() + ": ";
+    Signature::Port port;
+    port.name = v.name();
     const auto &tt = v.type().tensor_type();
-    line += onnx::TensorProto::DataType_Name(
+    port.dtype = onnx::TensorProto::DataType_Name(
         static_cast<onnx::TensorProto::DataType>(tt.elem_type()));
-    if (!tt.has_shape())
-      return line + " (no shape)\n";
-    SmallVector<std::string> dims;
+    port.hasShape = tt.has_shape();
     for (const auto &d : tt.shape().dim()) {
       if (d.has_dim_value()) {
-        dims.push_back(std::to_string(d.dim_value()));
+        port.dims.push_back(std::to_string(d.dim_value()));
         continue;
       }
       std::string sym = d.has_dim_param() ? d.dim_param() : "?";
-      dims.push_back(sym);
-      if (isInput && d.has_dim_param() && !llvm::is_contained(symbols, sym))
-        symbols.push_back(sym);
+      port.dims.push_back(sym);
+      if (isInput && d.has_dim_param() &&
+          !llvm::is_contained(signature.symbols, sym))
+        signature.symbols.push_back(sym);
     }
-    return line + "[" + llvm::join(dims, ", ") + "]\n";
+    return port;
   };
-  text = "inputs:\n";
   for (const auto &in : model.graph().input())
     if (!initializers.contains(in.name()))
-      text += describe(in, true);
-  text += "outputs:\n";
+      signature.inputs.push_back(describe(in, true));
   for (const auto &out : model.graph().output())
-    text += describe(out, false);
+    signature.outputs.push_back(describe(out, false));
   return true;
 }
 

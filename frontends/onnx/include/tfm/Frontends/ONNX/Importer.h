@@ -73,12 +73,24 @@ OwningOpRef<ModuleOp> importBytes(MLIRContext *context, llvm::StringRef bytes,
                                   llvm::StringRef fileName,
                                   const ImportOptions &options);
 
-/// The graph inputs and outputs of the ONNX model at `path` as the file
-/// gives them, symbolic dimensions by name ("input_ids: i64[batch,
-/// sequence]"), one per line, and the inputs' dimension symbols in order
-/// of appearance. Returns false and sets `error` when the file is no model.
-bool describeSignature(llvm::StringRef path, std::string &text,
-                       std::vector<std::string> &symbols, std::string &error);
+/// The graph inputs and outputs of an ONNX model as its file gives them:
+/// element type names ("INT64") and dims, a symbolic one by its name
+/// ("sequence"; "?" when unnamed, empty for no shape at all), and the
+/// inputs' dimension symbols in order of appearance.
+struct Signature {
+  struct Port {
+    std::string name, dtype;
+    bool hasShape = true;
+    std::vector<std::string> dims;
+  };
+  std::vector<Port> inputs, outputs;
+  std::vector<std::string> symbols;
+};
+
+/// Reads the signature of the ONNX model at `path`. Returns false and sets
+/// `error` when the file is no model.
+bool describeSignature(llvm::StringRef path, Signature &signature,
+                       std::string &error);
 
 /// The ONNX op types the importer converts, sorted.
 std::vector<std::string> supportedOpTypes();
