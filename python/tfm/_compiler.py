@@ -4,6 +4,7 @@ interpreter down with it."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -95,6 +96,28 @@ def _shape_flags(shapes, model):
     return flags
 
 
+def _in_python_terms(message):
+    """tfmc's message with its --shape flags written as the shapes=
+    argument they came from: "--shape batch=N" becomes
+    "shapes={'batch': N}", a bare "--shape" "shapes="; the keyword options
+    by their keyword ("--dtype" as "dtype=")."""
+    def one(m):
+        name, value = m.group(1), m.group(2)
+        if "x" in value and not value.isidentifier():
+            value = "(" + value.replace("x", ", ") + ")"
+        elif ".." in value:
+            value = "(" + value.replace("..", ", ") + ")"
+        return f"shapes={{'{name}': {value}}}"
+    # A flag stands after a space, a parenthesis or a quote, never inside
+    # a path ("/tmp/a--b.onnx").
+    flag = r"(?<![\w/.-])--"
+    message = re.sub(flag + r"shape ([\w./:-]+)=(\S+?)(?=[\s),;]|$)", one,
+                     message)
+    message = re.sub(flag + r"shape\b", "shapes=", message)
+    return re.sub(flag + r"([a-z]+(?:-[a-z]+)*)(?==|\b)",
+                  lambda m: m.group(1).replace("-", "_") + "=", message)
+
+
 def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
             train=None, generate=None, fusion_report=False, **options):
     """Compiles an ONNX (or tfm MLIR) model and returns the loaded Module.
@@ -155,6 +178,7 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
         if source:
             # The file is ours, not the caller's: name what they gave.
             message = message.replace(source.name, "<the model's bytes>")
+        message = _in_python_terms(message)
         # Exit 2 is the CLI's usage error: an option tfm.compile was given.
         error = (InvalidArgument(message) if proc.returncode == 2
                  else CompileError(message))

@@ -147,6 +147,17 @@ def test_every_failure_is_an_exception_with_its_code(tmp_path):
     # Named as the caller gave it, not as the temporary file tfmc read.
     assert "'<the model's bytes>'" in e.value.message
     assert tempfile.gettempdir() not in e.value.message
+    # And the flags by the arguments they came from.
+    bert = os.path.join(os.environ["TFM_SOURCE_DIR"], "test", "models",
+                        "bert_opset13", "model.onnx")
+    with pytest.raises(tfm.CompileError) as e:
+        tfm.compile(bert)
+    assert "fix them by symbol (shapes={'batch': N} shapes={'sequence': N})" \
+        in e.value.message, e.value.message
+    assert "--shape" not in e.value.message
+    with pytest.raises(tfm.CompileError) as e:
+        tfm.compile(bert, shapes={"nope": 3})
+    assert "shapes= names 'nope'" in e.value.message, e.value.message
     assert e.value.exit_code == 1
     with pytest.raises(tfm.InvalidArgument) as e:
         tfm.compile(b"", target="gpu")
