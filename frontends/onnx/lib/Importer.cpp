@@ -717,23 +717,22 @@ LogicalResult Importer::resolveInputShapes(const onnx::GraphProto &graph,
   }
   if (failedInput)
     return failure();
-  // Sizes of 0 are legal (an empty past: --shape past=0), but a model whose
-  // every input is empty has nothing to compute, and fails later in some
-  // reshape that names neither the flag nor the size.
-  if (unresolved.empty() && !resolvedShapes.empty() &&
+  // Sizes of 0 are legal (an empty past: --shape past=0; ONNX's own tests
+  // of empty tensors), but a --shape of 0 that leaves every input empty
+  // leaves nothing to compute, and fails later in some reshape that names
+  // neither the flag nor the size.
+  SmallVector<std::string> zeros;
+  for (const auto &[symbol, size] : symbolSizes)
+    if (size == 0 && StringRef(symbolSource[symbol]).starts_with("--shape "))
+      zeros.push_back(symbol.str() + "=0");
+  if (unresolved.empty() && !zeros.empty() &&
       llvm::all_of(resolvedShapes, [](const auto &entry) {
         return entry.second.getNumElements() == 0;
       })) {
-    SmallVector<std::string> zeros;
-    for (const auto &[symbol, size] : symbolSizes)
-      if (size == 0)
-        zeros.push_back(symbol.str() + "=0");
     llvm::sort(zeros);
-    emitError(fileLoc) << "every input of the model is empty"
-                       << (zeros.empty()
-                               ? std::string()
-                               : " (--shape " + llvm::join(zeros, ", ") + ")")
-                       << ": there is nothing to compile; give sizes of at "
+    emitError(fileLoc) << "every input of the model is empty (--shape "
+                       << llvm::join(zeros, ", ")
+                       << "): there is nothing to compile; give sizes of at "
                           "least 1";
     return failure();
   }
