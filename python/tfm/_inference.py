@@ -13,6 +13,7 @@ import numpy as np
 
 from ._compiler import compile as _compile
 from ._errors import Error, FailedPrecondition, InvalidArgument, NotFound
+from ._session import DeviceTensor, load
 
 __all__ = ["InferenceSession", "IOBinding", "NodeArg", "ModelMetadata",
            "SessionOptions",
@@ -217,8 +218,8 @@ class IOBinding:
         return [self._results[n] for n in self._bound_outputs()]
 
     def copy_outputs_to_cpu(self):
-        return [o.numpy() if hasattr(o, "numpy") and not isinstance(
-            o, np.ndarray) else o for o in self.get_outputs()]
+        return [o.numpy() if isinstance(o, DeviceTensor) else o
+                for o in self.get_outputs()]
 
     def _bound_outputs(self):
         return self._outputs or [p.name for p in self._session._entry.outputs]
@@ -252,7 +253,6 @@ class InferenceSession:
             path = os.fspath(path_or_bytes)
             with open(path, "rb") as f:
                 data = f.read()
-        from ._session import load
         if data.startswith(b"\x7fELF"):
             # Already compiled: nothing to compile or cache.
             if path is None:

@@ -46,6 +46,16 @@ std::string resultName(func::FuncOp fn, unsigned i) {
   return valueName(fn.getResultAttrDict(i), "output_", i);
 }
 
+/// The range random integers for `values` are drawn from: indices within
+/// what the model accepts (negative ones count from the end where an op
+/// takes them; made-up ones are the plain kind), else small ones.
+std::pair<int64_t, int64_t> randomIntegerRange(const InputValues &values) {
+  if (values.kind != TFM_INPUT_VALUES_INDICES)
+    return {0, 10};
+  return {values.upper > 0 ? std::max<int64_t>(values.lower, 0) : values.lower,
+          values.upper};
+}
+
 /// A random value for `port`: floats in [-1, 1); indices within what the
 /// model reads them from, a mask all ones (a random one masks whole rows,
 /// and the outputs turn to NaN); other integers small, other booleans
@@ -53,14 +63,7 @@ std::string resultName(func::FuncOp fn, unsigned i) {
 Tensor randomInput(const Port &port, uint64_t seed) {
   Tensor t(port.kind, port.largest.empty() ? port.shape : port.largest);
   const InputValues &values = port.values;
-  // Negative indices count from the end where an op takes them; made-up
-  // ones are the plain kind.
-  int64_t lower = 0, upper = 10;
-  if (values.kind == TFM_INPUT_VALUES_INDICES) {
-    upper = values.upper;
-    lower =
-        values.upper > 0 ? std::max<int64_t>(values.lower, 0) : values.lower;
-  }
+  auto [lower, upper] = randomIntegerRange(values);
   for (int64_t i = 0; i < t.numElements(); ++i) {
     double u = tfm_rng_uniform(seed, i);
     if (values.kind == TFM_INPUT_VALUES_MASK && t.isInt())
@@ -102,12 +105,12 @@ std::string randomDescription(const Port &port) {
     return "all ones (a mask)";
   if (isFloatKind(port.kind))
     return "uniform in [-1, 1)";
-  if (values.kind == TFM_INPUT_VALUES_INDICES)
-    return "indices in [" +
-           std::to_string(values.upper > 0 ? std::max<int64_t>(values.lower, 0)
-                                           : values.lower) +
-           ", " + std::to_string(values.upper) + ")";
-  return port.kind == ElementKind::I1 ? "90% true" : "integers in [0, 10)";
+  if (port.kind == ElementKind::I1)
+    return "90% true";
+  auto [lower, upper] = randomIntegerRange(values);
+  return (values.kind == TFM_INPUT_VALUES_INDICES ? "indices in ["
+                                                  : "integers in [") +
+         std::to_string(lower) + ", " + std::to_string(upper) + ")";
 }
 
 /// Reads `DIR/PREFIX_N.pb` for N = 0, 1, ... until one is missing.

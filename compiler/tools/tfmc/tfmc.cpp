@@ -500,11 +500,9 @@ std::optional<std::string> headOf(StringRef path) {
 /// tag), which reports a file that is not one. Unreadable files count as
 /// MLIR, whose reader reports why it cannot open them. checkModelFile has
 /// refused the names that contradict their contents.
-ModelFormat modelFormat(StringRef path) {
-  std::optional<std::string> head = headOf(path);
-  if (!head || head->empty())
+ModelFormat formatOf(StringRef bytes) {
+  if (bytes.empty())
     return ModelFormat::mlir;
-  StringRef bytes(*head);
   if (bytes.starts_with("\x7f"
                         "ELF"))
     return ModelFormat::library;
@@ -514,6 +512,11 @@ ModelFormat modelFormat(StringRef path) {
     if (c < 0x20 && c != '\n' && c != '\r' && c != '\t')
       return ModelFormat::onnx;
   return ModelFormat::mlir;
+}
+
+ModelFormat modelFormat(StringRef path) {
+  std::optional<std::string> head = headOf(path);
+  return head ? formatOf(*head) : ModelFormat::mlir;
 }
 
 /// Refuses a model file that holds nothing, or whose contents contradict
@@ -528,7 +531,7 @@ bool checkModelFile(StringRef path, StringRef command) {
     error() << "'" << path << "' is empty: it holds no model\n";
     return false;
   }
-  ModelFormat format = modelFormat(path);
+  ModelFormat format = formatOf(*head);
   std::string ext = llvm::sys::path::extension(path).lower();
   bool onnxName = ext == ".onnx" || ext == ".pb",
        libraryName = ext == ".so" || StringRef(path).contains(".so."),

@@ -13,35 +13,6 @@ using namespace mlir::tfm;
 
 namespace {
 
-/// The range of indices `use` reads at, where its op reads that operand as
-/// indices: the bounds the op's run-time check holds them to.
-std::optional<std::pair<int64_t, int64_t>> indexRange(OpOperand &use) {
-  Operation *op = use.getOwner();
-  auto dim = [](Value v, int64_t axis) {
-    return cast<ShapedType>(v.getType()).getDimSize(axis);
-  };
-  if (auto e = dyn_cast<EmbeddingOp>(op))
-    if (use.get() == e.getIndices())
-      return std::pair<int64_t, int64_t>{0, dim(e.getTable(), 0)};
-  if (auto g = dyn_cast<GatherOp>(op))
-    if (use.get() == g.getIndices()) {
-      int64_t n = dim(g.getInput(), g.getAxis());
-      return std::pair<int64_t, int64_t>{-n, n};
-    }
-  if (auto c = dyn_cast<CrossEntropyOp>(op))
-    if (use.get() == c.getLabels()) {
-      auto logits = cast<ShapedType>(c.getLogits().getType());
-      return std::pair<int64_t, int64_t>{0, logits.getShape().back()};
-    }
-  if (auto u = dyn_cast<CacheUpdateOp>(op))
-    if (use.get() == u.getPosition()) {
-      int64_t room =
-          dim(u.getResult(), u.getAxis()) - dim(u.getValue(), u.getAxis());
-      return std::pair<int64_t, int64_t>{0, room + 1};
-    }
-  return std::nullopt;
-}
-
 /// Whether `op` passes its operand's values on unchanged (the same values,
 /// moved, repeated or cut) to its results.
 bool carriesValues(Operation *op) {
@@ -64,6 +35,44 @@ bool readsAsMask(OpOperand &use) {
 
 } // namespace
 
+std::optional<std::pair<int64_t, int64_t>>
+mlir::tfm::indexRangeOf(OpOperand &use) {
+  Operation *op = use.getOwner();
+  auto dim = [](Value v, int64_t axis) {
+    return cast<ShapedType>(v.getType()).getDimSize(axis);
+  };
+  if (auto e = dyn_cast<EmbeddingOp>(op))
+    if (&use == &e.getIndicesMutable())
+      return std::pair<int64_t, int64_t>{0, dim(e.getTable(), 0)};
+  if (auto g = dyn_cast<GatherOp>(op))
+    if (&use == &g.getIndicesMutable()) {
+      int64_t axis = g.getAxis();
+      if (axis < 0)
+        axis += g.getInput().getType().getRank();
+      // Negative indices count from the end.
+      int64_t n = dim(g.getInput(), axis);
+      return std::pair<int64_t, int64_t>{-n, n};
+    }
+  auto classes = [&](Value logits) {
+    return std::pair<int64_t, int64_t>{
+        0, cast<ShapedType>(logits.getType()).getShape().back()};
+  };
+  if (auto c = dyn_cast<CrossEntropyOp>(op))
+    if (&use == &c.getLabelsMutable())
+      return classes(c.getLogits());
+  if (auto c = dyn_cast<CrossEntropyGradOp>(op))
+    if (&use == &c.getLabelsMutable())
+      return classes(c.getLogits());
+  if (auto u = dyn_cast<CacheUpdateOp>(op))
+    if (&use == &u.getPositionMutable()) {
+      // A position past the room would write past the slot.
+      int64_t room =
+          dim(u.getResult(), u.getAxis()) - dim(u.getValue(), u.getAxis());
+      return std::pair<int64_t, int64_t>{0, room + 1};
+    }
+  return std::nullopt;
+}
+
 InputValues mlir::tfm::inputValuesOf(BlockArgument input) {
   InputValues values;
   auto type = dyn_cast<ShapedType>(input.getType());
@@ -77,7 +86,7 @@ InputValues mlir::tfm::inputValuesOf(BlockArgument input) {
     Value v = work.pop_back_val();
     for (OpOperand &use : v.getUses()) {
       Operation *op = use.getOwner();
-      if (auto range = indexRange(use)) {
+      if (auto range = indexRangeOf(use)) {
         values.lower =
             indices ? std::max(values.lower, range->first) : range->first;
         values.upper =

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+#include "tfm/IR/InputValues.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -57,14 +58,13 @@ Value positionOf(OpBuilder &ob, Location l, Value raw, int64_t size) {
 
 /// result[a..., i..., b...] = input[a..., indices[i...], b...], with
 /// negative indices counted from the end. The run stops at an index outside
-/// [lower, n), n being the size of the gathered dimension; the read position
-/// is clamped all the same, so no index can read outside the buffer.
+/// the range the op accepts (indexRangeOf); the read position is clamped all
+/// the same, so no index can read outside the buffer.
 LogicalResult lowerGatherLike(BufferizedEntry &e, Operation *op, Value input,
-                              Value indices, int64_t axis, int64_t lower,
-                              Value result) {
-  e.checkIndices(op, indices, lower,
-                 cast<ShapedType>(input.getType()).getDimSize(axis));
-  Value in = e.bufferOf(input), idx = e.bufferOf(indices);
+                              OpOperand &indices, int64_t axis, Value result) {
+  auto [lower, upper] = *indexRangeOf(indices);
+  e.checkIndices(op, indices.get(), lower, upper);
+  Value in = e.bufferOf(input), idx = e.bufferOf(indices.get());
   Value out = e.destination(result);
   auto inType = cast<MemRefType>(in.getType());
   auto idxType = cast<MemRefType>(idx.getType());
@@ -420,16 +420,14 @@ LogicalResult lowerPositionalEncoding(PositionalEncodingOp op,
 
 void mlir::tfm::populateDataMovementLowerings(OpLoweringSet &set) {
   set.add<EmbeddingOp>([](EmbeddingOp op, BufferizedEntry &e) {
-    return lowerGatherLike(e, op, op.getTable(), op.getIndices(), 0,
-                           /*lower=*/0, op.getResult());
+    return lowerGatherLike(e, op, op.getTable(), op.getIndicesMutable(), 0,
+                           op.getResult());
   });
   set.add<GatherOp>([](GatherOp g, BufferizedEntry &e) {
     int64_t axis = g.getAxis();
     if (axis < 0)
       axis += g.getInput().getType().getRank();
-    // Negative indices count from the end.
-    int64_t n = g.getInput().getType().getDimSize(axis);
-    return lowerGatherLike(e, g, g.getInput(), g.getIndices(), axis, -n,
+    return lowerGatherLike(e, g, g.getInput(), g.getIndicesMutable(), axis,
                            g.getResult());
   });
   set.add<ScatterNDOp>(lowerScatterND);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+#include "tfm/IR/InputValues.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -19,11 +20,12 @@ using namespace mlir::tfm;
 namespace {
 
 LogicalResult lowerCacheUpdate(CacheUpdateOp op, BufferizedEntry &e) {
-  RankedTensorType value = op.getValue().getType(), cache = op.getType();
+  RankedTensorType value = op.getValue().getType();
   int64_t axis = op.getAxis();
-  int64_t room = cache.getDimSize(axis) - value.getDimSize(axis);
   // A position past the room would write past the slot.
-  e.checkIndices(op, op.getPosition(), 0, room + 1);
+  auto [lower, upper] = *indexRangeOf(op.getPositionMutable());
+  e.checkIndices(op, op.getPosition(), lower, upper);
+  int64_t room = upper - 1;
   if (value.getNumElements() == 0)
     return success();
   Value slot = e.bufferOf(op.getResult());

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+#include "tfm/IR/InputValues.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -54,7 +55,8 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
   if (k == 0)
     return op.emitError("the ")
            << e.targetName() << " backend needs at least one class";
-  e.checkIndices(op, op.getLabels(), 0, k,
+  auto [lower, upper] = *indexRangeOf(op.getLabelsMutable());
+  e.checkIndices(op, op.getLabels(), lower, upper,
                  static_cast<int64_t>(op.getIgnoreIndex()));
   Value x = e.reshape(e.denseOf(op.getLogits()),
                       MemRefType::get({rows, k}, elem));
@@ -145,7 +147,8 @@ LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op, BufferizedEntry &e) {
            << " backend lowers the cross-entropy gradient for f32 logits "
               "only";
   int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
-  e.checkIndices(op, op.getLabels(), 0, k,
+  auto [lower, upper] = *indexRangeOf(op.getLabelsMutable());
+  e.checkIndices(op, op.getLabels(), lower, upper,
                  static_cast<int64_t>(op.getIgnoreIndex()));
   auto matrix = MemRefType::get({rows, k}, elem);
   Value x = e.reshape(e.denseOf(op.getLogits()), matrix);

@@ -14,9 +14,12 @@
 
 #include "tfm/abi.h"
 
+#include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/Value.h"
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 namespace mlir::tfm {
 
@@ -27,6 +30,12 @@ struct InputValues {
   /// indices accepts, [lower, upper).
   int64_t lower = 0, upper = 0;
 };
+
+/// Where `use` is an operand its op reads as indices (an embedding's or a
+/// gather's indices, a loss's labels, a cache position): the range
+/// [lower, upper) the op accepts, which the lowerings check at run time (a
+/// loss's ignore_index aside). None for any other operand.
+std::optional<std::pair<int64_t, int64_t>> indexRangeOf(OpOperand &use);
 
 /// What `input`, an argument of a function of tfm ops, takes: indices, where
 /// it reaches (through reshapes, transposes, slices, broadcasts and integer
