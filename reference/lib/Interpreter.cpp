@@ -641,7 +641,22 @@ FailureOr<Tensor> Interpreter::fromAttr(DenseElementsAttr dense) {
            std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
   Type elt = type.getElementType();
   size_t i = 0;
-  if (isa<FloatType>(elt)) {
+  // The common types read natively: a model's weights go through here when
+  // the importer folds (a transposed weight), and APFloat per element costs
+  // seconds on a large model.
+  if (elt.isF32()) {
+    for (float v : dense.getValues<float>())
+      t.data[i++] = v;
+  } else if (elt.isF64()) {
+    for (double v : dense.getValues<double>())
+      t.data[i++] = v;
+  } else if (elt.isSignlessInteger(64) || elt.isSignedInteger(64)) {
+    for (int64_t v : dense.getValues<int64_t>())
+      t.ints[i++] = v;
+  } else if (elt.isSignlessInteger(32) || elt.isSignedInteger(32)) {
+    for (int32_t v : dense.getValues<int32_t>())
+      t.ints[i++] = v;
+  } else if (isa<FloatType>(elt)) {
     for (APFloat v : dense.getValues<APFloat>())
       t.data[i++] = toDouble(v);
   } else if (elt.isInteger(1)) {
@@ -658,6 +673,26 @@ FailureOr<Tensor> Interpreter::fromAttr(DenseElementsAttr dense) {
 
 DenseElementsAttr Interpreter::toAttr(const Tensor &t, RankedTensorType type) {
   Type elt = type.getElementType();
+  int64_t n = t.numElements();
+  if (elt.isF32()) {
+    // Round to nearest even, as APFloat's conversion does.
+    std::vector<float> values(n);
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = static_cast<float>(t.get(i));
+    return DenseElementsAttr::get(type, ArrayRef<float>(values));
+  }
+  if (elt.isF64()) {
+    std::vector<double> values(n);
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = t.get(i);
+    return DenseElementsAttr::get(type, ArrayRef<double>(values));
+  }
+  if (elt.isSignlessInteger(64) || elt.isSignedInteger(64)) {
+    std::vector<int64_t> values(n);
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = t.getInt(i);
+    return DenseElementsAttr::get(type, ArrayRef<int64_t>(values));
+  }
   if (auto ft = dyn_cast<FloatType>(elt)) {
     SmallVector<APFloat> values;
     values.reserve(t.numElements());

@@ -14,6 +14,7 @@
 #include "Internal.h"
 #include "Search.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -39,6 +40,28 @@ struct TensorRef {
   tfm_tensor_t *t = nullptr;
   ~TensorRef() { tfm_tensor_release(t); }
 };
+
+/// The bytes of a 1 in a padding mask of `dtype` (an integer or a
+/// boolean, as the compiler takes masks), or 0 for another type.
+size_t maskOneBytes(int32_t dtype) {
+  switch (dtype) {
+  case TFM_DTYPE_I64:
+  case TFM_DTYPE_U64:
+    return 8;
+  case TFM_DTYPE_I32:
+  case TFM_DTYPE_U32:
+    return 4;
+  case TFM_DTYPE_I16:
+  case TFM_DTYPE_U16:
+    return 2;
+  case TFM_DTYPE_I8:
+  case TFM_DTYPE_U8:
+  case TFM_DTYPE_BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
 
 /// What the loop needs of a model compiled for generation.
 struct GenerationModel {
@@ -67,17 +90,23 @@ tfm_status_t describe(const tfm_module_s *module, GenerationModel &g) {
   // The compiler writes this layout (tfm/abi.h); check it rather than trust
   // it, since the entries' names are all that marks them.
   for (const tfm_abi_entry_t *e : {g.prefill, g.step}) {
-    bool ok = e->num_inputs == 2 && e->num_outputs >= 1 &&
+    bool ok = e->num_inputs >= 2 && e->num_outputs >= 1 &&
               e->inputs[0].rank == 2 && e->inputs[0].dtype == TFM_DTYPE_I64 &&
               e->inputs[1].rank == 0 && e->inputs[1].dtype == TFM_DTYPE_I64 &&
-              e->outputs[0].rank == 3 &&
-              e->outputs[0].dtype == TFM_DTYPE_F32 &&
+              e->outputs[0].rank == 3 && e->outputs[0].dtype == TFM_DTYPE_F32 &&
               e->outputs[0].dims[0] == e->inputs[0].dims[0] &&
               e->outputs[0].dims[1] == e->inputs[0].dims[1];
+    // Padding masks of the ids follow, over every position of the cache.
+    for (int32_t i = 2; ok && i < e->num_inputs; ++i)
+      ok = e->inputs[i].rank == 2 &&
+           e->inputs[i].dims[0] == e->inputs[0].dims[0] &&
+           e->inputs[i].dims[1] == g.maxLength &&
+           maskOneBytes(e->inputs[i].dtype) > 0;
     if (!ok)
       return makeStatus(TFM_STATUS_DATA_LOSS,
-                        "'{}': entry '{}' does not take token ids and a "
-                        "position to logits, as generation entries do",
+                        "'{}': entry '{}' does not take token ids, a "
+                        "position and padding masks to logits, as generation "
+                        "entries do",
                         module->path, e->name);
   }
   if (g.encode &&
@@ -127,9 +156,37 @@ public:
         id[r * width + c] = c < static_cast<int64_t>(row.size()) ? row[c] : 0;
     }
     *static_cast<int64_t *>(tfm_tensor_data(pos.t)) = position;
+    // Every position is kept: the prompt is one row's, unpadded, and the
+    // causal mask hides the positions not written yet.
+    std::vector<TensorRef> masks(e->num_inputs - 2);
+    std::vector<tfm_tensor_t *> in{ids.t, pos.t};
+    for (int32_t i = 2; i < e->num_inputs; ++i) {
+      TensorRef &m = masks[i - 2];
+      if (tfm_status_t s =
+              tfm_tensor_create(static_cast<tfm_dtype_t>(e->inputs[i].dtype),
+                                e->inputs[i].dims, 2, &m.t))
+        return s;
+      void *data = tfm_tensor_data(m.t);
+      size_t n =
+          static_cast<size_t>(e->inputs[i].dims[0] * e->inputs[i].dims[1]);
+      switch (maskOneBytes(e->inputs[i].dtype)) {
+      case 8:
+        std::fill_n(static_cast<int64_t *>(data), n, 1);
+        break;
+      case 4:
+        std::fill_n(static_cast<int32_t *>(data), n, 1);
+        break;
+      case 2:
+        std::fill_n(static_cast<int16_t *>(data), n, 1);
+        break;
+      default:
+        std::fill_n(static_cast<uint8_t *>(data), n, 1);
+        break;
+      }
+      in.push_back(m.t);
+    }
     std::vector<tfm_tensor_t *> outs(e->num_outputs, nullptr);
-    tfm_tensor_t *in[2] = {ids.t, pos.t};
-    tfm_status_t s = runEntry(session, e, in, 2, outs.data());
+    tfm_status_t s = runEntry(session, e, in.data(), in.size(), outs.data());
     if (s)
       return s;
     logits.t = outs[0];

@@ -123,7 +123,7 @@ module {
 // Tests that a model with more inputs than a source and the token ids is
 // refused.
 module {
-  // expected-error@+1 {{but it has 3 inputs that are not empty}}
+  // expected-error@+1 {{but it has 3 inputs that are neither empty nor masks}}
   func.func @infer(%src: tensor<1x4xi64>, %ids: tensor<1x4xi64>, %mask: tensor<1x4xi64>) -> tensor<1x4xi64> {
     return %ids : tensor<1x4xi64>
   }

@@ -122,7 +122,7 @@ module attributes {tfm.symbol_ranges = {s = array<i64: 1, 4>}} {
     %y = tfm.add %x, %one : (tensor<1x4x3xf32>, tensor<3xf32>) -> tensor<1x4x3xf32>
     %s = tfm.matmul %y, %y transpose_rhs : (tensor<1x4x3xf32>, tensor<1x4x3xf32>) -> tensor<1x4x4xf32>
     %e = tfm.relu %s : tensor<1x4x4xf32>
-    // expected-error@+1 {{a matmul sums over 's', and neither side is zero on the padding}}
+    // expected-error@+1 {{it sums over 's', and neither side is zero on the padding}}
     %o = tfm.matmul %e, %y : (tensor<1x4x4xf32>, tensor<1x4x3xf32>) -> tensor<1x4x3xf32>
     return %o : tensor<1x4x3xf32>
   }

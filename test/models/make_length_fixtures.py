@@ -16,6 +16,11 @@ the model at exactly that length.
              is not exact there, and the compile must say so
   lasttoken  the GPT's logits of the last position only (x[:, -1]): the
              last row of a bucket is padding, and the compile must say so
+  hf_gpt2    make_hf_gpt2_fixture.py's GPT-2 in Hugging Face's idiom
+             (Conv1D's view(-1, D) merges the batch with the positions,
+             an attention_mask input), untrained, at batch 2
+  mha        nn.MultiheadAttention with its default layout [S, B, D]
+             (the batch merged with the heads): a range of batches
 
 Writes test/models/lengths/<model>/{model.onnx, test_data_set_N/}.
 
@@ -83,6 +88,15 @@ def bert_inputs(b, s):
     return ids, mask
 
 
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(D, H, dropout=0.0)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
 def main():
     torch.manual_seed(0)
     seq = {1: "sequence"}
@@ -105,6 +119,16 @@ def main():
            {"x": seq, "output": {}}, [(torch.randn(2, 20, D),)])
     export("lasttoken", LastToken(gpt), (torch.randint(0, VOCAB, (2, 8)),), ["input_ids"],
            {"input_ids": seq, "output": {}}, [(torch.randint(0, VOCAB, (2, 20)),)])
+
+    import make_hf_gpt2_fixture  # noqa: E402
+    hf_len = make_hf_gpt2_fixture.MAXLEN
+    hf = make_hf_gpt2_fixture.GPT2()
+    export("hf_gpt2", hf, bert_inputs(2, 8), ["input_ids", "attention_mask"],
+           {"input_ids": both, "attention_mask": both, "output": both},
+           [bert_inputs(2, s) for s in (5, 11, 17, hf_len)])
+    export("mha", SelfAttention(), (torch.randn(8, 2, D),), ["x"],
+           {"x": {0: "sequence", 1: "batch"}, "output": {0: "sequence", 1: "batch"}},
+           [(torch.randn(8, b, D),) for b in (1, 3, 5, 8)])
     print("exported", sorted(os.listdir(OUT)))
 
 

@@ -13,10 +13,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShapeUtils.h"
+#include "tfm/IR/InputValues.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Reference/Interpreter.h"
 #include "tfm/Transforms/Passes.h"
-#include "ShapeUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -37,20 +38,23 @@ namespace {
 /// What an axis of a tensor stands for, followed from the token ids.
 enum class Role : uint8_t {
   None,
-  Batch, // the ids' axis 0, or the outer factor of an axis merged with it
-  Query, // the new tokens: S long in the model, C long in a step; an axis
-         // that merges the sequence with the axes after it (S·f long, as
-         // in [S·B, D]) has it too, and is C·f long in a step
-  Key,   // the positions attended to: the cache's length
+  Batch,      // the ids' axis 0, or the outer factor of an axis merged with it
+  Query,      // the new tokens: S long in the model, C long in a step; an axis
+              // that merges the sequence with the axes after it (S·f long, as
+              // in [S·B, D]) has it too, and is C·f long in a step
+  Key,        // the positions attended to: the cache's length
+  BatchQuery, // the batch merged with the query axis and the axes after
+              // it ([B·S, D], as a Conv1D's view(-1, D) makes): B·S·f
+              // long in the model, B·C·f in a step
 };
 using Roles = SmallVector<Role, 6>;
 
 class Deriver {
 public:
   Deriver(ModuleOp module, func::FuncOp forward, unsigned idsIndex,
-          int64_t length)
-      : module(module), forward(forward), idsIndex(idsIndex), length(length),
-        b(module.getContext()) {}
+          ArrayRef<unsigned> maskIndices, int64_t length)
+      : module(module), forward(forward), idsIndex(idsIndex),
+        maskIndices(maskIndices), length(length), b(module.getContext()) {}
 
   /// Adds @`name`, which computes `chunk` tokens at a time.
   LogicalResult build(StringRef name, int64_t chunk);
@@ -75,12 +79,14 @@ private:
   Value rows(Value v, int64_t axis);
   Value positions();
 
-  /// Ops whose operands `aligned` broadcast against the result, numpy-style:
-  /// result roles are the union of the operands'; an operand that is S long
+  /// The results' roles from the operand axes they are read from (the
+  /// op's axis map): the union of their roles. An operand that is S long
   /// where the result's axis is the query axis, but is not itself on it, is
   /// a tensor of positions and is read at the step's rows.
-  LogicalResult alignedOp(Operation &op, ArrayRef<unsigned> aligned,
-                          Roles &result);
+  LogicalResult combine(Operation &op, const AxisMap &map, Roles &result);
+  /// What the op does across an axis that follows the tokens: a product
+  /// over the query axis reads a cache (q · kᵀ the keys, p · v the values).
+  LogicalResult across(Operation &op, const AxisMap &map, Roles &result);
   /// Clones `op` with results of the step's types for `roles` (one per
   /// result, or one for all).
   Operation *cloneWith(Operation &op, ArrayRef<Roles> roles);
@@ -92,14 +98,19 @@ private:
   bool isCausalMask(Value mask, MaskKind kind);
   FailureOr<reference::Tensor> evaluate(Value v);
 
-  LogicalResult visitMatmul(MatmulOp op);
   LogicalResult visitMaskedSoftmax(MaskedSoftmaxOp op);
-  LogicalResult visitReshape(ReshapeOp op);
+  LogicalResult visitReshape(Operation &op, const AxisMap &map);
   Value cache(Operation &op, Value operand, int64_t axis, bool isKeys);
+  /// Replaces operand `operand` of `op` with the cache of it along `axis`.
+  LogicalResult cacheOperand(Operation &op, unsigned operand, int64_t axis,
+                             bool isKeys);
 
   ModuleOp module;
   func::FuncOp forward;
   unsigned idsIndex;
+  // Padding masks over the ids' positions ([batch, sequence], 1 where a
+  // position is kept): inputs of the steps over the whole cache.
+  SmallVector<unsigned> maskIndices;
   int64_t length, chunk = 1;
   OpBuilder b;
   IRMapping mapping;
@@ -142,7 +153,7 @@ RankedTensorType Deriver::stepType(Value original,
   auto t = cast<RankedTensorType>(original.getType());
   SmallVector<int64_t> shape(t.getShape());
   for (auto [i, r] : llvm::enumerate(axes))
-    if (r == Role::Query)
+    if (r == Role::Query || r == Role::BatchQuery)
       shape[i] = shape[i] / length * chunk;
   return t.clone(shape);
 }
@@ -168,41 +179,180 @@ Value Deriver::rows(Value v, int64_t axis) {
   return r;
 }
 
-LogicalResult Deriver::alignedOp(Operation &op, ArrayRef<unsigned> aligned,
-                                 Roles &result) {
-  auto rt = cast<RankedTensorType>(op.getResult(0).getType());
-  int64_t rank = rt.getRank();
-  result.assign(rank, Role::None);
-  for (unsigned i : aligned) {
-    Value v = op.getOperand(i);
-    Roles r = rolesOf(v);
-    int64_t lead = rank - static_cast<int64_t>(r.size());
-    for (auto [a, role] : llvm::enumerate(r)) {
+StringRef nameOf(Role r) {
+  switch (r) {
+  case Role::None:
+    return "no";
+  case Role::Batch:
+    return "batch";
+  case Role::Query:
+    return "query";
+  case Role::Key:
+    return "key";
+  case Role::BatchQuery:
+    return "batch-and-query";
+  }
+  return "";
+}
+
+bool isSequence(Role r) {
+  return r == Role::Query || r == Role::Key || r == Role::BatchQuery;
+}
+
+LogicalResult Deriver::combine(Operation &op, const AxisMap &map,
+                               Roles &result) {
+  for (unsigned i : map.whole)
+    if (hasRoles(op.getOperand(i)))
+      return fail(op, "it reads operand #" + Twine(i) +
+                          " whole (weights, a table, a norm's scale), and "
+                          "that follows the tokens");
+  result.assign(map.results.size(), Role::None);
+  for (auto [r, sources] : llvm::enumerate(map.results))
+    for (const OperandAxis &s : sources) {
+      Role role = rolesOf(op.getOperand(s.operand))[s.axis];
       if (role == Role::None)
         continue;
-      Role &out = result[lead + a];
-      if (out != Role::None && out != role)
-        return fail(op, "it mixes the query axis with the key axis");
-      out = role;
+      if (result[r] != Role::None && result[r] != role)
+        return fail(op, "it mixes the " + nameOf(result[r]) +
+                            " axis with the " + nameOf(role) + " axis");
+      result[r] = role;
     }
-  }
   replaced.clear();
-  for (unsigned i : aligned) {
-    Value v = op.getOperand(i);
-    Roles r = rolesOf(v);
-    ArrayRef<int64_t> shape = shapeOf(v);
-    int64_t lead = rank - static_cast<int64_t>(r.size());
-    for (int64_t a = 0; a < static_cast<int64_t>(r.size()); ++a) {
-      if (result[lead + a] != Role::Query || r[a] == Role::Query ||
-          shape[a] == 1)
+  SmallVector<unsigned> read;
+  for (auto [r, sources] : llvm::enumerate(map.results)) {
+    if (result[r] != Role::Query)
+      continue;
+    for (const OperandAxis &s : sources) {
+      Value v = op.getOperand(s.operand);
+      if (rolesOf(v)[s.axis] == Role::Query || shapeOf(v)[s.axis] == 1 ||
+          llvm::is_contained(read, s.operand))
         continue;
-      if (hasRoles(v) || shape[a] != length)
+      if (hasRoles(v) || shapeOf(v)[s.axis] != length)
         return fail(op, "an operand is as long as the sequence on the query "
                         "axis but does not follow the tokens");
-      replaced.push_back({i, rows(v, a)});
+      replaced.push_back({s.operand, rows(v, s.axis)});
+      read.push_back(s.operand);
+    }
+  }
+  return success();
+}
+
+LogicalResult Deriver::across(Operation &op, const AxisMap &map,
+                              Roles &result) {
+  for (const AxisUseOf &u : map.uses) {
+    Value v = op.getOperand(u.axis.operand);
+    Role role = rolesOf(v)[u.axis.axis];
+    switch (u.use) {
+    case AxisUse::Contracted: {
+      // Each pair once, from its lower operand.
+      if (u.partner->operand < u.axis.operand)
+        break;
+      Role other = rolesOf(op.getOperand(u.partner->operand))[u.partner->axis];
+      // p · v: the values, along the axis the weights sum over.
+      if (other == Role::Query && role == Role::Key) {
+        if (failed(cacheOperand(op, u.partner->operand, u.partner->axis,
+                                /*isKeys=*/false)))
+          return failure();
+        break;
+      }
+      if (role == Role::Query || other == Role::Query)
+        return fail(op, role == Role::Query
+                            ? Twine("it contracts over the query axis of its "
+                                    "first operand")
+                            : Twine("it contracts over the query axis of an "
+                                    "operand, but not against attention "
+                                    "weights"));
+      // A sum over the keys against what does not follow the tokens reads
+      // the whole cache's length, as the model does.
+      if ((role != Role::None && role != Role::Key) ||
+          (other != Role::None && other != Role::Key) ||
+          (role == Role::Key && other == Role::Key))
+        return fail(op, "it contracts over an axis that follows the tokens");
+      break;
+    }
+    case AxisUse::Summed:
+    case AxisUse::Reduced:
+      if (isSequence(role))
+        return fail(op, "it reduces over the sequence");
+      break;
+    case AxisUse::Normalized:
+      if (role == Role::Key)
+        return fail(op, "an attention has no causal mask, so a token would "
+                        "see the positions after it, which a cache does not "
+                        "hold yet");
+      if (role != Role::None)
+        return fail(op, "it normalizes over the " + nameOf(role) + " axis");
+      break;
+    case AxisUse::Indexed:
+      if (role != Role::None)
+        return fail(op, "it picks positions out of an axis that follows the "
+                        "tokens");
+      break;
+    case AxisUse::Sliced:
+      if (isSequence(role))
+        return fail(op, "it slices the sequence");
+      break;
+    case AxisUse::Split:
+      if (role != Role::None)
+        return fail(op, "it splits an axis that follows the tokens");
+      break;
+    case AxisUse::Concatenated:
+      if (isSequence(role))
+        return fail(op, "it concatenates along an axis that follows the "
+                        "tokens");
+      // Stacking along a batch axis of one (a past_key_values export's
+      // presents) keeps no batch there.
+      for (auto [r, sources] : llvm::enumerate(map.results))
+        if (llvm::is_contained(sources, u.axis))
+          result[r] = Role::None;
+      break;
+    case AxisUse::Ranked:
+      if (role != Role::None)
+        return fail(op, "it ranks over an axis that follows the tokens");
+      break;
+    case AxisUse::Windowed:
+      if (role != Role::None)
+        return fail(op, "it reads windows of an axis that follows the tokens "
+                        "(a convolution)");
       break;
     }
   }
+  // q · kᵀ: a result axis that only the second operand's query axis feeds
+  // is the keys attended to.
+  bool product = llvm::any_of(map.uses, [](const AxisUseOf &u) {
+    return u.use == AxisUse::Contracted;
+  });
+  if (!product)
+    return success();
+  for (auto [r, sources] : llvm::enumerate(map.results)) {
+    if (sources.size() != 1 || sources.front().operand == 0)
+      continue;
+    const OperandAxis &s = sources.front();
+    if (rolesOf(op.getOperand(s.operand))[s.axis] != Role::Query)
+      continue;
+    if (failed(cacheOperand(op, s.operand, s.axis, /*isKeys=*/true)))
+      return failure();
+    result[r] = Role::Key;
+  }
+  return success();
+}
+
+LogicalResult Deriver::cacheOperand(Operation &op, unsigned operand,
+                                    int64_t axis, bool isKeys) {
+  Value v = op.getOperand(operand);
+  Roles r = rolesOf(v);
+  for (int64_t a = 0; a < static_cast<int64_t>(r.size()); ++a)
+    if (a != axis && isSequence(r[a]))
+      return fail(op, "the keys or values are on the query axis twice");
+  if (r[axis] != Role::Query)
+    return fail(op, "the keys or values merge the query axis with another");
+  if (batch > 1 && r[0] != Role::Batch)
+    return fail(op, "the cached keys or values do not keep the batch as "
+                    "their outer axis, which a beam search reorders");
+  for (auto &[i, value] : replaced)
+    if (i == operand)
+      return fail(op, "the keys or values are read at the step's rows");
+  replaced.push_back({operand, cache(op, v, axis, isKeys)});
   return success();
 }
 
@@ -228,61 +378,6 @@ Value Deriver::cache(Operation &op, Value operand, int64_t axis,
                                  b.getStringAttr(name), mapping.lookup(operand),
                                  position, b.getI64IntegerAttr(axis),
                                  UnitAttr());
-}
-
-LogicalResult Deriver::visitMatmul(MatmulOp op) {
-  Roles lhs = rolesOf(op.getLhs()), rhs = rolesOf(op.getRhs());
-  int64_t lr = lhs.size(), rr = rhs.size();
-  if (lr < 2 || rr < 2)
-    return fail(*op, "a matmul of a vector follows the tokens");
-  auto [lm, lk, rk, rn] =
-      matmulAxes(lr, rr, op.getTransposeLhs(), op.getTransposeRhs());
-  int64_t rank = cast<RankedTensorType>(op.getType()).getRank();
-  Roles result(rank, Role::None);
-  // Batch dimensions broadcast: a row-wise product ([S, B, K] · [K, N])
-  // batches over the query axis of one operand, which the other lacks.
-  for (auto [r, n] : {std::make_pair(&lhs, lr), std::make_pair(&rhs, rr)})
-    for (int64_t a = 0; a < n - 2; ++a) {
-      if ((*r)[a] == Role::Key)
-        return fail(*op, "a matmul batches over the key axis");
-      if ((*r)[a] != Role::None)
-        result[rank - n + a] = (*r)[a];
-    }
-  for (auto [r, n, v] : {std::make_tuple(&lhs, lr, op.getLhs()),
-                         std::make_tuple(&rhs, rr, op.getRhs())})
-    for (int64_t a = 0; a < n - 2; ++a)
-      if (result[rank - n + a] == Role::Query && (*r)[a] != Role::Query &&
-          shapeOf(v)[a] != 1)
-        return fail(*op, "a matmul batches over the sequence against an "
-                         "operand that does not follow the tokens");
-  if (lhs[lk] == Role::Query)
-    return fail(*op, "a matmul contracts over the query axis of its left "
-                     "operand");
-  int64_t cached = -1;
-  bool isKeys = false;
-  if (rhs[rn] == Role::Query) {
-    cached = rn; // q · kᵀ: the keys
-    isKeys = true;
-  } else if (rhs[rk] == Role::Query) {
-    if (lhs[lk] != Role::Key)
-      return fail(*op, "a matmul contracts over the query axis of its right "
-                       "operand, but not against attention weights");
-    cached = rk; // p · v: the values
-  }
-  result[rank - 2] = lhs[lm];
-  result[rank - 1] = rhs[rn] == Role::Query ? Role::Key : rhs[rn];
-  replaced.clear();
-  if (cached >= 0) {
-    for (int64_t a = 0; a < rr; ++a)
-      if (a != cached && rhs[a] == Role::Query)
-        return fail(*op, "the keys or values are on the query axis twice");
-    if (batch > 1 && rhs[0] != Role::Batch)
-      return fail(*op, "the cached keys or values do not keep the batch as "
-                       "their outer axis, which a beam search reorders");
-    replaced.push_back({1, cache(*op, op.getRhs(), cached, isKeys)});
-  }
-  cloneWith(*op, {result});
-  return success();
 }
 
 FailureOr<reference::Tensor> Deriver::evaluate(Value v) {
@@ -338,9 +433,7 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   if (rank < 1)
     return fail(*op, "a masked softmax of a scalar follows the tokens");
   // The input and the mask broadcast against each other.
-  SmallVector<unsigned> aligned{0};
-  if (op.getMask())
-    aligned.push_back(1);
+  AxisMap map = op.getAxisMap();
   Roles result;
   if (in[rank - 1] != Role::Key) {
     // Over the source (cross-attention) or any axis of its own: row-wise.
@@ -349,7 +442,7 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
     if (op.getCausal())
       return fail(*op, "a causal mask over an axis that is not the "
                        "positions decoded");
-    if (failed(alignedOp(*op, aligned, result)))
+    if (failed(combine(*op, map, result)))
       return failure();
     cloneWith(*op, {result});
     return success();
@@ -368,7 +461,7 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   if (!op.getCausal() && !causalByValue)
     return fail(*op, "the attention is not causal, so a token would see the "
                      "positions after it, which a cache does not hold yet");
-  if (failed(alignedOp(*op, aligned, result)))
+  if (failed(combine(*op, map, result)))
     return failure();
   Value input = mapping.lookup(op.getInput());
   for (auto [i, v] : replaced)
@@ -429,34 +522,65 @@ LogicalResult Deriver::visitMaskedSoftmax(MaskedSoftmaxOp op) {
   return success();
 }
 
-LogicalResult Deriver::visitReshape(ReshapeOp op) {
-  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op);
-  Roles inRoles = rolesOf(op.getInput());
+LogicalResult Deriver::visitReshape(Operation &op, const AxisMap &map) {
+  Value input = op.getOperand(0);
+  ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(op.getResult(0));
+  Roles inRoles = rolesOf(input);
   Roles result(out.size(), Role::None);
-  for (auto [i, role] : llvm::enumerate(inRoles)) {
-    if (role == Role::None)
-      continue;
-    int64_t before = prefixProduct(in, i);
-    bool found = false;
-    for (size_t j = 0; j < out.size() && !found; ++j) {
-      if (prefixProduct(out, j) != before)
+  for (const ReshapeGroup &g : map.groups) {
+    // The role of the group's elements as one axis, outer factor first:
+    // a role, then axes of none (features) after it.
+    Role merged = Role::None;
+    bool noneBefore = false, noneSince = false;
+    for (int64_t i = g.inBegin; i < g.inEnd; ++i) {
+      if (in[i] == 1)
         continue;
-      // The axis keeps its outer factor: it merges with axes after it, or
-      // splits some of them off (the sequence stays outermost).
-      bool fits = out[j] % in[i] == 0 ||
-                  (role != Role::Batch && in[i] % out[j] == 0 &&
-                   out[j] % length == 0);
-      if (fits && result[j] == Role::None) {
-        result[j] = role;
-        found = true;
+      Role r = inRoles[i];
+      if (r == Role::None) {
+        noneBefore = noneBefore || merged == Role::None;
+        noneSince = merged != Role::None;
+        continue;
       }
+      if (r == Role::Batch && (noneBefore || merged != Role::None))
+        continue; // a batch inside another axis is no batch a beam reorders
+      if (noneBefore)
+        return fail(op, "a reshape merges the " + nameOf(r) +
+                            " axis inside another axis");
+      if (merged == Role::None)
+        merged = r;
+      else if (merged == Role::Batch && r == Role::Query && !noneSince)
+        merged = Role::BatchQuery;
+      else
+        return fail(op, "a reshape merges the " + nameOf(merged) +
+                            " axis with the " + nameOf(r) + " axis");
     }
-    if (!found && role != Role::Batch)
-      return fail(*op, "a reshape merges the " +
-                           Twine(role == Role::Query ? "query" : "key") +
-                           " axis with another");
+    if (merged == Role::None)
+      continue;
+    // The group's result axes: the outermost holds the role, or for the
+    // batch merged with the query, the batch then the query.
+    SmallVector<int64_t> axes;
+    for (int64_t j = g.outBegin; j < g.outEnd; ++j)
+      if (out[j] != 1)
+        axes.push_back(j);
+    auto place = [&](size_t k, Role r) {
+      if (k >= axes.size())
+        return false;
+      if ((r == Role::Query || r == Role::Key) && out[axes[k]] % length != 0)
+        return false;
+      if (r == Role::BatchQuery && out[axes[k]] % (batch * length) != 0)
+        return false;
+      result[axes[k]] = r;
+      return true;
+    };
+    bool placed = merged == Role::BatchQuery && !axes.empty() &&
+                          out[axes.front()] == batch
+                      ? place(0, Role::Batch) && place(1, Role::Query)
+                      : place(0, merged);
+    if (!placed)
+      return fail(op, "a reshape splits the " + nameOf(merged) +
+                          " axis across other axes");
   }
-  cloneWith(*op, {result});
+  cloneWith(op, {result});
   return success();
 }
 
@@ -492,137 +616,8 @@ LogicalResult Deriver::visit(Operation &op) {
     b.clone(op, mapping);
     return success();
   }
-  Roles result;
-
-  if (auto m = dyn_cast<MatmulOp>(op))
-    return visitMatmul(m);
   if (auto s = dyn_cast<MaskedSoftmaxOp>(op))
     return visitMaskedSoftmax(s);
-  if (auto r = dyn_cast<ReshapeOp>(op))
-    return visitReshape(r);
-
-  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp,
-          SelectOp, CastOp, ReluOp, GeluOp, BroadcastOp>(op) ||
-      (op.hasTrait<mlir::OpTrait::Elementwise>() && op.getNumResults() == 1)) {
-    SmallVector<unsigned> all;
-    for (unsigned i = 0; i < op.getNumOperands(); ++i)
-      all.push_back(i);
-    if (failed(alignedOp(op, all, result)))
-      return failure();
-    cloneWith(op, {result});
-    return success();
-  }
-  if (auto d = dyn_cast<DropoutOp>(op)) {
-    if (failed(alignedOp(op, {0}, result)))
-      return failure();
-    cloneWith(op, {result});
-    return success();
-  }
-  // A norm is row-wise over the axes before `axis`; its input (and, for
-  // add_layer_norm, the residual it adds first) decide the roles.
-  auto normalize = [&](ArrayRef<unsigned> aligned,
-                       int64_t axis) -> LogicalResult {
-    if (failed(alignedOp(op, aligned, result)))
-      return failure();
-    for (int64_t a = axisOf(axis, result.size());
-         a < static_cast<int64_t>(result.size()); ++a)
-      if (result[a] != Role::None)
-        return fail(op, "it normalizes over an axis that follows the tokens");
-    cloneWith(op, {result});
-    return success();
-  };
-  if (auto ln = dyn_cast<LayerNormOp>(op))
-    return normalize({0}, ln.getAxis());
-  if (auto ln = dyn_cast<AddLayerNormOp>(op))
-    return normalize({0, 1}, ln.getAxis());
-  if (isa<LinearOp, QKVProjectionOp>(op)) {
-    Roles in = rolesOf(op.getOperand(0));
-    if (hasRoles(op.getOperand(1)) ||
-        (op.getNumOperands() > 2 && hasRoles(op.getOperand(2))))
-      return fail(op, "its weights follow the tokens");
-    if (in.back() != Role::None)
-      return fail(op, "it contracts over an axis that follows the tokens");
-    cloneWith(op, {in});
-    return success();
-  }
-  if (auto e = dyn_cast<EmbeddingOp>(op)) {
-    if (hasRoles(e.getTable()))
-      return fail(op, "its table follows the tokens");
-    result = rolesOf(e.getIndices());
-    result.push_back(Role::None);
-    cloneWith(op, {result});
-    return success();
-  }
-  if (auto g = dyn_cast<GatherOp>(op)) {
-    Roles in = rolesOf(g.getInput()), idx = rolesOf(g.getIndices());
-    int64_t axis = axisOf(g.getAxis(), in.size());
-    if (in[axis] != Role::None)
-      return fail(op, "it picks positions out of an axis that follows the "
-                      "tokens");
-    result.assign(in.begin(), in.begin() + axis);
-    result.append(idx.begin(), idx.end());
-    result.append(in.begin() + axis + 1, in.end());
-    cloneWith(op, {result});
-    return success();
-  }
-  if (auto t = dyn_cast<TransposeOp>(op)) {
-    Roles in = rolesOf(t.getInput());
-    for (int64_t p : t.getPermutation())
-      result.push_back(in[p]);
-    cloneWith(op, {result});
-    return success();
-  }
-  if (auto s = dyn_cast<SoftmaxOp>(op)) {
-    Roles in = rolesOf(s.getInput());
-    int64_t axis = axisOf(s.getAxis(), in.size());
-    if (in[axis] == Role::Query)
-      return fail(op, "a softmax runs over the query axis");
-    if (in[axis] == Role::Key)
-      return fail(op, "an attention has no causal mask, so a token would see "
-                      "the positions after it, which a cache does not hold "
-                      "yet");
-    cloneWith(op, {in});
-    return success();
-  }
-  if (auto r = dyn_cast<ReduceOp>(op)) {
-    Roles in = rolesOf(r.getInput());
-    int64_t rank = in.size();
-    SmallVector<bool> reduced = axisSet(r.getAxes(), rank);
-    for (int64_t a = 0; a < rank; ++a) {
-      if (!reduced[a])
-        result.push_back(in[a]);
-      else if (in[a] == Role::Query || in[a] == Role::Key)
-        return fail(op, "it reduces over the sequence");
-      else if (r.getKeepdims())
-        result.push_back(Role::None);
-    }
-    cloneWith(op, {result});
-    return success();
-  }
-  if (auto s = dyn_cast<SliceOp>(op)) {
-    Roles in = rolesOf(s.getInput());
-    SmallVector<int64_t> sizes(s.getSizes());
-    for (auto [a, role] : llvm::enumerate(in)) {
-      if (role != Role::Query && role != Role::Key)
-        continue;
-      if (s.getStarts()[a] != 0 || s.getSteps()[a] != 1 ||
-          sizes[a] != shapeOf(s.getInput())[a])
-        return fail(op, "it slices the sequence");
-      if (role == Role::Query)
-        sizes[a] = chunk;
-    }
-    Operation *copy = cloneWith(op, {in});
-    cast<SliceOp>(copy).setSizes(sizes);
-    return success();
-  }
-  if (auto s = dyn_cast<SplitOp>(op)) {
-    Roles in = rolesOf(s.getInput());
-    int64_t axis = axisOf(s.getAxis(), in.size());
-    if (in[axis] != Role::None)
-      return fail(op, "it splits an axis that follows the tokens");
-    cloneWith(op, {in});
-    return success();
-  }
   if (auto c = dyn_cast<ConcatOp>(op)) {
     int64_t axis = axisOf(c.getAxis(), shapeOf(c).size());
     // An export with past_key_values, bound to an empty past: the
@@ -639,21 +634,26 @@ LogicalResult Deriver::visit(Operation &op) {
       roles[c.getResult()] = rolesOf(only);
       return success();
     }
-    SmallVector<unsigned> all;
-    for (unsigned i = 0; i < op.getNumOperands(); ++i)
-      all.push_back(i);
-    if (failed(alignedOp(op, all, result)))
-      return failure();
-    if (result[axis] == Role::Query || result[axis] == Role::Key)
-      return fail(op, "it concatenates along an axis that follows the tokens");
-    // Stacking along a batch axis of one (a past_key_values export's
-    // presents) keeps no batch there.
-    result[axis] = Role::None;
-    cloneWith(op, {result});
-    return success();
   }
-  return fail(op, "'" + op.getName().getStringRef() +
-                      "' would need a rule for how it treats the sequence");
+  FailureOr<AxisMap> map =
+      axisMapOf(op, [&](const Twine &why) { return fail(op, why); });
+  if (failed(map))
+    return failure();
+  if (map->isReshape)
+    return visitReshape(op, *map);
+  Roles result;
+  if (failed(combine(op, *map, result)) || failed(across(op, *map, result)))
+    return failure();
+  Operation *copy = cloneWith(op, {result});
+  // A slice keeps the whole query axis, which a step has C of.
+  if (auto s = dyn_cast<SliceOp>(copy)) {
+    SmallVector<int64_t> sizes(s.getSizes());
+    for (auto [a, role] : llvm::enumerate(result))
+      if (role == Role::Query || role == Role::BatchQuery)
+        sizes[a] = s.getType().getDimSize(a);
+    s.setSizes(sizes);
+  }
+  return success();
 }
 
 LogicalResult Deriver::build(StringRef name, int64_t c) {
@@ -669,11 +669,13 @@ LogicalResult Deriver::build(StringRef name, int64_t c) {
   batch = idsType.getDimSize(0);
   auto stepIds = idsType.clone({batch, chunk});
   auto positionType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
+  SmallVector<Type> inputs{stepIds, positionType};
+  for (unsigned m : maskIndices)
+    inputs.push_back(forward.getArgument(m).getType());
 
   b.setInsertionPointToEnd(module.getBody());
-  auto fn = b.create<func::FuncOp>(
-      forward.getLoc(), name,
-      FunctionType::get(ctx, {stepIds, positionType}, {}));
+  auto fn = b.create<func::FuncOp>(forward.getLoc(), name,
+                                   FunctionType::get(ctx, inputs, {}));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
   if (DictionaryAttr attrs = forward.getArgAttrDict(idsIndex))
@@ -681,13 +683,23 @@ LogicalResult Deriver::build(StringRef name, int64_t c) {
   fn.setArgAttr(0, "tfm.input_index", b.getI64IntegerAttr(0));
   fn.setArgAttr(1, "tfm.name", b.getStringAttr("position"));
   fn.setArgAttr(1, "tfm.input_index", b.getI64IntegerAttr(1));
-  fn->setAttr("tfm.num_graph_inputs", b.getI64IntegerAttr(2));
+  fn->setAttr("tfm.num_graph_inputs", b.getI64IntegerAttr(inputs.size()));
   mapping.map(ids, entry->getArgument(0));
   roles[ids] = {Role::Batch, Role::Query};
   position = entry->getArgument(1);
+  // A padding mask covers every position the cache holds: the keys.
+  for (auto [k, m] : llvm::enumerate(maskIndices)) {
+    unsigned at = 2 + k;
+    if (DictionaryAttr attrs = forward.getArgAttrDict(m))
+      fn.setArgAttrs(at, attrs);
+    fn.setArgAttr(at, "tfm.input_index", b.getI64IntegerAttr(at));
+    mapping.map(forward.getArgument(m), entry->getArgument(at));
+    roles[forward.getArgument(m)] = {Role::Batch, Role::Key};
+  }
   sourceSide.clear();
   for (BlockArgument a : forward.getArguments()) {
-    if (a.getArgNumber() == idsIndex)
+    if (a.getArgNumber() == idsIndex ||
+        llvm::is_contained(maskIndices, a.getArgNumber()))
       continue;
     auto t = cast<RankedTensorType>(a.getType());
     if (t.getNumElements() == 0)
@@ -739,6 +751,7 @@ LogicalResult Deriver::buildEncode() {
   SmallVector<BlockArgument> sources;
   for (BlockArgument a : forward.getArguments())
     if (a.getArgNumber() != idsIndex &&
+        !llvm::is_contained(maskIndices, a.getArgNumber()) &&
         cast<RankedTensorType>(a.getType()).getNumElements() != 0)
       sources.push_back(a);
   SmallVector<Type> types;
@@ -829,19 +842,45 @@ struct DeriveKVCachePass
     // The token ids: the last input that is not empty (a decoder's, after
     // an encoder's source); another one is the source, which @encode reads.
     // Empty inputs are a past_key_values export's past, bound to length 0.
-    SmallVector<unsigned> inputs;
-    for (BlockArgument a : fwd.getArguments())
-      if (auto t = dyn_cast<RankedTensorType>(a.getType());
-          !t || !t.hasStaticShape() || t.getNumElements() != 0)
+    // A mask input as large as the ids is their padding mask (Hugging
+    // Face's attention_mask), which the steps take over the whole cache.
+    SmallVector<unsigned> inputs, masks;
+    for (BlockArgument a : fwd.getArguments()) {
+      auto t = dyn_cast<RankedTensorType>(a.getType());
+      if (t && t.hasStaticShape() && t.getNumElements() == 0)
+        continue;
+      if (t && t.getRank() == 2 &&
+          inputValuesOf(a).kind == TFM_INPUT_VALUES_MASK)
+        masks.push_back(a.getArgNumber());
+      else
         inputs.push_back(a.getArgNumber());
+    }
     if (inputs.empty() || inputs.size() > 2) {
       fwd.emitError() << "cannot derive a KV cache: generation takes a model "
                          "whose inputs are the token ids, after a source for "
-                         "an encoder-decoder, but it has "
-                      << inputs.size() << " inputs that are not empty";
+                         "an encoder-decoder, and padding masks of the ids, "
+                         "but it has "
+                      << inputs.size()
+                      << " inputs that are neither empty nor masks";
       return signalPassFailure();
     }
     unsigned idsIndex = inputs.back();
+    auto ids = dyn_cast<RankedTensorType>(fwd.getArgument(idsIndex).getType());
+    // A mask of another shape (a source's) belongs to the source.
+    for (unsigned m : llvm::make_early_inc_range(masks))
+      if (!ids ||
+          fwd.getArgument(m).getType() !=
+              ids.clone(cast<RankedTensorType>(fwd.getArgument(m).getType())
+                            .getElementType())) {
+        inputs.insert(inputs.begin(), m);
+        llvm::erase(masks, m);
+      }
+    if (inputs.size() > 2) {
+      fwd.emitError() << "cannot derive a KV cache: an encoder-decoder takes "
+                         "one source input, but this model has "
+                      << inputs.size() - 1;
+      return signalPassFailure();
+    }
     if (inputs.size() == 2) {
       auto src = dyn_cast<RankedTensorType>(fwd.getArgument(inputs[0]).getType());
       if (!src || src.getRank() != 2 ||
@@ -852,7 +891,6 @@ struct DeriveKVCachePass
         return signalPassFailure();
       }
     }
-    auto ids = dyn_cast<RankedTensorType>(fwd.getArgument(idsIndex).getType());
     if (!ids || ids.getRank() != 2 ||
         !isa<IntegerType>(ids.getElementType()) || !ids.hasStaticShape()) {
       fwd.emitError() << "cannot derive a KV cache: the input must be token "
@@ -877,7 +915,7 @@ struct DeriveKVCachePass
         module.emitError() << "the module already has a @" << name;
         return signalPassFailure();
       }
-    Deriver deriver(module, fwd, idsIndex, length);
+    Deriver deriver(module, fwd, idsIndex, masks, length);
     if (failed(deriver.build("prefill", std::min(prefillChunk.getValue(),
                                                  length))) ||
         failed(deriver.build("decode_step", 1)) ||

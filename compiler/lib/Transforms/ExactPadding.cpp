@@ -42,17 +42,37 @@ using namespace mlir::tfm;
 
 namespace {
 
+/// One symbol's share of an axis: the axis is `before` times the symbol's
+/// size times `after` long, the symbol's index in the middle ([S·B, D] has
+/// after = B; [B·S, D] has before = B, its padded rows interleaved with
+/// real ones).
+struct Factor {
+  int symbol;
+  int64_t before = 1, after = 1;
+  bool operator==(const Factor &o) const {
+    return symbol == o.symbol && before == o.before && after == o.after;
+  }
+  bool operator!=(const Factor &o) const { return !(*this == o); }
+};
+
 /// What an axis holds past the run's size.
 struct Axis {
-  int symbol = -1;     // the dimension symbol it follows, or -1
-  bool merged = false; // the symbol is its outer factor ([S·B, D])
-  bool zero = false;   // exactly 0 at padded positions
+  // The symbols it follows, outermost first; none for an axis that does
+  // not change with the sizes.
+  SmallVector<Factor, 1> factors;
+  bool zero = false; // exactly 0 at padded positions
+
+  bool follows() const { return !factors.empty(); }
+  /// The symbol of an axis that is one symbol and nothing else, or -1.
+  int plainSymbol() const {
+    return factors.size() == 1 && factors[0].before == 1 &&
+                   factors[0].after == 1
+               ? factors[0].symbol
+               : -1;
+  }
+  int firstSymbol() const { return factors.empty() ? -1 : factors[0].symbol; }
 };
 using Axes = SmallVector<Axis, 6>;
-
-/// How an elementwise op keeps zeros: a product is zero where any factor
-/// is, a sum where every term is, a unary map where its operand is.
-enum class ZeroRule { none, any, all, first };
 
 class Prover {
 public:
@@ -75,10 +95,16 @@ private:
   Axes axesOf(Value v) const;
   bool follows(Value v) const;
   StringRef name(int symbol) const { return symbols[symbol].getValue(); }
+  /// How an axis is named in a message: its outermost symbol.
+  StringRef name(const Axis &a) const { return name(a.firstSymbol()); }
 
-  /// Numpy broadcasting of `operands` against the result's axes.
-  LogicalResult aligned(Operation &op, ArrayRef<unsigned> operands,
-                        ZeroRule zeros, Axes &result);
+  /// The results' axes from the axes they are read from (the op's axis
+  /// map), and what the op does across a padded axis.
+  LogicalResult combine(Operation &op, const AxisMap &map, Axes &result);
+  LogicalResult across(Operation &op, const AxisMap &map, Axes &result);
+  LogicalResult visitReshape(Operation &op, const AxisMap &map);
+  LogicalResult visitSoftmax(Operation &op, Value input, Value mask,
+                             MaskKind kind, bool causal, int64_t axis);
   void set(Operation &op, const Axes &axes) {
     for (Value r : op.getResults())
       followed[r] = axes;
@@ -87,11 +113,6 @@ private:
   /// `mask` (of `kind`); its kind is additive.
   Value withKeyMask(Location loc, Value mask, MaskKind kind, int symbol,
                     Type elementType);
-
-  LogicalResult visitMatmul(MatmulOp op);
-  LogicalResult visitSoftmax(Operation &op, Value input, Value mask,
-                             MaskKind kind, bool causal, int64_t axis);
-  LogicalResult visitReshape(ReshapeOp op);
 
   func::FuncOp fn;
   ArrayRef<StringAttr> symbols;
@@ -118,67 +139,142 @@ Axes Prover::axesOf(Value v) const {
 }
 
 bool Prover::follows(Value v) const {
-  return llvm::any_of(axesOf(v), [](const Axis &a) { return a.symbol >= 0; });
+  return llvm::any_of(axesOf(v), [](const Axis &a) { return a.follows(); });
 }
 
-LogicalResult Prover::aligned(Operation &op, ArrayRef<unsigned> operands,
-                              ZeroRule zeros, Axes &result) {
-  auto rt = cast<RankedTensorType>(op.getResult(0).getType());
-  int64_t rank = rt.getRank();
-  result.assign(rank, Axis());
-  SmallVector<int> zeroCount(rank, 0), present(rank, 0);
-  for (unsigned i : operands) {
-    Value v = op.getOperand(i);
-    Axes in = axesOf(v);
-    int64_t lead = rank - static_cast<int64_t>(in.size());
-    for (auto [a, axis] : llvm::enumerate(in)) {
-      if (shapeOf(v)[a] != 1)
-        ++present[lead + a];
-      if (axis.zero)
-        ++zeroCount[lead + a];
-      if (axis.symbol < 0)
+LogicalResult Prover::combine(Operation &op, const AxisMap &map, Axes &result) {
+  for (unsigned i : map.whole)
+    if (follows(op.getOperand(i)))
+      return fail(op, "it reads operand #" + Twine(i) +
+                          " whole (weights, a table, a norm's scale), and "
+                          "that follows the sizes");
+  result.assign(map.results.size(), Axis());
+  SmallVector<unsigned> operands;
+  for (const auto &sources : map.results)
+    for (const OperandAxis &s : sources)
+      if (!llvm::is_contained(operands, s.operand))
+        operands.push_back(s.operand);
+  for (auto [r, sources] : llvm::enumerate(map.results)) {
+    Axis &out = result[r];
+    for (const OperandAxis &s : sources) {
+      Axis in = axesOf(op.getOperand(s.operand))[s.axis];
+      if (!in.follows())
         continue;
-      Axis &out = result[lead + a];
-      if (out.symbol >= 0 &&
-          (out.symbol != axis.symbol || out.merged != axis.merged))
-        return fail(op, "it combines '" + name(out.symbol) + "' with '" +
-                            name(axis.symbol) + "' on one axis");
-      out.symbol = axis.symbol;
-      out.merged = axis.merged;
+      if (out.follows() && out.factors != in.factors)
+        return fail(op, "it combines '" + name(out) + "' with '" + name(in) +
+                            "' on one axis");
+      out.factors = in.factors;
     }
-  }
-  // An operand as long as a padded axis that does not follow it is a
-  // constant read there (a position table), unless it follows the sizes on
-  // another axis: then the two would mix positions.
-  for (unsigned i : operands) {
-    Value v = op.getOperand(i);
-    Axes in = axesOf(v);
-    int64_t lead = rank - static_cast<int64_t>(in.size());
-    for (auto [a, axis] : llvm::enumerate(in))
-      if (result[lead + a].symbol >= 0 && axis.symbol < 0 &&
-          shapeOf(v)[a] != 1 && follows(v))
-        return fail(op, "an operand is as long as '" +
-                            name(result[lead + a].symbol) +
-                            "' on an axis that does not follow it");
-  }
-  for (int64_t a = 0; a < rank; ++a) {
-    if (result[a].symbol < 0)
+    if (!out.follows())
       continue;
-    switch (zeros) {
+    // An operand as long as a padded axis that does not follow it is a
+    // constant read there (a position table), unless it follows the sizes
+    // on another axis: then the two would mix positions.
+    int zeros = 0, present = 0;
+    bool firstZero = false; // operand #0's
+    for (const OperandAxis &s : sources) {
+      Value v = op.getOperand(s.operand);
+      Axis in = axesOf(v)[s.axis];
+      if (!in.follows() && shapeOf(v)[s.axis] != 1 && follows(v))
+        return fail(op, "an operand is as long as '" + name(out) +
+                            "' on an axis that does not follow it");
+      ++present;
+      if (in.zero) {
+        ++zeros;
+        firstZero = firstZero || s.operand == 0;
+      }
+    }
+    switch (map.zeros) {
     case ZeroRule::none:
       break;
     case ZeroRule::any:
-      result[a].zero = zeroCount[a] > 0;
+      out.zero = zeros > 0;
       break;
     case ZeroRule::all:
-      result[a].zero = zeroCount[a] == static_cast<int>(operands.size());
+      // Every operand, including one that broadcasts along the axis.
+      out.zero = zeros == static_cast<int>(operands.size()) && present == zeros;
       break;
-    case ZeroRule::first: {
-      Axes first = axesOf(op.getOperand(operands.front()));
-      int64_t lead = rank - static_cast<int64_t>(first.size());
-      result[a].zero = a >= lead && first[a - lead].zero;
+    case ZeroRule::first:
+      out.zero = firstZero;
       break;
     }
+  }
+  return success();
+}
+
+LogicalResult Prover::across(Operation &op, const AxisMap &map, Axes &result) {
+  for (const AxisUseOf &u : map.uses) {
+    Value v = op.getOperand(u.axis.operand);
+    Axis in = axesOf(v)[u.axis.axis];
+    switch (u.use) {
+    case AxisUse::Contracted: {
+      // Each pair once, from its lower operand.
+      if (u.partner->operand < u.axis.operand)
+        break;
+      Value w = op.getOperand(u.partner->operand);
+      Axis other = axesOf(w)[u.partner->axis];
+      if (!in.follows() && !other.follows())
+        break;
+      if (in.follows() && other.follows() && in.factors != other.factors)
+        return fail(op, "it contracts '" + name(in) + "' against '" +
+                            name(other) + "'");
+      if (!(in.follows() && in.zero) && !(other.follows() && other.zero))
+        return fail(op, "it sums over '" + name(in.follows() ? in : other) +
+                            "', and neither side is zero on the padding "
+                            "(attention weights without a mask over it?)");
+      if ((!in.follows() && follows(v)) || (!other.follows() && follows(w)))
+        return fail(op, "it contracts a padded axis against one that does "
+                        "not follow it");
+      break;
+    }
+    case AxisUse::Summed:
+    case AxisUse::Reduced:
+      if (in.follows() && !(u.use == AxisUse::Summed && in.zero))
+        return fail(op, "it reduces over '" + name(in) +
+                            "' (a mean or a maximum over positions, or a sum "
+                            "that no mask input zeroes on the padding)");
+      break;
+    case AxisUse::Normalized:
+      if (in.follows())
+        return fail(op, "it normalizes over '" + name(in) + "'");
+      break;
+    case AxisUse::Indexed:
+    case AxisUse::Sliced: {
+      if (!in.follows())
+        break;
+      // Fixed positions below the smallest size served read no padding.
+      int s = in.plainSymbol();
+      if (s >= 0 && u.highest && *u.lowest >= 0 && *u.highest < served[s]) {
+        for (auto [r, sources] : llvm::enumerate(map.results))
+          if (llvm::is_contained(sources, u.axis))
+            result[r] = Axis();
+        break;
+      }
+      if (u.use == AxisUse::Indexed)
+        return fail(op, "it picks positions out of '" + name(in) +
+                            "' that may lie in the padding (the last "
+                            "token, counted from the end?)");
+      return fail(op, "it slices '" + name(in) +
+                          "' at positions that may lie in the padding");
+    }
+    case AxisUse::Split:
+      if (in.follows())
+        return fail(op, "it splits '" + name(in) + "'");
+      break;
+    case AxisUse::Concatenated:
+      if (in.follows())
+        return fail(op, "it concatenates along '" + name(in) +
+                            "', which would put padding between rows");
+      break;
+    case AxisUse::Ranked:
+      if (in.follows())
+        return fail(op, "it ranks over '" + name(in) + "'");
+      break;
+    case AxisUse::Windowed:
+      if (in.follows())
+        return fail(op, "it reads windows of '" + name(in) +
+                            "' (a convolution), which reach into the padding");
+      break;
     }
   }
   return success();
@@ -211,31 +307,29 @@ Value Prover::withKeyMask(Location loc, Value mask, MaskKind kind, int symbol,
 
 LogicalResult Prover::visitSoftmax(Operation &op, Value input, Value mask,
                                    MaskKind kind, bool causal, int64_t axis) {
-  Axes in = axesOf(input);
-  int64_t rank = in.size();
-  SmallVector<unsigned> operands{0};
-  if (mask)
-    operands.push_back(1);
+  int64_t rank = shapeOf(input).size();
   Axes result;
-  if (failed(aligned(op, operands, ZeroRule::none, result)))
+  if (failed(combine(op, cast<AxisMapOpInterface>(op).getAxisMap(), result)))
     return failure();
+  for (Axis &a : result)
+    a.zero = false;
   const Axis &keys = result[axis];
-  if (keys.symbol < 0) {
+  if (!keys.follows()) {
     set(op, result);
     return success();
   }
-  if (axis != rank - 1 || keys.merged)
-    return fail(op, "a softmax runs over '" + name(keys.symbol) +
+  int symbol = keys.plainSymbol();
+  if (axis != rank - 1 || symbol < 0)
+    return fail(op, "a softmax runs over '" + name(keys) +
                         "' on an axis that is not its last, or merged "
                         "with others");
   // A causal softmax over a query axis of the same size never reads a key
   // after its row: rows below n see no padding.
-  bool hidden = causal && rank >= 2 && result[rank - 2].symbol == keys.symbol &&
-                !result[rank - 2].merged;
+  bool hidden = causal && rank >= 2 && result[rank - 2].plainSymbol() == symbol;
   if (!hidden) {
     b.setInsertionPoint(&op);
     Value newMask =
-        withKeyMask(op.getLoc(), mask, kind, keys.symbol,
+        withKeyMask(op.getLoc(), mask, kind, symbol,
                     cast<RankedTensorType>(input.getType()).getElementType());
     FloatAttr scale = b.getF64FloatAttr(1.0);
     if (auto ms = dyn_cast<MaskedSoftmaxOp>(op))
@@ -255,75 +349,40 @@ LogicalResult Prover::visitSoftmax(Operation &op, Value input, Value mask,
   return success();
 }
 
-LogicalResult Prover::visitMatmul(MatmulOp op) {
-  Axes lhs = axesOf(op.getLhs()), rhs = axesOf(op.getRhs());
-  int64_t lr = lhs.size(), rr = rhs.size();
-  if (lr < 2 || rr < 2)
-    return fail(*op, "a matmul of a vector follows the sizes");
-  auto [lm, lk, rk, rn] =
-      matmulAxes(lr, rr, op.getTransposeLhs(), op.getTransposeRhs());
-  int64_t rank = cast<RankedTensorType>(op.getType()).getRank();
-  Axes result(rank);
-  for (auto [in, n] : {std::make_pair(&lhs, lr), std::make_pair(&rhs, rr)})
-    for (int64_t a = 0; a < n - 2; ++a) {
-      const Axis &axis = (*in)[a];
-      if (axis.symbol < 0)
-        continue;
-      Axis &out = result[rank - n + a];
-      if (out.symbol >= 0 && out.symbol != axis.symbol)
-        return fail(*op, "a matmul batches over two different symbols");
-      out.symbol = axis.symbol;
-      out.merged = axis.merged;
-    }
-  const Axis &l = lhs[lk], &r = rhs[rk];
-  if (l.symbol >= 0 || r.symbol >= 0) {
-    if (l.symbol >= 0 && r.symbol >= 0 &&
-        (l.symbol != r.symbol || l.merged != r.merged))
-      return fail(*op, "a matmul contracts '" + name(l.symbol) +
-                           "' against '" + name(r.symbol) + "'");
-    if (!(l.symbol >= 0 && l.zero) && !(r.symbol >= 0 && r.zero))
-      return fail(*op, "a matmul sums over '" +
-                           name(l.symbol >= 0 ? l.symbol : r.symbol) +
-                           "', and neither side is zero on the padding "
-                           "(attention weights without a mask over it?)");
-    if ((l.symbol < 0 && follows(op.getLhs())) ||
-        (r.symbol < 0 && follows(op.getRhs())))
-      return fail(*op, "a matmul contracts a padded axis against one that "
-                       "does not follow it");
-  }
-  result[rank - 2] = lhs[lm];
-  result[rank - 1] = rhs[rn];
-  set(*op, result);
-  return success();
-}
-
-LogicalResult Prover::visitReshape(ReshapeOp op) {
-  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op);
-  Axes inAxes = axesOf(op.getInput());
+LogicalResult Prover::visitReshape(Operation &op, const AxisMap &map) {
+  Value input = op.getOperand(0);
+  ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(op.getResult(0));
+  Axes inAxes = axesOf(input);
   Axes result(out.size());
-  for (auto [i, axis] : llvm::enumerate(inAxes)) {
-    if (axis.symbol < 0)
-      continue;
-    int64_t size = sizes[axis.symbol];
-    int64_t before = prefixProduct(in, i);
-    bool found = false;
-    for (size_t j = 0; j < out.size() && !found; ++j) {
-      // The axis keeps the symbol as its outer factor: it merges with the
-      // axes after it, or splits them off again.
-      if (prefixProduct(out, j) != before || out[j] % size != 0 ||
-          result[j].symbol >= 0)
-        continue;
-      if (out[j] == size && out[j] != in[i] && in[i] % size != 0)
-        continue;
-      result[j] = axis;
-      result[j].merged = out[j] != size;
-      found = true;
+  for (const ReshapeGroup &g : map.groups) {
+    // Each symbol's factor, wherever it lies in the group's elements
+    // (outermost first), must fall whole within one result axis.
+    int64_t outer = 1;
+    for (int64_t i = g.inBegin; i < g.inEnd; outer *= in[i++]) {
+      for (const Factor &f : inAxes[i].factors) {
+        int64_t size = sizes[f.symbol];
+        int64_t before = outer * f.before;
+        bool found = false;
+        int64_t p = 1;
+        for (int64_t j = g.outBegin; j < g.outEnd && !found; p *= out[j++]) {
+          if (before % p != 0 || (p * out[j]) % (before * size) != 0)
+            continue;
+          // Zero at a padded position of every factor it holds.
+          result[j].zero =
+              (result[j].factors.empty() || result[j].zero) && inAxes[i].zero;
+          result[j].factors.push_back(
+              {f.symbol, before / p, p * out[j] / (before * size)});
+          found = true;
+        }
+        // A symbol of size 1 here (a batch of one) is never padded in this
+        // bucket, and may vanish.
+        if (!found && size != 1)
+          return fail(op, "a reshape splits '" + name(f.symbol) +
+                              "' across two axes");
+      }
     }
-    if (!found)
-      return fail(*op, "a reshape moves '" + name(axis.symbol) +
-                           "' inside another axis");
   }
-  set(*op, result);
+  set(op, result);
   return success();
 }
 
@@ -332,11 +391,11 @@ LogicalResult Prover::visit(Operation &op) {
     for (Value v : ret.getOperands()) {
       SmallVector<int64_t> symbolsOf;
       for (const Axis &a : axesOf(v)) {
-        if (a.symbol >= 0 && a.merged)
-          return fail(op, "an output merges '" + name(a.symbol) +
+        if (a.follows() && a.plainSymbol() < 0)
+          return fail(op, "an output merges '" + name(a) +
                               "' with another axis, so its padded rows are "
                               "not a suffix the runtime can cut off");
-        symbolsOf.push_back(a.symbol);
+        symbolsOf.push_back(a.plainSymbol());
       }
       outputs.push_back(std::move(symbolsOf));
     }
@@ -344,193 +403,24 @@ LogicalResult Prover::visit(Operation &op) {
   }
   if (!llvm::any_of(op.getOperands(), [&](Value v) { return follows(v); }))
     return success();
-  Axes result;
-  auto all = [&] {
-    SmallVector<unsigned> operands;
-    for (unsigned i = 0; i < op.getNumOperands(); ++i)
-      operands.push_back(i);
-    return operands;
-  };
-
-  if (auto m = dyn_cast<MatmulOp>(op))
-    return visitMatmul(m);
-  if (auto r = dyn_cast<ReshapeOp>(op))
-    return visitReshape(r);
+  // A softmax over a padded axis gets a key mask.
   if (auto s = dyn_cast<MaskedSoftmaxOp>(op))
     return visitSoftmax(op, s.getInput(), s.getMask(), s.getMaskKind(),
                         s.getCausal(), shapeOf(s.getInput()).size() - 1);
   if (auto s = dyn_cast<SoftmaxOp>(op))
     return visitSoftmax(op, s.getInput(), Value(), MaskKind::none, false,
                         axisOf(s.getAxis(), shapeOf(s.getInput()).size()));
-  if (isa<MulOp>(op) || isa<AddOp, SubOp>(op) || isa<DivOp>(op) ||
-      isa<PowOp, MaxOp, MinOp, CompareOp, SelectOp>(op)) {
-    ZeroRule rule = isa<MulOp>(op)           ? ZeroRule::any
-                    : isa<AddOp, SubOp>(op) ? ZeroRule::all
-                    : isa<DivOp>(op)        ? ZeroRule::first
-                                            : ZeroRule::none;
-    if (failed(aligned(op, all(), rule, result)))
-      return failure();
-    set(op, result);
-    return success();
-  }
-  if (isa<CastOp, ReluOp, GeluOp, DropoutOp, BroadcastOp>(op)) {
-    if (failed(aligned(op, {0}, ZeroRule::first, result)))
-      return failure();
-    set(op, result);
-    return success();
-  }
-  if (op.hasTrait<mlir::OpTrait::Elementwise>() && op.getNumResults() == 1) {
-    if (failed(aligned(op, all(), ZeroRule::none, result)))
-      return failure();
-    set(op, result);
-    return success();
-  }
-  auto normalize = [&](ArrayRef<unsigned> operands,
-                       int64_t axis) -> LogicalResult {
-    if (failed(aligned(op, operands, ZeroRule::none, result)))
-      return failure();
-    for (int64_t a = axisOf(axis, result.size());
-         a < static_cast<int64_t>(result.size()); ++a)
-      if (result[a].symbol >= 0)
-        return fail(op, "it normalizes over '" + name(result[a].symbol) + "'");
-    set(op, result);
-    return success();
-  };
-  if (auto ln = dyn_cast<LayerNormOp>(op))
-    return normalize({0}, ln.getAxis());
-  if (auto ln = dyn_cast<AddLayerNormOp>(op))
-    return normalize({0, 1}, ln.getAxis());
-  if (isa<LinearOp, QKVProjectionOp>(op)) {
-    Axes in = axesOf(op.getOperand(0));
-    for (unsigned i = 1; i < op.getNumOperands(); ++i)
-      if (follows(op.getOperand(i)))
-        return fail(op, "its weights follow the sizes");
-    if (in.back().symbol >= 0)
-      return fail(op, "it contracts over '" + name(in.back().symbol) + "'");
-    for (Axis &a : in)
-      a.zero = false;
-    set(op, in);
-    return success();
-  }
-  if (auto e = dyn_cast<EmbeddingOp>(op)) {
-    if (follows(e.getTable()))
-      return fail(op, "its table follows the sizes");
-    result = axesOf(e.getIndices());
-    for (Axis &a : result)
-      a.zero = false;
-    result.push_back(Axis());
-    set(op, result);
-    return success();
-  }
-  if (auto g = dyn_cast<GatherOp>(op)) {
-    Axes in = axesOf(g.getInput()), idx = axesOf(g.getIndices());
-    int64_t axis = axisOf(g.getAxis(), in.size());
-    if (in[axis].symbol >= 0) {
-      // Fixed positions below the smallest size served read no padding.
-      DenseIntElementsAttr values;
-      bool below = matchPattern(g.getIndices(), m_Constant(&values)) &&
-                   !in[axis].merged;
-      if (below)
-        for (APInt v : values)
-          below = below && !v.isNegative() &&
-                  v.getSExtValue() < served[in[axis].symbol];
-      if (!below)
-        return fail(op, "it picks positions out of '" +
-                            name(in[axis].symbol) +
-                            "' that may lie in the padding (the last "
-                            "token, counted from the end?)");
-      in[axis] = Axis();
-    }
-    for (Axis &a : idx)
-      a.zero = false;
-    result.assign(in.begin(), in.begin() + axis);
-    result.append(idx.begin(), idx.end());
-    result.append(in.begin() + axis + 1, in.end());
-    set(op, result);
-    return success();
-  }
-  if (auto t = dyn_cast<TransposeOp>(op)) {
-    Axes in = axesOf(t.getInput());
-    for (int64_t p : t.getPermutation())
-      result.push_back(in[p]);
-    set(op, result);
-    return success();
-  }
-  if (auto r = dyn_cast<ReduceOp>(op)) {
-    Axes in = axesOf(r.getInput());
-    int64_t rank = in.size();
-    SmallVector<bool> reduced = axisSet(r.getAxes(), rank);
-    for (int64_t a = 0; a < rank; ++a) {
-      if (!reduced[a]) {
-        result.push_back(in[a]);
-        continue;
-      }
-      if (in[a].symbol >= 0 &&
-          !(r.getKind() == ReduceKind::sum && in[a].zero))
-        return fail(op, "it reduces over '" + name(in[a].symbol) +
-                            "' (a mean or a maximum over positions, or a sum "
-                            "that no mask input zeroes on the padding)");
-      if (r.getKeepdims())
-        result.push_back(Axis());
-    }
-    for (Axis &a : result)
-      a.zero = false;
-    set(op, result);
-    return success();
-  }
-  if (auto s = dyn_cast<SliceOp>(op)) {
-    Axes in = axesOf(s.getInput());
-    for (auto [a, axis] : llvm::enumerate(in)) {
-      if (axis.symbol < 0)
-        continue;
-      int64_t start = s.getStarts()[a], step = s.getSteps()[a],
-              size = s.getSizes()[a];
-      if (start == 0 && step == 1 && size == shapeOf(s.getInput())[a])
-        continue;
-      // Fixed positions below the smallest size served read no padding.
-      if (!axis.merged && step > 0 && size > 0 &&
-          start + (size - 1) * step < served[axis.symbol]) {
-        axis = Axis();
-        continue;
-      }
-      return fail(op, "it slices '" + name(axis.symbol) +
-                          "' at positions that may lie in the padding");
-    }
-    set(op, in);
-    return success();
-  }
-  if (auto s = dyn_cast<SplitOp>(op)) {
-    Axes in = axesOf(s.getInput());
-    if (in[axisOf(s.getAxis(), in.size())].symbol >= 0)
-      return fail(op, "it splits '" +
-                          name(in[axisOf(s.getAxis(), in.size())].symbol) +
-                          "'");
-    set(op, in);
-    return success();
-  }
-  if (auto c = dyn_cast<ConcatOp>(op)) {
-    if (failed(aligned(op, all(), ZeroRule::all, result)))
-      return failure();
-    int64_t axis = axisOf(c.getAxis(), result.size());
-    if (result[axis].symbol >= 0)
-      return fail(op, "it concatenates along '" +
-                          name(result[axis].symbol) +
-                          "', which would put padding between rows");
-    set(op, result);
-    return success();
-  }
-  if (auto t = dyn_cast<TopKOp>(op)) {
-    Axes in = axesOf(t.getInput());
-    int64_t axis = axisOf(t.getAxis(), in.size());
-    if (in[axis].symbol >= 0)
-      return fail(op, "it ranks over '" + name(in[axis].symbol) + "'");
-    for (Axis &a : in)
-      a.zero = false;
-    set(op, in);
-    return success();
-  }
-  return fail(op, "'" + op.getName().getStringRef() +
-                      "' has no rule for padded sizes yet");
+  FailureOr<AxisMap> map =
+      axisMapOf(op, [&](const Twine &why) { return fail(op, why); });
+  if (failed(map))
+    return failure();
+  if (map->isReshape)
+    return visitReshape(op, *map);
+  Axes result;
+  if (failed(combine(op, *map, result)) || failed(across(op, *map, result)))
+    return failure();
+  set(op, result);
+  return success();
 }
 
 LogicalResult Prover::run(ArrayRef<SmallVector<int64_t>> inputs) {
@@ -538,9 +428,11 @@ LogicalResult Prover::run(ArrayRef<SmallVector<int64_t>> inputs) {
   for (auto [i, symbolsOf] : llvm::enumerate(inputs)) {
     Axes axes(symbolsOf.size());
     for (auto [a, s] : llvm::enumerate(symbolsOf)) {
-      axes[a].symbol = s;
+      if (s < 0)
+        continue;
+      axes[a].factors.push_back({static_cast<int>(s)});
       // The runtime pads inputs with zeros.
-      axes[a].zero = s >= 0;
+      axes[a].zero = true;
     }
     followed[fn.getArgument(i)] = axes;
   }
@@ -680,6 +572,7 @@ void ExactPaddingPass::runOnOperation() {
     }
     SmallVector<bool> maskUsed(n, false);
     std::optional<SmallVector<SmallVector<int64_t>>> outputs;
+    SmallVector<int64_t> outputsFrom; // the sizes of the bucket they came from
     for (auto [i, fn] : llvm::enumerate(fns)) {
       // The sizes it serves: above the next smaller size of each symbol
       // among the buckets, or from the symbol's minimum.
@@ -704,12 +597,33 @@ void ExactPaddingPass::runOnOperation() {
         return signalPassFailure();
       for (size_t s = 0; s < n; ++s)
         maskUsed[s] = maskUsed[s] || prover.maskUsed[s];
-      if (outputs && *outputs != prover.outputs) {
-        fn.emitError() << "the buckets of '" << entry.getValue()
-                       << "' pad their outputs along different axes";
-        return signalPassFailure();
+      // A symbol that is 1 in a bucket may vanish in a reshape there (a
+      // batch of one): the other buckets say which output axis follows it.
+      auto agree = [&](int64_t mine, int64_t theirs, ArrayRef<int64_t> size,
+                       ArrayRef<int64_t> theirSize) {
+        return mine == theirs || (mine < 0 && size[theirs] == 1) ||
+               (theirs < 0 && theirSize[mine] == 1);
+      };
+      if (outputs) {
+        bool same = outputs->size() == prover.outputs.size();
+        for (size_t r = 0; same && r < outputs->size(); ++r) {
+          auto &mine = prover.outputs[r], &theirs = (*outputs)[r];
+          same = mine.size() == theirs.size();
+          for (size_t a = 0; same && a < mine.size(); ++a) {
+            same = agree(mine[a], theirs[a], sizes[i], outputsFrom);
+            if (same && theirs[a] < 0)
+              theirs[a] = mine[a];
+          }
+        }
+        if (!same) {
+          fn.emitError() << "the buckets of '" << entry.getValue()
+                         << "' pad their outputs along different axes";
+          return signalPassFailure();
+        }
+      } else {
+        outputs = prover.outputs;
+        outputsFrom = sizes[i];
       }
-      outputs = prover.outputs;
     }
     // An output axis whose length changes with the bucket must follow a
     // symbol, or the entry's outputs would have no fixed shape.

@@ -15,6 +15,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "tfm/Frontends/ONNX/Importer.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -39,18 +40,20 @@ std::optional<SizeRange> mlir::tfm::tfmc::parseSizeRange(StringRef spec,
 }
 
 SmallVector<int64_t> mlir::tfm::tfmc::bucketSizes(const SizeRange &range,
-                                                  unsigned perOctave) {
+                                                  unsigned perOctave,
+                                                  bool everySizeTo16) {
   // Every size up to 16 (where a run costs little more than its overhead,
   // and odd sizes run no faster than the next even one); above, `perOctave`
   // evenly spaced sizes per doubling, so a run pads by at most a factor of
-  // 1 + 1/perOctave.
+  // 1 + 1/perOctave. Without every size to 16, the doublings start at 1.
   SmallVector<int64_t> sizes;
   for (int64_t s = range.min; s <= range.max;) {
     sizes.push_back(s);
     int64_t octave = 1;
     while (octave * 2 <= s)
       octave *= 2;
-    int64_t step = s < 16 ? 1 : std::max<int64_t>(1, octave / perOctave);
+    int64_t step =
+        everySizeTo16 && s < 16 ? 1 : std::max<int64_t>(1, octave / perOctave);
     s = (s / step + 1) * step;
   }
   if (sizes.back() != range.max)
@@ -62,6 +65,12 @@ namespace {
 
 /// How many buckets make a compile long enough to say so first.
 constexpr size_t kBucketsWorthANote = 32;
+/// Sizes per doubling above 16 where one range is given and the user did
+/// not choose.
+constexpr unsigned kDefaultBucketsPerOctave = 8;
+/// The most buckets several ranges get where the user did not choose: a
+/// compile in well under 30 s for a model of GPT-2's size class.
+constexpr size_t kBucketBudget = 64;
 
 std::string bucketName(StringRef entry, ArrayRef<SizeRange> ranges,
                        ArrayRef<int64_t> sizes) {
@@ -73,14 +82,40 @@ std::string bucketName(StringRef entry, ArrayRef<SizeRange> ranges,
 
 } // namespace
 
-OwningOpRef<ModuleOp> mlir::tfm::tfmc::importBuckets(
-    MLIRContext *context, StringRef path,
-    const onnx_import::ImportOptions &base, ArrayRef<SizeRange> ranges,
-    unsigned perOctave) {
-  // Every combination of the ranges' bucket sizes.
-  SmallVector<SmallVector<int64_t>> perRange;
-  for (const SizeRange &r : ranges)
-    perRange.push_back(bucketSizes(r, perOctave));
+OwningOpRef<ModuleOp>
+mlir::tfm::tfmc::importBuckets(MLIRContext *context, StringRef path,
+                               const onnx_import::ImportOptions &base,
+                               ArrayRef<SizeRange> ranges,
+                               std::optional<unsigned> perOctave) {
+  // Every combination of the ranges' bucket sizes. Each bucket is a compile
+  // of the whole model (two ranges of a GPT-2 made 576 at the single
+  // range's default and took over two minutes), so unless the user chose,
+  // several ranges get as many sizes per doubling as keeps them within a
+  // budget.
+  auto gridOf = [&](unsigned n, bool everySizeTo16) {
+    SmallVector<SmallVector<int64_t>> perRange;
+    for (const SizeRange &r : ranges)
+      perRange.push_back(bucketSizes(r, n, everySizeTo16));
+    return perRange;
+  };
+  auto count = [](ArrayRef<SmallVector<int64_t>> perRange) {
+    size_t n = 1;
+    for (const auto &sizes : perRange)
+      n *= sizes.size();
+    return n;
+  };
+  unsigned chosen = perOctave.value_or(kDefaultBucketsPerOctave);
+  SmallVector<SmallVector<int64_t>> perRange = gridOf(chosen, true);
+  bool lowered = false;
+  if (!perOctave && count(perRange) > kBucketBudget) {
+    for (unsigned n : {4u, 2u, 1u}) {
+      chosen = n;
+      perRange = gridOf(n, false);
+      lowered = true;
+      if (count(perRange) <= kBucketBudget)
+        break;
+    }
+  }
   SmallVector<SmallVector<int64_t>> grid{{}};
   for (auto &sizes : perRange) {
     SmallVector<SmallVector<int64_t>> next;
@@ -91,21 +126,26 @@ OwningOpRef<ModuleOp> mlir::tfm::tfmc::importBuckets(
       }
     grid = std::move(next);
   }
-  // Each bucket is a compile of the whole model (two ranges of a GPT-2 made
-  // 576 and took over two minutes): say what the ranges cost before paying,
-  // on a terminal or not.
-  if (grid.size() >= kBucketsWorthANote) {
+  // Say what the ranges cost before paying, on a terminal or not.
+  if (grid.size() >= kBucketsWorthANote || lowered) {
     std::string sizes, flags;
     for (auto [r, range] : llvm::enumerate(ranges)) {
       sizes += (r ? " x " : "") + std::to_string(perRange[r].size());
       flags += (r ? ", " : "") + range.symbol + "=" +
                std::to_string(range.min) + ".." + std::to_string(range.max);
     }
-    llvm::WithColor::note(llvm::errs(), "tfmc")
-        << "--shape " << flags << " makes " << grid.size() << " buckets ("
-        << sizes << "), each a compile of the whole model; narrower ranges "
-        << "or a smaller --buckets-per-octave (now " << perOctave
-        << ") make fewer\n";
+    llvm::raw_ostream &note = llvm::WithColor::note(llvm::errs(), "tfmc");
+    note << "--shape " << flags << " makes " << grid.size() << " buckets ("
+         << sizes << "), each a compile of the whole model";
+    if (lowered)
+      note << "; to keep " << ranges.size() << " ranges within "
+           << kBucketBudget << " buckets, " << chosen
+           << " per doubling of each size, so a run pads by at most "
+           << llvm::format("%.2g", 1.0 + 1.0 / chosen)
+           << "x (--buckets-per-octave N chooses N per doubling above 16)\n";
+    else
+      note << "; narrower ranges or a smaller --buckets-per-octave (now "
+           << chosen << ") make fewer\n";
   }
   bool progress = grid.size() > 1;
   SmallVector<OwningOpRef<ModuleOp>> modules;

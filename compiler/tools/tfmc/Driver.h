@@ -56,21 +56,23 @@ struct SizeRange {
 std::optional<SizeRange> parseSizeRange(llvm::StringRef spec,
                                         std::string &error);
 
-/// The sizes compiled for `range`: each up to 16, then `perOctave` per
-/// doubling, and the range's maximum.
+/// The sizes compiled for `range`: `perOctave` per doubling (every size up
+/// to 16 where `everySizeTo16`), and the range's maximum.
 llvm::SmallVector<int64_t> bucketSizes(const SizeRange &range,
-                                       unsigned perOctave);
+                                       unsigned perOctave, bool everySizeTo16);
 
 /// Imports the ONNX model at `path` once per combination of the ranges'
 /// bucket sizes into one module, for tfm-exact-padding: each public
 /// function once per bucket, renamed `infer.sequence128` and marked
 /// `tfm.bucket_of`, the arguments' axes that follow a symbol named by
 /// `tfm.symbols`, and the ranges in `tfm.symbol_ranges`. Null (with
-/// diagnostics) when an import fails.
+/// diagnostics) when an import fails. `perOctave` is the user's
+/// --buckets-per-octave; without it, one range gets 8 and several as many
+/// as keep them within a budget of buckets, with a note.
 OwningOpRef<ModuleOp> importBuckets(MLIRContext *context, llvm::StringRef path,
                                     const onnx_import::ImportOptions &base,
                                     llvm::ArrayRef<SizeRange> ranges,
-                                    unsigned perOctave);
+                                    std::optional<unsigned> perOctave);
 
 /// Options of `tfmc generate`.
 struct GenerateOptions {

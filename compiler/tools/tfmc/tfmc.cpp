@@ -83,7 +83,8 @@ cl::opt<unsigned> bucketsPerOctave(
     "buckets-per-octave",
     cl::desc("With a range of sizes (--shape SYMBOL=LO..HI): the compiled "
              "sizes per doubling above 16, so a run pads by at most a factor "
-             "of 1 + 1/N"),
+             "of 1 + 1/N (default 8; several ranges: as many as keep them "
+             "within 64 buckets)"),
     cl::value_desc("N"), cl::init(8), cl::cat(modelCat));
 cl::list<std::string> binds(
     "bind",
@@ -439,16 +440,24 @@ bool checkForeignOptions(const Subcommand &active) {
         (active.shared2 &&
          llvm::is_contained(opt->Categories, active.shared2)))
       continue;
+    // Once per option, naming every subcommand it belongs to.
+    SmallVector<std::string> owners;
     for (const Subcommand &s : kSubcommands) {
       if (!s.category || &s == &active)
         continue;
       if (llvm::is_contained(opt->Categories, s.category) ||
-          (s.shared && llvm::is_contained(opt->Categories, s.shared))) {
-        error() << "option '--" << opt->ArgStr << "' belongs to 'tfmc "
-                << s.name << "', not to 'tfmc " << active.name << "'\n";
-        ok = false;
-      }
+          (s.shared && llvm::is_contained(opt->Categories, s.shared)) ||
+          (s.shared2 && llvm::is_contained(opt->Categories, s.shared2)))
+        owners.push_back("'tfmc " + std::string(s.name) + "'");
     }
+    if (owners.empty())
+      continue;
+    std::string list = owners.back();
+    if (owners.size() > 1)
+      list = llvm::join(ArrayRef(owners).drop_back(), ", ") + " and " + list;
+    error() << "option '--" << opt->ArgStr << "' belongs to " << list
+            << ", not to 'tfmc " << active.name << "'\n";
+    ok = false;
   }
   return ok;
 }
@@ -457,11 +466,15 @@ bool checkForeignOptions(const Subcommand &active) {
 /// error: message`, naming the node from its location.
 void printOnnxDiagnostic(Diagnostic &d, StringRef file) {
   std::string where = file.str();
-  if (auto name = dyn_cast<NameLoc>(d.getLocation())) {
-    where += ": node '" + name.getName().str() + "'";
-    if (auto op = dyn_cast<NameLoc>(name.getChildLoc()))
-      where += " (" + op.getName().str() + ")";
+  // An op that fusion made of several nodes is named by its first.
+  Location loc = d.getLocation();
+  while (auto fused = dyn_cast<FusedLoc>(loc)) {
+    if (fused.getLocations().empty())
+      break;
+    loc = fused.getLocations().front();
   }
+  if (isa<NameLoc>(loc))
+    where += ": " + mlir::tfm::describeLocation(loc);
   const char *severity = d.getSeverity() == DiagnosticSeverity::Error
                              ? "error"
                              : d.getSeverity() == DiagnosticSeverity::Warning
@@ -667,7 +680,9 @@ int withModel(MLIRContext &context, llvm::function_ref<int(ModuleOp)> body,
         ranges.empty()
             ? mlir::tfm::onnx_import::importFile(&context, inputFile, options)
             : importBuckets(&context, inputFile, options, ranges,
-                            bucketsPerOctave);
+                            bucketsPerOctave.getNumOccurrences()
+                                ? std::optional<unsigned>(bucketsPerOctave)
+                                : std::nullopt);
     importTimer.stop();
     if (!module || !hasEntry(*module))
       return kExitInputError;

@@ -2,7 +2,10 @@
 //
 // The differentiation interface: each op states its own vector-Jacobian
 // product, so `tfm-autodiff` is a plain reverse sweep that never needs to
-// know one op from another.
+// know one op from another. The axis-map interface: each op states how its
+// results' axes follow its operands', so the passes that follow one axis
+// through a model (tfm-exact-padding, tfm-derive-kv-cache) share one rule
+// per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,5 +41,22 @@ def Tfm_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
 
 def Tfm_Differentiable
     : DeclareOpInterfaceMethods<Tfm_DifferentiableOpInterface>;
+
+def Tfm_AxisMapOpInterface : OpInterface<"AxisMapOpInterface"> {
+  let cppNamespace = "::mlir::tfm";
+  let description = [{
+    An op that states, for its static shapes, which operand axes each
+    result axis is read from and which operand axes it reads across
+    (tfm/IR/AxisMap.h).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's axis map.
+      }],
+      "::mlir::tfm::AxisMap", "getAxisMap", (ins)>
+  ];
+}
+
+def Tfm_AxisMapped : DeclareOpInterfaceMethods<Tfm_AxisMapOpInterface>;
 
 #endif // TFM_IR_TFMINTERFACES_TD

@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "tfm/IR/AxisMap.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmEnums.h.inc"
 #include "tfm/IR/TfmInterfaces.h.inc"

@@ -19,7 +19,7 @@ include "mlir/IR/CommonAttrConstraints.td"
 //===----------------------------------------------------------------------===//
 
 def Tfm_MatmulOp : Tfm_PureOp<"matmul",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     Multiplies the two innermost dimensions of `lhs` and `rhs`; the leading
@@ -46,7 +46,7 @@ def Tfm_MatmulOp : Tfm_PureOp<"matmul",
 }
 
 def Tfm_LinearOp : Tfm_PureOp<"linear",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "affine projection x·Wᵀ + b, with an optional activation";
   let description = [{
     Computes `activation(input · weightᵀ + bias)` over the last dimension of
@@ -73,7 +73,7 @@ def Tfm_LinearOp : Tfm_PureOp<"linear",
   }];
 }
 
-def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [Tfm_Differentiable, InferTypeOpAdaptor]> {
+def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "2-D convolution with groups, padding, strides and dilations";
   let description = [{
     Computes, for image n, output channel m and position (y, x),
@@ -114,7 +114,8 @@ def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [Tfm_Differentiable, InferTypeOpAdaptor]
 
 class Tfm_BinaryOp<string mnemonic, string expr, list<Trait> traits = []>
     : Tfm_PureOp<mnemonic,
-                 !listconcat(traits, [InferTypeOpAdaptor, Tfm_Differentiable])> {
+                 !listconcat(traits, [InferTypeOpAdaptor, Tfm_Differentiable,
+                                     Tfm_AxisMapped])> {
   let summary = "elementwise " # expr # " with numpy broadcasting";
   let description = [{
     Computes `}] # expr # [{` elementwise.
@@ -144,7 +145,7 @@ def Tfm_PowOp : Tfm_BinaryOp<"pow", "lhs ^ rhs">;
 def Tfm_MaxOp : Tfm_BinaryOp<"max", "max(lhs, rhs)", [Commutative]>;
 def Tfm_MinOp : Tfm_BinaryOp<"min", "min(lhs, rhs)", [Commutative]>;
 
-def Tfm_CompareOp : Tfm_PureOp<"compare", [InferTypeOpAdaptor]> {
+def Tfm_CompareOp : Tfm_PureOp<"compare", [Tfm_AxisMapped, InferTypeOpAdaptor]> {
   let summary = "elementwise comparison with numpy broadcasting";
   let description = [{
     Computes `lhs <predicate> rhs` elementwise into an i1 tensor, with
@@ -165,7 +166,7 @@ def Tfm_CompareOp : Tfm_PureOp<"compare", [InferTypeOpAdaptor]> {
   }];
 }
 
-def Tfm_SelectOp : Tfm_PureOp<"select", [Tfm_Differentiable, InferTypeOpAdaptor]> {
+def Tfm_SelectOp : Tfm_PureOp<"select", [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "elementwise choice between two tensors by a boolean condition";
   let description = [{
     `result = condition ? true_value : false_value`, elementwise, with all
@@ -188,7 +189,7 @@ def Tfm_SelectOp : Tfm_PureOp<"select", [Tfm_Differentiable, InferTypeOpAdaptor]
   }];
 }
 
-def Tfm_CastOp : Tfm_PureOp<"cast", [Tfm_Differentiable]> {
+def Tfm_CastOp : Tfm_PureOp<"cast", [Tfm_AxisMapped, Tfm_Differentiable]> {
   let summary = "converts elements to another element type";
   let description = [{
     Converts every element: floats round to the nearest representable value,
@@ -213,7 +214,7 @@ def Tfm_CastOp : Tfm_PureOp<"cast", [Tfm_Differentiable]> {
 //===----------------------------------------------------------------------===//
 
 def Tfm_ReluOp : Tfm_PureOp<"relu",
-    [Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "rectified linear unit, max(x, 0)";
   let description = [{
     Shape rules: the result has the type of the input.
@@ -229,7 +230,7 @@ def Tfm_ReluOp : Tfm_PureOp<"relu",
 }
 
 def Tfm_GeluOp : Tfm_PureOp<"gelu",
-    [Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "gaussian error linear unit, exact or with the tanh approximation";
   let description = [{
     With `approximate = none` (the default) computes
@@ -252,7 +253,7 @@ def Tfm_GeluOp : Tfm_PureOp<"gelu",
 }
 
 def Tfm_SoftmaxOp : Tfm_PureOp<"softmax",
-    [Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "softmax along one axis";
   let description = [{
     Computes `exp(x - max(x)) / sum(exp(x - max(x)))` along `axis`
@@ -275,7 +276,7 @@ def Tfm_SoftmaxOp : Tfm_PureOp<"softmax",
 }
 
 def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "layer normalization over the trailing dimensions";
   let description = [{
     Normalizes `input` over the dimensions `[axis, rank)` to zero mean and
@@ -307,7 +308,7 @@ def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
 //===----------------------------------------------------------------------===//
 
 def Tfm_EmbeddingOp : Tfm_PureOp<"embedding",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "gathers rows of an embedding table by index";
   let description = [{
     `result[i..., :] = table[indices[i...], :]`. An index outside
@@ -354,7 +355,7 @@ def Tfm_PositionalEncodingOp : Tfm_PureOp<"positional_encoding"> {
 //===----------------------------------------------------------------------===//
 
 def Tfm_TransposeOp : Tfm_PureOp<"transpose",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "permutes the dimensions of a tensor";
   let description = [{
     `result.shape[i] = input.shape[permutation[i]]`, as numpy's `transpose`.
@@ -375,7 +376,7 @@ def Tfm_TransposeOp : Tfm_PureOp<"transpose",
   let hasCanonicalizer = 1;
 }
 
-def Tfm_ReshapeOp : Tfm_PureOp<"reshape", [Tfm_Differentiable]> {
+def Tfm_ReshapeOp : Tfm_PureOp<"reshape", [Tfm_AxisMapped, Tfm_Differentiable]> {
   let summary = "reinterprets a tensor with another shape of the same size";
   let description = [{
     Keeps the elements in row-major order and gives them the result's shape.
@@ -395,7 +396,7 @@ def Tfm_ReshapeOp : Tfm_PureOp<"reshape", [Tfm_Differentiable]> {
 }
 
 def Tfm_ConcatOp : Tfm_PureOp<"concat",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "joins tensors along one axis";
   let description = [{
     Shape rules: at least one input; all inputs have the same rank and
@@ -416,7 +417,7 @@ def Tfm_ConcatOp : Tfm_PureOp<"concat",
 }
 
 def Tfm_SplitOp : Tfm_PureOp<"split",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "cuts a tensor into consecutive pieces along one axis";
   let description = [{
     Result `i` holds `sizes[i]` consecutive slices of `input` along `axis`.
@@ -438,7 +439,7 @@ def Tfm_SplitOp : Tfm_PureOp<"split",
 }
 
 def Tfm_DropoutOp : Tfm_PureOp<"dropout",
-    [AllTypesMatch<["input", "result"]>, Tfm_Differentiable]> {
+    [Tfm_AxisMapped, AllTypesMatch<["input", "result"]>, Tfm_Differentiable]> {
   let summary = "zeroes elements at random in training; the identity otherwise";
   let description = [{
     Without `training` this is the identity (and folds away). With `training`,
@@ -470,7 +471,7 @@ def Tfm_DropoutOp : Tfm_PureOp<"dropout",
   let hasFolder = 1;
 }
 
-def Tfm_BroadcastOp : Tfm_PureOp<"broadcast", [Tfm_Differentiable]> {
+def Tfm_BroadcastOp : Tfm_PureOp<"broadcast", [Tfm_AxisMapped, Tfm_Differentiable]> {
   let summary = "repeats a tensor to a larger shape by numpy broadcasting";
   let description = [{
     Materializes the numpy broadcast of `input` to the result's shape (ONNX
@@ -490,7 +491,7 @@ def Tfm_BroadcastOp : Tfm_PureOp<"broadcast", [Tfm_Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tfm_SliceOp : Tfm_PureOp<"slice", [Tfm_Differentiable, InferTypeOpAdaptor]> {
+def Tfm_SliceOp : Tfm_PureOp<"slice", [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "takes a strided window of a tensor";
   let description = [{
     Along dimension `d`, result index `i` reads input index
@@ -515,7 +516,7 @@ def Tfm_SliceOp : Tfm_PureOp<"slice", [Tfm_Differentiable, InferTypeOpAdaptor]> 
   let hasFolder = 1;
 }
 
-def Tfm_GatherOp : Tfm_PureOp<"gather", [Tfm_Differentiable, InferTypeOpAdaptor]> {
+def Tfm_GatherOp : Tfm_PureOp<"gather", [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "gathers slices along one axis by index";
   let description = [{
     ONNX Gather: `result[a..., i..., b...] = input[a..., indices[i...], b...]`
@@ -569,7 +570,7 @@ def Tfm_ScatterNDOp : Tfm_PureOp<"scatter_nd", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tfm_TopKOp : Tfm_PureOp<"top_k", [InferTypeOpAdaptor]> {
+def Tfm_TopKOp : Tfm_PureOp<"top_k", [Tfm_AxisMapped, InferTypeOpAdaptor]> {
   let summary = "the k largest (or smallest) elements along an axis";
   let description = [{
     ONNX TopK: `values` holds the `k` largest elements of each line along
@@ -593,7 +594,7 @@ def Tfm_TopKOp : Tfm_PureOp<"top_k", [InferTypeOpAdaptor]> {
   }];
 }
 
-def Tfm_ReduceOp : Tfm_PureOp<"reduce", [Tfm_Differentiable, InferTypeOpAdaptor]> {
+def Tfm_ReduceOp : Tfm_PureOp<"reduce", [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "sum, mean, max or min over some axes";
   let description = [{
     Combines the elements along `axes` with `kind`. With `keepdims` the
@@ -683,7 +684,7 @@ def Tfm_CrossEntropyOp : Tfm_PureOp<"cross_entropy",
 //===----------------------------------------------------------------------===//
 
 def Tfm_QKVProjectionOp : Tfm_PureOp<"qkv_projection",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "one GEMM over concatenated projection weights, split into its parts";
   let description = [{
     Computes `y = input · weightᵀ + bias` once and splits the last dimension
@@ -710,7 +711,7 @@ def Tfm_QKVProjectionOp : Tfm_PureOp<"qkv_projection",
 }
 
 def Tfm_MaskedSoftmaxOp : Tfm_PureOp<"masked_softmax",
-    [Tfm_Differentiable, InferTypeOpAdaptor]> {
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "scale, mask and softmax over the last axis in one op";
   let description = [{
     Computes `softmax(scale · input ⊕ mask)` over the last axis. With
@@ -742,7 +743,7 @@ def Tfm_MaskedSoftmaxOp : Tfm_PureOp<"masked_softmax",
   let hasVerifier = 1;
 }
 
-def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_Differentiable]> {
+def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_AxisMapped, Tfm_Differentiable]> {
   let summary = "residual add followed by layer normalization";
   let description = [{
     Computes `s = input + residual` (numpy broadcasting) and
