@@ -149,11 +149,14 @@ mlir::tfm::tfmc::importBuckets(MLIRContext *context, StringRef path,
   }
   bool progress = grid.size() > 1;
   SmallVector<OwningOpRef<ModuleOp>> modules;
+  // The file and its weights are read once for every bucket.
+  onnx_import::ImportOptions shared = base;
+  shared.cache = onnx_import::makeImportCache();
   for (auto [k, sizes] : llvm::enumerate(grid)) {
     if (progress)
       showProgress("tfmc: importing bucket " + std::to_string(k + 1) +
                    " of " + std::to_string(grid.size()));
-    onnx_import::ImportOptions options = base;
+    onnx_import::ImportOptions options = shared;
     for (auto [r, s] : llvm::zip(ranges, sizes))
       options.inputShapes[r.symbol] = {s};
     OwningOpRef<ModuleOp> m = onnx_import::importFile(context, path, options);

@@ -462,6 +462,27 @@ static llvm::StringSet<> transposedWeightNames(const onnx::GraphProto &graph) {
   return names;
 }
 
+} // namespace
+
+struct mlir::tfm::onnx_import::ImportCache {
+  MLIRContext *context = nullptr;
+  std::string path;
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  /// The parsed model, where it needed no upgrade (an upgrade binds the
+  /// sizes first, so it differs per import).
+  std::unique_ptr<onnx::ModelProto> model;
+  /// Initializers by name: as they are, and transposed for a MatMul.
+  llvm::StringMap<DenseElementsAttr> initializers[2];
+  /// Constant 2-D transposes folded, by their operand.
+  DenseMap<Attribute, DenseElementsAttr> transposes;
+};
+
+std::shared_ptr<ImportCache> mlir::tfm::onnx_import::makeImportCache() {
+  return std::make_shared<ImportCache>();
+}
+
+namespace {
+
 class Importer {
 public:
   Importer(MLIRContext *ctx, StringRef fileName, const ImportOptions &options)
@@ -772,35 +793,49 @@ void Importer::foldConstants(ArrayRef<Operation *> ops,
       if (attr && type.getRank() == 2 &&
           t.getPermutation() == ArrayRef<int64_t>{1, 0} &&
           type.getElementTypeBitWidth() % 8 == 0) {
+        DenseElementsAttr result;
+        if (options.cache && options.cache->context == ctx)
+          result = options.cache->transposes.lookup(attr);
+        if (!result)
+          result = transpose2D(attr);
+        if (options.cache && options.cache->context == ctx)
+          options.cache->transposes[attr] = result;
         OpBuilder b(op);
-        Value folded =
-            b.create<arith::ConstantOp>(op->getLoc(), transpose2D(attr));
+        Value folded = b.create<arith::ConstantOp>(op->getLoc(), result);
         op->getResult(0).replaceAllUsesWith(folded);
         map[op->getResult(0)] = folded;
         dead.push_back(op);
         continue;
       }
     }
+    // Whether it folds at all before any operand is converted: a gather
+    // from an embedding table by the ids must not copy the table first.
+    auto constantOf = [](Value v) {
+      auto c = v.getDefiningOp<arith::ConstantOp>();
+      return c ? dyn_cast<DenseElementsAttr>(c.getValue())
+               : DenseElementsAttr();
+    };
+    if (op->getNumOperands() == 0 ||
+        !llvm::all_of(op->getOperands(),
+                      [&](Value v) { return constantOf(v); }))
+      continue;
+    int64_t total = 0;
+    for (Type t : op->getResultTypes())
+      total += cast<RankedTensorType>(t).getNumElements();
+    if (total > kMaxFoldedElements)
+      continue;
     bool allConstant = true;
     std::vector<reference::Tensor> operands;
     for (Value v : op->getOperands()) {
-      auto c = v.getDefiningOp<arith::ConstantOp>();
-      auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue())
-                    : DenseElementsAttr();
-      auto t = attr ? reference::Interpreter::fromAttr(attr)
-                    : FailureOr<reference::Tensor>(failure());
+      FailureOr<reference::Tensor> t =
+          reference::Interpreter::fromAttr(constantOf(v));
       if (failed(t)) {
         allConstant = false;
         break;
       }
       operands.push_back(std::move(*t));
     }
-    if (!allConstant || op->getNumOperands() == 0)
-      continue;
-    int64_t total = 0;
-    for (Type t : op->getResultTypes())
-      total += cast<RankedTensorType>(t).getNumElements();
-    if (total > kMaxFoldedElements)
+    if (!allConstant)
       continue;
     // A failure (an out-of-range index, say) leaves the op for the user to
     // see at run time rather than failing the import.
@@ -961,8 +996,16 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   for (const auto &init : graph.initializer()) {
     std::string error;
     bool transpose = transposeNames.contains(init.name());
+    DenseElementsAttr *cached =
+        options.cache && options.cache->context == ctx
+            ? &options.cache->initializers[transpose][init.name()]
+            : nullptr;
     DenseElementsAttr attr =
-        tensorToAttr(ctx, init, error, &external, transpose);
+        cached && *cached
+            ? *cached
+            : tensorToAttr(ctx, init, error, &external, transpose);
+    if (cached)
+      *cached = attr;
     if (!attr) {
       emitError(fileLoc) << "initializer: " << error;
       return {};
@@ -1064,6 +1107,12 @@ OwningOpRef<ModuleOp>
 mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
                                     StringRef fileName,
                                     const ImportOptions &options) {
+  ImportCache *cache = options.cache.get();
+  if (cache && cache->context == ctx && cache->model) {
+    Importer importer(ctx, fileName, options);
+    importer.setModelBytes(bytes);
+    return importer.run(*cache->model);
+  }
   onnx::ModelProto model;
   if (!parseModel(bytes, model)) {
     emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
@@ -1117,6 +1166,12 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
   }
   ctx->loadDialect<TfmDialect, func::FuncDialect, arith::ArithDialect,
                    math::MathDialect>();
+  if (cache && cache->context == ctx && opset >= onnx_io::kFirstNativeOpset) {
+    cache->model = std::make_unique<onnx::ModelProto>(std::move(model));
+    Importer importer(ctx, fileName, options);
+    importer.setModelBytes(bytes);
+    return importer.run(*cache->model);
+  }
   Importer importer(ctx, fileName, options);
   importer.setModelBytes(bytes);
   return importer.run(model);
@@ -1125,6 +1180,21 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
 OwningOpRef<ModuleOp>
 mlir::tfm::onnx_import::importFile(MLIRContext *ctx, StringRef path,
                                    const ImportOptions &options) {
+  if (ImportCache *cache = options.cache.get()) {
+    if (cache->context != ctx || cache->path != path || !cache->buffer) {
+      *cache = ImportCache();
+      auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+      if (!buffer) {
+        emitError(UnknownLoc::get(ctx))
+            << "cannot open '" << path << "': " << buffer.getError().message();
+        return {};
+      }
+      cache->context = ctx;
+      cache->path = path.str();
+      cache->buffer = std::move(*buffer);
+    }
+    return importBytes(ctx, cache->buffer->getBuffer(), path, options);
+  }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
   if (!buffer) {
     emitError(UnknownLoc::get(ctx)) << "cannot open '" << path

@@ -20,9 +20,17 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace mlir::tfm::onnx_import {
+
+/// What the imports of one model at several sizes share (tfmc's buckets of
+/// a range): the file, read and parsed once, and each initializer as an
+/// attribute, which no size changes. Opaque; make one with makeImportCache
+/// and give every import of the model the same one, in one MLIRContext.
+struct ImportCache;
+std::shared_ptr<ImportCache> makeImportCache();
 
 struct ImportOptions {
   /// Fixes graph inputs' dynamic dimensions: an input's NAME -> its full
@@ -55,6 +63,8 @@ struct ImportOptions {
   /// The folder that external data locations are relative to; empty means
   /// the model file's folder.
   std::string externalDataFolder;
+  /// Shared by imports of the same model at other sizes; none by default.
+  std::shared_ptr<ImportCache> cache;
 };
 
 /// Parses "NAME=2x128" (an input's shape) or "SYMBOL=N" (a dimension
