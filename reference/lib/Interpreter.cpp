@@ -17,6 +17,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -660,8 +661,16 @@ FailureOr<Tensor> Interpreter::fromAttr(DenseElementsAttr dense) {
     for (APFloat v : dense.getValues<APFloat>())
       t.data[i++] = toDouble(v);
   } else if (elt.isInteger(1)) {
-    for (bool v : dense.getValues<bool>())
-      t.data[i++] = v ? 1.0 : 0.0;
+    // Bit-packed, lowest bit first (a splat holds one value): a causal
+    // buffer per layer of a large model is millions of them.
+    if (dense.isSplat()) {
+      std::fill(t.data.begin(), t.data.end(),
+                dense.getSplatValue<bool>() ? 1.0 : 0.0);
+    } else {
+      ArrayRef<char> raw = dense.getRawData();
+      for (size_t n = t.data.size(); i < n; ++i)
+        t.data[i] = (raw[i / 8] >> (i % 8)) & 1 ? 1.0 : 0.0;
+    }
   } else {
     bool isUnsigned = elt.isUnsignedInteger();
     for (APInt v : dense.getValues<APInt>())
