@@ -510,6 +510,12 @@ private:
   /// which the caller erases once it has re-pointed its own references.
   void foldConstants(ArrayRef<Operation *> ops, DenseMap<Value, Value> &map,
                      SmallVectorImpl<Operation *> &dead);
+  /// The cache shared with imports at other sizes, where one is given for
+  /// this context.
+  ImportCache *cache() const {
+    return options.cache && options.cache->context == ctx ? options.cache.get()
+                                                          : nullptr;
+  }
 
   MLIRContext *ctx;
   std::string fileName;
@@ -782,24 +788,27 @@ void Importer::foldConstants(ArrayRef<Operation *> ops,
     if (isa<arith::ConstantOp>(op) || op->getNumResults() == 0 ||
         op->getBlock() == nullptr)
       continue;
+    auto constantOf = [](Value v) {
+      auto c = v.getDefiningOp<arith::ConstantOp>();
+      return c ? dyn_cast<DenseElementsAttr>(c.getValue())
+               : DenseElementsAttr();
+    };
     // A transposed weight (a tied head's wteᵀ) moves bytes: through the
     // interpreter's doubles it cost seconds and gigabytes on GPT-2.
     if (auto t = dyn_cast<TransposeOp>(op)) {
-      auto c = t.getInput().getDefiningOp<arith::ConstantOp>();
-      auto attr =
-          c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+      DenseElementsAttr attr = constantOf(t.getInput());
       auto type =
           attr ? cast<RankedTensorType>(attr.getType()) : RankedTensorType();
       if (attr && type.getRank() == 2 &&
           t.getPermutation() == ArrayRef<int64_t>{1, 0} &&
           type.getElementTypeBitWidth() % 8 == 0) {
         DenseElementsAttr result;
-        if (options.cache && options.cache->context == ctx)
-          result = options.cache->transposes.lookup(attr);
+        if (ImportCache *c = cache())
+          result = c->transposes.lookup(attr);
         if (!result)
           result = transpose2D(attr);
-        if (options.cache && options.cache->context == ctx)
-          options.cache->transposes[attr] = result;
+        if (ImportCache *c = cache())
+          c->transposes[attr] = result;
         OpBuilder b(op);
         Value folded = b.create<arith::ConstantOp>(op->getLoc(), result);
         op->getResult(0).replaceAllUsesWith(folded);
@@ -810,11 +819,6 @@ void Importer::foldConstants(ArrayRef<Operation *> ops,
     }
     // Whether it folds at all before any operand is converted: a gather
     // from an embedding table by the ids must not copy the table first.
-    auto constantOf = [](Value v) {
-      auto c = v.getDefiningOp<arith::ConstantOp>();
-      return c ? dyn_cast<DenseElementsAttr>(c.getValue())
-               : DenseElementsAttr();
-    };
     if (op->getNumOperands() == 0 ||
         !llvm::all_of(op->getOperands(),
                       [&](Value v) { return constantOf(v); }))
@@ -997,9 +1001,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     std::string error;
     bool transpose = transposeNames.contains(init.name());
     DenseElementsAttr *cached =
-        options.cache && options.cache->context == ctx
-            ? &options.cache->initializers[transpose][init.name()]
-            : nullptr;
+        cache() ? &cache()->initializers[transpose][init.name()] : nullptr;
     DenseElementsAttr attr =
         cached && *cached
             ? *cached
@@ -1107,12 +1109,16 @@ OwningOpRef<ModuleOp>
 mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
                                     StringRef fileName,
                                     const ImportOptions &options) {
-  ImportCache *cache = options.cache.get();
-  if (cache && cache->context == ctx && cache->model) {
+  ImportCache *cache = options.cache && options.cache->context == ctx
+                           ? options.cache.get()
+                           : nullptr;
+  auto runOn = [&](const onnx::ModelProto &model) {
     Importer importer(ctx, fileName, options);
     importer.setModelBytes(bytes);
-    return importer.run(*cache->model);
-  }
+    return importer.run(model);
+  };
+  if (cache && cache->model)
+    return runOn(*cache->model);
   onnx::ModelProto model;
   if (!parseModel(bytes, model)) {
     emitError(FileLineColLoc::get(ctx, fileName, 0, 0))
@@ -1166,15 +1172,10 @@ mlir::tfm::onnx_import::importBytes(MLIRContext *ctx, StringRef bytes,
   }
   ctx->loadDialect<TfmDialect, func::FuncDialect, arith::ArithDialect,
                    math::MathDialect>();
-  if (cache && cache->context == ctx && opset >= onnx_io::kFirstNativeOpset) {
-    cache->model = std::make_unique<onnx::ModelProto>(std::move(model));
-    Importer importer(ctx, fileName, options);
-    importer.setModelBytes(bytes);
-    return importer.run(*cache->model);
-  }
-  Importer importer(ctx, fileName, options);
-  importer.setModelBytes(bytes);
-  return importer.run(model);
+  if (!cache || opset < onnx_io::kFirstNativeOpset)
+    return runOn(model);
+  cache->model = std::make_unique<onnx::ModelProto>(std::move(model));
+  return runOn(*cache->model);
 }
 
 OwningOpRef<ModuleOp>
