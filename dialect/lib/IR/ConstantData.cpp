@@ -22,6 +22,41 @@ MutableArrayRef<char> scratch(size_t bytes) {
   }
   return {buffer.get(), bytes};
 }
+
+/// The constant of `outType` whose element i is element `source(i)` of
+/// `input`. A folded causal buffer ([1, 1, 1024, 1024] booleans, sliced to
+/// the sequence in every layer of every bucket) reads only the elements it
+/// keeps, byte-wise: through the interpreter's doubles it paged in 8 MB a
+/// fold, 0.3 s of each bucket of a GPT-2.
+template <typename SourceIndex>
+DenseElementsAttr pick(DenseElementsAttr input, RankedTensorType outType,
+                       SourceIndex source) {
+  if (input.isSplat())
+    return input.resizeSplat(outType);
+  int64_t n = outType.getNumElements();
+  if (input.getElementType().isInteger(1)) {
+    // Booleans are packed one bit each, so they are read as values.
+    auto values = input.getValues<bool>();
+    SmallVector<bool> out(n);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = values[source(i)];
+    return DenseElementsAttr::get(outType, ArrayRef<bool>(out));
+  }
+  size_t width = input.getElementType().getIntOrFloatBitWidth() / 8;
+  ArrayRef<char> raw = input.getRawData();
+  MutableArrayRef<char> out = scratch(n * width);
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(&out[i * width], &raw[source(i) * width], width);
+  return DenseElementsAttr::getFromRawBuffer(outType, out);
+}
+
+/// Row-major strides of `shape`.
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
 } // namespace
 
 DenseElementsAttr mlir::tfm::transpose2D(DenseElementsAttr weight) {
@@ -87,3 +122,50 @@ DenseElementsAttr mlir::tfm::concatRows(ArrayRef<DenseElementsAttr> parts) {
       RankedTensorType::get(shape, first.getElementType()), out);
 }
 
+DenseElementsAttr mlir::tfm::sliceConstant(DenseElementsAttr input,
+                                           ArrayRef<int64_t> starts,
+                                           ArrayRef<int64_t> sizes,
+                                           ArrayRef<int64_t> steps) {
+  auto type = cast<RankedTensorType>(input.getType());
+  auto outType = RankedTensorType::get(sizes, type.getElementType());
+  SmallVector<int64_t> in = stridesOf(type.getShape());
+  SmallVector<int64_t> out = stridesOf(sizes);
+  return pick(input, outType, [&](int64_t i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      int64_t index = i / out[d];
+      i %= out[d];
+      at += (starts[d] + index * steps[d]) * in[d];
+    }
+    return at;
+  });
+}
+
+DenseElementsAttr mlir::tfm::gatherConstant(DenseElementsAttr input,
+                                            DenseElementsAttr indices,
+                                            int64_t axis) {
+  auto type = cast<RankedTensorType>(input.getType());
+  int64_t extent = type.getDimSize(axis);
+  SmallVector<int64_t> picked;
+  for (const APInt &v : indices.getValues<APInt>()) {
+    int64_t index = v.getSExtValue();
+    if (index < -extent || index >= extent)
+      return {};
+    picked.push_back(index < 0 ? index + extent : index);
+  }
+  // The result is [outer, picked, inner] with the input read as
+  // [outer, extent, inner].
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < type.getRank(); ++d)
+    inner *= type.getDimSize(d);
+  SmallVector<int64_t> shape(type.getShape().take_front(axis));
+  llvm::append_range(shape,
+                     cast<RankedTensorType>(indices.getType()).getShape());
+  llvm::append_range(shape, type.getShape().drop_front(axis + 1));
+  auto outType = RankedTensorType::get(shape, type.getElementType());
+  int64_t count = static_cast<int64_t>(picked.size());
+  return pick(input, outType, [&](int64_t i) {
+    int64_t within = i % inner, row = i / inner;
+    return ((row / count) * extent + picked[row % count]) * inner + within;
+  });
+}

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/IR/ConstantData.h"
 #include "tfm/IR/TfmOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -87,7 +88,9 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor) {
   return {};
 }
 
-OpFoldResult SliceOp::fold(FoldAdaptor) {
+OpFoldResult SliceOp::fold(FoldAdaptor a) {
+  if (auto input = dyn_cast_or_null<DenseElementsAttr>(a.getInput()))
+    return sliceConstant(input, getStarts(), getSizes(), getSteps());
   // A slice that reads every element in order is the identity.
   if (getInput().getType() != getType())
     return {};
@@ -95,6 +98,17 @@ OpFoldResult SliceOp::fold(FoldAdaptor) {
     if (start != 0 || step != 1)
       return {};
   return getInput();
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  auto input = dyn_cast_or_null<DenseElementsAttr>(a.getInput());
+  auto indices = dyn_cast_or_null<DenseElementsAttr>(a.getIndices());
+  if (!input || !indices)
+    return {};
+  int64_t axis = getAxis();
+  if (axis < 0)
+    axis += getInput().getType().getRank();
+  return gatherConstant(input, indices, axis);
 }
 
 OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {

@@ -828,6 +828,28 @@ void Importer::foldConstants(ArrayRef<Operation *> ops,
       total += cast<RankedTensorType>(t).getNumElements();
     if (total > kMaxFoldedElements)
       continue;
+    // The op's own folder first: a slice or a gather of a constant reads
+    // only the elements it keeps, where the interpreter would convert the
+    // whole operand to doubles.
+    SmallVector<Attribute> operandAttrs;
+    for (Value v : op->getOperands())
+      operandAttrs.push_back(constantOf(v));
+    SmallVector<OpFoldResult> byFolder;
+    if (succeeded(op->fold(operandAttrs, byFolder)) &&
+        byFolder.size() == op->getNumResults() &&
+        llvm::all_of(byFolder, [](OpFoldResult r) {
+          return isa_and_nonnull<DenseElementsAttr>(dyn_cast<Attribute>(r));
+        })) {
+      OpBuilder b(op);
+      for (auto [r, f] : llvm::zip(op->getResults(), byFolder)) {
+        Value c = b.create<arith::ConstantOp>(
+            op->getLoc(), cast<DenseElementsAttr>(cast<Attribute>(f)));
+        r.replaceAllUsesWith(c);
+        map[r] = c;
+      }
+      dead.push_back(op);
+      continue;
+    }
     bool allConstant = true;
     std::vector<reference::Tensor> operands;
     for (Value v : op->getOperands()) {

@@ -155,3 +155,92 @@ func.func @scatter_nd_reordered(%data: tensor<2x3x4xf32>, %new: tensor<2x3x4xf32
   %r = tfm.scatter_nd %data, %idx, %new reduction = none : (tensor<2x3x4xf32>, tensor<2x3x2xi64>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %r : tensor<2x3x4xf32>
 }
+
+// -----
+
+// Tests that a slice of a constant folds on its elements: row 1, columns 1
+// and 3 of [[0, 1, 2, 3], [4, 5, 6, 7]].
+// CHECK-LABEL: func.func @slice_of_constant
+// CHECK-NEXT: %[[C:.+]] = arith.constant dense<{{\[}}[5.000000e+00, 7.000000e+00]]> : tensor<1x2xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @slice_of_constant() -> tensor<1x2xf32> {
+  %c = arith.constant dense<[[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]> : tensor<2x4xf32>
+  %0 = tfm.slice %c starts = [1, 1] sizes = [1, 2] steps = [1, 2] : tensor<2x4xf32> -> tensor<1x2xf32>
+  return %0 : tensor<1x2xf32>
+}
+
+// -----
+
+// Tests that a negative step reads backwards: indices 4, 2, 0.
+// CHECK-LABEL: func.func @slice_of_constant_backwards
+// CHECK-NEXT: %[[C:.+]] = arith.constant dense<[14, 12, 10]> : tensor<3xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @slice_of_constant_backwards() -> tensor<3xi64> {
+  %c = arith.constant dense<[10, 11, 12, 13, 14]> : tensor<5xi64>
+  %0 = tfm.slice %c starts = [4] sizes = [3] steps = [-2] : tensor<5xi64> -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}
+
+// -----
+
+// Tests that a causal buffer of booleans (packed one bit each) slices to its
+// first two rows.
+// CHECK-LABEL: func.func @slice_of_boolean_constant
+// CHECK-NEXT: %[[C:.+]] = arith.constant dense<{{\[}}[true, false, false], [true, true, false]]> : tensor<2x3xi1>
+// CHECK-NEXT: return %[[C]]
+func.func @slice_of_boolean_constant() -> tensor<2x3xi1> {
+  %c = arith.constant dense<[[true, false, false], [true, true, false], [true, true, true]]> : tensor<3x3xi1>
+  %0 = tfm.slice %c starts = [0, 0] sizes = [2, 3] steps = [1, 1] : tensor<3x3xi1> -> tensor<2x3xi1>
+  return %0 : tensor<2x3xi1>
+}
+
+// -----
+
+// Tests that a slice of a splat is a smaller splat.
+// CHECK-LABEL: func.func @slice_of_splat
+// CHECK-NEXT: %[[C:.+]] = arith.constant dense<2.000000e+00> : tensor<2x2xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @slice_of_splat() -> tensor<2x2xf32> {
+  %c = arith.constant dense<2.0> : tensor<4x4xf32>
+  %0 = tfm.slice %c starts = [1, 2] sizes = [2, 2] steps = [1, 1] : tensor<4x4xf32> -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that a gather of a constant at constant indices folds, a negative
+// index counting from the end: columns 2 and 0 of [[1, 2, 3], [4, 5, 6]].
+// CHECK-LABEL: func.func @gather_of_constant
+// CHECK-NEXT: %[[C:.+]] = arith.constant dense<{{\[}}[3.000000e+00, 1.000000e+00], [6.000000e+00, 4.000000e+00]]> : tensor<2x2xf16>
+// CHECK-NEXT: return %[[C]]
+func.func @gather_of_constant() -> tensor<2x2xf16> {
+  %c = arith.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf16>
+  %i = arith.constant dense<[-1, 0]> : tensor<2xi64>
+  %0 = tfm.gather %c, %i axis = 1 : (tensor<2x3xf16>, tensor<2xi64>) -> tensor<2x2xf16>
+  return %0 : tensor<2x2xf16>
+}
+
+// -----
+
+// Tests that rows gathered by a 2-D index tensor keep the indices' shape.
+// CHECK-LABEL: func.func @gather_rows_of_constant
+// CHECK-NEXT: %[[C:.+]] = arith.constant dense<{{\[}}{{\[}}[5, 6], [1, 2]], {{\[}}[3, 4], [5, 6]]]> : tensor<2x2x2xi32>
+// CHECK-NEXT: return %[[C]]
+func.func @gather_rows_of_constant() -> tensor<2x2x2xi32> {
+  %c = arith.constant dense<[[1, 2], [3, 4], [5, 6]]> : tensor<3x2xi32>
+  %i = arith.constant dense<[[2, 0], [1, 2]]> : tensor<2x2xi32>
+  %0 = tfm.gather %c, %i axis = 0 : (tensor<3x2xi32>, tensor<2x2xi32>) -> tensor<2x2x2xi32>
+  return %0 : tensor<2x2x2xi32>
+}
+
+// -----
+
+// Tests that an index out of range is left for the run time to report.
+// CHECK-LABEL: func.func @gather_out_of_range
+// CHECK: tfm.gather
+func.func @gather_out_of_range() -> tensor<1xf32> {
+  %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %i = arith.constant dense<[2]> : tensor<1xi64>
+  %0 = tfm.gather %c, %i axis = 0 : (tensor<2xf32>, tensor<1xi64>) -> tensor<1xf32>
+  return %0 : tensor<1xf32>
+}

@@ -24,6 +24,20 @@ DenseElementsAttr transpose2D(RankedTensorType type, ArrayRef<char> raw);
 /// Constants stacked along dimension 0 (all share the other dimensions).
 DenseElementsAttr concatRows(ArrayRef<DenseElementsAttr> parts);
 
+/// The constant `input` sliced as tfm.slice does: along dimension d, result
+/// index i reads input index starts[d] + i * steps[d], for i < sizes[d].
+/// The caller has checked that every index read is in range.
+DenseElementsAttr sliceConstant(DenseElementsAttr input,
+                                ArrayRef<int64_t> starts,
+                                ArrayRef<int64_t> sizes,
+                                ArrayRef<int64_t> steps);
+
+/// The constant `input` gathered as tfm.gather does, along `axis` (already
+/// non-negative) at the constant `indices`; null where an index lies
+/// outside [-n, n), which is an error to report at run time, not now.
+DenseElementsAttr gatherConstant(DenseElementsAttr input,
+                                 DenseElementsAttr indices, int64_t axis);
+
 } // namespace mlir::tfm
 
 #endif // TFM_IR_CONSTANTDATA_H

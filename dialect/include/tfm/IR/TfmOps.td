@@ -537,6 +537,7 @@ def Tfm_GatherOp : Tfm_PureOp<"gather", [Tfm_AxisMapped, Tfm_Differentiable, Inf
   let assemblyFormat = [{
     $input `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
   }];
+  let hasFolder = 1;
 }
 
 def Tfm_ScatterNDOp : Tfm_PureOp<"scatter_nd", [InferTypeOpAdaptor]> {
