@@ -83,6 +83,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int32_t threads = 0;
   unsigned bench = 0; // timed generations after the printed one
+  std::string device; // empty: what the model was compiled for
 };
 
 /// Generates from the library at `soPath` (compiled with --generate).

@@ -35,6 +35,7 @@ int mlir::tfm::tfmc::generateCompiled(llvm::StringRef soPath,
   tfm_context_options_t co;
   tfm_context_options_init(&co);
   co.num_threads = opts.threads;
+  co.device = opts.device.c_str();
   tfm_context_t *context = nullptr;
   tfm_module_t *module = nullptr;
   tfm_session_t *session = nullptr;
