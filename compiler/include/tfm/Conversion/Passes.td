@@ -257,6 +257,23 @@ def ReverseGridPass : Pass<"tfm-reverse-grid", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
+  let summary = "Runs each gpu.launch on the CPU, its threads in phases between barriers.";
+  let description = [{
+    Replaces every `gpu.launch` by loops over its blocks. Within a block,
+    the body is cut at each top-level `gpu.barrier` into phases, and each
+    phase runs for every thread before the next begins, as a barrier
+    guarantees on a GPU. Values that a later phase uses are kept per thread;
+    each workgroup attribution becomes one buffer per block, filled first
+    with NaN (integers: 0x5eed5eed), so that a read the kernel never wrote,
+    such as one a missing barrier allows, shows in the result. A barrier
+    inside a loop or a branch is refused for now.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {
   let summary = "Gathers the outlined kernels into one gpu.module.";
   let description = [{
