@@ -266,8 +266,15 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     guarantees on a GPU. Values that a later phase uses are kept per thread;
     each workgroup attribution becomes one buffer per block, filled first
     with NaN (integers: 0x5eed5eed), so that a read the kernel never wrote,
-    such as one a missing barrier allows, shows in the result. A barrier
-    inside a loop or a branch is refused for now.
+    such as one a missing barrier allows, shows in the result.
+
+    A barrier may also sit in an `scf.for` whose bounds are the same for
+    every thread (a deadlock on a GPU otherwise, refused here), without
+    iter_args: the loop then runs once per block, with its phases inside.
+    Its last phase and the next iteration's first run together per thread,
+    as nothing orders them on a GPU either, so a tile buffer overwritten
+    before the other threads have read it shows too. A barrier in a branch
+    is refused for now.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect",

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::tfm {
@@ -53,46 +54,227 @@ bool containsBarrier(Operation *op) {
       .wasInterrupted();
 }
 
+/// A launch body as the emulation runs it: phases that run per thread,
+/// separated by barriers, and uniform loops whose bodies hold barriers,
+/// which run once per block with their own phases inside.
+struct Step {
+  /// The ops of a phase, run for every thread in turn; empty for a loop.
+  SmallVector<Operation *> phase;
+  /// A loop around barriers, run once per block.
+  scf::ForOp loop;
+  std::vector<Step> body;
+};
+
 struct Emulator {
   gpu::LaunchOp launch;
   OpBuilder b;
   Location loc;
+  /// The phase (a number unique across the whole body) of each op placed
+  /// in one, and of each op nested in such an op.
+  DenseMap<Operation *, unsigned> phaseOf;
+  unsigned numPhases = 0;
+  SetVector<Value> crossing;
+  DenseMap<Value, Value> slots;
+  Value zero, one, threads;
+  gpu::KernelDim3 block;
 
   explicit Emulator(gpu::LaunchOp launch)
       : launch(launch), b(launch), loc(launch.getLoc()) {}
 
-  LogicalResult run() {
-    Block &body = launch.getBody().front();
-    // Phases: the top-level ops between barriers. A barrier inside a loop
-    // or a branch needs that control flow to be uniform, which this pass
-    // does not check yet, so it refuses it.
-    SmallVector<SmallVector<Operation *>> phases(1);
-    for (Operation &op : body.without_terminator()) {
+  /// Whether `v` is the same for every thread of a block: defined outside
+  /// the launch, a block or size argument, or computed from such values by
+  /// ops without memory effects.
+  bool isUniform(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() != &launch.getBody().front())
+        return false;
+      for (Value t : {launch.getThreadIds().x, launch.getThreadIds().y,
+                      launch.getThreadIds().z})
+        if (v == t)
+          return false;
+      return true;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!launch->isProperAncestor(def))
+      return true;
+    if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+      return false;
+    return llvm::all_of(def->getOperands(),
+                        [&](Value o) { return isUniform(o); });
+  }
+
+  /// Splits `ops` into steps, numbering the phases.
+  FailureOr<std::vector<Step>> plan(Block &ops) {
+    std::vector<Step> steps(1);
+    steps.back().phase.clear();
+    unsigned current = numPhases++;
+    for (Operation &op : ops.without_terminator()) {
       if (isa<gpu::BarrierOp>(op)) {
-        phases.emplace_back();
+        steps.emplace_back();
+        current = numPhases++;
         continue;
       }
-      if (containsBarrier(&op))
+      if (!containsBarrier(&op)) {
+        steps.back().phase.push_back(&op);
+        op.walk([&](Operation *nested) { phaseOf[nested] = current; });
+        continue;
+      }
+      auto loop = dyn_cast<scf::ForOp>(op);
+      if (!loop)
         return op.emitOpError()
                << "holds a gpu.barrier inside its regions; the emulation "
-                  "runs barriers at the top level of a gpu.launch only";
-      phases.back().push_back(&op);
+                  "runs barriers at the top level of a gpu.launch or in "
+                  "an scf.for";
+      if (loop.getNumResults() != 0)
+        return op.emitOpError()
+               << "carries values around a gpu.barrier; the emulation runs "
+                  "loops around barriers without iter_args only";
+      for (Value bound :
+           {loop.getLowerBound(), loop.getUpperBound(), loop.getStep()})
+        if (!isUniform(bound))
+          return op.emitOpError()
+                 << "runs around a gpu.barrier with bounds that may differ "
+                    "between threads, which deadlocks a GPU";
+      Step step;
+      step.loop = loop;
+      FailureOr<std::vector<Step>> inner = plan(*loop.getBody());
+      if (failed(inner))
+        return failure();
+      step.body = std::move(*inner);
+      steps.push_back(std::move(step));
+      // What follows the loop is a new phase.
+      steps.emplace_back();
+      current = numPhases++;
     }
-    // Values that outlive their phase, kept per thread.
-    DenseMap<Operation *, unsigned> phaseOf;
-    for (auto [i, phase] : llvm::enumerate(phases))
-      for (Operation *op : phase)
-        phaseOf[op] = i;
-    SetVector<Value> crossing;
-    for (auto [i, phase] : llvm::enumerate(phases))
-      for (Operation *op : phase)
-        op->walk([&](Operation *user) {
-          for (Value v : user->getOperands()) {
-            Operation *def = v.getDefiningOp();
-            if (def && phaseOf.count(def) && phaseOf[def] < i)
-              crossing.insert(v);
-          }
+    return steps;
+  }
+
+  /// The uniform `v` at block level: outside values as they are, launch
+  /// arguments mapped, pure ops of the body cloned.
+  Value uniformAt(Value v, IRMapping &blockMap) {
+    if (Value mapped = blockMap.lookupOrNull(v))
+      return mapped;
+    Operation *def = v.getDefiningOp();
+    if (!def || !launch->isProperAncestor(def))
+      return v;
+    for (Value o : def->getOperands())
+      uniformAt(o, blockMap);
+    Operation *clone = b.clone(*def, blockMap);
+    return clone->getResult(cast<OpResult>(v).getResultNumber());
+  }
+
+  /// Clones `phase` for thread `t` at `tb`, reading the values that other
+  /// phases defined from their slots and storing those that others use.
+  void clonePhase(OpBuilder &tb, ArrayRef<Operation *> phase, IRMapping map,
+                  Value t) {
+    if (phase.empty())
+      return;
+    unsigned id = phaseOf.lookup(phase.front());
+    for (Value v : crossing)
+      if (phaseOf.lookup(v.getDefiningOp()) != id)
+        map.map(v, tb.create<memref::LoadOp>(loc, slots[v], t));
+    for (Operation *op : phase) {
+      Operation *clone = tb.clone(*op, map);
+      for (auto [r, c] : llvm::zip(op->getResults(), clone->getResults()))
+        if (crossing.contains(r))
+          tb.create<memref::StoreOp>(loc, c, slots[r], t);
+    }
+  }
+
+  /// A loop over the block's threads, whose body `body` builds with the
+  /// thread's index and ids mapped.
+  void
+  threadLoop(const IRMapping &blockMap,
+             function_ref<void(OpBuilder &, const IRMapping &, Value)> body) {
+    auto loop = b.create<scf::ForOp>(loc, zero, threads, one);
+    OpBuilder tb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t = loop.getInductionVar();
+    // Thread t is (t mod bx, t / bx mod by, t / (bx by)), x fastest.
+    Value tx = tb.create<arith::RemUIOp>(loc, t, block.x);
+    Value rest = tb.create<arith::DivUIOp>(loc, t, block.x);
+    Value ty = tb.create<arith::RemUIOp>(loc, rest, block.y);
+    Value tz = tb.create<arith::DivUIOp>(loc, rest, block.y);
+    IRMapping map = blockMap;
+    map.map(launch.getThreadIds().x, tx);
+    map.map(launch.getThreadIds().y, ty);
+    map.map(launch.getThreadIds().z, tz);
+    body(tb, map, t);
+  }
+
+  void emit(ArrayRef<Step> steps, IRMapping &blockMap) {
+    for (const Step &step : steps) {
+      if (!step.loop) {
+        threadLoop(blockMap, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+          clonePhase(tb, step.phase, map, t);
         });
+        continue;
+      }
+      emitLoop(step, blockMap);
+    }
+  }
+
+  /// A loop around barriers. Its last phase and the next iteration's first
+  /// are not separated by a barrier, so each thread runs them together, as
+  /// a GPU may: a tile buffer overwritten by the next iteration before the
+  /// other threads have read it (a missing barrier at the loop's end) then
+  /// shows in the result.
+  void emitLoop(const Step &step, IRMapping &blockMap) {
+    scf::ForOp loop = step.loop;
+    Value lb = uniformAt(loop.getLowerBound(), blockMap);
+    Value ub = uniformAt(loop.getUpperBound(), blockMap);
+    Value st = uniformAt(loop.getStep(), blockMap);
+    Value iv = loop.getInductionVar();
+    ArrayRef<Step> body = step.body;
+    ArrayRef<Operation *> first = body.front().phase;
+    ArrayRef<Operation *> last = body.back().phase;
+    ArrayRef<Step> middle = body.drop_front().drop_back();
+    // The first phase of the first iteration.
+    Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lb, ub);
+    auto guard = b.create<scf::IfOp>(loc, any);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(guard.thenBlock()->getTerminator());
+      IRMapping at = blockMap;
+      at.map(iv, lb);
+      threadLoop(at, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+        clonePhase(tb, first, map, t);
+      });
+    }
+    auto outer = b.create<scf::ForOp>(loc, lb, ub, st);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(outer.getBody()->getTerminator());
+    IRMapping inner = blockMap;
+    Value k = outer.getInductionVar();
+    inner.map(iv, k);
+    emit(middle, inner);
+    Value next = b.create<arith::AddIOp>(loc, k, st);
+    Value more =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, next, ub);
+    threadLoop(inner, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+      clonePhase(tb, last, map, t);
+      auto then = tb.create<scf::IfOp>(loc, more);
+      OpBuilder nb = OpBuilder::atBlockBegin(then.thenBlock());
+      IRMapping following = map;
+      following.map(iv, next);
+      clonePhase(nb, first, following, t);
+    });
+  }
+
+  LogicalResult run() {
+    FailureOr<std::vector<Step>> steps = plan(launch.getBody().front());
+    if (failed(steps))
+      return failure();
+    // Values that one phase defines and another uses, kept per thread.
+    launch.getBody().walk([&](Operation *user) {
+      auto at = phaseOf.find(user);
+      if (at == phaseOf.end())
+        return;
+      for (Value v : user->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && phaseOf.count(def) && phaseOf[def] != at->second)
+          crossing.insert(v);
+      }
+    });
     for (Value v : crossing)
       if (!v.getType().isIntOrIndexOrFloat() && !isa<VectorType>(v.getType()))
         return v.getDefiningOp()->emitOpError()
@@ -101,33 +283,11 @@ struct Emulator {
                   "emulation keeps only scalars and vectors per thread";
 
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
-    gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-    Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
-    Value threads = b.create<arith::MulIOp>(
+    block = launch.getBlockSizeOperandValues();
+    zero = b.create<arith::ConstantIndexOp>(loc, 0);
+    one = b.create<arith::ConstantIndexOp>(loc, 1);
+    threads = b.create<arith::MulIOp>(
         loc, b.create<arith::MulIOp>(loc, block.x, block.y), block.z);
-
-    auto blockLoops = [&](auto bodyBuilder) {
-      b.create<scf::ForOp>(
-          loc, zero, grid.z, one, ValueRange{},
-          [&](OpBuilder &bz, Location, Value z, ValueRange) {
-            bz.create<scf::ForOp>(
-                loc, zero, grid.y, one, ValueRange{},
-                [&](OpBuilder &by, Location, Value y, ValueRange) {
-                  by.create<scf::ForOp>(
-                      loc, zero, grid.x, one, ValueRange{},
-                      [&](OpBuilder &bx, Location, Value x, ValueRange) {
-                        OpBuilder::InsertionGuard guard(b);
-                        b.setInsertionPoint(bx.getInsertionBlock(),
-                                            bx.getInsertionPoint());
-                        bodyBuilder(x, y, z);
-                        bx.create<scf::YieldOp>(loc);
-                      });
-                  by.create<scf::YieldOp>(loc);
-                });
-            bz.create<scf::YieldOp>(loc);
-          });
-    };
 
     // The buffers are allocated once, outside the grid's loops, so that a
     // large grid does not grow the stack block by block.
@@ -139,66 +299,52 @@ struct Emulator {
            b.create<memref::AllocaOp>(
                loc, MemRefType::get(type.getShape(), type.getElementType()))});
     }
-    DenseMap<Value, Value> slots;
     for (Value v : crossing)
       slots[v] = b.create<memref::AllocaOp>(
           loc, MemRefType::get({ShapedType::kDynamic}, v.getType()),
           ValueRange{threads});
 
-    blockLoops([&](Value bx, Value by, Value bz) {
-      IRMapping blockMap;
-      blockMap.map(launch.getBlockIds().x, bx);
-      blockMap.map(launch.getBlockIds().y, by);
-      blockMap.map(launch.getBlockIds().z, bz);
-      blockMap.map(launch.getGridSize().x, grid.x);
-      blockMap.map(launch.getGridSize().y, grid.y);
-      blockMap.map(launch.getGridSize().z, grid.z);
-      blockMap.map(launch.getBlockSize().x, block.x);
-      blockMap.map(launch.getBlockSize().y, block.y);
-      blockMap.map(launch.getBlockSize().z, block.z);
-      // Workgroup memory starts each block poisoned.
-      for (auto [arg, buffer] : workgroup) {
-        auto type = cast<MemRefType>(buffer.getType());
-        SmallVector<Value> ubs;
-        for (int64_t d : type.getShape())
-          ubs.push_back(b.create<arith::ConstantIndexOp>(loc, d));
-        SmallVector<Value> lbs(ubs.size(), zero), steps(ubs.size(), one);
-        Value poison = poisonOf(b, loc, type.getElementType());
-        scf::buildLoopNest(
-            b, loc, lbs, ubs, steps,
-            [&, buffer = buffer](OpBuilder &nb, Location, ValueRange ivs) {
-              nb.create<memref::StoreOp>(loc, poison, buffer, ivs);
-            });
-        blockMap.map(arg, buffer);
-      }
-      for (auto [i, phase] : llvm::enumerate(phases)) {
-        auto loop = b.create<scf::ForOp>(loc, zero, threads, one);
-        OpBuilder tb = OpBuilder::atBlockBegin(loop.getBody());
-        Value t = loop.getInductionVar();
-        // Thread t is (t mod bx, t / bx mod by, t / (bx by)), x fastest.
-        Value tx = tb.create<arith::RemUIOp>(loc, t, block.x);
-        Value rest = tb.create<arith::DivUIOp>(loc, t, block.x);
-        Value ty = tb.create<arith::RemUIOp>(loc, rest, block.y);
-        Value tz = tb.create<arith::DivUIOp>(loc, rest, block.y);
-        IRMapping map = blockMap;
-        map.map(launch.getThreadIds().x, tx);
-        map.map(launch.getThreadIds().y, ty);
-        map.map(launch.getThreadIds().z, tz);
-        for (Value v : crossing)
-          if (phaseOf[v.getDefiningOp()] < i)
-            map.map(v, tb.create<memref::LoadOp>(loc, slots[v], t));
-        for (Operation *op : phase) {
-          Operation *clone = tb.clone(*op, map);
-          for (auto [r, c] : llvm::zip(op->getResults(), clone->getResults()))
-            if (crossing.contains(r))
-              tb.create<memref::StoreOp>(loc, c, slots[r], t);
-        }
-      }
-    });
+    SmallVector<Value> lbs(3, zero), ubs{grid.z, grid.y, grid.x}, unit(3, one);
+    scf::buildLoopNest(
+        b, loc, lbs, ubs, unit, [&](OpBuilder &nb, Location, ValueRange ids) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          IRMapping blockMap;
+          blockMap.map(launch.getBlockIds().x, ids[2]);
+          blockMap.map(launch.getBlockIds().y, ids[1]);
+          blockMap.map(launch.getBlockIds().z, ids[0]);
+          blockMap.map(launch.getGridSize().x, grid.x);
+          blockMap.map(launch.getGridSize().y, grid.y);
+          blockMap.map(launch.getGridSize().z, grid.z);
+          blockMap.map(launch.getBlockSize().x, block.x);
+          blockMap.map(launch.getBlockSize().y, block.y);
+          blockMap.map(launch.getBlockSize().z, block.z);
+          // Workgroup memory starts each block poisoned.
+          for (auto [arg, buffer] : workgroup) {
+            auto type = cast<MemRefType>(buffer.getType());
+            SmallVector<Value> extents;
+            for (int64_t d : type.getShape())
+              extents.push_back(b.create<arith::ConstantIndexOp>(loc, d));
+            SmallVector<Value> from(extents.size(), zero),
+                by(extents.size(), one);
+            Value poison = poisonOf(b, loc, type.getElementType());
+            scf::buildLoopNest(
+                b, loc, from, extents, by,
+                [&, buffer = buffer](OpBuilder &fb, Location, ValueRange ivs) {
+                  fb.create<memref::StoreOp>(loc, poison, buffer, ivs);
+                });
+            blockMap.map(arg, buffer);
+          }
+          emit(*steps, blockMap);
+        });
     launch.erase();
     return success();
   }
 };
+
+} // namespace
+
+namespace {
 
 struct EmulateGPUKernelsPass
     : public mlir::tfm::impl::EmulateGPUKernelsPassBase<EmulateGPUKernelsPass> {
