@@ -275,6 +275,11 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     as nothing orders them on a GPU either, so a tile buffer overwritten
     before the other threads have read it shows too. A barrier in a branch
     is refused for now.
+
+    A `gpu.shuffle` (constant offset and width) is a step of its own: once
+    every thread has computed its value, each reads its source lane's, by
+    a table built from `WarpSemantics.h` as shfl.sync reads where MLIR's
+    lowering calls it.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect",

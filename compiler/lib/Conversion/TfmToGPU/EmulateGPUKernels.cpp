@@ -13,12 +13,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
 #include "tfm/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
@@ -48,9 +51,15 @@ Value poisonOf(OpBuilder &b, Location loc, Type element) {
           APInt(64, 0x5eed5eedull).trunc(element.getIntOrFloatBitWidth())));
 }
 
-/// Whether `op` or anything nested in it is a gpu.barrier.
+/// Whether `op` or anything nested in it waits for other threads: a
+/// gpu.barrier, or a warp collective, which reads the other lanes' values.
 bool containsBarrier(Operation *op) {
-  return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
+  return op
+      ->walk([](Operation *nested) {
+        return isa<gpu::BarrierOp, gpu::ShuffleOp>(nested)
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
       .wasInterrupted();
 }
 
@@ -62,6 +71,9 @@ struct Step {
   SmallVector<Operation *> phase;
   /// A loop around barriers, run once per block.
   scf::ForOp loop;
+  /// A warp collective, run for every thread from its lanes' values once
+  /// all of them have computed theirs.
+  gpu::ShuffleOp shuffle;
   std::vector<Step> body;
 };
 
@@ -76,6 +88,7 @@ struct Emulator {
   SetVector<Value> crossing;
   DenseMap<Value, Value> slots;
   Value zero, one, threads;
+  unsigned tables = 0;
   gpu::KernelDim3 block;
 
   explicit Emulator(gpu::LaunchOp launch)
@@ -110,6 +123,22 @@ struct Emulator {
     unsigned current = numPhases++;
     for (Operation &op : ops.without_terminator()) {
       if (isa<gpu::BarrierOp>(op)) {
+        steps.emplace_back();
+        current = numPhases++;
+        continue;
+      }
+      if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
+        std::optional<int64_t> offset =
+            getConstantIntValue(shuffle.getOffset());
+        std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
+        if (!offset || !width || *width < 1 || *width > warp::kWarpSize)
+          return op.emitOpError()
+                 << "takes an offset or width that is not a constant (width "
+                    "1 to 32); the emulation reads its lanes from a table";
+        Step step;
+        step.shuffle = shuffle;
+        phaseOf[shuffle] = numPhases++;
+        steps.push_back(std::move(step));
         steps.emplace_back();
         current = numPhases++;
         continue;
@@ -201,8 +230,89 @@ struct Emulator {
     body(tb, map, t);
   }
 
+  /// Each lane's source lane of `shuffle`, and whether it is valid, as
+  /// shfl.sync reads them where MLIR's lowering calls it: a table of 32
+  /// entries `valid << 5 | lane`, from WarpSemantics.h.
+  Value shuffleTable(gpu::ShuffleOp shuffle) {
+    warp::ShuffleMode mode;
+    switch (shuffle.getMode()) {
+    case gpu::ShuffleMode::XOR:
+      mode = warp::ShuffleMode::Xor;
+      break;
+    case gpu::ShuffleMode::UP:
+      mode = warp::ShuffleMode::Up;
+      break;
+    case gpu::ShuffleMode::DOWN:
+      mode = warp::ShuffleMode::Down;
+      break;
+    case gpu::ShuffleMode::IDX:
+      mode = warp::ShuffleMode::Idx;
+      break;
+    }
+    int32_t offset = *getConstantIntValue(shuffle.getOffset());
+    int32_t width = *getConstantIntValue(shuffle.getWidth());
+    SmallVector<int32_t> entries;
+    for (int lane = 0; lane < warp::kWarpSize; ++lane) {
+      warp::ShuffleSource src = warp::shflSync(
+          mode, lane, offset, warp::gpuShuffleClamp(mode, width));
+      entries.push_back(int32_t(src.valid) << 5 | src.lane);
+    }
+    auto type = MemRefType::get({warp::kWarpSize}, b.getI32Type());
+    auto module = launch->getParentOfType<ModuleOp>();
+    std::string name = "__tfm_shuffle_lanes_" + std::to_string(tables++);
+    while (module.lookupSymbol(name))
+      name = "__tfm_shuffle_lanes_" + std::to_string(tables++);
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    mb.create<memref::GlobalOp>(
+        loc, name, mb.getStringAttr("private"), type,
+        DenseElementsAttr::get(
+            RankedTensorType::get({warp::kWarpSize}, b.getI32Type()),
+            ArrayRef<int32_t>(entries)),
+        /*constant=*/true, /*alignment=*/nullptr);
+    return b.create<memref::GetGlobalOp>(loc, type, name);
+  }
+
+  /// Every thread reads its source lane's value, which the phases before
+  /// have left in that thread's slot.
+  void emitShuffle(gpu::ShuffleOp shuffle, const IRMapping &blockMap) {
+    Value table = shuffleTable(shuffle);
+    Value input = shuffle.getValue();
+    Value warpSize = b.create<arith::ConstantIndexOp>(loc, warp::kWarpSize);
+    threadLoop(blockMap, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+      Value lane = tb.create<arith::RemUIOp>(loc, t, warpSize);
+      Value entry = tb.create<memref::LoadOp>(loc, table, lane);
+      Value c5 = tb.create<arith::ConstantIntOp>(loc, 5, 32);
+      Value c31 = tb.create<arith::ConstantIntOp>(loc, 31, 32);
+      Value source = tb.create<arith::IndexCastOp>(
+          loc, tb.getIndexType(), tb.create<arith::AndIOp>(loc, entry, c31));
+      Value valid = tb.create<arith::TruncIOp>(
+          loc, tb.getI1Type(), tb.create<arith::ShRUIOp>(loc, entry, c5));
+      // A lane past the end of a partial last warp reads nothing.
+      Value from = tb.create<arith::AddIOp>(
+          loc, tb.create<arith::SubIOp>(loc, t, lane), source);
+      valid = tb.create<arith::AndIOp>(
+          loc, valid,
+          tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, from,
+                                   threads));
+      from = tb.create<arith::SelectOp>(loc, valid, from, t);
+      Value value;
+      if (crossing.contains(input))
+        value = tb.create<memref::LoadOp>(loc, slots[input], from);
+      else
+        value = map.lookupOrDefault(input);
+      Value results[] = {value, valid};
+      for (auto [r, v] : llvm::zip(shuffle.getResults(), results))
+        if (crossing.contains(r))
+          tb.create<memref::StoreOp>(loc, v, slots[r], t);
+    });
+  }
+
   void emit(ArrayRef<Step> steps, IRMapping &blockMap) {
     for (const Step &step : steps) {
+      if (step.shuffle) {
+        emitShuffle(step.shuffle, blockMap);
+        continue;
+      }
       if (!step.loop) {
         threadLoop(blockMap, [&](OpBuilder &tb, const IRMapping &map, Value t) {
           clonePhase(tb, step.phase, map, t);
@@ -275,6 +385,17 @@ struct Emulator {
           crossing.insert(v);
       }
     });
+    WalkResult direct = launch.getBody().walk([&](gpu::ShuffleOp shuffle) {
+      Value input = shuffle.getValue();
+      if (crossing.contains(input) || isUniform(input))
+        return WalkResult::advance();
+      shuffle.emitOpError()
+          << "shuffles a thread id itself; the emulation reads the other "
+             "lanes' values from what an earlier op computed";
+      return WalkResult::interrupt();
+    });
+    if (direct.wasInterrupted())
+      return failure();
     for (Value v : crossing)
       if (!v.getType().isIntOrIndexOrFloat() && !isa<VectorType>(v.getType()))
         return v.getDefiningOp()->emitOpError()
