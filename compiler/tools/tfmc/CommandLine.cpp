@@ -676,6 +676,18 @@ Situation situationOf(StringRef subcommand, const ModelSource &model) {
   return s;
 }
 
+/// The first --shape that asks for a range of sizes (LO < HI); malformed
+/// ones are reported where the import parses them.
+std::optional<SizeRange> firstRange(const ModelSource &model) {
+  for (const std::string &spec : model.shapes) {
+    std::string ignored;
+    std::optional<SizeRange> range = parseSizeRange(spec, ignored);
+    if (range && range->min < range->max)
+      return range;
+  }
+  return std::nullopt;
+}
+
 /// The checks every subcommand shares: a model named, --bind's form, and a
 /// range of sizes only where one size is not required.
 bool checkModelSource(const ModelSource &model) {
@@ -690,18 +702,14 @@ bool checkModelSource(const ModelSource &model) {
       return false;
     }
   }
-  if (model.oneSize)
-    for (const std::string &spec : model.shapes) {
-      std::string err;
-      std::optional<SizeRange> range = parseSizeRange(spec, err);
-      if (range && range->min < range->max) {
-        error() << "a range of sizes (--shape " << range->symbol << "="
-                << range->min << ".." << range->max
-                << ") compiles inference entries; --train and --generate "
-                   "take one size\n";
-        return false;
-      }
-    }
+  if (std::optional<SizeRange> range = firstRange(model);
+      range && model.oneSize) {
+    error() << "a range of sizes (--shape " << range->symbol << "="
+            << range->min << ".." << range->max
+            << ") compiles inference entries; --train and --generate "
+               "take one size\n";
+    return false;
+  }
   return true;
 }
 
@@ -1030,16 +1038,11 @@ bool RunCommand::validate() const {
       valid = false;
     }
   }
-  if (reference)
-    for (const std::string &spec : model.shapes) {
-      std::string err;
-      std::optional<SizeRange> range = parseSizeRange(spec, err);
-      if (range && range->min < range->max) {
-        error() << "--reference runs one size; give --shape " << range->symbol
-                << "=N\n";
-        valid = false;
-      }
-    }
+  if (std::optional<SizeRange> range = firstRange(model); range && reference) {
+    error() << "--reference runs one size; give --shape " << range->symbol
+            << "=N\n";
+    valid = false;
+  }
   return valid;
 }
 

@@ -1,5 +1,4 @@
-//===- EmulateGPUKernels.cpp - tfm-emulate-gpu-kernels
-//---------------------===//
+//===- EmulateGPUKernels.cpp - tfm-emulate-gpu-kernels --------------------===//
 //
 // Runs a gpu.launch on the CPU with the GPU's semantics between threads:
 // serial loops over the threads would let a thread read shared memory that
@@ -25,6 +24,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::tfm {
 #define GEN_PASS_DEF_EMULATEGPUKERNELSPASS
@@ -88,7 +88,6 @@ struct Emulator {
   SetVector<Value> crossing;
   DenseMap<Value, Value> slots;
   Value zero, one, threads;
-  unsigned tables = 0;
   gpu::KernelDim3 block;
 
   explicit Emulator(gpu::LaunchOp launch)
@@ -118,13 +117,17 @@ struct Emulator {
 
   /// Splits `ops` into steps, numbering the phases.
   FailureOr<std::vector<Step>> plan(Block &ops) {
-    std::vector<Step> steps(1);
-    steps.back().phase.clear();
-    unsigned current = numPhases++;
+    std::vector<Step> steps;
+    unsigned current = 0;
+    // What follows a barrier, a collective or a loop around barriers.
+    auto newPhase = [&] {
+      steps.emplace_back();
+      current = numPhases++;
+    };
+    newPhase();
     for (Operation &op : ops.without_terminator()) {
       if (isa<gpu::BarrierOp>(op)) {
-        steps.emplace_back();
-        current = numPhases++;
+        newPhase();
         continue;
       }
       if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
@@ -139,8 +142,7 @@ struct Emulator {
         step.shuffle = shuffle;
         phaseOf[shuffle] = numPhases++;
         steps.push_back(std::move(step));
-        steps.emplace_back();
-        current = numPhases++;
+        newPhase();
         continue;
       }
       if (!containsBarrier(&op)) {
@@ -171,9 +173,7 @@ struct Emulator {
         return failure();
       step.body = std::move(*inner);
       steps.push_back(std::move(step));
-      // What follows the loop is a new phase.
-      steps.emplace_back();
-      current = numPhases++;
+      newPhase();
     }
     return steps;
   }
@@ -251,17 +251,23 @@ struct Emulator {
     }
     int32_t offset = *getConstantIntValue(shuffle.getOffset());
     int32_t width = *getConstantIntValue(shuffle.getWidth());
+    auto type = MemRefType::get({warp::kWarpSize}, b.getI32Type());
+    auto module = launch->getParentOfType<ModuleOp>();
+    // One table per mode, offset and width, shared by every shuffle that
+    // reads its lanes so.
+    std::string name =
+        llvm::formatv("__tfm_shuffle_lanes_{0}_{1}_{2}",
+                      gpu::stringifyShuffleMode(shuffle.getMode()), offset,
+                      width)
+            .str();
+    if (module.lookupSymbol(name))
+      return b.create<memref::GetGlobalOp>(loc, type, name);
     SmallVector<int32_t> entries;
     for (int lane = 0; lane < warp::kWarpSize; ++lane) {
       warp::ShuffleSource src = warp::shflSync(
           mode, lane, offset, warp::gpuShuffleClamp(mode, width));
       entries.push_back(int32_t(src.valid) << 5 | src.lane);
     }
-    auto type = MemRefType::get({warp::kWarpSize}, b.getI32Type());
-    auto module = launch->getParentOfType<ModuleOp>();
-    std::string name = "__tfm_shuffle_lanes_" + std::to_string(tables++);
-    while (module.lookupSymbol(name))
-      name = "__tfm_shuffle_lanes_" + std::to_string(tables++);
     OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
     mb.create<memref::GlobalOp>(
         loc, name, mb.getStringAttr("private"), type,
@@ -314,6 +320,10 @@ struct Emulator {
         continue;
       }
       if (!step.loop) {
+        // A barrier right after another, or after a loop, leaves nothing
+        // to run.
+        if (step.phase.empty())
+          continue;
         threadLoop(blockMap, [&](OpBuilder &tb, const IRMapping &map, Value t) {
           clonePhase(tb, step.phase, map, t);
         });
@@ -462,10 +472,6 @@ struct Emulator {
     return success();
   }
 };
-
-} // namespace
-
-namespace {
 
 struct EmulateGPUKernelsPass
     : public mlir::tfm::impl::EmulateGPUKernelsPassBase<EmulateGPUKernelsPass> {
