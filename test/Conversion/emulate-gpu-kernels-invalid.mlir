@@ -6,7 +6,7 @@ func.func @barrier_in_a_branch(%p: i1) {
   %c1 = arith.constant 1 : index
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
-    // expected-error @below {{holds a gpu.barrier inside its regions}}
+    // expected-error @below {{holds a gpu.barrier or a warp collective inside its regions}}
     scf.if %p {
       gpu.barrier
     }
@@ -25,7 +25,7 @@ func.func @divergent_loop() {
   %c4 = arith.constant 4 : index
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
-    // expected-error @below {{runs around a gpu.barrier with bounds that may differ between threads}}
+    // expected-error @below {{runs around a gpu.barrier or a warp collective with bounds that may differ between threads}}
     scf.for %k = %c0 to %tx step %c1 {
       gpu.barrier
     }
@@ -36,19 +36,33 @@ func.func @divergent_loop() {
 
 // -----
 
-// Tests that values carried around a barrier are refused for now.
-func.func @carried_around_a_barrier() {
-  %c0 = arith.constant 0 : index
+// Tests that an mma.sync of a form the kernels do not use (f16
+// accumulators) is refused rather than run with the wrong fragments.
+func.func @mma_into_f16(%a: vector<4x2xf16>, %b: vector<2x2xf16>, %c: vector<2x2xf16>) {
   %c1 = arith.constant 1 : index
-  %c4 = arith.constant 4 : index
+  %c32 = arith.constant 32 : index
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
-             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
-    // expected-error @below {{carries values around a gpu.barrier}}
-    %r = scf.for %k = %c0 to %c4 step %c1 iter_args(%a = %c0) -> index {
-      gpu.barrier
-      scf.yield %a : index
-    }
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    // expected-error @below {{is not one of the emulated forms}}
+    %d = nvgpu.mma.sync(%a, %b, %c) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf16>) -> vector<2x2xf16>
     gpu.terminator
   }
   return
 }
+
+// -----
+
+// Tests that a GPU op the emulation has no meaning for is named.
+func.func @subgroup_id(%out: memref<32xindex>) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    // expected-error @below {{is not run by the emulation of GPU kernels}}
+    %w = gpu.subgroup_id : index
+    memref.store %w, %out[%tx] : memref<32xindex>
+    gpu.terminator
+  }
+  return
+}
+

@@ -258,32 +258,39 @@ def ReverseGridPass : Pass<"tfm-reverse-grid", "::mlir::func::FuncOp"> {
 }
 
 def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
-  let summary = "Runs each gpu.launch on the CPU, its threads in phases between barriers.";
+  let summary = "Runs GPU kernels on the CPU, their threads in phases between barriers and warp collectives.";
   let description = [{
-    Replaces every `gpu.launch` by loops over its blocks. Within a block,
-    the body is cut at each top-level `gpu.barrier` into phases, and each
-    phase runs for every thread before the next begins, as a barrier
-    guarantees on a GPU. Values that a later phase uses are kept per thread;
-    each workgroup attribution becomes one buffer per block, filled first
-    with NaN (integers: 0x5eed5eed), so that a read the kernel never wrote,
-    such as one a missing barrier allows, shows in the result.
+    First puts each outlined kernel back at its `gpu.launch_func` as a
+    `gpu.launch` (its ids, sizes and `gpu.lane_id` mapped), so that what
+    runs is the code the GPU runs, and erases the `gpu.module`s.
 
-    A barrier may also sit in an `scf.for` whose bounds are the same for
-    every thread (a deadlock on a GPU otherwise, refused here), without
-    iter_args: the loop then runs once per block, with its phases inside.
-    Its last phase and the next iteration's first run together per thread,
-    as nothing orders them on a GPU either, so a tile buffer overwritten
-    before the other threads have read it shows too. A barrier in a branch
-    is refused for now.
+    Then replaces every `gpu.launch` by loops over its blocks. Within a
+    block, the body is cut at each top-level `gpu.barrier` and warp
+    collective into phases, and each phase runs for every thread of its
+    range before the next begins. Values that a later phase uses are kept
+    per thread; each workgroup attribution becomes one buffer per block,
+    filled first with NaN (integers: 0x5eed5eed), so that a read the
+    kernel never wrote, such as one a missing barrier allows, shows in the
+    result. Between two barriers, the steps that hold warp collectives run
+    warp by warp, since a collective waits only for its own warp.
 
-    A `gpu.shuffle` (constant offset and width) is a step of its own: once
-    every thread has computed its value, each reads its source lane's, by
-    a table built from `WarpSemantics.h` as shfl.sync reads where MLIR's
-    lowering calls it.
+    A barrier or collective may also sit in an `scf.for` whose bounds are
+    the same for every thread (a deadlock on a GPU otherwise, refused
+    here); what the loop carries is kept per thread. Its last phase and the
+    next iteration's first run together per thread, as nothing orders them
+    on a GPU either, so a tile buffer overwritten before the other threads
+    have read it shows too. A barrier in a branch is refused for now.
+
+    The collectives compute what their PTX instructions compute, from the
+    lane maps of `WarpSemantics.h`: `gpu.shuffle` (constant offset and
+    width), `nvgpu.ldmatrix` (x1, x2, x4, with or without .trans) and
+    `nvgpu.mma.sync` (m16n8k16 on f16, or bf16 where the launch carries
+    `tfm.mma_operand_type`, and m16n8k8 and m16n8k4 on tf32, into f32).
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {

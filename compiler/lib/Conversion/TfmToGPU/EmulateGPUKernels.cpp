@@ -1,27 +1,38 @@
 //===- EmulateGPUKernels.cpp - tfm-emulate-gpu-kernels --------------------===//
 //
-// Runs a gpu.launch on the CPU with the GPU's semantics between threads:
+// Runs GPU kernels on the CPU with the GPU's semantics between threads:
 // serial loops over the threads would let a thread read shared memory that
-// the others have not written yet, which a barrier exists to prevent. So
-// the body is cut at each gpu.barrier into phases, and each phase runs for
-// every thread of the block before the next begins. A value that one phase
-// defines and a later one uses is kept per thread; workgroup memory is one
-// buffer per block, filled with a poison pattern, so that a read before any
-// write (a missing barrier) gives NaN or an out-of-pattern integer rather
-// than a plausible value.
+// the others have not written yet, which a barrier exists to prevent, and
+// cannot run an op that reads other lanes' registers at all. So the body is
+// cut at each gpu.barrier and each warp collective into phases, and each
+// phase runs for every thread of the block before the next begins. A value
+// that one phase defines and a later one uses is kept per thread; a warp
+// collective reads its lanes' values from there and computes what the PTX
+// instruction computes (WarpSemantics.h). Workgroup memory is one buffer
+// per block, filled with a poison pattern, so that a read before any write
+// (a missing barrier) gives NaN or an out-of-pattern integer rather than a
+// plausible value.
+//
+// Outlined kernels are put back at their launches first, so that what runs
+// is the code the GPU runs: after outlining, the bf16 retyping and the
+// distribution of the tensor-core tiles over the lanes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -51,61 +62,119 @@ Value poisonOf(OpBuilder &b, Location loc, Type element) {
           APInt(64, 0x5eed5eedull).trunc(element.getIntOrFloatBitWidth())));
 }
 
+/// The ops that read other lanes' registers, run for a whole warp at once.
+bool isWarpCollective(Operation *op) {
+  return isa<gpu::ShuffleOp, nvgpu::MmaSyncOp, nvgpu::LdMatrixOp>(op);
+}
+
 /// Whether `op` or anything nested in it waits for other threads: a
-/// gpu.barrier, or a warp collective, which reads the other lanes' values.
+/// gpu.barrier, or a warp collective.
 bool containsBarrier(Operation *op) {
   return op
       ->walk([](Operation *nested) {
-        return isa<gpu::BarrierOp, gpu::ShuffleOp>(nested)
+        return isa<gpu::BarrierOp>(nested) || isWarpCollective(nested)
                    ? WalkResult::interrupt()
                    : WalkResult::advance();
       })
       .wasInterrupted();
 }
 
+/// The mma.sync shape of `mma`, or none when the emulation (and the
+/// kernels) use no such shape.
+std::optional<warp::MmaShape> mmaShapeOf(nvgpu::MmaSyncOp mma) {
+  std::array<int64_t, 3> shape = mma.getMmaShapeAsArray();
+  if (shape == std::array<int64_t, 3>{16, 8, 16})
+    return warp::MmaShape::M16N8K16;
+  if (shape == std::array<int64_t, 3>{16, 8, 8})
+    return warp::MmaShape::M16N8K8;
+  if (shape == std::array<int64_t, 3>{16, 8, 4})
+    return warp::MmaShape::M16N8K4;
+  return std::nullopt;
+}
+
+/// The vector type in which a lane holds its fragment of `operand`:
+/// registers of two 16-bit values, or of one f32 (tf32 operands); the
+/// accumulators are pairs of f32.
+VectorType fragmentType(warp::MmaShape shape, warp::MmaOperand operand,
+                        Type element) {
+  int64_t size = warp::fragmentSize(shape, operand);
+  int64_t perRegister =
+      operand == warp::MmaOperand::C || element.getIntOrFloatBitWidth() == 16
+          ? 2
+          : 1;
+  return VectorType::get({size / perRegister, perRegister}, element);
+}
+
 /// A launch body as the emulation runs it: phases that run per thread,
-/// separated by barriers, and uniform loops whose bodies hold barriers,
-/// which run once per block with their own phases inside.
+/// separated by barriers and warp collectives, and uniform loops whose
+/// bodies hold them, which run once per block with their own phases
+/// inside.
 struct Step {
-  /// The ops of a phase, run for every thread in turn; empty for a loop.
+  /// The phase's number, unique across the whole body.
+  unsigned id = 0;
+  /// The ops of a phase, run for every thread in turn.
   SmallVector<Operation *> phase;
   /// A loop around barriers, run once per block.
   scf::ForOp loop;
-  /// A warp collective, run for every thread from its lanes' values once
-  /// all of them have computed theirs.
-  gpu::ShuffleOp shuffle;
   std::vector<Step> body;
+  /// Whether a loop holds a gpu.barrier, and so runs for the whole block,
+  /// rather than only warp collectives.
+  bool synchronizesBlock = false;
+  /// Whether a gpu.barrier precedes the phase.
+  bool afterBarrier = false;
+  /// A warp collective, run once all the warp's lanes have computed its
+  /// operands.
+  Operation *collective = nullptr;
 };
+
+/// Whether `op` holds a gpu.barrier.
+bool containsBlockBarrier(Operation *op) {
+  return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
+      .wasInterrupted();
+}
+
+/// The phase of a value that every phase reads from its slot: what a loop
+/// around barriers carries from one iteration to the next.
+constexpr unsigned kCarried = ~0u;
 
 struct Emulator {
   gpu::LaunchOp launch;
   OpBuilder b;
   Location loc;
-  /// The phase (a number unique across the whole body) of each op placed
-  /// in one, and of each op nested in such an op.
+  /// The phase of each op placed in one, of each op nested in such an op,
+  /// of each warp collective, and of the yield of each loop around
+  /// barriers (the loop's last phase).
   DenseMap<Operation *, unsigned> phaseOf;
   unsigned numPhases = 0;
+  /// The iteration arguments and results of loops around barriers, which
+  /// share one slot each.
+  DenseMap<Value, unsigned> carriedIndex;
+  SmallVector<scf::ForOp> carryingLoops;
   SetVector<Value> crossing;
   DenseMap<Value, Value> slots;
-  Value zero, one, threads;
-  gpu::KernelDim3 block;
+  Value zero, one, threads, warpSize;
+  /// The threads that the steps being emitted run for: the block's, or
+  /// one warp's.
+  Value rangeBegin, rangeEnd;
+  /// What each warp's mma.sync gathers its lanes' fragments into.
+  DenseMap<nvgpu::MmaSyncOp, SmallVector<Value, 3>> scratch;
 
   explicit Emulator(gpu::LaunchOp launch)
       : launch(launch), b(launch), loc(launch.getLoc()) {}
+
+  bool isThreadId(Value v) {
+    return llvm::is_contained(ValueRange{launch.getThreadIds().x,
+                                         launch.getThreadIds().y,
+                                         launch.getThreadIds().z},
+                              v);
+  }
 
   /// Whether `v` is the same for every thread of a block: defined outside
   /// the launch, a block or size argument, or computed from such values by
   /// ops without memory effects.
   bool isUniform(Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (arg.getOwner() != &launch.getBody().front())
-        return false;
-      for (Value t : {launch.getThreadIds().x, launch.getThreadIds().y,
-                      launch.getThreadIds().z})
-        if (v == t)
-          return false;
-      return true;
-    }
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return arg.getOwner() == &launch.getBody().front() && !isThreadId(v);
     Operation *def = v.getDefiningOp();
     if (!launch->isProperAncestor(def))
       return true;
@@ -115,65 +184,129 @@ struct Emulator {
                         [&](Value o) { return isUniform(o); });
   }
 
+  /// The phase that defines `v`, kCarried for what a loop around barriers
+  /// carries, none for what every thread has at hand (values from outside,
+  /// the launch's ids and sizes, a loop's induction variable).
+  std::optional<unsigned> phaseOfValue(Value v) {
+    if (carriedIndex.count(v))
+      return kCarried;
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    auto at = phaseOf.find(def);
+    if (at == phaseOf.end())
+      return std::nullopt;
+    return at->second;
+  }
+
+  LogicalResult checkCollective(Operation *op) {
+    if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
+      std::optional<int64_t> offset = getConstantIntValue(shuffle.getOffset());
+      std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
+      if (!offset || !width || *width < 1 || *width > warp::kWarpSize)
+        return op->emitOpError()
+               << "takes an offset or width that is not a constant (width "
+                  "1 to 32); the emulation reads its lanes from a table";
+      return success();
+    }
+    if (auto mma = dyn_cast<nvgpu::MmaSyncOp>(op)) {
+      std::optional<warp::MmaShape> shape = mmaShapeOf(mma);
+      Type a = mma.getMatrixA().getType().getElementType();
+      bool tf32 = a.isF32();
+      bool supported =
+          shape && (tf32 ? *shape != warp::MmaShape::M16N8K16
+                         : a.isF16() && *shape == warp::MmaShape::M16N8K16);
+      if (supported)
+        supported =
+            mma.getMatrixA().getType() ==
+                fragmentType(*shape, warp::MmaOperand::A, a) &&
+            mma.getMatrixB().getType() ==
+                fragmentType(*shape, warp::MmaOperand::B, a) &&
+            mma.getMatrixC().getType() ==
+                fragmentType(*shape, warp::MmaOperand::C, b.getF32Type());
+      if (!supported)
+        return op->emitOpError()
+               << "is not one of the emulated forms: m16n8k16 of f16 (or "
+                  "bf16 held as f16) and m16n8k8 or m16n8k4 of tf32, into "
+                  "f32 accumulators";
+      return success();
+    }
+    auto load = cast<nvgpu::LdMatrixOp>(op);
+    unsigned tiles = load.getNumTiles();
+    auto type = load.getRes().getType();
+    if ((tiles != 1 && tiles != 2 && tiles != 4) ||
+        type.getElementTypeBitWidth() != 16 ||
+        type.getShape() != ArrayRef<int64_t>{tiles, 2} ||
+        load.getSrcMemref().getType().getRank() < 1)
+      return op->emitOpError()
+             << "is not an ldmatrix of 1, 2 or 4 matrices of 16-bit values "
+                "into a vector<Nx2>, the form the emulation runs";
+    return success();
+  }
+
   /// Splits `ops` into steps, numbering the phases.
   FailureOr<std::vector<Step>> plan(Block &ops) {
     std::vector<Step> steps;
-    unsigned current = 0;
     // What follows a barrier, a collective or a loop around barriers.
-    auto newPhase = [&] {
+    auto newPhase = [&](bool afterBarrier) {
       steps.emplace_back();
-      current = numPhases++;
+      steps.back().id = numPhases++;
+      steps.back().afterBarrier = afterBarrier;
     };
-    newPhase();
+    newPhase(true);
     for (Operation &op : ops.without_terminator()) {
       if (isa<gpu::BarrierOp>(op)) {
-        newPhase();
+        newPhase(true);
         continue;
       }
-      if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
-        std::optional<int64_t> offset =
-            getConstantIntValue(shuffle.getOffset());
-        std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
-        if (!offset || !width || *width < 1 || *width > warp::kWarpSize)
-          return op.emitOpError()
-                 << "takes an offset or width that is not a constant (width "
-                    "1 to 32); the emulation reads its lanes from a table";
+      if (isWarpCollective(&op)) {
+        if (failed(checkCollective(&op)))
+          return failure();
         Step step;
-        step.shuffle = shuffle;
-        phaseOf[shuffle] = numPhases++;
+        step.collective = &op;
+        step.id = numPhases++;
+        phaseOf[&op] = step.id;
         steps.push_back(std::move(step));
-        newPhase();
+        newPhase(false);
         continue;
       }
       if (!containsBarrier(&op)) {
         steps.back().phase.push_back(&op);
-        op.walk([&](Operation *nested) { phaseOf[nested] = current; });
+        unsigned id = steps.back().id;
+        op.walk([&](Operation *nested) { phaseOf[nested] = id; });
         continue;
       }
       auto loop = dyn_cast<scf::ForOp>(op);
       if (!loop)
         return op.emitOpError()
-               << "holds a gpu.barrier inside its regions; the emulation "
-                  "runs barriers at the top level of a gpu.launch or in "
-                  "an scf.for";
-      if (loop.getNumResults() != 0)
-        return op.emitOpError()
-               << "carries values around a gpu.barrier; the emulation runs "
-                  "loops around barriers without iter_args only";
+               << "holds a gpu.barrier or a warp collective inside its "
+                  "regions; the emulation runs them at the top level of a "
+                  "gpu.launch or in an scf.for";
       for (Value bound :
            {loop.getLowerBound(), loop.getUpperBound(), loop.getStep()})
         if (!isUniform(bound))
           return op.emitOpError()
-                 << "runs around a gpu.barrier with bounds that may differ "
-                    "between threads, which deadlocks a GPU";
+                 << "runs around a gpu.barrier or a warp collective with "
+                    "bounds that may differ between threads, which "
+                    "deadlocks a GPU";
+      for (auto [i, arg, result] :
+           llvm::enumerate(loop.getRegionIterArgs(), loop.getResults())) {
+        unsigned index = carriedIndex.size();
+        carriedIndex[arg] = index;
+        carriedIndex[result] = index;
+      }
+      carryingLoops.push_back(loop);
       Step step;
       step.loop = loop;
+      step.synchronizesBlock = containsBlockBarrier(loop);
       FailureOr<std::vector<Step>> inner = plan(*loop.getBody());
       if (failed(inner))
         return failure();
       step.body = std::move(*inner);
+      phaseOf[loop.getBody()->getTerminator()] = step.body.back().id;
+      bool synchronizesBlock = step.synchronizesBlock;
       steps.push_back(std::move(step));
-      newPhase();
+      newPhase(synchronizesBlock);
     }
     return steps;
   }
@@ -192,17 +325,20 @@ struct Emulator {
     return clone->getResult(cast<OpResult>(v).getResultNumber());
   }
 
-  /// Clones `phase` for thread `t` at `tb`, reading the values that other
-  /// phases defined from their slots and storing those that others use.
-  void clonePhase(OpBuilder &tb, ArrayRef<Operation *> phase, IRMapping map,
-                  Value t) {
-    if (phase.empty())
-      return;
-    unsigned id = phaseOf.lookup(phase.front());
+  /// Maps, for thread `t` at `tb`, the values that the phase `id` reads
+  /// from their slots.
+  void loadCrossing(OpBuilder &tb, IRMapping &map, unsigned id, Value t) {
     for (Value v : crossing)
-      if (phaseOf.lookup(v.getDefiningOp()) != id)
+      if (phaseOfValue(v) != id)
         map.map(v, tb.create<memref::LoadOp>(loc, slots[v], t));
-    for (Operation *op : phase) {
+  }
+
+  /// Clones `step`'s ops for thread `t` at `tb`, reading the values that
+  /// other phases defined from their slots and storing those that others
+  /// use. `map` holds the thread's values afterwards.
+  void clonePhase(OpBuilder &tb, const Step &step, IRMapping &map, Value t) {
+    loadCrossing(tb, map, step.id, t);
+    for (Operation *op : step.phase) {
       Operation *clone = tb.clone(*op, map);
       for (auto [r, c] : llvm::zip(op->getResults(), clone->getResults()))
         if (crossing.contains(r))
@@ -210,24 +346,83 @@ struct Emulator {
     }
   }
 
-  /// A loop over the block's threads, whose body `body` builds with the
-  /// thread's index and ids mapped.
-  void
-  threadLoop(const IRMapping &blockMap,
-             function_ref<void(OpBuilder &, const IRMapping &, Value)> body) {
-    auto loop = b.create<scf::ForOp>(loc, zero, threads, one);
-    OpBuilder tb = OpBuilder::atBlockBegin(loop.getBody());
-    Value t = loop.getInductionVar();
-    // Thread t is (t mod bx, t / bx mod by, t / (bx by)), x fastest.
+  /// The warps of `count` threads, the last one partial. (Not
+  /// arith.ceildivui, which the CPU's conversions do not lower.)
+  Value warpsOf(Value count) {
+    return b.create<arith::DivUIOp>(
+        loc,
+        b.create<arith::AddIOp>(
+            loc, count,
+            b.create<arith::ConstantIndexOp>(loc, warp::kWarpSize - 1)),
+        warpSize);
+  }
+
+  /// Thread t is (t mod bx, t / bx mod by, t / (bx by)), x fastest, as the
+  /// GPU numbers the lanes of its warps.
+  void mapThread(OpBuilder &tb, IRMapping &map, Value t) {
+    gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
     Value tx = tb.create<arith::RemUIOp>(loc, t, block.x);
     Value rest = tb.create<arith::DivUIOp>(loc, t, block.x);
     Value ty = tb.create<arith::RemUIOp>(loc, rest, block.y);
     Value tz = tb.create<arith::DivUIOp>(loc, rest, block.y);
-    IRMapping map = blockMap;
     map.map(launch.getThreadIds().x, tx);
     map.map(launch.getThreadIds().y, ty);
     map.map(launch.getThreadIds().z, tz);
+  }
+
+  /// A loop over the block's threads, whose body `body` builds with the
+  /// thread's index and ids mapped.
+  void threadLoop(const IRMapping &blockMap,
+                  function_ref<void(OpBuilder &, IRMapping &, Value)> body) {
+    auto loop = b.create<scf::ForOp>(loc, rangeBegin, rangeEnd, one);
+    OpBuilder tb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t = loop.getInductionVar();
+    IRMapping map = blockMap;
+    mapThread(tb, map, t);
     body(tb, map, t);
+  }
+
+  /// Thread `t`'s value of a collective's operand `v`: from its slot, its
+  /// id, or the same for every thread. (An op that computes a collective's
+  /// operand sits in an earlier phase, so its result has a slot.)
+  Value operandAt(OpBuilder &tb, Value v, Value t, const IRMapping &map) {
+    if (crossing.contains(v))
+      return tb.create<memref::LoadOp>(loc, slots[v], t);
+    if (isThreadId(v)) {
+      IRMapping ids;
+      mapThread(tb, ids, t);
+      return ids.lookup(v);
+    }
+    return map.lookupOrDefault(v);
+  }
+
+  /// A constant table of i32 entries, one per module and name.
+  Value table(StringRef name, ArrayRef<int32_t> entries) {
+    auto type = MemRefType::get({int64_t(entries.size())}, b.getI32Type());
+    auto module = launch->getParentOfType<ModuleOp>();
+    if (!module.lookupSymbol(name)) {
+      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+      mb.create<memref::GlobalOp>(
+          loc, name, mb.getStringAttr("private"), type,
+          DenseElementsAttr::get(
+              RankedTensorType::get({int64_t(entries.size())}, b.getI32Type()),
+              entries),
+          /*constant=*/true, /*alignment=*/nullptr);
+    }
+    return b.create<memref::GetGlobalOp>(loc, type, name);
+  }
+
+  /// Entry `i` of a table of coordinates packed as `row << 8 | col`.
+  std::pair<Value, Value> coordAt(OpBuilder &tb, Value table, Value i) {
+    Value entry = tb.create<memref::LoadOp>(loc, table, i);
+    auto index = [&](Value v) {
+      return tb.create<arith::IndexCastOp>(loc, tb.getIndexType(), v);
+    };
+    Value row = tb.create<arith::ShRUIOp>(
+        loc, entry, tb.create<arith::ConstantIntOp>(loc, 8, 32));
+    Value col = tb.create<arith::AndIOp>(
+        loc, entry, tb.create<arith::ConstantIntOp>(loc, 255, 32));
+    return {index(row), index(col)};
   }
 
   /// Each lane's source lane of `shuffle`, and whether it is valid, as
@@ -251,42 +446,29 @@ struct Emulator {
     }
     int32_t offset = *getConstantIntValue(shuffle.getOffset());
     int32_t width = *getConstantIntValue(shuffle.getWidth());
-    auto type = MemRefType::get({warp::kWarpSize}, b.getI32Type());
-    auto module = launch->getParentOfType<ModuleOp>();
-    // One table per mode, offset and width, shared by every shuffle that
-    // reads its lanes so.
-    std::string name =
-        llvm::formatv("__tfm_shuffle_lanes_{0}_{1}_{2}",
-                      gpu::stringifyShuffleMode(shuffle.getMode()), offset,
-                      width)
-            .str();
-    if (module.lookupSymbol(name))
-      return b.create<memref::GetGlobalOp>(loc, type, name);
     SmallVector<int32_t> entries;
     for (int lane = 0; lane < warp::kWarpSize; ++lane) {
       warp::ShuffleSource src = warp::shflSync(
           mode, lane, offset, warp::gpuShuffleClamp(mode, width));
       entries.push_back(int32_t(src.valid) << 5 | src.lane);
     }
-    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-    mb.create<memref::GlobalOp>(
-        loc, name, mb.getStringAttr("private"), type,
-        DenseElementsAttr::get(
-            RankedTensorType::get({warp::kWarpSize}, b.getI32Type()),
-            ArrayRef<int32_t>(entries)),
-        /*constant=*/true, /*alignment=*/nullptr);
-    return b.create<memref::GetGlobalOp>(loc, type, name);
+    // One table per mode, offset and width, shared by every shuffle that
+    // reads its lanes so.
+    return table(llvm::formatv("__tfm_shuffle_lanes_{0}_{1}_{2}",
+                               gpu::stringifyShuffleMode(shuffle.getMode()),
+                               offset, width)
+                     .str(),
+                 entries);
   }
 
   /// Every thread reads its source lane's value, which the phases before
   /// have left in that thread's slot.
   void emitShuffle(gpu::ShuffleOp shuffle, const IRMapping &blockMap) {
-    Value table = shuffleTable(shuffle);
+    Value lanes = shuffleTable(shuffle);
     Value input = shuffle.getValue();
-    Value warpSize = b.create<arith::ConstantIndexOp>(loc, warp::kWarpSize);
-    threadLoop(blockMap, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+    threadLoop(blockMap, [&](OpBuilder &tb, IRMapping &map, Value t) {
       Value lane = tb.create<arith::RemUIOp>(loc, t, warpSize);
-      Value entry = tb.create<memref::LoadOp>(loc, table, lane);
+      Value entry = tb.create<memref::LoadOp>(loc, lanes, lane);
       Value c5 = tb.create<arith::ConstantIntOp>(loc, 5, 32);
       Value c31 = tb.create<arith::ConstantIntOp>(loc, 31, 32);
       Value source = tb.create<arith::IndexCastOp>(
@@ -301,11 +483,8 @@ struct Emulator {
           tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, from,
                                    threads));
       from = tb.create<arith::SelectOp>(loc, valid, from, t);
-      Value value;
-      if (crossing.contains(input))
-        value = tb.create<memref::LoadOp>(loc, slots[input], from);
-      else
-        value = map.lookupOrDefault(input);
+      Value value = crossing.contains(input) ? operandAt(tb, input, from, map)
+                                             : map.lookupOrDefault(input);
       Value results[] = {value, valid};
       for (auto [r, v] : llvm::zip(shuffle.getResults(), results))
         if (crossing.contains(r))
@@ -313,31 +492,289 @@ struct Emulator {
     });
   }
 
-  void emit(ArrayRef<Step> steps, IRMapping &blockMap) {
-    for (const Step &step : steps) {
-      if (step.shuffle) {
-        emitShuffle(step.shuffle, blockMap);
+  /// The table of where each lane's fragment elements lie in `operand`,
+  /// `row << 8 | col` at lane * size + element.
+  Value fragmentTable(warp::MmaShape shape, warp::MmaOperand operand) {
+    int size = warp::fragmentSize(shape, operand);
+    SmallVector<int32_t> entries;
+    for (int lane = 0; lane < warp::kWarpSize; ++lane)
+      for (int i = 0; i < size; ++i) {
+        warp::Coord c = warp::fragmentCoord(shape, operand, lane, i);
+        entries.push_back(c.row << 8 | c.col);
+      }
+    static const char *shapes[] = {"m16n8k16", "m16n8k8", "m16n8k4"};
+    static const char *operands[] = {"a", "b", "c"};
+    return table(llvm::formatv("__tfm_mma_fragment_{0}_{1}", shapes[int(shape)],
+                               operands[int(operand)])
+                     .str(),
+                 entries);
+  }
+
+  /// A fragment element as the tensor cores read it, in f32: bf16 held as
+  /// f16 patterns (tfm-retype-bf16-tiles) is bf16; an f32 operand is read
+  /// as tf32, the low 13 bits of its mantissa ignored.
+  Value operandValue(OpBuilder &tb, Value element, Type mmaType) {
+    Type f32 = tb.getF32Type();
+    if (element.getType().isF32()) {
+      Value bits = tb.create<arith::BitcastOp>(loc, tb.getI32Type(), element);
+      Value kept = tb.create<arith::AndIOp>(
+          loc, bits,
+          tb.create<arith::ConstantIntOp>(loc, int32_t(0xffffe000), 32));
+      return tb.create<arith::BitcastOp>(loc, f32, kept);
+    }
+    if (mmaType && mmaType.isBF16())
+      element = tb.create<arith::BitcastOp>(loc, mmaType, element);
+    return tb.create<arith::ExtFOp>(loc, f32, element);
+  }
+
+  /// The warp's operands gathered into whole matrices in f32, multiplied
+  /// with the accumulator added (the products of 16-bit and tf32 values are
+  /// exact in f32), and the result handed back to each lane as its D
+  /// fragment. A lane missing from a partial warp leaves NaN.
+  void emitMma(nvgpu::MmaSyncOp mma, IRMapping &blockMap) {
+    warp::MmaShape shape = *mmaShapeOf(mma);
+    auto typeAttr = launch->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
+    Type mmaType = typeAttr ? typeAttr.getValue() : Type();
+    const SmallVector<Value, 3> &mats = scratch.lookup(mma);
+    Value nan = poisonOf(b, loc, b.getF32Type());
+    warp::MmaOperand which[] = {warp::MmaOperand::A, warp::MmaOperand::B,
+                                warp::MmaOperand::C};
+    Value operands[] = {mma.getMatrixA(), mma.getMatrixB(), mma.getMatrixC()};
+    Value tables[3];
+    for (int o = 0; o < 3; ++o)
+      tables[o] = fragmentTable(shape, which[o]);
+    auto warpLoop = b.create<scf::ForOp>(
+        loc, b.create<arith::DivUIOp>(loc, rangeBegin, warpSize),
+        warpsOf(rangeEnd), one);
+    OpBuilder wb = OpBuilder::atBlockBegin(warpLoop.getBody());
+    Value base =
+        wb.create<arith::MulIOp>(loc, warpLoop.getInductionVar(), warpSize);
+    for (Value mat : mats) {
+      auto type = cast<MemRefType>(mat.getType());
+      SmallVector<Value> from(2, zero), by(2, one);
+      SmallVector<Value> to{
+          wb.create<arith::ConstantIndexOp>(loc, type.getDimSize(0)),
+          wb.create<arith::ConstantIndexOp>(loc, type.getDimSize(1))};
+      scf::buildLoopNest(wb, loc, from, to, by,
+                         [&](OpBuilder &fb, Location, ValueRange ivs) {
+                           fb.create<memref::StoreOp>(loc, nan, mat, ivs);
+                         });
+    }
+    // Each lane's fragments into the matrices.
+    auto lanes =
+        [&](function_ref<void(OpBuilder &, IRMapping &, Value, Value)> body) {
+          auto laneLoop = wb.create<scf::ForOp>(loc, zero, warpSize, one);
+          OpBuilder lb = OpBuilder::atBlockBegin(laneLoop.getBody());
+          Value lane = laneLoop.getInductionVar();
+          Value t = lb.create<arith::AddIOp>(loc, base, lane);
+          auto present = lb.create<scf::IfOp>(
+              loc, lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, t,
+                                            threads));
+          OpBuilder pb = OpBuilder::atBlockBegin(present.thenBlock());
+          IRMapping map = blockMap;
+          mapThread(pb, map, t);
+          body(pb, map, lane, t);
+        };
+    lanes([&](OpBuilder &pb, IRMapping &map, Value lane, Value t) {
+      for (int o = 0; o < 3; ++o) {
+        Value fragment = operandAt(pb, operands[o], t, map);
+        auto type = cast<VectorType>(fragment.getType());
+        int64_t size = type.getNumElements(), perRegister = type.getDimSize(1);
+        Value first = pb.create<arith::MulIOp>(
+            loc, lane, pb.create<arith::ConstantIndexOp>(loc, size));
+        for (int64_t i = 0; i < size; ++i) {
+          Value element = pb.create<vector::ExtractOp>(
+              loc, fragment,
+              ArrayRef<int64_t>{i / perRegister, i % perRegister});
+          Value value = o == 2 ? element : operandValue(pb, element, mmaType);
+          auto [row, col] = coordAt(
+              pb, tables[o],
+              pb.create<arith::AddIOp>(
+                  loc, first, pb.create<arith::ConstantIndexOp>(loc, i)));
+          pb.create<memref::StoreOp>(loc, value, mats[o], ValueRange{row, col});
+        }
+      }
+    });
+    // C += A B, into C.
+    {
+      int64_t k = warp::mmaK(shape);
+      SmallVector<Value> from(2, zero), by(2, one);
+      SmallVector<Value> to{
+          wb.create<arith::ConstantIndexOp>(loc, warp::mmaM(shape)),
+          wb.create<arith::ConstantIndexOp>(loc, warp::mmaN(shape))};
+      Value kEnd = wb.create<arith::ConstantIndexOp>(loc, k);
+      scf::buildLoopNest(
+          wb, loc, from, to, by, [&](OpBuilder &nb, Location, ValueRange ivs) {
+            Value init = nb.create<memref::LoadOp>(loc, mats[2], ivs);
+            auto sum =
+                nb.create<scf::ForOp>(loc, zero, kEnd, one, ValueRange{init});
+            OpBuilder kb = OpBuilder::atBlockBegin(sum.getBody());
+            Value kk = sum.getInductionVar();
+            Value a =
+                kb.create<memref::LoadOp>(loc, mats[0], ValueRange{ivs[0], kk});
+            Value bv =
+                kb.create<memref::LoadOp>(loc, mats[1], ValueRange{kk, ivs[1]});
+            Value acc =
+                kb.create<arith::AddFOp>(loc, sum.getRegionIterArgs()[0],
+                                         kb.create<arith::MulFOp>(loc, a, bv));
+            kb.create<scf::YieldOp>(loc, acc);
+            nb.create<memref::StoreOp>(loc, sum.getResult(0), mats[2], ivs);
+          });
+    }
+    // Each lane's D fragment out of C.
+    lanes([&](OpBuilder &pb, IRMapping &, Value lane, Value t) {
+      auto type = cast<VectorType>(mma.getType());
+      int64_t size = type.getNumElements(), perRegister = type.getDimSize(1);
+      Value result = pb.create<arith::ConstantOp>(loc, pb.getZeroAttr(type));
+      Value first = pb.create<arith::MulIOp>(
+          loc, lane, pb.create<arith::ConstantIndexOp>(loc, size));
+      for (int64_t i = 0; i < size; ++i) {
+        auto [row, col] =
+            coordAt(pb, tables[2],
+                    pb.create<arith::AddIOp>(
+                        loc, first, pb.create<arith::ConstantIndexOp>(loc, i)));
+        Value value =
+            pb.create<memref::LoadOp>(loc, mats[2], ValueRange{row, col});
+        result = pb.create<vector::InsertOp>(
+            loc, value, result,
+            ArrayRef<int64_t>{i / perRegister, i % perRegister});
+      }
+      if (crossing.contains(mma.getResult()))
+        pb.create<memref::StoreOp>(loc, result, slots[mma.getResult()], t);
+    });
+  }
+
+  /// Each lane receives, from every matrix j, the elements that
+  /// ldmatrixCoord gives it, from the row whose address lane
+  /// ldmatrixAddressLane(j, row) gives: its indices, the last one advanced
+  /// by the column.
+  void emitLdMatrix(nvgpu::LdMatrixOp load, IRMapping &blockMap) {
+    bool transpose = load.getTranspose();
+    SmallVector<int32_t> entries;
+    for (int lane = 0; lane < warp::kWarpSize; ++lane)
+      for (int e = 0; e < 2; ++e) {
+        warp::Coord c = warp::ldmatrixCoord(lane, e, transpose);
+        entries.push_back(c.row << 8 | c.col);
+      }
+    Value coords = table(transpose ? "__tfm_ldmatrix_elements_trans"
+                                   : "__tfm_ldmatrix_elements",
+                         entries);
+    Value memory = uniformAt(load.getSrcMemref(), blockMap);
+    auto type = cast<VectorType>(load.getType());
+    Value nan = poisonOf(b, loc, type.getElementType());
+    threadLoop(blockMap, [&](OpBuilder &tb, IRMapping &map, Value t) {
+      Value lane = tb.create<arith::RemUIOp>(loc, t, warpSize);
+      Value base = tb.create<arith::SubIOp>(loc, t, lane);
+      Value result = tb.create<arith::ConstantOp>(loc, tb.getZeroAttr(type));
+      for (int64_t j = 0; j < type.getDimSize(0); ++j)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value at = tb.create<arith::AddIOp>(
+              loc,
+              tb.create<arith::MulIOp>(
+                  loc, lane, tb.create<arith::ConstantIndexOp>(loc, 2)),
+              tb.create<arith::ConstantIndexOp>(loc, e));
+          auto [row, col] = coordAt(tb, coords, at);
+          // The lane that gives the row's address: 8 j + row.
+          Value source = tb.create<arith::AddIOp>(
+              loc, base,
+              tb.create<arith::AddIOp>(
+                  loc, tb.create<arith::ConstantIndexOp>(loc, 8 * j), row));
+          Value present = tb.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::ult, source, threads);
+          auto read = tb.create<scf::IfOp>(
+              loc, TypeRange{type.getElementType()}, present,
+              /*withElseRegion=*/true);
+          {
+            OpBuilder rb = read.getThenBodyBuilder();
+            SmallVector<Value> indices;
+            for (Value index : load.getIndices())
+              indices.push_back(operandAt(rb, index, source, map));
+            indices.back() = rb.create<arith::AddIOp>(loc, indices.back(), col);
+            rb.create<scf::YieldOp>(
+                loc,
+                rb.create<memref::LoadOp>(loc, memory, indices).getResult());
+            OpBuilder eb = read.getElseBodyBuilder();
+            eb.create<scf::YieldOp>(loc, nan);
+          }
+          result = tb.create<vector::InsertOp>(loc, read.getResult(0), result,
+                                               ArrayRef<int64_t>{j, e});
+        }
+      if (crossing.contains(load.getResult()))
+        tb.create<memref::StoreOp>(loc, result, slots[load.getResult()], t);
+    });
+  }
+
+  /// Runs `steps` for the threads of the current range, which are those of
+  /// one warp when `inWarp`. Otherwise the steps between two barriers that
+  /// hold warp collectives run warp by warp: a collective waits for its own
+  /// warp's lanes only, so one warp's collective runs before the next warp
+  /// has begun, and a read of what another warp writes before the barrier
+  /// that orders them shows, as on a GPU it may.
+  void emit(ArrayRef<Step> steps, IRMapping &blockMap, bool inWarp) {
+    for (size_t i = 0; i < steps.size();) {
+      const Step &step = steps[i];
+      if (inWarp || (step.loop && step.synchronizesBlock)) {
+        emitStep(step, blockMap);
+        ++i;
         continue;
       }
-      if (!step.loop) {
-        // A barrier right after another, or after a loop, leaves nothing
-        // to run.
-        if (step.phase.empty())
-          continue;
-        threadLoop(blockMap, [&](OpBuilder &tb, const IRMapping &map, Value t) {
-          clonePhase(tb, step.phase, map, t);
-        });
+      size_t end = i + 1;
+      while (end < steps.size() && !steps[end].afterBarrier &&
+             !(steps[end].loop && steps[end].synchronizesBlock))
+        ++end;
+      ArrayRef<Step> segment = steps.slice(i, end - i);
+      i = end;
+      bool warpwise = llvm::any_of(
+          segment, [](const Step &s) { return s.collective || s.loop; });
+      if (!warpwise) {
+        for (const Step &s : segment)
+          emitStep(s, blockMap);
         continue;
       }
-      emitLoop(step, blockMap);
+      Value begin = rangeBegin, end_ = rangeEnd;
+      auto warpLoop = b.create<scf::ForOp>(loc, zero, warpsOf(threads), one);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(warpLoop.getBody()->getTerminator());
+      rangeBegin =
+          b.create<arith::MulIOp>(loc, warpLoop.getInductionVar(), warpSize);
+      rangeEnd = b.create<arith::MinUIOp>(
+          loc, b.create<arith::AddIOp>(loc, rangeBegin, warpSize), threads);
+      for (const Step &s : segment)
+        emitStep(s, blockMap);
+      rangeBegin = begin;
+      rangeEnd = end_;
     }
   }
 
-  /// A loop around barriers. Its last phase and the next iteration's first
-  /// are not separated by a barrier, so each thread runs them together, as
-  /// a GPU may: a tile buffer overwritten by the next iteration before the
-  /// other threads have read it (a missing barrier at the loop's end) then
-  /// shows in the result.
+  void emitStep(const Step &step, IRMapping &blockMap) {
+    if (step.collective) {
+      if (auto shuffle = dyn_cast<gpu::ShuffleOp>(step.collective))
+        emitShuffle(shuffle, blockMap);
+      else if (auto mma = dyn_cast<nvgpu::MmaSyncOp>(step.collective))
+        emitMma(mma, blockMap);
+      else
+        emitLdMatrix(cast<nvgpu::LdMatrixOp>(step.collective), blockMap);
+      return;
+    }
+    if (step.loop) {
+      emitLoop(step, blockMap);
+      return;
+    }
+    // A barrier right after another, or after a loop, leaves nothing to
+    // run.
+    if (step.phase.empty())
+      return;
+    threadLoop(blockMap, [&](OpBuilder &tb, IRMapping &map, Value t) {
+      clonePhase(tb, step, map, t);
+    });
+  }
+
+  /// A loop around barriers or collectives. What it carries lives in slots,
+  /// its iteration arguments and results sharing one per value. Its last
+  /// phase and the next iteration's first are not separated by a barrier,
+  /// so each thread runs them together, as a GPU may: a tile buffer
+  /// overwritten by the next iteration before the other threads have read
+  /// it (a missing barrier at the loop's end) then shows in the result.
   void emitLoop(const Step &step, IRMapping &blockMap) {
     scf::ForOp loop = step.loop;
     Value lb = uniformAt(loop.getLowerBound(), blockMap);
@@ -345,9 +782,17 @@ struct Emulator {
     Value st = uniformAt(loop.getStep(), blockMap);
     Value iv = loop.getInductionVar();
     ArrayRef<Step> body = step.body;
-    ArrayRef<Operation *> first = body.front().phase;
-    ArrayRef<Operation *> last = body.back().phase;
+    const Step &first = body.front();
+    const Step &last = body.back();
     ArrayRef<Step> middle = body.drop_front().drop_back();
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    if (loop.getNumRegionIterArgs() != 0)
+      threadLoop(blockMap, [&](OpBuilder &tb, IRMapping &map, Value t) {
+        for (auto [init, arg] :
+             llvm::zip(loop.getInitArgs(), loop.getRegionIterArgs()))
+          tb.create<memref::StoreOp>(loc, operandAt(tb, init, t, map),
+                                     slots[arg], t);
+      });
     // The first phase of the first iteration.
     Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lb, ub);
     auto guard = b.create<scf::IfOp>(loc, any);
@@ -356,7 +801,7 @@ struct Emulator {
       b.setInsertionPoint(guard.thenBlock()->getTerminator());
       IRMapping at = blockMap;
       at.map(iv, lb);
-      threadLoop(at, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+      threadLoop(at, [&](OpBuilder &tb, IRMapping &map, Value t) {
         clonePhase(tb, first, map, t);
       });
     }
@@ -366,12 +811,19 @@ struct Emulator {
     IRMapping inner = blockMap;
     Value k = outer.getInductionVar();
     inner.map(iv, k);
-    emit(middle, inner);
+    // A loop around collectives only runs within its warp's range; one
+    // around barriers starts each iteration's body for the whole block.
+    emit(middle, inner, /*inWarp=*/!step.synchronizesBlock);
     Value next = b.create<arith::AddIOp>(loc, k, st);
     Value more =
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, next, ub);
-    threadLoop(inner, [&](OpBuilder &tb, const IRMapping &map, Value t) {
+    threadLoop(inner, [&](OpBuilder &tb, IRMapping &map, Value t) {
       clonePhase(tb, last, map, t);
+      // The carried values, before the next iteration reads them.
+      for (auto [value, arg] :
+           llvm::zip(yield.getOperands(), loop.getRegionIterArgs()))
+        tb.create<memref::StoreOp>(loc, map.lookupOrDefault(value), slots[arg],
+                                   t);
       auto then = tb.create<scf::IfOp>(loc, more);
       OpBuilder nb = OpBuilder::atBlockBegin(then.thenBlock());
       IRMapping following = map;
@@ -385,38 +837,41 @@ struct Emulator {
     if (failed(steps))
       return failure();
     // Values that one phase defines and another uses, kept per thread.
+    // What a loop around barriers starts from and carries is always.
+    for (scf::ForOp loop : carryingLoops) {
+      crossing.insert(loop.getRegionIterArgs().begin(),
+                      loop.getRegionIterArgs().end());
+      for (Value init : loop.getInitArgs())
+        if (phaseOfValue(init))
+          crossing.insert(init);
+    }
     launch.getBody().walk([&](Operation *user) {
       auto at = phaseOf.find(user);
       if (at == phaseOf.end())
         return;
       for (Value v : user->getOperands()) {
-        Operation *def = v.getDefiningOp();
-        if (def && phaseOf.count(def) && phaseOf[def] != at->second)
+        std::optional<unsigned> phase = phaseOfValue(v);
+        if (phase && *phase != at->second)
           crossing.insert(v);
       }
     });
-    WalkResult direct = launch.getBody().walk([&](gpu::ShuffleOp shuffle) {
-      Value input = shuffle.getValue();
-      if (crossing.contains(input) || isUniform(input))
-        return WalkResult::advance();
-      shuffle.emitOpError()
-          << "shuffles a thread id itself; the emulation reads the other "
-             "lanes' values from what an earlier op computed";
-      return WalkResult::interrupt();
-    });
-    if (direct.wasInterrupted())
-      return failure();
     for (Value v : crossing)
-      if (!v.getType().isIntOrIndexOrFloat() && !isa<VectorType>(v.getType()))
-        return v.getDefiningOp()->emitOpError()
+      if (!v.getType().isIntOrIndexOrFloat() && !isa<VectorType>(v.getType())) {
+        Operation *at = v.getDefiningOp();
+        if (!at)
+          at = v.getParentBlock()->getParentOp();
+        return at->emitOpError()
                << "defines a " << v.getType()
-               << " that a later phase uses across a gpu.barrier; the "
-                  "emulation keeps only scalars and vectors per thread";
+               << " that a later phase uses across a gpu.barrier or a warp "
+                  "collective; the emulation keeps only scalars and vectors "
+                  "per thread";
+      }
 
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
-    block = launch.getBlockSizeOperandValues();
+    gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
     zero = b.create<arith::ConstantIndexOp>(loc, 0);
     one = b.create<arith::ConstantIndexOp>(loc, 1);
+    warpSize = b.create<arith::ConstantIndexOp>(loc, warp::kWarpSize);
     threads = b.create<arith::MulIOp>(
         loc, b.create<arith::MulIOp>(loc, block.x, block.y), block.z);
 
@@ -430,10 +885,25 @@ struct Emulator {
            b.create<memref::AllocaOp>(
                loc, MemRefType::get(type.getShape(), type.getElementType()))});
     }
-    for (Value v : crossing)
-      slots[v] = b.create<memref::AllocaOp>(
-          loc, MemRefType::get({ShapedType::kDynamic}, v.getType()),
-          ValueRange{threads});
+    DenseMap<unsigned, Value> carriedSlots;
+    for (Value v : crossing) {
+      auto index = carriedIndex.find(v);
+      Value &slot =
+          index == carriedIndex.end() ? slots[v] : carriedSlots[index->second];
+      if (!slot)
+        slot = b.create<memref::AllocaOp>(
+            loc, MemRefType::get({ShapedType::kDynamic}, v.getType()),
+            ValueRange{threads});
+      slots[v] = slot;
+    }
+    launch.getBody().walk([&](nvgpu::MmaSyncOp mma) {
+      warp::MmaShape shape = *mmaShapeOf(mma);
+      int64_t m = warp::mmaM(shape), n = warp::mmaN(shape),
+              k = warp::mmaK(shape);
+      for (auto [rows, cols] : {std::pair{m, k}, {k, n}, {m, n}})
+        scratch[mma].push_back(b.create<memref::AllocaOp>(
+            loc, MemRefType::get({rows, cols}, b.getF32Type())));
+    });
 
     SmallVector<Value> lbs(3, zero), ubs{grid.z, grid.y, grid.x}, unit(3, one);
     scf::buildLoopNest(
@@ -466,18 +936,136 @@ struct Emulator {
                 });
             blockMap.map(arg, buffer);
           }
-          emit(*steps, blockMap);
+          rangeBegin = zero;
+          rangeEnd = threads;
+          emit(*steps, blockMap, /*inWarp=*/false);
         });
     launch.erase();
     return success();
   }
 };
 
+/// Puts the kernel that `call` launches back at the call, as the gpu.launch
+/// it was outlined from: its arguments mapped to the call's operands, its
+/// ids and sizes to the launch's.
+FailureOr<gpu::LaunchOp> inlineKernel(gpu::LaunchFuncOp call,
+                                      SymbolTableCollection &symbols) {
+  auto kernel =
+      symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(call, call.getKernel());
+  if (!kernel)
+    return call.emitOpError()
+           << "launches " << call.getKernel() << ", which is not a gpu.func";
+  if (call.getAsyncToken() || !call.getAsyncDependencies().empty() ||
+      call.hasClusterSize() || call.getDynamicSharedMemorySize())
+    return call.emitOpError()
+           << "is asynchronous, or takes clusters or dynamic shared memory, "
+              "which the emulation does not run yet";
+  if (kernel.getNumPrivateAttributions() != 0 ||
+      !kernel.getBody().hasOneBlock())
+    return kernel.emitOpError()
+           << "has private attributions or several blocks; the emulation "
+              "runs structured kernels with workgroup memory only";
+  OpBuilder b(call);
+  Location loc = call.getLoc();
+  SmallVector<Type> workgroup;
+  for (BlockArgument arg : kernel.getWorkgroupAttributions())
+    workgroup.push_back(arg.getType());
+  gpu::KernelDim3 grid = call.getGridSizeOperandValues();
+  gpu::KernelDim3 block = call.getBlockSizeOperandValues();
+  auto launch = b.create<gpu::LaunchOp>(
+      loc, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
+      ValueRange{}, workgroup);
+  if (Attribute type = kernel->getAttr(kMmaOperandTypeAttrName))
+    launch->setAttr(kMmaOperandTypeAttrName, type);
+  IRMapping map;
+  for (auto [arg, operand] :
+       llvm::zip(kernel.getArguments(), call.getKernelOperands()))
+    map.map(arg, operand);
+  for (auto [from, to] : llvm::zip(kernel.getWorkgroupAttributions(),
+                                   launch.getWorkgroupAttributions()))
+    map.map(from, to);
+  OpBuilder lb = OpBuilder::atBlockEnd(&launch.getBody().front());
+  for (Operation &op : kernel.getBody().front()) {
+    if (isa<gpu::ReturnOp>(op)) {
+      lb.create<gpu::TerminatorOp>(loc);
+      continue;
+    }
+    lb.clone(op, map);
+  }
+  auto pick = [](const gpu::KernelDim3 &dims, gpu::Dimension d) {
+    return d == gpu::Dimension::x   ? dims.x
+           : d == gpu::Dimension::y ? dims.y
+                                    : dims.z;
+  };
+  SmallVector<Operation *> ids;
+  launch.getBody().walk([&](Operation *op) {
+    if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp>(
+            op))
+      ids.push_back(op);
+  });
+  for (Operation *op : ids) {
+    Value with;
+    if (auto id = dyn_cast<gpu::ThreadIdOp>(op))
+      with = pick(launch.getThreadIds(), id.getDimension());
+    else if (auto id = dyn_cast<gpu::BlockIdOp>(op))
+      with = pick(launch.getBlockIds(), id.getDimension());
+    else if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
+      with = pick(launch.getBlockSize(), dim.getDimension());
+    else
+      with =
+          pick(launch.getGridSize(), cast<gpu::GridDimOp>(op).getDimension());
+    op->getResult(0).replaceAllUsesWith(with);
+    op->erase();
+  }
+  call.erase();
+  return launch;
+}
+
+/// Each gpu.lane_id as the linear thread index modulo the warp size, where
+/// it stands.
+void replaceLaneIds(gpu::LaunchOp launch) {
+  SmallVector<gpu::LaneIdOp> laneIds;
+  launch.getBody().walk([&](gpu::LaneIdOp op) { laneIds.push_back(op); });
+  for (gpu::LaneIdOp op : laneIds) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    gpu::KernelDim3 ids = launch.getThreadIds();
+    gpu::KernelDim3 size = launch.getBlockSize();
+    Value linear = b.create<arith::AddIOp>(
+        loc, ids.x,
+        b.create<arith::MulIOp>(
+            loc, size.x,
+            b.create<arith::AddIOp>(
+                loc, ids.y, b.create<arith::MulIOp>(loc, size.y, ids.z))));
+    op.replaceAllUsesWith(
+        b.create<arith::RemUIOp>(
+             loc, linear,
+             b.create<arith::ConstantIndexOp>(loc, warp::kWarpSize))
+            .getResult());
+    op.erase();
+  }
+}
+
 struct EmulateGPUKernelsPass
     : public mlir::tfm::impl::EmulateGPUKernelsPassBase<EmulateGPUKernelsPass> {
   void runOnOperation() override {
+    Operation *root = getOperation();
+    SymbolTableCollection symbols;
+    SmallVector<gpu::LaunchFuncOp> calls;
+    root->walk([&](gpu::LaunchFuncOp call) { calls.push_back(call); });
+    for (gpu::LaunchFuncOp call : calls)
+      if (failed(inlineKernel(call, symbols)))
+        return signalPassFailure();
+    // The kernels now run where they were launched.
+    SmallVector<gpu::GPUModuleOp> modules;
+    root->walk([&](gpu::GPUModuleOp module) { modules.push_back(module); });
+    for (gpu::GPUModuleOp module : modules)
+      module.erase();
+    root->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
+
     SmallVector<gpu::LaunchOp> launches;
-    getOperation()->walk([&](gpu::LaunchOp l) { launches.push_back(l); });
+    root->walk([&](gpu::LaunchOp l) { launches.push_back(l); });
     for (gpu::LaunchOp launch : launches) {
       if (launch->getNumResults() != 0 || launch.getDynamicSharedMemorySize()) {
         launch.emitOpError() << "is asynchronous or takes dynamic shared "
@@ -489,6 +1077,21 @@ struct EmulateGPUKernelsPass
                                 "runs structured control flow only";
         return signalPassFailure();
       }
+      replaceLaneIds(launch);
+      // What no emulation runs yet would otherwise fail far later, in the
+      // CPU's conversions, without naming the kernel.
+      WalkResult unknown = launch.getBody().walk([&](Operation *op) {
+        Dialect *dialect = op->getDialect();
+        bool gpuOp =
+            dialect && isa<gpu::GPUDialect, nvgpu::NVGPUDialect>(dialect);
+        if (!gpuOp || isa<gpu::BarrierOp, gpu::TerminatorOp>(op) ||
+            isWarpCollective(op))
+          return WalkResult::advance();
+        op->emitOpError() << "is not run by the emulation of GPU kernels";
+        return WalkResult::interrupt();
+      });
+      if (unknown.wasInterrupted())
+        return signalPassFailure();
       if (failed(Emulator(launch).run()))
         return signalPassFailure();
     }
