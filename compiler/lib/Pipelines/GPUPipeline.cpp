@@ -65,14 +65,36 @@ static void addVectorToLLVM(OpPassManager &pm) {
   pm.addPass(createConvertVectorToLLVMPass());
 }
 
-void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
-                                                bool reverseGrid) {
+/// The kernels as the GPU pipeline makes them, up to the distribution of
+/// the tensor-core tiles over the lanes: launches, outlined and merged,
+/// bf16 tiles retyped, each warp's vector.contract as mma.sync.
+static void addKernels(OpPassManager &pm, bool reverseGrid) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   addSchedule(fn);
   if (reverseGrid)
     fn.addPass(createReverseGridPass());
-  // The tensor-core tiles' vector ops, as the CPU lowers them.
-  fn.addPass(createWidenContractionsPass());
+  fn.addPass(createParallelLoopToGpuPass());
+  fn.addPass(createCanonicalizerPass());
+  fn.addPass(createCSEPass());
+  // Constants are cloned into the kernels rather than passed to them.
+  fn.addPass(createGpuLauchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createMergeGPUModulesPass());
+  // Each warp's vector.contract becomes mma.sync on its lanes' fragments
+  // (bf16 ones distributed as 16-bit patterns, then multiplied as bf16).
+  pm.addPass(createRetypeBF16TilesPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(
+      createConvertVectorToGPUPass(/*useNvGpu=*/true));
+}
+
+void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
+                                                bool reverseGrid) {
+  addKernels(pm, reverseGrid);
+  // The kernels run where they are launched, a warp's collectives over its
+  // lanes as the PTX instructions compute them.
+  pm.addPass(createEmulateGPUKernelsPass());
+  // What is left of the kernels' vector ops, as the CPU lowers them.
+  pm.addNestedPass<func::FuncOp>(createWidenContractionsPass());
   // bf16 rounding and widening as integer ops on the bits: a CPU without
   // bf16 instructions would otherwise call __truncsfbf2, which the
   // artifact's link does not provide.
@@ -86,22 +108,10 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
 void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   // The GEMM calls, on the host, while their buffers are still memrefs.
   pm.addPass(createLowerKernelCallsPass());
-  OpPassManager &fn = pm.nest<func::FuncOp>();
-  addSchedule(fn);
-  fn.addPass(createParallelLoopToGpuPass());
-  fn.addPass(createCanonicalizerPass());
-  fn.addPass(createCSEPass());
-  // Constants are cloned into the kernels rather than passed to them.
-  fn.addPass(createGpuLauchSinkIndexComputationsPass());
-  pm.addPass(createGpuKernelOutliningPass());
-  pm.addPass(createMergeGPUModulesPass());
-  // Each warp's vector.contract becomes mma.sync on its lanes' fragments
-  // (bf16 ones distributed as 16-bit patterns, then multiplied as bf16);
-  // the kernels' other vector ops (the fused attention's rows) are lowered
-  // here, since MLIR's NVVM pipeline converts only some of them.
-  pm.addPass(createRetypeBF16TilesPass());
-  pm.addNestedPass<gpu::GPUModuleOp>(
-      createConvertVectorToGPUPass(/*useNvGpu=*/true));
+  addKernels(pm, /*reverseGrid=*/false);
+  // bf16 tiles multiply as bf16; the kernels' other vector ops (the fused
+  // attention's rows) are lowered here, since MLIR's NVVM pipeline converts
+  // only some of them.
   pm.addNestedPass<gpu::GPUModuleOp>(createLowerBF16MmaSyncPass());
   addVectorToLLVM(pm.nest<gpu::GPUModuleOp>());
   pm.addNestedPass<gpu::GPUModuleOp>(createGPUMathLibraryPass());
