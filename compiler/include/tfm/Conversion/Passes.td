@@ -141,6 +141,7 @@ def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect",
                            "::mlir::func::FuncDialect",
+                           "::mlir::gpu::GPUDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",

@@ -26,6 +26,41 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
       return neutral(op.getOperation(), e);
     return lowerFlashAttention(op, e);
   });
+  OpLoweringFn neutralSoftmax = *set.lookup(SoftmaxOp::getOperationName());
+  set.add<SoftmaxOp>([neutralSoftmax](SoftmaxOp op, BufferizedEntry &e) {
+    if (!fitsWarpSoftmax(op.getInput(), static_cast<int64_t>(op.getAxis())))
+      return neutralSoftmax(op.getOperation(), e);
+    return lowerWarpSoftmax(e, op.getInput(), Value(), MaskKind::boolean, 1.0,
+                            /*causal=*/false, op.getResult());
+  });
+  OpLoweringFn neutralMasked = *set.lookup(MaskedSoftmaxOp::getOperationName());
+  set.add<MaskedSoftmaxOp>([neutralMasked](MaskedSoftmaxOp op,
+                                           BufferizedEntry &e) {
+    if (!fitsWarpSoftmax(op.getInput(), -1))
+      return neutralMasked(op.getOperation(), e);
+    return lowerWarpSoftmax(e, op.getInput(), op.getMask(), op.getMaskKind(),
+                            op.getScale().convertToDouble(), op.getCausal(),
+                            op.getResult());
+  });
+  OpLoweringFn neutralNorm = *set.lookup(LayerNormOp::getOperationName());
+  set.add<LayerNormOp>([neutralNorm](LayerNormOp op, BufferizedEntry &e) {
+    if (!fitsWarpLayerNorm(op.getInput(), Value(), op.getResult()))
+      return neutralNorm(op.getOperation(), e);
+    return lowerWarpLayerNorm(e, op.getInput(), Value(), op.getScale(),
+                              op.getBias(), static_cast<int64_t>(op.getAxis()),
+                              op.getEpsilon().convertToDouble(), op.getResult(),
+                              Value());
+  });
+  OpLoweringFn neutralAddNorm = *set.lookup(AddLayerNormOp::getOperationName());
+  set.add<AddLayerNormOp>([neutralAddNorm](AddLayerNormOp op,
+                                           BufferizedEntry &e) {
+    if (!fitsWarpLayerNorm(op.getInput(), op.getResidual(), op.getOutput()))
+      return neutralAddNorm(op.getOperation(), e);
+    return lowerWarpLayerNorm(e, op.getInput(), op.getResidual(), op.getScale(),
+                              op.getBias(), static_cast<int64_t>(op.getAxis()),
+                              op.getEpsilon().convertToDouble(), op.getOutput(),
+                              op.getSum());
+  });
 }
 
 bool mlir::tfm::readsByLoopsOrConstants(AffineMap map) {

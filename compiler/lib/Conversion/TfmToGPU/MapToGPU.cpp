@@ -105,9 +105,10 @@ std::optional<int64_t> constantIndex(Value v) {
 /// Whether the host may run `op`: it computes on values alone, or is a view
 /// of a buffer, a call into the runtime, host stack memory or control flow.
 bool runsOnHost(Operation *op) {
-  // A kernel call is a call into the runtime, which runs it on the device.
+  // A kernel call is a call into the runtime, which runs it on the device;
+  // a launch, a kernel built whole (a warp per row), is already one.
   if (isa<func::CallOp, func::ReturnOp, cf::BranchOp, cf::CondBranchOp,
-          KernelCallOp>(op))
+          KernelCallOp, gpu::LaunchOp>(op))
     return true;
   if (op->getDialect() &&
       op->getDialect()->getNamespace() == LLVM::LLVMDialect::getDialectNamespace())

@@ -99,6 +99,28 @@ bool fitsFlashAttention(AttentionOp op);
 /// softmax over the keys: no [Sq, Sk] scores in memory.
 LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
 
+/// Whether the GPU's warp-per-row layer norm takes a (residual-added)
+/// layer norm with this input, residual and result: f32, static shapes,
+/// no broadcast residual.
+bool fitsWarpLayerNorm(Value input, Value residual, Value result);
+/// tfm.layer_norm or tfm.add_layer_norm (with `residual`, its sum written
+/// to `sum`'s buffer when asked) as one kernel of a warp per row, the
+/// statistics summed by shuffles (Normalization.cpp).
+LogicalResult lowerWarpLayerNorm(BufferizedEntry &e, Value input,
+                                 Value residual, Value scale, Value bias,
+                                 int64_t axis, double epsilon, Value result,
+                                 Value sum);
+
+/// Whether the GPU's warp-per-row softmax takes a softmax of `input` over
+/// `axis`: f32, static shapes, the last axis.
+bool fitsWarpSoftmax(Value input, int64_t axis);
+/// tfm.softmax over the last axis, or tfm.masked_softmax (the scores
+/// scaled, masked by `mask` of `kind` and the causal triangle), as one
+/// kernel of a warp per row (Normalization.cpp).
+LogicalResult lowerWarpSoftmax(BufferizedEntry &e, Value input, Value mask,
+                               MaskKind kind, double scale, bool causal,
+                               Value result);
+
 /// linear, matmul and QKV projections as calls of the runtime's GEMM
 /// kernels (cuBLASLt), each with the generated GEMM as its fallback
 /// (Gemm.cpp).

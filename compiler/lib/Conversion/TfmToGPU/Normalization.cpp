@@ -1,0 +1,291 @@
+//===- Normalization.cpp - Row kernels on the GPU, a warp per row ---------===//
+//
+// Layer norm (with its residual add) and the softmaxes (with the masked
+// softmax's scale, mask and causal triangle) as one kernel each, where the
+// neutral lowering makes six to eight (fills, row reductions of a thread
+// per row, elementwise passes), each a trip through memory. Here each warp
+// takes a row of the op's [rows, n] view: its lanes stride over the
+// columns, consecutive lanes on consecutive addresses, so every load of
+// the warp is one coalesced transaction, and a row's statistic (a sum, a
+// maximum) reaches every lane after five xor shuffles. Each pass reads the
+// row again (from L1) rather than keeping it in registers, so any width
+// fits.
+//
+// A block holds kRowsPerBlock warps. The last block's spare warps compute
+// the last row again without storing it, so that no shuffle sits in a
+// branch: every lane of a warp reaches each shuffle.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+constexpr int64_t kWarpLanes = 32;
+constexpr int64_t kRowsPerBlock = 8;
+
+/// The body of a kernel of a warp per row of an [m, n] view: the row this
+/// warp takes, whether it stores it, and passes over its columns.
+struct WarpRows {
+  OpBuilder kb;
+  Location loc;
+  int64_t m, n;
+  Value lane, row, live;
+
+  WarpRows(OpBuilder &b, Location loc, int64_t m, int64_t n)
+      : kb(b.getContext()), loc(loc), m(m), n(n) {
+    int64_t blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
+    auto launch = b.create<gpu::LaunchOp>(loc, index(b, blocks), index(b, 1),
+                                          index(b, 1), index(b, kWarpLanes),
+                                          index(b, kRowsPerBlock), index(b, 1));
+    kb.setInsertionPointToStart(&launch.getBody().front());
+    kb.create<gpu::TerminatorOp>(loc);
+    kb.setInsertionPointToStart(&launch.getBody().front());
+    lane = launch.getThreadIds().x;
+    Value wanted = kb.create<arith::AddIOp>(
+        loc,
+        kb.create<arith::MulIOp>(loc, launch.getBlockIds().x,
+                                 index(kb, kRowsPerBlock)),
+        launch.getThreadIds().y);
+    live = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, wanted,
+                                    index(kb, m));
+    row = kb.create<arith::MinUIOp>(loc, wanted, index(kb, m - 1));
+  }
+
+  Value index(OpBuilder &b, int64_t v) {
+    return b.create<arith::ConstantIndexOp>(loc, v);
+  }
+  Value f32(OpBuilder &b, double v) {
+    return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(v));
+  }
+
+  /// A pass over the row's columns lane, lane + 32, ...; `body` gets the
+  /// column and what the pass carries (`init`, or nothing) and returns
+  /// what it carries on.
+  Value pass(Value init, function_ref<Value(OpBuilder &, Value, Value)> body) {
+    SmallVector<Value, 1> inits;
+    if (init)
+      inits.push_back(init);
+    auto loop = kb.create<scf::ForOp>(
+        loc, lane, index(kb, n), index(kb, kWarpLanes), inits,
+        [&](OpBuilder &lb, Location, Value col, ValueRange carried) {
+          Value next = body(lb, col, init ? carried.front() : Value());
+          SmallVector<Value, 1> yielded;
+          if (next)
+            yielded.push_back(next);
+          lb.create<scf::YieldOp>(loc, yielded);
+        });
+    return init ? loop.getResult(0) : Value();
+  }
+
+  void storeIfLive(OpBuilder &b, Value v, Value rows, Value col) {
+    auto guard = b.create<scf::IfOp>(loc, live);
+    OpBuilder gb = guard.getThenBodyBuilder();
+    gb.create<memref::StoreOp>(loc, v, rows, ValueRange{row, col});
+  }
+
+  /// `v` summed, or its maximum, over the warp's lanes, in every lane.
+  Value allReduce(Value v, bool maximum) {
+    Value width = kb.create<arith::ConstantIntOp>(loc, kWarpLanes, 32);
+    for (int64_t offset = kWarpLanes / 2; offset >= 1; offset /= 2) {
+      Value other =
+          kb.create<gpu::ShuffleOp>(
+                loc, v, kb.create<arith::ConstantIntOp>(loc, offset, 32), width,
+                gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      v = maximum ? kb.create<arith::MaximumFOp>(loc, v, other).getResult()
+                  : kb.create<arith::AddFOp>(loc, v, other).getResult();
+    }
+    return v;
+  }
+};
+
+/// `buffer` viewed as [rows, n] (or [n]) of f32.
+Value viewAs(BufferizedEntry &e, Value buffer, ArrayRef<int64_t> shape) {
+  return e.reshape(buffer, MemRefType::get(shape, Float32Type::get(e.ctx)));
+}
+
+} // namespace
+
+bool mlir::tfm::fitsWarpLayerNorm(Value input, Value residual, Value result) {
+  auto type = cast<RankedTensorType>(result.getType());
+  if (!type.getElementType().isF32() || !type.hasStaticShape())
+    return false;
+  // A broadcast residual takes the neutral lowering's elementwise add.
+  return input.getType() == type && (!residual || residual.getType() == type);
+}
+
+LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
+                                            Value residual, Value scale,
+                                            Value bias, int64_t axis,
+                                            double epsilon, Value result,
+                                            Value sum) {
+  Location loc = result.getLoc();
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(result.getType()).getShape();
+  if (axis < 0)
+    axis += shape.size();
+  int64_t m = product(shape.take_front(axis)),
+          n = product(shape.drop_front(axis));
+  Value out = e.destination(result);
+  Value sumOut = sum ? e.destination(sum) : Value();
+  if (!out || (sum && !sumOut))
+    return failure();
+  if (m == 0 || n == 0)
+    return success();
+  Value x = viewAs(e, e.denseOf(input), {m, n});
+  Value r = residual ? viewAs(e, e.denseOf(residual), {m, n}) : Value();
+  Value gamma = viewAs(e, e.denseOf(scale), {n});
+  Value beta = bias ? viewAs(e, e.denseOf(bias), {n}) : Value();
+  Value y = viewAs(e, out, {m, n});
+  Value s = sumOut ? viewAs(e, sumOut, {m, n}) : Value();
+
+  WarpRows w(e.b, loc, m, n);
+  // input (+ residual) at the column.
+  auto element = [&](OpBuilder &lb, Value col) -> Value {
+    Value v = lb.create<memref::LoadOp>(loc, x, ValueRange{w.row, col});
+    if (r)
+      v = lb.create<arith::AddFOp>(
+          loc, v, lb.create<memref::LoadOp>(loc, r, ValueRange{w.row, col}));
+    return v;
+  };
+  // The sum (and the residual stream's s, written once); then the squared
+  // deviations, two passes rather than E[x^2] - mean^2, which cancels badly
+  // for rows far from zero.
+  Value total = w.pass(w.f32(w.kb, 0.0),
+                       [&](OpBuilder &lb, Value col, Value acc) -> Value {
+                         Value v = element(lb, col);
+                         if (s)
+                           w.storeIfLive(lb, v, s, col);
+                         return lb.create<arith::AddFOp>(loc, acc, v);
+                       });
+  OpBuilder &kb = w.kb;
+  Value mean = kb.create<arith::DivFOp>(loc, w.allReduce(total, false),
+                                        w.f32(kb, double(n)));
+  Value squares =
+      w.pass(w.f32(kb, 0.0), [&](OpBuilder &lb, Value col, Value acc) -> Value {
+        Value d = lb.create<arith::SubFOp>(loc, element(lb, col), mean);
+        return lb.create<arith::AddFOp>(loc, acc,
+                                        lb.create<arith::MulFOp>(loc, d, d));
+      });
+  Value var = kb.create<arith::DivFOp>(loc, w.allReduce(squares, false),
+                                       w.f32(kb, double(n)));
+  Value rstd = kb.create<arith::DivFOp>(
+      loc, w.f32(kb, 1.0),
+      kb.create<math::SqrtOp>(
+          loc, kb.create<arith::AddFOp>(loc, var, w.f32(kb, epsilon))));
+  w.pass(Value(), [&](OpBuilder &lb, Value col, Value) -> Value {
+    Value v = lb.create<arith::MulFOp>(
+        loc,
+        lb.create<arith::MulFOp>(
+            loc, lb.create<arith::SubFOp>(loc, element(lb, col), mean), rstd),
+        lb.create<memref::LoadOp>(loc, gamma, col));
+    if (beta)
+      v = lb.create<arith::AddFOp>(loc, v,
+                                   lb.create<memref::LoadOp>(loc, beta, col));
+    w.storeIfLive(lb, v, y, col);
+    return Value();
+  });
+  return success();
+}
+
+bool mlir::tfm::fitsWarpSoftmax(Value input, int64_t axis) {
+  auto type = cast<RankedTensorType>(input.getType());
+  int64_t rank = type.getRank();
+  return type.getElementType().isF32() && type.hasStaticShape() && rank >= 1 &&
+         (axis == -1 || axis == rank - 1);
+}
+
+LogicalResult mlir::tfm::lowerWarpSoftmax(BufferizedEntry &e, Value input,
+                                          Value mask, MaskKind kind,
+                                          double scale, bool causal,
+                                          Value result) {
+  Location loc = result.getLoc();
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
+  int64_t rank = shape.size();
+  int64_t n = shape.back(), m = product(shape.drop_back());
+  Value out = e.destination(result);
+  if (!out)
+    return failure();
+  if (m == 0 || n == 0)
+    return success();
+  Value x = viewAs(e, e.denseOf(input), {m, n});
+  Value y = viewAs(e, out, {m, n});
+  Value maskBuffer = mask ? e.bufferOf(mask) : Value();
+  AffineMap maskMap =
+      mask ? e.broadcastMap(cast<MemRefType>(maskBuffer.getType()).getShape(),
+                            shape)
+           : AffineMap();
+
+  WarpRows w(e.b, loc, m, n);
+  OpBuilder &kb = w.kb;
+  // The row's position in the input's leading dimensions, for the mask's
+  // broadcast and the causal triangle (row i of each [.., n] matrix).
+  SmallVector<Value> lead(rank - 1);
+  Value rest = w.row;
+  for (int64_t d = rank - 2; d >= 0; --d) {
+    lead[d] = kb.create<arith::RemUIOp>(loc, rest, w.index(kb, shape[d]));
+    rest = kb.create<arith::DivUIOp>(loc, rest, w.index(kb, shape[d]));
+  }
+  // The score at the column, as the neutral lowering computes it.
+  auto score = [&](OpBuilder &lb, Value col) -> Value {
+    Value s = lb.create<arith::MulFOp>(
+        loc, lb.create<memref::LoadOp>(loc, x, ValueRange{w.row, col}),
+        w.f32(lb, scale));
+    if (mask) {
+      SmallVector<Value> at(lead);
+      at.push_back(col);
+      Value mv = lb.create<memref::LoadOp>(loc, maskBuffer,
+                                           indicesAt(lb, loc, maskMap, at));
+      if (kind == MaskKind::boolean) {
+        s = lb.create<arith::SelectOp>(loc, mv, s, w.f32(lb, -INFINITY));
+      } else {
+        if (!mv.getType().isF32())
+          mv = mv.getType().getIntOrFloatBitWidth() > 32
+                   ? lb.create<arith::TruncFOp>(loc, lb.getF32Type(), mv)
+                         .getResult()
+                   : lb.create<arith::ExtFOp>(loc, lb.getF32Type(), mv)
+                         .getResult();
+        s = lb.create<arith::AddFOp>(loc, s, mv);
+      }
+    }
+    if (causal) {
+      Value i = rank >= 2 ? lead.back() : w.index(lb, 0);
+      Value later =
+          lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, col, i);
+      s = lb.create<arith::SelectOp>(loc, later, w.f32(lb, -INFINITY), s);
+    }
+    return s;
+  };
+  Value peak = w.pass(
+      w.f32(kb, -INFINITY), [&](OpBuilder &lb, Value col, Value acc) -> Value {
+        return lb.create<arith::MaximumFOp>(loc, acc, score(lb, col));
+      });
+  Value max = w.allReduce(peak, true);
+  auto weight = [&](OpBuilder &lb, Value col) -> Value {
+    return lb.create<math::ExpOp>(
+        loc, lb.create<arith::SubFOp>(loc, score(lb, col), max));
+  };
+  Value partial =
+      w.pass(w.f32(kb, 0.0), [&](OpBuilder &lb, Value col, Value acc) -> Value {
+        return lb.create<arith::AddFOp>(loc, acc, weight(lb, col));
+      });
+  Value total = w.allReduce(partial, false);
+  w.pass(Value(), [&](OpBuilder &lb, Value col, Value) -> Value {
+    w.storeIfLive(lb, lb.create<arith::DivFOp>(loc, weight(lb, col), total), y,
+                  col);
+    return Value();
+  });
+  return success();
+}
