@@ -5,8 +5,11 @@
 // outputs must match the reference interpreter's on random inputs: 15 rows
 // (the last block's spare warp recomputes row 14 without storing it) of 40
 // columns (lanes 0 to 7 take two, the others one), with the residual sum
-// written; 6 rows of 96 normalized over two axes, without a bias; and a
-// broadcast residual, which takes the neutral lowering instead.
+// written; 6 rows of 96 normalized over two axes, without a bias; a
+// broadcast residual, which takes the neutral lowering instead; and the
+// backward pass of the first (r as the output's gradient), the input's
+// gradient from four row statistics, 20 shuffles, in one kernel, the
+// scale's and bias's as column sums.
 // RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg' | FileCheck %s --check-prefix=KERNEL
 // RUN: rm -rf %t && tfmc run --reference %s --seed 5 --output-dir %t
 // RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --test-data-dir %t --rtol 1e-5 --atol 1e-5 | FileCheck %s
@@ -18,13 +21,17 @@
 // KERNEL: gpu.terminator
 // KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c8{{.*}}, {{.*}} = %c1{{.*}})
 // KERNEL-COUNT-10: gpu.shuffle  xor
+// KERNEL: gpu.terminator
+// KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c8{{.*}}, {{.*}} = %c1{{.*}})
+// KERNEL-COUNT-20: gpu.shuffle  xor
 // KERNEL-NOT: gpu.shuffle
 // KERNEL: return
 func.func @infer(%x: tensor<3x5x40xf32> {tfm.name = "x"}, %r: tensor<3x5x40xf32> {tfm.name = "r"},
                  %g: tensor<40xf32> {tfm.name = "g"}, %b: tensor<40xf32> {tfm.name = "b"},
                  %z: tensor<6x2x48xf32> {tfm.name = "z"}, %h: tensor<2x48xf32> {tfm.name = "h"},
                  %row: tensor<40xf32> {tfm.name = "row"})
-    -> (tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>) {
+    -> (tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>,
+        tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>) {
   %y, %s = tfm.add_layer_norm %x, %r, %g, %b {epsilon = 1.0e-05}
       : (tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>)
       -> (tensor<3x5x40xf32>, tensor<3x5x40xf32>)
@@ -33,5 +40,9 @@ func.func @infer(%x: tensor<3x5x40xf32> {tfm.name = "x"}, %r: tensor<3x5x40xf32>
   %v = tfm.add_layer_norm %x, %row, %g, %b {epsilon = 1.0e-05}
       : (tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>, tensor<40xf32>)
       -> tensor<3x5x40xf32>
-  return %y, %s, %w, %v : tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>
+  %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %r {epsilon = 1.0e-05}
+      : (tensor<3x5x40xf32>, tensor<40xf32>, tensor<3x5x40xf32>)
+      -> (tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>)
+  return %y, %s, %w, %v, %dx, %dg, %db : tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>,
+      tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>
 }

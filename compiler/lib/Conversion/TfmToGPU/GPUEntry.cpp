@@ -42,6 +42,14 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
                             op.getScale().convertToDouble(), op.getCausal(),
                             op.getResult());
   });
+  OpLoweringFn neutralNormGrad =
+      *set.lookup(LayerNormGradOp::getOperationName());
+  set.add<LayerNormGradOp>(
+      [neutralNormGrad](LayerNormGradOp op, BufferizedEntry &e) {
+        if (!fitsWarpLayerNormGrad(op))
+          return neutralNormGrad(op.getOperation(), e);
+        return lowerWarpLayerNormGrad(op, e);
+      });
   OpLoweringFn neutralNorm = *set.lookup(LayerNormOp::getOperationName());
   set.add<LayerNormOp>([neutralNorm](LayerNormOp op, BufferizedEntry &e) {
     if (!fitsWarpLayerNorm(op.getInput(), Value(), op.getResult()))

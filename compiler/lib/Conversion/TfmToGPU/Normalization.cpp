@@ -1,7 +1,10 @@
 //===- Normalization.cpp - Row kernels on the GPU, a warp per row ---------===//
 //
-// Layer norm (with its residual add) and the softmaxes (with the masked
-// softmax's scale, mask and causal triangle) as one kernel each, where the
+// Layer norm (with its residual add), its backward pass (the input's
+// gradient; the scale's and bias's are sums over the rows, left to the
+// neutral lowering's column reductions from the statistics kept here) and
+// the softmaxes (with the masked softmax's scale, mask and causal triangle)
+// as one kernel each, where the
 // neutral lowering makes six to eight (fills, row reductions of a thread
 // per row, elementwise passes), each a trip through memory. Here each warp
 // takes a row of the op's [rows, n] view: its lanes stride over the
@@ -197,6 +200,91 @@ LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
     w.storeIfLive(lb, v, y, col);
     return Value();
   });
+  return success();
+}
+
+bool mlir::tfm::fitsWarpLayerNormGrad(LayerNormGradOp op) {
+  auto type = op.getInput().getType();
+  return type.getElementType().isF32() && type.hasStaticShape() &&
+         type.getNumElements() != 0 &&
+         op.getScale().getType().getNumElements() != 0;
+}
+
+LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
+                                                BufferizedEntry &e) {
+  Location loc = op.getLoc();
+  int64_t n = op.getScale().getType().getNumElements();
+  int64_t m = op.getInput().getType().getNumElements() / n;
+  Value dx = e.destination(op.getInputGrad());
+  Value dscale = e.destination(op.getScaleGrad());
+  Value dbias = e.destination(op.getBiasGrad());
+  if (!dx || !dscale || !dbias)
+    return failure();
+  Value x = viewAs(e, e.denseOf(op.getInput()), {m, n});
+  Value dy = viewAs(e, e.denseOf(op.getGrad()), {m, n});
+  Value gamma = viewAs(e, e.denseOf(op.getScale()), {n});
+  Value dxRows = viewAs(e, dx, {m, n});
+  // The rows' statistics, kept for the column sums of the scale's gradient.
+  auto f32 = Float32Type::get(e.ctx);
+  Value means = e.temporary(MemRefType::get({m}, f32));
+  Value rstds = e.temporary(MemRefType::get({m}, f32));
+  double epsilon = op.getEpsilon().convertToDouble();
+
+  WarpRows w(e.b, loc, m, n);
+  OpBuilder &kb = w.kb;
+  auto load = [&](OpBuilder &lb, Value rows, Value col) -> Value {
+    return lb.create<memref::LoadOp>(loc, rows, ValueRange{w.row, col});
+  };
+  auto sumOver = [&](function_ref<Value(OpBuilder &, Value)> term) {
+    Value partial = w.pass(
+        w.f32(kb, 0.0), [&](OpBuilder &lb, Value col, Value acc) -> Value {
+          return lb.create<arith::AddFOp>(loc, acc, term(lb, col));
+        });
+    return kb.create<arith::DivFOp>(loc, w.allReduce(partial, false),
+                                    w.f32(kb, double(n)));
+  };
+  Value mean =
+      sumOver([&](OpBuilder &lb, Value col) { return load(lb, x, col); });
+  Value var = sumOver([&](OpBuilder &lb, Value col) -> Value {
+    Value d = lb.create<arith::SubFOp>(loc, load(lb, x, col), mean);
+    return lb.create<arith::MulFOp>(loc, d, d);
+  });
+  Value rstd = kb.create<arith::DivFOp>(
+      loc, w.f32(kb, 1.0),
+      kb.create<math::SqrtOp>(
+          loc, kb.create<arith::AddFOp>(loc, var, w.f32(kb, epsilon))));
+  // g = dy · scale and x̂ = (x - mean) · rstd at the column.
+  auto g = [&](OpBuilder &lb, Value col) -> Value {
+    return lb.create<arith::MulFOp>(loc, load(lb, dy, col),
+                                    lb.create<memref::LoadOp>(loc, gamma, col));
+  };
+  auto xhat = [&](OpBuilder &lb, Value col) -> Value {
+    return lb.create<arith::MulFOp>(
+        loc, lb.create<arith::SubFOp>(loc, load(lb, x, col), mean), rstd);
+  };
+  Value meanG = sumOver(g);
+  Value meanGX = sumOver([&](OpBuilder &lb, Value col) -> Value {
+    return lb.create<arith::MulFOp>(loc, g(lb, col), xhat(lb, col));
+  });
+  w.pass(Value(), [&](OpBuilder &lb, Value col, Value) -> Value {
+    Value t = lb.create<arith::SubFOp>(
+        loc, lb.create<arith::SubFOp>(loc, g(lb, col), meanG),
+        lb.create<arith::MulFOp>(loc, xhat(lb, col), meanGX));
+    w.storeIfLive(lb, lb.create<arith::MulFOp>(loc, rstd, t), dxRows, col);
+    return Value();
+  });
+  // Lane 0 of each warp keeps its row's statistics.
+  Value first = kb.create<arith::AndIOp>(
+      loc, w.live,
+      kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, w.lane,
+                               w.index(kb, 0)));
+  auto keep = kb.create<scf::IfOp>(loc, first);
+  OpBuilder tb = keep.getThenBodyBuilder();
+  tb.create<memref::StoreOp>(loc, mean, means, w.row);
+  tb.create<memref::StoreOp>(loc, rstd, rstds, w.row);
+
+  layerNormColumnGradients(e, x, dy, means, rstds, viewAs(e, dscale, {n}),
+                           viewAs(e, dbias, {n}));
   return success();
 }
 

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -57,6 +58,44 @@ void mlir::tfm::lowerGenericMaskedSoftmax(BufferizedEntry &e, Value x,
     return s;
   });
   lowerGenericSoftmax(e, out, rank - 1, out);
+}
+
+/// The maps of the generics over an [m, n] row view: the element, its
+/// row's statistic, its column's parameter.
+static std::array<AffineMap, 3> rowViewMaps(MLIRContext *ctx) {
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  return {AffineMap::getMultiDimIdentityMap(2, ctx),
+          AffineMap::get(2, 0, {d(0)}, ctx), AffineMap::get(2, 0, {d(1)}, ctx)};
+}
+
+/// x̂ = (x - mean) · rstd.
+static Value xhat(OpBuilder &ob, Location l, Value x, Value mean, Value rstd) {
+  return ob.create<arith::MulFOp>(l, ob.create<arith::SubFOp>(l, x, mean),
+                                  rstd);
+}
+
+void mlir::tfm::layerNormColumnGradients(BufferizedEntry &e, Value x, Value dy,
+                                         Value mean, Value rstd, Value dscale,
+                                         Value dbias) {
+  MLIRContext *ctx = e.ctx;
+  auto [id, row, col] = rowViewMaps(ctx);
+  using IT = utils::IteratorType;
+  Type elem = cast<MemRefType>(dscale.getType()).getElementType();
+  e.fill(dscale, e.b.getFloatAttr(elem, 0.0));
+  e.fill(dbias, e.b.getFloatAttr(elem, 0.0));
+  // Σ over rows, each column on its own.
+  e.generic(
+      {dy, x, mean, rstd}, {id, id, row, row}, dscale, col,
+      {IT::reduction, IT::parallel},
+      [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+        return ob.create<arith::AddFOp>(
+            l, a[4],
+            ob.create<arith::MulFOp>(l, a[0], xhat(ob, l, a[1], a[2], a[3])));
+      });
+  e.generic({dy}, {id}, dbias, col, {IT::reduction, IT::parallel},
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              return ob.create<arith::AddFOp>(l, a[1], a[0]);
+            });
 }
 
 namespace {
@@ -137,10 +176,7 @@ LogicalResult lowerLayerNorm(BufferizedEntry &e, Value input, Value residual,
   Value mean = e.temporary(MemRefType::get({m}, elem));
   Value rstd = e.temporary(MemRefType::get({m}, elem));
   rowStatistics(e, x, epsilon, mean, rstd);
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
-  AffineMap row = AffineMap::get(2, 0, {d(0)}, ctx);
-  AffineMap col = AffineMap::get(2, 0, {d(1)}, ctx);
+  auto [id, row, col] = rowViewMaps(ctx);
   SmallVector<Value> ins{x, mean, rstd,
                          e.reshape(e.denseOf(scale), MemRefType::get({n}, elem))};
   SmallVector<AffineMap> maps{id, row, row, col};
@@ -169,11 +205,11 @@ LogicalResult lowerLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e) {
   Value dx = e.destination(op.getInputGrad());
   Value dscale = e.reshape(e.destination(op.getScaleGrad()),
                            MemRefType::get({n}, elem));
-  Value dbias = e.reshape(e.destination(op.getBiasGrad()),
-                          MemRefType::get({n}, elem));
-  e.fill(dscale, e.b.getFloatAttr(elem, 0.0));
-  e.fill(dbias, e.b.getFloatAttr(elem, 0.0));
+  Value dbias =
+      e.reshape(e.destination(op.getBiasGrad()), MemRefType::get({n}, elem));
   if (m == 0 || n == 0) {
+    e.fill(dscale, e.b.getFloatAttr(elem, 0.0));
+    e.fill(dbias, e.b.getFloatAttr(elem, 0.0));
     e.fill(dx, e.b.getFloatAttr(elem, 0.0));
     return success();
   }
@@ -184,14 +220,7 @@ LogicalResult lowerLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e) {
   Value rstd = e.temporary(MemRefType::get({m}, elem));
   rowStatistics(e, x, op.getEpsilon().convertToDouble(), mean, rstd);
 
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
-  AffineMap row = AffineMap::get(2, 0, {d(0)}, ctx);
-  AffineMap col = AffineMap::get(2, 0, {d(1)}, ctx);
-  auto xhat = [](OpBuilder &ob, Location l, Value x, Value mean, Value rstd) {
-    return ob.create<arith::MulFOp>(l, ob.create<arith::SubFOp>(l, x, mean),
-                                    rstd);
-  };
+  auto [id, row, col] = rowViewMaps(ctx);
   using IT = utils::IteratorType;
   double inv = 1.0 / static_cast<double>(n);
   // mean(g) and mean(g · x̂) per row, g = dy · scale.
@@ -228,18 +257,7 @@ LogicalResult lowerLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e) {
                   ob.create<arith::MulFOp>(l, h, a[6]));
               return ob.create<arith::MulFOp>(l, a[4], t);
             });
-  // Σ over rows, each column on its own.
-  e.generic({dy, x, mean, rstd}, {id, id, row, row}, dscale, col,
-            {IT::reduction, IT::parallel},
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              return ob.create<arith::AddFOp>(
-                  l, a[4],
-                  ob.create<arith::MulFOp>(l, a[0], xhat(ob, l, a[1], a[2], a[3])));
-            });
-  e.generic({dy}, {id}, dbias, col, {IT::reduction, IT::parallel},
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              return ob.create<arith::AddFOp>(l, a[1], a[0]);
-            });
+  layerNormColumnGradients(e, x, dy, mean, rstd, dscale, dbias);
   return success();
 }
 

@@ -111,6 +111,14 @@ LogicalResult lowerWarpLayerNorm(BufferizedEntry &e, Value input,
                                  int64_t axis, double epsilon, Value result,
                                  Value sum);
 
+/// Whether the GPU's warp-per-row kernel takes `op`'s input gradient: f32,
+/// static and non-empty shapes.
+bool fitsWarpLayerNormGrad(LayerNormGradOp op);
+/// tfm.layer_norm_grad: the input's gradient and the rows' statistics in
+/// one kernel of a warp per row, then the scale's and bias's gradients as
+/// column sums (Normalization.cpp).
+LogicalResult lowerWarpLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e);
+
 /// Whether the GPU's warp-per-row softmax takes a softmax of `input` over
 /// `axis`: f32, static shapes, the last axis.
 bool fitsWarpSoftmax(Value input, int64_t axis);

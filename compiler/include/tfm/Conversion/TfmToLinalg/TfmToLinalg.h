@@ -68,6 +68,12 @@ void lowerGenericConv2D(BufferizedEntry &e, Conv2DOp op);
 void lowerGenericSoftmax(BufferizedEntry &e, Value input, int64_t axis,
                          Value out);
 
+/// The gradients of a layer norm's scale and bias from rows x and dy
+/// [m, n] and the rows' mean and rstd [m]: Σ dy · x̂ and Σ dy over the
+/// rows, into dscale and dbias [n].
+void layerNormColumnGradients(BufferizedEntry &e, Value x, Value dy, Value mean,
+                              Value rstd, Value dscale, Value dbias);
+
 /// tfm.masked_softmax of `x` (with `mask` broadcast to it, or none) over
 /// the last axis into `out`, which may be `x`.
 void lowerGenericMaskedSoftmax(BufferizedEntry &e, Value x, Value mask,
