@@ -483,8 +483,7 @@ struct Emulator {
           tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, from,
                                    threads));
       from = tb.create<arith::SelectOp>(loc, valid, from, t);
-      Value value = crossing.contains(input) ? operandAt(tb, input, from, map)
-                                             : map.lookupOrDefault(input);
+      Value value = operandAt(tb, input, from, map);
       Value results[] = {value, valid};
       for (auto [r, v] : llvm::zip(shuffle.getResults(), results))
         if (crossing.contains(r))
