@@ -34,6 +34,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -1021,6 +1022,37 @@ FailureOr<gpu::LaunchOp> inlineKernel(gpu::LaunchFuncOp call,
   return launch;
 }
 
+/// Drops the kernel's dead values before they are given slots: ops whose
+/// results nothing uses (collectives aside, which are checked whatever
+/// their use), then what loops carry to nothing. convert-vector-to-gpu
+/// leaves each warp's vector.contract so, dead beside its mma.sync, with
+/// its accumulator carried around the loop; the GPU's LLVM deletes them,
+/// but kept here they would be slots per thread and the whole tile's
+/// product computed in every lane.
+void dropDeadValues(gpu::LaunchOp launch) {
+  SmallVector<Operation *> dead;
+  launch.getBody().walk<WalkOrder::PostOrder>([&](Operation *op) {
+    if (!isWarpCollective(op) && isOpTriviallyDead(op))
+      dead.push_back(op);
+  });
+  // Post-order puts users before what they use.
+  for (Operation *op : dead)
+    if (op->use_empty())
+      op->erase();
+  SmallVector<Operation *> loops;
+  launch.getBody().walk([&](scf::ForOp loop) {
+    if (loop.getNumRegionIterArgs() != 0)
+      loops.push_back(loop);
+  });
+  if (loops.empty())
+    return;
+  RewritePatternSet patterns(launch.getContext());
+  scf::ForOp::getCanonicalizationPatterns(patterns, launch.getContext());
+  GreedyRewriteConfig config;
+  config.strictMode = GreedyRewriteStrictness::ExistingOps;
+  (void)applyOpPatternsAndFold(loops, std::move(patterns), config);
+}
+
 /// Each gpu.lane_id as the linear thread index modulo the warp size, where
 /// it stands.
 void replaceLaneIds(gpu::LaunchOp launch) {
@@ -1077,6 +1109,7 @@ struct EmulateGPUKernelsPass
         return signalPassFailure();
       }
       replaceLaneIds(launch);
+      dropDeadValues(launch);
       // What no emulation runs yet would otherwise fail far later, in the
       // CPU's conversions, without naming the kernel.
       WalkResult unknown = launch.getBody().walk([&](Operation *op) {
