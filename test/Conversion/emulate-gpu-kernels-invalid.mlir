@@ -66,3 +66,52 @@ func.func @subgroup_id(%out: memref<32xindex>) {
   return
 }
 
+
+// -----
+
+// Tests that an asynchronous copy into a stage chosen per iteration by a
+// subview is refused: a wait completes copies by their indices into memrefs
+// that stay the same for the launch.
+func.func @async_copy_into_a_subview(%src: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+             workgroup(%stages : memref<2x4xf32, #gpu.address_space<workgroup>>) {
+    scf.for %k = %c0 to %c2 step %c1 {
+      %stage = memref.subview %stages[%k, 0] [1, 4] [1, 1] : memref<2x4xf32, #gpu.address_space<workgroup>> to memref<4xf32, strided<[1], offset: ?>, #gpu.address_space<workgroup>>
+      // expected-error @below {{copies from or to a memref that differs between threads or iterations}}
+      %cp = nvgpu.device_async_copy %src[%c0], %stage[%c0], 4 : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>, #gpu.address_space<workgroup>>
+      %g = nvgpu.device_async_create_group %cp
+      nvgpu.device_async_wait %g
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Tests that a copy's token carried around a loop is refused: the
+// emulation follows tokens into groups and waits only.
+func.func @async_token_carried(%src: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+             workgroup(%buf : memref<4xf32, #gpu.address_space<workgroup>>) {
+    %cp0 = nvgpu.device_async_copy %src[%c0], %buf[%c0], 4 : memref<64xf32> to memref<4xf32, #gpu.address_space<workgroup>>
+    %g0 = nvgpu.device_async_create_group %cp0
+    // expected-error @below {{takes an asynchronous copy's token}}
+    %last = scf.for %k = %c0 to %c2 step %c1 iter_args(%g = %g0) -> (!nvgpu.device.async.token) {
+      nvgpu.device_async_wait %g
+      %cp = nvgpu.device_async_copy %src[%k], %buf[%c0], 4 : memref<64xf32> to memref<4xf32, #gpu.address_space<workgroup>>
+      %next = nvgpu.device_async_create_group %cp
+      scf.yield %next : !nvgpu.device.async.token
+    }
+    gpu.terminator
+  }
+  return
+}

@@ -287,6 +287,11 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     width), `nvgpu.ldmatrix` (x1, x2, x4, with or without .trans) and
     `nvgpu.mma.sync` (m16n8k16 on f16, or bf16 where the launch carries
     `tfm.mma_operand_type`, and m16n8k8 and m16n8k4 on tf32, into f32).
+
+    `nvgpu.device_async_copy` runs with cp.async's timing: its destination
+    reads as poison until the `nvgpu.device_async_wait` whose group count
+    covers the copy's group (`cp.async.wait_group N`), which does the copy
+    with its zero fill.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect",

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/GPUEmulation/Emulation.h"
 #include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
@@ -47,21 +48,6 @@ using namespace mlir;
 using namespace mlir::tfm;
 
 namespace {
-
-/// The fill of workgroup memory before a block runs: NaN for floats, and
-/// for integers a pattern no kernel computes by chance.
-Value poisonOf(OpBuilder &b, Location loc, Type element) {
-  if (auto f = dyn_cast<FloatType>(element))
-    return b.create<arith::ConstantOp>(
-        loc, b.getFloatAttr(f, APFloat::getNaN(f.getFloatSemantics())));
-  if (element.isIndex())
-    return b.create<arith::ConstantIndexOp>(loc, 0x5eed5eed);
-  return b.create<arith::ConstantOp>(
-      loc,
-      b.getIntegerAttr(
-          element,
-          APInt(64, 0x5eed5eedull).trunc(element.getIntOrFloatBitWidth())));
-}
 
 /// The ops that read other lanes' registers, run for a whole warp at once.
 bool isWarpCollective(Operation *op) {
@@ -430,7 +416,7 @@ struct Emulator {
   /// shfl.sync reads them where MLIR's lowering calls it: a table of 32
   /// entries `valid << 5 | lane`, from WarpSemantics.h.
   Value shuffleTable(gpu::ShuffleOp shuffle) {
-    warp::ShuffleMode mode;
+    warp::ShuffleMode mode = warp::ShuffleMode::Xor;
     switch (shuffle.getMode()) {
     case gpu::ShuffleMode::XOR:
       mode = warp::ShuffleMode::Xor;
@@ -536,7 +522,7 @@ struct Emulator {
     auto typeAttr = launch->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
     Type mmaType = typeAttr ? typeAttr.getValue() : Type();
     const SmallVector<Value, 3> &mats = scratch.lookup(mma);
-    Value nan = poisonOf(b, loc, b.getF32Type());
+    Value nan = emulatedPoison(b, loc, b.getF32Type());
     warp::MmaOperand which[] = {warp::MmaOperand::A, warp::MmaOperand::B,
                                 warp::MmaOperand::C};
     Value operands[] = {mma.getMatrixA(), mma.getMatrixB(), mma.getMatrixC()};
@@ -661,7 +647,7 @@ struct Emulator {
                          entries);
     Value memory = uniformAt(load.getSrcMemref(), blockMap);
     auto type = cast<VectorType>(load.getType());
-    Value nan = poisonOf(b, loc, type.getElementType());
+    Value nan = emulatedPoison(b, loc, type.getElementType());
     threadLoop(blockMap, [&](OpBuilder &tb, IRMapping &map, Value t) {
       Value lane = tb.create<arith::RemUIOp>(loc, t, warpSize);
       Value base = tb.create<arith::SubIOp>(loc, t, lane);
@@ -928,7 +914,7 @@ struct Emulator {
               extents.push_back(b.create<arith::ConstantIndexOp>(loc, d));
             SmallVector<Value> from(extents.size(), zero),
                 by(extents.size(), one);
-            Value poison = poisonOf(b, loc, type.getElementType());
+            Value poison = emulatedPoison(b, loc, type.getElementType());
             scf::buildLoopNest(
                 b, loc, from, extents, by,
                 [&, buffer = buffer](OpBuilder &fb, Location, ValueRange ivs) {
@@ -1061,14 +1047,7 @@ void replaceLaneIds(gpu::LaunchOp launch) {
   for (gpu::LaneIdOp op : laneIds) {
     OpBuilder b(op);
     Location loc = op.getLoc();
-    gpu::KernelDim3 ids = launch.getThreadIds();
-    gpu::KernelDim3 size = launch.getBlockSize();
-    Value linear = b.create<arith::AddIOp>(
-        loc, ids.x,
-        b.create<arith::MulIOp>(
-            loc, size.x,
-            b.create<arith::AddIOp>(
-                loc, ids.y, b.create<arith::MulIOp>(loc, size.y, ids.z))));
+    Value linear = linearThreadIndex(b, loc, launch);
     op.replaceAllUsesWith(
         b.create<arith::RemUIOp>(
              loc, linear,
@@ -1110,6 +1089,8 @@ struct EmulateGPUKernelsPass
       }
       replaceLaneIds(launch);
       dropDeadValues(launch);
+      if (failed(emulateAsyncCopies(launch)))
+        return signalPassFailure();
       // What no emulation runs yet would otherwise fail far later, in the
       // CPU's conversions, without naming the kernel.
       WalkResult unknown = launch.getBody().walk([&](Operation *op) {
@@ -1131,3 +1112,28 @@ struct EmulateGPUKernelsPass
 };
 
 } // namespace
+
+Value mlir::tfm::emulatedPoison(OpBuilder &b, Location loc, Type element) {
+  if (auto f = dyn_cast<FloatType>(element))
+    return b.create<arith::ConstantOp>(
+        loc, b.getFloatAttr(f, APFloat::getNaN(f.getFloatSemantics())));
+  if (element.isIndex())
+    return b.create<arith::ConstantIndexOp>(loc, 0x5eed5eed);
+  return b.create<arith::ConstantOp>(
+      loc,
+      b.getIntegerAttr(
+          element,
+          APInt(64, 0x5eed5eedull).trunc(element.getIntOrFloatBitWidth())));
+}
+
+Value mlir::tfm::linearThreadIndex(OpBuilder &b, Location loc,
+                                   gpu::LaunchOp launch) {
+  gpu::KernelDim3 ids = launch.getThreadIds();
+  gpu::KernelDim3 size = launch.getBlockSize();
+  return b.create<arith::AddIOp>(
+      loc, ids.x,
+      b.create<arith::MulIOp>(
+          loc, size.x,
+          b.create<arith::AddIOp>(
+              loc, ids.y, b.create<arith::MulIOp>(loc, size.y, ids.z))));
+}

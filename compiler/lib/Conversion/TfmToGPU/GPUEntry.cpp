@@ -50,6 +50,20 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
           return neutralNormGrad(op.getOperation(), e);
         return lowerWarpLayerNormGrad(op, e);
       });
+  OpLoweringFn neutralLoss = *set.lookup(CrossEntropyOp::getOperationName());
+  set.add<CrossEntropyOp>([neutralLoss](CrossEntropyOp op, BufferizedEntry &e) {
+    if (!fitsWarpCrossEntropy(op.getLogits()))
+      return neutralLoss(op.getOperation(), e);
+    return lowerWarpCrossEntropy(op, e);
+  });
+  OpLoweringFn neutralLossGrad =
+      *set.lookup(CrossEntropyGradOp::getOperationName());
+  set.add<CrossEntropyGradOp>(
+      [neutralLossGrad](CrossEntropyGradOp op, BufferizedEntry &e) {
+        if (!fitsWarpCrossEntropy(op.getLogits()))
+          return neutralLossGrad(op.getOperation(), e);
+        return lowerWarpCrossEntropyGrad(op, e);
+      });
   OpLoweringFn neutralNorm = *set.lookup(LayerNormOp::getOperationName());
   set.add<LayerNormOp>([neutralNorm](LayerNormOp op, BufferizedEntry &e) {
     if (!fitsWarpLayerNorm(op.getInput(), Value(), op.getResult()))

@@ -4,22 +4,13 @@
 // gradient; the scale's and bias's are sums over the rows, left to the
 // neutral lowering's column reductions from the statistics kept here) and
 // the softmaxes (with the masked softmax's scale, mask and causal triangle)
-// as one kernel each, where the
-// neutral lowering makes six to eight (fills, row reductions of a thread
-// per row, elementwise passes), each a trip through memory. Here each warp
-// takes a row of the op's [rows, n] view: its lanes stride over the
-// columns, consecutive lanes on consecutive addresses, so every load of
-// the warp is one coalesced transaction, and a row's statistic (a sum, a
-// maximum) reaches every lane after five xor shuffles. Each pass reads the
-// row again (from L1) rather than keeping it in registers, so any width
-// fits.
-//
-// A block holds kRowsPerBlock warps. The last block's spare warps compute
-// the last row again without storing it, so that no shuffle sits in a
-// branch: every lane of a warp reaches each shuffle.
+// as one kernel each of a warp per row (WarpRows.h), where the neutral
+// lowering makes six to eight (fills, row reductions of a thread per row,
+// elementwise passes), each a trip through memory.
 //
 //===----------------------------------------------------------------------===//
 
+#include "WarpRows.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 
@@ -33,94 +24,6 @@
 
 using namespace mlir;
 using namespace mlir::tfm;
-
-namespace {
-
-constexpr int64_t kWarpLanes = 32;
-constexpr int64_t kRowsPerBlock = 8;
-
-/// The body of a kernel of a warp per row of an [m, n] view: the row this
-/// warp takes, whether it stores it, and passes over its columns.
-struct WarpRows {
-  OpBuilder kb;
-  Location loc;
-  int64_t m, n;
-  Value lane, row, live;
-
-  WarpRows(OpBuilder &b, Location loc, int64_t m, int64_t n)
-      : kb(b.getContext()), loc(loc), m(m), n(n) {
-    int64_t blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
-    auto launch = b.create<gpu::LaunchOp>(loc, index(b, blocks), index(b, 1),
-                                          index(b, 1), index(b, kWarpLanes),
-                                          index(b, kRowsPerBlock), index(b, 1));
-    kb.setInsertionPointToStart(&launch.getBody().front());
-    kb.create<gpu::TerminatorOp>(loc);
-    kb.setInsertionPointToStart(&launch.getBody().front());
-    lane = launch.getThreadIds().x;
-    Value wanted = kb.create<arith::AddIOp>(
-        loc,
-        kb.create<arith::MulIOp>(loc, launch.getBlockIds().x,
-                                 index(kb, kRowsPerBlock)),
-        launch.getThreadIds().y);
-    live = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, wanted,
-                                    index(kb, m));
-    row = kb.create<arith::MinUIOp>(loc, wanted, index(kb, m - 1));
-  }
-
-  Value index(OpBuilder &b, int64_t v) {
-    return b.create<arith::ConstantIndexOp>(loc, v);
-  }
-  Value f32(OpBuilder &b, double v) {
-    return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(v));
-  }
-
-  /// A pass over the row's columns lane, lane + 32, ...; `body` gets the
-  /// column and what the pass carries (`init`, or nothing) and returns
-  /// what it carries on.
-  Value pass(Value init, function_ref<Value(OpBuilder &, Value, Value)> body) {
-    SmallVector<Value, 1> inits;
-    if (init)
-      inits.push_back(init);
-    auto loop = kb.create<scf::ForOp>(
-        loc, lane, index(kb, n), index(kb, kWarpLanes), inits,
-        [&](OpBuilder &lb, Location, Value col, ValueRange carried) {
-          Value next = body(lb, col, init ? carried.front() : Value());
-          SmallVector<Value, 1> yielded;
-          if (next)
-            yielded.push_back(next);
-          lb.create<scf::YieldOp>(loc, yielded);
-        });
-    return init ? loop.getResult(0) : Value();
-  }
-
-  void storeIfLive(OpBuilder &b, Value v, Value rows, Value col) {
-    auto guard = b.create<scf::IfOp>(loc, live);
-    OpBuilder gb = guard.getThenBodyBuilder();
-    gb.create<memref::StoreOp>(loc, v, rows, ValueRange{row, col});
-  }
-
-  /// `v` summed, or its maximum, over the warp's lanes, in every lane.
-  Value allReduce(Value v, bool maximum) {
-    Value width = kb.create<arith::ConstantIntOp>(loc, kWarpLanes, 32);
-    for (int64_t offset = kWarpLanes / 2; offset >= 1; offset /= 2) {
-      Value other =
-          kb.create<gpu::ShuffleOp>(
-                loc, v, kb.create<arith::ConstantIntOp>(loc, offset, 32), width,
-                gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      v = maximum ? kb.create<arith::MaximumFOp>(loc, v, other).getResult()
-                  : kb.create<arith::AddFOp>(loc, v, other).getResult();
-    }
-    return v;
-  }
-};
-
-/// `buffer` viewed as [rows, n] (or [n]) of f32.
-Value viewAs(BufferizedEntry &e, Value buffer, ArrayRef<int64_t> shape) {
-  return e.reshape(buffer, MemRefType::get(shape, Float32Type::get(e.ctx)));
-}
-
-} // namespace
 
 bool mlir::tfm::fitsWarpLayerNorm(Value input, Value residual, Value result) {
   auto type = cast<RankedTensorType>(result.getType());
@@ -274,11 +177,7 @@ LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
     return Value();
   });
   // Lane 0 of each warp keeps its row's statistics.
-  Value first = kb.create<arith::AndIOp>(
-      loc, w.live,
-      kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, w.lane,
-                               w.index(kb, 0)));
-  auto keep = kb.create<scf::IfOp>(loc, first);
+  auto keep = kb.create<scf::IfOp>(loc, w.storesRow());
   OpBuilder tb = keep.getThenBodyBuilder();
   tb.create<memref::StoreOp>(loc, mean, means, w.row);
   tb.create<memref::StoreOp>(loc, rstd, rstds, w.row);

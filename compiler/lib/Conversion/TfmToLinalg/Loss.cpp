@@ -41,42 +41,107 @@ void rowStatistics(BufferizedEntry &e, Value x, Value mx, Value se) {
             });
 }
 
-/// Mean cross-entropy over the last axis: per row the log-sum-exp, the sum
-/// of the logits and the label's logit give the smoothed loss; the loss of
-/// the rows whose label is not ignored is summed and counted in f64. The run
-/// stops at a label outside [0, K) that is not the ignored one, as the
-/// reference interpreter does.
+/// Mean cross-entropy over the last axis: the rows' statistics, then the
+/// loss from them (crossEntropyFromRowStatistics).
 LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
+  FailureOr<CrossEntropyRows> rows =
+      crossEntropyRows(e, op, op.getLogits(), op.getLabelsMutable(),
+                       static_cast<int64_t>(op.getIgnoreIndex()));
+  if (failed(rows))
+    return failure();
   MLIRContext *ctx = e.ctx;
-  OpBuilder &b = e.b;
-  auto lt = op.getLogits().getType();
-  Type elem = lt.getElementType();
-  int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
-  if (k == 0)
-    return op.emitError("the ")
-           << e.targetName() << " backend needs at least one class";
-  auto [lower, upper] = *indexRangeOf(op.getLabelsMutable());
-  e.checkIndices(op, op.getLabels(), lower, upper,
-                 static_cast<int64_t>(op.getIgnoreIndex()));
-  Value x = e.reshape(e.denseOf(op.getLogits()),
-                      MemRefType::get({rows, k}, elem));
-  Type labelType = op.getLabels().getType().getElementType();
-  Value labels = e.reshape(e.denseOf(op.getLabels()),
-                           MemRefType::get({rows}, labelType));
-  Value out = e.destination(op.getResult());
-  auto rowType = MemRefType::get({rows}, elem);
+  Type elem = op.getLogits().getType().getElementType();
+  auto rowType = MemRefType::get({rows->rows}, elem);
   Value mx = e.temporary(rowType), se = e.temporary(rowType),
         sx = e.temporary(rowType);
-  rowStatistics(e, x, mx, se);
+  rowStatistics(e, rows->x, mx, se);
   AffineMap rk = AffineMap::getMultiDimIdentityMap(2, ctx);
   AffineMap r = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
   SmallVector<utils::IteratorType> red = {utils::IteratorType::parallel,
                                           utils::IteratorType::reduction};
-  e.fill(sx, b.getFloatAttr(elem, 0.0));
-  e.generic({x}, {rk}, sx, r, red,
+  e.fill(sx, e.b.getFloatAttr(elem, 0.0));
+  e.generic({rows->x}, {rk}, sx, r, red,
             [](OpBuilder &ob, Location l, ValueRange a) -> Value {
               return ob.create<arith::AddFOp>(l, a[0], a[1]);
             });
+  crossEntropyFromRowStatistics(e, op, *rows, mx, se, sx);
+  return success();
+}
+
+LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op, BufferizedEntry &e) {
+  MLIRContext *ctx = e.ctx;
+  auto lt = op.getLogits().getType();
+  Type elem = lt.getElementType();
+  if (!elem.isF32())
+    return op.emitError("the ")
+           << e.targetName()
+           << " backend lowers the cross-entropy gradient for f32 logits "
+              "only";
+  auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
+  FailureOr<CrossEntropyRows> rows =
+      crossEntropyRows(e, op, op.getLogits(), op.getLabelsMutable(), ignore);
+  if (failed(rows))
+    return failure();
+  int64_t k = rows->classes;
+  Value x = rows->x, labels = rows->labels;
+  Type labelType = op.getLabels().getType().getElementType();
+  Value out = e.reshape(e.destination(op.getResult()),
+                        MemRefType::get({rows->rows, k}, elem));
+  auto rowType = MemRefType::get({rows->rows}, elem);
+  Value mx = e.temporary(rowType), se = e.temporary(rowType);
+  rowStatistics(e, x, mx, se);
+  AffineMap rk = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap r = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+  auto isValid = [&](OpBuilder &ob, Location l, Value label) -> Value {
+    return ob.create<arith::CmpIOp>(
+        l, arith::CmpIPredicate::ne, label,
+        ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
+  };
+  Value count = crossEntropyValidCount(e, labels, ignore);
+  Value grad = e.bufferOf(op.getGrad());
+  double eps = op.getLabelSmoothing().convertToDouble();
+  AffineMap scalar2 = AffineMap::get(2, 0, {}, ctx);
+  SmallVector<utils::IteratorType> par(2, utils::IteratorType::parallel);
+  e.generic(
+      {x, mx, se, labels, grad, count}, {rk, r, r, r, scalar2, scalar2}, out,
+      rk, par, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+        auto c = [&](double v) {
+          return BufferizedEntry::constantScalar(ob, l, elem, v);
+        };
+        Value p = ob.create<arith::DivFOp>(
+            l,
+            ob.create<math::ExpOp>(l, ob.create<arith::SubFOp>(l, a[0], a[1])),
+            a[2]);
+        Value col = ob.create<arith::IndexCastOp>(
+            l, labelType, ob.create<linalg::IndexOp>(l, 1));
+        Value hit =
+            ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col, a[3]);
+        Value target = ob.create<arith::SelectOp>(
+            l, hit, c(1 - eps + eps / double(k)), c(eps / double(k)));
+        Value g =
+            ob.create<arith::MulFOp>(l, ob.create<arith::DivFOp>(l, a[4], a[5]),
+                                     ob.create<arith::SubFOp>(l, p, target));
+        return ob.create<arith::SelectOp>(l, isValid(ob, l, a[3]), g, c(0.0));
+      });
+  return success();
+}
+
+} // namespace
+
+void mlir::tfm::populateLossLowerings(OpLoweringSet &set) {
+  set.add<CrossEntropyOp>(lowerCrossEntropy);
+  set.add<CrossEntropyGradOp>(lowerCrossEntropyGrad);
+}
+
+void mlir::tfm::crossEntropyFromRowStatistics(BufferizedEntry &e,
+                                              CrossEntropyOp op,
+                                              const CrossEntropyRows &rows,
+                                              Value mx, Value se, Value sx) {
+  MLIRContext *ctx = e.ctx;
+  OpBuilder &b = e.b;
+  Type elem = op.getLogits().getType().getElementType();
+  Type labelType = op.getLabels().getType().getElementType();
+  int64_t k = rows.classes;
   // Sum and count over the rows, in f64.
   Type f64 = b.getF64Type();
   Value total = e.temporary(MemRefType::get({}, f64));
@@ -88,7 +153,7 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
   AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
   AffineMap scalar = AffineMap::get(1, 0, {}, ctx);
   b.create<linalg::GenericOp>(
-      e.loc, TypeRange{}, ValueRange{mx, se, sx, labels},
+      e.loc, TypeRange{}, ValueRange{mx, se, sx, rows.labels},
       ValueRange{total, count},
       ArrayRef<AffineMap>{id1, id1, id1, id1, scalar, scalar},
       ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
@@ -111,7 +176,8 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
         idx = ob.create<arith::MinSIOp>(
             l, idx, ob.create<arith::ConstantIndexOp>(l, k - 1));
         Value row = ob.create<linalg::IndexOp>(l, 0);
-        Value xl = wide(ob.create<memref::LoadOp>(l, x, ValueRange{row, idx}));
+        Value xl =
+            wide(ob.create<memref::LoadOp>(l, rows.x, ValueRange{row, idx}));
         Value picked = ob.create<arith::SubFOp>(l, xl, lse);
         Value sumLogp = ob.create<arith::SubFOp>(
             l, wide(a[2]), ob.create<arith::MulFOp>(l, c(double(k)), lse));
@@ -126,90 +192,52 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp op, BufferizedEntry &e) {
       });
   // Like PyTorch, every label ignored gives NaN (0 / 0).
   AffineMap none = AffineMap::get(0, 0, {}, ctx);
-  e.generic({total, count}, {none, none}, out, none, {},
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+  e.generic({total, count}, {none, none}, e.destination(op.getResult()), none,
+            {}, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
               Value mean = ob.create<arith::DivFOp>(l, a[0], a[1]);
               return elem.isF64()
                          ? mean
                          : ob.create<arith::TruncFOp>(l, elem, mean).getResult();
             });
-  return success();
 }
 
-LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op, BufferizedEntry &e) {
+Value mlir::tfm::crossEntropyValidCount(BufferizedEntry &e, Value labels,
+                                        int64_t ignore) {
   MLIRContext *ctx = e.ctx;
-  OpBuilder &b = e.b;
-  auto lt = op.getLogits().getType();
-  Type elem = lt.getElementType();
-  if (!elem.isF32())
-    return op.emitError("the ")
-           << e.targetName()
-           << " backend lowers the cross-entropy gradient for f32 logits "
-              "only";
-  int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
-  auto [lower, upper] = *indexRangeOf(op.getLabelsMutable());
-  e.checkIndices(op, op.getLabels(), lower, upper,
-                 static_cast<int64_t>(op.getIgnoreIndex()));
-  auto matrix = MemRefType::get({rows, k}, elem);
-  Value x = e.reshape(e.denseOf(op.getLogits()), matrix);
-  Type labelType = op.getLabels().getType().getElementType();
-  Value labels = e.reshape(e.denseOf(op.getLabels()),
-                           MemRefType::get({rows}, labelType));
-  Value out = e.reshape(e.destination(op.getResult()), matrix);
-  auto rowType = MemRefType::get({rows}, elem);
-  Value mx = e.temporary(rowType), se = e.temporary(rowType);
-  rowStatistics(e, x, mx, se);
-  AffineMap rk = AffineMap::getMultiDimIdentityMap(2, ctx);
-  AffineMap r = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
-  auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
-  auto isValid = [&](OpBuilder &ob, Location l, Value label) -> Value {
-    return ob.create<arith::CmpIOp>(
-        l, arith::CmpIPredicate::ne, label,
-        ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
-  };
-  // The mean's denominator: the positions not ignored.
+  Type elem = Float32Type::get(ctx);
+  Type labelType = cast<MemRefType>(labels.getType()).getElementType();
   Value count = e.temporary(MemRefType::get({}, elem));
-  e.fill(count, b.getFloatAttr(elem, 0.0));
+  e.fill(count, e.b.getFloatAttr(elem, 0.0));
   e.generic({labels}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, count,
             AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              Value valid = ob.create<arith::CmpIOp>(
+                  l, arith::CmpIPredicate::ne, a[0],
+                  ob.create<arith::ConstantOp>(
+                      l, ob.getIntegerAttr(labelType, ignore)));
               Value one = ob.create<arith::SelectOp>(
-                  l, isValid(ob, l, a[0]),
-                  BufferizedEntry::constantScalar(ob, l, elem, 1.0),
+                  l, valid, BufferizedEntry::constantScalar(ob, l, elem, 1.0),
                   BufferizedEntry::constantScalar(ob, l, elem, 0.0));
               return ob.create<arith::AddFOp>(l, a[1], one);
             });
-  Value grad = e.bufferOf(op.getGrad());
-  double eps = op.getLabelSmoothing().convertToDouble();
-  AffineMap scalar2 = AffineMap::get(2, 0, {}, ctx);
-  SmallVector<utils::IteratorType> par(2, utils::IteratorType::parallel);
-  e.generic({x, mx, se, labels, grad, count}, {rk, r, r, r, scalar2, scalar2},
-            out, rk, par, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              auto c = [&](double v) {
-                return BufferizedEntry::constantScalar(ob, l, elem, v);
-              };
-              Value p = ob.create<arith::DivFOp>(
-                  l,
-                  ob.create<math::ExpOp>(l, ob.create<arith::SubFOp>(l, a[0], a[1])),
-                  a[2]);
-              Value col = ob.create<arith::IndexCastOp>(
-                  l, labelType, ob.create<linalg::IndexOp>(l, 1));
-              Value hit =
-                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col, a[3]);
-              Value target = ob.create<arith::SelectOp>(
-                  l, hit, c(1 - eps + eps / double(k)), c(eps / double(k)));
-              Value g = ob.create<arith::MulFOp>(
-                  l, ob.create<arith::DivFOp>(l, a[4], a[5]),
-                  ob.create<arith::SubFOp>(l, p, target));
-              return ob.create<arith::SelectOp>(l, isValid(ob, l, a[3]), g,
-                                                c(0.0));
-            });
-  return success();
+  return count;
 }
 
-} // namespace
-
-void mlir::tfm::populateLossLowerings(OpLoweringSet &set) {
-  set.add<CrossEntropyOp>(lowerCrossEntropy);
-  set.add<CrossEntropyGradOp>(lowerCrossEntropyGrad);
+FailureOr<CrossEntropyRows>
+mlir::tfm::crossEntropyRows(BufferizedEntry &e, Operation *op, Value logits,
+                            OpOperand &labels, int64_t ignore) {
+  auto lt = cast<RankedTensorType>(logits.getType());
+  Type elem = lt.getElementType();
+  int64_t k = lt.getShape().back(), rows = product(lt.getShape().drop_back());
+  if (k == 0)
+    return op->emitError("the ")
+           << e.targetName() << " backend needs at least one class";
+  auto [lower, upper] = *indexRangeOf(labels);
+  e.checkIndices(op, labels.get(), lower, upper, ignore);
+  Type labelType =
+      cast<RankedTensorType>(labels.get().getType()).getElementType();
+  return CrossEntropyRows{
+      e.reshape(e.denseOf(logits), MemRefType::get({rows, k}, elem)),
+      e.reshape(e.denseOf(labels.get()), MemRefType::get({rows}, labelType)),
+      rows, k};
 }

@@ -129,6 +129,17 @@ LogicalResult lowerWarpSoftmax(BufferizedEntry &e, Value input, Value mask,
                                MaskKind kind, double scale, bool causal,
                                Value result);
 
+/// Whether a cross-entropy (or its gradient) of `logits` runs as a warp per
+/// row: f32, static, not empty.
+bool fitsWarpCrossEntropy(Value logits);
+/// tfm.cross_entropy: the rows' statistics in one kernel of a warp per row,
+/// then the neutral lowering's mean over the rows.
+LogicalResult lowerWarpCrossEntropy(CrossEntropyOp op, BufferizedEntry &e);
+/// tfm.cross_entropy_grad in one kernel of a warp per row, after the
+/// neutral lowering's count of the labels not ignored.
+LogicalResult lowerWarpCrossEntropyGrad(CrossEntropyGradOp op,
+                                        BufferizedEntry &e);
+
 /// linear, matmul and QKV projections as calls of the runtime's GEMM
 /// kernels (cuBLASLt), each with the generated GEMM as its fallback
 /// (Gemm.cpp).

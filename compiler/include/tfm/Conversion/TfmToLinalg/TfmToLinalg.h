@@ -74,6 +74,29 @@ void lowerGenericSoftmax(BufferizedEntry &e, Value input, int64_t axis,
 void layerNormColumnGradients(BufferizedEntry &e, Value x, Value dy, Value mean,
                               Value rstd, Value dscale, Value dbias);
 
+/// The operands of a cross-entropy (or its gradient) as rows: the logits
+/// [rows, classes] and the labels [rows], dense, the labels checked.
+struct CrossEntropyRows {
+  Value x, labels;
+  int64_t rows, classes;
+};
+/// Fails, naming `op`, on logits without classes.
+FailureOr<CrossEntropyRows> crossEntropyRows(BufferizedEntry &e, Operation *op,
+                                             Value logits, OpOperand &labels,
+                                             int64_t ignore);
+
+/// tfm.cross_entropy's result from the rows' maximum `mx`, sum of
+/// exp(x - mx) `se` and sum of the logits `sx` [rows]: the smoothed loss of
+/// each row whose label is not ignored, summed and counted in f64, then
+/// the mean.
+void crossEntropyFromRowStatistics(BufferizedEntry &e, CrossEntropyOp op,
+                                   const CrossEntropyRows &rows, Value mx,
+                                   Value se, Value sx);
+
+/// A 0-d f32 buffer holding how many of `labels` are not `ignore`: the
+/// denominator of the cross-entropy's mean.
+Value crossEntropyValidCount(BufferizedEntry &e, Value labels, int64_t ignore);
+
 /// tfm.masked_softmax of `x` (with `mask` broadcast to it, or none) over
 /// the last axis into `out`, which may be `x`.
 void lowerGenericMaskedSoftmax(BufferizedEntry &e, Value x, Value mask,

@@ -1,0 +1,43 @@
+//===- Emulation.h - Parts of tfm-emulate-gpu-kernels -----------*- C++ -*-===//
+//
+// What the files of the emulation of GPU kernels share: the poison that
+// stands for memory no one has written yet, a thread's linear index, and
+// the rewriting of asynchronous copies (EmulateAsyncCopies.cpp) that the
+// pass (EmulateGPUKernels.cpp) runs before cutting a body into phases.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_CONVERSION_GPUEMULATION_EMULATION_H
+#define TFM_CONVERSION_GPUEMULATION_EMULATION_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir::tfm {
+
+/// What memory holds before anything is written to it in the emulation:
+/// NaN for floats, and for integers a pattern no kernel computes by chance.
+Value emulatedPoison(OpBuilder &b, Location loc, Type element);
+
+/// The linear index of the calling thread in `launch`'s block, x fastest,
+/// as the GPU numbers the lanes of its warps.
+Value linearThreadIndex(OpBuilder &b, Location loc, gpu::LaunchOp launch);
+
+/// How many copies a thread keeps pending before it completes its oldest,
+/// as the hardware may at any time.
+constexpr int64_t kEmulatedPendingCopies = 32;
+
+/// Replaces, in `launch`, each nvgpu.device_async_copy by a record of the
+/// copy in its thread's list of pending copies (its destination poisoned),
+/// each nvgpu.device_async_create_group by the commit of the thread's
+/// uncommitted records as one group, and each nvgpu.device_async_wait by
+/// the copies of every group but the `numGroups` newest: what
+/// cp.async.commit_group and cp.async.wait_group do, whatever tokens the
+/// ops name. A destination so reads as poison until the wait that covers
+/// its copy. Fails, naming the op, on a copy whose memrefs differ between
+/// threads or iterations, or on a token that flows elsewhere than into a
+/// group or a wait.
+LogicalResult emulateAsyncCopies(gpu::LaunchOp launch);
+
+} // namespace mlir::tfm
+
+#endif // TFM_CONVERSION_GPUEMULATION_EMULATION_H

@@ -1,0 +1,140 @@
+//===- WarpRows.h - Kernels of a warp per row -------------------*- C++ -*-===//
+//
+// The shape the GPU's row kernels share (Normalization.cpp, Loss.cpp): each
+// warp takes a row of an [m, n] view, its lanes striding over the columns
+// so that each load of the warp is one coalesced transaction, and a row's
+// statistic reaches every lane after five xor shuffles. Each pass reads the
+// row again (from L1) rather than keeping it in registers, so any width
+// fits.
+//
+// A block holds kRowsPerBlock warps. The last block's spare warps compute
+// the last row again without storing it, so that no shuffle sits in a
+// branch: every lane of a warp reaches each shuffle.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_CONVERSION_TFMTOGPU_WARPROWS_H
+#define TFM_CONVERSION_TFMTOGPU_WARPROWS_H
+
+#include "tfm/Conversion/Common/BufferAssignment.h"
+#include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir::tfm {
+
+inline constexpr int64_t kRowsPerBlock = 8;
+
+/// The body of a kernel of a warp per row of an [m, n] view: the row this
+/// warp takes, whether it stores it, and passes over its columns.
+struct WarpRows {
+  OpBuilder kb;
+  Location loc;
+  int64_t m, n;
+  Value lane, row, live;
+
+  WarpRows(OpBuilder &b, Location loc, int64_t m, int64_t n)
+      : kb(b.getContext()), loc(loc), m(m), n(n) {
+    int64_t blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
+    auto launch = b.create<gpu::LaunchOp>(
+        loc, index(b, blocks), index(b, 1), index(b, 1),
+        index(b, warp::kWarpSize), index(b, kRowsPerBlock), index(b, 1));
+    kb.setInsertionPointToStart(&launch.getBody().front());
+    kb.create<gpu::TerminatorOp>(loc);
+    kb.setInsertionPointToStart(&launch.getBody().front());
+    lane = launch.getThreadIds().x;
+    Value wanted = kb.create<arith::AddIOp>(
+        loc,
+        kb.create<arith::MulIOp>(loc, launch.getBlockIds().x,
+                                 index(kb, kRowsPerBlock)),
+        launch.getThreadIds().y);
+    live = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, wanted,
+                                    index(kb, m));
+    row = kb.create<arith::MinUIOp>(loc, wanted, index(kb, m - 1));
+  }
+
+  Value index(OpBuilder &b, int64_t v) {
+    return b.create<arith::ConstantIndexOp>(loc, v);
+  }
+  Value f32(OpBuilder &b, double v) {
+    return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(v));
+  }
+
+  /// A pass over the row's columns lane, lane + 32, ...; `body` gets the
+  /// column and what the pass carries (`inits` at first) and returns what
+  /// it carries on.
+  ValueRange
+  pass(ValueRange inits,
+       function_ref<SmallVector<Value>(OpBuilder &, Value, ValueRange)> body) {
+    auto loop = kb.create<scf::ForOp>(
+        loc, lane, index(kb, n), index(kb, warp::kWarpSize), inits,
+        [&](OpBuilder &lb, Location, Value col, ValueRange carried) {
+          lb.create<scf::YieldOp>(loc, body(lb, col, carried));
+        });
+    return loop.getResults();
+  }
+  /// A pass carrying one value (`init`), or nothing.
+  Value pass(Value init, function_ref<Value(OpBuilder &, Value, Value)> body) {
+    SmallVector<Value, 1> inits;
+    if (init)
+      inits.push_back(init);
+    ValueRange results =
+        pass(inits, [&](OpBuilder &lb, Value col, ValueRange carried) {
+          SmallVector<Value> next;
+          if (Value v = body(lb, col, init ? carried.front() : Value()))
+            next.push_back(v);
+          return next;
+        });
+    return init ? results.front() : Value();
+  }
+
+  /// Whether this lane stores what its warp computed for the row once:
+  /// lane 0 of a warp with a row of its own.
+  Value storesRow() {
+    return kb.create<arith::AndIOp>(
+        loc, live,
+        kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+                                 index(kb, 0)));
+  }
+
+  void storeIfLive(OpBuilder &b, Value v, Value rows, Value col) {
+    auto guard = b.create<scf::IfOp>(loc, live);
+    OpBuilder gb = guard.getThenBodyBuilder();
+    gb.create<memref::StoreOp>(loc, v, rows, ValueRange{row, col});
+  }
+
+  /// `v` combined over the warp's lanes by `combine` (associative and
+  /// commutative), in every lane.
+  Value allReduce(Value v,
+                  function_ref<Value(OpBuilder &, Value, Value)> combine) {
+    Value width = kb.create<arith::ConstantIntOp>(loc, warp::kWarpSize, 32);
+    for (int64_t offset = warp::kWarpSize / 2; offset >= 1; offset /= 2) {
+      Value other =
+          kb.create<gpu::ShuffleOp>(
+                loc, v, kb.create<arith::ConstantIntOp>(loc, offset, 32), width,
+                gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      v = combine(kb, v, other);
+    }
+    return v;
+  }
+  /// `v` summed, or its maximum, over the warp's lanes, in every lane.
+  Value allReduce(Value v, bool maximum) {
+    return allReduce(v, [&](OpBuilder &b, Value x, Value y) -> Value {
+      return maximum ? b.create<arith::MaximumFOp>(loc, x, y).getResult()
+                     : b.create<arith::AddFOp>(loc, x, y).getResult();
+    });
+  }
+};
+
+/// `buffer` viewed as [rows, n] (or [n]) of f32.
+inline Value viewAs(BufferizedEntry &e, Value buffer, ArrayRef<int64_t> shape) {
+  return e.reshape(buffer, MemRefType::get(shape, Float32Type::get(e.ctx)));
+}
+
+} // namespace mlir::tfm
+
+#endif // TFM_CONVERSION_TFMTOGPU_WARPROWS_H
