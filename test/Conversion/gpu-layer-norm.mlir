@@ -6,7 +6,9 @@
 // (the last block's spare warp recomputes row 14 without storing it) of 40
 // columns (lanes 0 to 7 take two, the others one), with the residual sum
 // written; 6 rows of 96 normalized over two axes, without a bias; a
-// broadcast residual, which takes the neutral lowering instead; and the
+// residual of one row broadcast to every row (a bias); position
+// embeddings [5, 40] as the input, broadcast over the batch of the
+// residual [3, 5, 40], as an exporter writes BERT's embeddings; and the
 // backward pass of the first (r as the output's gradient), the input's
 // gradient from four row statistics, 20 shuffles, in one kernel, the
 // scale's and bias's as column sums.
@@ -23,15 +25,21 @@
 // KERNEL-COUNT-10: gpu.shuffle  xor
 // KERNEL: gpu.terminator
 // KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c8{{.*}}, {{.*}} = %c1{{.*}})
+// KERNEL-COUNT-10: gpu.shuffle  xor
+// KERNEL: gpu.terminator
+// KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c8{{.*}}, {{.*}} = %c1{{.*}})
+// KERNEL-COUNT-10: gpu.shuffle  xor
+// KERNEL: gpu.terminator
+// KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c8{{.*}}, {{.*}} = %c1{{.*}})
 // KERNEL-COUNT-20: gpu.shuffle  xor
 // KERNEL-NOT: gpu.shuffle
 // KERNEL: return
 func.func @infer(%x: tensor<3x5x40xf32> {tfm.name = "x"}, %r: tensor<3x5x40xf32> {tfm.name = "r"},
                  %g: tensor<40xf32> {tfm.name = "g"}, %b: tensor<40xf32> {tfm.name = "b"},
                  %z: tensor<6x2x48xf32> {tfm.name = "z"}, %h: tensor<2x48xf32> {tfm.name = "h"},
-                 %row: tensor<40xf32> {tfm.name = "row"})
+                 %row: tensor<40xf32> {tfm.name = "row"}, %pe: tensor<5x40xf32> {tfm.name = "pe"})
     -> (tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>,
-        tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>) {
+        tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>) {
   %y, %s = tfm.add_layer_norm %x, %r, %g, %b {epsilon = 1.0e-05}
       : (tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>)
       -> (tensor<3x5x40xf32>, tensor<3x5x40xf32>)
@@ -40,9 +48,12 @@ func.func @infer(%x: tensor<3x5x40xf32> {tfm.name = "x"}, %r: tensor<3x5x40xf32>
   %v = tfm.add_layer_norm %x, %row, %g, %b {epsilon = 1.0e-05}
       : (tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>, tensor<40xf32>)
       -> tensor<3x5x40xf32>
+  %u = tfm.add_layer_norm %pe, %x, %g, %b {epsilon = 1.0e-05}
+      : (tensor<5x40xf32>, tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>)
+      -> tensor<3x5x40xf32>
   %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %r {epsilon = 1.0e-05}
       : (tensor<3x5x40xf32>, tensor<40xf32>, tensor<3x5x40xf32>)
       -> (tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>)
-  return %y, %s, %w, %v, %dx, %dg, %db : tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>,
-      tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>
+  return %y, %s, %w, %v, %u, %dx, %dg, %db : tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<6x2x48xf32>, tensor<3x5x40xf32>,
+      tensor<3x5x40xf32>, tensor<3x5x40xf32>, tensor<40xf32>, tensor<40xf32>
 }

@@ -40,7 +40,7 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(
       createFuseAttentionPass({options.remarks, /*target=*/"cuda"}));
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cuda"}));
-  pm.addPass(createLowerToGPUPass({options.computeType}));
+  pm.addPass(createLowerToGPUPass({options.computeType, options.remarks}));
 }
 
 /// The schedule: GEMMs in register tiles, runs of elementwise ops merged,

@@ -168,8 +168,9 @@ cl::opt<mlir::tfm::ComputeType>
           cl::cat(compileCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",
-    cl::desc("Report every fusion site, fused or missed with the reason "
-             "(=json for tools)"),
+    cl::desc("Report every fusion site, fused or missed with the reason, "
+             "and with --target=cuda the kernel each op gets (=json for "
+             "tools)"),
     cl::value_desc("text|json"), cl::ValueOptional, cl::cat(compileCat));
 cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"),

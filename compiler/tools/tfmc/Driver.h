@@ -201,12 +201,21 @@ struct FusionSite {
   bool fused;
 };
 
+/// The kernel an op got on the GPU as tfm-lower-to-gpu reported it, and the
+/// better kernel it missed, with the reason (both empty when none).
+struct KernelSite {
+  std::string op, kernel, better, reason;
+  mlir::Location loc;
+};
+
 /// Collects the fusion passes' remarks ("tfm-fuse-qkv: fused", "...:
-/// missed: <reason>") into `sites` while it lives; other diagnostics pass.
+/// missed: <reason>") into `sites` while it lives, and the GPU lowering's
+/// kernel remarks into `kernels` where given; other diagnostics pass.
 class FusionRemarkCollector {
 public:
   FusionRemarkCollector(mlir::MLIRContext *context,
-                        std::vector<FusionSite> &sites);
+                        std::vector<FusionSite> &sites,
+                        std::vector<KernelSite> *kernels = nullptr);
 
 private:
   mlir::ScopedDiagnosticHandler handler;

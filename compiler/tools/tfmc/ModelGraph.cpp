@@ -10,6 +10,7 @@
 
 #include "Driver.h"
 
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/IR/TfmOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -202,12 +203,23 @@ void mlir::tfm::tfmc::writeModelGraph(ModuleOp module, StringRef title,
 }
 
 mlir::tfm::tfmc::FusionRemarkCollector::FusionRemarkCollector(
-    MLIRContext *context, std::vector<FusionSite> &sites)
-    : handler(context, [&sites](Diagnostic &d) {
+    MLIRContext *context, std::vector<FusionSite> &sites,
+    std::vector<KernelSite> *kernels)
+    : handler(context, [&sites, kernels](Diagnostic &d) {
         std::string text = d.str();
         StringRef msg = text;
-        if (d.getSeverity() != DiagnosticSeverity::Remark ||
-            !msg.starts_with("tfm-fuse-"))
+        if (d.getSeverity() != DiagnosticSeverity::Remark)
+          return failure();
+        if (kernels && msg.consume_front(kGPUKernelRemarkPrefix)) {
+          // "<op>: <kernel>", then "; not <better>: <why>".
+          auto [op, rest] = msg.split(": ");
+          auto [kernel, miss] = rest.split("; not ");
+          auto [better, reason] = miss.split(": ");
+          kernels->push_back({op.str(), kernel.str(), better.str(),
+                              reason.str(), d.getLocation()});
+          return success();
+        }
+        if (!msg.starts_with("tfm-fuse-"))
           return failure();
         auto [flag, rest] = msg.split(": ");
         FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),

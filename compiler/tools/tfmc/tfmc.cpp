@@ -12,6 +12,7 @@
 #include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToCPU/TfmToCPU.h"
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/Frontends/ONNX/Importer.h"
 #include "tfm/IR/TfmDialect.h"
 #include "tfm/IR/TfmOps.h"
@@ -27,6 +28,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -152,8 +154,43 @@ int withModel(MLIRContext &context, const ModelSource &model,
   return body(*module);
 }
 
+/// The GPU kernels' part of the report: how many ops got each kernel, and
+/// each op that missed a better one, with the reason.
+void printKernelReport(llvm::raw_ostream &os, ArrayRef<KernelSite> kernels) {
+  llvm::MapVector<StringRef, int> counts;
+  for (StringRef k : {"library-gemm", "warp-rows", "attention-rows", "loops"})
+    counts[k] = 0;
+  for (const KernelSite &s : kernels)
+    ++counts[s.kernel];
+  os << llvm::formatv("  {0,-20} {1,6}\n", "gpu kernel", "ops");
+  for (auto [k, n] : counts)
+    os << llvm::formatv("  {0,-20} {1,6}\n", k, n);
+  for (const KernelSite &s : kernels)
+    if (!s.better.empty())
+      os << "  " << s.op << " at " << mlir::tfm::describeLocation(s.loc) << ": "
+         << s.kernel << ", not " << s.better << ": " << s.reason << "\n";
+}
+
+llvm::json::Object kernelReportJson(ArrayRef<KernelSite> kernels) {
+  llvm::json::Object counts;
+  llvm::json::Array misses;
+  for (const KernelSite &s : kernels) {
+    counts[s.kernel] = counts.getInteger(s.kernel).value_or(0) + 1;
+    if (!s.better.empty())
+      misses.push_back(
+          llvm::json::Object{{"op", s.op},
+                             {"location", mlir::tfm::describeLocation(s.loc)},
+                             {"kernel", s.kernel},
+                             {"better", s.better},
+                             {"reason", s.reason}});
+  }
+  return llvm::json::Object{{"kernels", std::move(counts)},
+                            {"misses", std::move(misses)}};
+}
+
 void printFusionReport(llvm::raw_ostream &os, StringRef model,
-                       ArrayRef<FusionSite> sites, bool json) {
+                       ArrayRef<FusionSite> sites, ArrayRef<KernelSite> kernels,
+                       bool json) {
   // Attention is fused where the target lowers (tfm-fuse-attention, for
   // the CPU), so its row shows only when the compile got that far.
   SmallVector<const char *> kinds{"qkv", "masked-softmax",
@@ -177,11 +214,13 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
             {"kind", s.kind},
             {"location", mlir::tfm::describeLocation(s.loc)},
             {"reason", s.reason}});
-    os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
-                                     {"model", model},
-                                     {"kinds", std::move(byKind)},
-                                     {"misses", std::move(misses)}}))
-       << "\n";
+    llvm::json::Object report{{"model", model},
+                              {"kinds", std::move(byKind)},
+                              {"misses", std::move(misses)}};
+    // The GPU's kernels, where the compile lowered for it.
+    if (!kernels.empty())
+      report["gpu"] = kernelReportJson(kernels);
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
     return;
   }
   os << "fusion report for " << model << "\n";
@@ -193,17 +232,20 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
     if (!s.fused)
       os << "  missed " << s.kind << " at "
          << mlir::tfm::describeLocation(s.loc) << ": " << s.reason << "\n";
+  if (!kernels.empty())
+    printKernelReport(os, kernels);
 }
 
 int runCompile(MLIRContext &context, const CompileCommand &c) {
   return withModel(context, c.model, [&](ModuleOp module) -> int {
     // The passes report every site as a remark.
     std::vector<FusionSite> sites;
-    FusionRemarkCollector collect(&context, sites);
+    std::vector<KernelSite> kernels;
+    FusionRemarkCollector collect(&context, sites, &kernels);
     int rc = compileTo(module, c.stage, c.output, c.options);
     if (rc == kExitOk && c.report)
       printFusionReport(c.output != "-" ? llvm::outs() : llvm::errs(),
-                        c.model.file, sites, c.reportJson);
+                        c.model.file, sites, kernels, c.reportJson);
     return rc;
   });
 }

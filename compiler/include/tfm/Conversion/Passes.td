@@ -131,12 +131,20 @@ def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
     each with a generated fallback. Index checks write their outcome to
     their slot in the state (`tfm.check_slots_offset`), which the runtime
     reads after the run.
+
+    Which kernel each op gets is chosen in one place
+    (`TfmToGPU/KernelStrategy.h`); with `remarks`, each op that has a
+    choice says which it got, and, where it misses a better one, which and
+    why: `tfm-gpu-kernel: tfm.layer_norm: loops; not warp-rows: its shape
+    is not static`.
   }];
   let options = [
     Option<"computeType", "compute-type", "::mlir::tfm::ComputeType",
            /*default=*/"::mlir::tfm::ComputeType::F32",
            "The type GEMMs multiply in (f32, bf16 or f16; f32 accumulation)",
-           "::mlir::tfm::computeTypeValues()">
+           "::mlir::tfm::computeTypeValues()">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark naming the kernel of every op that has a choice">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect",

@@ -28,17 +28,6 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
-bool mlir::tfm::fitsFlashAttention(AttentionOp op) {
-  auto qt = op.getQuery().getType();
-  int64_t dv = op.getValue().getType().getShape().back();
-  return qt.getElementType().isF32() &&
-         op.getValue().getType().getElementType().isF32() &&
-         op.getKey().getType().getElementType().isF32() && dv > 0 &&
-         dv <= kFlashAttentionMaxValueWidth && qt.hasStaticShape() &&
-         op.getKey().getType().hasStaticShape() &&
-         op.getValue().getType().hasStaticShape();
-}
-
 LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
                                              BufferizedEntry &e) {
   OpBuilder &b = e.b;

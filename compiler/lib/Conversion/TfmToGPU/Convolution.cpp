@@ -21,15 +21,6 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
-bool mlir::tfm::convRunsAsGemm(Conv2DOp op) {
-  auto f32 = [](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    return isF32(t) && t.hasStaticShape() && t.getNumElements() > 0;
-  };
-  return f32(op.getInput()) && f32(op.getWeight()) && f32(op.getResult()) &&
-         (!op.getBias() || f32(op.getBias()));
-}
-
 LogicalResult mlir::tfm::lowerConv2DAsGemm(Conv2DOp op, GPUEntry &e) {
   ArrayRef<int64_t> xs = op.getInput().getType().getShape(),
                     ws = op.getWeight().getType().getShape(),

@@ -1,5 +1,6 @@
 //===- GPUEntry.cpp - Entry functions of the GPU target -------------------===//
 
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 #include "tfm/Target/Symbols.h"
@@ -16,19 +17,19 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   populateGPUGemmLowerings(set);
   OpLoweringFn neutralConv = *set.lookup(Conv2DOp::getOperationName());
   set.add<Conv2DOp>([neutralConv](Conv2DOp op, BufferizedEntry &e) {
-    if (!convRunsAsGemm(op))
+    if (!getsGPUKernel(op, GPUKernel::LibraryGemm))
       return neutralConv(op.getOperation(), e);
     return lowerConv2DAsGemm(op, cast<GPUEntry>(e));
   });
   OpLoweringFn neutral = *set.lookup(AttentionOp::getOperationName());
   set.add<AttentionOp>([neutral](AttentionOp op, BufferizedEntry &e) {
-    if (!fitsFlashAttention(op))
+    if (!getsGPUKernel(op, GPUKernel::AttentionRows))
       return neutral(op.getOperation(), e);
     return lowerFlashAttention(op, e);
   });
   OpLoweringFn neutralSoftmax = *set.lookup(SoftmaxOp::getOperationName());
   set.add<SoftmaxOp>([neutralSoftmax](SoftmaxOp op, BufferizedEntry &e) {
-    if (!fitsWarpSoftmax(op.getInput(), static_cast<int64_t>(op.getAxis())))
+    if (!getsGPUKernel(op, GPUKernel::WarpRows))
       return neutralSoftmax(op.getOperation(), e);
     return lowerWarpSoftmax(e, op.getInput(), Value(), MaskKind::boolean, 1.0,
                             /*causal=*/false, op.getResult());
@@ -36,7 +37,7 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   OpLoweringFn neutralMasked = *set.lookup(MaskedSoftmaxOp::getOperationName());
   set.add<MaskedSoftmaxOp>([neutralMasked](MaskedSoftmaxOp op,
                                            BufferizedEntry &e) {
-    if (!fitsWarpSoftmax(op.getInput(), -1))
+    if (!getsGPUKernel(op, GPUKernel::WarpRows))
       return neutralMasked(op.getOperation(), e);
     return lowerWarpSoftmax(e, op.getInput(), op.getMask(), op.getMaskKind(),
                             op.getScale().convertToDouble(), op.getCausal(),
@@ -46,13 +47,19 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
       *set.lookup(LayerNormGradOp::getOperationName());
   set.add<LayerNormGradOp>(
       [neutralNormGrad](LayerNormGradOp op, BufferizedEntry &e) {
-        if (!fitsWarpLayerNormGrad(op))
+        if (!getsGPUKernel(op, GPUKernel::WarpRows))
           return neutralNormGrad(op.getOperation(), e);
         return lowerWarpLayerNormGrad(op, e);
       });
+  OpLoweringFn neutralReduce = *set.lookup(ReduceOp::getOperationName());
+  set.add<ReduceOp>([neutralReduce](ReduceOp op, BufferizedEntry &e) {
+    if (!getsGPUKernel(op, GPUKernel::WarpRows))
+      return neutralReduce(op.getOperation(), e);
+    return lowerWarpRowReduction(op, e);
+  });
   OpLoweringFn neutralLoss = *set.lookup(CrossEntropyOp::getOperationName());
   set.add<CrossEntropyOp>([neutralLoss](CrossEntropyOp op, BufferizedEntry &e) {
-    if (!fitsWarpCrossEntropy(op.getLogits()))
+    if (!getsGPUKernel(op, GPUKernel::WarpRows))
       return neutralLoss(op.getOperation(), e);
     return lowerWarpCrossEntropy(op, e);
   });
@@ -60,13 +67,13 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
       *set.lookup(CrossEntropyGradOp::getOperationName());
   set.add<CrossEntropyGradOp>(
       [neutralLossGrad](CrossEntropyGradOp op, BufferizedEntry &e) {
-        if (!fitsWarpCrossEntropy(op.getLogits()))
+        if (!getsGPUKernel(op, GPUKernel::WarpRows))
           return neutralLossGrad(op.getOperation(), e);
         return lowerWarpCrossEntropyGrad(op, e);
       });
   OpLoweringFn neutralNorm = *set.lookup(LayerNormOp::getOperationName());
   set.add<LayerNormOp>([neutralNorm](LayerNormOp op, BufferizedEntry &e) {
-    if (!fitsWarpLayerNorm(op.getInput(), Value(), op.getResult()))
+    if (!getsGPUKernel(op, GPUKernel::WarpRows))
       return neutralNorm(op.getOperation(), e);
     return lowerWarpLayerNorm(e, op.getInput(), Value(), op.getScale(),
                               op.getBias(), static_cast<int64_t>(op.getAxis()),
@@ -76,7 +83,7 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   OpLoweringFn neutralAddNorm = *set.lookup(AddLayerNormOp::getOperationName());
   set.add<AddLayerNormOp>([neutralAddNorm](AddLayerNormOp op,
                                            BufferizedEntry &e) {
-    if (!fitsWarpLayerNorm(op.getInput(), op.getResidual(), op.getOutput()))
+    if (!getsGPUKernel(op, GPUKernel::WarpRows))
       return neutralAddNorm(op.getOperation(), e);
     return lowerWarpLayerNorm(e, op.getInput(), op.getResidual(), op.getScale(),
                               op.getBias(), static_cast<int64_t>(op.getAxis()),

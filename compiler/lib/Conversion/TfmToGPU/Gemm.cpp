@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 
@@ -81,7 +82,7 @@ LogicalResult lowerMatmul(MatmulOp op, GPUEntry &e) {
                   e.gemmKernelDtype(), own);
     return success();
   }
-  if (isF32(lt) && !tl && m > 0 && n > 0 && k > 0 && rt.getRank() == 2) {
+  if (matmulHasSharedRightOperand(op)) {
     // A shared right operand: the batch folded into the rows.
     int64_t rows = product(ls.drop_back());
     Value a = e.denseOf(op.getLhs()), bv = e.denseOf(op.getRhs());
@@ -110,6 +111,15 @@ LogicalResult lowerQKV(QKVProjectionOp op, GPUEntry &e) {
 
 } // namespace
 
+bool mlir::tfm::matmulHasSharedRightOperand(MatmulOp op) {
+  auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
+  ArrayRef<int64_t> ls = lt.getShape(), os = op.getType().getShape();
+  int64_t m = os[os.size() - 2], n = os.back();
+  int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
+  return isF32(lt) && !op.getTransposeLhs() && m > 0 && n > 0 && k > 0 &&
+         rt.getRank() == 2;
+}
+
 bool mlir::tfm::readsGemmOperandNarrow(OpOperand &use) {
   Operation *op = use.getOwner();
   auto f32 = [](Value v) { return isF32(cast<RankedTensorType>(v.getType())); };
@@ -124,7 +134,7 @@ bool mlir::tfm::readsGemmOperandNarrow(OpOperand &use) {
     return f32(mm.getLhs()) && f32(mm.getRhs()) && f32(mm.getResult());
   if (auto conv = dyn_cast<Conv2DOp>(op))
     return use.get() == conv.getWeight() && &use != &op->getOpOperand(0) &&
-           convRunsAsGemm(conv);
+           getsGPUKernel(conv, GPUKernel::LibraryGemm);
   return false;
 }
 

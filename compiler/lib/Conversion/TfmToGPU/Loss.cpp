@@ -65,12 +65,6 @@ RowStatistics rowStatistics(WarpRows &w, Value x, bool sum) {
 
 } // namespace
 
-bool mlir::tfm::fitsWarpCrossEntropy(Value logits) {
-  auto type = cast<RankedTensorType>(logits.getType());
-  return type.getElementType().isF32() && type.hasStaticShape() &&
-         type.getNumElements() != 0;
-}
-
 LogicalResult mlir::tfm::lowerWarpCrossEntropy(CrossEntropyOp op,
                                                BufferizedEntry &e) {
   FailureOr<CrossEntropyRows> rows =

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Target/Symbols.h"
 
@@ -45,6 +46,17 @@ struct LowerToGPUPass
     populateTfmToGPULowerings(lowerings);
     SmallVector<Attribute> infos;
     for (func::FuncOp fn : entries) {
+      if (remarks)
+        fn.walk([](Operation *op) {
+          std::optional<GPUKernelChoice> choice = chooseGPUKernel(op);
+          if (!choice)
+            return;
+          InFlightDiagnostic remark = op->emitRemark();
+          remark << kGPUKernelRemarkPrefix << op->getName() << ": "
+                 << gpuKernelName(choice->kernel);
+          if (!choice->better.empty())
+            remark << "; not " << choice->better << ": " << choice->whyNot;
+        });
       Attribute info;
       GPUEntry entry(fn, layout, computeType);
       if (failed(entry.run(lowerings, info)))

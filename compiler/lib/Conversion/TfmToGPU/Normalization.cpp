@@ -25,14 +25,6 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
-bool mlir::tfm::fitsWarpLayerNorm(Value input, Value residual, Value result) {
-  auto type = cast<RankedTensorType>(result.getType());
-  if (!type.getElementType().isF32() || !type.hasStaticShape())
-    return false;
-  // A broadcast residual takes the neutral lowering's elementwise add.
-  return input.getType() == type && (!residual || residual.getType() == type);
-}
-
 LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
                                             Value residual, Value scale,
                                             Value bias, int64_t axis,
@@ -50,20 +42,27 @@ LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
     return failure();
   if (m == 0 || n == 0)
     return success();
-  Value x = viewAs(e, e.denseOf(input), {m, n});
-  Value r = residual ? viewAs(e, e.denseOf(residual), {m, n}) : Value();
+  // Either operand may broadcast over the leading dimensions (position
+  // embeddings added to each sequence of a batch).
+  ArrayRef<int64_t> lead = shape.take_front(axis);
+  int64_t trailing = int64_t(shape.size()) - axis;
+  auto [x, xStrides] = broadcastRows(e, input, lead, trailing, n);
+  auto [r, rStrides] = residual ? broadcastRows(e, residual, lead, trailing, n)
+                                : std::pair<Value, SmallVector<int64_t>>();
   Value gamma = viewAs(e, e.denseOf(scale), {n});
   Value beta = bias ? viewAs(e, e.denseOf(bias), {n}) : Value();
   Value y = viewAs(e, out, {m, n});
   Value s = sumOut ? viewAs(e, sumOut, {m, n}) : Value();
 
   WarpRows w(e.b, loc, m, n);
+  Value xRow = w.rowOf(lead, xStrides);
+  Value rRow = r ? w.rowOf(lead, rStrides) : Value();
   // input (+ residual) at the column.
   auto element = [&](OpBuilder &lb, Value col) -> Value {
-    Value v = lb.create<memref::LoadOp>(loc, x, ValueRange{w.row, col});
+    Value v = lb.create<memref::LoadOp>(loc, x, ValueRange{xRow, col});
     if (r)
       v = lb.create<arith::AddFOp>(
-          loc, v, lb.create<memref::LoadOp>(loc, r, ValueRange{w.row, col}));
+          loc, v, lb.create<memref::LoadOp>(loc, r, ValueRange{rRow, col}));
     return v;
   };
   // The sum (and the residual stream's s, written once); then the squared
@@ -104,13 +103,6 @@ LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
     return Value();
   });
   return success();
-}
-
-bool mlir::tfm::fitsWarpLayerNormGrad(LayerNormGradOp op) {
-  auto type = op.getInput().getType();
-  return type.getElementType().isF32() && type.hasStaticShape() &&
-         type.getNumElements() != 0 &&
-         op.getScale().getType().getNumElements() != 0;
 }
 
 LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
@@ -185,13 +177,6 @@ LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
   layerNormColumnGradients(e, x, dy, means, rstds, viewAs(e, dscale, {n}),
                            viewAs(e, dbias, {n}));
   return success();
-}
-
-bool mlir::tfm::fitsWarpSoftmax(Value input, int64_t axis) {
-  auto type = cast<RankedTensorType>(input.getType());
-  int64_t rank = type.getRank();
-  return type.getElementType().isF32() && type.hasStaticShape() && rank >= 1 &&
-         (axis == -1 || axis == rank - 1);
 }
 
 LogicalResult mlir::tfm::lowerWarpSoftmax(BufferizedEntry &e, Value input,

@@ -91,6 +91,31 @@ struct WarpRows {
     return init ? results.front() : Value();
   }
 
+  /// The row of an operand whose rows broadcast to the result's (leading
+  /// dimensions `lead`, the operand's row strides `strides`, 0 where it
+  /// broadcasts; broadcastRows) that this warp's row reads.
+  Value rowOf(ArrayRef<int64_t> lead, ArrayRef<int64_t> strides) {
+    if (llvm::equal(strides, rowMajorStridesOf(lead)))
+      return row;
+    Value at = index(kb, 0), rest = row;
+    for (int64_t d = int64_t(lead.size()) - 1; d >= 0; --d) {
+      Value coord = kb.create<arith::RemUIOp>(loc, rest, index(kb, lead[d]));
+      rest = kb.create<arith::DivUIOp>(loc, rest, index(kb, lead[d]));
+      if (strides[d] != 0)
+        at = kb.create<arith::AddIOp>(
+            loc, at,
+            kb.create<arith::MulIOp>(loc, coord, index(kb, strides[d])));
+    }
+    return at;
+  }
+
+  static SmallVector<int64_t> rowMajorStridesOf(ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> strides(shape.size(), 1);
+    for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * shape[d + 1];
+    return strides;
+  }
+
   /// Whether this lane stores what its warp computed for the row once:
   /// lane 0 of a warp with a row of its own.
   Value storesRow() {
@@ -133,6 +158,24 @@ struct WarpRows {
 /// `buffer` viewed as [rows, n] (or [n]) of f32.
 inline Value viewAs(BufferizedEntry &e, Value buffer, ArrayRef<int64_t> shape) {
   return e.reshape(buffer, MemRefType::get(shape, Float32Type::get(e.ctx)));
+}
+
+/// `operand`, whose last `trailing` dimensions are a result row's `n`
+/// elements and whose leading ones broadcast to the result's `lead`
+/// (right-aligned), as rows [rows, n], with its row stride for each
+/// dimension of `lead`: 0 where it broadcasts.
+inline std::pair<Value, SmallVector<int64_t>>
+broadcastRows(BufferizedEntry &e, Value operand, ArrayRef<int64_t> lead,
+              int64_t trailing, int64_t n) {
+  ArrayRef<int64_t> ownLead =
+      cast<RankedTensorType>(operand.getType()).getShape().drop_back(trailing);
+  SmallVector<int64_t> own(lead.size() - ownLead.size(), 1);
+  own.append(ownLead.begin(), ownLead.end());
+  SmallVector<int64_t> strides = WarpRows::rowMajorStridesOf(own);
+  for (size_t d = 0; d < lead.size(); ++d)
+    if (own[d] == 1 && lead[d] != 1)
+      strides[d] = 0;
+  return {viewAs(e, e.denseOf(operand), {product(ownLead), n}), strides};
 }
 
 } // namespace mlir::tfm

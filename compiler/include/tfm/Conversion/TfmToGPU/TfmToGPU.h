@@ -92,17 +92,10 @@ scf::ParallelOp buildParallelLoop(
 /// registers; a wider one takes the neutral lowering (scores in memory).
 constexpr int64_t kFlashAttentionMaxValueWidth = 256;
 
-/// Whether the GPU's fused attention takes `op`: f32, static shapes and
-/// value rows of at most kFlashAttentionMaxValueWidth.
-bool fitsFlashAttention(AttentionOp op);
 /// tfm.attention as one loop nest over the query rows with the online
 /// softmax over the keys: no [Sq, Sk] scores in memory.
 LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
 
-/// Whether the GPU's warp-per-row layer norm takes a (residual-added)
-/// layer norm with this input, residual and result: f32, static shapes,
-/// no broadcast residual.
-bool fitsWarpLayerNorm(Value input, Value residual, Value result);
 /// tfm.layer_norm or tfm.add_layer_norm (with `residual`, its sum written
 /// to `sum`'s buffer when asked) as one kernel of a warp per row, the
 /// statistics summed by shuffles (Normalization.cpp).
@@ -111,17 +104,11 @@ LogicalResult lowerWarpLayerNorm(BufferizedEntry &e, Value input,
                                  int64_t axis, double epsilon, Value result,
                                  Value sum);
 
-/// Whether the GPU's warp-per-row kernel takes `op`'s input gradient: f32,
-/// static and non-empty shapes.
-bool fitsWarpLayerNormGrad(LayerNormGradOp op);
 /// tfm.layer_norm_grad: the input's gradient and the rows' statistics in
 /// one kernel of a warp per row, then the scale's and bias's gradients as
 /// column sums (Normalization.cpp).
 LogicalResult lowerWarpLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e);
 
-/// Whether the GPU's warp-per-row softmax takes a softmax of `input` over
-/// `axis`: f32, static shapes, the last axis.
-bool fitsWarpSoftmax(Value input, int64_t axis);
 /// tfm.softmax over the last axis, or tfm.masked_softmax (the scores
 /// scaled, masked by `mask` of `kind` and the causal triangle), as one
 /// kernel of a warp per row (Normalization.cpp).
@@ -129,9 +116,10 @@ LogicalResult lowerWarpSoftmax(BufferizedEntry &e, Value input, Value mask,
                                MaskKind kind, double scale, bool causal,
                                Value result);
 
-/// Whether a cross-entropy (or its gradient) of `logits` runs as a warp per
-/// row: f32, static, not empty.
-bool fitsWarpCrossEntropy(Value logits);
+/// tfm.reduce over the last axes as one kernel of a warp per row
+/// (Reduction.cpp).
+LogicalResult lowerWarpRowReduction(ReduceOp op, BufferizedEntry &e);
+
 /// tfm.cross_entropy: the rows' statistics in one kernel of a warp per row,
 /// then the neutral lowering's mean over the rows.
 LogicalResult lowerWarpCrossEntropy(CrossEntropyOp op, BufferizedEntry &e);
@@ -144,9 +132,9 @@ LogicalResult lowerWarpCrossEntropyGrad(CrossEntropyGradOp op,
 /// kernels (cuBLASLt), each with the generated GEMM as its fallback
 /// (Gemm.cpp).
 void populateGPUGemmLowerings(OpLoweringSet &set);
-/// Whether the GPU runs `op` as a GEMM over its patches: f32, static and
-/// non-empty shapes.
-bool convRunsAsGemm(Conv2DOp op);
+/// Whether a matmul multiplies f32 rows (its batch folded in) by one 2-D
+/// right operand, which the library takes as one GEMM.
+bool matmulHasSharedRightOperand(MatmulOp op);
 /// tfm.conv2d as its patches (im2col) and one BATCH_MATMUL call over them,
 /// the generated GEMM as the call's fallback (Convolution.cpp).
 LogicalResult lowerConv2DAsGemm(Conv2DOp op, GPUEntry &e);

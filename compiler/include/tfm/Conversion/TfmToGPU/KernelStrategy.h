@@ -1,0 +1,61 @@
+//===- KernelStrategy.h - Which kernel each op gets on the GPU --*- C++ -*-===//
+//
+// The GPU target has several kernels for some ops: the library's GEMMs,
+// a warp per row, a fused attention, and the neutral lowering's loops,
+// which every op has. Which one an op gets is decided here and only here,
+// so that the lowerings and the report (--fusion-report on the cuda
+// target) cannot disagree, and an op that misses a better kernel says why.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_CONVERSION_TFMTOGPU_KERNELSTRATEGY_H
+#define TFM_CONVERSION_TFMTOGPU_KERNELSTRATEGY_H
+
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::tfm {
+
+enum class GPUKernel {
+  /// A call of the runtime's GEMMs (cuBLASLt), with the generated GEMM as
+  /// the fallback a session without the library runs (Gemm.cpp).
+  LibraryGemm,
+  /// A warp per row, statistics by shuffles (WarpRows.h).
+  WarpRows,
+  /// tfm.attention with an online softmax, a thread per query row, its
+  /// scores never in memory (Attention.cpp).
+  AttentionRows,
+  /// The neutral lowering: loops mapped to threads (tfm-map-to-gpu).
+  Loops,
+};
+
+/// The kernel's name in the report: library-gemm, warp-rows, ...
+StringRef gpuKernelName(GPUKernel kernel);
+
+struct GPUKernelChoice {
+  GPUKernel kernel;
+  /// A better kernel that `op` does not get, by name, and why; both empty
+  /// when it gets the best there is.
+  std::string better, whyNot;
+};
+
+/// The kernel `op` gets on the GPU, for the ops that have more than one;
+/// none for the others (elementwise ops, copies: loops only).
+std::optional<GPUKernelChoice> chooseGPUKernel(Operation *op);
+
+/// Whether `op` gets `kernel`.
+inline bool getsGPUKernel(Operation *op, GPUKernel kernel) {
+  std::optional<GPUKernelChoice> choice = chooseGPUKernel(op);
+  return choice && choice->kernel == kernel;
+}
+
+/// The remark tfm-lower-to-gpu{remarks} gives each op that has a choice:
+/// "tfm-gpu-kernel: <op>: <kernel>", then "; not <better>: <why>" where
+/// it misses one.
+constexpr llvm::StringLiteral kGPUKernelRemarkPrefix = "tfm-gpu-kernel: ";
+
+} // namespace mlir::tfm
+
+#endif // TFM_CONVERSION_TFMTOGPU_KERNELSTRATEGY_H

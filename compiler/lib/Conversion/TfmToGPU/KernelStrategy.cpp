@@ -1,0 +1,224 @@
+//===- KernelStrategy.cpp - Which kernel each op gets on the GPU ----------===//
+//
+// Each rule names the condition its kernel was built for, and the reason
+// given is the first condition an op fails. The warp-per-row kernels take
+// f32 with static shapes (the row length is a constant of the kernel); the
+// library GEMMs take the layouts a strided batch describes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
+#include "tfm/Conversion/Common/KernelCalls.h"
+#include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+/// Why a tensor cannot be a warp-per-row kernel's rows; empty if it can.
+std::string rowsMisfit(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  if (!t.getElementType().isF32())
+    return "its elements are not f32";
+  if (!t.hasStaticShape())
+    return "its shape is not static";
+  if (t.getNumElements() == 0)
+    return "it is empty";
+  return "";
+}
+
+GPUKernelChoice warpRowsOr(std::string whyNot) {
+  if (whyNot.empty())
+    return {GPUKernel::WarpRows, "", ""};
+  return {GPUKernel::Loops, gpuKernelName(GPUKernel::WarpRows).str(),
+          std::move(whyNot)};
+}
+
+GPUKernelChoice libraryGemmOr(std::string whyNot) {
+  if (whyNot.empty())
+    return {GPUKernel::LibraryGemm, "", ""};
+  return {GPUKernel::Loops, gpuKernelName(GPUKernel::LibraryGemm).str(),
+          std::move(whyNot)};
+}
+
+/// Why `operand` cannot be read as rows of a layer norm normalizing `result`
+/// from `axis`: its last dimensions must be the rows', and the leading
+/// ones may broadcast (position embeddings added to each sequence).
+std::string normRowsMisfit(Value operand, Value result, int64_t axis,
+                           StringRef name) {
+  std::string why = rowsMisfit(operand.getType());
+  if (!why.empty())
+    return ("its " + name + ": " + why).str();
+  ArrayRef<int64_t> own = cast<RankedTensorType>(operand.getType()).getShape();
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(result.getType()).getShape();
+  int64_t trailing = int64_t(shape.size()) - axis;
+  if (int64_t(own.size()) < trailing ||
+      own.take_back(trailing) != shape.take_back(trailing))
+    return ("its " + name + " broadcasts along the normalized axes").str();
+  ArrayRef<int64_t> ownLead = own.drop_back(trailing),
+                    lead = shape.drop_back(trailing);
+  for (size_t d = 0; d < ownLead.size(); ++d) {
+    int64_t theirs = lead[lead.size() - ownLead.size() + d];
+    if (ownLead[d] != theirs && ownLead[d] != 1)
+      return ("its " + name + " does not broadcast to the result").str();
+  }
+  return "";
+}
+
+std::string layerNormMisfit(Value input, Value residual, Value result,
+                            int64_t axis) {
+  std::string why = rowsMisfit(result.getType());
+  if (!why.empty())
+    return why;
+  auto rank = cast<RankedTensorType>(result.getType()).getRank();
+  if (axis < 0)
+    axis += rank;
+  why = normRowsMisfit(input, result, axis, "input");
+  if (why.empty() && residual)
+    why = normRowsMisfit(residual, result, axis, "residual");
+  return why;
+}
+
+std::string softmaxMisfit(Value input, int64_t axis) {
+  std::string why = rowsMisfit(input.getType());
+  if (!why.empty())
+    return why;
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  if (rank == 0)
+    return "it is a scalar";
+  if (axis != -1 && axis != rank - 1)
+    return llvm::formatv("it normalizes axis {0}, not the last", axis).str();
+  return "";
+}
+
+std::string reduceMisfit(ReduceOp op) {
+  auto type = op.getInput().getType();
+  std::string why = rowsMisfit(type);
+  if (!why.empty())
+    return why;
+  int64_t rank = type.getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t a : op.getAxes())
+    reduced[a < 0 ? a + rank : a] = true;
+  int64_t lead = 0;
+  while (lead < rank && !reduced[lead])
+    ++lead;
+  if (!llvm::all_of(ArrayRef<bool>(reduced).drop_front(lead),
+                    [](bool r) { return r; }))
+    return "it reduces axes that are not the last ones, so its rows are not "
+           "contiguous";
+  return "";
+}
+
+/// Whether a reduction's rows are shorter than a warp: most lanes would
+/// idle, and a thread per row, the neutral lowering's, serves them best.
+bool hasShortRows(ReduceOp op) {
+  auto type = op.getInput().getType();
+  int64_t n = 1;
+  for (int64_t a : op.getAxes())
+    n *= type.getDimSize(a < 0 ? a + type.getRank() : a);
+  return n < warp::kWarpSize;
+}
+
+std::string attentionMisfit(AttentionOp op) {
+  for (Value v : {op.getQuery(), op.getKey(), op.getValue()}) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (!t.getElementType().isF32())
+      return "its operands are not f32";
+    if (!t.hasStaticShape())
+      return "its shapes are not static";
+  }
+  int64_t dv = op.getValue().getType().getShape().back();
+  if (dv <= 0 || dv > kFlashAttentionMaxValueWidth)
+    return llvm::formatv("its value rows of {0} are not 1 to {1} wide", dv,
+                         kFlashAttentionMaxValueWidth)
+        .str();
+  return "";
+}
+
+std::string matmulMisfit(MatmulOp op) {
+  if (isStridedMatmul(op) || matmulHasSharedRightOperand(op))
+    return "";
+  return "its operands are neither a strided batch of f32 matrices nor f32 "
+         "rows times one shared matrix";
+}
+
+std::string convMisfit(Conv2DOp op) {
+  for (Value v : {op.getInput(), op.getWeight(), op.getResult()}) {
+    std::string why = rowsMisfit(v.getType());
+    if (!why.empty())
+      return "an operand: " + why;
+  }
+  if (op.getBias() && !rowsMisfit(op.getBias().getType()).empty())
+    return "its bias is not a static f32 vector";
+  return "";
+}
+
+} // namespace
+
+StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
+  switch (kernel) {
+  case GPUKernel::LibraryGemm:
+    return "library-gemm";
+  case GPUKernel::WarpRows:
+    return "warp-rows";
+  case GPUKernel::AttentionRows:
+    return "attention-rows";
+  case GPUKernel::Loops:
+    return "loops";
+  }
+  llvm_unreachable("unknown GPU kernel");
+}
+
+std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<GPUKernelChoice>>(op)
+      .Case<LinearOp, QKVProjectionOp>([](auto) { return libraryGemmOr(""); })
+      .Case([](MatmulOp op) { return libraryGemmOr(matmulMisfit(op)); })
+      .Case([](Conv2DOp op) { return libraryGemmOr(convMisfit(op)); })
+      .Case([](AttentionOp op) -> GPUKernelChoice {
+        std::string why = attentionMisfit(op);
+        if (!why.empty())
+          return {GPUKernel::Loops,
+                  gpuKernelName(GPUKernel::AttentionRows).str(), why};
+        return {GPUKernel::AttentionRows, "flash-attention-mma",
+                "the tensor-core flash attention is not built yet"};
+      })
+      .Case([](LayerNormOp op) {
+        return warpRowsOr(layerNormMisfit(op.getInput(), Value(),
+                                          op.getResult(),
+                                          static_cast<int64_t>(op.getAxis())));
+      })
+      .Case([](AddLayerNormOp op) {
+        return warpRowsOr(layerNormMisfit(op.getInput(), op.getResidual(),
+                                          op.getOutput(),
+                                          static_cast<int64_t>(op.getAxis())));
+      })
+      .Case([](LayerNormGradOp op) {
+        std::string why = rowsMisfit(op.getInput().getType());
+        if (why.empty() && op.getScale().getType().getNumElements() == 0)
+          why = "its rows are empty";
+        return warpRowsOr(why);
+      })
+      .Case([](SoftmaxOp op) {
+        return warpRowsOr(
+            softmaxMisfit(op.getInput(), static_cast<int64_t>(op.getAxis())));
+      })
+      .Case([](MaskedSoftmaxOp op) {
+        return warpRowsOr(softmaxMisfit(op.getInput(), -1));
+      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([](auto op) {
+        return warpRowsOr(rowsMisfit(op.getLogits().getType()));
+      })
+      .Case([](ReduceOp op) -> GPUKernelChoice {
+        std::string why = reduceMisfit(op);
+        if (why.empty() && hasShortRows(op))
+          return {GPUKernel::Loops, "", ""};
+        return warpRowsOr(why);
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}

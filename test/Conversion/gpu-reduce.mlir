@@ -1,0 +1,33 @@
+// Tests the GPU's reductions over the last axes of a warp per row
+// (TfmToGPU/Reduction.cpp): a kernel of 8 warps each, the row's value
+// combined by a butterfly of xor shuffles. Run on the CPU through the
+// emulation of the kernels (--gpu-schedule-on-cpu), the outputs must match
+// the reference interpreter's on random inputs: a sum over the last axis
+// kept as a dimension, as the softmax's backward pass takes it; a mean over
+// the last two axes; a maximum and a minimum over rows of 33 (a last block
+// with spare warps). A sum over rows of 8 (shorter than a warp) and a
+// maximum over the first axis take the neutral lowering.
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg' | FileCheck %s --check-prefix=KERNEL
+// RUN: rm -rf %t && tfmc run --reference %s --seed 5 --output-dir %t
+// RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
+// CHECK: all outputs match (rtol 1e-05, atol 1e-06)
+
+// KERNEL-LABEL: func.func @__tfm_entry_infer
+// KERNEL-COUNT-4: threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c8{{.*}}, {{.*}} = %c1{{.*}})
+// KERNEL-NOT: = %c8{{.*}}, {{.*}} = %c1{{.*}})
+// KERNEL: return
+func.func @infer(%y: tensor<6x3x40xf32> {tfm.name = "y"}, %dy: tensor<6x3x40xf32> {tfm.name = "dy"},
+                 %x: tensor<4x5x8xf32> {tfm.name = "x"}, %z: tensor<7x33xf32> {tfm.name = "z"})
+    -> (tensor<6x3x40xf32>, tensor<4xf32>, tensor<7xf32>, tensor<7x1xf32>, tensor<4x5x1xf32>, tensor<33xf32>) {
+  %p = tfm.mul %dy, %y : (tensor<6x3x40xf32>, tensor<6x3x40xf32>) -> tensor<6x3x40xf32>
+  %dot = tfm.reduce sum %p axes = [-1] keepdims : tensor<6x3x40xf32> -> tensor<6x3x1xf32>
+  %d = tfm.sub %dy, %dot : (tensor<6x3x40xf32>, tensor<6x3x1xf32>) -> tensor<6x3x40xf32>
+  %grad = tfm.mul %y, %d : (tensor<6x3x40xf32>, tensor<6x3x40xf32>) -> tensor<6x3x40xf32>
+  %mean = tfm.reduce mean %x axes = [1, 2] : tensor<4x5x8xf32> -> tensor<4xf32>
+  %max = tfm.reduce max %z axes = [1] : tensor<7x33xf32> -> tensor<7xf32>
+  %min = tfm.reduce min %z axes = [-1] keepdims : tensor<7x33xf32> -> tensor<7x1xf32>
+  %short = tfm.reduce sum %x axes = [2] keepdims : tensor<4x5x8xf32> -> tensor<4x5x1xf32>
+  %first = tfm.reduce max %z axes = [0] : tensor<7x33xf32> -> tensor<33xf32>
+  return %grad, %mean, %max, %min, %short, %first
+      : tensor<6x3x40xf32>, tensor<4xf32>, tensor<7xf32>, tensor<7x1xf32>, tensor<4x5x1xf32>, tensor<33xf32>
+}
