@@ -158,8 +158,8 @@ int withModel(MLIRContext &context, const ModelSource &model,
 /// each op that missed a better one, with the reason.
 void printKernelReport(llvm::raw_ostream &os, ArrayRef<KernelSite> kernels) {
   llvm::MapVector<StringRef, int> counts;
-  for (StringRef k : {"library-gemm", "warp-rows", "attention-rows", "loops"})
-    counts[k] = 0;
+  for (mlir::tfm::GPUKernel k : mlir::tfm::kGPUKernels)
+    counts[mlir::tfm::gpuKernelName(k)] = 0;
   for (const KernelSite &s : kernels)
     ++counts[s.kernel];
   os << llvm::formatv("  {0,-20} {1,6}\n", "gpu kernel", "ops");

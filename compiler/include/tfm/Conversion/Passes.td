@@ -156,6 +156,7 @@ def LowerToGPUPass : Pass<"tfm-lower-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tfm::TfmDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::vector::VectorDialect"];
 }
 

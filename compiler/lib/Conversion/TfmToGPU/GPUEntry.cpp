@@ -23,9 +23,13 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   });
   OpLoweringFn neutral = *set.lookup(AttentionOp::getOperationName());
   set.add<AttentionOp>([neutral](AttentionOp op, BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::AttentionRows))
-      return neutral(op.getOperation(), e);
-    return lowerFlashAttention(op, e);
+    std::optional<GPUKernelChoice> choice =
+        chooseGPUKernel(op, cast<GPUEntry>(e).narrowOperandType());
+    if (choice->kernel == GPUKernel::FlashAttentionMma)
+      return lowerFlashAttentionMma(op, e);
+    if (choice->kernel == GPUKernel::AttentionRows)
+      return lowerFlashAttention(op, e);
+    return neutral(op.getOperation(), e);
   });
   OpLoweringFn neutralSoftmax = *set.lookup(SoftmaxOp::getOperationName());
   set.add<SoftmaxOp>([neutralSoftmax](SoftmaxOp op, BufferizedEntry &e) {

@@ -141,6 +141,30 @@ std::string attentionMisfit(AttentionOp op) {
   return "";
 }
 
+/// Why an attention that attentionMisfit takes cannot run on the tensor
+/// cores.
+std::string attentionMmaMisfit(AttentionOp op, Type narrow) {
+  if (!narrow)
+    return "f32 attention stays exact: the tensor cores would round its "
+           "operands (--dtype=f16 lets them)";
+  if (!narrow.isF16())
+    return "its operands would be bf16, which the tensor-core kernel does not "
+           "take yet (--dtype=f16 does)";
+  ArrayRef<int64_t> q = op.getQuery().getType().getShape(),
+                    k = op.getKey().getType().getShape(),
+                    v = op.getValue().getType().getShape();
+  if (q.drop_back(2) != k.drop_back(2) || q.drop_back(2) != v.drop_back(2))
+    return "its keys and values are shared across heads, which the "
+           "tensor-core kernel does not read yet";
+  if (v.back() != q.back())
+    return "its value rows are not as wide as its query rows";
+  if (q.back() % 16 != 0 || q.back() > kFlashAttentionMmaMaxHead)
+    return llvm::formatv("its head of {0} is not a multiple of 16 up to {1}",
+                         q.back(), kFlashAttentionMmaMaxHead)
+        .str();
+  return "";
+}
+
 std::string matmulMisfit(MatmulOp op) {
   if (isStridedMatmul(op) || matmulHasSharedRightOperand(op))
     return "";
@@ -169,24 +193,30 @@ StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
     return "warp-rows";
   case GPUKernel::AttentionRows:
     return "attention-rows";
+  case GPUKernel::FlashAttentionMma:
+    return "flash-attention-mma";
   case GPUKernel::Loops:
     return "loops";
   }
   llvm_unreachable("unknown GPU kernel");
 }
 
-std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op) {
+std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
+                                                          Type narrow) {
   return llvm::TypeSwitch<Operation *, std::optional<GPUKernelChoice>>(op)
       .Case<LinearOp, QKVProjectionOp>([](auto) { return libraryGemmOr(""); })
       .Case([](MatmulOp op) { return libraryGemmOr(matmulMisfit(op)); })
       .Case([](Conv2DOp op) { return libraryGemmOr(convMisfit(op)); })
-      .Case([](AttentionOp op) -> GPUKernelChoice {
+      .Case([&](AttentionOp op) -> GPUKernelChoice {
         std::string why = attentionMisfit(op);
         if (!why.empty())
           return {GPUKernel::Loops,
                   gpuKernelName(GPUKernel::AttentionRows).str(), why};
-        return {GPUKernel::AttentionRows, "flash-attention-mma",
-                "the tensor-core flash attention is not built yet"};
+        why = attentionMmaMisfit(op, narrow);
+        if (why.empty())
+          return {GPUKernel::FlashAttentionMma, "", ""};
+        return {GPUKernel::AttentionRows,
+                gpuKernelName(GPUKernel::FlashAttentionMma).str(), why};
       })
       .Case([](LayerNormOp op) {
         return warpRowsOr(layerNormMisfit(op.getInput(), Value(),

@@ -45,10 +45,11 @@ struct LowerToGPUPass
     OpLoweringSet lowerings;
     populateTfmToGPULowerings(lowerings);
     SmallVector<Attribute> infos;
+    Type narrow = narrowOperandType(computeType, &getContext());
     for (func::FuncOp fn : entries) {
       if (remarks)
-        fn.walk([](Operation *op) {
-          std::optional<GPUKernelChoice> choice = chooseGPUKernel(op);
+        fn.walk([&](Operation *op) {
+          std::optional<GPUKernelChoice> choice = chooseGPUKernel(op, narrow);
           if (!choice)
             return;
           InFlightDiagnostic remark = op->emitRemark();

@@ -27,9 +27,17 @@ enum class GPUKernel {
   /// tfm.attention with an online softmax, a thread per query row, its
   /// scores never in memory (Attention.cpp).
   AttentionRows,
+  /// tfm.attention on the tensor cores, a block per 64 query rows
+  /// (FlashAttentionMma.cpp).
+  FlashAttentionMma,
   /// The neutral lowering: loops mapped to threads (tfm-map-to-gpu).
   Loops,
 };
+
+/// Every kernel, in the report's order.
+constexpr GPUKernel kGPUKernels[] = {
+    GPUKernel::LibraryGemm, GPUKernel::WarpRows, GPUKernel::FlashAttentionMma,
+    GPUKernel::AttentionRows, GPUKernel::Loops};
 
 /// The kernel's name in the report: library-gemm, warp-rows, ...
 StringRef gpuKernelName(GPUKernel kernel);
@@ -42,12 +50,16 @@ struct GPUKernelChoice {
 };
 
 /// The kernel `op` gets on the GPU, for the ops that have more than one;
-/// none for the others (elementwise ops, copies: loops only).
-std::optional<GPUKernelChoice> chooseGPUKernel(Operation *op);
+/// none for the others (elementwise ops, copies: loops only). `narrow` is
+/// the type --dtype lets the tensor cores read f32 operands in (null under
+/// f32).
+std::optional<GPUKernelChoice> chooseGPUKernel(Operation *op,
+                                               Type narrow = Type());
 
 /// Whether `op` gets `kernel`.
-inline bool getsGPUKernel(Operation *op, GPUKernel kernel) {
-  std::optional<GPUKernelChoice> choice = chooseGPUKernel(op);
+inline bool getsGPUKernel(Operation *op, GPUKernel kernel,
+                          Type narrow = Type()) {
+  std::optional<GPUKernelChoice> choice = chooseGPUKernel(op, narrow);
   return choice && choice->kernel == kernel;
 }
 

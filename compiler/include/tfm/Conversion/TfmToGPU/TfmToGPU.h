@@ -95,6 +95,13 @@ constexpr int64_t kFlashAttentionMaxValueWidth = 256;
 /// tfm.attention as one loop nest over the query rows with the online
 /// softmax over the keys: no [Sq, Sk] scores in memory.
 LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
+/// tfm.attention under --dtype=f16 as one kernel of tensor-core products
+/// and the online softmax, a block per 64 query rows
+/// (FlashAttentionMma.cpp).
+LogicalResult lowerFlashAttentionMma(AttentionOp op, BufferizedEntry &e);
+/// The widest head the tensor-core attention takes: three [64, d] f16 tiles
+/// fill the 48 KB of shared memory a block has without asking for more.
+constexpr int64_t kFlashAttentionMmaMaxHead = 128;
 
 /// tfm.layer_norm or tfm.add_layer_norm (with `residual`, its sum written
 /// to `sum`'s buffer when asked) as one kernel of a warp per row, the

@@ -1,0 +1,448 @@
+//===- FlashAttentionMma.cpp - Flash attention on the tensor cores --------===//
+//
+// tfm.attention under --dtype=f16 as one kernel whose products run on the
+// tensor cores (mma.sync m16n8k16, f16 operands, f32 accumulators), its
+// [Sq, Sk] scores never in memory. Step by step:
+//
+// 1. A block takes 64 query rows of one batch element (grid: query tiles x
+//    batch), with 4 warps of 16 rows each. Its threads copy the Q tile into
+//    shared memory, rounded to f16, rows past Sq as zeros.
+// 2. Each warp loads its rows of Q as A fragments, one ldmatrix.x4 per 16
+//    columns of the head, and keeps them in registers for the whole run.
+// 3. For each tile of 64 keys (up to the block's last row when causal):
+//    a. the block copies the K and V tiles into shared memory (f16, keys
+//       past Sk as zeros), then waits at a barrier;
+//    b. S = Q Kᵀ: for each 8 keys, the head's 16-column steps multiply the
+//       Q fragments by K's rows read as B fragments (ldmatrix.x2: K's rows
+//       are Kᵀ's columns);
+//    c. the scores are scaled, and those past Sk or after the row (causal)
+//       become -inf;
+//    d. the online softmax: each lane holds two rows (g and g + 8 of its
+//       warp's 16), 16 scores of each; the row's maximum and sum reach the
+//       four lanes that share it by two xor shuffles. The running sums and
+//       output are rescaled by exp(m_old - m_new);
+//    e. O += P V: the probabilities, rounded to f16, are already the A
+//       fragments of the next product (an m16n8 accumulator pair is an
+//       m16k16 operand's register layout), and V's rows are read as B
+//       fragments with ldmatrix.x2.trans;
+//    f. a barrier, before the next tile overwrites K and V.
+// 4. Each lane divides its rows by their sums and writes them.
+//
+// Shared memory holds three [64, d] f16 tiles: 48 KB at d = 128, the most a
+// block has without asking for more, so d is at most 128. Their 16-byte
+// chunks are swizzled by row (swizzle), so that ldmatrix reads without
+// bank conflicts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "WarpRows.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+#include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+constexpr int64_t kQueryRows = 64;
+constexpr int64_t kKeys = 64;
+constexpr int64_t kWarps = kQueryRows / 16;
+constexpr int64_t kThreads = kWarps * warp::kWarpSize;
+
+struct FlashKernel {
+  OpBuilder &kb;
+  Location loc;
+  int64_t sq = 0, sk = 0, d = 0;
+  double scale = 1.0;
+  bool causal = false;
+  Value q, k, v, out;        // [batch, S, d] f32 in global memory
+  Value qTile, kTile, vTile; // [64, d] f16 in shared memory
+  Value tx, warpIndex, lane, batch, firstRow;
+  /// The mask, read through `maskMap` at (the batch's leading indices, row,
+  /// key), and its kind; none without one.
+  Value mask;
+  AffineMap maskMap;
+  MaskKind maskKind = MaskKind::none;
+  SmallVector<int64_t> lead; // the dimensions `batch` flattens
+
+  FlashKernel(OpBuilder &kb, Location loc) : kb(kb), loc(loc) {}
+
+  Value index(int64_t value) {
+    return kb.create<arith::ConstantIndexOp>(loc, value);
+  }
+  Value f32(double value) {
+    return kb.create<arith::ConstantOp>(loc, kb.getF32FloatAttr(value));
+  }
+  Value add(Value a, Value b) { return kb.create<arith::AddIOp>(loc, a, b); }
+  Value mul(Value a, int64_t b) {
+    return kb.create<arith::MulIOp>(loc, a, index(b));
+  }
+
+  /// Where column `col` of tile row `row` lies: its 16-byte chunk (8
+  /// halves) XORed with the row's low bits. Rows of 2d bytes, a multiple of
+  /// 128 at d >= 64, would put the eight rows that one ldmatrix reads at
+  /// the same banks; swizzled, they fall on eight different ones. The XOR
+  /// spans the largest power of two (at most 8) that divides the row's
+  /// chunks, so that it stays within the row.
+  Value swizzle(OpBuilder &b, Value row, Value col) {
+    int64_t chunks = d / 8, spread = 1;
+    while (spread < 8 && chunks % (2 * spread) == 0)
+      spread *= 2;
+    auto c = [&](int64_t v) {
+      return b.create<arith::ConstantIndexOp>(loc, v);
+    };
+    Value chunk = b.create<arith::DivUIOp>(loc, col, c(8));
+    Value within = b.create<arith::RemUIOp>(loc, col, c(8));
+    Value moved = b.create<arith::XOrIOp>(
+        loc, chunk, b.create<arith::RemUIOp>(loc, row, c(spread)));
+    return b.create<arith::AddIOp>(
+        loc, b.create<arith::MulIOp>(loc, moved, c(8)), within);
+  }
+
+  /// The block's threads copy rows [first, first + 64) of `src` into
+  /// `tile` in f16, rows at or past `rows` as zeros.
+  void stage(Value src, Value first, int64_t rows, Value tile) {
+    auto loop =
+        kb.create<scf::ForOp>(loc, tx, index(kQueryRows * d), index(kThreads));
+    OpBuilder::InsertionGuard g(kb);
+    kb.setInsertionPoint(loop.getBody()->getTerminator());
+    Value i = loop.getInductionVar();
+    Value r = kb.create<arith::DivUIOp>(loc, i, index(d));
+    Value c = kb.create<arith::RemUIOp>(loc, i, index(d));
+    Value row = add(first, r);
+    Value inside = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, row,
+                                            index(rows));
+    auto read = kb.create<scf::IfOp>(loc, TypeRange{kb.getF32Type()}, inside,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder tb = read.getThenBodyBuilder();
+      tb.create<scf::YieldOp>(
+          loc, tb.create<memref::LoadOp>(loc, src, ValueRange{batch, row, c})
+                   .getResult());
+      OpBuilder eb = read.getElseBodyBuilder();
+      eb.create<scf::YieldOp>(
+          loc, eb.create<arith::ConstantOp>(loc, eb.getF32FloatAttr(0.0))
+                   .getResult());
+    }
+    Value half =
+        kb.create<arith::TruncFOp>(loc, kb.getF16Type(), read.getResult(0));
+    kb.create<memref::StoreOp>(loc, half, tile,
+                               ValueRange{r, swizzle(kb, r, c)});
+  }
+
+  /// An ldmatrix of `tiles` 8 x 8 matrices, each lane giving the address of
+  /// (row, col) of the unswizzled tile, col a multiple of 8.
+  Value ldmatrix(Value tile, Value row, Value col, int64_t tiles,
+                 bool transpose) {
+    return kb.create<nvgpu::LdMatrixOp>(
+        loc, VectorType::get({tiles, 2}, kb.getF16Type()), tile,
+        ValueRange{row, swizzle(kb, row, col)}, transpose, tiles);
+  }
+
+  Value mma(Value a, Value b, Value c) {
+    return kb.create<nvgpu::MmaSyncOp>(loc, a, b, c,
+                                       kb.getI64ArrayAttr({16, 8, 16}));
+  }
+
+  /// `value` combined over the four lanes that hold a row (lane / 4).
+  Value quad(Value value, bool maximum) {
+    Value width = kb.create<arith::ConstantIntOp>(loc, warp::kWarpSize, 32);
+    for (int64_t offset : {1, 2}) {
+      Value other =
+          kb.create<gpu::ShuffleOp>(
+                loc, value, kb.create<arith::ConstantIntOp>(loc, offset, 32),
+                width, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      value = maximum
+                  ? kb.create<arith::MaximumFOp>(loc, value, other).getResult()
+                  : kb.create<arith::AddFOp>(loc, value, other).getResult();
+    }
+    return value;
+  }
+
+  /// A vector of `type` from `values` in row-major order.
+  Value pack(VectorType type, ArrayRef<Value> values) {
+    Value packed = kb.create<arith::ConstantOp>(loc, kb.getZeroAttr(type));
+    int64_t cols = type.getDimSize(1);
+    for (auto [i, value] : llvm::enumerate(values))
+      packed = kb.create<vector::InsertOp>(
+          loc, value, packed,
+          ArrayRef<int64_t>{int64_t(i) / cols, int64_t(i) % cols});
+    return packed;
+  }
+
+  /// The score at (row, key) with the mask applied as the neutral lowering
+  /// does: added, or -inf where a boolean mask is false. Rows and keys past
+  /// the ends read the last ones (their scores are dropped anyway).
+  Value applyMask(Value score, Value row, Value key) {
+    SmallVector<Value> at(lead.size());
+    Value rest = batch;
+    for (int64_t i = int64_t(lead.size()) - 1; i >= 0; --i) {
+      at[i] = kb.create<arith::RemUIOp>(loc, rest, index(lead[i]));
+      rest = kb.create<arith::DivUIOp>(loc, rest, index(lead[i]));
+    }
+    at.push_back(kb.create<arith::MinUIOp>(loc, row, index(sq - 1)));
+    at.push_back(kb.create<arith::MinUIOp>(loc, key, index(sk - 1)));
+    Value value =
+        kb.create<memref::LoadOp>(loc, mask, indicesAt(kb, loc, maskMap, at));
+    if (maskKind == MaskKind::boolean)
+      return kb.create<arith::SelectOp>(loc, value, score, f32(-INFINITY));
+    Type f32Type = kb.getF32Type();
+    if (value.getType() != f32Type)
+      value = value.getType().getIntOrFloatBitWidth() > 32
+                  ? kb.create<arith::TruncFOp>(loc, f32Type, value).getResult()
+                  : kb.create<arith::ExtFOp>(loc, f32Type, value).getResult();
+    return kb.create<arith::AddFOp>(loc, score, value);
+  }
+
+  Value element(Value fragment, int64_t r, int64_t e) {
+    return kb.create<vector::ExtractOp>(loc, fragment, ArrayRef<int64_t>{r, e});
+  }
+
+  void build() {
+    auto fragment = VectorType::get({2, 2}, kb.getF32Type());
+    int64_t steps = d / 16, outTiles = d / 8;
+    // Row g of the lane's group, and the first column it holds in an n8 tile.
+    Value group = kb.create<arith::DivUIOp>(loc, lane, index(4));
+    Value pair = mul(kb.create<arith::RemUIOp>(loc, lane, index(4)), 2);
+    Value warpRow = mul(warpIndex, 16);
+
+    // 1, 2: Q into shared memory, then each warp's A fragments.
+    stage(q, firstRow, sq, qTile);
+    kb.create<gpu::BarrierOp>(loc);
+    SmallVector<Value> qa;
+    Value aRow = add(warpRow, kb.create<arith::RemUIOp>(loc, lane, index(16)));
+    Value aCol = mul(kb.create<arith::DivUIOp>(loc, lane, index(16)), 8);
+    for (int64_t s = 0; s < steps; ++s)
+      qa.push_back(ldmatrix(qTile, aRow, add(aCol, index(16 * s)), 4, false));
+
+    // 3: the key tiles, up to the one holding the block's last row when
+    // causal (the same bound for every thread of the block).
+    int64_t tiles = (sk + kKeys - 1) / kKeys;
+    Value end = index(tiles);
+    if (causal)
+      end = kb.create<arith::MinUIOp>(
+          loc, end,
+          kb.create<arith::DivUIOp>(
+              loc, add(firstRow, index(kQueryRows + kKeys - 1)), index(kKeys)));
+    Value zero = kb.create<arith::ConstantOp>(
+        loc, fragment, DenseElementsAttr::get(fragment, kb.getF32FloatAttr(0)));
+    SmallVector<Value> inits{f32(-INFINITY), f32(-INFINITY), f32(0), f32(0)};
+    inits.append(outTiles, zero);
+    auto loop = kb.create<scf::ForOp>(loc, index(0), end, index(1), inits);
+    {
+      OpBuilder::InsertionGuard g(kb);
+      kb.setInsertionPointToStart(loop.getBody());
+      Value tile = loop.getInductionVar();
+      ValueRange carried = loop.getRegionIterArgs();
+      Value m[2] = {carried[0], carried[1]}, l[2] = {carried[2], carried[3]};
+      SmallVector<Value> o(carried.drop_front(4));
+      Value firstKey = mul(tile, kKeys);
+
+      // a: K and V into shared memory.
+      stage(k, firstKey, sk, kTile);
+      stage(v, firstKey, sk, vTile);
+      kb.create<gpu::BarrierOp>(loc);
+
+      // b: S = Q Kᵀ, eight n8 tiles of keys.
+      Value bRow = kb.create<arith::RemUIOp>(loc, lane, index(8));
+      Value bCol = mul(
+          kb.create<arith::RemUIOp>(
+              loc, kb.create<arith::DivUIOp>(loc, lane, index(8)), index(2)),
+          8);
+      // scores[n][r][e]: row g + 8 r, key 8 n + pair + e of the tile.
+      Value scores[kKeys / 8][2][2];
+      for (int64_t n = 0; n < kKeys / 8; ++n) {
+        Value acc = zero;
+        for (int64_t s = 0; s < steps; ++s)
+          acc = mma(qa[s],
+                    ldmatrix(kTile, add(bRow, index(8 * n)),
+                             add(bCol, index(16 * s)), 2, false),
+                    acc);
+        // c: scaled, and -inf past Sk or after the row.
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t e = 0; e < 2; ++e) {
+            Value score =
+                kb.create<arith::MulFOp>(loc, element(acc, r, e), f32(scale));
+            Value key = add(firstKey, add(pair, index(8 * n + e)));
+            Value masked = kb.create<arith::CmpIOp>(
+                loc, arith::CmpIPredicate::uge, key, index(sk));
+            if (causal) {
+              Value row = add(firstRow, add(warpRow, add(group, index(8 * r))));
+              masked = kb.create<arith::OrIOp>(
+                  loc, masked,
+                  kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, key,
+                                           row));
+            }
+            if (mask)
+              score = applyMask(
+                  score, add(firstRow, add(warpRow, add(group, index(8 * r)))),
+                  key);
+            scores[n][r][e] =
+                kb.create<arith::SelectOp>(loc, masked, f32(-INFINITY), score);
+          }
+      }
+
+      // d: the online softmax of the lane's two rows.
+      Value mNew[2], shift[2], rescale[2];
+      for (int64_t r = 0; r < 2; ++r) {
+        Value peak = m[r];
+        for (int64_t n = 0; n < kKeys / 8; ++n)
+          for (int64_t e = 0; e < 2; ++e)
+            peak = kb.create<arith::MaximumFOp>(loc, peak, scores[n][r][e]);
+        mNew[r] = quad(peak, /*maximum=*/true);
+        // While a row has seen only -inf, exp(-inf - 0) = 0 rather than NaN.
+        Value finite = kb.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE,
+                                                mNew[r], f32(-INFINITY));
+        shift[r] = kb.create<arith::SelectOp>(loc, finite, mNew[r], f32(0));
+        rescale[r] = kb.create<math::ExpOp>(
+            loc, kb.create<arith::SubFOp>(loc, m[r], shift[r]));
+      }
+      Value weights[kKeys / 8][2][2];
+      Value sums[2] = {f32(0), f32(0)};
+      for (int64_t n = 0; n < kKeys / 8; ++n)
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t e = 0; e < 2; ++e) {
+            weights[n][r][e] = kb.create<math::ExpOp>(
+                loc, kb.create<arith::SubFOp>(loc, scores[n][r][e], shift[r]));
+            sums[r] = kb.create<arith::AddFOp>(loc, sums[r], weights[n][r][e]);
+          }
+      Value lNew[2];
+      for (int64_t r = 0; r < 2; ++r)
+        lNew[r] = kb.create<arith::AddFOp>(
+            loc, kb.create<arith::MulFOp>(loc, l[r], rescale[r]),
+            quad(sums[r], /*maximum=*/false));
+      Value scaleRows =
+          pack(fragment, {rescale[0], rescale[0], rescale[1], rescale[1]});
+      for (Value &tileOut : o)
+        tileOut = kb.create<arith::MulFOp>(loc, tileOut, scaleRows);
+
+      // e: O += P V. Keys 16 t to 16 t + 15 are the A fragment of n8 tiles
+      // 2 t and 2 t + 1: registers (g, lo), (g + 8, lo), (g, hi), (g + 8, hi).
+      auto halves = VectorType::get({4, 2}, kb.getF16Type());
+      Value vRow = kb.create<arith::RemUIOp>(loc, lane, index(16));
+      for (int64_t t = 0; t < kKeys / 16; ++t) {
+        SmallVector<Value> parts;
+        for (int64_t n : {2 * t, 2 * t + 1})
+          for (int64_t r = 0; r < 2; ++r)
+            for (int64_t e = 0; e < 2; ++e)
+              parts.push_back(kb.create<arith::TruncFOp>(loc, kb.getF16Type(),
+                                                         weights[n][r][e]));
+        Value pa = pack(halves, parts);
+        for (int64_t n = 0; n < outTiles; ++n)
+          o[n] = mma(
+              pa,
+              ldmatrix(vTile, add(vRow, index(16 * t)), index(8 * n), 2, true),
+              o[n]);
+      }
+      // f: the next tile overwrites K and V only once every warp is done.
+      kb.create<gpu::BarrierOp>(loc);
+      SmallVector<Value> yielded{mNew[0], mNew[1], lNew[0], lNew[1]};
+      yielded.append(o.begin(), o.end());
+      kb.create<scf::YieldOp>(loc, yielded);
+    }
+
+    // 4: each lane's rows, divided by their sums.
+    ValueRange results = loop.getResults();
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = add(firstRow, add(warpRow, add(group, index(8 * r))));
+      Value inside = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                              row, index(sq));
+      auto store = kb.create<scf::IfOp>(loc, inside);
+      OpBuilder sb = store.getThenBodyBuilder();
+      for (int64_t n = 0; n < outTiles; ++n)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value value = sb.create<arith::DivFOp>(
+              loc,
+              sb.create<vector::ExtractOp>(loc, results[4 + n],
+                                           ArrayRef<int64_t>{r, e}),
+              results[2 + r]);
+          Value col = sb.create<arith::AddIOp>(
+              loc, pair, sb.create<arith::ConstantIndexOp>(loc, 8 * n + e));
+          sb.create<memref::StoreOp>(loc, value, out,
+                                     ValueRange{batch, row, col});
+        }
+    }
+  }
+};
+
+} // namespace
+
+LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
+                                                BufferizedEntry &e) {
+  OpBuilder &b = e.b;
+  Location loc = op.getLoc();
+  ArrayRef<int64_t> qs = op.getQuery().getType().getShape();
+  int64_t sq = qs[qs.size() - 2], d = qs.back();
+  int64_t sk = op.getKey().getType().getShape().drop_back().back();
+  int64_t batches = product(qs.drop_back(2));
+  Value out = e.destination(op.getResult());
+  if (!out)
+    return failure();
+  if (sq == 0 || batches == 0)
+    return success();
+  Type f32 = b.getF32Type();
+  auto view = [&](Value buffer, int64_t rows) {
+    return e.reshape(buffer, MemRefType::get({batches, rows, d}, f32));
+  };
+  Value q = view(e.denseOf(op.getQuery()), sq);
+  Value k = view(e.denseOf(op.getKey()), sk);
+  Value v = view(e.denseOf(op.getValue()), sk);
+  Value o = view(out, sq);
+  Value maskBuffer = op.getMask() ? e.bufferOf(op.getMask()) : Value();
+  auto shared = MemRefType::get(
+      {kQueryRows, d}, b.getF16Type(), MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
+  auto c = [&](int64_t value) -> Value {
+    return b.create<arith::ConstantIndexOp>(loc, value);
+  };
+  auto launch = b.create<gpu::LaunchOp>(
+      loc, c((sq + kQueryRows - 1) / kQueryRows), c(batches), c(1), c(kThreads),
+      c(1), c(1), /*dynamicSharedMemorySize=*/nullptr,
+      /*asyncTokenType=*/nullptr, ValueRange{},
+      TypeRange{shared, shared, shared});
+  OpBuilder kb(b.getContext());
+  kb.setInsertionPointToStart(&launch.getBody().front());
+  kb.create<gpu::TerminatorOp>(loc);
+  kb.setInsertionPointToStart(&launch.getBody().front());
+  FlashKernel kernel(kb, loc);
+  kernel.sq = sq;
+  kernel.sk = sk;
+  kernel.d = d;
+  kernel.scale = attentionScale(op);
+  kernel.causal = op.getCausal();
+  kernel.q = q;
+  kernel.k = k;
+  kernel.v = v;
+  kernel.out = o;
+  ArrayRef<BlockArgument> tiles = launch.getWorkgroupAttributions();
+  kernel.qTile = tiles[0];
+  kernel.kTile = tiles[1];
+  kernel.vTile = tiles[2];
+  kernel.tx = launch.getThreadIds().x;
+  kernel.batch = launch.getBlockIds().y;
+  kernel.lead.assign(qs.begin(), qs.end() - 2);
+  if (maskBuffer) {
+    // The mask broadcasts to the scores [B..., Sq, Sk] from the right.
+    kernel.mask = maskBuffer;
+    SmallVector<int64_t> scores(qs.drop_back());
+    scores.push_back(sk);
+    kernel.maskMap = e.broadcastMap(
+        cast<MemRefType>(kernel.mask.getType()).getShape(), scores);
+    kernel.maskKind = attentionMaskKind(op);
+  }
+  Value warpSize = kb.create<arith::ConstantIndexOp>(loc, warp::kWarpSize);
+  kernel.warpIndex = kb.create<arith::DivUIOp>(loc, kernel.tx, warpSize);
+  kernel.lane = kb.create<arith::RemUIOp>(loc, kernel.tx, warpSize);
+  kernel.firstRow = kb.create<arith::MulIOp>(
+      loc, launch.getBlockIds().x,
+      kb.create<arith::ConstantIndexOp>(loc, kQueryRows));
+  kernel.build();
+  return success();
+}

@@ -1,0 +1,36 @@
+// Tests the tensor-core flash attention (TfmToGPU/FlashAttentionMma.cpp)
+// under --dtype=f16: one kernel of 4 warps per 64 query rows, its products
+// mma.sync m16n8k16 on fragments that ldmatrix reads from shared memory
+// (.trans for V), its softmax online with quad shuffles. Run on the CPU
+// through the emulation of the kernels (--gpu-schedule-on-cpu), where each
+// ldmatrix and mma.sync moves the lanes' fragments by the PTX layouts, the
+// outputs must match the reference interpreter's within f16's rounding of
+// the operands: 100 rows of 64 (a second, partial block of rows, a
+// partial key tile); causal 130 rows of 32 (three blocks, tiles skipped
+// past the diagonal); 70 rows of 16 with an additive mask broadcast over
+// heads and rows, and causal with a boolean padding mask (the last 6 keys
+// dropped) broadcast over the batch too. (A head of 128 passes as well,
+// but its unrolled kernel takes a minute to compile for the CPU.)
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg compute-type=f16' | FileCheck %s --check-prefix=KERNEL
+// RUN: rm -rf %t && mkdir -p %t && tfmc run --reference %s --seed 3 --output-dir %t/data
+// RUN: tfmc compile %s --target=cuda --gpu-schedule-on-cpu --dtype=f16 -o %t/attention.so
+// RUN: tfmc run %t/attention.so --test-data-dir %t/data --rtol 2e-2 --atol 5e-3 | FileCheck %s
+// CHECK: all outputs match
+
+// KERNEL-LABEL: func.func @__tfm_entry_infer
+// KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2, {{.*}} = %c4, {{.*}}) threads({{.*}}) in ({{.*}} = %c128, {{.*}}) workgroup({{.*}} : memref<64x64xf16, #gpu.address_space<workgroup>>
+// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// KERNEL: nvgpu.mma.sync
+// KERNEL: gpu.shuffle  xor
+// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+func.func @infer(%q: tensor<2x2x100x64xf32> {tfm.name = "q"}, %k: tensor<2x2x100x64xf32> {tfm.name = "k"},
+                 %v: tensor<2x2x100x64xf32> {tfm.name = "v"}, %cq: tensor<1x2x130x32xf32> {tfm.name = "cq"},
+                 %mq: tensor<2x3x70x16xf32> {tfm.name = "mq"}, %add: tensor<2x1x1x70xf32> {tfm.name = "add"})
+    -> (tensor<2x2x100x64xf32>, tensor<1x2x130x32xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>) {
+  %o = tfm.attention %q, %k, %v : (tensor<2x2x100x64xf32>, tensor<2x2x100x64xf32>, tensor<2x2x100x64xf32>) -> tensor<2x2x100x64xf32>
+  %c = tfm.attention %cq, %cq, %cq causal : (tensor<1x2x130x32xf32>, tensor<1x2x130x32xf32>, tensor<1x2x130x32xf32>) -> tensor<1x2x130x32xf32>
+  %m = tfm.attention %mq, %mq, %mq, mask %add : (tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<2x1x1x70xf32>) -> tensor<2x3x70x16xf32>
+  %keep = arith.constant dense<[[[[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false]]]]> : tensor<1x1x1x70xi1>
+  %p = tfm.attention %mq, %mq, %mq, mask %keep causal : (tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<1x1x1x70xi1>) -> tensor<2x3x70x16xf32>
+  return %o, %c, %m, %p : tensor<2x2x100x64xf32>, tensor<1x2x130x32xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>
+}
