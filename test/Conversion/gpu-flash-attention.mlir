@@ -1,5 +1,5 @@
 // Tests the tensor-core flash attention (TfmToGPU/FlashAttentionMma.cpp)
-// under --dtype=f16: one kernel of 4 warps per 64 query rows, its products
+// under --dtype=f16 and bf16: one kernel of 4 warps per 64 query rows, its products
 // mma.sync m16n8k16 on fragments that ldmatrix reads from shared memory
 // (.trans for V), its softmax online with quad shuffles. Run on the CPU
 // through the emulation of the kernels (--gpu-schedule-on-cpu), where each
@@ -15,6 +15,10 @@
 // RUN: rm -rf %t && mkdir -p %t && tfmc run --reference %s --seed 3 --output-dir %t/data
 // RUN: tfmc compile %s --target=cuda --gpu-schedule-on-cpu --dtype=f16 -o %t/attention.so
 // RUN: tfmc run %t/attention.so --test-data-dir %t/data --rtol 2e-2 --atol 5e-3 | FileCheck %s
+// The same in bf16, whose patterns the tiles hold as f16 and each mma.sync
+// is marked to read as bf16 (8 bits of mantissa: errors 8 times f16's).
+// RUN: tfmc compile %s --target=cuda --gpu-schedule-on-cpu --dtype=bf16 -o %t/attention-bf16.so
+// RUN: tfmc run %t/attention-bf16.so --test-data-dir %t/data --rtol 5e-2 --atol 2e-2 | FileCheck %s
 // CHECK: all outputs match
 
 // KERNEL-LABEL: func.func @__tfm_entry_infer

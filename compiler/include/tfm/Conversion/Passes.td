@@ -340,7 +340,9 @@ def LowerBF16MmaSyncPass : Pass<"tfm-lower-bf16-mma-sync", "::mlir::gpu::GPUModu
   let description = [{
     Runs after `convert-vector-to-gpu`. In a kernel that
     `tfm-retype-bf16-tiles` marked, each `nvgpu.mma.sync` (m16n8k16, f32
-    accumulators) becomes the NVVM intrinsic of the bf16 instruction, its
+    accumulators), and elsewhere each one that carries
+    `tfm.mma_operand_type = bf16` itself (the kernels built whole, such as
+    the flash attention), becomes the NVVM intrinsic of the bf16 instruction, its
     fragments' register pairs passed as 32-bit words. MLIR 19's own
     lowerings cannot: nvgpu's deduces no bf16 operand type, and NVVM's
     `mma.sync` translates bf16 with f16 vector operands, which the

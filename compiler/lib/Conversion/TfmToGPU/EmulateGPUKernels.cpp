@@ -519,7 +519,9 @@ struct Emulator {
   /// fragment. A lane missing from a partial warp leaves NaN.
   void emitMma(nvgpu::MmaSyncOp mma, IRMapping &blockMap) {
     warp::MmaShape shape = *mmaShapeOf(mma);
-    auto typeAttr = launch->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
+    auto typeAttr = mma->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
+    if (!typeAttr)
+      typeAttr = launch->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
     Type mmaType = typeAttr ? typeAttr.getValue() : Type();
     const SmallVector<Value, 3> &mats = scratch.lookup(mma);
     Value nan = emulatedPoison(b, loc, b.getF32Type());

@@ -1,8 +1,8 @@
 //===- FlashAttentionMma.cpp - Flash attention on the tensor cores --------===//
 //
-// tfm.attention under --dtype=f16 as one kernel whose products run on the
-// tensor cores (mma.sync m16n8k16, f16 operands, f32 accumulators), its
-// [Sq, Sk] scores never in memory. Step by step:
+// tfm.attention under --dtype=f16 or bf16 as one kernel whose products run
+// on the tensor cores (mma.sync m16n8k16, 16-bit operands, f32
+// accumulators), its [Sq, Sk] scores never in memory. Step by step:
 //
 // 1. A block takes 64 query rows of one batch element (grid: query tiles x
 //    batch), with 4 warps of 16 rows each. Its threads copy the Q tile into
@@ -70,6 +70,8 @@ struct FlashKernel {
   AffineMap maskMap;
   MaskKind maskKind = MaskKind::none;
   SmallVector<int64_t> lead; // the dimensions `batch` flattens
+  /// The type the tensor cores read: f16, or bf16 held as f16 patterns.
+  Type operandType;
 
   FlashKernel(OpBuilder &kb, Location loc) : kb(kb), loc(loc) {}
 
@@ -130,8 +132,7 @@ struct FlashKernel {
           loc, eb.create<arith::ConstantOp>(loc, eb.getF32FloatAttr(0.0))
                    .getResult());
     }
-    Value half =
-        kb.create<arith::TruncFOp>(loc, kb.getF16Type(), read.getResult(0));
+    Value half = narrow(read.getResult(0));
     kb.create<memref::StoreOp>(loc, half, tile,
                                ValueRange{r, swizzle(kb, r, c)});
   }
@@ -145,9 +146,23 @@ struct FlashKernel {
         ValueRange{row, swizzle(kb, row, col)}, transpose, tiles);
   }
 
+  /// `value` rounded to the operand type, as the f16 the tiles hold: bf16
+  /// goes as its bit pattern.
+  Value narrow(Value value) {
+    Value rounded = kb.create<arith::TruncFOp>(loc, operandType, value);
+    if (operandType.isF16())
+      return rounded;
+    return kb.create<arith::BitcastOp>(loc, kb.getF16Type(), rounded);
+  }
+
   Value mma(Value a, Value b, Value c) {
-    return kb.create<nvgpu::MmaSyncOp>(loc, a, b, c,
-                                       kb.getI64ArrayAttr({16, 8, 16}));
+    auto op = kb.create<nvgpu::MmaSyncOp>(loc, a, b, c,
+                                          kb.getI64ArrayAttr({16, 8, 16}));
+    // nvgpu's mma.sync takes f16 only; tfm-lower-bf16-mma-sync (and the
+    // emulation) read the marked ones as bf16.
+    if (operandType.isBF16())
+      op->setAttr(kMmaOperandTypeAttrName, TypeAttr::get(operandType));
+    return op;
   }
 
   /// `value` combined over the four lanes that hold a row (lane / 4).
@@ -332,8 +347,7 @@ struct FlashKernel {
         for (int64_t n : {2 * t, 2 * t + 1})
           for (int64_t r = 0; r < 2; ++r)
             for (int64_t e = 0; e < 2; ++e)
-              parts.push_back(kb.create<arith::TruncFOp>(loc, kb.getF16Type(),
-                                                         weights[n][r][e]));
+              parts.push_back(narrow(weights[n][r][e]));
         Value pa = pack(halves, parts);
         for (int64_t n = 0; n < outTiles; ++n)
           o[n] = mma(
@@ -428,6 +442,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   kernel.tx = launch.getThreadIds().x;
   kernel.batch = launch.getBlockIds().y;
   kernel.lead.assign(qs.begin(), qs.end() - 2);
+  kernel.operandType = cast<GPUEntry>(e).narrowOperandType();
   if (maskBuffer) {
     // The mask broadcasts to the scores [B..., Sq, Sk] from the right.
     kernel.mask = maskBuffer;

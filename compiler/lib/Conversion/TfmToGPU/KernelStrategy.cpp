@@ -146,10 +146,7 @@ std::string attentionMisfit(AttentionOp op) {
 std::string attentionMmaMisfit(AttentionOp op, Type narrow) {
   if (!narrow)
     return "f32 attention stays exact: the tensor cores would round its "
-           "operands (--dtype=f16 lets them)";
-  if (!narrow.isF16())
-    return "its operands would be bf16, which the tensor-core kernel does not "
-           "take yet (--dtype=f16 does)";
+           "operands (--dtype=bf16 or f16 lets them)";
   ArrayRef<int64_t> q = op.getQuery().getType().getShape(),
                     k = op.getKey().getType().getShape(),
                     v = op.getValue().getType().getShape();

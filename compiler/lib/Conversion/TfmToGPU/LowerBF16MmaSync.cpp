@@ -66,15 +66,23 @@ LogicalResult lowerToBF16(nvgpu::MmaSyncOp mma) {
   return success();
 }
 
+/// Whether `op` (a kernel, or one mma.sync, as the kernels built whole mark
+/// theirs) carries `tfm.mma_operand_type = bf16`.
+bool isBF16Marker(Operation *op) {
+  auto type = op->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
+  return type && type.getValue().isBF16();
+}
+
 struct LowerBF16MmaSyncPass
     : public mlir::tfm::impl::LowerBF16MmaSyncPassBase<LowerBF16MmaSyncPass> {
   void runOnOperation() override {
     for (auto kernel : getOperation().getOps<gpu::GPUFuncOp>()) {
-      auto type = kernel->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
-      if (!type || !type.getValue().isBF16())
-        continue;
+      bool bf16Kernel = isBF16Marker(kernel);
       SmallVector<nvgpu::MmaSyncOp> mmas;
-      kernel.walk([&](nvgpu::MmaSyncOp mma) { mmas.push_back(mma); });
+      kernel.walk([&](nvgpu::MmaSyncOp mma) {
+        if (bf16Kernel || isBF16Marker(mma))
+          mmas.push_back(mma);
+      });
       for (nvgpu::MmaSyncOp mma : mmas)
         if (failed(lowerToBF16(mma)))
           return signalPassFailure();

@@ -73,7 +73,8 @@ constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
 
 /// On a kernel whose tensor-core tiles multiply bf16 read as f16 bit
 /// patterns: `tfm.mma_operand_type = bf16`, which tfm-retype-bf16-tiles
-/// sets and tfm-lower-bf16-mma-sync reads.
+/// sets and tfm-lower-bf16-mma-sync reads; or on one nvgpu.mma.sync, as the
+/// kernels built whole (FlashAttentionMma.cpp) mark theirs.
 constexpr llvm::StringLiteral kMmaOperandTypeAttrName = "tfm.mma_operand_type";
 
 /// Whether every result of `map` is a loop dimension or a constant: the
