@@ -12,13 +12,11 @@
 // dropped) broadcast over the batch too. (A head of 128 passes as well,
 // but its unrolled kernel takes a minute to compile for the CPU.)
 // RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg compute-type=f16' | FileCheck %s --check-prefix=KERNEL
-// RUN: rm -rf %t && mkdir -p %t && tfmc run --reference %s --seed 3 --output-dir %t/data
-// RUN: tfmc compile %s --target=cuda --gpu-schedule-on-cpu --dtype=f16 -o %t/attention.so
-// RUN: tfmc run %t/attention.so --test-data-dir %t/data --rtol 2e-2 --atol 5e-3 | FileCheck %s
+// RUN: rm -rf %t && tfmc run --reference %s --seed 3 --output-dir %t
+// RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --dtype=f16 --test-data-dir %t --rtol 2e-2 --atol 5e-3 | FileCheck %s
 // The same in bf16, whose patterns the tiles hold as f16 and each mma.sync
 // is marked to read as bf16 (8 bits of mantissa: errors 8 times f16's).
-// RUN: tfmc compile %s --target=cuda --gpu-schedule-on-cpu --dtype=bf16 -o %t/attention-bf16.so
-// RUN: tfmc run %t/attention-bf16.so --test-data-dir %t/data --rtol 5e-2 --atol 2e-2 | FileCheck %s
+// RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --dtype=bf16 --test-data-dir %t --rtol 5e-2 --atol 2e-2 | FileCheck %s
 // CHECK: all outputs match
 
 // KERNEL-LABEL: func.func @__tfm_entry_infer

@@ -163,9 +163,10 @@ cl::opt<bool> reverseGrid(
 cl::opt<mlir::tfm::ComputeType>
     dtype("dtype",
           cl::desc("The type the linear layers multiply in (f32 accumulation; "
-                   "inputs and outputs stay f32)"),
+                   "inputs and outputs stay f32); for run and generate, how "
+                   "a model file is compiled"),
           cl::init(mlir::tfm::ComputeType::F32), mlir::tfm::computeTypeValues(),
-          cl::cat(compileCat));
+          cl::cat(compileCat), cl::cat(runCat), cl::cat(generateCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",
     cl::desc("Report every fusion site, fused or missed with the reason, "
@@ -604,6 +605,15 @@ const std::vector<FlagRule> &flagRules() {
          "parameters, so it needs that model; '{0}' is not one (a compiled "
          "library holds no graph): train from the .onnx file, with the "
          "training options"},
+        {{"run", "generate"},
+         {&dtype},
+         [](const Situation &s) { return !s.compiled; },
+         "--dtype applies when a model file is compiled; '{0}' is already "
+         "compiled, in the type 'tfmc compile --dtype' gave it"},
+        {{"run"},
+         {&dtype},
+         [](const Situation &s) { return !s.reference; },
+         "--dtype applies to compiled code, not to --reference"},
         {{"run"},
          {&useReference},
          [](const Situation &s) { return !s.compiled; },
@@ -728,6 +738,7 @@ ModelSource modelSource() {
 /// How run, train and generate compile a model file for --device.
 CompileOptions compileOptionsForDevice() {
   CompileOptions options = compileOptions();
+  options.compiler.computeType = dtype;
   if (StringRef(device).starts_with("cuda")) {
     options.compiler.target = mlir::tfm::Target::CUDA;
     options.compiler.gpuArch = gpuArch;
