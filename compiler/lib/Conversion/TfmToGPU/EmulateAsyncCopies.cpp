@@ -58,42 +58,6 @@ struct AsyncCopies {
   /// The thread's row in the records.
   Value thread(OpBuilder &b) { return linearThreadIndex(b, loc, launch); }
 
-  bool isThreadId(Value v) {
-    gpu::KernelDim3 ids = launch.getThreadIds();
-    return v == ids.x || v == ids.y || v == ids.z;
-  }
-
-  /// Whether `memref` is the same for every thread and iteration, so that a
-  /// wait can name it: defined outside the launch, a workgroup buffer, or
-  /// computed from such by ops without memory effects.
-  bool isFixed(Value memref) {
-    if (auto arg = dyn_cast<BlockArgument>(memref)) {
-      if (arg.getOwner() == &launch.getBody().front())
-        return !isThreadId(arg);
-      return !launch->isAncestor(arg.getOwner()->getParentOp());
-    }
-    Operation *def = memref.getDefiningOp();
-    if (!launch->isProperAncestor(def))
-      return true;
-    return def->getNumRegions() == 0 && isMemoryEffectFree(def) &&
-           llvm::all_of(def->getOperands(),
-                        [&](Value o) { return isFixed(o); });
-  }
-
-  /// `memref` at `b`'s insertion point: the ops of the launch that compute
-  /// it cloned there.
-  Value fixedAt(OpBuilder &b, Value memref, IRMapping &map) {
-    if (Value mapped = map.lookupOrNull(memref))
-      return mapped;
-    Operation *def = memref.getDefiningOp();
-    if (!def || !launch->isProperAncestor(def))
-      return memref;
-    for (Value o : def->getOperands())
-      fixedAt(b, o, map);
-    Operation *clone = b.clone(*def, map);
-    return clone->getResult(cast<OpResult>(memref).getResultNumber());
-  }
-
   Value field(OpBuilder &b, Value t, Value i, int64_t f) {
     return b.create<memref::LoadOp>(loc, records,
                                     ValueRange{t, i, constant(b, f)});
@@ -124,8 +88,8 @@ struct AsyncCopies {
       OpBuilder cb =
           OpBuilder::atBlockBegin(&dispatch.getCaseRegions()[c].emplaceBlock());
       IRMapping map;
-      Value src = fixedAt(cb, copy.getSrc(), map);
-      Value dst = fixedAt(cb, copy.getDst(), map);
+      Value src = uniformAt(cb, launch, copy.getSrc(), map);
+      Value dst = uniformAt(cb, launch, copy.getDst(), map);
       SmallVector<Value> from, to;
       for (size_t d = 0; d < copy.getSrcIndices().size(); ++d)
         from.push_back(field(cb, t, i, kIndices + d));
@@ -269,7 +233,8 @@ struct AsyncCopies {
     SmallVector<nvgpu::DeviceAsyncWaitOp> waits;
     WalkResult walk = launch.getBody().walk([&](Operation *op) {
       if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
-        if (!isFixed(copy.getSrc()) || !isFixed(copy.getDst())) {
+        if (!isLaunchUniform(launch, copy.getSrc()) ||
+            !isLaunchUniform(launch, copy.getDst())) {
           op->emitOpError()
               << "copies from or to a memref that differs between threads or "
                  "iterations; the emulation of cp.async records a copy by its "

@@ -156,20 +156,7 @@ struct Emulator {
                               v);
   }
 
-  /// Whether `v` is the same for every thread of a block: defined outside
-  /// the launch, a block or size argument, or computed from such values by
-  /// ops without memory effects.
-  bool isUniform(Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      return arg.getOwner() == &launch.getBody().front() && !isThreadId(v);
-    Operation *def = v.getDefiningOp();
-    if (!launch->isProperAncestor(def))
-      return true;
-    if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
-      return false;
-    return llvm::all_of(def->getOperands(),
-                        [&](Value o) { return isUniform(o); });
-  }
+  bool isUniform(Value v) { return isLaunchUniform(launch, v); }
 
   /// The phase that defines `v`, kCarried for what a loop around barriers
   /// carries, none for what every thread has at hand (values from outside,
@@ -301,15 +288,7 @@ struct Emulator {
   /// The uniform `v` at block level: outside values as they are, launch
   /// arguments mapped, pure ops of the body cloned.
   Value uniformAt(Value v, IRMapping &blockMap) {
-    if (Value mapped = blockMap.lookupOrNull(v))
-      return mapped;
-    Operation *def = v.getDefiningOp();
-    if (!def || !launch->isProperAncestor(def))
-      return v;
-    for (Value o : def->getOperands())
-      uniformAt(o, blockMap);
-    Operation *clone = b.clone(*def, blockMap);
-    return clone->getResult(cast<OpResult>(v).getResultNumber());
+    return mlir::tfm::uniformAt(b, launch, v, blockMap);
   }
 
   /// Maps, for thread `t` at `tb`, the values that the phase `id` reads
@@ -1138,4 +1117,34 @@ Value mlir::tfm::linearThreadIndex(OpBuilder &b, Location loc,
           loc, size.x,
           b.create<arith::AddIOp>(
               loc, ids.y, b.create<arith::MulIOp>(loc, size.y, ids.z))));
+}
+
+bool mlir::tfm::isLaunchUniform(gpu::LaunchOp launch, Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    gpu::KernelDim3 ids = launch.getThreadIds();
+    if (arg.getOwner() == &launch.getBody().front())
+      return v != ids.x && v != ids.y && v != ids.z;
+    // A loop's induction variable inside the launch varies; a function's
+    // argument outside it does not.
+    return !launch->isAncestor(arg.getOwner()->getParentOp());
+  }
+  Operation *def = v.getDefiningOp();
+  if (!launch->isProperAncestor(def))
+    return true;
+  return def->getNumRegions() == 0 && isMemoryEffectFree(def) &&
+         llvm::all_of(def->getOperands(),
+                      [&](Value o) { return isLaunchUniform(launch, o); });
+}
+
+Value mlir::tfm::uniformAt(OpBuilder &b, gpu::LaunchOp launch, Value v,
+                           IRMapping &map) {
+  if (Value mapped = map.lookupOrNull(v))
+    return mapped;
+  Operation *def = v.getDefiningOp();
+  if (!def || !launch->isProperAncestor(def))
+    return v;
+  for (Value o : def->getOperands())
+    uniformAt(b, launch, o, map);
+  Operation *clone = b.clone(*def, map);
+  return clone->getResult(cast<OpResult>(v).getResultNumber());
 }

@@ -167,29 +167,12 @@ struct FlashKernel {
 
   /// `value` combined over the four lanes that hold a row (lane / 4).
   Value quad(Value value, bool maximum) {
-    Value width = kb.create<arith::ConstantIntOp>(loc, warp::kWarpSize, 32);
-    for (int64_t offset : {1, 2}) {
-      Value other =
-          kb.create<gpu::ShuffleOp>(
-                loc, value, kb.create<arith::ConstantIntOp>(loc, offset, 32),
-                width, gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      value = maximum
-                  ? kb.create<arith::MaximumFOp>(loc, value, other).getResult()
-                  : kb.create<arith::AddFOp>(loc, value, other).getResult();
-    }
-    return value;
-  }
-
-  /// A vector of `type` from `values` in row-major order.
-  Value pack(VectorType type, ArrayRef<Value> values) {
-    Value packed = kb.create<arith::ConstantOp>(loc, kb.getZeroAttr(type));
-    int64_t cols = type.getDimSize(1);
-    for (auto [i, value] : llvm::enumerate(values))
-      packed = kb.create<vector::InsertOp>(
-          loc, value, packed,
-          ArrayRef<int64_t>{int64_t(i) / cols, int64_t(i) % cols});
-    return packed;
+    return xorButterfly(kb, loc, value, /*lanes=*/4,
+                        [&](OpBuilder &b, Value x, Value y) -> Value {
+                          if (maximum)
+                            return b.create<arith::MaximumFOp>(loc, x, y);
+                          return b.create<arith::AddFOp>(loc, x, y);
+                        });
   }
 
   /// The score at (row, key) with the mask applied as the neutral lowering
@@ -214,6 +197,17 @@ struct FlashKernel {
                   ? kb.create<arith::TruncFOp>(loc, f32Type, value).getResult()
                   : kb.create<arith::ExtFOp>(loc, f32Type, value).getResult();
     return kb.create<arith::AddFOp>(loc, score, value);
+  }
+
+  /// A vector of `type` from `values` in row-major order.
+  Value pack(VectorType type, ArrayRef<Value> values) {
+    Value packed = kb.create<arith::ConstantOp>(loc, kb.getZeroAttr(type));
+    int64_t cols = type.getDimSize(1);
+    for (auto [i, value] : llvm::enumerate(values))
+      packed = kb.create<vector::InsertOp>(
+          loc, value, packed,
+          ArrayRef<int64_t>{int64_t(i) / cols, int64_t(i) % cols});
+    return packed;
   }
 
   Value element(Value fragment, int64_t r, int64_t e) {

@@ -12,88 +12,66 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
+namespace {
+
+/// Registers `OpT`'s lowering as chooseGPUKernel decides: `lower` where it
+/// picks `kernel`, and otherwise the lowering registered before, which is
+/// the neutral one or another kernel's registered the same way.
+template <typename OpT, typename Fn>
+void lowerByChoice(OpLoweringSet &set, GPUKernel kernel, Fn lower) {
+  OpLoweringFn otherwise = *set.lookup(OpT::getOperationName());
+  set.add<OpT>([otherwise, kernel, lower](OpT op, BufferizedEntry &e) {
+    if (!getsGPUKernel(op, kernel, cast<GPUEntry>(e).narrowOperandType()))
+      return otherwise(op.getOperation(), e);
+    return lower(op, e);
+  });
+}
+
+} // namespace
+
 void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   populateTfmToLinalgLowerings(set);
   populateGPUGemmLowerings(set);
-  OpLoweringFn neutralConv = *set.lookup(Conv2DOp::getOperationName());
-  set.add<Conv2DOp>([neutralConv](Conv2DOp op, BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::LibraryGemm))
-      return neutralConv(op.getOperation(), e);
-    return lowerConv2DAsGemm(op, cast<GPUEntry>(e));
-  });
-  OpLoweringFn neutral = *set.lookup(AttentionOp::getOperationName());
-  set.add<AttentionOp>([neutral](AttentionOp op, BufferizedEntry &e) {
-    std::optional<GPUKernelChoice> choice =
-        chooseGPUKernel(op, cast<GPUEntry>(e).narrowOperandType());
-    if (choice->kernel == GPUKernel::FlashAttentionMma)
-      return lowerFlashAttentionMma(op, e);
-    if (choice->kernel == GPUKernel::AttentionRows)
-      return lowerFlashAttention(op, e);
-    return neutral(op.getOperation(), e);
-  });
-  OpLoweringFn neutralSoftmax = *set.lookup(SoftmaxOp::getOperationName());
-  set.add<SoftmaxOp>([neutralSoftmax](SoftmaxOp op, BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::WarpRows))
-      return neutralSoftmax(op.getOperation(), e);
-    return lowerWarpSoftmax(e, op.getInput(), Value(), MaskKind::boolean, 1.0,
-                            /*causal=*/false, op.getResult());
-  });
-  OpLoweringFn neutralMasked = *set.lookup(MaskedSoftmaxOp::getOperationName());
-  set.add<MaskedSoftmaxOp>([neutralMasked](MaskedSoftmaxOp op,
-                                           BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::WarpRows))
-      return neutralMasked(op.getOperation(), e);
-    return lowerWarpSoftmax(e, op.getInput(), op.getMask(), op.getMaskKind(),
-                            op.getScale().convertToDouble(), op.getCausal(),
-                            op.getResult());
-  });
-  OpLoweringFn neutralNormGrad =
-      *set.lookup(LayerNormGradOp::getOperationName());
-  set.add<LayerNormGradOp>(
-      [neutralNormGrad](LayerNormGradOp op, BufferizedEntry &e) {
-        if (!getsGPUKernel(op, GPUKernel::WarpRows))
-          return neutralNormGrad(op.getOperation(), e);
-        return lowerWarpLayerNormGrad(op, e);
+  lowerByChoice<Conv2DOp>(set, GPUKernel::LibraryGemm,
+                          [](Conv2DOp op, BufferizedEntry &e) {
+                            return lowerConv2DAsGemm(op, cast<GPUEntry>(e));
+                          });
+  lowerByChoice<AttentionOp>(set, GPUKernel::AttentionRows,
+                             lowerFlashAttention);
+  lowerByChoice<AttentionOp>(set, GPUKernel::FlashAttentionMma,
+                             lowerFlashAttentionMma);
+  lowerByChoice<SoftmaxOp>(
+      set, GPUKernel::WarpRows, [](SoftmaxOp op, BufferizedEntry &e) {
+        return lowerWarpSoftmax(e, op.getInput(), Value(), MaskKind::boolean,
+                                1.0, /*causal=*/false, op.getResult());
       });
-  OpLoweringFn neutralReduce = *set.lookup(ReduceOp::getOperationName());
-  set.add<ReduceOp>([neutralReduce](ReduceOp op, BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::WarpRows))
-      return neutralReduce(op.getOperation(), e);
-    return lowerWarpRowReduction(op, e);
-  });
-  OpLoweringFn neutralLoss = *set.lookup(CrossEntropyOp::getOperationName());
-  set.add<CrossEntropyOp>([neutralLoss](CrossEntropyOp op, BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::WarpRows))
-      return neutralLoss(op.getOperation(), e);
-    return lowerWarpCrossEntropy(op, e);
-  });
-  OpLoweringFn neutralLossGrad =
-      *set.lookup(CrossEntropyGradOp::getOperationName());
-  set.add<CrossEntropyGradOp>(
-      [neutralLossGrad](CrossEntropyGradOp op, BufferizedEntry &e) {
-        if (!getsGPUKernel(op, GPUKernel::WarpRows))
-          return neutralLossGrad(op.getOperation(), e);
-        return lowerWarpCrossEntropyGrad(op, e);
+  lowerByChoice<MaskedSoftmaxOp>(
+      set, GPUKernel::WarpRows, [](MaskedSoftmaxOp op, BufferizedEntry &e) {
+        return lowerWarpSoftmax(
+            e, op.getInput(), op.getMask(), op.getMaskKind(),
+            op.getScale().convertToDouble(), op.getCausal(), op.getResult());
       });
-  OpLoweringFn neutralNorm = *set.lookup(LayerNormOp::getOperationName());
-  set.add<LayerNormOp>([neutralNorm](LayerNormOp op, BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::WarpRows))
-      return neutralNorm(op.getOperation(), e);
-    return lowerWarpLayerNorm(e, op.getInput(), Value(), op.getScale(),
-                              op.getBias(), static_cast<int64_t>(op.getAxis()),
-                              op.getEpsilon().convertToDouble(), op.getResult(),
-                              Value());
-  });
-  OpLoweringFn neutralAddNorm = *set.lookup(AddLayerNormOp::getOperationName());
-  set.add<AddLayerNormOp>([neutralAddNorm](AddLayerNormOp op,
-                                           BufferizedEntry &e) {
-    if (!getsGPUKernel(op, GPUKernel::WarpRows))
-      return neutralAddNorm(op.getOperation(), e);
-    return lowerWarpLayerNorm(e, op.getInput(), op.getResidual(), op.getScale(),
-                              op.getBias(), static_cast<int64_t>(op.getAxis()),
-                              op.getEpsilon().convertToDouble(), op.getOutput(),
-                              op.getSum());
-  });
+  lowerByChoice<LayerNormGradOp>(set, GPUKernel::WarpRows,
+                                 lowerWarpLayerNormGrad);
+  lowerByChoice<ReduceOp>(set, GPUKernel::WarpRows, lowerWarpRowReduction);
+  lowerByChoice<CrossEntropyOp>(set, GPUKernel::WarpRows,
+                                lowerWarpCrossEntropy);
+  lowerByChoice<CrossEntropyGradOp>(set, GPUKernel::WarpRows,
+                                    lowerWarpCrossEntropyGrad);
+  lowerByChoice<LayerNormOp>(
+      set, GPUKernel::WarpRows, [](LayerNormOp op, BufferizedEntry &e) {
+        return lowerWarpLayerNorm(
+            e, op.getInput(), Value(), op.getScale(), op.getBias(),
+            static_cast<int64_t>(op.getAxis()),
+            op.getEpsilon().convertToDouble(), op.getResult(), Value());
+      });
+  lowerByChoice<AddLayerNormOp>(
+      set, GPUKernel::WarpRows, [](AddLayerNormOp op, BufferizedEntry &e) {
+        return lowerWarpLayerNorm(
+            e, op.getInput(), op.getResidual(), op.getScale(), op.getBias(),
+            static_cast<int64_t>(op.getAxis()),
+            op.getEpsilon().convertToDouble(), op.getOutput(), op.getSum());
+      });
 }
 
 bool mlir::tfm::readsByLoopsOrConstants(AffineMap map) {

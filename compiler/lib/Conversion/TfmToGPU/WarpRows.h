@@ -18,6 +18,7 @@
 
 #include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
+#include "tfm/Transforms/LayoutRules.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -27,6 +28,23 @@
 namespace mlir::tfm {
 
 inline constexpr int64_t kRowsPerBlock = 8;
+
+/// `v` combined by `combine` over each aligned group of `lanes` lanes (a
+/// power of two, at most a warp), in every lane of the group: xor shuffles
+/// at offsets 1, 2, ..., lanes / 2.
+inline Value
+xorButterfly(OpBuilder &b, Location loc, Value v, int64_t lanes,
+             function_ref<Value(OpBuilder &, Value, Value)> combine) {
+  Value width = b.create<arith::ConstantIntOp>(loc, warp::kWarpSize, 32);
+  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2) {
+    Value other = b.create<gpu::ShuffleOp>(
+                       loc, v, b.create<arith::ConstantIntOp>(loc, offset, 32),
+                       width, gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    v = combine(b, v, other);
+  }
+  return v;
+}
 
 /// The body of a kernel of a warp per row of an [m, n] view: the row this
 /// warp takes, whether it stores it, and passes over its columns.
@@ -95,7 +113,7 @@ struct WarpRows {
   /// dimensions `lead`, the operand's row strides `strides`, 0 where it
   /// broadcasts; broadcastRows) that this warp's row reads.
   Value rowOf(ArrayRef<int64_t> lead, ArrayRef<int64_t> strides) {
-    if (llvm::equal(strides, rowMajorStridesOf(lead)))
+    if (llvm::equal(strides, rowMajorStrides(lead)))
       return row;
     Value at = index(kb, 0), rest = row;
     for (int64_t d = int64_t(lead.size()) - 1; d >= 0; --d) {
@@ -107,13 +125,6 @@ struct WarpRows {
             kb.create<arith::MulIOp>(loc, coord, index(kb, strides[d])));
     }
     return at;
-  }
-
-  static SmallVector<int64_t> rowMajorStridesOf(ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> strides(shape.size(), 1);
-    for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * shape[d + 1];
-    return strides;
   }
 
   /// Whether this lane stores what its warp computed for the row once:
@@ -135,16 +146,7 @@ struct WarpRows {
   /// commutative), in every lane.
   Value allReduce(Value v,
                   function_ref<Value(OpBuilder &, Value, Value)> combine) {
-    Value width = kb.create<arith::ConstantIntOp>(loc, warp::kWarpSize, 32);
-    for (int64_t offset = warp::kWarpSize / 2; offset >= 1; offset /= 2) {
-      Value other =
-          kb.create<gpu::ShuffleOp>(
-                loc, v, kb.create<arith::ConstantIntOp>(loc, offset, 32), width,
-                gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      v = combine(kb, v, other);
-    }
-    return v;
+    return xorButterfly(kb, loc, v, /*lanes=*/warp::kWarpSize, combine);
   }
   /// `v` summed, or its maximum, over the warp's lanes, in every lane.
   Value allReduce(Value v, bool maximum) {
@@ -171,7 +173,7 @@ broadcastRows(BufferizedEntry &e, Value operand, ArrayRef<int64_t> lead,
       cast<RankedTensorType>(operand.getType()).getShape().drop_back(trailing);
   SmallVector<int64_t> own(lead.size() - ownLead.size(), 1);
   own.append(ownLead.begin(), ownLead.end());
-  SmallVector<int64_t> strides = WarpRows::rowMajorStridesOf(own);
+  SmallVector<int64_t> strides = rowMajorStrides(own);
   for (size_t d = 0; d < lead.size(); ++d)
     if (own[d] == 1 && lead[d] != 1)
       strides[d] = 0;

@@ -1,7 +1,8 @@
 //===- Emulation.h - Parts of tfm-emulate-gpu-kernels -----------*- C++ -*-===//
 //
 // What the files of the emulation of GPU kernels share: the poison that
-// stands for memory no one has written yet, a thread's linear index, and
+// stands for memory no one has written yet, a thread's linear index, the
+// values every thread of a launch has alike, and
 // the rewriting of asynchronous copies (EmulateAsyncCopies.cpp) that the
 // pass (EmulateGPUKernels.cpp) runs before cutting a body into phases.
 //
@@ -11,6 +12,7 @@
 #define TFM_CONVERSION_GPUEMULATION_EMULATION_H
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir::tfm {
 
@@ -25,6 +27,17 @@ Value linearThreadIndex(OpBuilder &b, Location loc, gpu::LaunchOp launch);
 /// How many copies a thread keeps pending before it completes its oldest,
 /// as the hardware may at any time.
 constexpr int64_t kEmulatedPendingCopies = 32;
+
+/// Whether `v` is the same for every thread of `launch` and every
+/// iteration of its loops: defined outside the launch, one of its block
+/// ids or sizes (not a thread id), or computed from such by ops without
+/// regions or memory effects.
+bool isLaunchUniform(gpu::LaunchOp launch, Value v);
+
+/// The uniform `v` at `b`'s insertion point: what `map` holds for it, a
+/// value from outside the launch as it is, or the launch's ops that compute
+/// it cloned there (and recorded in `map`).
+Value uniformAt(OpBuilder &b, gpu::LaunchOp launch, Value v, IRMapping &map);
 
 /// Replaces, in `launch`, each nvgpu.device_async_copy by a record of the
 /// copy in its thread's list of pending copies (its destination poisoned),
