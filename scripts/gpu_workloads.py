@@ -1,5 +1,5 @@
-"""The GPU bench's workloads (PERFORMANCE.md: W1-W4 and a BERT-base encoder
-at B32 S128), built the same way where the pack is made (exported as ONNX
+"""The GPU bench's workloads (PERFORMANCE.md: W1-W4, a BERT-base encoder
+at B32 S128, and attention alone at S2048 and, causal, S4096), built the same way where the pack is made (exported as ONNX
 and compiled by tfmc) and on the GPU machine (the PyTorch peer), so both
 compute the same function on the same weights and inputs.
 
@@ -16,13 +16,16 @@ import torch.nn as nn
 
 TILE = 4099  # prime, so rows do not repeat in step with the tile
 
-# name: kind, d_model, heads, d_ff, batch, sequence, layers
+# name: kind, d_model, heads, d_ff, batch, sequence, layers. Attention
+# alone takes q, k and v [batch, heads, sequence, d_model / heads].
 WORKLOADS = {
     "w1": ("encoder", 768, 12, 3072, 1, 128, 1),
     "w2": ("encoder", 768, 12, 3072, 8, 128, 1),
     "w3": ("encoder", 256, 4, 1024, 1, 32, 1),
     "w4": ("transformer", 512, 8, 2048, 8, 64, 6),
     "bert-base": ("encoder", 768, 12, 3072, 32, 128, 12),
+    "attn-2048": ("attention", 2048, 16, 0, 4, 2048, 1),
+    "attn-causal-4096": ("causal-attention", 2048, 16, 0, 4, 4096, 1),
 }
 # W5 is W4's training step: forward, cross-entropy over the last axis
 # against `labels`, backward and an Adam step (lr 1e-3).
@@ -39,6 +42,10 @@ def flops(name):
     kind, d, _, ff, b, s, layers = WORKLOADS[name]
     if kind == "encoder":
         return layers * enc_flops(b, s, d, ff)
+    if kind.endswith("attention"):
+        # Q Kᵀ and P V; a causal mask halves both, as flash attention's
+        # own figures count it.
+        return 2 * 2 * b * s * s * d // (2 if kind == "causal-attention" else 1)
     # Cross-attention: four d x d projections and the two products.
     cross = 4 * 2 * b * s * d * d + 2 * 2 * b * s * s * d
     return layers * enc_flops(b, s, d, ff) + layers * (enc_flops(b, s, d, ff) + cross)
@@ -68,9 +75,36 @@ class Seq2Seq(nn.Module):
         return self.model(src, tgt, tgt_mask=mask)
 
 
+class Attention(nn.Module):
+    """softmax(q kᵀ / sqrt(head) [+ causal mask]) v. PyTorch runs it as its
+    fused kernel (scaled_dot_product_attention), where it has one; the
+    export writes it out as the products and the softmax, as exporters
+    decompose that kernel."""
+
+    def __init__(self, s, causal):
+        super().__init__()
+        self.causal = causal
+        if causal:
+            self.register_buffer("mask", torch.full((s, s), float("-inf")).triu(1))
+
+    def forward(self, q, k, v):
+        fused = getattr(nn.functional, "scaled_dot_product_attention", None)
+        if fused is not None and not torch.onnx.is_in_onnx_export():
+            return fused(q, k, v, is_causal=self.causal)
+        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))
+        if self.causal:
+            scores = scores + self.mask
+        return torch.softmax(scores, -1) @ v
+
+
 def build(name):
     """The module (eval mode, f32, on the CPU) and its inputs."""
     kind, d, h, ff, b, s, layers = WORKLOADS[name]
+    if kind.endswith("attention"):
+        model = Attention(s, kind == "causal-attention").eval()
+        shape = (b, h, s, d // h)
+        return model, [_noise(b * s * d, salt).reshape(shape).float()
+                       for salt in (1, 2, 3)], ["q", "k", "v"]
     if kind == "encoder":
         layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True)
         model = layer if layers == 1 else nn.TransformerEncoder(layer, layers,
