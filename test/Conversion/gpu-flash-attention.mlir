@@ -1,7 +1,9 @@
 // Tests the tensor-core flash attention (TfmToGPU/FlashAttentionMma.cpp)
-// under --dtype=f16 and bf16: one kernel of 4 warps per 64 query rows, its products
-// mma.sync m16n8k16 on fragments that ldmatrix reads from shared memory
-// (.trans for V), its softmax online with quad shuffles. Run on the CPU
+// under --dtype=f16 and bf16: one kernel of 4 warps per 64 query rows, its
+// tiles copied into shared memory by cp.async one step ahead of their use,
+// its products mma.sync m16n8k16 on fragments that ldmatrix reads from
+// shared memory (.trans for V), its softmax online in base 2 with quad
+// shuffles. Run on the CPU
 // through the emulation of the kernels (--gpu-schedule-on-cpu), where each
 // ldmatrix and mma.sync moves the lanes' fragments by the PTX layouts, the
 // outputs must match the reference interpreter's within f16's rounding of
@@ -21,9 +23,21 @@
 
 // KERNEL-LABEL: func.func @__tfm_entry_infer
 // KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2, {{.*}} = %c4, {{.*}}) threads({{.*}}) in ({{.*}} = %c128, {{.*}}) workgroup({{.*}} : memref<64x64xf16, #gpu.address_space<workgroup>>
+// KERNEL: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<4x100x64xf16> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// KERNEL: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// KERNEL-NEXT: gpu.barrier
 // KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// KERNEL: scf.for
+// KERNEL: nvgpu.device_async_wait
+// KERNEL-NEXT: gpu.barrier
+// KERNEL: nvgpu.device_async_copy
 // KERNEL: nvgpu.mma.sync
 // KERNEL: gpu.shuffle  xor
+// KERNEL: math.exp2
+// KERNEL: nvgpu.device_async_wait
+// KERNEL-NEXT: gpu.barrier
+// KERNEL: scf.if
+// KERNEL: nvgpu.device_async_copy
 // KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
 func.func @infer(%q: tensor<2x2x100x64xf32> {tfm.name = "q"}, %k: tensor<2x2x100x64xf32> {tfm.name = "k"},
                  %v: tensor<2x2x100x64xf32> {tfm.name = "v"}, %cq: tensor<1x2x130x32xf32> {tfm.name = "cq"},

@@ -2,36 +2,44 @@
 //
 // tfm.attention under --dtype=f16 or bf16 as one kernel whose products run
 // on the tensor cores (mma.sync m16n8k16, 16-bit operands, f32
-// accumulators), its [Sq, Sk] scores never in memory. Step by step:
+// accumulators), its [Sq, Sk] scores never in memory. Q, K and V are first
+// rounded into 16-bit copies (an elementwise kernel each, which may merge
+// into their producers' kernels), so that the attention reads half the
+// bytes and copies them into shared memory with cp.async, untouched by
+// registers. Step by step:
 //
 // 1. A block takes 64 query rows of one batch element (grid: query tiles x
-//    batch), with 4 warps of 16 rows each. Its threads copy the Q tile into
-//    shared memory, rounded to f16, rows past Sq as zeros.
-// 2. Each warp loads its rows of Q as A fragments, one ldmatrix.x4 per 16
-//    columns of the head, and keeps them in registers for the whole run.
-// 3. For each tile of 64 keys (up to the block's last row when causal):
-//    a. the block copies the K and V tiles into shared memory (f16, keys
-//       past Sk as zeros), then waits at a barrier;
+//    batch), with 4 warps of 16 rows each. It copies its Q tile and the
+//    first K tile into shared memory (cp.async, 16 bytes a copy, rows past
+//    the end zero-filled), waits for them, and each warp loads its rows of
+//    Q as A fragments, one ldmatrix.x4 per 16 columns of the head, kept in
+//    registers for the whole run.
+// 2. For each tile of 64 keys (up to the one holding the block's last row
+//    when causal), the copies overlap the products, one tile ahead:
+//    a. wait for K's tile, then a barrier (every warp has also finished
+//       reading the last V tile); start copying this tile's V;
 //    b. S = Q Kᵀ: for each 8 keys, the head's 16-column steps multiply the
 //       Q fragments by K's rows read as B fragments (ldmatrix.x2: K's rows
 //       are Kᵀ's columns);
-//    c. the scores are scaled, and those past Sk or after the row (causal)
-//       become -inf;
+//    c. the scores are scaled by log2(e) / sqrt(d) (or the op's scale), so
+//       that exp2 (ex2.approx) computes the softmax's exponentials, and
+//       those past Sk or after the row (causal) become -inf;
 //    d. the online softmax: each lane holds two rows (g and g + 8 of its
 //       warp's 16), 16 scores of each; the row's maximum and sum reach the
 //       four lanes that share it by two xor shuffles. The running sums and
-//       output are rescaled by exp(m_old - m_new);
-//    e. O += P V: the probabilities, rounded to f16, are already the A
+//       output are rescaled by exp2(m_old - m_new);
+//    e. wait for V's tile, then a barrier (every warp is done with K's);
+//       start copying the next K tile;
+//    f. O += P V: the probabilities, rounded to 16 bits, are already the A
 //       fragments of the next product (an m16n8 accumulator pair is an
 //       m16k16 operand's register layout), and V's rows are read as B
-//       fragments with ldmatrix.x2.trans;
-//    f. a barrier, before the next tile overwrites K and V.
-// 4. Each lane divides its rows by their sums and writes them.
+//       fragments with ldmatrix.x2.trans.
+// 3. Each lane divides its rows by their sums and writes them.
 //
-// Shared memory holds three [64, d] f16 tiles: 48 KB at d = 128, the most a
-// block has without asking for more, so d is at most 128. Their 16-byte
-// chunks are swizzled by row (swizzle), so that ldmatrix reads without
-// bank conflicts.
+// Shared memory holds three [64, d] 16-bit tiles: 48 KB at d = 128, the
+// most a block has without asking for more, so d is at most 128. Their
+// 16-byte chunks are swizzled by row (swizzle), so that ldmatrix reads
+// without bank conflicts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,7 +69,8 @@ struct FlashKernel {
   int64_t sq = 0, sk = 0, d = 0;
   double scale = 1.0;
   bool causal = false;
-  Value q, k, v, out;        // [batch, S, d] f32 in global memory
+  Value q, k, v;             // [batch, S, d] 16-bit copies (as f16)
+  Value out;                 // [batch, Sq, d] f32
   Value qTile, kTile, vTile; // [64, d] f16 in shared memory
   Value tx, warpIndex, lane, batch, firstRow;
   /// The mask, read through `maskMap` at (the batch's leading indices, row,
@@ -107,34 +116,40 @@ struct FlashKernel {
         loc, b.create<arith::MulIOp>(loc, moved, c(8)), within);
   }
 
-  /// The block's threads copy rows [first, first + 64) of `src` into
-  /// `tile` in f16, rows at or past `rows` as zeros.
-  void stage(Value src, Value first, int64_t rows, Value tile) {
-    auto loop =
-        kb.create<scf::ForOp>(loc, tx, index(kQueryRows * d), index(kThreads));
-    OpBuilder::InsertionGuard g(kb);
-    kb.setInsertionPoint(loop.getBody()->getTerminator());
-    Value i = loop.getInductionVar();
-    Value r = kb.create<arith::DivUIOp>(loc, i, index(d));
-    Value c = kb.create<arith::RemUIOp>(loc, i, index(d));
-    Value row = add(first, r);
-    Value inside = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, row,
-                                            index(rows));
-    auto read = kb.create<scf::IfOp>(loc, TypeRange{kb.getF32Type()}, inside,
-                                     /*withElseRegion=*/true);
-    {
-      OpBuilder tb = read.getThenBodyBuilder();
-      tb.create<scf::YieldOp>(
-          loc, tb.create<memref::LoadOp>(loc, src, ValueRange{batch, row, c})
-                   .getResult());
-      OpBuilder eb = read.getElseBodyBuilder();
-      eb.create<scf::YieldOp>(
-          loc, eb.create<arith::ConstantOp>(loc, eb.getF32FloatAttr(0.0))
-                   .getResult());
+  /// Starts the copies of rows [first, first + 64) of `src` into `tile`,
+  /// 16 bytes a copy; rows at or past `rows` are zero-filled (their source
+  /// clamped to the last row, which the copy reads nothing of).
+  void issueCopies(Value src, Value first, int64_t rows, Value tile) {
+    int64_t chunks = d / 8;
+    bool ragged = rows % kQueryRows != 0;
+    for (int64_t j = 0; j < kQueryRows * chunks / kThreads; ++j) {
+      Value i = add(tx, index(j * kThreads));
+      Value r = kb.create<arith::DivUIOp>(loc, i, index(chunks));
+      Value c = mul(kb.create<arith::RemUIOp>(loc, i, index(chunks)), 8);
+      Value row = add(first, r);
+      Value count;
+      if (ragged) {
+        Value inside = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                                row, index(rows));
+        count = kb.create<arith::SelectOp>(loc, inside, index(8), index(0));
+        row = kb.create<arith::MinUIOp>(loc, row, index(rows - 1));
+      }
+      kb.create<nvgpu::DeviceAsyncCopyOp>(
+          loc, nvgpu::DeviceAsyncTokenType::get(kb.getContext()), tile,
+          ValueRange{r, swizzle(kb, r, c)}, src, ValueRange{batch, row, c},
+          kb.getIndexAttr(8), count, kb.getUnitAttr());
     }
-    Value half = narrow(read.getResult(0));
-    kb.create<memref::StoreOp>(loc, half, tile,
-                               ValueRange{r, swizzle(kb, r, c)});
+  }
+
+  /// Closes the copies this thread started since its last group into one,
+  /// and waits until all its copies have landed (cp.async.commit_group,
+  /// cp.async.wait_group 0). The copies of the other threads need a
+  /// barrier after it.
+  void commitAndWait() {
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.getContext());
+    Value group = kb.create<nvgpu::DeviceAsyncCreateGroupOp>(loc, tokenType,
+                                                             ValueRange{});
+    kb.create<nvgpu::DeviceAsyncWaitOp>(loc, group, kb.getI32IntegerAttr(0));
   }
 
   /// An ldmatrix of `tiles` 8 x 8 matrices, each lane giving the address of
@@ -164,6 +179,11 @@ struct FlashKernel {
       op->setAttr(kMmaOperandTypeAttrName, TypeAttr::get(operandType));
     return op;
   }
+
+  /// 2^value as ex2.approx computes it (math.exp2 becomes libdevice's
+  /// exp2f, which tfm-gpu-math-library defines as that instruction): the
+  /// one exponential the special function unit has.
+  Value exp2(Value value) { return kb.create<math::Exp2Op>(loc, value); }
 
   /// `value` combined over the four lanes that hold a row (lane / 4).
   Value quad(Value value, bool maximum) {
@@ -196,7 +216,9 @@ struct FlashKernel {
       value = value.getType().getIntOrFloatBitWidth() > 32
                   ? kb.create<arith::TruncFOp>(loc, f32Type, value).getResult()
                   : kb.create<arith::ExtFOp>(loc, f32Type, value).getResult();
-    return kb.create<arith::AddFOp>(loc, score, value);
+    // The scores are in base 2 by now, so is what is added to them.
+    return kb.create<arith::AddFOp>(
+        loc, score, kb.create<arith::MulFOp>(loc, value, f32(M_LOG2E)));
   }
 
   /// A vector of `type` from `values` in row-major order.
@@ -222,8 +244,11 @@ struct FlashKernel {
     Value pair = mul(kb.create<arith::RemUIOp>(loc, lane, index(4)), 2);
     Value warpRow = mul(warpIndex, 16);
 
-    // 1, 2: Q into shared memory, then each warp's A fragments.
-    stage(q, firstRow, sq, qTile);
+    // 1: Q and the first K tile into shared memory, then each warp's A
+    // fragments.
+    issueCopies(q, firstRow, sq, qTile);
+    issueCopies(k, index(0), sk, kTile);
+    commitAndWait();
     kb.create<gpu::BarrierOp>(loc);
     SmallVector<Value> qa;
     Value aRow = add(warpRow, kb.create<arith::RemUIOp>(loc, lane, index(16)));
@@ -231,7 +256,7 @@ struct FlashKernel {
     for (int64_t s = 0; s < steps; ++s)
       qa.push_back(ldmatrix(qTile, aRow, add(aCol, index(16 * s)), 4, false));
 
-    // 3: the key tiles, up to the one holding the block's last row when
+    // 2: the key tiles, up to the one holding the block's last row when
     // causal (the same bound for every thread of the block).
     int64_t tiles = (sk + kKeys - 1) / kKeys;
     Value end = index(tiles);
@@ -254,10 +279,10 @@ struct FlashKernel {
       SmallVector<Value> o(carried.drop_front(4));
       Value firstKey = mul(tile, kKeys);
 
-      // a: K and V into shared memory.
-      stage(k, firstKey, sk, kTile);
-      stage(v, firstKey, sk, vTile);
+      // a: K's tile in place, V's on its way.
+      commitAndWait();
       kb.create<gpu::BarrierOp>(loc);
+      issueCopies(v, firstKey, sk, vTile);
 
       // b: S = Q Kᵀ, eight n8 tiles of keys.
       Value bRow = kb.create<arith::RemUIOp>(loc, lane, index(8));
@@ -274,27 +299,31 @@ struct FlashKernel {
                     ldmatrix(kTile, add(bRow, index(8 * n)),
                              add(bCol, index(16 * s)), 2, false),
                     acc);
-        // c: scaled, and -inf past Sk or after the row.
+        // c: scaled into base 2, and -inf past Sk or after the row.
         for (int64_t r = 0; r < 2; ++r)
           for (int64_t e = 0; e < 2; ++e) {
-            Value score =
-                kb.create<arith::MulFOp>(loc, element(acc, r, e), f32(scale));
+            Value score = kb.create<arith::MulFOp>(loc, element(acc, r, e),
+                                                   f32(scale * M_LOG2E));
             Value key = add(firstKey, add(pair, index(8 * n + e)));
-            Value masked = kb.create<arith::CmpIOp>(
-                loc, arith::CmpIPredicate::uge, key, index(sk));
-            if (causal) {
-              Value row = add(firstRow, add(warpRow, add(group, index(8 * r))));
-              masked = kb.create<arith::OrIOp>(
-                  loc, masked,
-                  kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, key,
-                                           row));
-            }
+            Value row = add(firstRow, add(warpRow, add(group, index(8 * r))));
+            Value masked;
+            auto orMasked = [&](Value also) {
+              masked =
+                  masked ? kb.create<arith::OrIOp>(loc, masked, also) : also;
+            };
+            // Every tile is whole when the keys fill them.
+            if (sk % kKeys != 0)
+              orMasked(kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::uge,
+                                                key, index(sk)));
+            if (causal)
+              orMasked(kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt,
+                                                key, row));
             if (mask)
-              score = applyMask(
-                  score, add(firstRow, add(warpRow, add(group, index(8 * r)))),
-                  key);
-            scores[n][r][e] =
-                kb.create<arith::SelectOp>(loc, masked, f32(-INFINITY), score);
+              score = applyMask(score, row, key);
+            scores[n][r][e] = masked ? kb.create<arith::SelectOp>(
+                                             loc, masked, f32(-INFINITY), score)
+                                           .getResult()
+                                     : score;
           }
       }
 
@@ -310,16 +339,15 @@ struct FlashKernel {
         Value finite = kb.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE,
                                                 mNew[r], f32(-INFINITY));
         shift[r] = kb.create<arith::SelectOp>(loc, finite, mNew[r], f32(0));
-        rescale[r] = kb.create<math::ExpOp>(
-            loc, kb.create<arith::SubFOp>(loc, m[r], shift[r]));
+        rescale[r] = exp2(kb.create<arith::SubFOp>(loc, m[r], shift[r]));
       }
       Value weights[kKeys / 8][2][2];
       Value sums[2] = {f32(0), f32(0)};
       for (int64_t n = 0; n < kKeys / 8; ++n)
         for (int64_t r = 0; r < 2; ++r)
           for (int64_t e = 0; e < 2; ++e) {
-            weights[n][r][e] = kb.create<math::ExpOp>(
-                loc, kb.create<arith::SubFOp>(loc, scores[n][r][e], shift[r]));
+            weights[n][r][e] =
+                exp2(kb.create<arith::SubFOp>(loc, scores[n][r][e], shift[r]));
             sums[r] = kb.create<arith::AddFOp>(loc, sums[r], weights[n][r][e]);
           }
       Value lNew[2];
@@ -332,7 +360,21 @@ struct FlashKernel {
       for (Value &tileOut : o)
         tileOut = kb.create<arith::MulFOp>(loc, tileOut, scaleRows);
 
-      // e: O += P V. Keys 16 t to 16 t + 15 are the A fragment of n8 tiles
+      // e: V's tile in place, the next K tile on its way.
+      commitAndWait();
+      kb.create<gpu::BarrierOp>(loc);
+      Value next = add(tile, index(1));
+      auto more = kb.create<scf::IfOp>(
+          loc,
+          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, next, end),
+          /*withElseRegion=*/false);
+      {
+        OpBuilder::InsertionGuard g(kb);
+        kb.setInsertionPointToStart(more.thenBlock());
+        issueCopies(k, mul(next, kKeys), sk, kTile);
+      }
+
+      // f: O += P V. Keys 16 t to 16 t + 15 are the A fragment of n8 tiles
       // 2 t and 2 t + 1: registers (g, lo), (g + 8, lo), (g, hi), (g + 8, hi).
       auto halves = VectorType::get({4, 2}, kb.getF16Type());
       Value vRow = kb.create<arith::RemUIOp>(loc, lane, index(16));
@@ -349,14 +391,12 @@ struct FlashKernel {
               ldmatrix(vTile, add(vRow, index(16 * t)), index(8 * n), 2, true),
               o[n]);
       }
-      // f: the next tile overwrites K and V only once every warp is done.
-      kb.create<gpu::BarrierOp>(loc);
       SmallVector<Value> yielded{mNew[0], mNew[1], lNew[0], lNew[1]};
       yielded.append(o.begin(), o.end());
       kb.create<scf::YieldOp>(loc, yielded);
     }
 
-    // 4: each lane's rows, divided by their sums.
+    // 3: each lane's rows, divided by their sums.
     ValueRange results = loop.getResults();
     for (int64_t r = 0; r < 2; ++r) {
       Value row = add(firstRow, add(warpRow, add(group, index(8 * r))));
@@ -395,13 +435,30 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
     return failure();
   if (sq == 0 || batches == 0)
     return success();
-  Type f32 = b.getF32Type();
+  Type f32 = b.getF32Type(), f16 = b.getF16Type();
+  Type operandType = cast<GPUEntry>(e).narrowOperandType();
   auto view = [&](Value buffer, int64_t rows) {
     return e.reshape(buffer, MemRefType::get({batches, rows, d}, f32));
   };
-  Value q = view(e.denseOf(op.getQuery()), sq);
-  Value k = view(e.denseOf(op.getKey()), sk);
-  Value v = view(e.denseOf(op.getValue()), sk);
+  // The operands rounded to the tensor cores' type, bf16 held as its f16
+  // bit pattern (the type mma.sync and ldmatrix take).
+  auto narrowed = [&](Value operand, int64_t rows) {
+    Value copy = e.temporary(MemRefType::get({batches, rows, d}, f16));
+    e.elementwise({view(e.denseOf(operand), rows)}, copy,
+                  [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                    Value rounded =
+                        ob.create<arith::TruncFOp>(l, operandType, a[0]);
+                    if (operandType.isF16())
+                      return rounded;
+                    return ob.create<arith::BitcastOp>(l, f16, rounded);
+                  });
+    return copy;
+  };
+  Value q = narrowed(op.getQuery(), sq);
+  Value k = op.getKey() == op.getQuery() ? q : narrowed(op.getKey(), sk);
+  Value v = op.getValue() == op.getKey()     ? k
+            : op.getValue() == op.getQuery() ? q
+                                             : narrowed(op.getValue(), sk);
   Value o = view(out, sq);
   Value maskBuffer = op.getMask() ? e.bufferOf(op.getMask()) : Value();
   auto shared = MemRefType::get(
@@ -436,7 +493,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   kernel.tx = launch.getThreadIds().x;
   kernel.batch = launch.getBlockIds().y;
   kernel.lead.assign(qs.begin(), qs.end() - 2);
-  kernel.operandType = cast<GPUEntry>(e).narrowOperandType();
+  kernel.operandType = operandType;
   if (maskBuffer) {
     // The mask broadcasts to the scores [B..., Sq, Sk] from the right.
     kernel.mask = maskBuffer;

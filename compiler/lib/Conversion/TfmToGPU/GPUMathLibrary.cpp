@@ -34,7 +34,7 @@ struct MathFunction {
 };
 
 // Each is what libdevice computes: IEEE sqrt (not the approximate one),
-// and the four rounding modes of cvt.
+// the four rounding modes of cvt, and exp2f's ex2.approx.
 constexpr MathFunction kFunctions[] = {
     {"__nv_sqrtf", false, 1, "sqrt.rn.f32 $0, $1;"},
     {"__nv_sqrt", true, 1, "sqrt.rn.f64 $0, $1;"},
@@ -52,6 +52,10 @@ constexpr MathFunction kFunctions[] = {
     {"__nv_copysignf", false, 2, "copysign.f32 $0, $2, $1;"},
     {"__nv_copysign", true, 2, "copysign.f64 $0, $2, $1;"},
     {"__nv_fmaf", false, 3, "fma.rn.f32 $0, $1, $2, $3;"},
+    // exp2f is the special function unit's approximation (2 ulp); only
+    // kernels that ask for math.exp2 get it, the others' exponentials
+    // being polynomials by then.
+    {"__nv_exp2f", false, 1, "ex2.approx.f32 $0, $1;"},
     {"__nv_fma", true, 3, "fma.rn.f64 $0, $1, $2, $3;"},
 };
 
