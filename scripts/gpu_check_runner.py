@@ -558,7 +558,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--workloads", default="",
                     help="the bench's workloads, comma-separated (default: all; "
-                         "w1,w2,w3,w4,bert-base,attn-2048,attn-causal-4096,w5,w7)")
+                         "w1,w2,w3,w4,bert-base,attn-2048,attn-causal-4096,gemm-4096,w5,w7)")
     ap.add_argument("--compile", default="bf16", choices=["none", "bf16", "all"],
                     help="the precisions torch.compile is a peer in (each compiles "
                          "for a minute or more)")

@@ -26,6 +26,10 @@ WORKLOADS = {
     "bert-base": ("encoder", 768, 12, 3072, 32, 128, 12),
     "attn-2048": ("attention", 2048, 16, 0, 4, 2048, 1),
     "attn-causal-4096": ("causal-attention", 2048, 16, 0, 4, 4096, 1),
+    # x [1, 4096, 4096] times w [4096, 4096]: the GEMM library's peer, and
+    # with TFM_CUBLASLT=off (a run of its own: the library is chosen once
+    # per process) the generated GEMM's.
+    "gemm-4096": ("gemm", 4096, 0, 0, 1, 4096, 1),
 }
 # W5 is W4's training step: forward, cross-entropy over the last axis
 # against `labels`, backward and an Adam step (lr 1e-3).
@@ -42,6 +46,8 @@ def flops(name):
     kind, d, _, ff, b, s, layers = WORKLOADS[name]
     if kind == "encoder":
         return layers * enc_flops(b, s, d, ff)
+    if kind == "gemm":
+        return 2 * b * s * d * d
     if kind.endswith("attention"):
         # Q Kᵀ and P V; a causal mask halves both, as flash attention's
         # own figures count it.
@@ -97,9 +103,18 @@ class Attention(nn.Module):
         return torch.softmax(scores, -1) @ v
 
 
+class Gemm(nn.Module):
+    def forward(self, x, w):
+        return x @ w
+
+
 def build(name):
     """The module (eval mode, f32, on the CPU) and its inputs."""
     kind, d, h, ff, b, s, layers = WORKLOADS[name]
+    if kind == "gemm":
+        return Gemm().eval(), [_noise(b * s * d, 1).reshape(b, s, d).float(),
+                               (_noise(d * d, 2) / math.sqrt(d)).reshape(d, d).float()], \
+            ["x", "w"]
     if kind.endswith("attention"):
         model = Attention(s, kind == "causal-attention").eval()
         shape = (b, h, s, d // h)

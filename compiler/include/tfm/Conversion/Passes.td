@@ -182,7 +182,14 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
     an `scf.parallel {tfm.lanes = 32}` over warp tiles of up to 32 x 32:
     `vector.contract` ops of 16 x 16 by 8 x 16 into 16 x 8 f32, the shape
     of one `mma.sync` m16n8k16, which `convert-vector-to-gpu{use-nvgpu}`
-    distributes over the warp's lanes.
+    distributes over the warp's lanes. When M and N are at least 64 and K
+    at least 32, and each operand's rows start 16-byte aligned, it becomes
+    instead one `gpu.launch` of the staged kernel (`StagedGemm.cpp`):
+    128 x 128 output tiles of 4 warps, operand tiles copied into three
+    shared-memory stages by `nvgpu.device_async_copy`, read by
+    `nvgpu.ldmatrix` into `nvgpu.mma.sync`, with the epilogue (an
+    elementwise op that rewrites the output in place right after) applied
+    to the accumulators before their stores.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"4",
@@ -191,7 +198,9 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
            "Columns of outputs per thread">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
 }

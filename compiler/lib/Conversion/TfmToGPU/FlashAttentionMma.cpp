@@ -38,11 +38,12 @@
 //
 // Shared memory holds three [64, d] 16-bit tiles: 48 KB at d = 128, the
 // most a block has without asking for more, so d is at most 128. Their
-// 16-byte chunks are swizzled by row (swizzle), so that ldmatrix reads
+// 16-byte chunks are swizzled by row (swizzledColumn), so that ldmatrix reads
 // without bank conflicts.
 //
 //===----------------------------------------------------------------------===//
 
+#include "TensorCoreTiles.h"
 #include "WarpRows.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
@@ -95,32 +96,15 @@ struct FlashKernel {
     return kb.create<arith::MulIOp>(loc, a, index(b));
   }
 
-  /// Where column `col` of tile row `row` lies: its 16-byte chunk (8
-  /// halves) XORed with the row's low bits. Rows of 2d bytes, a multiple of
-  /// 128 at d >= 64, would put the eight rows that one ldmatrix reads at
-  /// the same banks; swizzled, they fall on eight different ones. The XOR
-  /// spans the largest power of two (at most 8) that divides the row's
-  /// chunks, so that it stays within the row.
-  Value swizzle(OpBuilder &b, Value row, Value col) {
-    int64_t chunks = d / 8, spread = 1;
-    while (spread < 8 && chunks % (2 * spread) == 0)
-      spread *= 2;
-    auto c = [&](int64_t v) {
-      return b.create<arith::ConstantIndexOp>(loc, v);
-    };
-    Value chunk = b.create<arith::DivUIOp>(loc, col, c(8));
-    Value within = b.create<arith::RemUIOp>(loc, col, c(8));
-    Value moved = b.create<arith::XOrIOp>(
-        loc, chunk, b.create<arith::RemUIOp>(loc, row, c(spread)));
-    return b.create<arith::AddIOp>(
-        loc, b.create<arith::MulIOp>(loc, moved, c(8)), within);
+  Value swizzle(Value row, Value col) {
+    return swizzledColumn(kb, loc, row, col, d);
   }
 
   /// Starts the copies of rows [first, first + 64) of `src` into `tile`,
   /// 16 bytes a copy; rows at or past `rows` are zero-filled (their source
   /// clamped to the last row, which the copy reads nothing of).
   void issueCopies(Value src, Value first, int64_t rows, Value tile) {
-    int64_t chunks = d / 8;
+    int64_t chunks = d / kChunk;
     bool ragged = rows % kQueryRows != 0;
     for (int64_t j = 0; j < kQueryRows * chunks / kThreads; ++j) {
       Value i = add(tx, index(j * kThreads));
@@ -134,23 +118,14 @@ struct FlashKernel {
         count = kb.create<arith::SelectOp>(loc, inside, index(8), index(0));
         row = kb.create<arith::MinUIOp>(loc, row, index(rows - 1));
       }
-      kb.create<nvgpu::DeviceAsyncCopyOp>(
-          loc, nvgpu::DeviceAsyncTokenType::get(kb.getContext()), tile,
-          ValueRange{r, swizzle(kb, r, c)}, src, ValueRange{batch, row, c},
-          kb.getIndexAttr(8), count, kb.getUnitAttr());
+      copyChunkAsync(kb, loc, tile, ValueRange{r, swizzle(r, c)}, src,
+                     ValueRange{batch, row, c}, count);
     }
   }
 
-  /// Closes the copies this thread started since its last group into one,
-  /// and waits until all its copies have landed (cp.async.commit_group,
-  /// cp.async.wait_group 0). The copies of the other threads need a
-  /// barrier after it.
-  void commitAndWait() {
-    auto tokenType = nvgpu::DeviceAsyncTokenType::get(kb.getContext());
-    Value group = kb.create<nvgpu::DeviceAsyncCreateGroupOp>(loc, tokenType,
-                                                             ValueRange{});
-    kb.create<nvgpu::DeviceAsyncWaitOp>(loc, group, kb.getI32IntegerAttr(0));
-  }
+  /// Waits for all of this thread's copies (a barrier makes the other
+  /// threads' visible).
+  void commitAndWait() { waitGroups(kb, loc, commitGroup(kb, loc), 0); }
 
   /// An ldmatrix of `tiles` 8 x 8 matrices, each lane giving the address of
   /// (row, col) of the unswizzled tile, col a multiple of 8.
@@ -158,7 +133,7 @@ struct FlashKernel {
                  bool transpose) {
     return kb.create<nvgpu::LdMatrixOp>(
         loc, VectorType::get({tiles, 2}, kb.getF16Type()), tile,
-        ValueRange{row, swizzle(kb, row, col)}, transpose, tiles);
+        ValueRange{row, swizzle(row, col)}, transpose, tiles);
   }
 
   /// `value` rounded to the operand type, as the f16 the tiles hold: bf16
@@ -171,13 +146,7 @@ struct FlashKernel {
   }
 
   Value mma(Value a, Value b, Value c) {
-    auto op = kb.create<nvgpu::MmaSyncOp>(loc, a, b, c,
-                                          kb.getI64ArrayAttr({16, 8, 16}));
-    // nvgpu's mma.sync takes f16 only; tfm-lower-bf16-mma-sync (and the
-    // emulation) read the marked ones as bf16.
-    if (operandType.isBF16())
-      op->setAttr(kMmaOperandTypeAttrName, TypeAttr::get(operandType));
-    return op;
+    return mmaSync(kb, loc, a, b, c, operandType);
   }
 
   /// 2^value as ex2.approx computes it (math.exp2 becomes libdevice's

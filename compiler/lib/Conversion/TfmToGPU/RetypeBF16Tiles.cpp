@@ -70,26 +70,6 @@ FailureOr<SmallVector<BlockArgument>> bf16TileArguments(gpu::GPUFuncOp kernel) {
   return SmallVector<BlockArgument>(args.begin(), args.end());
 }
 
-/// The host's view `passed` of bf16 bytes as `type`'s element type: a view
-/// of the arena or the weights (a rounded copy, a weight stored rounded),
-/// or a window of one (a part of a packed projection's weight). Null when
-/// it is neither.
-Value retypedView(OpBuilder &b, Value passed, Type elem) {
-  if (auto view = passed.getDefiningOp<memref::ViewOp>())
-    return b.create<memref::ViewOp>(
-        view.getLoc(), cast<MemRefType>(view.getType()).clone(elem),
-        view.getSource(), view.getByteShift(), view.getSizes());
-  if (auto sub = passed.getDefiningOp<memref::SubViewOp>()) {
-    Value source = retypedView(b, sub.getSource(), elem);
-    if (!source)
-      return {};
-    return b.create<memref::SubViewOp>(
-        sub.getLoc(), cast<MemRefType>(sub.getType().clone(elem)), source,
-        sub.getMixedOffsets(), sub.getMixedSizes(), sub.getMixedStrides());
-  }
-  return {};
-}
-
 struct RetypeBF16TilesPass
     : public mlir::tfm::impl::RetypeBF16TilesPassBase<RetypeBF16TilesPass> {
   void runOnOperation() override {
@@ -147,3 +127,19 @@ struct RetypeBF16TilesPass
 };
 
 } // namespace
+
+Value mlir::tfm::retypedView(OpBuilder &b, Value passed, Type elem) {
+  if (auto view = passed.getDefiningOp<memref::ViewOp>())
+    return b.create<memref::ViewOp>(
+        view.getLoc(), cast<MemRefType>(view.getType()).clone(elem),
+        view.getSource(), view.getByteShift(), view.getSizes());
+  if (auto sub = passed.getDefiningOp<memref::SubViewOp>()) {
+    Value source = retypedView(b, sub.getSource(), elem);
+    if (!source)
+      return {};
+    return b.create<memref::SubViewOp>(
+        sub.getLoc(), cast<MemRefType>(sub.getType().clone(elem)), source,
+        sub.getMixedOffsets(), sub.getMixedSizes(), sub.getMixedStrides());
+  }
+  return {};
+}

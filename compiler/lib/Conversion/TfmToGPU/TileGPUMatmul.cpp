@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "StagedGemm.h"
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
@@ -347,8 +348,8 @@ struct TileGPUMatmulPass
               auto store = [&](OpBuilder &sb, Location sl) {
                 Value result = loop.getResult(i * tn + j);
                 if (epilogue)
-                  result = applyEpilogue(sb, sl, epilogue, out, result,
-                                         outIndices(i, j));
+                  result = applyGemmEpilogue(sb, sl, epilogue, out, result,
+                                             outIndices(i, j));
                 sb.create<memref::StoreOp>(sl, result, out, outIndices(i, j));
               };
               if (!cond) {
@@ -366,31 +367,6 @@ struct TileGPUMatmulPass
       fill->erase();
     if (epilogue)
       epilogue.erase();
-  }
-
-  /// `epilogue`'s body on `value`, the output's element at `indices`,
-  /// with its other inputs loaded at their positions.
-  static Value applyEpilogue(OpBuilder &b, Location loc,
-                             linalg::GenericOp epilogue, Value out,
-                             Value value, ArrayRef<Value> indices) {
-    Block *body = epilogue.getBody();
-    IRMapping map;
-    SmallVector<AffineMap> maps = epilogue.getIndexingMapsArray();
-    for (auto [k, input] : llvm::enumerate(epilogue.getDpsInputs())) {
-      if (input == out) {
-        map.map(body->getArgument(k), value);
-        continue;
-      }
-      map.map(body->getArgument(k),
-              b.create<memref::LoadOp>(loc, input,
-                                       indicesAt(b, loc, maps[k], indices))
-                  .getResult());
-    }
-    // The output's own argument holds the GEMM's result there too.
-    map.map(body->getArguments().back(), value);
-    for (Operation &bodyOp : body->without_terminator())
-      b.clone(bodyOp, map);
-    return map.lookupOrDefault(body->getTerminator()->getOperand(0));
   }
 
   /// The f32 constant `fill` writes, if it writes one.
@@ -425,6 +401,8 @@ struct TileGPUMatmulPass
     std::optional<APFloat> start = fill ? constantFill(fill) : std::nullopt;
     if (!start)
       return false;
+    if (stageGemmOnTensorCores(op, half, *start, fill, followingEpilogue(op)))
+      return true;
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     unsigned parallel = ranges.size() - 1, rowDim = parallel - 2,
              colDim = parallel - 1;
@@ -562,3 +540,26 @@ struct TileGPUMatmulPass
 };
 
 } // namespace
+
+Value mlir::tfm::applyGemmEpilogue(OpBuilder &b, Location loc,
+                                   linalg::GenericOp epilogue, Value out,
+                                   Value value, ArrayRef<Value> indices) {
+  Block *body = epilogue.getBody();
+  IRMapping map;
+  SmallVector<AffineMap> maps = epilogue.getIndexingMapsArray();
+  for (auto [k, input] : llvm::enumerate(epilogue.getDpsInputs())) {
+    if (input == out) {
+      map.map(body->getArgument(k), value);
+      continue;
+    }
+    map.map(body->getArgument(k),
+            b.create<memref::LoadOp>(loc, input,
+                                     indicesAt(b, loc, maps[k], indices))
+                .getResult());
+  }
+  // The output's own argument holds the GEMM's result there too.
+  map.map(body->getArguments().back(), value);
+  for (Operation &bodyOp : body->without_terminator())
+    b.clone(bodyOp, map);
+  return map.lookupOrDefault(body->getTerminator()->getOperand(0));
+}

@@ -77,6 +77,12 @@ constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
 /// kernels built whole (FlashAttentionMma.cpp) mark theirs.
 constexpr llvm::StringLiteral kMmaOperandTypeAttrName = "tfm.mma_operand_type";
 
+/// The host's view `passed` of 16-bit bytes as `elem` (bf16 read as f16
+/// bit patterns): a view of the arena or the weights (a rounded copy, a
+/// weight stored rounded), or a window of one (a part of a packed
+/// projection's weight). Null when it is neither.
+Value retypedView(OpBuilder &b, Value passed, Type elem);
+
 /// Whether every result of `map` is a loop dimension or a constant: the
 /// maps the GPU's hand-built loop nests read buffers through.
 bool readsByLoopsOrConstants(AffineMap map);

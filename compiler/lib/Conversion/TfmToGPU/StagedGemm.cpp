@@ -1,0 +1,422 @@
+//===- StagedGemm.cpp - The generated GEMM, staged through shared memory --===//
+//
+// A GEMM of f16 or bf16 operands with f32 accumulators (the neutral
+// lowering's under --dtype=f16 or bf16, which runs where the GEMM library
+// is absent or declines) as one kernel that stages its operands through
+// shared memory, as the library's own kernels do. Step by step:
+//
+// 1. A block of 4 warps takes a 128 x 128 tile of one batch element's
+//    output (grid: column tiles x row tiles x batch). Its warps split it
+//    2 x 2: each computes 64 x 64 outputs as 4 x 8 mma.sync m16n8k16
+//    tiles, 128 f32 accumulators per lane, started at the fill's value.
+// 2. The reduction goes in steps of 32. A step's A tile (128 x 32) and B
+//    tile (32 x 128) are copied into shared memory by cp.async, each in
+//    the orientation it has in global memory so that every copy moves 16
+//    contiguous bytes, into one of three stages: while the block
+//    multiplies step s, the copies of steps s + 1 and s + 2 are in flight.
+//    Rows and columns past the matrix's edges are zero-filled by the
+//    copies (a source count of 0), so the products there are zero and
+//    never stored. Each tile's 16-byte chunks are swizzled by row
+//    (swizzledColumn), so that ldmatrix reads them without bank conflicts.
+// 3. Per step: wait until step s's group has landed (cp.async.wait_group
+//    1: only step s + 1's may still be in flight), then a barrier; start
+//    step s + 2's copies into the stage step s - 1 used, which every warp
+//    has finished reading since all passed the barrier; then, for each 16
+//    of the step's 32, each warp reads its 4 A fragments (ldmatrix.x4,
+//    .trans when A lies [K, M]) and 8 B fragments (ldmatrix.x2, .trans
+//    when B lies [K, N]) and issues 32 mma.sync.
+// 4. Each lane applies the epilogue (the elementwise op that rewrote the
+//    GEMM's output in place: a linear layer's bias and activation) to its
+//    accumulators, and stores those inside the matrix.
+//
+// Shared memory: three stages of two [128, 32] 16-bit tiles, 48 KB, the
+// most a block has without asking for more.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedGemm.h"
+#include "TensorCoreTiles.h"
+#include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+namespace {
+
+constexpr int64_t kTileM = 128, kTileN = 128, kTileK = 32, kStages = 3;
+constexpr int64_t kWarpTileM = 64, kWarpTileN = 64;
+constexpr int64_t kWarpsN = kTileN / kWarpTileN;
+constexpr int64_t kThreads = kTileM / kWarpTileM * kWarpsN * warp::kWarpSize;
+constexpr int64_t kFragsM = kWarpTileM / 16, kFragsN = kWarpTileN / 8;
+
+/// An operand as the kernel reads it: its tile's rows run along loop
+/// dimension `outer` and its contiguous columns along `inner`, one of them
+/// the reduction.
+struct Operand {
+  Value buffer; // f16, or bf16 bytes viewed as f16
+  AffineMap map;
+  unsigned outer = 0, inner = 0;
+  int64_t rows = 0, cols = 0; // the tile, [rows, cols] per stage
+  bool reductionInner = false;
+  Value tiles; // [kStages, rows, cols] in shared memory
+};
+
+/// Input `input` of `op` as an Operand, when its last index is one of the
+/// loop dimensions `own` (M or N) and `red` (K), it reads the other too,
+/// and each 16-byte chunk of a row starts 16-byte aligned: every stride but
+/// the last (1) and the offset a multiple of 8 values, and the contiguous
+/// extent too.
+std::optional<Operand> operandOf(linalg::GenericOp op, unsigned input,
+                                 unsigned own, unsigned red, int64_t ownTile) {
+  MLIRContext *ctx = op.getContext();
+  Value buffer = op.getDpsInputs()[input];
+  auto type = cast<MemRefType>(buffer.getType());
+  AffineMap map = op.getIndexingMapsArray()[input];
+  if (map.getNumResults() < 2)
+    return std::nullopt;
+  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+  if (!last || (last.getPosition() != own && last.getPosition() != red))
+    return std::nullopt;
+  Operand o;
+  o.map = map;
+  o.inner = last.getPosition();
+  o.outer = o.inner == own ? red : own;
+  o.reductionInner = o.inner == red;
+  if (!map.getResultPosition(getAffineDimExpr(o.outer, ctx)))
+    return std::nullopt;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getStridesAndOffset(type, strides, offset)) ||
+      strides.back() != 1 || ShapedType::isDynamic(offset) ||
+      offset % kChunk != 0)
+    return std::nullopt;
+  for (int64_t s : ArrayRef<int64_t>(strides).drop_back())
+    if (ShapedType::isDynamic(s) || s % kChunk != 0)
+      return std::nullopt;
+  if (op.getStaticLoopRanges()[o.inner] % kChunk != 0)
+    return std::nullopt;
+  o.rows = o.reductionInner ? ownTile : kTileK;
+  o.cols = o.reductionInner ? kTileK : ownTile;
+  o.buffer = buffer;
+  return o;
+}
+
+/// The f16 view of a bf16 operand's bytes (cp.async and ldmatrix move
+/// f16; the mma.sync are marked to multiply bf16), or the operand itself.
+Value asF16(OpBuilder &b, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.getElementType().isF16())
+    return buffer;
+  return retypedView(b, buffer, b.getF16Type());
+}
+
+struct StagedGemm {
+  OpBuilder &kb;
+  Location loc;
+  linalg::GenericOp op;
+  Type operandType;
+  SmallVector<int64_t> ranges;
+  unsigned rowDim, colDim, redDim;
+  Operand a, bOp;
+  Value out;
+  linalg::GenericOp epilogue;
+  APFloat start;
+  Value tx, lane, warpRow, warpCol, rowBase, colBase;
+  SmallVector<Value> batchIvs;
+
+  StagedGemm(OpBuilder &kb, Location loc, APFloat start)
+      : kb(kb), loc(loc), start(std::move(start)) {}
+
+  Value index(int64_t v) { return kb.create<arith::ConstantIndexOp>(loc, v); }
+  Value add(Value x, Value y) { return kb.create<arith::AddIOp>(loc, x, y); }
+  Value add(Value x, int64_t y) { return add(x, index(y)); }
+  Value mul(Value x, int64_t y) {
+    return kb.create<arith::MulIOp>(loc, x, index(y));
+  }
+  Value div(Value x, int64_t y) {
+    return kb.create<arith::DivUIOp>(loc, x, index(y));
+  }
+  Value rem(Value x, int64_t y) {
+    return kb.create<arith::RemUIOp>(loc, x, index(y));
+  }
+
+  /// The first index of the block's tile along loop dimension `dim`, for
+  /// the reduction step `step`.
+  Value tileStart(unsigned dim, Value step) {
+    if (dim == redDim)
+      return mul(step, kTileK);
+    return dim == rowDim ? rowBase : colBase;
+  }
+
+  /// Starts the copies of `o`'s tile for reduction step `step` into stage
+  /// `stage`: 16 bytes a copy, 4 a thread. A chunk past the matrix's edge
+  /// reads nothing (its source clamped inside) and is zero-filled.
+  void issueCopies(const Operand &o, Value step, Value stage) {
+    int64_t chunks = o.cols / kChunk;
+    int64_t outerExtent = ranges[o.outer], innerExtent = ranges[o.inner];
+    int64_t outerTile = o.rows, innerTile = o.cols;
+    bool outerRagged = outerExtent % outerTile != 0,
+         innerRagged = innerExtent % innerTile != 0;
+    for (int64_t j = 0; j < o.rows * chunks / kThreads; ++j) {
+      Value i = add(tx, j * kThreads);
+      Value r = div(i, chunks);
+      Value c = mul(rem(i, chunks), kChunk);
+      Value outerAt = add(tileStart(o.outer, step), r);
+      Value innerAt = add(tileStart(o.inner, step), c);
+      Value inside;
+      auto bound = [&](Value &at, int64_t extent, int64_t last) {
+        Value in = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                            at, index(extent));
+        inside = inside ? kb.create<arith::AndIOp>(loc, inside, in) : in;
+        at = kb.create<arith::MinUIOp>(loc, at, index(last));
+      };
+      if (outerRagged)
+        bound(outerAt, outerExtent, outerExtent - 1);
+      if (innerRagged)
+        bound(innerAt, innerExtent, innerExtent - kChunk);
+      Value count =
+          inside ? kb.create<arith::SelectOp>(loc, inside, index(kChunk),
+                                              index(0))
+                       .getResult()
+                 : Value();
+      SmallVector<Value> loops(batchIvs);
+      loops.append(ranges.size() - batchIvs.size(), index(0));
+      loops[o.outer] = outerAt;
+      loops[o.inner] = innerAt;
+      copyChunkAsync(kb, loc, o.tiles,
+                     ValueRange{stage, r, swizzledColumn(kb, loc, r, c, o.cols)},
+                     o.buffer, indicesAt(kb, loc, o.map, loops), count);
+    }
+  }
+
+  /// An ldmatrix of `count` 8 x 8 matrices from `o`'s tile in `stage`,
+  /// this lane giving the address of (row, col), col a multiple of 8.
+  Value ldmatrix(const Operand &o, Value stage, Value row, Value col,
+                 int64_t count, bool transpose) {
+    return kb.create<nvgpu::LdMatrixOp>(
+        loc, VectorType::get({count, 2}, kb.getF16Type()), o.tiles,
+        ValueRange{stage, row, swizzledColumn(kb, loc, row, col, o.cols)},
+        transpose, count);
+  }
+
+  /// A's fragment i (rows 16 i of the warp's 64) at reduction offset k0 of
+  /// the tile. Stored [M, K], lanes 0-15 give rows 0-15 at k0 and lanes
+  /// 16-31 the same rows at k0 + 8; stored [K, M], lane 8 j + r gives row
+  /// k0 + 8 (j / 2) + r at column 8 (j % 2), which .trans turns into the
+  /// same four matrices.
+  Value fragmentA(Value stage, int64_t i, int64_t k0) {
+    Value first = add(warpRow, 16 * i);
+    if (a.reductionInner)
+      return ldmatrix(a, stage, add(first, rem(lane, 16)),
+                      add(mul(div(lane, 16), 8), k0), 4, false);
+    Value j = div(lane, 8);
+    Value row = add(add(mul(div(j, 2), 8), rem(lane, 8)), k0);
+    return ldmatrix(a, stage, row, add(first, mul(rem(j, 2), 8)), 4, true);
+  }
+
+  /// B's fragment j (columns 8 j of the warp's 64) at reduction offset k0.
+  /// Stored [N, K], lanes 0-7 give the 8 columns at k0 and lanes 8-15 at
+  /// k0 + 8; stored [K, N], lanes 0-15 give rows k0 to k0 + 15, read
+  /// transposed.
+  Value fragmentB(Value stage, int64_t j, int64_t k0) {
+    Value first = add(warpCol, 8 * j);
+    if (bOp.reductionInner)
+      return ldmatrix(bOp, stage, add(first, rem(lane, 8)),
+                      add(mul(rem(div(lane, 8), 2), 8), k0), 2, false);
+    return ldmatrix(bOp, stage, add(rem(lane, 16), k0), first, 2, true);
+  }
+
+  void build() {
+    int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
+    int64_t steps = (k + kTileK - 1) / kTileK;
+    auto fragment = VectorType::get({2, 2}, kb.getF32Type());
+    Value zero = kb.create<arith::ConstantOp>(
+        loc, fragment,
+        DenseElementsAttr::get(fragment, kb.getFloatAttr(kb.getF32Type(),
+                                                         start)));
+    // 1: the warp's place in the block's tile.
+    Value warpIndex = div(tx, warp::kWarpSize);
+    warpRow = mul(div(warpIndex, kWarpsN), kWarpTileM);
+    warpCol = mul(rem(warpIndex, kWarpsN), kWarpTileN);
+
+    // 2: the first two steps' copies, a group each (empty past the end).
+    Value firstGroup;
+    for (int64_t s = 0; s < kStages - 1; ++s) {
+      if (s < steps) {
+        issueCopies(a, index(s), index(s));
+        issueCopies(bOp, index(s), index(s));
+      }
+      Value group = commitGroup(kb, loc);
+      if (!firstGroup)
+        firstGroup = group;
+    }
+
+    SmallVector<Value> init(kFragsM * kFragsN, zero);
+    auto loop = kb.create<scf::ForOp>(loc, index(0), index(steps), index(1),
+                                      init);
+    {
+      OpBuilder::InsertionGuard g(kb);
+      kb.setInsertionPointToStart(loop.getBody());
+      Value step = loop.getInductionVar();
+      SmallVector<Value> acc(loop.getRegionIterArgs());
+      // 3: this step's tiles in place; the step after next on its way.
+      waitGroups(kb, loc, firstGroup, kStages - 2);
+      kb.create<gpu::BarrierOp>(loc);
+      Value ahead = add(step, kStages - 1);
+      auto more = kb.create<scf::IfOp>(
+          loc,
+          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, ahead,
+                                   index(steps)),
+          /*withElseRegion=*/false);
+      {
+        OpBuilder::InsertionGuard ig(kb);
+        kb.setInsertionPointToStart(more.thenBlock());
+        Value stage = rem(ahead, kStages);
+        issueCopies(a, ahead, stage);
+        issueCopies(bOp, ahead, stage);
+      }
+      commitGroup(kb, loc);
+      Value stage = rem(step, kStages);
+      for (int64_t k0 = 0; k0 < kTileK; k0 += 16) {
+        SmallVector<Value> as, bs;
+        for (int64_t i = 0; i < kFragsM; ++i)
+          as.push_back(fragmentA(stage, i, k0));
+        for (int64_t j = 0; j < kFragsN; ++j)
+          bs.push_back(fragmentB(stage, j, k0));
+        for (int64_t i = 0; i < kFragsM; ++i)
+          for (int64_t j = 0; j < kFragsN; ++j)
+            acc[i * kFragsN + j] =
+                mmaSync(kb, loc, as[i], bs[j], acc[i * kFragsN + j],
+                        operandType);
+      }
+      kb.create<scf::YieldOp>(loc, acc);
+    }
+
+    // 4: the epilogue and the stores. Lane (g, t) holds rows g and g + 8
+    // of each m16n8 tile, columns 2 t and 2 t + 1.
+    Value group = div(lane, 4);
+    Value pair = mul(rem(lane, 4), 2);
+    bool ragged = m % kTileM != 0 || n % kTileN != 0;
+    for (int64_t i = 0; i < kFragsM; ++i)
+      for (int64_t j = 0; j < kFragsN; ++j)
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t e = 0; e < 2; ++e) {
+            Value row = add(add(rowBase, warpRow), add(group, 16 * i + 8 * r));
+            Value col = add(add(colBase, warpCol), add(pair, 8 * j + e));
+            SmallVector<Value> at(batchIvs);
+            at.push_back(row);
+            at.push_back(col);
+            Value value = kb.create<vector::ExtractOp>(
+                loc, loop.getResult(i * kFragsN + j), ArrayRef<int64_t>{r, e});
+            auto store = [&](OpBuilder &sb, Location sl) {
+              Value result = value;
+              if (epilogue)
+                result = applyGemmEpilogue(sb, sl, epilogue, out, result, at);
+              sb.create<memref::StoreOp>(sl, result, out, at);
+            };
+            if (!ragged) {
+              store(kb, loc);
+              continue;
+            }
+            Value inside = kb.create<arith::AndIOp>(
+                loc,
+                kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, row,
+                                         index(m)),
+                kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, col,
+                                         index(n)));
+            kb.create<scf::IfOp>(loc, inside, [&](OpBuilder &tb, Location tl) {
+              store(tb, tl);
+              tb.create<scf::YieldOp>(tl);
+            });
+          }
+  }
+};
+
+} // namespace
+
+bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
+                                       const APFloat &start, Operation *fill,
+                                       linalg::GenericOp epilogue) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  unsigned redDim = ranges.size() - 1, rowDim = redDim - 2,
+           colDim = redDim - 1;
+  int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
+  // Smaller GEMMs would leave most of a block's tile idle; the warp tiles
+  // serve them.
+  if (m < kTileM / 2 || n < kTileN / 2 || k < kTileK)
+    return false;
+  std::optional<Operand> a = operandOf(op, 0, rowDim, redDim, kTileM);
+  std::optional<Operand> bOp = operandOf(op, 1, colDim, redDim, kTileN);
+  if (!a || !bOp)
+    return false;
+  Location loc = op.getLoc();
+  OpBuilder b(op);
+  Value a16 = asF16(b, a->buffer), b16 = asF16(b, bOp->buffer);
+  if (!a16 || !b16) {
+    // The view made of one operand, unused.
+    for (auto [made, original] : {std::pair{a16, a->buffer}, {b16, bOp->buffer}})
+      if (made && made != original)
+        made.getDefiningOp()->erase();
+    return false;
+  }
+  a->buffer = a16;
+  bOp->buffer = b16;
+
+  auto c = [&](int64_t v) -> Value {
+    return b.create<arith::ConstantIndexOp>(loc, v);
+  };
+  int64_t batches = 1;
+  for (unsigned d = 0; d < rowDim; ++d)
+    batches *= ranges[d];
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto tileType = [&](const Operand &o) {
+    return MemRefType::get({kStages, o.rows, o.cols}, b.getF16Type(),
+                           MemRefLayoutAttrInterface(), workgroup);
+  };
+  auto launch = b.create<gpu::LaunchOp>(
+      loc, c((n + kTileN - 1) / kTileN), c((m + kTileM - 1) / kTileM),
+      c(batches), c(kThreads), c(1), c(1),
+      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
+      ValueRange{}, TypeRange{tileType(*a), tileType(*bOp)});
+  OpBuilder kb(b.getContext());
+  kb.setInsertionPointToStart(&launch.getBody().front());
+  kb.create<gpu::TerminatorOp>(loc);
+  kb.setInsertionPointToStart(&launch.getBody().front());
+
+  StagedGemm kernel(kb, loc, start);
+  kernel.op = op;
+  kernel.operandType = half;
+  kernel.ranges = ranges;
+  kernel.rowDim = rowDim;
+  kernel.colDim = colDim;
+  kernel.redDim = redDim;
+  kernel.a = *a;
+  kernel.bOp = *bOp;
+  kernel.a.tiles = launch.getWorkgroupAttributions()[0];
+  kernel.bOp.tiles = launch.getWorkgroupAttributions()[1];
+  kernel.out = op.getDpsInits()[0];
+  kernel.epilogue = epilogue;
+  kernel.tx = launch.getThreadIds().x;
+  kernel.lane = kernel.rem(kernel.tx, warp::kWarpSize);
+  kernel.rowBase = kernel.mul(launch.getBlockIds().y, kTileM);
+  kernel.colBase = kernel.mul(launch.getBlockIds().x, kTileN);
+  // The batch's indices, from the flattened block index.
+  Value rest = launch.getBlockIds().z;
+  kernel.batchIvs.resize(rowDim);
+  for (int64_t d = int64_t(rowDim) - 1; d >= 0; --d) {
+    kernel.batchIvs[d] = kernel.rem(rest, ranges[d]);
+    rest = kernel.div(rest, ranges[d]);
+  }
+  kernel.build();
+  op.erase();
+  fill->erase();
+  if (epilogue)
+    epilogue.erase();
+  return true;
+}
