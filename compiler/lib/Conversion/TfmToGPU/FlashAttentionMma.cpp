@@ -410,10 +410,13 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
     return e.reshape(buffer, MemRefType::get({batches, rows, d}, f32));
   };
   // The operands rounded to the tensor cores' type, bf16 held as its f16
-  // bit pattern (the type mma.sync and ldmatrix take).
+  // bit pattern (the type mma.sync and ldmatrix take), into dense copies;
+  // an operand that is a view (heads split from a projection by a
+  // transpose) is read through its strides, so the split costs no kernel.
   auto narrowed = [&](Value operand, int64_t rows) {
-    Value copy = e.temporary(MemRefType::get({batches, rows, d}, f16));
-    e.elementwise({view(e.denseOf(operand), rows)}, copy,
+    auto shape = cast<RankedTensorType>(operand.getType()).getShape();
+    Value copy = e.temporary(MemRefType::get(shape, f16));
+    e.elementwise({e.bufferOf(operand)}, copy,
                   [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
                     Value rounded =
                         ob.create<arith::TruncFOp>(l, operandType, a[0]);
@@ -421,7 +424,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
                       return rounded;
                     return ob.create<arith::BitcastOp>(l, f16, rounded);
                   });
-    return copy;
+    return e.reshape(copy, MemRefType::get({batches, rows, d}, f16));
   };
   Value q = narrowed(op.getQuery(), sq);
   Value k = op.getKey() == op.getQuery() ? q : narrowed(op.getKey(), sk);

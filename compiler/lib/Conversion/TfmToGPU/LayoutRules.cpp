@@ -1,9 +1,12 @@
 //===- LayoutRules.cpp - What the GPU's kernels read and write in place ---===//
 //
-// Every op is a generated loop nest that reads and writes dense buffers, as
+// Most ops are generated loop nests that read and write dense buffers, as
 // the backend-neutral lowering does; so the GPU takes the generic rules
-// (views of reshapes, in-place elementwise ops) under its own name, which
-// its library kernels will extend.
+// (views of reshapes, in-place elementwise ops) under its own name. Both
+// attention kernels read their query, keys and values at any strides: the
+// thread-per-row kernel through strided memrefs, the tensor-core one in
+// the kernel that rounds them to 16 bits. So the transposes that split
+// the projections into heads are views, not copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +22,10 @@ namespace {
 class GPULayoutRules : public LayoutRules {
 public:
   StringRef getTarget() const override { return "cuda"; }
+
+  bool readsStrided(Operation *op, unsigned index) const override {
+    return isa<AttentionOp>(op) && index < 3;
+  }
 };
 } // namespace
 
