@@ -54,6 +54,8 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   lowerByChoice<LayerNormGradOp>(set, GPUKernel::WarpRows,
                                  lowerWarpLayerNormGrad);
   lowerByChoice<ReduceOp>(set, GPUKernel::WarpRows, lowerWarpRowReduction);
+  lowerByChoice<ReduceOp>(set, GPUKernel::BlockColumns,
+                          lowerBlockColumnReduction);
   lowerByChoice<CrossEntropyOp>(set, GPUKernel::WarpRows,
                                 lowerWarpCrossEntropy);
   lowerByChoice<CrossEntropyGradOp>(set, GPUKernel::WarpRows,

@@ -96,33 +96,38 @@ std::string softmaxMisfit(Value input, int64_t axis) {
   return "";
 }
 
-std::string reduceMisfit(ReduceOp op) {
-  auto type = op.getInput().getType();
-  std::string why = rowsMisfit(type);
-  if (!why.empty())
-    return why;
-  int64_t rank = type.getRank();
+/// Which axes a reduction reduces: the last ones (rows), the first ones
+/// (columns), or neither.
+enum class ReducedAxes { trailing, leading, other };
+
+ReducedAxes reducedAxes(ReduceOp op) {
+  int64_t rank = op.getInput().getType().getRank();
   SmallVector<bool> reduced(rank, false);
   for (int64_t a : op.getAxes())
     reduced[a < 0 ? a + rank : a] = true;
-  int64_t lead = 0;
-  while (lead < rank && !reduced[lead])
-    ++lead;
-  if (!llvm::all_of(ArrayRef<bool>(reduced).drop_front(lead),
-                    [](bool r) { return r; }))
-    return "it reduces axes that are not the last ones, so its rows are not "
-           "contiguous";
-  return "";
+  // Whether the axes reduced (`value`) or kept (`!value`) come last, in one
+  // run.
+  auto last = [&](bool value) {
+    int64_t first = 0;
+    while (first < rank && reduced[first] != value)
+      ++first;
+    return llvm::all_of(ArrayRef<bool>(reduced).drop_front(first),
+                        [&](bool r) { return r == value; });
+  };
+  if (last(true))
+    return ReducedAxes::trailing;
+  if (last(false))
+    return ReducedAxes::leading;
+  return ReducedAxes::other;
 }
 
-/// Whether a reduction's rows are shorter than a warp: most lanes would
-/// idle, and a thread per row, the neutral lowering's, serves them best.
-bool hasShortRows(ReduceOp op) {
+/// The number of elements a reduction combines into each output.
+int64_t reducedCount(ReduceOp op) {
   auto type = op.getInput().getType();
   int64_t n = 1;
   for (int64_t a : op.getAxes())
     n *= type.getDimSize(a < 0 ? a + type.getRank() : a);
-  return n < warp::kWarpSize;
+  return n;
 }
 
 std::string attentionMisfit(AttentionOp op) {
@@ -188,6 +193,8 @@ StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
     return "library-gemm";
   case GPUKernel::WarpRows:
     return "warp-rows";
+  case GPUKernel::BlockColumns:
+    return "block-columns";
   case GPUKernel::AttentionRows:
     return "attention-rows";
   case GPUKernel::FlashAttentionMma:
@@ -242,10 +249,27 @@ std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
         return warpRowsOr(rowsMisfit(op.getLogits().getType()));
       })
       .Case([](ReduceOp op) -> GPUKernelChoice {
-        std::string why = reduceMisfit(op);
-        if (why.empty() && hasShortRows(op))
-          return {GPUKernel::Loops, "", ""};
-        return warpRowsOr(why);
+        std::string why = rowsMisfit(op.getInput().getType());
+        if (!why.empty())
+          return warpRowsOr(why);
+        // Fewer elements per output than a warp's lanes (rows) or a
+        // block's row groups (columns) would leave most threads idle: a
+        // thread per output, the neutral lowering's, serves them best.
+        switch (reducedAxes(op)) {
+        case ReducedAxes::trailing:
+          if (reducedCount(op) < warp::kWarpSize)
+            return {GPUKernel::Loops, "", ""};
+          return warpRowsOr("");
+        case ReducedAxes::leading:
+          if (reducedCount(op) < kBlockColumnsRowGroups)
+            return {GPUKernel::Loops, "", ""};
+          return {GPUKernel::BlockColumns, "", ""};
+        case ReducedAxes::other:
+          break;
+        }
+        return warpRowsOr("it reduces axes that are neither the last nor the "
+                          "first ones, so neither its rows nor its columns "
+                          "are contiguous");
       })
       .Default([](Operation *) { return std::nullopt; });
 }

@@ -24,6 +24,10 @@ enum class GPUKernel {
   LibraryGemm,
   /// A warp per row, statistics by shuffles (WarpRows.h).
   WarpRows,
+  /// A reduction over the leading axes: a block per 32 columns, its rows
+  /// split over the block's row groups, their partials combined in shared
+  /// memory (Reduction.cpp).
+  BlockColumns,
   /// tfm.attention with an online softmax, a thread per query row, its
   /// scores never in memory (Attention.cpp).
   AttentionRows,
@@ -36,7 +40,8 @@ enum class GPUKernel {
 
 /// Every kernel, in the report's order.
 constexpr GPUKernel kGPUKernels[] = {
-    GPUKernel::LibraryGemm, GPUKernel::WarpRows, GPUKernel::FlashAttentionMma,
+    GPUKernel::LibraryGemm,   GPUKernel::WarpRows,
+    GPUKernel::BlockColumns,  GPUKernel::FlashAttentionMma,
     GPUKernel::AttentionRows, GPUKernel::Loops};
 
 /// The kernel's name in the report: library-gemm, warp-rows, ...

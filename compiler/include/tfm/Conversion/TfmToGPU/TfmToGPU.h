@@ -133,6 +133,13 @@ LogicalResult lowerWarpSoftmax(BufferizedEntry &e, Value input, Value mask,
 /// tfm.reduce over the last axes as one kernel of a warp per row
 /// (Reduction.cpp).
 LogicalResult lowerWarpRowReduction(ReduceOp op, BufferizedEntry &e);
+/// The row groups of a block of the column reduction: each of its 32
+/// columns' rows are split over this many threads.
+constexpr int64_t kBlockColumnsRowGroups = 16;
+/// tfm.reduce over the leading axes as one kernel of a block per 32
+/// columns, each column's rows split over kBlockColumnsRowGroups threads
+/// whose partials meet in shared memory (Reduction.cpp).
+LogicalResult lowerBlockColumnReduction(ReduceOp op, BufferizedEntry &e);
 
 /// tfm.cross_entropy: the rows' statistics in one kernel of a warp per row,
 /// then the neutral lowering's mean over the rows.
