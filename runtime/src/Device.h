@@ -142,6 +142,10 @@ public:
   /// The library that runs the kernels prepare() took ("oneDNN 3.0.0",
   /// "cuBLASLt 13.0.2, TF32 allowed"), for the session's description.
   virtual std::string kernelLibrary() const { return ""; }
+  /// What the device's compiler warned of when prepare loaded the model's
+  /// code (the CUDA driver's JIT log, when it holds a warning); empty
+  /// otherwise.
+  virtual std::string loadWarnings() const { return ""; }
 
   /// Runs prepared kernel `index` on `args` (device pointers); returns 0, or
   /// non-zero with the reason in `error`. The session calls no kernel that

@@ -397,6 +397,8 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
     if (printAtRelease || opts.profile)
       s->profile = makeProfile(*m, printAtRelease);
     s->description = describeKernels(*s->device, *m);
+    if (std::string warned = s->device->loadWarnings(); !warned.empty())
+      s->description += "; the GPU's compiler warned: " + warned;
     if (!s->device->hostAddressable()) {
       s->whyNoGraphs = whyNoGraphs(*s->device, *m, s->profile != nullptr);
       s->graphs.resize(static_cast<size_t>(m->num_entries));

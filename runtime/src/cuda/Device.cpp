@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -203,13 +204,15 @@ public:
     if (m.num_device_kernels == 0)
       return;
     makeCurrent();
-    std::vector<char> log(8192, 0);
+    std::vector<char> log(8192, 0), info(8192, 0);
     int options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-    void *values[] = {log.data(),
-                      reinterpret_cast<void *>(uintptr_t(log.size() - 1))};
+                     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
+                     CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {
+        log.data(), reinterpret_cast<void *>(uintptr_t(log.size() - 1)),
+        info.data(), reinterpret_cast<void *>(uintptr_t(info.size() - 1))};
     if (CUresult rc =
-            drv.moduleLoadDataEx(&module, m.device_code, 2, options, values);
+            drv.moduleLoadDataEx(&module, m.device_code, 4, options, values);
         rc != CUDA_SUCCESS) {
       module = nullptr;
       throw DeviceError(rc == CUDA_ERROR_OUT_OF_MEMORY
@@ -219,6 +222,14 @@ public:
                                     name(), drv.describe(rc),
                                     log[0] ? ": " : "", log.data()));
     }
+    // A warning of the JIT (registers spilled to local memory, an
+    // instruction emulated on this GPU) is kept for the session's
+    // description; its other notes are not.
+    std::string infoLog(info.data());
+    while (!infoLog.empty() && std::isspace(uint8_t(infoLog.back())))
+      infoLog.pop_back();
+    if (infoLog.find("warning") != std::string::npos)
+      jitWarnings = infoLog;
     functions.resize(m.num_device_kernels);
     kernelNames.resize(m.num_device_kernels);
     for (int32_t i = 0; i < m.num_device_kernels; ++i) {
@@ -401,6 +412,8 @@ private:
     }
   }
 
+  std::string loadWarnings() const override { return jitWarnings; }
+
   std::string kernelLibrary() const override {
     if (!blas)
       return "";
@@ -448,6 +461,7 @@ private:
   int sharedOptIn = 48 * 1024;
   std::vector<CUfunction> functions;
   std::vector<std::string> kernelNames;
+  std::string jitWarnings;
   const Blas *blas = nullptr;
   bool allowTF32 = false;
   cublasLtHandle_t blasHandle = nullptr;

@@ -199,6 +199,11 @@ EXPORT CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n,
         snprintf(values[i], (size_t)values[i + 1], "not PTX");
     return INVALID_PTX;
   }
+  // TFM_FAKE_CUDA_JIT_INFO: what the JIT's info log says of the module.
+  const char *info = getenv("TFM_FAKE_CUDA_JIT_INFO");
+  for (unsigned i = 0; info && i + 1 < n; ++i)
+    if (options[i] == 3 && options[i + 1] == 4)
+      snprintf(values[i], (size_t)values[i + 1], "%s", info);
   struct Module *mod = calloc(1, sizeof *mod);
   mod->ptx = strdup(ptx);
   *m = mod;
