@@ -2,8 +2,8 @@
 // under --dtype=f16 and bf16: one kernel of 4 warps per 64 query rows, its
 // tiles copied into shared memory by cp.async one step ahead of their use,
 // its products mma.sync m16n8k16 on fragments that ldmatrix reads from
-// shared memory (.trans for V), its softmax online in base 2 with quad
-// shuffles. Run on the CPU
+// shared memory (.trans for V; K and V two n8 tiles to an ldmatrix.x4),
+// its softmax online in base 2 with quad shuffles. Run on the CPU
 // through the emulation of the kernels (--gpu-schedule-on-cpu), where each
 // ldmatrix and mma.sync moves the lanes' fragments by the PTX layouts, the
 // outputs must match the reference interpreter's within f16's rounding of
@@ -38,7 +38,7 @@
 // KERNEL-NEXT: gpu.barrier
 // KERNEL: scf.if
 // KERNEL: nvgpu.device_async_copy
-// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
 func.func @infer(%q: tensor<2x2x100x64xf32> {tfm.name = "q"}, %k: tensor<2x2x100x64xf32> {tfm.name = "k"},
                  %v: tensor<2x2x100x64xf32> {tfm.name = "v"}, %cq: tensor<1x2x130x32xf32> {tfm.name = "cq"},
                  %mq: tensor<2x3x70x16xf32> {tfm.name = "mq"}, %add: tensor<2x1x1x70xf32> {tfm.name = "add"})

@@ -28,14 +28,16 @@
 // KERNEL: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // KERNEL-NEXT: gpu.barrier
 // KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
-// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = false}
+// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// KERNEL: vector.extract_strided_slice
 // KERNEL: nvgpu.mma.sync
 // KERNEL: arith.maximumf
 // KERNEL: tfm.kernel_call {{.*}}<kind = batch_matmul
 // KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}} = %c2{{.*}}, {{.*}} = %c2{{.*}}) threads({{.*}}) in ({{.*}} = %c128{{.*}}) workgroup({{.*}} : memref<3x32x128xf16, #gpu.address_space<workgroup>>, {{.*}} : memref<3x32x128xf16, #gpu.address_space<workgroup>>)
 // KERNEL: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
 // KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
-// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+// KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// KERNEL: vector.extract_strided_slice
 // KERNEL: nvgpu.mma.sync
 func.func @infer(%x: tensor<2x128x64xf32> {tfm.name = "x"}, %w: tensor<128x64xf32> {tfm.name = "w"},
                  %bias: tensor<128xf32> {tfm.name = "bias"}, %a: tensor<2x40x136xf32> {tfm.name = "a"},

@@ -253,21 +253,28 @@ struct FlashKernel {
       kb.create<gpu::BarrierOp>(loc);
       issueCopies(v, firstKey, sk, vTile);
 
-      // b: S = Q Kᵀ, eight n8 tiles of keys.
-      Value bRow = kb.create<arith::RemUIOp>(loc, lane, index(8));
-      Value bCol = mul(
-          kb.create<arith::RemUIOp>(
-              loc, kb.create<arith::DivUIOp>(loc, lane, index(8)), index(2)),
-          8);
+      // b: S = Q Kᵀ, eight n8 tiles of keys, two to an ldmatrix.x4: lane
+      // 8 q + r gives key row 8 (q / 2) + r at column 8 (q % 2) of the step.
+      Value q8 = kb.create<arith::DivUIOp>(loc, lane, index(8));
+      Value r8 = kb.create<arith::RemUIOp>(loc, lane, index(8));
+      Value half = mul(kb.create<arith::RemUIOp>(loc, q8, index(2)), 8);
+      Value pairOffset = mul(kb.create<arith::DivUIOp>(loc, q8, index(2)), 8);
+      Value accs[kKeys / 8];
+      for (int64_t n = 0; n < kKeys / 8; n += 2) {
+        accs[n] = accs[n + 1] = zero;
+        for (int64_t s = 0; s < steps; ++s) {
+          auto [even, odd] = splitFragmentPair(
+              kb, loc,
+              ldmatrix(kTile, add(add(pairOffset, r8), index(8 * n)),
+                       add(half, index(16 * s)), 4, false));
+          accs[n] = mma(qa[s], even, accs[n]);
+          accs[n + 1] = mma(qa[s], odd, accs[n + 1]);
+        }
+      }
       // scores[n][r][e]: row g + 8 r, key 8 n + pair + e of the tile.
       Value scores[kKeys / 8][2][2];
       for (int64_t n = 0; n < kKeys / 8; ++n) {
-        Value acc = zero;
-        for (int64_t s = 0; s < steps; ++s)
-          acc = mma(qa[s],
-                    ldmatrix(kTile, add(bRow, index(8 * n)),
-                             add(bCol, index(16 * s)), 2, false),
-                    acc);
+        Value acc = accs[n];
         // c: scaled into base 2, and -inf past Sk or after the row.
         for (int64_t r = 0; r < 2; ++r)
           for (int64_t e = 0; e < 2; ++e) {
@@ -345,8 +352,10 @@ struct FlashKernel {
 
       // f: O += P V. Keys 16 t to 16 t + 15 are the A fragment of n8 tiles
       // 2 t and 2 t + 1: registers (g, lo), (g + 8, lo), (g, hi), (g + 8, hi).
+      // V's rows are read transposed, two n8 tiles of the output to an
+      // ldmatrix.x4: lane 8 q + r gives key row 8 (q % 2) + r of the 16 at
+      // column 8 (q / 2) of the pair.
       auto halves = VectorType::get({4, 2}, kb.getF16Type());
-      Value vRow = kb.create<arith::RemUIOp>(loc, lane, index(16));
       for (int64_t t = 0; t < kKeys / 16; ++t) {
         SmallVector<Value> parts;
         for (int64_t n : {2 * t, 2 * t + 1})
@@ -354,11 +363,14 @@ struct FlashKernel {
             for (int64_t e = 0; e < 2; ++e)
               parts.push_back(narrow(weights[n][r][e]));
         Value pa = pack(halves, parts);
-        for (int64_t n = 0; n < outTiles; ++n)
-          o[n] = mma(
-              pa,
-              ldmatrix(vTile, add(vRow, index(16 * t)), index(8 * n), 2, true),
-              o[n]);
+        for (int64_t n = 0; n < outTiles; n += 2) {
+          auto [even, odd] = splitFragmentPair(
+              kb, loc,
+              ldmatrix(vTile, add(add(half, r8), index(16 * t)),
+                       add(pairOffset, index(8 * n)), 4, true));
+          o[n] = mma(pa, even, o[n]);
+          o[n + 1] = mma(pa, odd, o[n + 1]);
+        }
       }
       SmallVector<Value> yielded{mNew[0], mNew[1], lNew[0], lNew[1]};
       yielded.append(o.begin(), o.end());

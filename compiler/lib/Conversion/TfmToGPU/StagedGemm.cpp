@@ -23,8 +23,8 @@
 //    step s + 2's copies into the stage step s - 1 used, which every warp
 //    has finished reading since all passed the barrier; then, for each 16
 //    of the step's 32, each warp reads its 4 A fragments (ldmatrix.x4,
-//    .trans when A lies [K, M]) and 8 B fragments (ldmatrix.x2, .trans
-//    when B lies [K, N]) and issues 32 mma.sync.
+//    .trans when A lies [K, M]) and 8 B fragments (two to an ldmatrix.x4,
+//    .trans when B lies [K, N]) and issues 32 mma.sync.
 // 4. Each lane applies the epilogue (the elementwise op that rewrote the
 //    GEMM's output in place: a linear layer's bias and activation) to its
 //    accumulators, and stores those inside the matrix.
@@ -219,16 +219,22 @@ struct StagedGemm {
     return ldmatrix(a, stage, row, add(first, mul(rem(j, 2), 8)), 4, true);
   }
 
-  /// B's fragment j (columns 8 j of the warp's 64) at reduction offset k0.
-  /// Stored [N, K], lanes 0-7 give the 8 columns at k0 and lanes 8-15 at
-  /// k0 + 8; stored [K, N], lanes 0-15 give rows k0 to k0 + 15, read
+  /// B's fragments j and j + 1 (columns 8 j to 8 j + 15 of the warp's 64)
+  /// at reduction offset k0, by one ldmatrix.x4 whose matrices 0 and 1 are
+  /// fragment j's two registers and 2 and 3 fragment j + 1's. Lane
+  /// 8 q + r gives, stored [N, K], row 8 (q / 2) + r at k0 + 8 (q % 2);
+  /// stored [K, N], row k0 + 8 (q % 2) + r at column 8 (q / 2), read
   /// transposed.
-  Value fragmentB(Value stage, int64_t j, int64_t k0) {
+  std::pair<Value, Value> fragmentsB(Value stage, int64_t j, int64_t k0) {
     Value first = add(warpCol, 8 * j);
-    if (bOp.reductionInner)
-      return ldmatrix(bOp, stage, add(first, rem(lane, 8)),
-                      add(mul(rem(div(lane, 8), 2), 8), k0), 2, false);
-    return ldmatrix(bOp, stage, add(rem(lane, 16), k0), first, 2, true);
+    Value q = div(lane, 8), r = rem(lane, 8);
+    Value half = mul(rem(q, 2), 8), pair = mul(div(q, 2), 8);
+    Value both = bOp.reductionInner
+                     ? ldmatrix(bOp, stage, add(add(first, pair), r),
+                                add(half, k0), 4, false)
+                     : ldmatrix(bOp, stage, add(add(half, r), k0),
+                                add(first, pair), 4, true);
+    return splitFragmentPair(kb, loc, both);
   }
 
   void build() {
@@ -286,8 +292,11 @@ struct StagedGemm {
         SmallVector<Value> as, bs;
         for (int64_t i = 0; i < kFragsM; ++i)
           as.push_back(fragmentA(stage, i, k0));
-        for (int64_t j = 0; j < kFragsN; ++j)
-          bs.push_back(fragmentB(stage, j, k0));
+        for (int64_t j = 0; j < kFragsN; j += 2) {
+          auto [even, odd] = fragmentsB(stage, j, k0);
+          bs.push_back(even);
+          bs.push_back(odd);
+        }
         for (int64_t i = 0; i < kFragsM; ++i)
           for (int64_t j = 0; j < kFragsN; ++j)
             acc[i * kFragsN + j] =

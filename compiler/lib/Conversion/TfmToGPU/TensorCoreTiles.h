@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 namespace mlir::tfm {
 
@@ -57,6 +58,18 @@ inline Value mmaSync(OpBuilder &b, Location loc, Value a, Value bFrag, Value c,
   if (operandType.isBF16())
     op->setAttr(kMmaOperandTypeAttrName, TypeAttr::get(operandType));
   return op;
+}
+
+/// The two B fragments (each two registers) that one ldmatrix.x4 of two
+/// adjacent n8 tiles reads: its matrices 0 and 1, then 2 and 3.
+inline std::pair<Value, Value> splitFragmentPair(OpBuilder &b, Location loc,
+                                                 Value x4) {
+  auto part = [&](int64_t at) -> Value {
+    return b.create<vector::ExtractStridedSliceOp>(
+        loc, x4, ArrayRef<int64_t>{at, 0}, ArrayRef<int64_t>{2, 2},
+        ArrayRef<int64_t>{1, 1});
+  };
+  return {part(0), part(2)};
 }
 
 /// Closes the copies this thread started since its last group into one
