@@ -19,8 +19,8 @@
 //    a. wait for K's tile, then a barrier (every warp has also finished
 //       reading the last V tile); start copying this tile's V;
 //    b. S = Q Kᵀ: for each 8 keys, the head's 16-column steps multiply the
-//       Q fragments by K's rows read as B fragments (ldmatrix.x2: K's rows
-//       are Kᵀ's columns);
+//       Q fragments by K's rows read as B fragments (K's rows are Kᵀ's
+//       columns), two 8-key tiles to an ldmatrix.x4;
 //    c. the scores are scaled by log2(e) / sqrt(d) (or the op's scale), so
 //       that exp2 (ex2.approx) computes the softmax's exponentials, and
 //       those past Sk or after the row (causal) become -inf;
@@ -33,7 +33,7 @@
 //    f. O += P V: the probabilities, rounded to 16 bits, are already the A
 //       fragments of the next product (an m16n8 accumulator pair is an
 //       m16k16 operand's register layout), and V's rows are read as B
-//       fragments with ldmatrix.x2.trans.
+//       fragments with ldmatrix.x4.trans, two 8-column tiles to one.
 // 3. Each lane divides its rows by their sums and writes them.
 //
 // Shared memory holds three [64, d] 16-bit tiles: 48 KB at d = 128, the
