@@ -139,10 +139,7 @@ struct FlashKernel {
   /// `value` rounded to the operand type, as the f16 the tiles hold: bf16
   /// goes as its bit pattern.
   Value narrow(Value value) {
-    Value rounded = kb.create<arith::TruncFOp>(loc, operandType, value);
-    if (operandType.isF16())
-      return rounded;
-    return kb.create<arith::BitcastOp>(loc, kb.getF16Type(), rounded);
+    return roundToOperand(kb, loc, value, operandType);
   }
 
   Value mma(Value a, Value b, Value c) {
@@ -430,11 +427,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
     Value copy = e.temporary(MemRefType::get(shape, f16));
     e.elementwise({e.bufferOf(operand)}, copy,
                   [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-                    Value rounded =
-                        ob.create<arith::TruncFOp>(l, operandType, a[0]);
-                    if (operandType.isF16())
-                      return rounded;
-                    return ob.create<arith::BitcastOp>(l, f16, rounded);
+                    return roundToOperand(ob, l, a[0], operandType);
                   });
     return e.reshape(copy, MemRefType::get({batches, rows, d}, f16));
   };

@@ -118,7 +118,6 @@ Value asF16(OpBuilder &b, Value buffer) {
 struct StagedGemm {
   OpBuilder &kb;
   Location loc;
-  linalg::GenericOp op;
   Type operandType;
   SmallVector<int64_t> ranges;
   unsigned rowDim, colDim, redDim;
@@ -399,7 +398,6 @@ bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
   kb.setInsertionPointToStart(&launch.getBody().front());
 
   StagedGemm kernel(kb, loc, start);
-  kernel.op = op;
   kernel.operandType = half;
   kernel.ranges = ranges;
   kernel.rowDim = rowDim;

@@ -49,6 +49,17 @@ inline Value swizzledColumn(OpBuilder &b, Location loc, Value row, Value col,
       loc, b.create<arith::MulIOp>(loc, moved, c(kChunk)), within);
 }
 
+/// `value` rounded to the tensor cores' `operandType` (f16 or bf16) and
+/// held as f16, the type nvgpu's ldmatrix and mma.sync take: bf16 as its
+/// bit pattern.
+inline Value roundToOperand(OpBuilder &b, Location loc, Value value,
+                            Type operandType) {
+  Value rounded = b.create<arith::TruncFOp>(loc, operandType, value);
+  if (operandType.isF16())
+    return rounded;
+  return b.create<arith::BitcastOp>(loc, b.getF16Type(), rounded);
+}
+
 /// mma.sync m16n8k16 with f32 accumulators; bf16 operands are marked for
 /// tfm-lower-bf16-mma-sync and the emulation.
 inline Value mmaSync(OpBuilder &b, Location loc, Value a, Value bFrag, Value c,
