@@ -173,7 +173,7 @@ case "${1:-}" in
     log "benchmarking tfm, ONNX Runtime and PyTorch (bench/run.py)"
     /usr/bin/python3 "$ROOT/bench/run.py" --tfmc "$BUILD/bin/tfmc" \
       --ceiling "$BUILD/bin/tfm-sgemm-ceiling" \
-      --stream "$BUILD/bin/tfm-stream-copy" --out "$BUILD/bench" "${@:2}"
+      --bandwidth "$BUILD/bin/tfm-read-bandwidth" --out "$BUILD/bench" "${@:2}"
     ;;
   build)
     build
