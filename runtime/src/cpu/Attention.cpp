@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Engine.h"
+#include "VectorMath.h"
 
 #include <omp.h>
 #if defined(__x86_64__)
@@ -81,31 +82,11 @@ float onlineSoftmaxRowScalar(float *row, const float *mask, int64_t keep,
 }
 
 #if defined(__x86_64__)
-/// 2^x = 2^n · 2^f with n = round(x), f in [-1/2, 1/2]: 2^f = 1 + f·q(f),
-/// q's coefficients lowest first, fitted for the least relative error
-/// (9e-8; within 2.5 ulp in float arithmetic).
-constexpr float kExp2Poly[] = {6.931470037e-1f, 2.402224243e-1f,
-                               5.550733954e-2f, 9.671509266e-3f,
-                               1.326469821e-3f};
-/// Below this 2^x is no longer a normal float; it becomes 0, as it does
-/// for -inf.
-constexpr float kExp2Lowest = -126.0f;
-
 /// 2^x for x <= 0 in eight lanes. Scalar exp2f here would cost as much as
 /// the GEMMs.
 __attribute__((target("avx2,fma"))) inline __m256 exp2NonPositive(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(kExp2Lowest);
-  __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, lo);
-  __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 f = _mm256_sub_ps(x, n);
-  __m256 p = _mm256_set1_ps(kExp2Poly[std::size(kExp2Poly) - 1]);
-  for (size_t i = std::size(kExp2Poly) - 1; i-- > 0;)
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExp2Poly[i]));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
-  __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+  __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(kExp2Lowest), _CMP_LT_OQ);
+  return _mm256_andnot_ps(tiny, exp2Clamped(x));
 }
 
 __attribute__((target("avx2,fma"))) inline float hmax(__m256 v) {

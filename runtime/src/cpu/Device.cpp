@@ -57,11 +57,16 @@ public:
 
   std::string kernelLibrary() const override {
     std::string library = "oneDNN " + cpu::libraryVersion();
-    bool bf16 = false;
-    for (int32_t i = 0; model && i < model->num_kernels; ++i)
+    bool bf16 = false, packed = false;
+    for (int32_t i = 0; model && i < model->num_kernels; ++i) {
       bf16 |= model->kernels[i].kind == TFM_KERNEL_LINEAR &&
               model->kernels[i].dtype == TFM_DTYPE_BF16 &&
               !(kernelFlags(model, i) & TFM_KERNEL_FLAG_NARROW_OPERANDS);
+      packed |= cpu::linearOnPackedAvx2(model->kernels[i]);
+    }
+    if (packed)
+      library += ", f32 linear layers on tfm's AVX2 tiles over weights "
+                 "packed once";
     if (!bf16)
       return library;
     return library + (cpu::multipliesBf16()

@@ -502,11 +502,25 @@ private:
 
 } // namespace
 
+bool tfm::runtime::cpu::linearOnPackedAvx2(const tfm_abi_kernel_desc_t &d) {
+  // Below AVX-512, oneDNN 2.6 packs the weights again at every call.
+#if defined(__x86_64__)
+  return d.kind == TFM_KERNEL_LINEAR && d.dtype != TFM_DTYPE_BF16 &&
+         d.params[TFM_LINEAR_M] > kGemvRows && vectorIsa() == VectorIsa::AVX2;
+#else
+  (void)d;
+  return false;
+#endif
+}
+
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeLinearKernel(std::shared_ptr<Engine> engine,
                                     const tfm_abi_kernel_desc_t &d) {
   if (d.dtype != TFM_DTYPE_BF16 && d.params[TFM_LINEAR_M] <= kGemvRows)
     return std::make_unique<GemvLinearKernel>(d);
+  if (linearOnPackedAvx2(d))
+    if (auto packed = makePackedLinearKernel(engine, d))
+      return packed;
   return std::make_unique<LinearKernel>(std::move(engine), d);
 }
 

@@ -57,6 +57,15 @@ std::unique_ptr<Kernel> makeKernel(const std::shared_ptr<Engine> &engine,
 // The families' constructors, for makeKernel; `desc` has been validated.
 std::unique_ptr<Kernel> makeLinearKernel(std::shared_ptr<Engine> engine,
                                          const tfm_abi_kernel_desc_t &desc);
+/// Whether the LINEAR of `desc` runs on PackedLinear.cpp's kernel here: in
+/// f32, with more rows than a GEMV's, on a CPU whose widest vectors (within
+/// DNNL_MAX_CPU_ISA) are AVX2's.
+bool linearOnPackedAvx2(const tfm_abi_kernel_desc_t &desc);
+/// LINEAR in f32 on AVX2, its weights packed once for a register tile of
+/// our own (PackedLinear.cpp); null on other architectures.
+std::unique_ptr<Kernel>
+makePackedLinearKernel(std::shared_ptr<Engine> engine,
+                       const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel>
 makeBatchMatmulKernel(std::shared_ptr<Engine> engine,
                       const tfm_abi_kernel_desc_t &desc);

@@ -126,6 +126,71 @@ TEST(Kernel, LinearGemvRows) {
     }
 }
 
+// Shapes that end inside every block of the AVX2 kernel (PackedLinear.cpp,
+// which ctest's kernel-rows-AVX2 runs; elsewhere oneDNN's): rows past a tile
+// of 6 and a block of 144, K past a block of 256, N inside a panel of 16,
+// and one panel for two threads (the rows split instead). Every activation,
+// with and without bias and residual; weights that change between runs are
+// packed again.
+TEST(Kernel, LinearEndsInsideTheRegisterTiles) {
+  static const char *acts[] = {"", " activation = relu", " activation = gelu",
+                               " activation = gelu_tanh", " activation = silu"};
+  struct Shape {
+    int64_t m, k, n;
+  };
+  for (Shape s : {Shape{13, 300, 37}, Shape{150, 40, 10}, Shape{7, 512, 16}})
+    for (int act : {0, 1, 2, 3, 4})
+      for (bool constant : {true, false}) {
+        bool extras = act != 1; // relu without bias or residual
+        SCOPED_TRACE("m " + std::to_string(s.m) + " k " + std::to_string(s.k) +
+                     " n " + std::to_string(s.n) + " act " +
+                     std::to_string(act) + (constant ? " constant" : ""));
+        auto x = randomFloats(s.m * s.k, 31), w = randomFloats(s.n * s.k, 32),
+             b = randomFloats(s.n, 33), r = randomFloats(s.m * s.n, 34);
+        auto k = make({TFM_KERNEL_LINEAR,
+                       0,
+                       {s.m, s.k, s.n, extras, act, extras, constant},
+                       {}});
+        std::string xt = "tensor<" + std::to_string(s.m) + "x" +
+                         std::to_string(s.k) + "xf32>",
+                    wt = "tensor<" + std::to_string(s.n) + "x" +
+                         std::to_string(s.k) + "xf32>",
+                    bt = "tensor<" + std::to_string(s.n) + "xf32>",
+                    yt = "tensor<" + std::to_string(s.m) + "x" +
+                         std::to_string(s.n) + "xf32>";
+        std::string src =
+            extras ? "func.func @infer(%x: " + xt + ", %w: " + wt +
+                         ", %b: " + bt + ", %r: " + yt + ") -> " + yt +
+                         " {\n  %0 = tfm.linear %x, %w, %b" + acts[act] +
+                         " : (" + xt + ", " + wt + ", " + bt + ") -> " + yt +
+                         "\n  %1 = tfm.add %0, %r : (" + yt + ", " + yt +
+                         ") -> " + yt + "\n  return %1 : " + yt + "\n}"
+                   : "func.func @infer(%x: " + xt + ", %w: " + wt + ") -> " +
+                         yt + " {\n  %0 = tfm.linear %x, %w" + acts[act] +
+                         " : (" + xt + ", " + wt + ") -> " + yt +
+                         "\n  return %0 : " + yt + "\n}";
+        // Twice, the weights changed in place between the runs (an update
+        // of training's; constant weights are not changed).
+        for (int run = 0; run < 2; ++run) {
+          if (run == 1 && !constant)
+            for (float &v : w)
+              v = -0.5f * v;
+          std::vector<float> y(s.m * s.n);
+          void *args[] = {x.data(), w.data(), extras ? b.data() : nullptr,
+                          extras ? r.data() : nullptr, y.data()};
+          ASSERT_EQ(k->run(args), 0);
+          InterpreterHarness h;
+          std::vector<Tensor> inputs = {asTensor(x, {s.m, s.k}),
+                                        asTensor(w, {s.n, s.k})};
+          if (extras) {
+            inputs.push_back(asTensor(b, {s.n}));
+            inputs.push_back(asTensor(r, {s.m, s.n}));
+          }
+          expectClose(y, h.eval(src, inputs).at(0));
+        }
+      }
+}
+
 /// `v` rounded to the nearest bf16 value, ties to even (finite `v` only).
 float bf16Rounded(float v) {
   uint32_t u;
