@@ -446,7 +446,7 @@ def main():
         "2 threads; "
         f"oneDNN sgemm ceiling {ceiling:.0f} GFLOP/s (median of the rounds: "
         f"{min(ceilings):.0f}–{max(ceilings):.0f}). PyTorch's BLAS: {blas}, with "
-        (f"OPENBLAS_CORETYPE={TORCH_ENV['OPENBLAS_CORETYPE']}." if COMPILE_CPU else
+        + (f"OPENBLAS_CORETYPE={TORCH_ENV['OPENBLAS_CORETYPE']}." if COMPILE_CPU else
          f"{' and '.join(PINNING)} unset (its best kernels)."),
         "",
         "| workload | GFLOP | tfm ms | ONNX Runtime ms | PyTorch ms | tfm / ORT | tfm / PyTorch "
