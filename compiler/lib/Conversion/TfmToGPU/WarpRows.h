@@ -11,6 +11,12 @@
 // the last row again without storing it, so that no shuffle sits in a
 // branch: every lane of a warp reaches each shuffle.
 //
+// A row of kWideRowColumns or more (a vocabulary's logits) takes a block of
+// kWarpsPerWideRow warps instead: a warp alone would make 1571 loads per
+// lane per pass over GPT-2's 50257, and a decoding step's single row would
+// run on one warp of the whole chip. The warps' partial statistics meet in
+// shared memory between two barriers, which every thread reaches.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TFM_CONVERSION_TFMTOGPU_WARPROWS_H
@@ -28,6 +34,8 @@
 namespace mlir::tfm {
 
 inline constexpr int64_t kRowsPerBlock = 8;
+inline constexpr int64_t kWideRowColumns = 2048;
+inline constexpr int64_t kWarpsPerWideRow = 8;
 
 /// `v` combined by `combine` over each aligned group of `lanes` lanes (a
 /// power of two, at most a warp), in every lane of the group: xor shuffles
@@ -46,28 +54,59 @@ xorButterfly(OpBuilder &b, Location loc, Value v, int64_t lanes,
   return v;
 }
 
-/// The body of a kernel of a warp per row of an [m, n] view: the row this
-/// warp takes, whether it stores it, and passes over its columns.
+/// The body of a kernel of a warp (or, for wide rows, a block of warps) per
+/// row of an [m, n] view: the row this warp takes, whether it stores it, and
+/// passes over its columns.
 struct WarpRows {
   OpBuilder kb;
   Location loc;
   int64_t m, n;
-  Value lane, row, live;
+  /// Warps per row: 1, or kWarpsPerWideRow for a row of kWideRowColumns.
+  int64_t warps;
+  /// The lane in the warp, the warp in its row (0 for a warp per row), and
+  /// the first column this thread takes.
+  Value lane, warpInRow, first;
+  Value row, live;
+  /// A wide row's partials, one per warp, in shared memory.
+  Value partials;
 
   WarpRows(OpBuilder &b, Location loc, int64_t m, int64_t n)
-      : kb(b.getContext()), loc(loc), m(m), n(n) {
-    int64_t blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
+      : kb(b.getContext()), loc(loc), m(m), n(n),
+        warps(n >= kWideRowColumns ? kWarpsPerWideRow : 1) {
+    bool wide = warps > 1;
+    int64_t rowsPerBlock = wide ? 1 : kRowsPerBlock;
+    int64_t blocks = (m + rowsPerBlock - 1) / rowsPerBlock;
+    SmallVector<Type, 1> shared;
+    if (wide)
+      shared.push_back(
+          MemRefType::get({warps}, b.getF32Type(), MemRefLayoutAttrInterface(),
+                          gpu::AddressSpaceAttr::get(
+                              b.getContext(), gpu::AddressSpace::Workgroup)));
     auto launch = b.create<gpu::LaunchOp>(
         loc, index(b, blocks), index(b, 1), index(b, 1),
-        index(b, warp::kWarpSize), index(b, kRowsPerBlock), index(b, 1));
+        index(b, warp::kWarpSize), index(b, wide ? warps : rowsPerBlock),
+        index(b, 1), /*dynamicSharedMemorySize=*/nullptr,
+        /*asyncTokenType=*/nullptr, ValueRange{}, shared);
     kb.setInsertionPointToStart(&launch.getBody().front());
     kb.create<gpu::TerminatorOp>(loc);
     kb.setInsertionPointToStart(&launch.getBody().front());
     lane = launch.getThreadIds().x;
+    if (wide) {
+      partials = launch.getWorkgroupAttributions()[0];
+      warpInRow = launch.getThreadIds().y;
+      first = kb.create<arith::AddIOp>(
+          loc, lane,
+          kb.create<arith::MulIOp>(loc, warpInRow, index(kb, warp::kWarpSize)));
+      row = launch.getBlockIds().x;
+      live = kb.create<arith::ConstantIntOp>(loc, 1, 1);
+      return;
+    }
+    warpInRow = index(kb, 0);
+    first = lane;
     Value wanted = kb.create<arith::AddIOp>(
         loc,
         kb.create<arith::MulIOp>(loc, launch.getBlockIds().x,
-                                 index(kb, kRowsPerBlock)),
+                                 index(kb, rowsPerBlock)),
         launch.getThreadIds().y);
     live = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, wanted,
                                     index(kb, m));
@@ -81,14 +120,14 @@ struct WarpRows {
     return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(v));
   }
 
-  /// A pass over the row's columns lane, lane + 32, ...; `body` gets the
-  /// column and what the pass carries (`inits` at first) and returns what
-  /// it carries on.
+  /// A pass over this thread's columns of the row: first, first + 32 ·
+  /// warps, ...; `body` gets the column and what the pass carries (`inits`
+  /// at first) and returns what it carries on.
   ValueRange
   pass(ValueRange inits,
        function_ref<SmallVector<Value>(OpBuilder &, Value, ValueRange)> body) {
     auto loop = kb.create<scf::ForOp>(
-        loc, lane, index(kb, n), index(kb, warp::kWarpSize), inits,
+        loc, first, index(kb, n), index(kb, warp::kWarpSize * warps), inits,
         [&](OpBuilder &lb, Location, Value col, ValueRange carried) {
           lb.create<scf::YieldOp>(loc, body(lb, col, carried));
         });
@@ -127,12 +166,12 @@ struct WarpRows {
     return at;
   }
 
-  /// Whether this lane stores what its warp computed for the row once:
-  /// lane 0 of a warp with a row of its own.
+  /// Whether this thread stores what its row's warps computed for the row
+  /// once: lane 0 of the row's first warp, where the row is its own.
   Value storesRow() {
     return kb.create<arith::AndIOp>(
         loc, live,
-        kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+        kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, first,
                                  index(kb, 0)));
   }
 
@@ -142,11 +181,27 @@ struct WarpRows {
     gb.create<memref::StoreOp>(loc, v, rows, ValueRange{row, col});
   }
 
-  /// `v` combined over the warp's lanes by `combine` (associative and
-  /// commutative), in every lane.
+  /// `v` combined over the row's threads by `combine` (associative and
+  /// commutative), in every thread.
   Value allReduce(Value v,
                   function_ref<Value(OpBuilder &, Value, Value)> combine) {
-    return xorButterfly(kb, loc, v, /*lanes=*/warp::kWarpSize, combine);
+    v = xorButterfly(kb, loc, v, /*lanes=*/warp::kWarpSize, combine);
+    if (warps == 1)
+      return v;
+    // Lane 0 of each warp leaves its warp's value; every thread then
+    // combines them in the order of the warps, so all get the same. The
+    // first barrier keeps the last reduction's reads ahead of these writes.
+    kb.create<gpu::BarrierOp>(loc);
+    Value leader = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+                                            index(kb, 0));
+    OpBuilder tb = kb.create<scf::IfOp>(loc, leader).getThenBodyBuilder();
+    tb.create<memref::StoreOp>(loc, v, partials, warpInRow);
+    kb.create<gpu::BarrierOp>(loc);
+    Value all = kb.create<memref::LoadOp>(loc, partials, index(kb, 0));
+    for (int64_t w = 1; w < warps; ++w)
+      all = combine(kb, all,
+                    kb.create<memref::LoadOp>(loc, partials, index(kb, w)));
+    return all;
   }
   /// `v` summed, or its maximum, over the warp's lanes, in every lane.
   Value allReduce(Value v, bool maximum) {
