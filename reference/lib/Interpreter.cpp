@@ -386,6 +386,13 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(s, evalSoftmax(in, normalizedAxis(s.getAxis(), in.rank())));
     return success();
   });
+  on<SoftmaxGradOp>(t, [](SoftmaxGradOp s, Frame &f) {
+    const Tensor &y = f.get(s.getOutput());
+    f.set(s, evalSoftmaxGrad(y, f.get(s.getGrad()),
+                             normalizedAxis(s.getAxis(), y.rank()),
+                             s.getScale().convertToDouble()));
+    return success();
+  });
   on<MaskedSoftmaxOp>(t, [](MaskedSoftmaxOp m, Frame &f) {
     f.set(m, evalMaskedSoftmax(f.get(m.getInput()), f.getOptional(m.getMask()),
                                m.getMaskKind() == MaskKind::boolean,

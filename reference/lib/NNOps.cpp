@@ -113,18 +113,43 @@ std::vector<Tensor> mlir::tfm::reference::evalQKVProjection(
   return evalSplit(fused, fused.rank() - 1, sizes);
 }
 
-Tensor mlir::tfm::reference::evalSoftmax(const Tensor &in, int64_t axis) {
-  // Move the axis innermost, apply, and move it back.
-  SmallVector<int64_t> perm, inverse(in.rank());
-  for (int64_t d = 0; d < in.rank(); ++d)
+namespace {
+/// The transposes that move `axis` innermost, and back.
+std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
+axisInnermost(int64_t rank, int64_t axis) {
+  SmallVector<int64_t> perm, inverse(rank);
+  for (int64_t d = 0; d < rank; ++d)
     if (d != axis)
       perm.push_back(d);
   perm.push_back(axis);
-  for (int64_t d = 0; d < in.rank(); ++d)
+  for (int64_t d = 0; d < rank; ++d)
     inverse[perm[d]] = d;
+  return {perm, inverse};
+}
+} // namespace
+
+Tensor mlir::tfm::reference::evalSoftmax(const Tensor &in, int64_t axis) {
+  // Move the axis innermost, apply, and move it back.
+  auto [perm, inverse] = axisInnermost(in.rank(), axis);
   Tensor moved = evalTranspose(in, perm);
   softmaxRows(moved.data, moved.shape.back());
   return evalTranspose(moved, inverse);
+}
+
+Tensor mlir::tfm::reference::evalSoftmaxGrad(const Tensor &y, const Tensor &dy,
+                                             int64_t axis, double scale) {
+  // As evalSoftmax: the axis innermost, each row, and back.
+  auto [perm, inverse] = axisInnermost(y.rank(), axis);
+  Tensor ym = evalTranspose(y, perm), dym = evalTranspose(dy, perm);
+  int64_t n = ym.shape.empty() ? 1 : ym.shape.back();
+  for (size_t r = 0; n > 0 && r < ym.data.size(); r += n) {
+    double dot = 0;
+    for (int64_t j = 0; j < n; ++j)
+      dot += dym.data[r + j] * ym.data[r + j];
+    for (int64_t j = 0; j < n; ++j)
+      dym.data[r + j] = scale * ym.data[r + j] * (dym.data[r + j] - dot);
+  }
+  return evalTranspose(dym, inverse);
 }
 
 Tensor mlir::tfm::reference::evalMaskedSoftmax(const Tensor &x,

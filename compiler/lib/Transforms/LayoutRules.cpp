@@ -101,8 +101,10 @@ bool mlir::tfm::computedInsideSelects(CompareOp op) {
 LayoutRules::~LayoutRules() = default;
 
 bool LayoutRules::worksInPlace(Operation *op) const {
+  // softmax_grad reads each element of its operands where it writes it,
+  // after its row's sum.
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ReluOp, GeluOp,
-             DropoutOp, SelectOp>(op);
+             DropoutOp, SelectOp, SoftmaxGradOp>(op);
 }
 
 namespace {

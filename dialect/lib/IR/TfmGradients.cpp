@@ -125,10 +125,10 @@ struct GradBuilder {
     return reduce(ReduceKind::sum, dy, axes, /*keepdims=*/false);
   }
 
-  /// softmax's vector-Jacobian product along `axis`: y·(dy - Σ dy·y).
-  Value softmaxBackward(Value y, Value dy, int64_t axis) {
-    Value dot = reduce(ReduceKind::sum, mul(dy, y), {axis}, /*keepdims=*/true);
-    return mul(y, sub(dy, dot));
+  /// softmax's vector-Jacobian product along `axis`: scale·y·(dy - Σ dy·y).
+  Value softmaxBackward(Value y, Value dy, int64_t axis, double scale = 1.0) {
+    return b.create<SoftmaxGradOp>(loc, y, dy, b.getI64IntegerAttr(axis),
+                                   b.getF64FloatAttr(scale));
   }
 
   /// The derivative of gelu at `x`.
@@ -574,13 +574,16 @@ LogicalResult MaskedSoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys,
   GradBuilder g{b, getLoc()};
   // Masked entries have probability 0, so their gradient vanishes by itself.
   // An additive mask enters like the scaled scores, without the scale.
-  Value d = g.softmaxBackward(getResult(), dys[0], getType().getRank() - 1);
-  double scale = getScale().convertToDouble();
-  want(wanted, grads, 0,
-       [&] { return scale == 1.0 ? d : g.mulScalar(d, scale); });
+  int64_t last = getType().getRank() - 1;
+  want(wanted, grads, 0, [&] {
+    return g.softmaxBackward(getResult(), dys[0], last,
+                             getScale().convertToDouble());
+  });
   if (getMaskKind() == MaskKind::additive)
-    want(wanted, grads, 1,
-         [&] { return g.sumToShape(d, tensorType(getMask())); });
+    want(wanted, grads, 1, [&] {
+      return g.sumToShape(g.softmaxBackward(getResult(), dys[0], last),
+                          tensorType(getMask()));
+    });
   return success();
 }
 
@@ -877,14 +880,15 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
       MaskKindAttr::get(getContext(), kind),
       getCausal() ? b.getUnitAttr() : UnitAttr());
   Value dp = g.matmul(dy, v, false, true);
-  Value ds = g.mulScalar(g.softmaxBackward(p, dp, tensorType(p).getRank() - 1),
-                         scale);
+  int64_t last = tensorType(p).getRank() - 1;
+  Value ds = g.softmaxBackward(p, dp, last, scale);
   want(wanted, grads, 0, [&] { return g.matmul(ds, k, false, false); });
   want(wanted, grads, 1, [&] { return g.matmul(ds, q, true, false); });
   want(wanted, grads, 2, [&] { return g.matmul(p, dy, true, false); });
   if (kind == MaskKind::additive)
     want(wanted, grads, 3, [&] {
-      return g.sumToShape(g.mulScalar(ds, 1.0 / scale), tensorType(getMask()));
+      return g.sumToShape(g.softmaxBackward(p, dp, last),
+                          tensorType(getMask()));
     });
   return success();
 }

@@ -258,6 +258,12 @@ LogicalResult SoftmaxOp::verify() {
                        getType().getRank(), "axis");
 }
 
+LogicalResult SoftmaxGradOp::verify() {
+  return normalizeAxis({getLoc(), getOperationName()},
+                       static_cast<int64_t>(getAxis()), getType().getRank(),
+                       "axis");
+}
+
 OpFoldResult PositionalEncodingOp::fold(FoldAdaptor) {
   RankedTensorType t = getType();
   auto ft = dyn_cast<FloatType>(t.getElementType());

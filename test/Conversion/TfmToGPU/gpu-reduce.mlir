@@ -5,7 +5,7 @@
 // memory behind a barrier. Run on the CPU through the
 // emulation of the kernels (--gpu-schedule-on-cpu), the outputs must match
 // the reference interpreter's on random inputs: a sum over the last axis
-// kept as a dimension, as the softmax's backward pass takes it; a mean over
+// kept as a dimension, as a hand-written softmax backward takes it; a mean over
 // the last two axes; a maximum and a minimum over rows of 33 (a last block
 // with spare warps); a bias gradient's sum over the first two axes of
 // [4, 40, 72] (a last block of 8 columns), a mean over the 33 rows of

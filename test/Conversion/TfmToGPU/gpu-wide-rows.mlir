@@ -3,7 +3,8 @@
 // warps' partials combined in shared memory between two barriers. Run on
 // the CPU through the emulation of the kernels (--gpu-schedule-on-cpu), the
 // outputs must match the reference interpreter's on random inputs: a
-// softmax of 3 rows of 2100 (a last stride of 52 columns), a causal masked
+// softmax of 3 rows of 2100 (a last stride of 52 columns) and its gradient
+// (tfm.softmax_grad), a causal masked
 // softmax with an additive mask over 2048, cross-entropy and its gradient
 // over a vocabulary of 2500 with a label left out, a layer norm with its
 // residual and its backward pass over 2049, and a maximum and a sum over
@@ -24,8 +25,8 @@ func.func @infer(%x: tensor<3x2100xf32> {tfm.name = "x"},
                  %logits: tensor<2x3x2500xf32> {tfm.name = "logits"}, %g: tensor<f32> {tfm.name = "g"},
                  %h: tensor<3x2049xf32> {tfm.name = "h"}, %r: tensor<3x2049xf32> {tfm.name = "r"},
                  %gamma: tensor<2049xf32> {tfm.name = "gamma"}, %beta: tensor<2049xf32> {tfm.name = "beta"},
-                 %z: tensor<2x3000xf32> {tfm.name = "z"})
-    -> (tensor<3x2100xf32>, tensor<1x1x3x2048xf32>, tensor<f32>, tensor<2x3x2500xf32>,
+                 %z: tensor<2x3000xf32> {tfm.name = "z"}, %dp: tensor<3x2100xf32> {tfm.name = "dp"})
+    -> (tensor<3x2100xf32>, tensor<3x2100xf32>, tensor<1x1x3x2048xf32>, tensor<f32>, tensor<2x3x2500xf32>,
         tensor<3x2049xf32>, tensor<3x2049xf32>, tensor<3x2049xf32>, tensor<2xf32>, tensor<2xf32>) {
   %p = tfm.softmax %x : tensor<3x2100xf32>
   %q = tfm.masked_softmax %s, mask %add mask_kind = additive causal {scale = 1.25e-01}
@@ -43,6 +44,7 @@ func.func @infer(%x: tensor<3x2100xf32> {tfm.name = "x"},
       -> (tensor<3x2049xf32>, tensor<2049xf32>, tensor<2049xf32>)
   %max = tfm.reduce max %z axes = [1] : tensor<2x3000xf32> -> tensor<2xf32>
   %total = tfm.reduce sum %z axes = [1] : tensor<2x3000xf32> -> tensor<2xf32>
-  return %p, %q, %l, %d, %y, %sum, %dx, %max, %total : tensor<3x2100xf32>, tensor<1x1x3x2048xf32>, tensor<f32>, tensor<2x3x2500xf32>,
+  %gp = tfm.softmax_grad %p, %dp : tensor<3x2100xf32>
+  return %p, %gp, %q, %l, %d, %y, %sum, %dx, %max, %total : tensor<3x2100xf32>, tensor<3x2100xf32>, tensor<1x1x3x2048xf32>, tensor<f32>, tensor<2x3x2500xf32>,
       tensor<3x2049xf32>, tensor<3x2049xf32>, tensor<3x2049xf32>, tensor<2xf32>, tensor<2xf32>
 }

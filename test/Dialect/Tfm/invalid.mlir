@@ -135,6 +135,24 @@ func.func @softmax_axis(%a: tensor<2x3xf32>) {
 
 // -----
 
+// Tests that softmax_grad rejects an axis outside the rank, and operands of
+// two types.
+func.func @softmax_grad_axis(%y: tensor<2x3xf32>, %dy: tensor<2x3xf32>) {
+  // expected-error@+1 {{'axis' = 2 is out of range [-2, 2) for rank 2}}
+  %0 = tfm.softmax_grad %y, %dy axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_types(%y: tensor<2x3xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error@+1 {{requires the same type for all operands and results}}
+  %0 = "tfm.softmax_grad"(%y, %dy) : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 // Tests that layer_norm rejects an axis outside the rank.
 func.func @layer_norm_axis(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
   // expected-error@+1 {{'axis' = -3 is out of range [-2, 2) for rank 2}}

@@ -37,6 +37,7 @@ const std::map<std::string, std::string> &withoutAxisMap() {
        "a training loss, which neither ranges nor generation compile"},
       {"tfm.cross_entropy_grad", "@train_step only"},
       {"tfm.layer_norm_grad", "@train_step only"},
+      {"tfm.softmax_grad", "@train_step only"},
       {"tfm.embedding_grad", "@train_step only"},
       {"tfm.sgd_update", "@train_step only"},
       {"tfm.adam_update", "@train_step only"},

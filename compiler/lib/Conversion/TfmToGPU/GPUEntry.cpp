@@ -51,6 +51,7 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
             e, op.getInput(), op.getMask(), op.getMaskKind(),
             op.getScale().convertToDouble(), op.getCausal(), op.getResult());
       });
+  lowerByChoice<SoftmaxGradOp>(set, GPUKernel::WarpRows, lowerWarpSoftmaxGrad);
   lowerByChoice<LayerNormGradOp>(set, GPUKernel::WarpRows,
                                  lowerWarpLayerNormGrad);
   lowerByChoice<ReduceOp>(set, GPUKernel::WarpRows, lowerWarpRowReduction);

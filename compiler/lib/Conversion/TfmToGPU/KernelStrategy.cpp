@@ -242,6 +242,13 @@ std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
       .Case([](MaskedSoftmaxOp op) {
         return warpRowsOr(softmaxMisfit(op.getInput(), -1));
       })
+      .Case([](SoftmaxGradOp op) {
+        std::string why =
+            softmaxMisfit(op.getOutput(), static_cast<int64_t>(op.getAxis()));
+        if (why.empty())
+          why = rowsMisfit(op.getGrad().getType());
+        return warpRowsOr(why);
+      })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([](auto op) {
         return warpRowsOr(rowsMisfit(op.getLogits().getType()));
       })

@@ -261,3 +261,42 @@ LogicalResult mlir::tfm::lowerWarpSoftmax(BufferizedEntry &e, Value input,
   });
   return success();
 }
+
+LogicalResult mlir::tfm::lowerWarpSoftmaxGrad(SoftmaxGradOp op,
+                                              BufferizedEntry &e) {
+  Location loc = op.getLoc();
+  ArrayRef<int64_t> shape = op.getType().getShape();
+  int64_t n = shape.back(), m = product(shape.drop_back());
+  Value out = e.destination(op.getResult());
+  if (!out)
+    return failure();
+  if (m == 0 || n == 0)
+    return success();
+  Value y = viewAs(e, e.denseOf(op.getOutput()), {m, n});
+  Value dy = viewAs(e, e.denseOf(op.getGrad()), {m, n});
+  Value dx = viewAs(e, out, {m, n});
+  double scale = op.getScale().convertToDouble();
+  WarpRows w(e.b, loc, m, n);
+  OpBuilder &kb = w.kb;
+  auto at = [&](OpBuilder &lb, Value rows, Value col) -> Value {
+    return lb.create<memref::LoadOp>(loc, rows, ValueRange{w.row, col});
+  };
+  // As the neutral lowering: Σ dy · y, then y · (dy - Σ), times the scale.
+  Value partial =
+      w.pass(w.f32(kb, 0.0), [&](OpBuilder &lb, Value col, Value acc) -> Value {
+        return lb.create<arith::AddFOp>(
+            loc, acc,
+            lb.create<arith::MulFOp>(loc, at(lb, dy, col), at(lb, y, col)));
+      });
+  Value dot = w.allReduce(partial, false);
+  w.pass(Value(), [&](OpBuilder &lb, Value col, Value) -> Value {
+    Value v = lb.create<arith::MulFOp>(
+        loc, at(lb, y, col),
+        lb.create<arith::SubFOp>(loc, at(lb, dy, col), dot));
+    if (scale != 1.0)
+      v = lb.create<arith::MulFOp>(loc, v, w.f32(lb, scale));
+    w.storeIfLive(lb, v, dx, col);
+    return Value();
+  });
+  return success();
+}

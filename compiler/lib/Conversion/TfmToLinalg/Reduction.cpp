@@ -11,24 +11,44 @@
 using namespace mlir;
 using namespace mlir::tfm;
 
+namespace {
+
+/// What a softmax's passes along `axis` share: a temporary of the shape
+/// with that axis kept at 1, the maps to it and to the whole, and the
+/// iterators of a pass that reduces along the axis and one that does not.
+struct AlongAxis {
+  Value reduced;
+  AffineMap id, toReduced;
+  SmallVector<utils::IteratorType> reducing, parallel;
+
+  AlongAxis(BufferizedEntry &e, MemRefType type, int64_t axis) {
+    MLIRContext *ctx = e.ctx;
+    int64_t rank = type.getRank();
+    SmallVector<int64_t> reducedShape(type.getShape());
+    reducedShape[axis] = 1;
+    reduced = e.temporary(MemRefType::get(reducedShape, type.getElementType()));
+    SmallVector<AffineExpr> exprs;
+    for (int64_t i = 0; i < rank; ++i)
+      exprs.push_back(i == axis ? getAffineConstantExpr(0, ctx)
+                                : getAffineDimExpr(i, ctx));
+    id = AffineMap::getMultiDimIdentityMap(rank, ctx);
+    toReduced = AffineMap::get(rank, 0, exprs, ctx);
+    parallel.assign(rank, utils::IteratorType::parallel);
+    reducing = parallel;
+    reducing[axis] = utils::IteratorType::reduction;
+  }
+};
+
+} // namespace
+
 void mlir::tfm::lowerGenericSoftmax(BufferizedEntry &e, Value input,
                                     int64_t axis, Value out) {
-  MLIRContext *ctx = e.ctx;
   auto type = cast<MemRefType>(input.getType());
   Type elem = type.getElementType();
-  int64_t rank = type.getRank();
-  SmallVector<int64_t> reducedShape(type.getShape());
-  reducedShape[axis] = 1;
-  Value red = e.temporary(MemRefType::get(reducedShape, elem));
-  SmallVector<AffineExpr> redExprs;
-  for (int64_t i = 0; i < rank; ++i)
-    redExprs.push_back(i == axis ? getAffineConstantExpr(0, ctx)
-                                 : getAffineDimExpr(i, ctx));
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  AffineMap redMap = AffineMap::get(rank, 0, redExprs, ctx);
-  SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
-  its[axis] = utils::IteratorType::reduction;
-  SmallVector<utils::IteratorType> par(rank, utils::IteratorType::parallel);
+  AlongAxis along(e, type, axis);
+  Value red = along.reduced;
+  AffineMap id = along.id, redMap = along.toReduced;
+  ArrayRef<utils::IteratorType> its = along.reducing, par = along.parallel;
   e.fill(red, e.b.getFloatAttr(elem, -INFINITY));
   e.generic({input}, {id}, red, redMap, its,
             [](OpBuilder &ob, Location l, ValueRange a) -> Value {
@@ -178,7 +198,44 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
 
 } // namespace
 
+/// scale · y · (dy - Σ dy · y) along the axis: the sum into a temporary,
+/// then one elementwise pass.
+static LogicalResult lowerSoftmaxGrad(SoftmaxGradOp op, BufferizedEntry &e) {
+  auto type = op.getType();
+  Type elem = type.getElementType();
+  int64_t axis = static_cast<int64_t>(op.getAxis());
+  if (axis < 0)
+    axis += type.getRank();
+  Value y = e.bufferOf(op.getOutput()), dy = e.bufferOf(op.getGrad());
+  Value out = e.destination(op.getResult());
+  if (!out)
+    return failure();
+  AlongAxis along(e, cast<MemRefType>(y.getType()), axis);
+  Value dot = along.reduced;
+  AffineMap id = along.id, redMap = along.toReduced;
+  e.fill(dot, e.b.getFloatAttr(elem, 0.0));
+  e.generic({dy, y}, {id, id}, dot, redMap, along.reducing,
+            [](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              return ob.create<arith::AddFOp>(
+                  l, a[2], ob.create<arith::MulFOp>(l, a[0], a[1]));
+            });
+  double scale = op.getScale().convertToDouble();
+  e.generic({y, dy, dot}, {id, id, redMap}, out, id, along.parallel,
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              Value v = ob.create<arith::MulFOp>(
+                  l, a[0], ob.create<arith::SubFOp>(l, a[1], a[2]));
+              if (scale == 1.0)
+                return v;
+              return ob.create<arith::MulFOp>(
+                  l, v,
+                  ob.create<arith::ConstantOp>(
+                      l, ob.getFloatAttr(a[0].getType(), scale)));
+            });
+  return success();
+}
+
 void mlir::tfm::populateReductionLowerings(OpLoweringSet &set) {
+  set.add<SoftmaxGradOp>(lowerSoftmaxGrad);
   set.add<ReduceOp>(lowerReduce);
   set.add<SoftmaxOp>([](SoftmaxOp s, BufferizedEntry &e) -> LogicalResult {
     int64_t rank = s.getType().getRank();

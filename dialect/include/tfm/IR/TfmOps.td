@@ -888,6 +888,38 @@ def Tfm_LayerNormGradOp : Tfm_PureOp<"layer_norm_grad"> {
   let hasVerifier = 1;
 }
 
+def Tfm_SoftmaxGradOp : Tfm_PureOp<"softmax_grad",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "the gradient of tfm.softmax and tfm.masked_softmax";
+  let description = [{
+    The vector-Jacobian product of a softmax along `axis`, from its result
+    `output` (y) and the gradient `grad` (dy) of that result:
+    `input_grad = scale · y · (dy - Σ dy · y)`, the sum along `axis`.
+    `scale` is the masked softmax's scale of its scores (1 for
+    `tfm.softmax`); masked entries have y = 0, so their gradient is 0.
+
+    One op rather than a product, a row sum and two elementwise steps, so
+    that a backend can compute it in one pass over each row; the gradient
+    rules of `tfm.softmax`, `tfm.masked_softmax` and `tfm.attention` build
+    it.
+
+    Shape rules: `-rank <= axis < rank`; `output`, `grad` and the result
+    have one type.
+
+    ```mlir
+    %dx = tfm.softmax_grad %p, %dp {scale = 1.25e-01} : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$output, Tfm_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs Tfm_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $output `,` $grad (`axis` `=` $axis^)? attr-dict `:` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_EmbeddingGradOp : Tfm_PureOp<"embedding_grad"> {
   let summary = "the gradient of tfm.embedding with respect to its table";
   let description = [{

@@ -103,6 +103,10 @@ Tensor evalConv2D(const Tensor &x, const Tensor &w, const Tensor *bias,
 std::vector<Tensor> evalQKVProjection(const Tensor &x, const Tensor &w,
                                       const Tensor *bias, Shape sizes);
 Tensor evalSoftmax(const Tensor &in, int64_t axis);
+/// scale · y · (dy - Σ dy · y) along `axis`: the gradient of a softmax
+/// whose result is `y`.
+Tensor evalSoftmaxGrad(const Tensor &y, const Tensor &dy, int64_t axis,
+                       double scale);
 /// softmax(scale·x ⊕ mask) over the last axis, with an optional causal
 /// triangle over the last two axes: the one definition behind attention and
 /// masked_softmax.

@@ -123,6 +123,9 @@ LogicalResult lowerWarpLayerNorm(BufferizedEntry &e, Value input,
 /// column sums (Normalization.cpp).
 LogicalResult lowerWarpLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e);
 
+/// tfm.softmax_grad along the last axis as one kernel of a warp per row:
+/// Σ dy · y, then scale · y · (dy - Σ).
+LogicalResult lowerWarpSoftmaxGrad(SoftmaxGradOp op, BufferizedEntry &e);
 /// tfm.softmax over the last axis, or tfm.masked_softmax (the scores
 /// scaled, masked by `mask` of `kind` and the causal triangle), as one
 /// kernel of a warp per row (Normalization.cpp).
