@@ -25,12 +25,12 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 using namespace tfm::runtime::cpu;
-using dnnl::memory;
-using dt = dnnl::memory::data_type;
 
 #if defined(__x86_64__)
 namespace {
@@ -51,7 +51,12 @@ using Buffer = std::unique_ptr<float[], Aligned>;
 
 Buffer allocate(int64_t floats) {
   size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-  return Buffer(static_cast<float *>(std::aligned_alloc(64, bytes)));
+  Buffer b(static_cast<float *>(std::aligned_alloc(64, bytes)));
+  if (!b)
+    throw std::runtime_error("out of memory for a linear layer's packed "
+                             "weights (" +
+                             std::to_string(bytes) + " bytes)");
+  return b;
 }
 
 /// The packed weights of w [n, k] (row-major, y = x · wᵀ): for each block of
@@ -64,6 +69,10 @@ struct PackedWeights {
   PackedWeights(const float *w, int64_t n, int64_t k)
       : n(n), k(k), panels((n + kCols - 1) / kCols),
         data(allocate(panels * kCols * k)) {
+    pack(w);
+  }
+  /// Packs w (again) into the same memory.
+  void pack(const float *w) {
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < panels; ++p)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
@@ -248,11 +257,9 @@ struct Task {
 
 class PackedLinearKernel : public Kernel {
 public:
-  PackedLinearKernel(std::shared_ptr<Engine> dev,
-                     const tfm_abi_kernel_desc_t &d)
-      : dev(std::move(dev)), m(d.params[TFM_LINEAR_M]),
-        k(d.params[TFM_LINEAR_K]), n(d.params[TFM_LINEAR_N]),
-        hasBias(d.params[TFM_LINEAR_HAS_BIAS]),
+  explicit PackedLinearKernel(const tfm_abi_kernel_desc_t &d)
+      : m(d.params[TFM_LINEAR_M]), k(d.params[TFM_LINEAR_K]),
+        n(d.params[TFM_LINEAR_N]), hasBias(d.params[TFM_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_LINEAR_ACTIVATION]),
         hasResidual(d.params[TFM_LINEAR_HAS_RESIDUAL]),
         constWeights(d.params[TFM_LINEAR_CONSTANT_WEIGHTS]) {
@@ -287,9 +294,12 @@ public:
         p = std::make_unique<PackedWeights>(w, n, k);
       packed = p.get();
     } else {
-      // Weights that change (training) are packed at every run: 2·m
-      // multiply-adds per packed float.
-      changing = std::make_unique<PackedWeights>(w, n, k);
+      // Weights that change (training) are packed at every run, into the
+      // same memory: 2·m multiply-adds per packed float.
+      if (changing)
+        changing->pack(w);
+      else
+        changing = std::make_unique<PackedWeights>(w, n, k);
       packed = changing.get();
     }
 #pragma omp parallel for schedule(static, 1)
@@ -331,7 +341,6 @@ private:
     }
   }
 
-  std::shared_ptr<Engine> dev;
   int64_t m, k, n;
   bool hasBias;
   int64_t activation;
@@ -348,10 +357,11 @@ private:
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makePackedLinearKernel(std::shared_ptr<Engine> engine,
                                           const tfm_abi_kernel_desc_t &d) {
-#if defined(__x86_64__)
-  return std::make_unique<PackedLinearKernel>(std::move(engine), d);
-#else
+  // The tiles need no oneDNN engine.
   (void)engine;
+#if defined(__x86_64__)
+  return std::make_unique<PackedLinearKernel>(d);
+#else
   (void)d;
   return nullptr;
 #endif
