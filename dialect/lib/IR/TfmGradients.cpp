@@ -574,15 +574,19 @@ LogicalResult MaskedSoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys,
   GradBuilder g{b, getLoc()};
   // Masked entries have probability 0, so their gradient vanishes by itself.
   // An additive mask enters like the scaled scores, without the scale.
-  int64_t last = getType().getRank() - 1;
-  want(wanted, grads, 0, [&] {
-    return g.softmaxBackward(getResult(), dys[0], last,
-                             getScale().convertToDouble());
-  });
+  double scale = getScale().convertToDouble();
+  Value d; // the scores' gradient, made once for both operands
+  auto scores = [&] {
+    if (!d)
+      d = g.softmaxBackward(getResult(), dys[0], getType().getRank() - 1,
+                            scale);
+    return d;
+  };
+  want(wanted, grads, 0, scores);
   if (getMaskKind() == MaskKind::additive)
     want(wanted, grads, 1, [&] {
-      return g.sumToShape(g.softmaxBackward(getResult(), dys[0], last),
-                          tensorType(getMask()));
+      Value dm = scale == 1.0 ? scores() : g.mulScalar(scores(), 1.0 / scale);
+      return g.sumToShape(dm, tensorType(getMask()));
     });
   return success();
 }
@@ -880,15 +884,13 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
       MaskKindAttr::get(getContext(), kind),
       getCausal() ? b.getUnitAttr() : UnitAttr());
   Value dp = g.matmul(dy, v, false, true);
-  int64_t last = tensorType(p).getRank() - 1;
-  Value ds = g.softmaxBackward(p, dp, last, scale);
+  Value ds = g.softmaxBackward(p, dp, tensorType(p).getRank() - 1, scale);
   want(wanted, grads, 0, [&] { return g.matmul(ds, k, false, false); });
   want(wanted, grads, 1, [&] { return g.matmul(ds, q, true, false); });
   want(wanted, grads, 2, [&] { return g.matmul(p, dy, true, false); });
   if (kind == MaskKind::additive)
     want(wanted, grads, 3, [&] {
-      return g.sumToShape(g.softmaxBackward(p, dp, last),
-                          tensorType(getMask()));
+      return g.sumToShape(g.mulScalar(ds, 1.0 / scale), tensorType(getMask()));
     });
   return success();
 }

@@ -122,9 +122,8 @@ public:
         n(d.params[TFM_LINEAR_N]), hasBias(d.params[TFM_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_LINEAR_ACTIVATION]),
         hasResidual(d.params[TFM_LINEAR_HAS_RESIDUAL]) {
-#if defined(__x86_64__)
-    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
+    // By the CPU it runs on, within DNNL_MAX_CPU_ISA, as every kernel.
+    avx2 = vectorIsa() != VectorIsa::Scalar;
   }
 
   int32_t run(void *const *args) override {

@@ -243,11 +243,9 @@ std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
         return warpRowsOr(softmaxMisfit(op.getInput(), -1));
       })
       .Case([](SoftmaxGradOp op) {
-        std::string why =
-            softmaxMisfit(op.getOutput(), static_cast<int64_t>(op.getAxis()));
-        if (why.empty())
-          why = rowsMisfit(op.getGrad().getType());
-        return warpRowsOr(why);
+        // Its gradient operand has the output's type (the verifier's).
+        return warpRowsOr(
+            softmaxMisfit(op.getOutput(), static_cast<int64_t>(op.getAxis())));
       })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([](auto op) {
         return warpRowsOr(rowsMisfit(op.getLogits().getType()));
