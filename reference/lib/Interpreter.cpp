@@ -522,6 +522,17 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(g.getBiasGrad(), std::move(grads[2]));
     return success();
   });
+  on<AttentionGradOp>(t, [](AttentionGradOp a, Frame &f) {
+    std::optional<double> scale;
+    if (a.getScale())
+      scale = a.getScale()->convertToDouble();
+    std::vector<Tensor> grads = evalAttentionGrad(
+        f.get(a.getQuery()), f.get(a.getKey()), f.get(a.getValue()),
+        f.get(a.getGrad()), f.getOptional(a.getMask()), a.getCausal(), scale);
+    for (auto [r, g] : llvm::zip(a.getResults(), grads))
+      f.set(r, std::move(g));
+    return success();
+  });
   on<EmbeddingGradOp>(t, [](EmbeddingGradOp e, Frame &f) {
     f.set(e, evalEmbeddingGrad(f.get(e.getGrad()), f.get(e.getIndices()),
                                shapeOf(e.getType())));

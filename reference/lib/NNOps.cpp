@@ -198,18 +198,42 @@ Tensor mlir::tfm::reference::evalLayerNorm(const Tensor &x, const Tensor &scale,
   return out;
 }
 
-Tensor mlir::tfm::reference::evalAttention(const Tensor &q, const Tensor &k,
-                                           const Tensor &v, const Tensor *mask,
-                                           bool causal,
-                                           std::optional<double> scale,
-                                           Shape outShape) {
+namespace {
+/// An attention's scale and its probabilities [B..., Sq, Sk], written out.
+std::pair<double, Tensor> attentionProbabilities(const Tensor &q,
+                                                 const Tensor &k,
+                                                 const Tensor *mask,
+                                                 bool causal,
+                                                 std::optional<double> scale) {
   double s = scale ? *scale : 1.0 / std::sqrt(double(q.shape.back()));
   std::vector<int64_t> scoreShape = q.shape;
   scoreShape.back() = k.shape[q.rank() - 2];
   Tensor scores = evalMatmul(q, k, false, true, q.kind, scoreShape);
   bool boolean = mask && mask->kind == ElementKind::I1;
-  Tensor probs = evalMaskedSoftmax(scores, mask, boolean, causal, s);
+  return {s, evalMaskedSoftmax(scores, mask, boolean, causal, s)};
+}
+} // namespace
+
+Tensor mlir::tfm::reference::evalAttention(const Tensor &q, const Tensor &k,
+                                           const Tensor &v, const Tensor *mask,
+                                           bool causal,
+                                           std::optional<double> scale,
+                                           Shape outShape) {
+  Tensor probs = attentionProbabilities(q, k, mask, causal, scale).second;
   return evalMatmul(probs, v, false, false, q.kind, outShape);
+}
+
+std::vector<Tensor> mlir::tfm::reference::evalAttentionGrad(
+    const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &dout,
+    const Tensor *mask, bool causal, std::optional<double> scale) {
+  auto [s, p] = attentionProbabilities(q, k, mask, causal, scale);
+  Tensor dp = evalMatmul(dout, v, false, true, q.kind, p.shape);
+  Tensor ds = evalSoftmaxGrad(p, dp, p.rank() - 1, s);
+  std::vector<Tensor> grads;
+  grads.push_back(evalMatmul(ds, k, false, false, q.kind, q.shape));
+  grads.push_back(evalMatmul(ds, q, true, false, q.kind, k.shape));
+  grads.push_back(evalMatmul(p, dout, true, false, q.kind, v.shape));
+  return grads;
 }
 
 Tensor mlir::tfm::reference::evalReduce(ReduceKind kind, const Tensor &in,

@@ -63,10 +63,18 @@ void mlir::tfm::buildFusionPipeline(OpPassManager &pm, bool remarks) {
 }
 
 void mlir::tfm::buildTrainingPipeline(OpPassManager &pm, bool remarks,
-                                      const TrainingOptions &training) {
+                                      const TrainingOptions &training,
+                                      Target target) {
   // Before fusion, which folds what stays constant into the kernels.
   pm.addPass(createPromoteConstantsPass());
   buildFusionPipeline(pm, remarks);
+  if (target == Target::CUDA) {
+    // The fusion asks the target's layout rules which operands it reads
+    // in place.
+    registerGPUTarget();
+    pm.addNestedPass<func::FuncOp>(
+        createFuseAttentionPass({remarks, targetName(target).str()}));
+  }
   pm.addPass(createAutodiffPass(training));
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
@@ -76,7 +84,8 @@ void mlir::tfm::buildTrainingPipeline(OpPassManager &pm, bool remarks,
 void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
                                    const CompilerOptions &options) {
   if (options.training)
-    buildTrainingPipeline(pm, options.remarks, *options.training);
+    buildTrainingPipeline(pm, options.remarks, *options.training,
+                          options.target);
   else if (options.fuse)
     buildFusionPipeline(pm, options.remarks);
   // After fusion, whose masked softmax takes the key masks; a module

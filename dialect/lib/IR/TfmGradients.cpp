@@ -877,7 +877,19 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
                   : getElementTypeOrSelf(getMask().getType()).isInteger(1)
                       ? MaskKind::boolean
                       : MaskKind::additive;
-  // Recomputes the probabilities: attention keeps no intermediate.
+  // Attention keeps no intermediate, so its backward pass recomputes the
+  // probabilities: in one op, which a backend computes without the scores
+  // in memory, unless the mask wants their gradient too.
+  bool maskGradWanted =
+      kind == MaskKind::additive && wanted.size() > 3 && wanted[3];
+  if (!maskGradWanted) {
+    auto op =
+        b.create<AttentionGradOp>(getLoc(), q, k, v, getResult(), dy, getMask(),
+                                  getScaleAttr(), getCausalAttr());
+    for (unsigned i = 0; i < 3; ++i)
+      want(wanted, grads, i, [&] { return op->getResult(i); });
+    return success();
+  }
   Value s = g.matmul(q, k, false, true);
   Value p = b.create<MaskedSoftmaxOp>(
       getLoc(), s, getMask(), b.getF64FloatAttr(scale),

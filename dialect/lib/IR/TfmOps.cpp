@@ -130,18 +130,36 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                          static_cast<int64_t>(a.getAxis()), a.getSizes(), out);
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor a,
-                                            SmallVectorImpl<Type> &out) {
+/// An attention's (or its gradient's) mask type, or none, and its scale.
+template <typename Adaptor>
+static std::pair<Type, std::optional<double>> maskAndScale(Adaptor a) {
   Type mask = a.getMask() ? a.getMask().getType() : Type();
   std::optional<double> scale;
   if (auto s = a.getScaleAttr())
     scale = s.getValueAsDouble();
+  return {mask, scale};
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  auto [mask, scale] = maskAndScale(a);
   return push(inferAttentionType({loc, getOperationName()},
                                  a.getQuery().getType(), a.getKey().getType(),
                                  a.getValue().getType(), mask, scale),
               out);
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor a,
+                                                SmallVectorImpl<Type> &out) {
+  auto [mask, scale] = maskAndScale(a);
+  return inferAttentionGradTypes(
+      {loc, getOperationName()}, a.getQuery().getType(), a.getKey().getType(),
+      a.getValue().getType(), a.getOutput().getType(), a.getGrad().getType(),
+      mask, scale, out);
 }
 
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,

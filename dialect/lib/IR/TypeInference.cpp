@@ -420,6 +420,26 @@ FailureOr<Type> mlir::tfm::inferAttentionType(const ShapeDiag &d, Type queryT,
   return Type(RankedTensorType::get(shape, q->getElementType()));
 }
 
+LogicalResult mlir::tfm::inferAttentionGradTypes(const ShapeDiag &d,
+                                                 Type queryT, Type keyT,
+                                                 Type valueT, Type outputT,
+                                                 Type gradT, Type maskT,
+                                                 std::optional<double> scale,
+                                                 SmallVectorImpl<Type> &out) {
+  FailureOr<Type> result =
+      inferAttentionType(d, queryT, keyT, valueT, maskT, scale);
+  if (failed(result))
+    return failure();
+  for (auto [name, t] :
+       {std::pair{"output", outputT}, std::pair{"grad", gradT}})
+    if (t != *result)
+      return d.fail("'", name, "' ", fmtType(t),
+                    " must have the attention's result type ",
+                    fmtType(*result));
+  out.append({queryT, keyT, valueT});
+  return success();
+}
+
 FailureOr<Type> mlir::tfm::inferCrossEntropyType(const ShapeDiag &d,
                                                  Type logitsT, Type labelsT,
                                                  double labelSmoothing) {

@@ -1,35 +1,38 @@
 // RUN: tfm-opt %s -split-input-file '--tfm-gpu-pipeline=stage=linalg' | FileCheck %s
 // RUN: tfm-opt %s -split-input-file '--tfm-gpu-pipeline=gpu-arch=sm_90' | FileCheck %s --check-prefix=PTX
 
-// Each case also compiles down to PTX, the row's vector ops lowered in the
-// kernel module, which MLIR's NVVM pipeline alone does not do.
+// Each case also compiles down to PTX, the warp kernels' shuffles and the
+// neutral lowering's loops for the wide value row alike.
 // PTX: tfm.device_code = "{{.*}}.visible .entry infer_kernel(
 // PTX: tfm.device_code = "{{.*}}.visible .entry infer_kernel(
 // PTX: tfm.device_code = "{{.*}}.visible .entry infer_kernel(
 
-// Tests the CUDA target's fused attention: a causal attention with a
-// boolean key mask is one parallel loop over the 2 x 4 x 8 query rows,
-// whose loop over the keys stops at the row's own position and carries the
-// running maximum, the running sum and the 16-wide output row; the mask is
-// read per score at its broadcast position, each value row is read as one
-// vector, and the row is written once, divided by the sum. No buffer of
-// the 8 x 8 scores exists.
+// Tests the CUDA target's fused attention in f32: a causal attention with
+// a boolean key mask is one kernel of a warp per query row (2 x 4 x 8 = 64
+// rows: 8 blocks of 8 warps of 32 lanes), whose loop over the keys stops
+// at the block's last position and carries the running maximum, the
+// running sum and the lane's column of the 16-wide output row. Each score
+// is the lanes' products summed by five xor shuffles, -inf above the row's
+// own diagonal, and masked at its broadcast position; the value row is
+// read at the lane's column, and the row is written once, divided by the
+// sum. No buffer of the 8 x 8 scores exists.
 // CHECK-LABEL: func.func @__tfm_entry_infer
 // CHECK-NOT: x8x8xf32
-// CHECK: scf.parallel (%[[B:.+]], %[[H:.+]], %[[I:.+]]) = (%{{.+}}, %{{.+}}, %{{.+}}) to (%c2, %c4, %c8)
-// CHECK: %[[NEXT:.+]] = arith.addi %[[I]], %c1
-// CHECK: %[[UPPER:.+]] = arith.minui %[[NEXT]], %c8
-// CHECK: %[[ROW:.+]]:3 = scf.for %[[J:.+]] = %{{.+}} to %[[UPPER]] step %{{.+}} iter_args(%[[M:.+]] = %cst{{.*}}, %[[L:.+]] = %cst{{.*}}, %[[ACC:.+]] = %cst{{.*}}) -> (f32, f32, vector<16xf32>)
-// CHECK: scf.for
-// CHECK: memref.load %{{.+}}[%[[B]], %c0{{.*}}, %c0{{.*}}, %[[J]]] : memref<2x1x1x8xi1>
-// CHECK: arith.select
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.+}} = %c8{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.*}}) in (%{{.+}} = %c32, %{{.+}} = %c8, %{{.+}} = %c1)
+// CHECK: memref.load %arg4[
+// CHECK: %[[END:.+]] = arith.minui %{{.+}}, %c8
+// CHECK: %[[ROW:.+]]:3 = scf.for %[[J:.+]] = %{{.+}} to %[[END]] step %{{.+}} iter_args(%[[M:.+]] = %{{.+}}, %[[L:.+]] = %{{.+}}, %[[ACC:.+]] = %{{.+}}) -> (f32, f32, f32)
+// CHECK: memref.load %arg5[%{{.+}}, %{{.+}}, %[[J]], %{{.+}}]
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: arith.cmpi ugt, %[[J]]
+// CHECK: memref.load %arg7[%{{.+}}, %c0{{.*}}, %c0{{.*}}, %[[J]]] : memref<2x1x1x8xi1>
 // CHECK: arith.maximumf %[[M]]
 // CHECK: math.exp
 // CHECK: math.exp
-// CHECK: vector.transfer_read %{{.+}}[%[[B]], %[[H]], %[[J]], %{{.+}}]{{.+}} vector<16xf32>
+// CHECK: memref.load %arg6[%{{.+}}, %{{.+}}, %[[J]], %{{.+}}]
 // CHECK: scf.yield
-// CHECK: arith.divf %[[ROW]]#2
-// CHECK: vector.transfer_write %{{.+}}, %{{.+}}[%[[B]], %[[H]], %[[I]], %{{.+}}]
+// CHECK: arith.divf %[[ROW]]#2, %[[ROW]]#1
+// CHECK: memref.store
 // CHECK-NOT: x8x8xf32
 // CHECK: return
 func.func @infer(%q: tensor<2x4x8x16xf32> {tfm.name = "q"},
@@ -47,8 +50,8 @@ func.func @infer(%q: tensor<2x4x8x16xf32> {tfm.name = "q"},
 // the weighted sum, is fused for the CUDA target: no buffer of the scores.
 // CHECK-LABEL: func.func @__tfm_entry_infer
 // CHECK-NOT: x4x4xf32>
-// CHECK: scf.parallel
-// CHECK: vector<8xf32>
+// CHECK: gpu.launch
+// CHECK: gpu.shuffle
 // CHECK-NOT: x4x4xf32>
 // CHECK: return
 func.func @infer(%q: tensor<1x4x8xf32> {tfm.name = "q"},

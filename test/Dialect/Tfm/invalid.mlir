@@ -360,6 +360,24 @@ func.func @attention_scale(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tenso
 
 // -----
 
+// Tests that the attention's gradient takes its shape rules.
+func.func @attention_grad_positions(%q: tensor<8x16xf32>, %k: tensor<6x16xf32>, %v: tensor<7x16xf32>, %o: tensor<8x16xf32>) {
+  // expected-error@+1 {{'key' has 6 positions but 'value' has 7}}
+  %0:3 = tfm.attention_grad %q, %k, %v, %o, %o : (tensor<8x16xf32>, tensor<6x16xf32>, tensor<7x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<6x16xf32>, tensor<7x16xf32>)
+  return
+}
+
+// -----
+
+// Tests that the attention's gradient takes the gradient of its result.
+func.func @attention_grad_result(%q: tensor<8x16xf32>, %k: tensor<6x16xf32>, %v: tensor<6x4xf32>, %o: tensor<8x4xf32>, %g: tensor<8x16xf32>) {
+  // expected-error@+1 {{'grad' 'tensor<8x16xf32>' must have the attention's result type 'tensor<8x4xf32>'}}
+  %0:3 = tfm.attention_grad %q, %k, %v, %o, %g : (tensor<8x16xf32>, tensor<6x16xf32>, tensor<6x4xf32>, tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<6x16xf32>, tensor<6x4xf32>)
+  return
+}
+
+// -----
+
 // Tests that an attention mask must broadcast to the scores.
 func.func @attention_mask_shape(%q: tensor<2x8x16xf32>, %k: tensor<2x6x16xf32>, %v: tensor<2x6x16xf32>, %m: tensor<8x8xi1>) {
   // expected-error@+1 {{'mask' 'tensor<8x8xi1>' does not broadcast to the scores' shape [2, 8, 6]}}

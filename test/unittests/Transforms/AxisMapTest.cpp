@@ -38,6 +38,7 @@ const std::map<std::string, std::string> &withoutAxisMap() {
       {"tfm.cross_entropy_grad", "@train_step only"},
       {"tfm.layer_norm_grad", "@train_step only"},
       {"tfm.softmax_grad", "@train_step only"},
+      {"tfm.attention_grad", "@train_step only"},
       {"tfm.embedding_grad", "@train_step only"},
       {"tfm.sgd_update", "@train_step only"},
       {"tfm.adam_update", "@train_step only"},

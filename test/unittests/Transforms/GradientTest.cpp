@@ -252,6 +252,11 @@ const GradientCase kCases[] = {
     %m = arith.constant dense<[[true, true, false, true, false]]> : tensor<1x5xi1>
     %r = tfm.attention %q, %k, %v, mask %m {scale = 0.3 : f64} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x2xf32>, tensor<1x5xi1>) -> tensor<2x3x2xf32>
     return %r : tensor<2x3x2xf32> })"},
+  // A mask that is no argument wants no gradient: tfm.attention_grad.
+  {"attention_grad_causal_constant_mask", R"(func.func @f(%q: tensor<2x4x3xf32>, %k: tensor<2x3x3xf32>, %v: tensor<2x3x2xf32>) -> tensor<2x4x2xf32> {
+    %m = arith.constant dense<[[0.5, -1.0, 0.25]]> : tensor<1x3xf32>
+    %r = tfm.attention %q, %k, %v, mask %m causal : (tensor<2x4x3xf32>, tensor<2x3x3xf32>, tensor<2x3x2xf32>, tensor<1x3xf32>) -> tensor<2x4x2xf32>
+    return %r : tensor<2x4x2xf32> })"},
   {"cross_entropy", R"(func.func @f(%x: tensor<2x3x5xf32>, %l: tensor<2x3xi64>) -> tensor<f32> {
     %r = tfm.cross_entropy %x, %l {label_smoothing = 1.0e-01} : (tensor<2x3x5xf32>, tensor<2x3xi64>) -> tensor<f32>
     return %r : tensor<f32> })", -1.5, 1.5, 5},

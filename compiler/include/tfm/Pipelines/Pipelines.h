@@ -159,9 +159,13 @@ void buildFusionPipeline(OpPassManager &pm, bool remarks);
 
 /// The fusion pipeline, then tfm-autodiff with `training`, then the
 /// canonicalization that cleans the backward pass. Fusing first lets the
-/// backward pass use the fused ops' gradient rules (docs/training.md).
+/// backward pass use the fused ops' gradient rules (docs/training.md). On
+/// the GPU, whose attention_grad kernels recompute the probabilities,
+/// attention is fused before autodiff too; the CPU keeps them for its
+/// library GEMMs.
 void buildTrainingPipeline(OpPassManager &pm, bool remarks,
-                           const TrainingOptions &training);
+                           const TrainingOptions &training,
+                           Target target = Target::CPU);
 
 /// What the CPU target runs between fusion and lowering: its fused
 /// attention (no scores in memory) and its memory plan. `tfmc inspect`

@@ -1,19 +1,34 @@
-//===- Attention.cpp - Fused attention on the GPU -------------------------===//
+//===- Attention.cpp - Fused attention and its backward pass on the GPU ---===//
 //
-// tfm.attention without its [Sq, Sk] scores in memory: one thread per query
-// row walks the keys once with the online softmax (the running maximum m,
-// the running sum l of exp(s - m), and the output row acc, rescaled by
-// exp(m_old - m_new) whenever the maximum grows) and writes acc / l. The
-// output row is one vector of Dv floats, which stays in registers; the
-// query row and the key and value rows are read from memory as they are
-// needed, the same key and value rows by the threads of a block at once.
+// tfm.attention and tfm.attention_grad in f32, without the [Sq, Sk] scores
+// in memory: kernels of a warp per row (WarpRows.h), the lanes striding
+// over the head's columns, so that each row read is one coalesced load of
+// the warp and a score q_i · k_j reaches every lane after five xor
+// shuffles. A block's eight warps take eight neighbouring rows of one
+// batch, which read the same key (or query) rows at once, from L1.
 //
-// A causal row stops at its own position. A key whose score is -inf (a
-// masked key) adds nothing; a row whose every key is masked divides 0 by 0,
-// as the unfused softmax's exp(-inf - -inf) does.
+// The forward kernel walks the keys once with the online softmax (the
+// running maximum m, the running sum l of exp(s - m), and the output row,
+// rescaled by exp(m_old - m_new) whenever the maximum grows) and writes
+// acc / l. A causal row stops at its own position. A key whose score is
+// -inf (a masked key) adds nothing; a row whose every key is masked
+// divides 0 by 0, as the unfused softmax's exp(-inf - -inf) does.
+//
+// The backward pass recomputes the probabilities, FlashAttention-2's way,
+// as two kernels that never write P:
+//   1. a warp per query row i: the row's log-sum-exp L_i (an online pass
+//      over the keys) and D_i = dO_i · O_i, then a second pass
+//      p = exp(s - L_i), dp = dO_i · v_j, ds = p (dp - D_i),
+//      dQ_i = scale Σ_j ds k_j. L and D go to [rows] scratch buffers;
+//   2. a warp per key row j, over the queries that see it:
+//      dV_j = Σ_i p dO_i and dK_j = scale Σ_i ds q_i, with p and ds
+//      recomputed from L_i and D_i.
+// Each kernel owns the rows it writes, so no atomics are needed and the
+// sums run in a fixed order: a step is reproducible.
 //
 //===----------------------------------------------------------------------===//
 
+#include "WarpRows.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 
@@ -21,126 +36,428 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::tfm;
 
+// The strategy keeps heads and value rows this wide, so a row is never one
+// of WarpRows' wide rows, which take a block of warps each.
+static_assert(kFlashAttentionMaxValueWidth < kWideRowColumns);
+
+namespace {
+
+/// What the attention kernels share: the operands (whole-rank buffers,
+/// possibly strided views of the projections), the sizes, and the rules
+/// for a score.
+struct AttentionOperands {
+  Location loc;
+  Value q, k, v, mask;
+  MaskKind kind;
+  AffineMap maskMap;
+  double scale;
+  bool causal;
+  SmallVector<int64_t> batch;
+  int64_t sq, sk, d, dv;
+
+  AttentionOperands(BufferizedEntry &e, Location loc, Value query, Value key,
+                    Value value, Value maskTensor, MaskKind kind, double scale,
+                    bool causal)
+      : loc(loc), kind(kind), scale(scale), causal(causal) {
+    ArrayRef<int64_t> qs = cast<RankedTensorType>(query.getType()).getShape();
+    int64_t rank = qs.size();
+    batch.assign(qs.begin(), qs.end() - 2);
+    sq = qs[rank - 2];
+    d = qs.back();
+    sk = cast<RankedTensorType>(key.getType()).getShape()[rank - 2];
+    dv = cast<RankedTensorType>(value.getType()).getShape().back();
+    q = e.bufferOf(query);
+    k = e.bufferOf(key);
+    v = e.bufferOf(value);
+    if (maskTensor) {
+      mask = e.bufferOf(maskTensor);
+      // The mask broadcasts to [B..., Sq, Sk] from the right.
+      SmallVector<int64_t> scores(batch);
+      scores.append({sq, sk});
+      maskMap =
+          e.broadcastMap(cast<MemRefType>(mask.getType()).getShape(), scores);
+    }
+  }
+
+  int64_t batches() const { return product(batch); }
+
+  Value index(OpBuilder &b, int64_t value) const {
+    return b.create<arith::ConstantIndexOp>(loc, value);
+  }
+  Value f32(OpBuilder &b, double value) const {
+    return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(value));
+  }
+
+  /// The batch indices and the position of row `row` of [B..., S] rows.
+  std::pair<SmallVector<Value>, Value> split(OpBuilder &b, Value row,
+                                             int64_t s) const {
+    SmallVector<Value> idx(batch.size());
+    Value pos = b.create<arith::RemUIOp>(loc, row, index(b, s));
+    Value rest = b.create<arith::DivUIOp>(loc, row, index(b, s));
+    for (int64_t dim = int64_t(batch.size()) - 1; dim >= 0; --dim) {
+      idx[dim] = b.create<arith::RemUIOp>(loc, rest, index(b, batch[dim]));
+      rest = b.create<arith::DivUIOp>(loc, rest, index(b, batch[dim]));
+    }
+    return {idx, pos};
+  }
+
+  static SmallVector<Value> at(ArrayRef<Value> batchIdx, Value pos, Value col) {
+    SmallVector<Value> idx(batchIdx);
+    idx.push_back(pos);
+    idx.push_back(col);
+    return idx;
+  }
+
+  /// A lane's columns of a row `width` wide: lane, lane + 32, ...
+  static int64_t slots(int64_t width) {
+    return (width + warp::kWarpSize - 1) / warp::kWarpSize;
+  }
+  Value column(OpBuilder &b, Value lane, int64_t slot) const {
+    return b.create<arith::AddIOp>(loc, lane, index(b, slot * warp::kWarpSize));
+  }
+  /// Whether `slot` holds a column for every lane; past a ragged end it
+  /// does for some.
+  static bool whole(int64_t width, int64_t slot) {
+    return (slot + 1) * warp::kWarpSize <= width;
+  }
+
+  /// The lane's elements of row `pos` of `buffer` ([B..., S, width]); 0
+  /// past the row's end, read at its last column so that every load is in
+  /// bounds and no lane branches.
+  SmallVector<Value> loadRow(OpBuilder &b, Value lane, Value buffer,
+                             ArrayRef<Value> batchIdx, Value pos,
+                             int64_t width) const {
+    SmallVector<Value> row;
+    for (int64_t slot = 0; slot < slots(width); ++slot) {
+      Value col = column(b, lane, slot);
+      if (whole(width, slot)) {
+        row.push_back(
+            b.create<memref::LoadOp>(loc, buffer, at(batchIdx, pos, col)));
+        continue;
+      }
+      Value inside = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                             col, index(b, width));
+      Value clamped = b.create<arith::MinUIOp>(loc, col, index(b, width - 1));
+      Value x =
+          b.create<memref::LoadOp>(loc, buffer, at(batchIdx, pos, clamped));
+      row.push_back(b.create<arith::SelectOp>(loc, inside, x, f32(b, 0.0)));
+    }
+    return row;
+  }
+
+  /// Stores the lane's elements of a row where `live` and inside the row.
+  void storeRow(OpBuilder &b, Value lane, Value live, Value buffer,
+                ArrayRef<Value> batchIdx, Value pos, ArrayRef<Value> row,
+                int64_t width) const {
+    OpBuilder gb = b.create<scf::IfOp>(loc, live).getThenBodyBuilder();
+    for (auto [slot, x] : llvm::enumerate(row)) {
+      Value col = column(gb, lane, slot);
+      OpBuilder sb = gb;
+      if (!whole(width, slot))
+        sb = gb.create<scf::IfOp>(
+                   loc, gb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                                 col, index(gb, width)))
+                 .getThenBodyBuilder();
+      sb.create<memref::StoreOp>(loc, x, buffer, at(batchIdx, pos, col));
+    }
+  }
+
+  /// Σ a · b over the row, in every lane of the warp.
+  Value dot(OpBuilder &b, ArrayRef<Value> x, ArrayRef<Value> y) const {
+    Value partial = f32(b, 0.0);
+    for (auto [xs, ys] : llvm::zip(x, y))
+      partial = b.create<arith::AddFOp>(loc, partial,
+                                        b.create<arith::MulFOp>(loc, xs, ys));
+    return xorButterfly(b, loc, partial, warp::kWarpSize,
+                        [&](OpBuilder &ob, Value l, Value r) -> Value {
+                          return ob.create<arith::AddFOp>(loc, l, r);
+                        });
+  }
+
+  /// The score of query row `i` and key row `j` of batch `batchIdx`, from
+  /// their dot product: scaled, masked, and -inf above the causal diagonal.
+  Value score(OpBuilder &b, Value qk, ArrayRef<Value> batchIdx, Value i,
+              Value j) const {
+    Value s = b.create<arith::MulFOp>(loc, qk, f32(b, scale));
+    if (causal)
+      s = b.create<arith::SelectOp>(
+          loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, j, i),
+          f32(b, -INFINITY), s);
+    if (!mask)
+      return s;
+    SmallVector<Value> scoreIdx(batchIdx);
+    scoreIdx.append({i, j});
+    Value m = b.create<memref::LoadOp>(loc, mask,
+                                       indicesAt(b, loc, maskMap, scoreIdx));
+    if (kind == MaskKind::boolean)
+      return b.create<arith::SelectOp>(loc, m, s, f32(b, -INFINITY));
+    Type f32Type = b.getF32Type();
+    if (m.getType() != f32Type)
+      m = m.getType().getIntOrFloatBitWidth() > 32
+              ? b.create<arith::TruncFOp>(loc, f32Type, m).getResult()
+              : b.create<arith::ExtFOp>(loc, f32Type, m).getResult();
+    return b.create<arith::AddFOp>(loc, s, m);
+  }
+
+  /// The positions of the rows of `w`'s block in [B..., S] rows: the
+  /// least and the greatest (0 and S - 1 where the block spans two
+  /// batches). They are the same for every thread of the block.
+  std::pair<Value, Value> blockPositions(OpBuilder &b, const WarpRows &w,
+                                         int64_t s) const {
+    Value first = b.create<arith::RemUIOp>(loc, w.firstRow, index(b, s));
+    Value last = b.create<arith::RemUIOp>(loc, w.lastRow, index(b, s));
+    Value spans = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne,
+        b.create<arith::DivUIOp>(loc, w.firstRow, index(b, s)),
+        b.create<arith::DivUIOp>(loc, w.lastRow, index(b, s)));
+    return {b.create<arith::SelectOp>(loc, spans, index(b, 0), first),
+            b.create<arith::SelectOp>(loc, spans, index(b, s - 1), last)};
+  }
+
+  // A loop around the warps' shuffles runs over bounds that every thread
+  // of the block shares, as the emulation, which steps a block's threads
+  // together, requires; a row past its own causal bound sees -inf scores,
+  // which add nothing. A block's rows are neighbours, so the extra steps
+  // number fewer than its warps.
+
+  /// The keys that the query rows of `w`'s block see: all, or those up to
+  /// the block's last position.
+  Value keyEnd(OpBuilder &b, const WarpRows &w) const {
+    if (!causal)
+      return index(b, sk);
+    return b.create<arith::MinUIOp>(
+        loc,
+        b.create<arith::AddIOp>(loc, blockPositions(b, w, sq).second,
+                                index(b, 1)),
+        index(b, sk));
+  }
+  /// The first query that sees a key row of `w`'s block.
+  Value queryBegin(OpBuilder &b, const WarpRows &w) const {
+    if (!causal)
+      return index(b, 0);
+    return b.create<arith::MinUIOp>(loc, blockPositions(b, w, sk).first,
+                                    index(b, sq));
+  }
+
+  /// One step of the online softmax: the new maximum, the shift that
+  /// exponentials take (0 while every score is -inf, so that exp gives 0,
+  /// not NaN), and the factor the old sum and accumulator are rescaled by.
+  struct OnlineStep {
+    Value m, shift, rescale;
+  };
+  OnlineStep online(OpBuilder &b, Value m, Value s) const {
+    Value mNew = b.create<arith::MaximumFOp>(loc, m, s);
+    Value finite = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, mNew,
+                                           f32(b, -INFINITY));
+    Value shift = b.create<arith::SelectOp>(loc, finite, mNew, f32(b, 0.0));
+    Value rescale =
+        b.create<math::ExpOp>(loc, b.create<arith::SubFOp>(loc, m, shift));
+    return {mNew, shift, rescale};
+  }
+
+  Value exp(OpBuilder &b, Value x, Value shift) const {
+    return b.create<math::ExpOp>(loc, b.create<arith::SubFOp>(loc, x, shift));
+  }
+};
+
+/// `values` and then `more`, as one list of loop-carried values.
+SmallVector<Value> concat(ArrayRef<Value> values, ArrayRef<Value> more) {
+  SmallVector<Value> all(values);
+  all.append(more.begin(), more.end());
+  return all;
+}
+
+SmallVector<Value> scaled(OpBuilder &b, Location loc, ArrayRef<Value> row,
+                          Value factor) {
+  SmallVector<Value> out;
+  for (Value x : row)
+    out.push_back(b.create<arith::MulFOp>(loc, x, factor));
+  return out;
+}
+
+/// acc + w · x, elementwise.
+SmallVector<Value> axpy(OpBuilder &b, Location loc, ArrayRef<Value> acc,
+                        Value w, ArrayRef<Value> x) {
+  SmallVector<Value> out;
+  for (auto [a, xs] : llvm::zip(acc, x))
+    out.push_back(
+        b.create<arith::AddFOp>(loc, a, b.create<arith::MulFOp>(loc, w, xs)));
+  return out;
+}
+
+/// Whether the op's shapes leave no work.
+bool empty(const AttentionOperands &a) {
+  return a.batches() == 0 || a.sq == 0 || a.d == 0 || a.dv == 0;
+}
+
+} // namespace
+
 LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
                                              BufferizedEntry &e) {
-  OpBuilder &b = e.b;
   Location loc = op.getLoc();
-  ArrayRef<int64_t> qs = op.getQuery().getType().getShape();
-  int64_t rank = qs.size();
-  int64_t sq = qs[rank - 2], d = qs.back();
-  int64_t sk = op.getKey().getType().getShape()[rank - 2];
-  int64_t dv = op.getValue().getType().getShape().back();
-  Value q = e.bufferOf(op.getQuery()), k = e.bufferOf(op.getKey()),
-        v = e.bufferOf(op.getValue());
-  Value mask = op.getMask() ? e.bufferOf(op.getMask()) : Value();
-  MaskKind kind = attentionMaskKind(op);
   Value out = e.destination(op.getResult());
   if (!out)
     return failure();
-  Type f32 = b.getF32Type();
-  auto row = VectorType::get({dv}, f32);
-  double scale = attentionScale(op);
-
-  auto c = [&](OpBuilder &ob, int64_t value) -> Value {
-    return ob.create<arith::ConstantIndexOp>(loc, value);
-  };
-  auto cf = [&](OpBuilder &ob, double value) -> Value {
-    return ob.create<arith::ConstantOp>(loc, ob.getF32FloatAttr(value));
-  };
-  if (sq == 0 || product(qs.drop_back(2)) == 0)
+  AttentionOperands a(e, loc, op.getQuery(), op.getKey(), op.getValue(),
+                      op.getMask(), attentionMaskKind(op), attentionScale(op),
+                      op.getCausal());
+  if (empty(a))
     return success();
-  // The mask broadcasts to [B..., Sq, Sk] from the right.
-  SmallVector<int64_t> scoreShape(qs.drop_back());
-  scoreShape.push_back(sk);
-  AffineMap maskMap =
-      mask ? e.broadcastMap(cast<MemRefType>(mask.getType()).getShape(),
-                            scoreShape)
-           : AffineMap();
-  buildParallelLoop(
-      b, loc, qs.drop_back(), [&](OpBuilder &pb, Location l, ValueRange ivs) {
-        ValueRange batch = ivs.drop_back();
-        Value i = ivs.back();
-        auto at = [&](Value a, Value b2) {
-          SmallVector<Value> idx(batch);
-          idx.push_back(a);
-          idx.push_back(b2);
-          return idx;
-        };
-        Value upper = c(pb, sk);
-        if (op.getCausal())
-          upper = pb.create<arith::MinUIOp>(
-              l, pb.create<arith::AddIOp>(l, i, c(pb, 1)), upper);
-        Value negInf = cf(pb, -INFINITY);
-        Value zeroRow = pb.create<arith::ConstantOp>(
-            l, row, DenseElementsAttr::get(row, pb.getF32FloatAttr(0.0)));
-        auto keys = pb.create<scf::ForOp>(
-            l, c(pb, 0), upper, c(pb, 1),
-            ValueRange{negInf, cf(pb, 0.0), zeroRow},
-            [&](OpBuilder &fb, Location fl, Value j, ValueRange carried) {
-              Value m = carried[0], sum = carried[1], acc = carried[2];
-              // The score q_i · k_j.
-              auto dot = fb.create<scf::ForOp>(
-                  fl, c(fb, 0), c(fb, d), c(fb, 1), ValueRange{cf(fb, 0.0)},
-                  [&](OpBuilder &db, Location dl, Value t, ValueRange s) {
-                    Value x = db.create<memref::LoadOp>(dl, q, at(i, t));
-                    Value y = db.create<memref::LoadOp>(dl, k, at(j, t));
-                    Value p = db.create<arith::MulFOp>(dl, x, y);
-                    db.create<scf::YieldOp>(
-                        dl, ValueRange{db.create<arith::AddFOp>(dl, s[0], p)});
-                  });
-              Value s = fb.create<arith::MulFOp>(fl, dot.getResult(0),
-                                                 cf(fb, scale));
-              if (mask) {
-                SmallVector<Value> score(batch);
-                score.push_back(i);
-                score.push_back(j);
-                Value mv = fb.create<memref::LoadOp>(
-                    fl, mask, indicesAt(fb, fl, maskMap, score));
-                if (kind == MaskKind::boolean) {
-                  s = fb.create<arith::SelectOp>(fl, mv, s, cf(fb, -INFINITY));
-                } else {
-                  if (mv.getType() != f32)
-                    mv = mv.getType().getIntOrFloatBitWidth() > 32
-                             ? fb.create<arith::TruncFOp>(fl, f32, mv).getResult()
-                             : fb.create<arith::ExtFOp>(fl, f32, mv).getResult();
-                  s = fb.create<arith::AddFOp>(fl, s, mv);
-                }
-              }
-              Value mNew = fb.create<arith::MaximumFOp>(fl, m, s);
-              // While every score so far is -inf, nothing accumulates: the
-              // shift is 0 rather than -inf, so that exp gives 0, not NaN.
-              Value finite = fb.create<arith::CmpFOp>(
-                  fl, arith::CmpFPredicate::ONE, mNew, cf(fb, -INFINITY));
-              Value shift =
-                  fb.create<arith::SelectOp>(fl, finite, mNew, cf(fb, 0.0));
-              Value rescale = fb.create<math::ExpOp>(
-                  fl, fb.create<arith::SubFOp>(fl, m, shift));
-              Value weight = fb.create<math::ExpOp>(
-                  fl, fb.create<arith::SubFOp>(fl, s, shift));
-              Value sumNew = fb.create<arith::AddFOp>(
-                  fl, fb.create<arith::MulFOp>(fl, sum, rescale), weight);
-              Value vRow = fb.create<vector::TransferReadOp>(
-                  fl, row, v, at(j, c(fb, 0)), ArrayRef<bool>{true});
-              Value accNew = fb.create<arith::AddFOp>(
-                  fl,
-                  fb.create<arith::MulFOp>(
-                      fl, acc, fb.create<vector::BroadcastOp>(fl, row, rescale)),
-                  fb.create<arith::MulFOp>(
-                      fl, vRow, fb.create<vector::BroadcastOp>(fl, row, weight)));
-              fb.create<scf::YieldOp>(fl, ValueRange{mNew, sumNew, accNew});
-            });
-        Value result = pb.create<arith::DivFOp>(
-            l, keys.getResult(2),
-            pb.create<vector::BroadcastOp>(l, row, keys.getResult(1)));
-        pb.create<vector::TransferWriteOp>(l, result, out, at(i, c(pb, 0)),
-                                           ArrayRef<bool>{true});
+  WarpRows w(e.b, loc, a.batches() * a.sq, a.d);
+  OpBuilder &kb = w.kb;
+  auto [batchIdx, i] = a.split(kb, w.row, a.sq);
+  SmallVector<Value> qRow = a.loadRow(kb, w.lane, a.q, batchIdx, i, a.d);
+  int64_t cv = AttentionOperands::slots(a.dv);
+  SmallVector<Value> inits{a.f32(kb, -INFINITY), a.f32(kb, 0.0)};
+  inits.append(cv, a.f32(kb, 0.0));
+  auto keys = kb.create<scf::ForOp>(
+      loc, a.index(kb, 0), a.keyEnd(kb, w), a.index(kb, 1), inits,
+      [&](OpBuilder &fb, Location, Value j, ValueRange carried) {
+        Value m = carried[0], sum = carried[1];
+        ValueRange acc = carried.drop_front(2);
+        SmallVector<Value> kRow = a.loadRow(fb, w.lane, a.k, batchIdx, j, a.d);
+        Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
+        auto step = a.online(fb, m, s);
+        Value weight = a.exp(fb, s, step.shift);
+        Value sumNew = fb.create<arith::AddFOp>(
+            loc, fb.create<arith::MulFOp>(loc, sum, step.rescale), weight);
+        SmallVector<Value> vRow = a.loadRow(fb, w.lane, a.v, batchIdx, j, a.dv);
+        SmallVector<Value> accNew = axpy(
+            fb, loc, scaled(fb, loc, SmallVector<Value>(acc), step.rescale),
+            weight, vRow);
+        fb.create<scf::YieldOp>(loc, concat({step.m, sumNew}, accNew));
       });
+  SmallVector<Value> result;
+  for (Value x : keys.getResults().drop_front(2))
+    result.push_back(kb.create<arith::DivFOp>(loc, x, keys.getResult(1)));
+  a.storeRow(kb, w.lane, w.live, out, batchIdx, i, result, a.dv);
+  return success();
+}
+
+LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
+                                                 BufferizedEntry &e) {
+  Location loc = op.getLoc();
+  Value dq = e.destination(op.getQueryGrad()),
+        dk = e.destination(op.getKeyGrad()),
+        dv = e.destination(op.getValueGrad());
+  if (!dq || !dk || !dv)
+    return failure();
+  AttentionOperands a(e, loc, op.getQuery(), op.getKey(), op.getValue(),
+                      op.getMask(), attentionMaskKind(op), attentionScale(op),
+                      op.getCausal());
+  if (a.batches() == 0 || a.d == 0 || a.dv == 0)
+    return success();
+  Value o = e.bufferOf(op.getOutput()), dout = e.bufferOf(op.getGrad());
+  int64_t queryRows = a.batches() * a.sq, keyRows = a.batches() * a.sk;
+  auto rowsType =
+      MemRefType::get({std::max<int64_t>(queryRows, 1)}, e.b.getF32Type());
+  Value lse = e.temporary(rowsType), delta = e.temporary(rowsType);
+
+  // 1. A warp per query row: L_i and D_i, then dQ_i.
+  if (queryRows > 0) {
+    WarpRows w(e.b, loc, queryRows, a.d);
+    OpBuilder &kb = w.kb;
+    auto [batchIdx, i] = a.split(kb, w.row, a.sq);
+    SmallVector<Value> qRow = a.loadRow(kb, w.lane, a.q, batchIdx, i, a.d);
+    SmallVector<Value> doRow = a.loadRow(kb, w.lane, dout, batchIdx, i, a.dv);
+    Value d = a.dot(kb, doRow, a.loadRow(kb, w.lane, o, batchIdx, i, a.dv));
+    Value end = a.keyEnd(kb, w);
+    auto stats = kb.create<scf::ForOp>(
+        loc, a.index(kb, 0), end, a.index(kb, 1),
+        ValueRange{a.f32(kb, -INFINITY), a.f32(kb, 0.0)},
+        [&](OpBuilder &fb, Location, Value j, ValueRange carried) {
+          SmallVector<Value> kRow =
+              a.loadRow(fb, w.lane, a.k, batchIdx, j, a.d);
+          Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
+          auto step = a.online(fb, carried[0], s);
+          Value sum = fb.create<arith::AddFOp>(
+              loc, fb.create<arith::MulFOp>(loc, carried[1], step.rescale),
+              a.exp(fb, s, step.shift));
+          fb.create<scf::YieldOp>(loc, ValueRange{step.m, sum});
+        });
+    // L = m + log l. A row whose every key is masked has l = 0 and L = -inf,
+    // and its p = exp(-inf - -inf) is NaN, as the unfused softmax's.
+    Value m = stats.getResult(0);
+    Value finite = kb.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, m,
+                                            a.f32(kb, -INFINITY));
+    Value shift = kb.create<arith::SelectOp>(loc, finite, m, a.f32(kb, 0.0));
+    Value l = kb.create<arith::AddFOp>(
+        loc, shift, kb.create<math::LogOp>(loc, stats.getResult(1)));
+    int64_t cd = AttentionOperands::slots(a.d);
+    auto grads = kb.create<scf::ForOp>(
+        loc, a.index(kb, 0), end, a.index(kb, 1),
+        SmallVector<Value>(cd, a.f32(kb, 0.0)),
+        [&](OpBuilder &fb, Location, Value j, ValueRange carried) {
+          SmallVector<Value> kRow =
+              a.loadRow(fb, w.lane, a.k, batchIdx, j, a.d);
+          Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
+          Value p = a.exp(fb, s, l);
+          Value dp =
+              a.dot(fb, doRow, a.loadRow(fb, w.lane, a.v, batchIdx, j, a.dv));
+          Value ds = fb.create<arith::MulFOp>(
+              loc, p, fb.create<arith::SubFOp>(loc, dp, d));
+          fb.create<scf::YieldOp>(
+              loc, axpy(fb, loc, SmallVector<Value>(carried), ds, kRow));
+        });
+    a.storeRow(kb, w.lane, w.live, dq, batchIdx, i,
+               scaled(kb, loc, SmallVector<Value>(grads.getResults()),
+                      a.f32(kb, a.scale)),
+               a.d);
+    OpBuilder sb =
+        kb.create<scf::IfOp>(loc, w.storesRow()).getThenBodyBuilder();
+    sb.create<memref::StoreOp>(loc, l, lse, w.row);
+    sb.create<memref::StoreOp>(loc, d, delta, w.row);
+  }
+
+  // 2. A warp per key row j, over the query rows that see it: dK_j, dV_j.
+  if (keyRows > 0) {
+    WarpRows w(e.b, loc, keyRows, a.d);
+    OpBuilder &kb = w.kb;
+    auto [batchIdx, j] = a.split(kb, w.row, a.sk);
+    SmallVector<Value> kRow = a.loadRow(kb, w.lane, a.k, batchIdx, j, a.d);
+    SmallVector<Value> vRow = a.loadRow(kb, w.lane, a.v, batchIdx, j, a.dv);
+    // The flat index of this batch's query row 0 in L and D.
+    Value first = kb.create<arith::MulIOp>(
+        loc, kb.create<arith::DivUIOp>(loc, w.row, a.index(kb, a.sk)),
+        a.index(kb, a.sq));
+    Value begin = a.queryBegin(kb, w);
+    int64_t cd = AttentionOperands::slots(a.d),
+            cv = AttentionOperands::slots(a.dv);
+    SmallVector<Value> inits(cd + cv, a.f32(kb, 0.0));
+    auto grads = kb.create<scf::ForOp>(
+        loc, begin, a.index(kb, a.sq), a.index(kb, 1), inits,
+        [&](OpBuilder &fb, Location, Value i, ValueRange carried) {
+          SmallVector<Value> qRow =
+              a.loadRow(fb, w.lane, a.q, batchIdx, i, a.d);
+          SmallVector<Value> doRow =
+              a.loadRow(fb, w.lane, dout, batchIdx, i, a.dv);
+          Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
+          Value flat = fb.create<arith::AddIOp>(loc, first, i);
+          Value p = a.exp(fb, s, fb.create<memref::LoadOp>(loc, lse, flat));
+          Value dp = a.dot(fb, doRow, vRow);
+          Value ds = fb.create<arith::MulFOp>(
+              loc, p,
+              fb.create<arith::SubFOp>(
+                  loc, dp, fb.create<memref::LoadOp>(loc, delta, flat)));
+          SmallVector<Value> dkNew = axpy(
+              fb, loc, SmallVector<Value>(carried.take_front(cd)), ds, qRow);
+          SmallVector<Value> dvNew = axpy(
+              fb, loc, SmallVector<Value>(carried.drop_front(cd)), p, doRow);
+          fb.create<scf::YieldOp>(loc, concat(dkNew, dvNew));
+        });
+    ValueRange results = grads.getResults();
+    a.storeRow(kb, w.lane, w.live, dk, batchIdx, j,
+               scaled(kb, loc, SmallVector<Value>(results.take_front(cd)),
+                      a.f32(kb, a.scale)),
+               a.d);
+    a.storeRow(kb, w.lane, w.live, dv, batchIdx, j,
+               SmallVector<Value>(results.drop_front(cd)), a.dv);
+  }
   return success();
 }

@@ -40,6 +40,8 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
                              lowerFlashAttention);
   lowerByChoice<AttentionOp>(set, GPUKernel::FlashAttentionMma,
                              lowerFlashAttentionMma);
+  lowerByChoice<AttentionGradOp>(set, GPUKernel::AttentionRows,
+                                 lowerFlashAttentionGrad);
   lowerByChoice<SoftmaxOp>(
       set, GPUKernel::WarpRows, [](SoftmaxOp op, BufferizedEntry &e) {
         return lowerWarpSoftmax(e, op.getInput(), Value(), MaskKind::boolean,

@@ -130,19 +130,24 @@ int64_t reducedCount(ReduceOp op) {
   return n;
 }
 
-std::string attentionMisfit(AttentionOp op) {
-  for (Value v : {op.getQuery(), op.getKey(), op.getValue()}) {
+/// Why an attention (or its gradient) cannot run as kernels of a warp per
+/// row: each lane keeps its columns of a query and a value row in registers.
+std::string attentionMisfit(Value query, Value key, Value value) {
+  for (Value v : {query, key, value}) {
     auto t = cast<RankedTensorType>(v.getType());
     if (!t.getElementType().isF32())
       return "its operands are not f32";
     if (!t.hasStaticShape())
       return "its shapes are not static";
   }
-  int64_t dv = op.getValue().getType().getShape().back();
-  if (dv <= 0 || dv > kFlashAttentionMaxValueWidth)
-    return llvm::formatv("its value rows of {0} are not 1 to {1} wide", dv,
-                         kFlashAttentionMaxValueWidth)
-        .str();
+  for (auto [name, v] :
+       {std::pair{"query", query}, std::pair{"value", value}}) {
+    int64_t width = cast<RankedTensorType>(v.getType()).getShape().back();
+    if (width <= 0 || width > kFlashAttentionMaxValueWidth)
+      return llvm::formatv("its {0} rows of {1} are not 1 to {2} wide", name,
+                           width, kFlashAttentionMaxValueWidth)
+          .str();
+  }
   return "";
 }
 
@@ -209,7 +214,8 @@ std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
       .Case([](MatmulOp op) { return libraryGemmOr(matmulMisfit(op)); })
       .Case([](Conv2DOp op) { return libraryGemmOr(convMisfit(op)); })
       .Case([&](AttentionOp op) -> GPUKernelChoice {
-        std::string why = attentionMisfit(op);
+        std::string why =
+            attentionMisfit(op.getQuery(), op.getKey(), op.getValue());
         if (!why.empty())
           return {GPUKernel::Loops,
                   gpuKernelName(GPUKernel::AttentionRows).str(), why};
@@ -218,6 +224,14 @@ std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
           return {GPUKernel::FlashAttentionMma, "", ""};
         return {GPUKernel::AttentionRows,
                 gpuKernelName(GPUKernel::FlashAttentionMma).str(), why};
+      })
+      .Case([](AttentionGradOp op) -> GPUKernelChoice {
+        std::string why =
+            attentionMisfit(op.getQuery(), op.getKey(), op.getValue());
+        if (!why.empty())
+          return {GPUKernel::Loops,
+                  gpuKernelName(GPUKernel::AttentionRows).str(), why};
+        return {GPUKernel::AttentionRows, "", ""};
       })
       .Case([](LayerNormOp op) {
         return warpRowsOr(layerNormMisfit(op.getInput(), Value(),

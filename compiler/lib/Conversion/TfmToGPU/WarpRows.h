@@ -67,6 +67,9 @@ struct WarpRows {
   /// the first column this thread takes.
   Value lane, warpInRow, first;
   Value row, live;
+  /// The block, and the first and last rows of its warps (the last row
+  /// of all, for the last block's spare warps).
+  Value block, firstRow, lastRow;
   /// A wide row's partials, one per warp, in shared memory.
   Value partials;
 
@@ -91,6 +94,12 @@ struct WarpRows {
     kb.create<gpu::TerminatorOp>(loc);
     kb.setInsertionPointToStart(&launch.getBody().front());
     lane = launch.getThreadIds().x;
+    block = launch.getBlockIds().x;
+    firstRow = kb.create<arith::MulIOp>(loc, block, index(kb, rowsPerBlock));
+    lastRow = kb.create<arith::MinUIOp>(
+        loc,
+        kb.create<arith::AddIOp>(loc, firstRow, index(kb, rowsPerBlock - 1)),
+        index(kb, m - 1));
     if (wide) {
       partials = launch.getWorkgroupAttributions()[0];
       warpInRow = launch.getThreadIds().y;

@@ -103,19 +103,31 @@ void mlir::tfm::lowerGenericLinear(BufferizedEntry &e, Value x, Value w,
   });
 }
 
-double mlir::tfm::attentionScale(AttentionOp op) {
-  int64_t d = op.getQuery().getType().getShape().back();
-  return op.getScale() ? op.getScale()->convertToDouble()
-                       : 1.0 / std::sqrt(static_cast<double>(d));
+static double attentionScaleOf(Value query, std::optional<APFloat> scale) {
+  int64_t d = cast<RankedTensorType>(query.getType()).getShape().back();
+  return scale ? scale->convertToDouble()
+               : 1.0 / std::sqrt(static_cast<double>(d));
 }
 
-MaskKind mlir::tfm::attentionMaskKind(AttentionOp op) {
-  Value m = op.getMask();
-  if (!m)
+static MaskKind maskKindOf(Value mask) {
+  if (!mask)
     return MaskKind::none;
-  return cast<ShapedType>(m.getType()).getElementType().isInteger(1)
+  return cast<ShapedType>(mask.getType()).getElementType().isInteger(1)
              ? MaskKind::boolean
              : MaskKind::additive;
+}
+
+double mlir::tfm::attentionScale(AttentionOp op) {
+  return attentionScaleOf(op.getQuery(), op.getScale());
+}
+double mlir::tfm::attentionScale(AttentionGradOp op) {
+  return attentionScaleOf(op.getQuery(), op.getScale());
+}
+MaskKind mlir::tfm::attentionMaskKind(AttentionOp op) {
+  return maskKindOf(op.getMask());
+}
+MaskKind mlir::tfm::attentionMaskKind(AttentionGradOp op) {
+  return maskKindOf(op.getMask());
 }
 
 void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
@@ -149,6 +161,35 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
                               op.getCausal(), scores);
     lowerGenericMatmul(e, scores, e.bufferOf(op.getValue()), false, false,
                        e.destination(op.getResult()));
+    return success();
+  });
+  set.add<AttentionGradOp>([](AttentionGradOp op, BufferizedEntry &e) {
+    // The decomposed backward pass: P and dP in scratch memory, dS over dP
+    // in place, and the three products.
+    auto qt = op.getQuery().getType();
+    ArrayRef<int64_t> qs = qt.getShape();
+    SmallVector<int64_t> scoreShape(qs.drop_back());
+    scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
+    auto scoreType = MemRefType::get(scoreShape, qt.getElementType());
+    Value dq = e.destination(op.getQueryGrad()),
+          dk = e.destination(op.getKeyGrad()),
+          dv = e.destination(op.getValueGrad());
+    if (!dq || !dk || !dv)
+      return failure();
+    Value q = e.bufferOf(op.getQuery()), k = e.bufferOf(op.getKey()),
+          v = e.bufferOf(op.getValue()), dout = e.bufferOf(op.getGrad());
+    double scale = attentionScale(op);
+    Value p = e.temporary(scoreType), ds = e.temporary(scoreType);
+    lowerGenericMatmul(e, q, k, false, true, p);
+    lowerGenericMaskedSoftmax(e, p,
+                              op.getMask() ? e.bufferOf(op.getMask()) : Value(),
+                              attentionMaskKind(op), scale, op.getCausal(), p);
+    lowerGenericMatmul(e, dout, v, false, true, ds);
+    lowerGenericSoftmaxGrad(e, p, ds, int64_t(scoreShape.size()) - 1, scale,
+                            ds);
+    lowerGenericMatmul(e, ds, k, false, false, dq);
+    lowerGenericMatmul(e, ds, q, true, false, dk);
+    lowerGenericMatmul(e, p, dout, true, false, dv);
     return success();
   });
   set.add<QKVProjectionOp>([](QKVProjectionOp op, BufferizedEntry &e) {

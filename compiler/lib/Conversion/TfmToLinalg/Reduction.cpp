@@ -198,19 +198,12 @@ LogicalResult lowerReduce(ReduceOp op, BufferizedEntry &e) {
 
 } // namespace
 
-/// scale · y · (dy - Σ dy · y) along the axis: the sum into a temporary,
-/// then one elementwise pass.
-static LogicalResult lowerSoftmaxGrad(SoftmaxGradOp op, BufferizedEntry &e) {
-  auto type = op.getType();
+/// The sum into a temporary, then one elementwise pass.
+void mlir::tfm::lowerGenericSoftmaxGrad(BufferizedEntry &e, Value y, Value dy,
+                                        int64_t axis, double scale, Value out) {
+  auto type = cast<MemRefType>(y.getType());
   Type elem = type.getElementType();
-  int64_t axis = static_cast<int64_t>(op.getAxis());
-  if (axis < 0)
-    axis += type.getRank();
-  Value y = e.bufferOf(op.getOutput()), dy = e.bufferOf(op.getGrad());
-  Value out = e.destination(op.getResult());
-  if (!out)
-    return failure();
-  AlongAxis along(e, cast<MemRefType>(y.getType()), axis);
+  AlongAxis along(e, type, axis);
   Value dot = along.reduced;
   AffineMap id = along.id, redMap = along.toReduced;
   e.fill(dot, e.b.getFloatAttr(elem, 0.0));
@@ -219,7 +212,6 @@ static LogicalResult lowerSoftmaxGrad(SoftmaxGradOp op, BufferizedEntry &e) {
               return ob.create<arith::AddFOp>(
                   l, a[2], ob.create<arith::MulFOp>(l, a[0], a[1]));
             });
-  double scale = op.getScale().convertToDouble();
   e.generic({y, dy, dot}, {id, id, redMap}, out, id, along.parallel,
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
               Value v = ob.create<arith::MulFOp>(
@@ -231,6 +223,18 @@ static LogicalResult lowerSoftmaxGrad(SoftmaxGradOp op, BufferizedEntry &e) {
                   ob.create<arith::ConstantOp>(
                       l, ob.getFloatAttr(a[0].getType(), scale)));
             });
+}
+
+static LogicalResult lowerSoftmaxGrad(SoftmaxGradOp op, BufferizedEntry &e) {
+  int64_t axis = static_cast<int64_t>(op.getAxis());
+  if (axis < 0)
+    axis += op.getType().getRank();
+  Value out = e.destination(op.getResult());
+  if (!out)
+    return failure();
+  lowerGenericSoftmaxGrad(e, e.bufferOf(op.getOutput()),
+                          e.bufferOf(op.getGrad()), axis,
+                          op.getScale().convertToDouble(), out);
   return success();
 }
 

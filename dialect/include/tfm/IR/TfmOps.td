@@ -920,6 +920,45 @@ def Tfm_SoftmaxGradOp : Tfm_PureOp<"softmax_grad",
   let hasVerifier = 1;
 }
 
+def Tfm_AttentionGradOp : Tfm_PureOp<"attention_grad",
+    [InferTypeOpAdaptor]> {
+  let summary = "the gradient of tfm.attention, recomputing its scores";
+  let description = [{
+    The vector-Jacobian products of `tfm.attention` with respect to its
+    query, key and value, from the forward pass's operands and attributes,
+    its result `output` (O) and the gradient `grad` (dO) of that result.
+    With `P = masked_softmax(scale · Q·Kᵀ ⊕ mask)` recomputed,
+    `dS = scale · P ∘ (dO·Vᵀ - rowsum(dO ∘ O))`:
+    `query_grad = dS·K`, `key_grad = dSᵀ·Q`, `value_grad = Pᵀ·dO`.
+
+    One op, so that a backend can recompute P a tile at a time from each
+    row's log-sum-exp and never hold the `[Sq, Sk]` scores in memory: the
+    forward pass keeps nothing but its result. `tfm.attention`'s gradient
+    rule builds it when the mask needs no gradient.
+
+    Shape rules: the operands and attributes are those of `tfm.attention`;
+    `output` and `grad` have the attention's result type. The results have
+    the types of `query`, `key` and `value`.
+
+    ```mlir
+    %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %do causal
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>,
+           tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+        -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$query, Tfm_FloatTensor:$key,
+                       Tfm_FloatTensor:$value, Tfm_FloatTensor:$output,
+                       Tfm_FloatTensor:$grad, Optional<Tfm_MaskTensor>:$mask,
+                       OptionalAttr<F64Attr>:$scale, UnitAttr:$causal);
+  let results = (outs Tfm_FloatTensor:$query_grad, Tfm_FloatTensor:$key_grad,
+                      Tfm_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $output `,` $grad (`,` `mask` $mask^)?
+    (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Tfm_EmbeddingGradOp : Tfm_PureOp<"embedding_grad"> {
   let summary = "the gradient of tfm.embedding with respect to its table";
   let description = [{

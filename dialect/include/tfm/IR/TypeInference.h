@@ -74,6 +74,12 @@ LogicalResult inferSplitTypes(const ShapeDiag &d, Type input, int64_t axis,
 FailureOr<Type> inferAttentionType(const ShapeDiag &d, Type query, Type key,
                                    Type value, Type mask,
                                    std::optional<double> scale);
+/// tfm.attention_grad: the attention's rule, `output` and `grad` of its
+/// result type, and the query's, key's and value's types appended to `out`.
+LogicalResult inferAttentionGradTypes(const ShapeDiag &d, Type query, Type key,
+                                      Type value, Type output, Type grad,
+                                      Type mask, std::optional<double> scale,
+                                      SmallVectorImpl<Type> &out);
 FailureOr<Type> inferCrossEntropyType(const ShapeDiag &d, Type logits,
                                       Type labels, double labelSmoothing);
 LogicalResult inferQKVProjectionTypes(const ShapeDiag &d, Type input,

@@ -117,6 +117,13 @@ Tensor evalLayerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
 Tensor evalAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                      const Tensor *mask, bool causal,
                      std::optional<double> scale, Shape outShape);
+/// tfm.attention_grad from the probabilities written out (the decomposed
+/// backward pass): the query's, key's and value's gradients. `dO·O`, which
+/// the fused kernels take from the result, comes here from `P` and `dO·Vᵀ`.
+std::vector<Tensor> evalAttentionGrad(const Tensor &q, const Tensor &k,
+                                      const Tensor &v, const Tensor &dout,
+                                      const Tensor *mask, bool causal,
+                                      std::optional<double> scale);
 Tensor evalReduce(ReduceKind kind, const Tensor &in, Shape axes,
                   Shape outShape);
 

@@ -95,13 +95,19 @@ scf::ParallelOp buildParallelLoop(
     OpBuilder &b, Location loc, ArrayRef<int64_t> trips,
     function_ref<void(OpBuilder &, Location, ValueRange)> body);
 
-/// The widest value row the fused attention keeps in one thread's
-/// registers; a wider one takes the neutral lowering (scores in memory).
+/// The widest query or value row the f32 attention kernels keep in a
+/// warp's registers; a wider one takes the neutral lowering (scores in
+/// memory).
 constexpr int64_t kFlashAttentionMaxValueWidth = 256;
 
-/// tfm.attention as one loop nest over the query rows with the online
-/// softmax over the keys: no [Sq, Sk] scores in memory.
+/// tfm.attention in f32 as one kernel of a warp per query row with the
+/// online softmax over the keys: no [Sq, Sk] scores in memory
+/// (Attention.cpp).
 LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
+/// tfm.attention_grad in f32 as two kernels of a warp per row, which
+/// recompute the probabilities from each query row's log-sum-exp: dQ by
+/// query rows, then dK and dV by key rows.
+LogicalResult lowerFlashAttentionGrad(AttentionGradOp op, BufferizedEntry &e);
 /// tfm.attention under --dtype=f16 as one kernel of tensor-core products
 /// and the online softmax, a block per 64 query rows
 /// (FlashAttentionMma.cpp).

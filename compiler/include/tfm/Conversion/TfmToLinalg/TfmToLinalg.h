@@ -107,6 +107,14 @@ void lowerGenericMaskedSoftmax(BufferizedEntry &e, Value x, Value mask,
 /// the op gives one) and the kind of its mask.
 double attentionScale(AttentionOp op);
 MaskKind attentionMaskKind(AttentionOp op);
+/// The same of the attention whose gradient `op` is.
+double attentionScale(AttentionGradOp op);
+MaskKind attentionMaskKind(AttentionGradOp op);
+
+/// scale · y · (dy - Σ dy · y) along `axis` into `out` (buffers of one
+/// shape; `out` may be `dy`): tfm.softmax_grad.
+void lowerGenericSoftmaxGrad(BufferizedEntry &e, Value y, Value dy,
+                             int64_t axis, double scale, Value out);
 
 /// Lowers a reshape (or a transpose that only moves unit dimensions) that
 /// the plan does not keep as a view: a copy of `input` into the buffer of

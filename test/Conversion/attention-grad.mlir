@@ -1,0 +1,53 @@
+// Tests tfm.attention_grad, the backward pass of attention that recomputes
+// its probabilities: the op prints as it parses, and compiled for the CPU
+// (the neutral lowering: P and dP in scratch memory) and, through the
+// emulation, for the GPU (a kernel of a warp per query row for dQ and the
+// rows' log-sum-exp, then one of a warp per key row for dK and dV) it
+// matches the reference interpreter, which writes P out. The cases: causal
+// with a boolean key mask, 9 queries over 11 keys, heads of 40 and values
+// of 24 (both end inside a warp's second pass over a row); an additive
+// mask broadcast over the batch with its own scale; and a causal head of 64
+// with 5 rows, so that a block's spare warps recompute its last row. Each
+// gradient is checked with the forward output it is given.
+// RUN: tfm-opt %s | FileCheck %s --check-prefix=PRINT
+// RUN: rm -rf %t && tfmc run --reference %s --seed 3 --output-dir %t
+// RUN: tfmc run %s --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
+// RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
+// CHECK: all outputs match (rtol 1e-05, atol 1e-06)
+
+// PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} causal :
+// PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} {scale = 3.000000e-01 : f64} :
+// PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal :
+func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
+                 %k: tensor<2x3x11x40xf32> {tfm.name = "k"},
+                 %v: tensor<2x3x11x24xf32> {tfm.name = "v"},
+                 %m: tensor<2x1x1x11xi1> {tfm.name = "m"},
+                 %g: tensor<2x3x9x24xf32> {tfm.name = "g"},
+                 %a: tensor<9x11xf32> {tfm.name = "a"},
+                 %q2: tensor<5x64xf32> {tfm.name = "q2"},
+                 %k2: tensor<5x64xf32> {tfm.name = "k2"},
+                 %v2: tensor<5x64xf32> {tfm.name = "v2"},
+                 %g2: tensor<5x64xf32> {tfm.name = "g2"})
+    -> (tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
+        tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
+        tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>) {
+  %o = tfm.attention %q, %k, %v, mask %m causal
+      : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<2x1x1x11xi1>) -> tensor<2x3x9x24xf32>
+  %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %g, mask %m causal
+      : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<2x3x9x24xf32>, tensor<2x3x9x24xf32>, tensor<2x1x1x11xi1>)
+      -> (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>)
+  %o2 = tfm.attention %q, %k, %v, mask %a {scale = 0.3 : f64}
+      : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<9x11xf32>) -> tensor<2x3x9x24xf32>
+  %eq, %ek, %ev = tfm.attention_grad %q, %k, %v, %o2, %g, mask %a {scale = 0.3 : f64}
+      : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<2x3x9x24xf32>, tensor<2x3x9x24xf32>, tensor<9x11xf32>)
+      -> (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>)
+  %o3 = tfm.attention %q2, %k2, %v2 causal
+      : (tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>) -> tensor<5x64xf32>
+  %fq, %fk, %fv = tfm.attention_grad %q2, %k2, %v2, %o3, %g2 causal
+      : (tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>)
+      -> (tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>)
+  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv
+      : tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
+        tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
+        tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>
+}
