@@ -7,13 +7,19 @@
 // with a boolean key mask, 9 queries over 11 keys, heads of 40 and values
 // of 24 (both end inside a warp's second pass over a row); an additive
 // mask broadcast over the batch with its own scale; and a causal head of 64
-// with 5 rows, so that a block's spare warps recompute its last row. Each
-// gradient is checked with the forward output it is given.
+// with 5 rows, so that a block's spare warps recompute its last row; and
+// heads split from [S, B, H, D] tensors by transposes, which the GPU's
+// kernels read in place (four kernels for the four attentions, two for
+// each gradient, and no copy). Each gradient is checked with the forward
+// output it is given.
 // RUN: tfm-opt %s | FileCheck %s --check-prefix=PRINT
 // RUN: rm -rf %t && tfmc run --reference %s --seed 3 --output-dir %t
 // RUN: tfmc run %s --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
 // RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
+// RUN: tfmc compile %s --target=cuda --emit=ptx -o - | FileCheck %s --check-prefix=KERNELS
 // CHECK: all outputs match (rtol 1e-05, atol 1e-06)
+// KERNELS-COUNT-12: .visible .entry
+// KERNELS-NOT: .visible .entry
 
 // PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} causal :
 // PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} {scale = 3.000000e-01 : f64} :
@@ -27,10 +33,14 @@ func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
                  %q2: tensor<5x64xf32> {tfm.name = "q2"},
                  %k2: tensor<5x64xf32> {tfm.name = "k2"},
                  %v2: tensor<5x64xf32> {tfm.name = "v2"},
-                 %g2: tensor<5x64xf32> {tfm.name = "g2"})
+                 %g2: tensor<5x64xf32> {tfm.name = "g2"},
+                 %x: tensor<5x2x3x16xf32> {tfm.name = "x"},
+                 %y: tensor<7x2x3x16xf32> {tfm.name = "y"},
+                 %gx: tensor<5x2x3x16xf32> {tfm.name = "gx"})
     -> (tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
-        tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>) {
+        tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>,
+        tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>) {
   %o = tfm.attention %q, %k, %v, mask %m causal
       : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<2x1x1x11xi1>) -> tensor<2x3x9x24xf32>
   %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %g, mask %m causal
@@ -46,8 +56,16 @@ func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
   %fq, %fk, %fv = tfm.attention_grad %q2, %k2, %v2, %o3, %g2 causal
       : (tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>)
       -> (tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>)
-  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv
+  %hq = tfm.transpose %x permutation = [1, 2, 0, 3] : tensor<5x2x3x16xf32> -> tensor<2x3x5x16xf32>
+  %hk = tfm.transpose %y permutation = [1, 2, 0, 3] : tensor<7x2x3x16xf32> -> tensor<2x3x7x16xf32>
+  %hg = tfm.transpose %gx permutation = [1, 2, 0, 3] : tensor<5x2x3x16xf32> -> tensor<2x3x5x16xf32>
+  %o4 = tfm.attention %hq, %hk, %hk : (tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>) -> tensor<2x3x5x16xf32>
+  %hdq, %hdk, %hdv = tfm.attention_grad %hq, %hk, %hk, %o4, %hg
+      : (tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>)
+      -> (tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>)
+  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv, %o4, %hdq, %hdk, %hdv
       : tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
-        tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>
+        tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>,
+        tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>
 }

@@ -2,11 +2,12 @@
 //
 // Most ops are generated loop nests that read and write dense buffers, as
 // the backend-neutral lowering does; so the GPU takes the generic rules
-// (views of reshapes, in-place elementwise ops) under its own name. Both
+// (views of reshapes, in-place elementwise ops) under its own name. The
 // attention kernels read their query, keys and values at any strides: the
-// thread-per-row kernel through strided memrefs, the tensor-core one in
-// the kernel that rounds them to 16 bits. So the transposes that split
-// the projections into heads are views, not copies.
+// warp-per-row kernels (forward and backward) through strided memrefs, the
+// tensor-core one in the kernel that rounds them to 16 bits. So the
+// transposes that split the projections into heads are views, not copies,
+// and so are those of the backward pass's output gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +25,11 @@ public:
   StringRef getTarget() const override { return "cuda"; }
 
   bool readsStrided(Operation *op, unsigned index) const override {
-    return isa<AttentionOp>(op) && index < 3;
+    // Query, key and value; and for the backward pass, the forward result
+    // and its gradient too. Not the mask, which the kernels read densely.
+    if (isa<AttentionOp>(op))
+      return index < 3;
+    return isa<AttentionGradOp>(op) && index < 5;
   }
 };
 } // namespace
