@@ -369,10 +369,27 @@ Value BufferizedEntry::denseOf(Value tensor) {
 }
 
 Value BufferizedEntry::temporary(MemRefType type) {
-  int64_t offset = alignBuffer(planBytes) + scratchUsed;
+  int64_t offset = alignBuffer(planBytes) + entryScratchUsed + scratchUsed;
   scratchUsed += alignBuffer(bufferBytes(type));
-  scratchBytes = std::max(scratchBytes, scratchUsed);
+  scratchBytes = std::max(scratchBytes, entryScratchUsed + scratchUsed);
   return view(arena, offset, type);
+}
+
+Value BufferizedEntry::entryScratch(StringRef key, MemRefType type,
+                                    bool &fresh) {
+  if (Value known = entryScratchByKey.lookup(key)) {
+    fresh = false;
+    return known;
+  }
+  // The op's temporaries would overlap a region made after them.
+  assert(scratchUsed == 0 && "entry scratch asked for after a temporary");
+  fresh = true;
+  int64_t offset = alignBuffer(planBytes) + entryScratchUsed;
+  entryScratchUsed += alignBuffer(bufferBytes(type));
+  scratchBytes = std::max(scratchBytes, entryScratchUsed);
+  Value buffer = view(arena, offset, type);
+  entryScratchByKey[key] = buffer;
+  return buffer;
 }
 
 Value BufferizedEntry::destination(Value result) {

@@ -4,7 +4,10 @@
 // the session state. The step's coefficients (the scheduled rate, Adam's bias
 // corrections) are computed by generated code from the step count, first,
 // into two scalars the update reads: in f64, with β^t by repeated squaring,
-// so that no libm call is needed where the state lives on a device.
+// so that no libm call is needed where the state lives on a device. The
+// updates of one step share their hyperparameters, so the first computes
+// the coefficients into the entry's scratch memory and the others read them:
+// on the GPU, one kernel per step rather than one per parameter.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -57,7 +61,6 @@ LogicalResult lowerOptimizer(UpdateOp op, BufferizedEntry &e) {
   const StateLayout &state = e.stateLayout();
   auto flat = RankedTensorType::get({n}, elem);
   Value param = e.view(e.stateBuffer(), state.parameter.lookup(name), flat);
-  Value grad = e.reshape(e.denseOf(op.getGrad()), MemRefType::get({n}, elem));
   constexpr bool adam = std::is_same_v<UpdateOp, AdamUpdateOp>;
   double wd = op.getWeightDecay().convertToDouble();
   double lr = op.getLr().convertToDouble();
@@ -73,37 +76,50 @@ LogicalResult lowerOptimizer(UpdateOp op, BufferizedEntry &e) {
 
   // coeff[0]: the step size (SGD: the rate; Adam: rate / (1 - β1^t));
   // coeff[1]: Adam's 1 / sqrt(1 - β2^t).
-  Value coeff = e.temporary(MemRefType::get({2}, elem));
+  std::string key;
+  llvm::raw_string_ostream(key)
+      << "step-coefficients " << op.getOperationName() << ' '
+      << op.getStep().getAsOpaquePointer() << ' ' << elem << ' '
+      << stringifyLRSchedule(schedule) << ' ' << llvm::format("%a", lr) << ' '
+      << dModel << ' ' << warmup << ' ' << llvm::format("%a", b1) << ' '
+      << llvm::format("%a", b2);
+  bool fresh = false;
+  Value coeff = e.entryScratch(key, MemRefType::get({2}, elem), fresh);
   AffineMap scalar = AffineMap::get(1, 0, {}, ctx);
-  e.generic({e.bufferOf(op.getStep())}, {scalar}, coeff,
-            AffineMap::getMultiDimIdentityMap(1, ctx),
-            {utils::IteratorType::parallel},
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              Type f64 = ob.getF64Type();
-              auto fc = [&](double v) {
-                return BufferizedEntry::constantScalar(ob, l, f64, v);
-              };
-              auto [t, rate] =
-                  stepAndRate(ob, l, a[0], schedule, lr, dModel, warmup);
-              Value first = rate, second = fc(1.0);
-              if (adam) {
-                first = ob.create<arith::DivFOp>(
-                    l, rate,
-                    ob.create<arith::SubFOp>(l, fc(1.0),
-                                             integerPower(ob, l, b1, a[0])));
-                second = ob.create<arith::DivFOp>(
-                    l, fc(1.0),
-                    ob.create<math::SqrtOp>(
-                        l, ob.create<arith::SubFOp>(
-                               l, fc(1.0), integerPower(ob, l, b2, a[0]))));
-              }
-              Value isFirst = ob.create<arith::CmpIOp>(
-                  l, arith::CmpIPredicate::eq, ob.create<linalg::IndexOp>(l, 0),
-                  ob.create<arith::ConstantIndexOp>(l, 0));
-              Value v = ob.create<arith::SelectOp>(l, isFirst, first, second);
-              return ob.create<arith::TruncFOp>(l, elem, v);
-            });
+  if (fresh)
+    e.generic({e.bufferOf(op.getStep())}, {scalar}, coeff,
+              AffineMap::getMultiDimIdentityMap(1, ctx),
+              {utils::IteratorType::parallel},
+              [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                Type f64 = ob.getF64Type();
+                auto fc = [&](double v) {
+                  return BufferizedEntry::constantScalar(ob, l, f64, v);
+                };
+                auto [t, rate] =
+                    stepAndRate(ob, l, a[0], schedule, lr, dModel, warmup);
+                Value first = rate, second = fc(1.0);
+                if (adam) {
+                  first = ob.create<arith::DivFOp>(
+                      l, rate,
+                      ob.create<arith::SubFOp>(l, fc(1.0),
+                                               integerPower(ob, l, b1, a[0])));
+                  second = ob.create<arith::DivFOp>(
+                      l, fc(1.0),
+                      ob.create<math::SqrtOp>(
+                          l, ob.create<arith::SubFOp>(
+                                 l, fc(1.0), integerPower(ob, l, b2, a[0]))));
+                }
+                Value isFirst = ob.create<arith::CmpIOp>(
+                    l, arith::CmpIPredicate::eq,
+                    ob.create<linalg::IndexOp>(l, 0),
+                    ob.create<arith::ConstantIndexOp>(l, 0));
+                Value v = ob.create<arith::SelectOp>(l, isFirst, first, second);
+                return ob.create<arith::TruncFOp>(l, elem, v);
+              });
 
+  // After the coefficients: a strided gradient's dense copy is the op's
+  // temporary, which starts past the entry's scratch.
+  Value grad = e.reshape(e.denseOf(op.getGrad()), MemRefType::get({n}, elem));
   AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
   auto at = [&](int64_t i) {
     return AffineMap::get(1, 0, {getAffineConstantExpr(i, ctx)}, ctx);

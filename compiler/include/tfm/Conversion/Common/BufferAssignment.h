@@ -205,6 +205,12 @@ public:
   /// Scratch memory of `type` for the op being lowered, in the arena past
   /// the plan's buffers; it is reused by the next op.
   Value temporary(MemRefType type);
+  /// Scratch memory of `type` that lives to the end of the entry, one per
+  /// `key`: what several ops read and the first computes (the optimizers'
+  /// step coefficients). `fresh` says whether this call made it, so the
+  /// caller writes it. Asked for before the op's temporaries, which start
+  /// past it.
+  Value entryScratch(StringRef key, MemRefType type, bool &fresh);
   /// A contiguous buffer read with another static shape; no data moves.
   Value reshape(Value buffer, MemRefType to);
   /// A typed view of `base` (the arena, the weights or the state) at
@@ -365,8 +371,11 @@ private:
   // memrefs once a glue op asked for one.
   DenseMap<Value, StridedView> views;
   DenseMap<Value, Value> materialized;
-  // The plan's arena bytes; scratch memory starts past them.
-  int64_t planBytes = 0, scratchUsed = 0, scratchBytes = 0;
+  // The plan's arena bytes; scratch memory starts past them, the entry's
+  // (entryScratch) first, then the op's.
+  int64_t planBytes = 0, entryScratchUsed = 0, scratchUsed = 0,
+          scratchBytes = 0;
+  llvm::StringMap<Value> entryScratchByKey;
   // The rounded copies the op being lowered made (narrowed), which live in
   // its scratch memory; and whether a kernel call's fallback is being
   // lowered (callKernel), whose copies are not shared.
