@@ -9,16 +9,18 @@
 // mask broadcast over the batch with its own scale; and a causal head of 64
 // with 5 rows, so that a block's spare warps recompute its last row; and
 // heads split from [S, B, H, D] tensors by transposes, which the GPU's
-// kernels read in place (four kernels for the four attentions, two for
-// each gradient, and no copy). Each gradient is checked with the forward
-// output it is given.
+// kernels read in place, and dQ merged back by a transpose right after
+// the kernels, which they write in place (four kernels for the four
+// attentions, two for each gradient, one for the add after the transpose,
+// and no copy). Each gradient is checked with the forward output it is
+// given.
 // RUN: tfm-opt %s | FileCheck %s --check-prefix=PRINT
 // RUN: rm -rf %t && tfmc run --reference %s --seed 3 --output-dir %t
 // RUN: tfmc run %s --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
 // RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
 // RUN: tfmc compile %s --target=cuda --emit=ptx -o - | FileCheck %s --check-prefix=KERNELS
 // CHECK: all outputs match (rtol 1e-05, atol 1e-06)
-// KERNELS-COUNT-12: .visible .entry
+// KERNELS-COUNT-13: .visible .entry
 // KERNELS-NOT: .visible .entry
 
 // PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} causal :
@@ -40,7 +42,7 @@ func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
     -> (tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>,
-        tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>) {
+        tensor<2x3x5x16xf32>, tensor<5x2x3x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>) {
   %o = tfm.attention %q, %k, %v, mask %m causal
       : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<2x1x1x11xi1>) -> tensor<2x3x9x24xf32>
   %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %g, mask %m causal
@@ -63,9 +65,11 @@ func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
   %hdq, %hdk, %hdv = tfm.attention_grad %hq, %hk, %hk, %o4, %hg
       : (tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>)
       -> (tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>)
-  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv, %o4, %hdq, %hdk, %hdv
+  %hdqt = tfm.transpose %hdq permutation = [2, 0, 1, 3] : tensor<2x3x5x16xf32> -> tensor<5x2x3x16xf32>
+  %hdqx = tfm.add %hdqt, %x : (tensor<5x2x3x16xf32>, tensor<5x2x3x16xf32>) -> tensor<5x2x3x16xf32>
+  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv, %o4, %hdqx, %hdk, %hdv
       : tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>,
-        tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>
+        tensor<2x3x5x16xf32>, tensor<5x2x3x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>
 }

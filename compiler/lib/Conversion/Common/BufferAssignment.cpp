@@ -434,6 +434,13 @@ bool BufferizedEntry::fitsInArena(OpResult r, ArenaAttr plan) {
   return false;
 }
 
+Value BufferizedEntry::stridedDestination(Value result) {
+  StridedView view = destinationView(result);
+  if (!view.base)
+    return Value();
+  return materialize(view, cast<ShapedType>(result.getType()).getElementType());
+}
+
 StridedView BufferizedEntry::destinationView(Value result) {
   auto r = cast<OpResult>(result);
   auto type = cast<RankedTensorType>(result.getType());

@@ -343,9 +343,10 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
 LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
                                                  BufferizedEntry &e) {
   Location loc = op.getLoc();
-  Value dq = e.destination(op.getQueryGrad()),
-        dk = e.destination(op.getKeyGrad()),
-        dv = e.destination(op.getValueGrad());
+  // At the plan's strides: a transpose right after is a view.
+  Value dq = e.stridedDestination(op.getQueryGrad()),
+        dk = e.stridedDestination(op.getKeyGrad()),
+        dv = e.stridedDestination(op.getValueGrad());
   if (!dq || !dk || !dv)
     return failure();
   AttentionOperands a(e, loc, op.getQuery(), op.getKey(), op.getValue(),

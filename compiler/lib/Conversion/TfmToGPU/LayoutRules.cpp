@@ -7,7 +7,8 @@
 // warp-per-row kernels (forward and backward) through strided memrefs, the
 // tensor-core one in the kernel that rounds them to 16 bits. So the
 // transposes that split the projections into heads are views, not copies,
-// and so are those of the backward pass's output gradient.
+// and so are those of the backward pass's output gradient, and the one
+// that merges the heads of a gradient back right after its kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,12 @@ public:
     if (isa<AttentionOp>(op))
       return index < 3;
     return isa<AttentionGradOp>(op) && index < 5;
+  }
+  // The backward kernels, and the neutral lowering they fall back on,
+  // write the gradients at any strides. The forward result is no such
+  // result: the tensor-core kernel writes it densely.
+  bool writesStrided(Operation *op, unsigned) const override {
+    return isa<AttentionGradOp>(op);
   }
 };
 } // namespace

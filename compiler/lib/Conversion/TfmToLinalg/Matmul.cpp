@@ -171,9 +171,10 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
     SmallVector<int64_t> scoreShape(qs.drop_back());
     scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
     auto scoreType = MemRefType::get(scoreShape, qt.getElementType());
-    Value dq = e.destination(op.getQueryGrad()),
-          dk = e.destination(op.getKeyGrad()),
-          dv = e.destination(op.getValueGrad());
+    // At the plan's strides, as a target that writes them strided plans.
+    Value dq = e.stridedDestination(op.getQueryGrad()),
+          dk = e.stridedDestination(op.getKeyGrad()),
+          dv = e.stridedDestination(op.getValueGrad());
     if (!dq || !dk || !dv)
       return failure();
     Value q = e.bufferOf(op.getQuery()), k = e.bufferOf(op.getKey()),

@@ -202,6 +202,9 @@ public:
   /// Where the op that defines `result` writes it, strided storage
   /// included; for ops whose lowering writes at any strides.
   StridedView destinationView(Value result);
+  /// destinationView as a memref of the result's element type, at the
+  /// plan's strides; null after an internal error.
+  Value stridedDestination(Value result);
   /// Scratch memory of `type` for the op being lowered, in the arena past
   /// the plan's buffers; it is reused by the next op.
   Value temporary(MemRefType type);
