@@ -11,8 +11,12 @@
 // partial key tile); causal 130 rows of 32 (three blocks, tiles skipped
 // past the diagonal); 70 rows of 16 with an additive mask broadcast over
 // heads and rows, and causal with a boolean padding mask (the last 6 keys
-// dropped) broadcast over the batch too. (A head of 128 passes as well,
-// but its unrolled kernel takes a minute to compile for the CPU.)
+// dropped) broadcast over the batch too. The masked one is merged back by
+// a transpose right after it, which its kernel writes in place: its result
+// is stored at the transposed strides. (A head of 128 passes as well, but
+// its unrolled kernel takes a minute to compile for the CPU.)
+// RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg compute-type=f16' | FileCheck %s --check-prefix=STRIDED
+// STRIDED: memref.reinterpret_cast {{.*}} to memref<2x3x70x16xf32, strided<[3360, 16, 48, 1]>>
 // RUN: tfm-opt %s '--tfm-gpu-pipeline=stage=linalg compute-type=f16' | FileCheck %s --check-prefix=KERNEL
 // RUN: rm -rf %t && tfmc run --reference %s --seed 3 --output-dir %t
 // RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --dtype=f16 --test-data-dir %t --rtol 2e-2 --atol 5e-3 | FileCheck %s
@@ -42,11 +46,13 @@
 func.func @infer(%q: tensor<2x2x100x64xf32> {tfm.name = "q"}, %k: tensor<2x2x100x64xf32> {tfm.name = "k"},
                  %v: tensor<2x2x100x64xf32> {tfm.name = "v"}, %cq: tensor<1x2x130x32xf32> {tfm.name = "cq"},
                  %mq: tensor<2x3x70x16xf32> {tfm.name = "mq"}, %add: tensor<2x1x1x70xf32> {tfm.name = "add"})
-    -> (tensor<2x2x100x64xf32>, tensor<1x2x130x32xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>) {
+    -> (tensor<2x2x100x64xf32>, tensor<1x2x130x32xf32>, tensor<2x70x3x16xf32>, tensor<2x3x70x16xf32>) {
   %o = tfm.attention %q, %k, %v : (tensor<2x2x100x64xf32>, tensor<2x2x100x64xf32>, tensor<2x2x100x64xf32>) -> tensor<2x2x100x64xf32>
   %c = tfm.attention %cq, %cq, %cq causal : (tensor<1x2x130x32xf32>, tensor<1x2x130x32xf32>, tensor<1x2x130x32xf32>) -> tensor<1x2x130x32xf32>
   %m = tfm.attention %mq, %mq, %mq, mask %add : (tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<2x1x1x70xf32>) -> tensor<2x3x70x16xf32>
+  %mt = tfm.transpose %m permutation = [0, 2, 1, 3] : tensor<2x3x70x16xf32> -> tensor<2x70x3x16xf32>
+  %ms = tfm.add %mt, %mt : (tensor<2x70x3x16xf32>, tensor<2x70x3x16xf32>) -> tensor<2x70x3x16xf32>
   %keep = arith.constant dense<[[[[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false]]]]> : tensor<1x1x1x70xi1>
   %p = tfm.attention %mq, %mq, %mq, mask %keep causal : (tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>, tensor<1x1x1x70xi1>) -> tensor<2x3x70x16xf32>
-  return %o, %c, %m, %p : tensor<2x2x100x64xf32>, tensor<1x2x130x32xf32>, tensor<2x3x70x16xf32>, tensor<2x3x70x16xf32>
+  return %o, %c, %ms, %p : tensor<2x2x100x64xf32>, tensor<1x2x130x32xf32>, tensor<2x70x3x16xf32>, tensor<2x3x70x16xf32>
 }

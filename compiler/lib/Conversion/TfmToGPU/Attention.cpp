@@ -301,7 +301,8 @@ bool empty(const AttentionOperands &a) {
 LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
                                              BufferizedEntry &e) {
   Location loc = op.getLoc();
-  Value out = e.destination(op.getResult());
+  // At the plan's strides: a transpose right after is a view.
+  Value out = e.stridedDestination(op.getResult());
   if (!out)
     return failure();
   AttentionOperands a(e, loc, op.getQuery(), op.getKey(), op.getValue(),

@@ -71,7 +71,7 @@ struct FlashKernel {
   double scale = 1.0;
   bool causal = false;
   Value q, k, v;             // [batch, S, d] 16-bit copies (as f16)
-  Value out;                 // [batch, Sq, d] f32
+  Value out;                 // [B..., Sq, d] f32, at the plan's strides
   Value qTile, kTile, vTile; // [64, d] f16 in shared memory
   Value tx, warpIndex, lane, batch, firstRow;
   /// The mask, read through `maskMap` at (the batch's leading indices, row,
@@ -164,13 +164,20 @@ struct FlashKernel {
   /// The score at (row, key) with the mask applied as the neutral lowering
   /// does: added, or -inf where a boolean mask is false. Rows and keys past
   /// the ends read the last ones (their scores are dropped anyway).
-  Value applyMask(Value score, Value row, Value key) {
+  /// The indices of the block's batch element in the leading dimensions.
+  SmallVector<Value> leadIndices(OpBuilder &b) {
     SmallVector<Value> at(lead.size());
     Value rest = batch;
     for (int64_t i = int64_t(lead.size()) - 1; i >= 0; --i) {
-      at[i] = kb.create<arith::RemUIOp>(loc, rest, index(lead[i]));
-      rest = kb.create<arith::DivUIOp>(loc, rest, index(lead[i]));
+      Value size = b.create<arith::ConstantIndexOp>(loc, lead[i]);
+      at[i] = b.create<arith::RemUIOp>(loc, rest, size);
+      rest = b.create<arith::DivUIOp>(loc, rest, size);
     }
+    return at;
+  }
+
+  Value applyMask(Value score, Value row, Value key) {
+    SmallVector<Value> at = leadIndices(kb);
     at.push_back(kb.create<arith::MinUIOp>(loc, row, index(sq - 1)));
     at.push_back(kb.create<arith::MinUIOp>(loc, key, index(sk - 1)));
     Value value =
@@ -391,8 +398,9 @@ struct FlashKernel {
               results[2 + r]);
           Value col = sb.create<arith::AddIOp>(
               loc, pair, sb.create<arith::ConstantIndexOp>(loc, 8 * n + e));
-          sb.create<memref::StoreOp>(loc, value, out,
-                                     ValueRange{batch, row, col});
+          SmallVector<Value> at = leadIndices(sb);
+          at.append({row, col});
+          sb.create<memref::StoreOp>(loc, value, out, at);
         }
     }
   }
@@ -408,16 +416,14 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   int64_t sq = qs[qs.size() - 2], d = qs.back();
   int64_t sk = op.getKey().getType().getShape().drop_back().back();
   int64_t batches = product(qs.drop_back(2));
-  Value out = e.destination(op.getResult());
+  // At the plan's strides: a transpose right after is a view.
+  Value out = e.stridedDestination(op.getResult());
   if (!out)
     return failure();
   if (sq == 0 || batches == 0)
     return success();
-  Type f32 = b.getF32Type(), f16 = b.getF16Type();
+  Type f16 = b.getF16Type();
   Type operandType = cast<GPUEntry>(e).narrowOperandType();
-  auto view = [&](Value buffer, int64_t rows) {
-    return e.reshape(buffer, MemRefType::get({batches, rows, d}, f32));
-  };
   // The operands rounded to the tensor cores' type, bf16 held as its f16
   // bit pattern (the type mma.sync and ldmatrix take), into dense copies;
   // an operand that is a view (heads split from a projection by a
@@ -436,7 +442,6 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   Value v = op.getValue() == op.getKey()     ? k
             : op.getValue() == op.getQuery() ? q
                                              : narrowed(op.getValue(), sk);
-  Value o = view(out, sq);
   Value maskBuffer = op.getMask() ? e.bufferOf(op.getMask()) : Value();
   auto shared = MemRefType::get(
       {kQueryRows, d}, b.getF16Type(), MemRefLayoutAttrInterface(),
@@ -462,7 +467,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   kernel.q = q;
   kernel.k = k;
   kernel.v = v;
-  kernel.out = o;
+  kernel.out = out;
   ArrayRef<BlockArgument> tiles = launch.getWorkgroupAttributions();
   kernel.qTile = tiles[0];
   kernel.kTile = tiles[1];

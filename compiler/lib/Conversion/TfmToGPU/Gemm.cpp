@@ -54,7 +54,7 @@ StridedView denseView(Value buffer, bool transposed) {
 LogicalResult lowerMatmul(MatmulOp op, GPUEntry &e) {
   auto lt = op.getLhs().getType(), rt = op.getRhs().getType();
   auto ls = lt.getShape(), os = op.getType().getShape();
-  int64_t m = os[os.size() - 2], n = os.back();
+  int64_t n = os.back();
   int64_t k = op.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
   bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
   // The fallback's operands, materialized here: a strided view's memref

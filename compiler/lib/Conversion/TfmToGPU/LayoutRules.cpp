@@ -32,11 +32,10 @@ public:
       return index < 3;
     return isa<AttentionGradOp>(op) && index < 5;
   }
-  // The backward kernels, and the neutral lowering they fall back on,
-  // write the gradients at any strides. The forward result is no such
-  // result: the tensor-core kernel writes it densely.
+  // Every attention kernel, and the neutral lowering they fall back on,
+  // writes its results at any strides.
   bool writesStrided(Operation *op, unsigned) const override {
-    return isa<AttentionGradOp>(op);
+    return isa<AttentionOp, AttentionGradOp>(op);
   }
 };
 } // namespace

@@ -159,8 +159,10 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
                               op.getMask() ? e.bufferOf(op.getMask()) : Value(),
                               attentionMaskKind(op), attentionScale(op),
                               op.getCausal(), scores);
-    lowerGenericMatmul(e, scores, e.bufferOf(op.getValue()), false, false,
-                       e.destination(op.getResult()));
+    Value out = e.stridedDestination(op.getResult());
+    if (!out)
+      return failure();
+    lowerGenericMatmul(e, scores, e.bufferOf(op.getValue()), false, false, out);
     return success();
   });
   set.add<AttentionGradOp>([](AttentionGradOp op, BufferizedEntry &e) {
