@@ -10,9 +10,10 @@
 // The forward kernel walks the keys once with the online softmax (the
 // running maximum m, the running sum l of exp(s - m), and the output row,
 // rescaled by exp(m_old - m_new) whenever the maximum grows) and writes
-// acc / l. A causal row stops at its own position. A key whose score is
-// -inf (a masked key) adds nothing; a row whose every key is masked
-// divides 0 by 0, as the unfused softmax's exp(-inf - -inf) does.
+// acc / l. A causal block stops at its last row's position, and a row's
+// scores past its own are -inf. A key whose score is -inf (a masked key)
+// adds nothing; a row whose every key is masked divides 0 by 0, as the
+// unfused softmax's exp(-inf - -inf) does.
 //
 // The backward pass recomputes the probabilities, FlashAttention-2's way,
 // as two kernels that never write P:
@@ -197,12 +198,7 @@ struct AttentionOperands {
                                        indicesAt(b, loc, maskMap, scoreIdx));
     if (kind == MaskKind::boolean)
       return b.create<arith::SelectOp>(loc, m, s, f32(b, -INFINITY));
-    Type f32Type = b.getF32Type();
-    if (m.getType() != f32Type)
-      m = m.getType().getIntOrFloatBitWidth() > 32
-              ? b.create<arith::TruncFOp>(loc, f32Type, m).getResult()
-              : b.create<arith::ExtFOp>(loc, f32Type, m).getResult();
-    return b.create<arith::AddFOp>(loc, s, m);
+    return b.create<arith::AddFOp>(loc, s, maskValueAsF32(b, loc, m));
   }
 
   /// The positions of the rows of `w`'s block in [B..., S] rows: the
@@ -245,6 +241,14 @@ struct AttentionOperands {
                                     index(b, sq));
   }
 
+  /// The running maximum `m` as exponentials subtract it: 0 while every
+  /// score is -inf.
+  Value shiftOf(OpBuilder &b, Value m) const {
+    Value finite = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, m,
+                                           f32(b, -INFINITY));
+    return b.create<arith::SelectOp>(loc, finite, m, f32(b, 0.0));
+  }
+
   /// One step of the online softmax: the new maximum, the shift that
   /// exponentials take (0 while every score is -inf, so that exp gives 0,
   /// not NaN), and the factor the old sum and accumulator are rescaled by.
@@ -253,9 +257,7 @@ struct AttentionOperands {
   };
   OnlineStep online(OpBuilder &b, Value m, Value s) const {
     Value mNew = b.create<arith::MaximumFOp>(loc, m, s);
-    Value finite = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, mNew,
-                                           f32(b, -INFINITY));
-    Value shift = b.create<arith::SelectOp>(loc, finite, mNew, f32(b, 0.0));
+    Value shift = shiftOf(b, mNew);
     Value rescale =
         b.create<math::ExpOp>(loc, b.create<arith::SubFOp>(loc, m, shift));
     return {mNew, shift, rescale};
@@ -385,12 +387,9 @@ LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
         });
     // L = m + log l. A row whose every key is masked has l = 0 and L = -inf,
     // and its p = exp(-inf - -inf) is NaN, as the unfused softmax's.
-    Value m = stats.getResult(0);
-    Value finite = kb.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, m,
-                                            a.f32(kb, -INFINITY));
-    Value shift = kb.create<arith::SelectOp>(loc, finite, m, a.f32(kb, 0.0));
     Value l = kb.create<arith::AddFOp>(
-        loc, shift, kb.create<math::LogOp>(loc, stats.getResult(1)));
+        loc, a.shiftOf(kb, stats.getResult(0)),
+        kb.create<math::LogOp>(loc, stats.getResult(1)));
     int64_t cd = AttentionOperands::slots(a.d);
     auto grads = kb.create<scf::ForOp>(
         loc, a.index(kb, 0), end, a.index(kb, 1),

@@ -80,6 +80,7 @@ struct FlashKernel {
   AffineMap maskMap;
   MaskKind maskKind = MaskKind::none;
   SmallVector<int64_t> lead; // the dimensions `batch` flattens
+  SmallVector<Value> leadIndices; // `batch` split into them
   /// The type the tensor cores read: f16, or bf16 held as f16 patterns.
   Type operandType;
 
@@ -164,31 +165,26 @@ struct FlashKernel {
   /// The score at (row, key) with the mask applied as the neutral lowering
   /// does: added, or -inf where a boolean mask is false. Rows and keys past
   /// the ends read the last ones (their scores are dropped anyway).
-  /// The indices of the block's batch element in the leading dimensions.
-  SmallVector<Value> leadIndices(OpBuilder &b) {
-    SmallVector<Value> at(lead.size());
+  /// The indices of the block's batch element in the leading dimensions,
+  /// made once at the kernel's start (leadIndices).
+  void splitBatch() {
+    leadIndices.assign(lead.size(), Value());
     Value rest = batch;
     for (int64_t i = int64_t(lead.size()) - 1; i >= 0; --i) {
-      Value size = b.create<arith::ConstantIndexOp>(loc, lead[i]);
-      at[i] = b.create<arith::RemUIOp>(loc, rest, size);
-      rest = b.create<arith::DivUIOp>(loc, rest, size);
+      leadIndices[i] = kb.create<arith::RemUIOp>(loc, rest, index(lead[i]));
+      rest = kb.create<arith::DivUIOp>(loc, rest, index(lead[i]));
     }
-    return at;
   }
 
   Value applyMask(Value score, Value row, Value key) {
-    SmallVector<Value> at = leadIndices(kb);
+    SmallVector<Value> at(leadIndices);
     at.push_back(kb.create<arith::MinUIOp>(loc, row, index(sq - 1)));
     at.push_back(kb.create<arith::MinUIOp>(loc, key, index(sk - 1)));
     Value value =
         kb.create<memref::LoadOp>(loc, mask, indicesAt(kb, loc, maskMap, at));
     if (maskKind == MaskKind::boolean)
       return kb.create<arith::SelectOp>(loc, value, score, f32(-INFINITY));
-    Type f32Type = kb.getF32Type();
-    if (value.getType() != f32Type)
-      value = value.getType().getIntOrFloatBitWidth() > 32
-                  ? kb.create<arith::TruncFOp>(loc, f32Type, value).getResult()
-                  : kb.create<arith::ExtFOp>(loc, f32Type, value).getResult();
+    value = maskValueAsF32(kb, loc, value);
     // The scores are in base 2 by now, so is what is added to them.
     return kb.create<arith::AddFOp>(
         loc, score, kb.create<arith::MulFOp>(loc, value, f32(M_LOG2E)));
@@ -398,7 +394,7 @@ struct FlashKernel {
               results[2 + r]);
           Value col = sb.create<arith::AddIOp>(
               loc, pair, sb.create<arith::ConstantIndexOp>(loc, 8 * n + e));
-          SmallVector<Value> at = leadIndices(sb);
+          SmallVector<Value> at(leadIndices);
           at.append({row, col});
           sb.create<memref::StoreOp>(loc, value, out, at);
         }
@@ -475,6 +471,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   kernel.tx = launch.getThreadIds().x;
   kernel.batch = launch.getBlockIds().y;
   kernel.lead.assign(qs.begin(), qs.end() - 2);
+  kernel.splitBatch();
   kernel.operandType = operandType;
   if (maskBuffer) {
     // The mask broadcasts to the scores [B..., Sq, Sk] from the right.

@@ -85,6 +85,15 @@ bool mlir::tfm::readsByLoopsOrConstants(AffineMap map) {
   });
 }
 
+Value mlir::tfm::maskValueAsF32(OpBuilder &b, Location loc, Value x) {
+  Type f32 = b.getF32Type();
+  if (x.getType() == f32)
+    return x;
+  if (x.getType().getIntOrFloatBitWidth() > 32)
+    return b.create<arith::TruncFOp>(loc, f32, x);
+  return b.create<arith::ExtFOp>(loc, f32, x);
+}
+
 SmallVector<Value> mlir::tfm::indicesAt(OpBuilder &b, Location loc,
                                         AffineMap map, ArrayRef<Value> loops) {
   SmallVector<Value> idx;

@@ -223,13 +223,7 @@ LogicalResult mlir::tfm::lowerWarpSoftmax(BufferizedEntry &e, Value input,
       if (kind == MaskKind::boolean) {
         s = lb.create<arith::SelectOp>(loc, mv, s, w.f32(lb, -INFINITY));
       } else {
-        if (!mv.getType().isF32())
-          mv = mv.getType().getIntOrFloatBitWidth() > 32
-                   ? lb.create<arith::TruncFOp>(loc, lb.getF32Type(), mv)
-                         .getResult()
-                   : lb.create<arith::ExtFOp>(loc, lb.getF32Type(), mv)
-                         .getResult();
-        s = lb.create<arith::AddFOp>(loc, s, mv);
+        s = lb.create<arith::AddFOp>(loc, s, maskValueAsF32(lb, loc, mv));
       }
     }
     if (causal) {

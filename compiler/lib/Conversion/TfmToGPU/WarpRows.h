@@ -67,9 +67,9 @@ struct WarpRows {
   /// the first column this thread takes.
   Value lane, warpInRow, first;
   Value row, live;
-  /// The block, and the first and last rows of its warps (the last row
-  /// of all, for the last block's spare warps).
-  Value block, firstRow, lastRow;
+  /// The first and last rows of the block's warps (the last row of all,
+  /// for the last block's spare warps).
+  Value firstRow, lastRow;
   /// A wide row's partials, one per warp, in shared memory.
   Value partials;
 
@@ -94,8 +94,8 @@ struct WarpRows {
     kb.create<gpu::TerminatorOp>(loc);
     kb.setInsertionPointToStart(&launch.getBody().front());
     lane = launch.getThreadIds().x;
-    block = launch.getBlockIds().x;
-    firstRow = kb.create<arith::MulIOp>(loc, block, index(kb, rowsPerBlock));
+    firstRow = kb.create<arith::MulIOp>(loc, launch.getBlockIds().x,
+                                        index(kb, rowsPerBlock));
     lastRow = kb.create<arith::MinUIOp>(
         loc,
         kb.create<arith::AddIOp>(loc, firstRow, index(kb, rowsPerBlock - 1)),

@@ -130,6 +130,23 @@ MaskKind mlir::tfm::attentionMaskKind(AttentionGradOp op) {
   return maskKindOf(op.getMask());
 }
 
+/// The probabilities of an attention (or of the one whose gradient `op`
+/// is), masked_softmax(scale · q·kᵀ ⊕ mask), in the op's scratch memory.
+template <typename AttentionLike>
+static Value attentionProbabilities(BufferizedEntry &e, AttentionLike op) {
+  auto qt = op.getQuery().getType();
+  ArrayRef<int64_t> qs = qt.getShape();
+  SmallVector<int64_t> scoreShape(qs.drop_back());
+  scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
+  Value p = e.temporary(MemRefType::get(scoreShape, qt.getElementType()));
+  lowerGenericMatmul(e, e.bufferOf(op.getQuery()), e.bufferOf(op.getKey()),
+                     false, true, p);
+  lowerGenericMaskedSoftmax(
+      e, p, op.getMask() ? e.bufferOf(op.getMask()) : Value(),
+      attentionMaskKind(op), attentionScale(op), op.getCausal(), p);
+  return p;
+}
+
 void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
   set.add<MatmulOp>([](MatmulOp op, BufferizedEntry &e) {
     Value out = e.destination(op.getResult());
@@ -145,35 +162,19 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
     return success();
   });
   set.add<AttentionOp>([](AttentionOp op, BufferizedEntry &e) {
-    // Scores in scratch memory, the masked softmax over them in place, and
-    // the weighted sum of the values.
-    auto qt = op.getQuery().getType();
-    ArrayRef<int64_t> qs = qt.getShape();
-    SmallVector<int64_t> scoreShape(qs.drop_back());
-    scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
-    Value scores =
-        e.temporary(MemRefType::get(scoreShape, qt.getElementType()));
-    lowerGenericMatmul(e, e.bufferOf(op.getQuery()), e.bufferOf(op.getKey()),
-                       false, true, scores);
-    lowerGenericMaskedSoftmax(e, scores,
-                              op.getMask() ? e.bufferOf(op.getMask()) : Value(),
-                              attentionMaskKind(op), attentionScale(op),
-                              op.getCausal(), scores);
+    // The probabilities in scratch memory, and the weighted sum of the
+    // values.
+    Value p = attentionProbabilities(e, op);
     Value out = e.stridedDestination(op.getResult());
     if (!out)
       return failure();
-    lowerGenericMatmul(e, scores, e.bufferOf(op.getValue()), false, false, out);
+    lowerGenericMatmul(e, p, e.bufferOf(op.getValue()), false, false, out);
     return success();
   });
   set.add<AttentionGradOp>([](AttentionGradOp op, BufferizedEntry &e) {
     // The decomposed backward pass: P and dP in scratch memory, dS over dP
-    // in place, and the three products.
-    auto qt = op.getQuery().getType();
-    ArrayRef<int64_t> qs = qt.getShape();
-    SmallVector<int64_t> scoreShape(qs.drop_back());
-    scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
-    auto scoreType = MemRefType::get(scoreShape, qt.getElementType());
-    // At the plan's strides, as a target that writes them strided plans.
+    // in place, and the three products, written at the plan's strides (a
+    // target that writes them strided plans so).
     Value dq = e.stridedDestination(op.getQueryGrad()),
           dk = e.stridedDestination(op.getKeyGrad()),
           dv = e.stridedDestination(op.getValueGrad());
@@ -181,15 +182,12 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
       return failure();
     Value q = e.bufferOf(op.getQuery()), k = e.bufferOf(op.getKey()),
           v = e.bufferOf(op.getValue()), dout = e.bufferOf(op.getGrad());
-    double scale = attentionScale(op);
-    Value p = e.temporary(scoreType), ds = e.temporary(scoreType);
-    lowerGenericMatmul(e, q, k, false, true, p);
-    lowerGenericMaskedSoftmax(e, p,
-                              op.getMask() ? e.bufferOf(op.getMask()) : Value(),
-                              attentionMaskKind(op), scale, op.getCausal(), p);
+    Value p = attentionProbabilities(e, op);
+    auto scoreType = cast<MemRefType>(p.getType());
+    Value ds = e.temporary(scoreType);
     lowerGenericMatmul(e, dout, v, false, true, ds);
-    lowerGenericSoftmaxGrad(e, p, ds, int64_t(scoreShape.size()) - 1, scale,
-                            ds);
+    lowerGenericSoftmaxGrad(e, p, ds, scoreType.getRank() - 1,
+                            attentionScale(op), ds);
     lowerGenericMatmul(e, ds, k, false, false, dq);
     lowerGenericMatmul(e, ds, q, true, false, dk);
     lowerGenericMatmul(e, p, dout, true, false, dv);

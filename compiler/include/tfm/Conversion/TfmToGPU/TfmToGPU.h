@@ -86,6 +86,8 @@ Value retypedView(OpBuilder &b, Value passed, Type elem);
 /// Whether every result of `map` is a loop dimension or a constant: the
 /// maps the GPU's hand-built loop nests read buffers through.
 bool readsByLoopsOrConstants(AffineMap map);
+/// A float mask's element `x` as f32, the type the kernels' scores are in.
+Value maskValueAsF32(OpBuilder &b, Location loc, Value x);
 /// The position such a map reads at the loop indices `loops`.
 SmallVector<Value> indicesAt(OpBuilder &b, Location loc, AffineMap map,
                              ArrayRef<Value> loops);
