@@ -403,7 +403,7 @@ llvm::StringMap<EvalFn> buildTable() {
     const Tensor &x = f.get(l.getInput());
     f.set(l, evalLayerNorm(x, f.get(l.getScale()), f.getOptional(l.getBias()),
                            normalizedAxis(l.getAxis(), x.rank()),
-                           l.getEpsilon().convertToDouble()));
+                           l.getEpsilon().convertToDouble(), l.getRms()));
     return success();
   });
   on<AddLayerNormOp>(t, [](AddLayerNormOp a, Frame &f) {
@@ -414,7 +414,7 @@ llvm::StringMap<EvalFn> buildTable() {
     f.set(a.getOutput(),
           evalLayerNorm(sum, f.get(a.getScale()), f.getOptional(a.getBias()),
                         normalizedAxis(a.getAxis(), sum.rank()),
-                        a.getEpsilon().convertToDouble()));
+                        a.getEpsilon().convertToDouble(), a.getRms()));
     if (a.getSum())
       f.set(a.getSum(), std::move(sum));
     return success();
@@ -514,9 +514,9 @@ llvm::StringMap<EvalFn> buildTable() {
     return orError(c, std::move(r), error, f);
   });
   on<LayerNormGradOp>(t, [](LayerNormGradOp g, Frame &f) {
-    std::vector<Tensor> grads =
-        evalLayerNormGrad(f.get(g.getInput()), f.get(g.getScale()),
-                          f.get(g.getGrad()), g.getEpsilon().convertToDouble());
+    std::vector<Tensor> grads = evalLayerNormGrad(
+        f.get(g.getInput()), f.get(g.getScale()), f.get(g.getGrad()),
+        g.getEpsilon().convertToDouble(), g.getRms());
     f.set(g.getInputGrad(), std::move(grads[0]));
     f.set(g.getScaleGrad(), std::move(grads[1]));
     f.set(g.getBiasGrad(), std::move(grads[2]));

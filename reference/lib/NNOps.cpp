@@ -179,12 +179,13 @@ Tensor mlir::tfm::reference::evalMaskedSoftmax(const Tensor &x,
 
 Tensor mlir::tfm::reference::evalLayerNorm(const Tensor &x, const Tensor &scale,
                                            const Tensor *bias, int64_t axis,
-                                           double eps) {
+                                           double eps, bool rms) {
   int64_t inner = product(Shape(x.shape).drop_front(axis));
   Tensor out(x.kind, x.shape);
   for (size_t row = 0; inner && row < x.data.size(); row += inner) {
+    // RMSNorm divides by the root mean square: the deviation from zero.
     double mean = 0, var = 0;
-    for (int64_t i = 0; i < inner; ++i)
+    for (int64_t i = 0; i < inner && !rms; ++i)
       mean += x.data[row + i];
     mean /= inner;
     for (int64_t i = 0; i < inner; ++i)

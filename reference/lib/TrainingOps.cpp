@@ -93,8 +93,11 @@ FailureOr<Tensor> mlir::tfm::reference::evalCrossEntropyGrad(
   return out;
 }
 
-std::vector<Tensor> mlir::tfm::reference::evalLayerNormGrad(
-    const Tensor &x, const Tensor &scale, const Tensor &dy, double eps) {
+std::vector<Tensor> mlir::tfm::reference::evalLayerNormGrad(const Tensor &x,
+                                                            const Tensor &scale,
+                                                            const Tensor &dy,
+                                                            double eps,
+                                                            bool rms) {
   Tensor dx(x.kind, x.shape), dscale(scale.kind, scale.shape),
       dbias(scale.kind, scale.shape);
   int64_t n = static_cast<int64_t>(scale.data.size());
@@ -103,7 +106,7 @@ std::vector<Tensor> mlir::tfm::reference::evalLayerNormGrad(
   for (int64_t r = 0; r < rows; ++r) {
     const double *xr = &x.data[r * n], *dr = &dy.data[r * n];
     double mean = 0, var = 0;
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < n && !rms; ++j)
       mean += xr[j];
     mean /= double(n);
     for (int64_t j = 0; j < n; ++j)
@@ -118,7 +121,9 @@ std::vector<Tensor> mlir::tfm::reference::evalLayerNormGrad(
       dscale.data[j] += dr[j] * xhat[j];
       dbias.data[j] += dr[j];
     }
-    meanG /= double(n);
+    // mean(g) comes from differentiating the mean that layer norm
+    // subtracts; RMSNorm subtracts none.
+    meanG = rms ? 0.0 : meanG / double(n);
     meanGX /= double(n);
     for (int64_t j = 0; j < n; ++j)
       dx.data[r * n + j] = rstd * (g[j] - meanG - xhat[j] * meanGX);

@@ -84,6 +84,10 @@ const char *tfm::runtime::kernelName(int32_t kind) {
   case TFM_KERNEL_LAYER_NORM_BACKWARD: return "layer_norm_backward";
   case TFM_KERNEL_CONV_2D: return "conv_2d";
   case TFM_KERNEL_ATTENTION: return "attention";
+  case TFM_KERNEL_RMS_NORM:
+    return "rms_norm";
+  case TFM_KERNEL_RMS_NORM_BACKWARD:
+    return "rms_norm_backward";
   default: return "?";
   }
 }

@@ -308,7 +308,8 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     }
     return true;
   }
-  case TFM_KERNEL_LAYER_NORM: {
+  case TFM_KERNEL_LAYER_NORM:
+  case TFM_KERNEL_RMS_NORM: {
     if (!positive(TFM_LAYER_NORM_HAS_RESIDUAL))
       return false;
     int64_t m = p[TFM_LAYER_NORM_M], n = p[TFM_LAYER_NORM_N];
@@ -319,7 +320,8 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
            f32({m, n}, bytes[4]) &&
            (!p[TFM_LAYER_NORM_WRITES_SUM] || f32({m, n}, bytes[5]));
   }
-  case TFM_KERNEL_LAYER_NORM_BACKWARD: {
+  case TFM_KERNEL_LAYER_NORM_BACKWARD:
+  case TFM_KERNEL_RMS_NORM_BACKWARD: {
     if (!positive(TFM_LAYER_NORM_BACKWARD_NUM_PARAMS))
       return false;
     int64_t m = p[TFM_LAYER_NORM_BACKWARD_M], n = p[TFM_LAYER_NORM_BACKWARD_N];

@@ -6,6 +6,12 @@
 // the Add of beta fold in. Then an Add feeding a layer norm becomes
 // tfm.add_layer_norm, returning the sum too when others read it (pre-LN).
 //
+// RMSNorm (Llama, T5) has no ONNX op before opset 23; exporters spell it
+// Pow (or Mul), ReduceMean, Add, Sqrt, then Reciprocal (or a Div of one)
+// and Mul, or a Div by the root; then the Mul by the weight. It becomes
+// tfm.layer_norm {rms} the same way, and is reported as its own kind,
+// residual-rmsnorm.
+//
 //===----------------------------------------------------------------------===//
 
 #include "FusionUtils.h"
@@ -24,6 +30,7 @@ using namespace mlir::tfm;
 namespace {
 
 constexpr StringLiteral kFlag = "tfm-fuse-residual-layernorm";
+constexpr StringLiteral kRMSFlag = "tfm-fuse-residual-rmsnorm";
 
 /// The first normalized axis when `axes` are exactly the trailing dimensions
 /// of a rank-`rank` tensor.
@@ -92,7 +99,120 @@ struct RecognizeLayerNorm : OpRewritePattern<DivOp> {
     Value scale = rewriter.create<arith::ConstantOp>(op.getLoc(), one);
     rewriter.replaceOpWithNewOp<LayerNormOp>(
         op, type, x, scale, Value(), rewriter.getI64IntegerAttr(*axis),
-        rewriter.getF64FloatAttr(*eps));
+        rewriter.getF64FloatAttr(*eps), UnitAttr());
+    return success();
+  }
+};
+
+/// What an RMSNorm's root mean square reads: `x` for
+/// sqrt(mean(x²) + eps), with x² a Pow by 2 or x · x.
+struct RootMeanSquare {
+  Value x;
+  double epsilon;
+  SmallVector<int64_t> axes;
+};
+
+/// Whether `v` is y - mean(y): a layer norm's deviation, whose root mean
+/// square is the layer norm's deviation, not an RMSNorm's.
+bool isCentered(Value v) {
+  auto sub = v.getDefiningOp<SubOp>();
+  auto mean = sub ? sub.getRhs().getDefiningOp<ReduceOp>() : ReduceOp();
+  return mean && mean.getKind() == ReduceKind::mean &&
+         mean.getInput() == sub.getLhs();
+}
+
+/// `v` = mean(x²) + eps, with a constant eps on either side.
+std::optional<RootMeanSquare> meanSquarePlusEps(Value v) {
+  auto plusEps = v.getDefiningOp<AddOp>();
+  if (!plusEps)
+    return std::nullopt;
+  for (unsigned i = 0; i < 2; ++i) {
+    std::optional<double> eps = splatValue(plusEps->getOperand(i));
+    auto mean = plusEps->getOperand(1 - i).getDefiningOp<ReduceOp>();
+    if (!eps || !mean || mean.getKind() != ReduceKind::mean ||
+        !mean.getKeepdims())
+      continue;
+    Value sq = mean.getInput(), x;
+    if (auto p = sq.getDefiningOp<PowOp>()) {
+      if (splatValue(p.getRhs()) == 2.0)
+        x = p.getLhs();
+    } else if (auto m = sq.getDefiningOp<MulOp>()) {
+      if (m.getLhs() == m.getRhs())
+        x = m.getLhs();
+    }
+    if (x && !isCentered(x))
+      return RootMeanSquare{x, *eps, llvm::to_vector(mean.getAxes())};
+  }
+  return std::nullopt;
+}
+
+/// `r` = 1 / sqrt(mean(x²) + eps), as ONNX's Reciprocal imports.
+std::optional<RootMeanSquare> inverseRootMeanSquare(Value r) {
+  auto div = r.getDefiningOp<DivOp>();
+  if (!div || splatValue(div.getLhs()) != 1.0)
+    return std::nullopt;
+  auto root = div.getRhs().getDefiningOp<math::SqrtOp>();
+  return root ? meanSquarePlusEps(root.getOperand()) : std::nullopt;
+}
+
+/// The RMSNorm that `op` computes with unit scale, if it is
+/// x · (1 / sqrt(mean(x²) + eps)) (the factors in either order) or
+/// x / sqrt(mean(x²) + eps).
+std::optional<RootMeanSquare> rmsNormAt(Operation *op) {
+  if (isa<MulOp>(op)) {
+    for (unsigned i = 0; i < 2; ++i) {
+      std::optional<RootMeanSquare> rms =
+          inverseRootMeanSquare(op->getOperand(i));
+      if (rms && rms->x == op->getOperand(1 - i))
+        return rms;
+    }
+  } else if (auto div = dyn_cast<DivOp>(op)) {
+    auto root = div.getRhs().getDefiningOp<math::SqrtOp>();
+    std::optional<RootMeanSquare> rms =
+        root ? meanSquarePlusEps(root.getOperand()) : std::nullopt;
+    if (rms && rms->x == div.getLhs())
+      return rms;
+  }
+  return std::nullopt;
+}
+
+/// Why tfm.layer_norm {rms} cannot replace the RMSNorm at `op`; empty if it
+/// can. One rule for the rewrite and for the report of what it missed.
+std::string rmsNormMisfit(Operation *op, const RootMeanSquare &rms) {
+  auto type = cast<RankedTensorType>(rms.x.getType());
+  if (!trailingAxis(rms.axes, type.getRank()))
+    return "the root mean square is over axes that are not the trailing "
+           "dimensions, which tfm.layer_norm does not support";
+  if (!(rms.epsilon > 0))
+    return "epsilon is not positive";
+  if (op->getResult(0).getType() != type)
+    return "the normalized result broadcasts beyond its input";
+  return "";
+}
+
+/// An RMSNorm spelled out (rmsNormAt) becomes tfm.layer_norm {rms} with
+/// unit scale, which the weight's Mul then folds into. Ops of other forms
+/// are not its sites, and it records no reason for them.
+template <typename OpTy> struct RecognizeRMSNorm : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<RootMeanSquare> rms = rmsNormAt(op);
+    if (!rms)
+      return failure();
+    std::string misfit = rmsNormMisfit(op, *rms);
+    if (!misfit.empty())
+      return rewriter.notifyMatchFailure(op, misfit);
+    auto type = cast<RankedTensorType>(rms->x.getType());
+    int64_t axis = *trailingAxis(rms->axes, type.getRank());
+    auto normType = RankedTensorType::get(type.getShape().drop_front(axis),
+                                          type.getElementType());
+    auto one = DenseElementsAttr::get(
+        normType, rewriter.getFloatAttr(type.getElementType(), 1.0));
+    Value scale = rewriter.create<arith::ConstantOp>(op.getLoc(), one);
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        op, type, rms->x, scale, Value(), rewriter.getI64IntegerAttr(axis),
+        rewriter.getF64FloatAttr(rms->epsilon), rewriter.getUnitAttr());
     return success();
   }
 };
@@ -125,9 +245,9 @@ struct FoldLayerNormScale : OpRewritePattern<MulOp> {
     if (!g)
       return rewriter.notifyMatchFailure(op, "gamma is not a constant of the "
                                              "normalized shape");
-    rewriter.replaceOpWithNewOp<LayerNormOp>(op, ln.getType(), ln.getInput(),
-                                             g, Value(), ln.getAxisAttr(),
-                                             ln.getEpsilonAttr());
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        op, ln.getType(), ln.getInput(), g, Value(), ln.getAxisAttr(),
+        ln.getEpsilonAttr(), ln.getRmsAttr());
     return success();
   }
 };
@@ -147,10 +267,9 @@ struct FoldLayerNormBias : OpRewritePattern<AddOp> {
     if (!b)
       return rewriter.notifyMatchFailure(op, "beta is not a constant of the "
                                              "normalized shape");
-    rewriter.replaceOpWithNewOp<LayerNormOp>(op, ln.getType(), ln.getInput(),
-                                             ln.getScale(), b,
-                                             ln.getAxisAttr(),
-                                             ln.getEpsilonAttr());
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        op, ln.getType(), ln.getInput(), ln.getScale(), b, ln.getAxisAttr(),
+        ln.getEpsilonAttr(), ln.getRmsAttr());
     return success();
   }
 };
@@ -158,8 +277,8 @@ struct FoldLayerNormBias : OpRewritePattern<AddOp> {
 /// layer_norm(a + b) is add_layer_norm(a, b), which also returns a + b when
 /// others read it.
 struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
-  FuseAddLayerNorm(MLIRContext *ctx, FusionLog *log)
-      : OpRewritePattern(ctx), log(log) {}
+  FuseAddLayerNorm(MLIRContext *ctx, FusionLog *log, FusionLog *rmsLog)
+      : OpRewritePattern(ctx), log(log), rmsLog(rmsLog) {}
   LogicalResult matchAndRewrite(LayerNormOp op,
                                 PatternRewriter &rewriter) const override {
     auto add = op.getInput().getDefiningOp<AddOp>();
@@ -185,19 +304,20 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
       types.push_back(add.getType());
     auto fused = rewriter.create<AddLayerNormOp>(
         op.getLoc(), types, add.getLhs(), add.getRhs(), op.getScale(),
-        op.getBias(), op.getAxisAttr(), op.getEpsilonAttr());
+        op.getBias(), op.getAxisAttr(), op.getEpsilonAttr(), op.getRmsAttr());
     if (others)
       rewriter.replaceAllUsesExcept(add, fused.getSum(), op);
-    if (log)
-      log->fused.push_back(op.getLoc());
+    if (FusionLog *l = op.getRms() ? rmsLog : log)
+      l->fused.push_back(op.getLoc());
     rewriter.replaceOp(op, fused.getOutput());
     return success();
   }
-  FusionLog *log;
+  FusionLog *log, *rmsLog;
 };
 
 void populateRecognition(RewritePatternSet &patterns) {
-  patterns.add<RecognizeLayerNorm, FoldLayerNormScale, FoldLayerNormBias>(
+  patterns.add<RecognizeLayerNorm, RecognizeRMSNorm<MulOp>,
+               RecognizeRMSNorm<DivOp>, FoldLayerNormScale, FoldLayerNormBias>(
       patterns.getContext());
 }
 
@@ -205,7 +325,7 @@ struct FuseResidualLayerNormPass
     : public mlir::tfm::impl::FuseResidualLayerNormPassBase<FuseResidualLayerNormPass> {
   using FuseResidualLayerNormPassBase::FuseResidualLayerNormPassBase;
   void runOnOperation() override {
-    FusionLog log;
+    FusionLog log, rmsLog;
     FailureRecorder recorder;
     // Recognize first, so that the fusion sees whole layer norms.
     RewritePatternSet recognize(&getContext());
@@ -213,30 +333,32 @@ struct FuseResidualLayerNormPass
     if (failed(applyRecording(getOperation(), std::move(recognize), recorder)))
       return signalPassFailure();
     RewritePatternSet fuse(&getContext());
-    fuse.add<FuseAddLayerNorm>(&getContext(), &log);
+    fuse.add<FuseAddLayerNorm>(&getContext(), &log, &rmsLog);
     if (failed(applyRecording(getOperation(), std::move(fuse), recorder)))
       return signalPassFailure();
     if (!remarks)
       return;
-    SmallVector<std::pair<Location, std::string>> missed;
+    SmallVector<std::pair<Location, std::string>> missed, rmsMissed;
     getOperation().walk([&](Operation *op) {
       // A layer norm over a sum is a site; one over anything else (the final
       // norm of an encoder stack, say) has no residual to fuse.
       if (auto ln = dyn_cast<LayerNormOp>(op)) {
+        auto &sites = ln.getRms() ? rmsMissed : missed;
         if (ln.getInput().getDefiningOp<AddOp>())
-          missed.emplace_back(op->getLoc(),
-                              recorder.reasonAt(op->getLoc(), "not fused"));
+          sites.emplace_back(op->getLoc(),
+                             recorder.reasonAt(op->getLoc(), "not fused"));
         // A sum that reaches the norm through a transpose or a reshape
         // (Conformer's convolution module) is a site too, not fused: the
         // fused op reads the sum's own layout.
         Operation *between = ln.getInput().getDefiningOp();
         if (isa_and_nonnull<TransposeOp, ReshapeOp>(between) &&
             between->getOperand(0).getDefiningOp<AddOp>())
-          missed.emplace_back(
-              op->getLoc(), (Twine("the sum reaches the layer norm through a ") +
-                             between->getName().getStringRef() +
-                             ", which the fused op cannot see through")
-                                .str());
+          sites.emplace_back(
+              op->getLoc(),
+              (Twine("the sum reaches the layer norm through a ") +
+               between->getName().getStringRef() +
+               ", which the fused op cannot see through")
+                  .str());
         return;
       }
       // A mean that is subtracted from its own input starts a layer norm
@@ -244,6 +366,30 @@ struct FuseResidualLayerNormPass
       auto mean = dyn_cast<ReduceOp>(op);
       if (!mean || mean.getKind() != ReduceKind::mean)
         return;
+      // mean(x²) + eps under a root (not a variance about the mean, which
+      // the layer norm's check below covers) is an RMSNorm that was not.
+      for (Operation *plus : mean->getUsers()) {
+        if (!isa<AddOp>(plus) || !meanSquarePlusEps(plus->getResult(0)))
+          continue;
+        for (Operation *root : plus->getUsers()) {
+          if (!isa<math::SqrtOp>(root))
+            continue;
+          // The normalizing Mul or Div reads the root or its reciprocal.
+          std::string why = "the root mean square does not divide its own "
+                            "input";
+          SmallVector<Operation *> tried(root->getUsers());
+          for (Operation *u : root->getUsers())
+            llvm::append_range(tried, u->getUsers());
+          for (Operation *t : tried)
+            if (std::optional<RootMeanSquare> rms = rmsNormAt(t)) {
+              why = rmsNormMisfit(t, *rms);
+              break;
+            }
+          rmsMissed.emplace_back(
+              op->getLoc(), "a decomposed RMSNorm was not recognized: " + why);
+          return;
+        }
+      }
       for (Operation *user : mean->getUsers()) {
         auto sub = dyn_cast<SubOp>(user);
         if (!sub || sub.getLhs() != mean.getInput())
@@ -258,6 +404,7 @@ struct FuseResidualLayerNormPass
       }
     });
     reportSites(kFlag, log, missed);
+    reportSites(kRMSFlag, rmsLog, rmsMissed);
   }
 };
 
@@ -269,5 +416,5 @@ void mlir::tfm::populateLayerNormRecognitionPatterns(
 }
 
 void mlir::tfm::populateResidualLayerNormPatterns(RewritePatternSet &patterns) {
-  patterns.add<FuseAddLayerNorm>(patterns.getContext(), nullptr);
+  patterns.add<FuseAddLayerNorm>(patterns.getContext(), nullptr, nullptr);
 }

@@ -193,8 +193,8 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
                        bool json) {
   // Attention is fused where the target lowers (tfm-fuse-attention, for
   // the CPU), so its row shows only when the compile got that far.
-  SmallVector<const char *> kinds{"qkv", "masked-softmax",
-                                  "residual-layernorm", "bias-activation"};
+  SmallVector<const char *> kinds{"qkv", "masked-softmax", "residual-layernorm",
+                                  "bias-activation", "residual-rmsnorm"};
   llvm::StringMap<std::pair<int, int>> counts;
   for (const char *k : kinds)
     counts[k] = {0, 0};

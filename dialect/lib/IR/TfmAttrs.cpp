@@ -14,22 +14,23 @@ using namespace mlir::tfm;
 
 // The enums are the ABI's codes, written once more in ODS to print them as
 // keywords; these keep the two equal.
-static_assert(static_cast<int>(KernelKind::linear) == TFM_KERNEL_LINEAR &&
-                  static_cast<int>(KernelKind::batch_matmul) ==
-                      TFM_KERNEL_BATCH_MATMUL &&
-                  static_cast<int>(KernelKind::masked_softmax) ==
-                      TFM_KERNEL_MASKED_SOFTMAX &&
-                  static_cast<int>(KernelKind::layer_norm) ==
-                      TFM_KERNEL_LAYER_NORM &&
-                  static_cast<int>(KernelKind::reorder) == TFM_KERNEL_REORDER &&
-                  static_cast<int>(KernelKind::adam) == TFM_KERNEL_ADAM &&
-                  static_cast<int>(KernelKind::sgd) == TFM_KERNEL_SGD &&
-                  static_cast<int>(KernelKind::layer_norm_backward) ==
-                      TFM_KERNEL_LAYER_NORM_BACKWARD &&
-                  static_cast<int>(KernelKind::conv_2d) == TFM_KERNEL_CONV_2D &&
-                  static_cast<int>(KernelKind::attention) ==
-                      TFM_KERNEL_ATTENTION,
-              "KernelKind and tfm_kernel_kind_t disagree");
+static_assert(
+    static_cast<int>(KernelKind::linear) == TFM_KERNEL_LINEAR &&
+        static_cast<int>(KernelKind::batch_matmul) == TFM_KERNEL_BATCH_MATMUL &&
+        static_cast<int>(KernelKind::masked_softmax) ==
+            TFM_KERNEL_MASKED_SOFTMAX &&
+        static_cast<int>(KernelKind::layer_norm) == TFM_KERNEL_LAYER_NORM &&
+        static_cast<int>(KernelKind::reorder) == TFM_KERNEL_REORDER &&
+        static_cast<int>(KernelKind::adam) == TFM_KERNEL_ADAM &&
+        static_cast<int>(KernelKind::sgd) == TFM_KERNEL_SGD &&
+        static_cast<int>(KernelKind::layer_norm_backward) ==
+            TFM_KERNEL_LAYER_NORM_BACKWARD &&
+        static_cast<int>(KernelKind::conv_2d) == TFM_KERNEL_CONV_2D &&
+        static_cast<int>(KernelKind::attention) == TFM_KERNEL_ATTENTION &&
+        static_cast<int>(KernelKind::rms_norm) == TFM_KERNEL_RMS_NORM &&
+        static_cast<int>(KernelKind::rms_norm_backward) ==
+            TFM_KERNEL_RMS_NORM_BACKWARD,
+    "KernelKind and tfm_kernel_kind_t disagree");
 static_assert(static_cast<int>(StateKind::parameter) == TFM_STATE_PARAMETER &&
                   static_cast<int>(StateKind::adam_m) == TFM_STATE_ADAM_M &&
                   static_cast<int>(StateKind::adam_v) == TFM_STATE_ADAM_V &&

@@ -185,10 +185,12 @@ struct GradBuilder {
   /// and the inverse deviation are recomputed inside tfm.layer_norm_grad,
   /// which saves keeping them alive from the forward pass.
   LayerNormGradients layerNormBackward(Value x, Value scale, bool hasBias,
-                                       int64_t axis, double eps, Value dy) {
+                                       int64_t axis, double eps, bool rms,
+                                       Value dy) {
     auto op = b.create<LayerNormGradOp>(
-        loc, TypeRange{x.getType(), scale.getType(), scale.getType()}, x,
-        scale, dy, b.getI64IntegerAttr(axis), b.getF64FloatAttr(eps));
+        loc, TypeRange{x.getType(), scale.getType(), scale.getType()}, x, scale,
+        dy, b.getI64IntegerAttr(axis), b.getF64FloatAttr(eps),
+        rms ? b.getUnitAttr() : UnitAttr());
     LayerNormGradients out;
     out.input = op.getInputGrad();
     out.scale = op.getScaleGrad();
@@ -597,8 +599,9 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange dys,
   GradBuilder g{b, getLoc()};
   int64_t axis = normalized(static_cast<int64_t>(getAxis()),
                             getType().getRank());
-  auto d = g.layerNormBackward(getInput(), getScale(), bool(getBias()), axis,
-                               getEpsilon().convertToDouble(), dys[0]);
+  auto d =
+      g.layerNormBackward(getInput(), getScale(), bool(getBias()), axis,
+                          getEpsilon().convertToDouble(), getRms(), dys[0]);
   want(wanted, grads, 0, [&] { return d.input; });
   want(wanted, grads, 1, [&] { return d.scale; });
   if (getBias())
@@ -618,7 +621,7 @@ LogicalResult AddLayerNormOp::buildGradients(OpBuilder &b, ValueRange dys,
   Value ds = dSum;
   if (dOut) {
     d = g.layerNormBackward(sum, getScale(), bool(getBias()), axis,
-                            getEpsilon().convertToDouble(), dOut);
+                            getEpsilon().convertToDouble(), getRms(), dOut);
     ds = ds ? g.add(d.input, ds) : d.input;
   }
   if (!ds)

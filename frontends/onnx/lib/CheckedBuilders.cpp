@@ -131,7 +131,7 @@ FailureOr<Value> NodeContext::layerNorm(Value x, Value scale, Value bias,
     return failure();
   return Value(builder.create<LayerNormOp>(
       loc, *t, x, scale, bias, builder.getI64IntegerAttr(axis),
-      builder.getF64FloatAttr(epsilon)));
+      builder.getF64FloatAttr(epsilon), UnitAttr()));
 }
 
 FailureOr<Value> NodeContext::softmax(Value x, int64_t axis) const {

@@ -116,18 +116,28 @@ typedef struct tfm_abi_tensor_desc_t {
  *                          tfm_attention_flag_t set)
  *                 fparams: scale
  *                 strides: q, k, v, o: (b1, b2, row) each, in elements
- *                 args:    q, k, v, mask (or NULL), o */
+ *                 args:    q, k, v, mask (or NULL), o
+ *  RMS_NORM       LAYER_NORM's params, fparams and args, but RMSNorm:
+ *                 y = s / sqrt(mean(s²) + epsilon)·g + b, no mean
+ *                 subtracted (tfm.layer_norm {rms}; an append to version 5)
+ *  RMS_NORM_BACKWARD  LAYER_NORM_BACKWARD's params, fparams and args, for
+ *                 RMS_NORM (an append to version 5) */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
   TFM_KERNEL_MASKED_SOFTMAX = 3,
   TFM_KERNEL_LAYER_NORM = 4,
-  TFM_KERNEL_REORDER = 5, /* since version 2 */
-  TFM_KERNEL_ADAM = 6,    /* since version 3 */
-  TFM_KERNEL_SGD = 7,     /* since version 3 */
+  TFM_KERNEL_REORDER = 5,             /* since version 2 */
+  TFM_KERNEL_ADAM = 6,                /* since version 3 */
+  TFM_KERNEL_SGD = 7,                 /* since version 3 */
   TFM_KERNEL_LAYER_NORM_BACKWARD = 8, /* since version 3 */
-  TFM_KERNEL_CONV_2D = 9, /* an append to version 5: older runtimes refuse it as unknown */
+  TFM_KERNEL_CONV_2D =
+      9, /* an append to version 5: older runtimes refuse it as unknown */
   TFM_KERNEL_ATTENTION = 10, /* an append to version 5, as CONV_2D */
+  /* Kinds of their own rather than a flag of LAYER_NORM's, so that a
+   * runtime that predates them refuses them instead of centring. */
+  TFM_KERNEL_RMS_NORM = 11,          /* an append to version 5 */
+  TFM_KERNEL_RMS_NORM_BACKWARD = 12, /* an append to version 5 */
 } tfm_kernel_kind_t;
 
 /* Where each kind's params sit, in the order the list above gives them:

@@ -259,12 +259,14 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
   }
   int sizes = d.kind == TFM_KERNEL_BATCH_MATMUL ? TFM_BATCH_MATMUL_NUM_PARAMS
               : d.kind == TFM_KERNEL_MASKED_SOFTMAX ? TFM_MASKED_SOFTMAX_CAUSAL
-              : d.kind == TFM_KERNEL_LAYER_NORM ? TFM_LAYER_NORM_HAS_RESIDUAL
-              : d.kind == TFM_KERNEL_LAYER_NORM_BACKWARD
+              : d.kind == TFM_KERNEL_LAYER_NORM || d.kind == TFM_KERNEL_RMS_NORM
+                  ? TFM_LAYER_NORM_HAS_RESIDUAL
+              : d.kind == TFM_KERNEL_LAYER_NORM_BACKWARD ||
+                      d.kind == TFM_KERNEL_RMS_NORM_BACKWARD
                   ? TFM_LAYER_NORM_BACKWARD_NUM_PARAMS
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD
                   ? TFM_OPTIMIZER_NUM_PARAMS
-              : d.kind == TFM_KERNEL_CONV_2D ? TFM_CONV_2D_NUM_PARAMS
+              : d.kind == TFM_KERNEL_CONV_2D   ? TFM_CONV_2D_NUM_PARAMS
               : d.kind == TFM_KERNEL_ATTENTION ? TFM_ATTENTION_FLAGS
               : d.kind == TFM_KERNEL_REORDER
                   ? TFM_REORDER_DIMS + static_cast<int>(rank)
@@ -283,11 +285,14 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
     case TFM_KERNEL_MASKED_SOFTMAX:
       return makeMaskedSoftmaxKernel(device, d);
     case TFM_KERNEL_LAYER_NORM:
+    case TFM_KERNEL_RMS_NORM:
       return makeLayerNormKernel(device, d);
     case TFM_KERNEL_REORDER:
       return makeReorderKernel(device, d);
     case TFM_KERNEL_LAYER_NORM_BACKWARD:
       return makeLayerNormBackwardKernel(device, d);
+    case TFM_KERNEL_RMS_NORM_BACKWARD:
+      return makeRMSNormBackwardKernel(d);
     case TFM_KERNEL_CONV_2D:
       return makeConv2DKernel(device, d);
     case TFM_KERNEL_ATTENTION:

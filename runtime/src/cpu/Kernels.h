@@ -77,6 +77,9 @@ std::unique_ptr<Kernel> makeLayerNormKernel(std::shared_ptr<Engine> engine,
 std::unique_ptr<Kernel>
 makeLayerNormBackwardKernel(std::shared_ptr<Engine> engine,
                             const tfm_abi_kernel_desc_t &desc);
+/// RMS_NORM_BACKWARD, by loops of its own: oneDNN 2.6 has no RMSNorm.
+std::unique_ptr<Kernel>
+makeRMSNormBackwardKernel(const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeReorderKernel(std::shared_ptr<Engine> engine,
                                           const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeAttentionKernel(std::shared_ptr<Engine> engine,

@@ -1,9 +1,11 @@
-//===- Normalization.cpp - Softmax and layer norm kernels ------------------===//
+//===- Normalization.cpp - Softmax and layer norm kernels
+//------------------===//
 //
 // The masked softmax applies scale and mask in one pass, then oneDNN's
-// softmax in place. Layer norm, with its residual add, is one pass per row
-// here (in the widest vectors vectorIsa() allows); its backward pass is
-// oneDNN's primitive.
+// softmax in place. Layer norm and RMSNorm, with the residual add, are one
+// pass per row here (in the widest vectors vectorIsa() allows). Layer
+// norm's backward pass is oneDNN's primitive; RMSNorm's, which oneDNN 2.6
+// lacks, is written here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,10 +82,11 @@ private:
 /// Rows of (x + r) normalized, scaled by gamma and shifted by beta, in one
 /// pass per row while the row is in L1: the sum x + r goes to `sum` (or to
 /// y, which it is about to become). `r`, `beta` and `sum` may be null.
+/// RMSNorm (`rms`) holds the mean at zero.
 [[gnu::always_inline]] inline void
 layerNormRows(const float *x, const float *r, const float *gamma,
               const float *beta, float *y, float *sum, int64_t first,
-              int64_t last, int64_t n, float eps) {
+              int64_t last, int64_t n, float eps, bool rms) {
   for (int64_t row = first; row < last; ++row) {
     const float *in = x + row * n;
     float *out = y + row * n;
@@ -96,9 +99,11 @@ layerNormRows(const float *x, const float *r, const float *gamma,
       in = s;
     }
     float total = 0.f;
+    if (!rms) {
 #pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j)
-      total += in[j];
+      for (int64_t j = 0; j < n; ++j)
+        total += in[j];
+    }
     float mean = total / static_cast<float>(n), squares = 0.f;
 #pragma omp simd reduction(+ : squares)
     for (int64_t j = 0; j < n; ++j)
@@ -118,28 +123,28 @@ layerNormRows(const float *x, const float *r, const float *gamma,
 
 using LayerNormRowsFn = void (*)(const float *, const float *, const float *,
                                  const float *, float *, float *, int64_t,
-                                 int64_t, int64_t, float);
+                                 int64_t, int64_t, float, bool);
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void
 layerNormRowsAVX512(const float *x, const float *r, const float *gamma,
                     const float *beta, float *y, float *sum, int64_t first,
-                    int64_t last, int64_t n, float eps) {
-  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps);
+                    int64_t last, int64_t n, float eps, bool rms) {
+  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps, rms);
 }
 
 __attribute__((target("avx2,fma"))) void
 layerNormRowsAVX2(const float *x, const float *r, const float *gamma,
                   const float *beta, float *y, float *sum, int64_t first,
-                  int64_t last, int64_t n, float eps) {
-  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps);
+                  int64_t last, int64_t n, float eps, bool rms) {
+  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps, rms);
 }
 #endif
 
 void layerNormRowsScalar(const float *x, const float *r, const float *gamma,
-                         const float *beta, float *y, float *sum,
-                         int64_t first, int64_t last, int64_t n, float eps) {
-  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps);
+                         const float *beta, float *y, float *sum, int64_t first,
+                         int64_t last, int64_t n, float eps, bool rms) {
+  layerNormRows(x, r, gamma, beta, y, sum, first, last, n, eps, rms);
 }
 
 LayerNormRowsFn pickLayerNormRows() {
@@ -160,12 +165,14 @@ LayerNormRowsFn pickLayerNormRows() {
 /// oneDNN's primitive cost 16 µs per call.
 constexpr int64_t kSerialLayerNormElements = int64_t(1) << 15;
 
-/// LAYER_NORM, with the residual add fused into the same pass over each
-/// row (oneDNN's primitive would need the sum written and read back first).
+/// LAYER_NORM and RMS_NORM, with the residual add fused into the same pass
+/// over each row (oneDNN's primitive would need the sum written and read
+/// back first).
 class LayerNormKernel : public Kernel {
 public:
   explicit LayerNormKernel(const tfm_abi_kernel_desc_t &d)
-      : m(d.params[TFM_LAYER_NORM_M]), n(d.params[TFM_LAYER_NORM_N]),
+      : rms(d.kind == TFM_KERNEL_RMS_NORM), m(d.params[TFM_LAYER_NORM_M]),
+        n(d.params[TFM_LAYER_NORM_N]),
         hasResidual(d.params[TFM_LAYER_NORM_HAS_RESIDUAL]),
         hasBias(d.params[TFM_LAYER_NORM_HAS_BIAS]),
         writesSum(d.params[TFM_LAYER_NORM_WRITES_SUM]),
@@ -178,19 +185,20 @@ public:
     float *y = static_cast<float *>(args[4]);
     float *sum = hasResidual && writesSum ? static_cast<float *>(args[5]) : nullptr;
     if (m * n < kSerialLayerNormElements) {
-      rows(x, r, gamma, beta, y, sum, 0, m, n, eps);
+      rows(x, r, gamma, beta, y, sum, 0, m, n, eps, rms);
       return 0;
     }
 #pragma omp parallel
     {
       int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
-      rows(x, r, gamma, beta, y, sum, m * part / parts,
-           m * (part + 1) / parts, n, eps);
+      rows(x, r, gamma, beta, y, sum, m * part / parts, m * (part + 1) / parts,
+           n, eps, rms);
     }
     return 0;
   }
 
 private:
+  bool rms;
   int64_t m, n;
   bool hasResidual, hasBias, writesSum;
   float eps;
@@ -264,7 +272,72 @@ private:
   dnnl::layer_normalization_backward prim;
 };
 
+/// RMS_NORM_BACKWARD. With x̂ = x·rstd and g = dy·gamma per row,
+/// dx = rstd·(g − x̂·mean(g·x̂)); dgamma and dbias are column sums, taken
+/// over blocks of columns so that each thread reads whole cache lines.
+class RMSNormBackwardKernel : public Kernel {
+public:
+  explicit RMSNormBackwardKernel(const tfm_abi_kernel_desc_t &d)
+      : m(d.params[TFM_LAYER_NORM_BACKWARD_M]),
+        n(d.params[TFM_LAYER_NORM_BACKWARD_N]),
+        eps(static_cast<float>(d.fparams[0])), rstd(m) {}
+  int32_t run(void *const *args) override {
+    const float *x = static_cast<const float *>(args[0]);
+    const float *gamma = static_cast<const float *>(args[1]);
+    const float *dy = static_cast<const float *>(args[2]);
+    float *dx = static_cast<float *>(args[3]);
+    float *dgamma = static_cast<float *>(args[4]);
+    float *dbias = static_cast<float *>(args[5]);
+    const float inv = 1.f / static_cast<float>(n);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+      const float *xr = x + r * n, *dr = dy + r * n;
+      float squares = 0.f;
+#pragma omp simd reduction(+ : squares)
+      for (int64_t j = 0; j < n; ++j)
+        squares += xr[j] * xr[j];
+      float s = 1.f / std::sqrt(squares * inv + eps), dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t j = 0; j < n; ++j)
+        dot += dr[j] * gamma[j] * xr[j];
+      // mean(g·x̂) = rstd·mean(g·x).
+      float c = s * s * dot * inv;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        dx[r * n + j] = s * (dr[j] * gamma[j] - xr[j] * c);
+      rstd[r] = s;
+    }
+    constexpr int64_t kBlock = 64;
+#pragma omp parallel for schedule(static)
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      int64_t j1 = std::min(n, j0 + kBlock);
+      for (int64_t j = j0; j < j1; ++j)
+        dgamma[j] = dbias[j] = 0.f;
+      for (int64_t r = 0; r < m; ++r) {
+        const float *xr = x + r * n, *dr = dy + r * n;
+        float s = rstd[r];
+#pragma omp simd
+        for (int64_t j = j0; j < j1; ++j) {
+          dgamma[j] += dr[j] * xr[j] * s;
+          dbias[j] += dr[j];
+        }
+      }
+    }
+    return 0;
+  }
+
+private:
+  int64_t m, n;
+  float eps;
+  std::vector<float> rstd;
+};
+
 } // namespace
+
+std::unique_ptr<Kernel>
+tfm::runtime::cpu::makeRMSNormBackwardKernel(const tfm_abi_kernel_desc_t &d) {
+  return std::make_unique<RMSNormBackwardKernel>(d);
+}
 
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeMaskedSoftmaxKernel(std::shared_ptr<Engine> engine,

@@ -70,15 +70,17 @@ func.func @unary(%x: tensor<2x16xf32>) -> (tensor<2x16xf32>, tensor<2x16xf32>, t
 }
 
 // Tests that layer_norm round-trips with one and several normalized
-// dimensions, with and without bias.
+// dimensions, with and without bias, and as RMSNorm.
 // CHECK-LABEL: func.func @layer_norm
 func.func @layer_norm(%x: tensor<2x8x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>, %g2: tensor<8x16xf32>)
-    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
   // CHECK: tfm.layer_norm %{{.+}}, %{{.+}}, %{{.+}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   %0 = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-6 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   // CHECK: tfm.layer_norm %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
   %1 = tfm.layer_norm %x, %g2 {axis = 1 : i64} : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
-  return %0, %1 : tensor<2x8x16xf32>, tensor<2x8x16xf32>
+  // CHECK: tfm.layer_norm %{{.+}}, %{{.+}} {epsilon = 9.9999999999999995E-7 : f64, rms} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %2 = tfm.layer_norm %x, %g {epsilon = 1.0e-6 : f64, rms} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return %0, %1, %2 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
 }
 
 // Tests that embedding and positional_encoding round-trip.

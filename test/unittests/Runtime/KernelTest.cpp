@@ -617,6 +617,65 @@ TEST(Kernel, LayerNormBackward) {
   expectClose(db, want[2]);
 }
 
+// RMSNorm after a residual add, keeping the sum, over rows whose mean is
+// far from zero (a kernel that centred them would fail), split across the
+// threads, with a length that leaves a tail in every vector width.
+TEST(Kernel, AddRMSNormWithSum) {
+  const int64_t M = 3, N = 16385;
+  auto x = randomFloats(M * N, 41), r = randomFloats(M * N, 42),
+       g = randomFloats(N, 43);
+  for (float &v : x)
+    v += 2.f;
+  auto k = make({TFM_KERNEL_RMS_NORM, 0, {M, N, 1, 0, 1}, {1e-6}});
+  std::vector<float> y(M * N), sum(M * N);
+  void *args[] = {x.data(), r.data(), g.data(), nullptr, y.data(), sum.data()};
+  ASSERT_EQ(k->run(args), 0);
+  std::string shape = "tensor<3x16385xf32>", vec = "tensor<16385xf32>";
+  InterpreterHarness h;
+  auto want = h.eval(
+      "func.func @infer(%x: " + shape + ", %r: " + shape + ", %g: " + vec +
+          ") -> (" + shape + ", " + shape +
+          ") {\n  %0:2 = tfm.add_layer_norm %x, %r, %g {epsilon = 1.0e-06 : "
+          "f64, rms} : (" +
+          shape + ", " + shape + ", " + vec + ") -> (" + shape + ", " + shape +
+          ")\n  return %0#0, %0#1 : " + shape + ", " + shape + "\n}",
+      {asTensor(x, {M, N}), asTensor(r, {M, N}), asTensor(g, {N})});
+  ASSERT_EQ(want.size(), 2u);
+  expectClose(y, want[0]);
+  expectClose(sum, want[1]);
+}
+
+// RMSNorm's backward pass against tfm.layer_norm_grad {rms}, whose
+// gradients the finite-difference tests check; more columns than one block
+// of the column sums, and not a multiple of it.
+TEST(Kernel, RMSNormBackward) {
+  const int64_t M = 7, N = 150;
+  auto x = randomFloats(M * N, 44), g = randomFloats(N, 45),
+       dy = randomFloats(M * N, 46);
+  for (float &v : x)
+    v += 1.f;
+  auto k = make({TFM_KERNEL_RMS_NORM_BACKWARD, 0, {M, N}, {1e-5}});
+  std::vector<float> dx(M * N), dg(N), db(N);
+  void *args[] = {x.data(),  g.data(),  dy.data(),
+                  dx.data(), dg.data(), db.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want =
+      h.eval(R"mlir(
+    func.func @infer(%x: tensor<7x150xf32>, %g: tensor<150xf32>, %dy: tensor<7x150xf32>)
+        -> (tensor<7x150xf32>, tensor<150xf32>, tensor<150xf32>) {
+      %dx, %dg, %db = tfm.layer_norm_grad %x, %g, %dy {epsilon = 1.0e-05 : f64, rms}
+          : (tensor<7x150xf32>, tensor<150xf32>, tensor<7x150xf32>)
+          -> (tensor<7x150xf32>, tensor<150xf32>, tensor<150xf32>)
+      return %dx, %dg, %db : tensor<7x150xf32>, tensor<150xf32>, tensor<150xf32>
+    })mlir",
+             {asTensor(x, {M, N}), asTensor(g, {N}), asTensor(dy, {M, N})});
+  ASSERT_EQ(want.size(), 3u);
+  expectClose(dx, want[0]);
+  expectClose(dg, want[1]);
+  expectClose(db, want[2]);
+}
+
 // A GPU model's GEMMs on 16-bit operands, in the CPU emulation: the
 // operands' patterns are read as bf16 or f16 (here exact in both: integers
 // and halves), and the bias and output stay f32.

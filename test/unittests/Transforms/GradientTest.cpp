@@ -204,6 +204,9 @@ const GradientCase kCases[] = {
   {"layer_norm_two_axes", R"(func.func @f(%x: tensor<2x3x4xf32>, %g: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
     %r = tfm.layer_norm %x, %g {axis = -2 : i64, epsilon = 1.0e-03} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
     return %r : tensor<2x3x4xf32> })"},
+  {"rms_norm", R"(func.func @f(%x: tensor<2x3x4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<2x3x4xf32> {
+    %r = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-05, rms} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+    return %r : tensor<2x3x4xf32> })"},
   {"embedding", R"(func.func @f(%t: tensor<4x3xf32>, %i: tensor<2x5xi64>) -> tensor<2x5x3xf32> {
     %r = tfm.embedding %t, %i : (tensor<4x3xf32>, tensor<2x5xi64>) -> tensor<2x5x3xf32>
     return %r : tensor<2x5x3xf32> })"},
@@ -276,6 +279,9 @@ const GradientCase kCases[] = {
     return %r : tensor<2x3x4xf32> })"},
   {"add_layer_norm_with_sum", R"(func.func @f(%x: tensor<2x3x4xf32>, %r: tensor<2x3x4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
     %y, %s = tfm.add_layer_norm %x, %r, %g, %b {epsilon = 1.0e-05} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+    return %y, %s : tensor<2x3x4xf32>, tensor<2x3x4xf32> })"},
+  {"add_rms_norm_with_sum", R"(func.func @f(%x: tensor<2x3x4xf32>, %r: tensor<2x3x4xf32>, %g: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+    %y, %s = tfm.add_layer_norm %x, %r, %g {epsilon = 1.0e-05, rms} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>)
     return %y, %s : tensor<2x3x4xf32>, tensor<2x3x4xf32> })"},
   {"add_layer_norm_broadcast", R"(func.func @f(%x: tensor<2x3x4xf32>, %r: tensor<3x4xf32>, %g: tensor<4xf32>) -> tensor<2x3x4xf32> {
     %y = tfm.add_layer_norm %x, %r, %g {epsilon = 1.0e-05} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>

@@ -101,7 +101,7 @@ namespace {
 
 LogicalResult lowerLayerNorm(CPUEntry &e, Value input, Value residual,
                              Value scale, Value bias, int64_t axis,
-                             double epsilon, Value result, Value sum,
+                             double epsilon, bool rms, Value result, Value sum,
                              Operation *op) {
   auto type = cast<RankedTensorType>(result.getType());
   ArrayRef<int64_t> shape = type.getShape();
@@ -135,10 +135,11 @@ LogicalResult lowerLayerNorm(CPUEntry &e, Value input, Value residual,
   params[TFM_LAYER_NORM_HAS_RESIDUAL] = bool(residual);
   params[TFM_LAYER_NORM_HAS_BIAS] = bool(bias);
   params[TFM_LAYER_NORM_WRITES_SUM] = bool(sum);
-  e.callKernel(TFM_KERNEL_LAYER_NORM, params, {epsilon},
+  e.callKernel(rms ? TFM_KERNEL_RMS_NORM : TFM_KERNEL_LAYER_NORM, params,
+               {epsilon},
                {KernelArg(x), KernelArg(r), KernelArg(e.denseOf(scale)),
-                bias ? KernelArg(e.denseOf(bias)) : KernelArg(),
-                KernelArg(out), KernelArg(s)});
+                bias ? KernelArg(e.denseOf(bias)) : KernelArg(), KernelArg(out),
+                KernelArg(s)});
   return success();
 }
 
@@ -176,8 +177,9 @@ LogicalResult lowerLayerNormGrad(LayerNormGradOp g, CPUEntry &e) {
   int64_t params[TFM_LAYER_NORM_BACKWARD_NUM_PARAMS] = {};
   params[TFM_LAYER_NORM_BACKWARD_M] = m;
   params[TFM_LAYER_NORM_BACKWARD_N] = n;
-  e.callKernel(TFM_KERNEL_LAYER_NORM_BACKWARD, params,
-               {g.getEpsilon().convertToDouble()},
+  e.callKernel(g.getRms() ? TFM_KERNEL_RMS_NORM_BACKWARD
+                          : TFM_KERNEL_LAYER_NORM_BACKWARD,
+               params, {g.getEpsilon().convertToDouble()},
                {KernelArg(e.denseOf(g.getInput())),
                 KernelArg(e.denseOf(g.getScale())),
                 KernelArg(e.denseOf(g.getGrad())),
@@ -193,18 +195,17 @@ void mlir::tfm::populateCPUNormalizationLowerings(OpLoweringSet &set) {
   set.add<SoftmaxOp>(onCPU<SoftmaxOp>(lowerSoftmax));
   set.add<MaskedSoftmaxOp>(onCPU<MaskedSoftmaxOp>(lowerMaskedSoftmax));
   set.add<LayerNormOp>([](LayerNormOp n, BufferizedEntry &e) {
-    return lowerLayerNorm(cast<CPUEntry>(e), n.getInput(), Value(),
-                          n.getScale(), n.getBias(),
-                          static_cast<int64_t>(n.getAxis()),
-                          n.getEpsilon().convertToDouble(), n.getResult(),
-                          Value(), n);
+    return lowerLayerNorm(
+        cast<CPUEntry>(e), n.getInput(), Value(), n.getScale(), n.getBias(),
+        static_cast<int64_t>(n.getAxis()), n.getEpsilon().convertToDouble(),
+        n.getRms(), n.getResult(), Value(), n);
   });
   set.add<AddLayerNormOp>([](AddLayerNormOp n, BufferizedEntry &e) {
     return lowerLayerNorm(cast<CPUEntry>(e), n.getInput(), n.getResidual(),
                           n.getScale(), n.getBias(),
                           static_cast<int64_t>(n.getAxis()),
-                          n.getEpsilon().convertToDouble(), n.getOutput(),
-                          n.getSum(), n);
+                          n.getEpsilon().convertToDouble(), n.getRms(),
+                          n.getOutput(), n.getSum(), n);
   });
   set.add<LayerNormGradOp>(onCPU<LayerNormGradOp>(lowerLayerNormGrad));
 }

@@ -65,17 +65,19 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
                                     lowerWarpCrossEntropyGrad);
   lowerByChoice<LayerNormOp>(
       set, GPUKernel::WarpRows, [](LayerNormOp op, BufferizedEntry &e) {
-        return lowerWarpLayerNorm(
-            e, op.getInput(), Value(), op.getScale(), op.getBias(),
-            static_cast<int64_t>(op.getAxis()),
-            op.getEpsilon().convertToDouble(), op.getResult(), Value());
+        return lowerWarpLayerNorm(e, op.getInput(), Value(), op.getScale(),
+                                  op.getBias(),
+                                  static_cast<int64_t>(op.getAxis()),
+                                  op.getEpsilon().convertToDouble(),
+                                  op.getRms(), op.getResult(), Value());
       });
   lowerByChoice<AddLayerNormOp>(
       set, GPUKernel::WarpRows, [](AddLayerNormOp op, BufferizedEntry &e) {
-        return lowerWarpLayerNorm(
-            e, op.getInput(), op.getResidual(), op.getScale(), op.getBias(),
-            static_cast<int64_t>(op.getAxis()),
-            op.getEpsilon().convertToDouble(), op.getOutput(), op.getSum());
+        return lowerWarpLayerNorm(e, op.getInput(), op.getResidual(),
+                                  op.getScale(), op.getBias(),
+                                  static_cast<int64_t>(op.getAxis()),
+                                  op.getEpsilon().convertToDouble(),
+                                  op.getRms(), op.getOutput(), op.getSum());
       });
 }
 

@@ -28,8 +28,8 @@ using namespace mlir::tfm;
 LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
                                             Value residual, Value scale,
                                             Value bias, int64_t axis,
-                                            double epsilon, Value result,
-                                            Value sum) {
+                                            double epsilon, bool rms,
+                                            Value result, Value sum) {
   Location loc = result.getLoc();
   ArrayRef<int64_t> shape = cast<RankedTensorType>(result.getType()).getShape();
   if (axis < 0)
@@ -67,20 +67,27 @@ LogicalResult mlir::tfm::lowerWarpLayerNorm(BufferizedEntry &e, Value input,
   };
   // The sum (and the residual stream's s, written once); then the squared
   // deviations, two passes rather than E[x^2] - mean^2, which cancels badly
-  // for rows far from zero.
-  Value total = w.pass(w.f32(w.kb, 0.0),
-                       [&](OpBuilder &lb, Value col, Value acc) -> Value {
-                         Value v = element(lb, col);
-                         if (s)
-                           w.storeIfLive(lb, v, s, col);
-                         return lb.create<arith::AddFOp>(loc, acc, v);
-                       });
+  // for rows far from zero. RMSNorm's mean is zero: one pass writes s and
+  // sums the squares.
   OpBuilder &kb = w.kb;
-  Value mean = kb.create<arith::DivFOp>(loc, w.allReduce(total, false),
-                                        w.f32(kb, double(n)));
+  Value mean = w.f32(kb, 0.0);
+  if (!rms) {
+    Value total = w.pass(w.f32(kb, 0.0),
+                         [&](OpBuilder &lb, Value col, Value acc) -> Value {
+                           Value v = element(lb, col);
+                           if (s)
+                             w.storeIfLive(lb, v, s, col);
+                           return lb.create<arith::AddFOp>(loc, acc, v);
+                         });
+    mean = kb.create<arith::DivFOp>(loc, w.allReduce(total, false),
+                                    w.f32(kb, double(n)));
+  }
   Value squares =
       w.pass(w.f32(kb, 0.0), [&](OpBuilder &lb, Value col, Value acc) -> Value {
-        Value d = lb.create<arith::SubFOp>(loc, element(lb, col), mean);
+        Value v = element(lb, col);
+        if (s && rms)
+          w.storeIfLive(lb, v, s, col);
+        Value d = lb.create<arith::SubFOp>(loc, v, mean);
         return lb.create<arith::AddFOp>(loc, acc,
                                         lb.create<arith::MulFOp>(loc, d, d));
       });
@@ -124,6 +131,7 @@ LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
   Value means = e.temporary(MemRefType::get({m}, f32));
   Value rstds = e.temporary(MemRefType::get({m}, f32));
   double epsilon = op.getEpsilon().convertToDouble();
+  bool rms = op.getRms();
 
   WarpRows w(e.b, loc, m, n);
   OpBuilder &kb = w.kb;
@@ -138,8 +146,11 @@ LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
     return kb.create<arith::DivFOp>(loc, w.allReduce(partial, false),
                                     w.f32(kb, double(n)));
   };
+  // RMSNorm's mean is held at zero, and so is the mean(g) term that
+  // differentiates layer norm's.
   Value mean =
-      sumOver([&](OpBuilder &lb, Value col) { return load(lb, x, col); });
+      rms ? w.f32(kb, 0.0)
+          : sumOver([&](OpBuilder &lb, Value col) { return load(lb, x, col); });
   Value var = sumOver([&](OpBuilder &lb, Value col) -> Value {
     Value d = lb.create<arith::SubFOp>(loc, load(lb, x, col), mean);
     return lb.create<arith::MulFOp>(loc, d, d);
@@ -157,7 +168,7 @@ LogicalResult mlir::tfm::lowerWarpLayerNormGrad(LayerNormGradOp op,
     return lb.create<arith::MulFOp>(
         loc, lb.create<arith::SubFOp>(loc, load(lb, x, col), mean), rstd);
   };
-  Value meanG = sumOver(g);
+  Value meanG = rms ? w.f32(kb, 0.0) : sumOver(g);
   Value meanGX = sumOver([&](OpBuilder &lb, Value col) -> Value {
     return lb.create<arith::MulFOp>(loc, g(lb, col), xhat(lb, col));
   });

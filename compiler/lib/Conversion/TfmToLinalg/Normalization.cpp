@@ -107,8 +107,9 @@ Value asRows(BufferizedEntry &e, Value buffer, int64_t rows, int64_t n) {
 }
 
 /// Per row of x [m, n]: the mean and 1 / sqrt(var + eps), into [m] buffers.
-void rowStatistics(BufferizedEntry &e, Value x, double epsilon, Value mean,
-                   Value rstd) {
+/// RMSNorm's mean is zero, so that the same formulas give its statistics.
+void rowStatistics(BufferizedEntry &e, Value x, double epsilon, bool rms,
+                   Value mean, Value rstd) {
   MLIRContext *ctx = e.ctx;
   auto shape = cast<MemRefType>(x.getType()).getShape();
   Type elem = cast<MemRefType>(x.getType()).getElementType();
@@ -119,14 +120,17 @@ void rowStatistics(BufferizedEntry &e, Value x, double epsilon, Value mean,
   SmallVector<utils::IteratorType> its{utils::IteratorType::parallel,
                                        utils::IteratorType::reduction};
   e.fill(mean, e.b.getFloatAttr(elem, 0.0));
-  e.generic({x}, {id}, mean, row, its,
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              return ob.create<arith::AddFOp>(l, a[1], a[0]);
-            });
-  e.elementwise({mean}, mean, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-    return ob.create<arith::DivFOp>(
-        l, a[0], BufferizedEntry::constantScalar(ob, l, elem, n));
-  });
+  if (!rms) {
+    e.generic({x}, {id}, mean, row, its,
+              [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                return ob.create<arith::AddFOp>(l, a[1], a[0]);
+              });
+    e.elementwise(
+        {mean}, mean, [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+          return ob.create<arith::DivFOp>(
+              l, a[0], BufferizedEntry::constantScalar(ob, l, elem, n));
+        });
+  }
   e.fill(rstd, e.b.getFloatAttr(elem, 0.0));
   e.generic({x, mean}, {id, row}, rstd, row, its,
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
@@ -150,7 +154,8 @@ void rowStatistics(BufferizedEntry &e, Value x, double epsilon, Value mean,
 /// written to `sum` when asked.
 LogicalResult lowerLayerNorm(BufferizedEntry &e, Value input, Value residual,
                              Value scale, Value bias, int64_t axis,
-                             double epsilon, Value result, Value sum) {
+                             double epsilon, bool rms, Value result,
+                             Value sum) {
   MLIRContext *ctx = e.ctx;
   auto type = cast<RankedTensorType>(result.getType());
   ArrayRef<int64_t> shape = type.getShape();
@@ -175,7 +180,7 @@ LogicalResult lowerLayerNorm(BufferizedEntry &e, Value input, Value residual,
   Value x = asRows(e, s, m, n);
   Value mean = e.temporary(MemRefType::get({m}, elem));
   Value rstd = e.temporary(MemRefType::get({m}, elem));
-  rowStatistics(e, x, epsilon, mean, rstd);
+  rowStatistics(e, x, epsilon, rms, mean, rstd);
   auto [id, row, col] = rowViewMaps(ctx);
   SmallVector<Value> ins{x, mean, rstd,
                          e.reshape(e.denseOf(scale), MemRefType::get({n}, elem))};
@@ -218,24 +223,28 @@ LogicalResult lowerLayerNormGrad(LayerNormGradOp op, BufferizedEntry &e) {
   Value scale = e.reshape(e.denseOf(op.getScale()), MemRefType::get({n}, elem));
   Value mean = e.temporary(MemRefType::get({m}, elem));
   Value rstd = e.temporary(MemRefType::get({m}, elem));
-  rowStatistics(e, x, op.getEpsilon().convertToDouble(), mean, rstd);
+  rowStatistics(e, x, op.getEpsilon().convertToDouble(), op.getRms(), mean,
+                rstd);
 
   auto [id, row, col] = rowViewMaps(ctx);
   using IT = utils::IteratorType;
   double inv = 1.0 / static_cast<double>(n);
-  // mean(g) and mean(g · x̂) per row, g = dy · scale.
+  // mean(g) and mean(g · x̂) per row, g = dy · scale. mean(g) is the
+  // derivative of the mean layer norm subtracts: zero for RMSNorm.
   Value meanG = e.temporary(MemRefType::get({m}, elem));
   Value meanGX = e.temporary(MemRefType::get({m}, elem));
   e.fill(meanG, e.b.getFloatAttr(elem, 0.0));
   e.fill(meanGX, e.b.getFloatAttr(elem, 0.0));
-  e.generic({dy, scale}, {id, col}, meanG, row, {IT::parallel, IT::reduction},
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              Value g = ob.create<arith::MulFOp>(l, a[0], a[1]);
-              return ob.create<arith::AddFOp>(
-                  l, a[2],
-                  ob.create<arith::MulFOp>(
-                      l, g, BufferizedEntry::constantScalar(ob, l, elem, inv)));
-            });
+  if (!op.getRms())
+    e.generic(
+        {dy, scale}, {id, col}, meanG, row, {IT::parallel, IT::reduction},
+        [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+          Value g = ob.create<arith::MulFOp>(l, a[0], a[1]);
+          return ob.create<arith::AddFOp>(
+              l, a[2],
+              ob.create<arith::MulFOp>(
+                  l, g, BufferizedEntry::constantScalar(ob, l, elem, inv)));
+        });
   e.generic({dy, scale, x, mean, rstd}, {id, col, id, row, row}, meanGX, row,
             {IT::parallel, IT::reduction},
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
@@ -275,14 +284,14 @@ void mlir::tfm::populateNormalizationLowerings(OpLoweringSet &set) {
   set.add<LayerNormOp>([](LayerNormOp n, BufferizedEntry &e) {
     return lowerLayerNorm(e, n.getInput(), Value(), n.getScale(), n.getBias(),
                           static_cast<int64_t>(n.getAxis()),
-                          n.getEpsilon().convertToDouble(), n.getResult(),
-                          Value());
+                          n.getEpsilon().convertToDouble(), n.getRms(),
+                          n.getResult(), Value());
   });
   set.add<AddLayerNormOp>([](AddLayerNormOp n, BufferizedEntry &e) {
     return lowerLayerNorm(e, n.getInput(), n.getResidual(), n.getScale(),
                           n.getBias(), static_cast<int64_t>(n.getAxis()),
-                          n.getEpsilon().convertToDouble(), n.getOutput(),
-                          n.getSum());
+                          n.getEpsilon().convertToDouble(), n.getRms(),
+                          n.getOutput(), n.getSum());
   });
   set.add<LayerNormGradOp>(lowerLayerNormGrad);
 }

@@ -94,7 +94,9 @@ def Tfm_KernelKind : I32EnumAttr<"KernelKind",
       I32EnumAttrCase<"sgd", 7>,
       I32EnumAttrCase<"layer_norm_backward", 8>,
       I32EnumAttrCase<"conv_2d", 9>,
-      I32EnumAttrCase<"attention", 10>]> {
+      I32EnumAttrCase<"attention", 10>,
+      I32EnumAttrCase<"rms_norm", 11>,
+      I32EnumAttrCase<"rms_norm_backward", 12>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

@@ -284,6 +284,12 @@ def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
     `(x - mean) / sqrt(var + epsilon) · scale + bias`, as ONNX
     LayerNormalization and `torch.nn.LayerNorm` do.
 
+    With `rms`, it is RMSNorm (the norm of Llama and T5): no mean is
+    subtracted, and the row is divided by its root mean square,
+    `x / sqrt(mean(x²) + epsilon) · scale + bias` (the bias is usually
+    absent). That is layer norm with the mean held at zero, which is how
+    every backend computes it.
+
     Shape rules: `-rank <= axis < rank`; `scale` and `bias` have exactly the
     normalized shape `input.shape[axis:]`; `epsilon > 0`. The result has the
     type of the input.
@@ -291,12 +297,15 @@ def Tfm_LayerNormOp : Tfm_PureOp<"layer_norm",
     ```mlir
     %y = tfm.layer_norm %x, %gamma, %beta {epsilon = 1.0e-05}
         : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    %r = tfm.layer_norm %x, %gamma {epsilon = 1.0e-06, rms}
+        : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$scale,
                        Optional<Tfm_FloatTensor>:$bias,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$rms);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)
@@ -750,7 +759,8 @@ def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_AxisMapped, Tfm_Diffe
     Computes `s = input + residual` (numpy broadcasting) and
     `layer_norm(s, scale, bias)` over `[axis, rank)`. The optional second
     result is `s` itself, for pre-LN residual streams where the sum also
-    feeds the next residual.
+    feeds the next residual. With `rms`, the norm is RMSNorm, as for
+    `tfm.layer_norm`.
 
     Shape rules: those of `tfm.add` for `s`, then those of `tfm.layer_norm`
     on `s`. The results have the type of `s`.
@@ -764,7 +774,8 @@ def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_AxisMapped, Tfm_Diffe
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$residual,
                        Tfm_FloatTensor:$scale, Optional<Tfm_FloatTensor>:$bias,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$rms);
   let results = (outs Tfm_FloatTensor:$output, Optional<Tfm_FloatTensor>:$sum);
   let assemblyFormat = [{
     $input `,` $residual `,` $scale (`,` $bias^)?
@@ -862,6 +873,9 @@ def Tfm_LayerNormGradOp : Tfm_PureOp<"layer_norm_grad"> {
     * `scale_grad = Σ grad · x̂` over the leading dimensions
     * `bias_grad = Σ grad` over the leading dimensions
 
+    With `rms`, the gradients of RMSNorm: the mean is held at zero, in x̂
+    and in the variance, and the `mean(g)` term drops out.
+
     One op rather than its dozen elementwise steps, so that a backend can
     compute it in one kernel; the gradient rules of `tfm.layer_norm` and
     `tfm.add_layer_norm` build it.
@@ -879,7 +893,8 @@ def Tfm_LayerNormGradOp : Tfm_PureOp<"layer_norm_grad"> {
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$scale,
                        Tfm_FloatTensor:$grad,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$rms);
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$scale_grad,
                       Tfm_FloatTensor:$bias_grad);
   let assemblyFormat = [{

@@ -112,8 +112,10 @@ Tensor evalSoftmaxGrad(const Tensor &y, const Tensor &dy, int64_t axis,
 /// masked_softmax.
 Tensor evalMaskedSoftmax(const Tensor &x, const Tensor *mask, bool booleanMask,
                          bool causal, double scale);
+/// Layer norm over the dimensions from `axis`; with `rms`, RMSNorm (no
+/// mean subtracted).
 Tensor evalLayerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
-                     int64_t axis, double eps);
+                     int64_t axis, double eps, bool rms);
 Tensor evalAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                      const Tensor *mask, bool causal,
                      std::optional<double> scale, Shape outShape);
@@ -141,9 +143,10 @@ FailureOr<Tensor> evalCrossEntropyGrad(const Tensor &logits,
                                        double labelSmoothing,
                                        int64_t ignoreIndex, Shape outShape,
                                        std::string &error);
-/// dx, dscale and dbias of layer norm without a residual.
+/// dx, dscale and dbias of layer norm (RMSNorm with `rms`) without a
+/// residual.
 std::vector<Tensor> evalLayerNormGrad(const Tensor &x, const Tensor &scale,
-                                      const Tensor &dy, double eps);
+                                      const Tensor &dy, double eps, bool rms);
 Tensor evalEmbeddingGrad(const Tensor &grad, const Tensor &indices,
                          Shape outShape);
 /// One SGD step on `p` with learning rate `lr`.

@@ -120,11 +120,11 @@ constexpr int64_t kFlashAttentionMmaMaxHead = 128;
 
 /// tfm.layer_norm or tfm.add_layer_norm (with `residual`, its sum written
 /// to `sum`'s buffer when asked) as one kernel of a warp per row, the
-/// statistics summed by shuffles (Normalization.cpp).
+/// statistics summed by shuffles (Normalization.cpp); RMSNorm with `rms`.
 LogicalResult lowerWarpLayerNorm(BufferizedEntry &e, Value input,
                                  Value residual, Value scale, Value bias,
-                                 int64_t axis, double epsilon, Value result,
-                                 Value sum);
+                                 int64_t axis, double epsilon, bool rms,
+                                 Value result, Value sum);
 
 /// tfm.layer_norm_grad: the input's gradient and the rows' statistics in
 /// one kernel of a warp per row, then the scale's and bias's gradients as
