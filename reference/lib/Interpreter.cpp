@@ -366,6 +366,12 @@ llvm::StringMap<EvalFn> buildTable() {
                         shapeOf(l.getType())));
     return success();
   });
+  on<GatedLinearOp>(t, [](GatedLinearOp l, Frame &f) {
+    f.set(l, evalGatedLinear(f.get(l.getInput()), f.get(l.getWeight()),
+                             f.getOptional(l.getBias()), l.getActivation(),
+                             shapeOf(l.getType())));
+    return success();
+  });
   on<Conv2DOp>(t, [](Conv2DOp c, Frame &f) {
     f.set(c, evalConv2D(f.get(c.getInput()), f.get(c.getWeight()),
                         f.getOptional(c.getBias()), c.getStrides(),

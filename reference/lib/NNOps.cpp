@@ -105,6 +105,21 @@ Tensor mlir::tfm::reference::evalLinear(const Tensor &x, const Tensor &w,
   return out;
 }
 
+Tensor mlir::tfm::reference::evalGatedLinear(const Tensor &x, const Tensor &w,
+                                             const Tensor *bias, Activation act,
+                                             Shape outShape) {
+  std::vector<int64_t> packedShape = x.shape;
+  packedShape.back() = w.shape[0];
+  Tensor h = evalLinear(x, w, bias, Activation::none, packedShape);
+  int64_t f = w.shape[0] / 2, rows = product(Shape(x.shape).drop_back());
+  Tensor out(x.kind, outShape.vec());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < f; ++j)
+      out.data[r * f + j] = evalActivation(h.data[r * 2 * f + j], act) *
+                            h.data[r * 2 * f + f + j];
+  return out;
+}
+
 std::vector<Tensor> mlir::tfm::reference::evalQKVProjection(
     const Tensor &x, const Tensor &w, const Tensor *bias, Shape sizes) {
   std::vector<int64_t> fusedShape = x.shape;

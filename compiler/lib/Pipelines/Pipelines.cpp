@@ -55,6 +55,9 @@ void mlir::tfm::buildFusionPipeline(OpPassManager &pm, bool remarks) {
   // Layer norms first: their recognition consumes the Mul/Add chains that
   // the linear recognition would otherwise see as biases.
   fn.addPass(createFuseResidualLayerNormPass({remarks}));
+  // Before the QKV fusion, which would pack the gate and up projections of
+  // one input as if they were an attention's.
+  fn.addPass(createFuseGatedMLPPass({remarks}));
   fn.addPass(createFuseQKVPass({remarks}));
   fn.addPass(createFuseMaskedSoftmaxPass({remarks}));
   fn.addPass(createFuseBiasActivationPass({remarks}));

@@ -119,6 +119,10 @@ mlir::tfm::differentiate(OpBuilder &b, Block &body,
   return out;
 }
 
+namespace {
+void splitActivations(func::FuncOp fn);
+} // namespace
+
 FailureOr<func::FuncOp> mlir::tfm::buildVJPFunction(func::FuncOp fn) {
   if (!fn.getBody().hasOneBlock())
     return fn.emitError() << "differentiates only functions of one block";
@@ -127,6 +131,7 @@ FailureOr<func::FuncOp> mlir::tfm::buildVJPFunction(func::FuncOp fn) {
   auto vjp = cast<func::FuncOp>(b.clone(*fn));
   vjp.setSymName((fn.getSymName() + "_vjp").str());
   SymbolTable::setSymbolVisibility(vjp, SymbolTable::Visibility::Public);
+  splitActivations(vjp);
   Block &body = vjp.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
 
@@ -196,43 +201,75 @@ LogicalResult TrainingOptions::parseSchedule(std::string &error) {
 
 namespace {
 
+/// `act` applied to `z`, from differentiable ops.
+Value activate(OpBuilder &b, Location loc, Activation act, Value z) {
+  auto type = cast<RankedTensorType>(z.getType());
+  switch (act) {
+  case Activation::none:
+    return z;
+  case Activation::relu:
+    return b.create<ReluOp>(loc, z);
+  case Activation::gelu:
+  case Activation::gelu_tanh:
+    return b.create<GeluOp>(loc, z,
+                            GeluApproximationAttr::get(
+                                b.getContext(), act == Activation::gelu_tanh
+                                                    ? GeluApproximation::tanh
+                                                    : GeluApproximation::none));
+  case Activation::silu: {
+    // z / (1 + exp(-z)).
+    auto scalarType = RankedTensorType::get({}, type.getElementType());
+    Value one = b.create<arith::ConstantOp>(
+        loc,
+        DenseElementsAttr::get(
+            scalarType, b.getFloatAttr(type.getElementType(), 1.0).getValue()));
+    Value e = b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, z));
+    Value den = b.create<AddOp>(loc, type, e, one);
+    return b.create<DivOp>(loc, type, z, den);
+  }
+  }
+  llvm_unreachable("unknown activation");
+}
+
 /// Splits gelu and silu activations off linears on the differentiated path:
-/// their backward needs the pre-activation, which the fused op does not keep.
+/// their backward needs the pre-activation, which the fused op does not
+/// keep. A gated linear splits into its packed projection, the two halves,
+/// the activation and the product, whose rules exist.
 void splitActivations(func::FuncOp fn) {
-  SmallVector<LinearOp> linears;
-  fn.walk([&](LinearOp l) {
-    if (l.getActivation() == Activation::gelu ||
-        l.getActivation() == Activation::gelu_tanh ||
-        l.getActivation() == Activation::silu)
-      linears.push_back(l);
+  SmallVector<Operation *> fused;
+  fn.walk([&](Operation *op) {
+    if (auto l = dyn_cast<LinearOp>(op))
+      if (l.getActivation() == Activation::gelu ||
+          l.getActivation() == Activation::gelu_tanh ||
+          l.getActivation() == Activation::silu)
+        fused.push_back(op);
+    if (isa<GatedLinearOp>(op))
+      fused.push_back(op);
   });
-  for (LinearOp l : linears) {
-    OpBuilder b(l);
-    auto z = b.create<LinearOp>(
-        l.getLoc(), l.getInput(), l.getWeight(), l.getBias(),
-        ActivationAttr::get(b.getContext(), Activation::none));
-    if (l.getActivation() == Activation::silu) {
-      // z / (1 + exp(-z)), from differentiable ops.
-      Location loc = l.getLoc();
-      auto scalarType = RankedTensorType::get({}, z.getType().getElementType());
-      Value one = b.create<arith::ConstantOp>(
-          loc, DenseElementsAttr::get(scalarType,
-                                      b.getFloatAttr(scalarType.getElementType(), 1.0)
-                                          .getValue()));
-      Value e = b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, z));
-      Value den = b.create<AddOp>(loc, z.getType(), e, one);
-      Value y = b.create<DivOp>(loc, z.getType(), z, den);
-      l.replaceAllUsesWith(y);
+  auto none = ActivationAttr::get(fn.getContext(), Activation::none);
+  for (Operation *op : fused) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    if (auto l = dyn_cast<LinearOp>(op)) {
+      auto z = b.create<LinearOp>(loc, l.getInput(), l.getWeight(), l.getBias(),
+                                  none);
+      l.replaceAllUsesWith(activate(b, loc, l.getActivation(), z));
       l.erase();
       continue;
     }
-    auto approx = l.getActivation() == Activation::gelu_tanh
-                      ? GeluApproximation::tanh
-                      : GeluApproximation::none;
-    auto y = b.create<GeluOp>(l.getLoc(), z.getResult(),
-                              GeluApproximationAttr::get(b.getContext(), approx));
-    l.replaceAllUsesWith(y.getResult());
-    l.erase();
+    auto g = cast<GatedLinearOp>(op);
+    auto h =
+        b.create<LinearOp>(loc, g.getInput(), g.getWeight(), g.getBias(), none);
+    int64_t f = g.getType().getShape().back();
+    auto halves =
+        b.create<SplitOp>(loc, TypeRange{g.getType(), g.getType()}, h,
+                          b.getI64IntegerAttr(g.getType().getRank() - 1),
+                          b.getDenseI64ArrayAttr({f, f}));
+    Value gate = activate(b, loc, g.getActivation(), halves.getResult(0));
+    g.replaceAllUsesWith(
+        b.create<MulOp>(loc, g.getType(), gate, halves.getResult(1))
+            .getResult());
+    g.erase();
   }
 }
 

@@ -54,24 +54,6 @@ SmallVector<Value> threeFactors(MulOp op, function_ref<bool(MulOp)> keep) {
   return factors;
 }
 
-/// If `mul` is x·sigmoid(x) (SiLU, swish), with the sigmoid as the importer
-/// writes it, 1 / (1 + exp(-x)), returns x.
-Value siluInput(MulOp mul) {
-  for (unsigned i = 0; i < 2; ++i) {
-    Value x = mul->getOperand(i);
-    auto div = mul->getOperand(1 - i).getDefiningOp<DivOp>();
-    if (!div || !splatValue(div.getLhs()) || *splatValue(div.getLhs()) != 1.0)
-      continue;
-    Value e = otherThanSplat(div.getRhs().getDefiningOp<AddOp>(), 1.0);
-    auto exp = e ? e.getDefiningOp<math::ExpOp>() : math::ExpOp();
-    auto neg = exp ? exp.getOperand().getDefiningOp<arith::NegFOp>()
-                   : arith::NegFOp();
-    if (neg && neg.getOperand() == x && x.getType() == mul.getType())
-      return x;
-  }
-  return {};
-}
-
 /// matmul(x, W) with a constant 2-D W is tfm.linear(x, Wᵀ).
 struct MatmulToLinear : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -296,7 +278,7 @@ struct FoldSiLU : OpRewritePattern<MulOp> {
 
 void populate(RewritePatternSet &patterns, FusionLog *log) {
   populateLinearRecognitionPatterns(patterns);
-  patterns.add<RecognizeGeluErf, RecognizeGeluTanh>(patterns.getContext());
+  populateActivationRecognitionPatterns(patterns);
   patterns.add<FoldActivation<ReluOp>, FoldActivation<GeluOp>, FoldSiLU>(
       patterns.getContext(), log);
 }
@@ -329,6 +311,11 @@ struct FuseBiasActivationPass
 
 void mlir::tfm::populateLinearRecognitionPatterns(RewritePatternSet &patterns) {
   patterns.add<MatmulToLinear, FoldBiasIntoLinear>(patterns.getContext());
+}
+
+void mlir::tfm::populateActivationRecognitionPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<RecognizeGeluErf, RecognizeGeluTanh>(patterns.getContext());
 }
 
 void mlir::tfm::populateBiasActivationPatterns(RewritePatternSet &patterns) {

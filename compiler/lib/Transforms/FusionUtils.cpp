@@ -2,6 +2,7 @@
 
 #include "FusionUtils.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/ScopeExit.h"
 
@@ -76,4 +77,26 @@ DenseElementsAttr mlir::tfm::zeros(Type elementType, int64_t n) {
     return DenseElementsAttr::get(type, APFloat::getZero(ft.getFloatSemantics()));
   return DenseElementsAttr::get(
       type, APInt::getZero(elementType.getIntOrFloatBitWidth()));
+}
+
+Value mlir::tfm::siluInput(MulOp mul) {
+  for (unsigned i = 0; i < 2; ++i) {
+    Value x = mul->getOperand(i);
+    auto div = mul->getOperand(1 - i).getDefiningOp<DivOp>();
+    if (!div || splatValue(div.getLhs()) != 1.0)
+      continue;
+    auto plusOne = div.getRhs().getDefiningOp<AddOp>();
+    if (!plusOne)
+      continue;
+    for (unsigned j = 0; j < 2; ++j) {
+      if (splatValue(plusOne->getOperand(j)) != 1.0)
+        continue;
+      auto exp = plusOne->getOperand(1 - j).getDefiningOp<math::ExpOp>();
+      auto neg = exp ? exp.getOperand().getDefiningOp<arith::NegFOp>()
+                     : arith::NegFOp();
+      if (neg && neg.getOperand() == x && x.getType() == mul.getType())
+        return x;
+    }
+  }
+  return {};
 }

@@ -104,6 +104,10 @@ inline DenseElementsAttr constantOf(Value v) {
 /// The value of `v` when it is a constant whose elements are all equal.
 std::optional<double> splatValue(Value v);
 
+/// If `mul` is x·sigmoid(x) (SiLU, swish), with the sigmoid as the importer
+/// writes it, 1 / (1 + exp(-x)), returns x.
+Value siluInput(MulOp mul);
+
 /// A rank-1 constant of `n` zeros of `elementType`.
 DenseElementsAttr zeros(Type elementType, int64_t n);
 

@@ -187,8 +187,9 @@ cl::opt<bool> generateFlag(
     cl::cat(compileCat));
 cl::opt<int64_t> maxLengthOpt(
     "max-length",
-    cl::desc("With --generate: the longest sequence, which must be the "
-             "model's sequence length (bind a dynamic one with --shape)"),
+    cl::desc("With --generate: the longest sequence; the token ids' dynamic "
+             "sequence takes it (tfmc generate of a model file: the prompt "
+             "and --max-new-tokens by default), a fixed one must equal it"),
     cl::value_desc("N"), cl::init(0), cl::cat(generationCat));
 cl::opt<int64_t> prefillChunkOpt(
     "prefill-chunk",
@@ -895,9 +896,11 @@ CompileCommand readCompile() {
   c.report = fusionReport.getNumOccurrences() > 0;
   c.reportJson = fusionReport == "json";
   c.options = compileOptions();
-  if (generateFlag)
+  if (generateFlag) {
     c.options.compiler.generation =
         mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
+    c.model.generationSizes = ModelSource::GenerationSizes{1, maxLengthOpt};
+  }
   if (trainFlag) {
     std::string ignored; // validate() reports it
     c.options.compiler.training = trainingOptions(ignored);
@@ -984,6 +987,14 @@ GenerateCommand readGenerate() {
   c.options = compileOptionsForDevice();
   c.options.compiler.generation =
       mlir::tfm::GenerationOptions{maxLengthOpt, prefillChunkOpt};
+  // A decoder's run fixes its sizes: the beam's rows, and the prompt and
+  // the tokens to generate. An encoder-decoder's two sequences are the
+  // user's to give.
+  if (o.source.empty())
+    c.model.generationSizes = ModelSource::GenerationSizes{
+        std::max<int64_t>(1, beamOpt),
+        maxLengthOpt > 0 ? int64_t(maxLengthOpt)
+                         : int64_t(o.prompt.size()) + maxNewTokens};
   return c;
 }
 

@@ -34,6 +34,15 @@ struct ModelSource {
   /// Whether a range of sizes is refused: the entries compiled besides
   /// inference (--train, --generate) take one size.
   bool oneSize = false;
+  /// With --generate: the sizes that the first input's (the token ids')
+  /// dynamic batch and sequence take when no --shape fixes them. Generation
+  /// fixes both: the batch is 1 or the beam's width, the sequence the
+  /// longest one generated (0: none known, so --max-length is asked for).
+  struct GenerationSizes {
+    int64_t batch = 1;
+    int64_t maxLength = 0;
+  };
+  std::optional<GenerationSizes> generationSizes;
 };
 
 struct CompileCommand {

@@ -33,6 +33,9 @@ int64_t gemmFlops(Operation *op) {
   }
   if (auto l = dyn_cast<tfm::LinearOp>(op))
     return 2 * numel(l.getResult()) * l.getInput().getType().getShape().back();
+  if (auto g = dyn_cast<tfm::GatedLinearOp>(op))
+    // Both halves of the packed projection.
+    return 4 * numel(g.getResult()) * g.getInput().getType().getShape().back();
   if (auto q = dyn_cast<tfm::QKVProjectionOp>(op)) {
     int64_t k = q.getInput().getType().getShape().back(), total = 0;
     for (Value r : q.getResults())

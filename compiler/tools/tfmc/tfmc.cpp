@@ -114,6 +114,36 @@ int withModel(MLIRContext &context, const ModelSource &model,
         return std::nullopt;
       return SmallVector<int64_t>(value.getType().getShape());
     };
+    // With --generate, the token ids' dynamic batch and sequence take the
+    // generation's sizes, and every input that shares their symbols too.
+    SmallVector<std::string> chosen;
+    llvm::StringMap<int64_t> chosenSymbols;
+    bool needMaxLength = false;
+    if (model.generationSizes)
+      options.dimensionDefault =
+          [&](StringRef name, unsigned position, unsigned dim,
+              StringRef symbol) -> std::optional<int64_t> {
+        if (auto it = chosenSymbols.find(symbol);
+            !symbol.empty() && it != chosenSymbols.end())
+          return it->second;
+        if (position != 0 || dim > 1)
+          return std::nullopt;
+        int64_t size = dim == 0 ? model.generationSizes->batch
+                                : model.generationSizes->maxLength;
+        if (size <= 0) {
+          needMaxLength = true;
+          return std::nullopt;
+        }
+        if (!symbol.empty())
+          chosenSymbols[symbol] = size;
+        chosen.push_back(
+            (Twine(dim == 0 ? "the batch" : "the sequence") +
+             (symbol.empty() ? Twine("") : " ('" + symbol + "')") + " = " +
+             Twine(size) +
+             (dim == 0 ? Twine("") : Twine(", the longest generated")))
+                .str());
+        return size;
+      };
     // Import diagnostics carry node names, not file positions.
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
       printOnnxDiagnostic(d, inputFile);
@@ -128,8 +158,18 @@ int withModel(MLIRContext &context, const ModelSource &model,
             : importBuckets(&context, inputFile, options, ranges,
                             model.bucketsPerOctave);
     importTimer.stop();
+    if (!module && needMaxLength)
+      llvm::errs() << "tfmc: note: --generate fixes the sequence of '"
+                   << inputFile
+                   << "' to the longest one it generates: give it with "
+                      "--max-length N\n";
     if (!module || !hasEntry(*module, inputFile))
       return kExitInputError;
+    if (!chosen.empty()) {
+      clearProgress();
+      llvm::errs() << "tfmc: --generate fixes " << llvm::join(chosen, " and ")
+                   << " (--shape to choose others)\n";
+    }
     return body(*module);
   }
   std::string err;
@@ -193,8 +233,12 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
                        bool json) {
   // Attention is fused where the target lowers (tfm-fuse-attention, for
   // the CPU), so its row shows only when the compile got that far.
-  SmallVector<const char *> kinds{"qkv", "masked-softmax", "residual-layernorm",
-                                  "bias-activation", "residual-rmsnorm"};
+  SmallVector<const char *> kinds{"qkv",
+                                  "masked-softmax",
+                                  "residual-layernorm",
+                                  "bias-activation",
+                                  "residual-rmsnorm",
+                                  "gated-mlp"};
   llvm::StringMap<std::pair<int, int>> counts;
   for (const char *k : kinds)
     counts[k] = {0, 0};

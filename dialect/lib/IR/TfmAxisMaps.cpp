@@ -138,6 +138,7 @@ AxisMap MatmulOp::getAxisMap() {
 
 AxisMap LinearOp::getAxisMap() { return projection(*this); }
 AxisMap QKVProjectionOp::getAxisMap() { return projection(*this); }
+AxisMap GatedLinearOp::getAxisMap() { return projection(*this); }
 
 #define TFM_BINARY_AXIS_MAP(OP, RULE)                                          \
   AxisMap OP::getAxisMap() { return aligned(*this, {0, 1}, ZeroRule::RULE); }

@@ -173,6 +173,17 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+LogicalResult GatedLinearOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor a,
+                                              SmallVectorImpl<Type> &out) {
+  Type bias = a.getBias() ? a.getBias().getType() : Type();
+  return push(inferGatedLinearType({loc, getOperationName()},
+                                   a.getInput().getType(),
+                                   a.getWeight().getType(), bias),
+              out);
+}
+
 LogicalResult QKVProjectionOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,
                                                 Adaptor a,

@@ -216,6 +216,22 @@ FailureOr<Type> mlir::tfm::inferLinearType(const ShapeDiag &d, Type inputT,
   return Type(RankedTensorType::get(shape, input->getElementType()));
 }
 
+FailureOr<Type> mlir::tfm::inferGatedLinearType(const ShapeDiag &d, Type inputT,
+                                                Type weightT, Type biasT) {
+  auto packed = inferLinearType(d, inputT, weightT, biasT);
+  if (failed(packed))
+    return failure();
+  auto type = cast<RankedTensorType>(*packed);
+  int64_t width = type.getShape().back();
+  if (width % 2 != 0)
+    return d.fail("'weight' ", fmtType(weightT), " has ", width,
+                  " output features, which do not split into a gate and an "
+                  "up projection of equal width");
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = width / 2;
+  return Type(RankedTensorType::get(shape, type.getElementType()));
+}
+
 FailureOr<Type> mlir::tfm::inferBroadcastType(const ShapeDiag &d, Type lhsT,
                                               Type rhsT, StringRef lhsName,
                                               StringRef rhsName) {

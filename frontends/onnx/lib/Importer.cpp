@@ -720,6 +720,20 @@ LogicalResult Importer::resolveInputShapes(const onnx::GraphProto &graph,
       unresolved.push_back("'" + info.name() + "' has no shape");
       continue;
     }
+    for (int i = 0; i < rank && options.dimensionDefault; ++i) {
+      if (shape[i] >= 0)
+        continue;
+      const auto &dim = tt.shape().dim(i);
+      std::string symbol = dim.has_dim_param() ? dim.dim_param() : "";
+      std::optional<int64_t> size =
+          options.dimensionDefault(info.name(), positions[index], i, symbol);
+      if (!size)
+        continue;
+      shape[i] = *size;
+      // Later inputs that share the symbol take the same size.
+      if (!symbol.empty() && symbolSizes.try_emplace(symbol, *size).second)
+        symbolSource[symbol] = "the generation's default";
+    }
     for (int i = 0; i < rank; ++i)
       if (shape[i] < 0) {
         const auto &dim = tt.shape().dim(i);

@@ -423,6 +423,24 @@ func.func @qkv_parts(%x: tensor<2x16xf32>, %w: tensor<64x16xf32>) {
 
 // -----
 
+// Tests that a gated linear's packed projection splits into two halves.
+func.func @gated_linear_odd(%x: tensor<2x16xf32>, %w: tensor<47x16xf32>) {
+  // expected-error@+1 {{'weight' 'tensor<47x16xf32>' has 47 output features, which do not split into a gate and an up projection of equal width}}
+  %0 = tfm.gated_linear %x, %w activation = silu : (tensor<2x16xf32>, tensor<47x16xf32>) -> tensor<2x23xf32>
+  return
+}
+
+// -----
+
+// Tests that a gated linear's result is half the packed projection.
+func.func @gated_linear_width(%x: tensor<2x16xf32>, %w: tensor<48x16xf32>) {
+  // expected-error@+1 {{result #0 has type 'tensor<2x48xf32>' but the operands imply 'tensor<2x24xf32>'}}
+  %0 = tfm.gated_linear %x, %w activation = silu : (tensor<2x16xf32>, tensor<48x16xf32>) -> tensor<2x48xf32>
+  return
+}
+
+// -----
+
 // Tests that qkv_projection's sizes add up to the weight's rows.
 func.func @qkv_sizes(%x: tensor<2x16xf32>, %w: tensor<48x16xf32>) {
   // expected-error@+1 {{'weight' 'tensor<48x16xf32>' has 48 output features but 'sizes' [16, 16, 8] add up to 40}}

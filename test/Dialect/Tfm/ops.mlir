@@ -152,6 +152,10 @@ func.func @fused(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<48xf3
   %q, %k, %v = tfm.qkv_projection %x, %w, %b sizes = [16, 16, 16] : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   // CHECK: tfm.qkv_projection %{{.+}}, %{{.+}} sizes = [16, 16] : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   %k2, %v2 = tfm.qkv_projection %x, %wkv sizes = [16, 16] : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // CHECK: tfm.gated_linear %{{.+}}, %{{.+}} activation = silu : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+  %glu = tfm.gated_linear %x, %wkv activation = silu : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: tfm.gated_linear %{{.+}}, %{{.+}}, %{{.+}} activation = gelu_tanh : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x8x24xf32>
+  %geglu = tfm.gated_linear %x, %w, %b activation = gelu_tanh : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x8x24xf32>
   // CHECK: tfm.masked_softmax %{{.+}}, mask %{{.+}} mask_kind = additive causal {scale = 2.500000e-01 : f64} : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
   %p0 = tfm.masked_softmax %s, mask %am mask_kind = additive causal {scale = 0.25 : f64} : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
   // CHECK: tfm.masked_softmax %{{.+}}, mask %{{.+}} mask_kind = boolean : (tensor<2x4x8x8xf32>, tensor<8x8xi1>) -> tensor<2x4x8x8xf32>

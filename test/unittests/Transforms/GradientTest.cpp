@@ -204,6 +204,12 @@ const GradientCase kCases[] = {
   {"layer_norm_two_axes", R"(func.func @f(%x: tensor<2x3x4xf32>, %g: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
     %r = tfm.layer_norm %x, %g {axis = -2 : i64, epsilon = 1.0e-03} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
     return %r : tensor<2x3x4xf32> })"},
+  {"gated_linear_silu", R"(func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<6x4xf32>, %b: tensor<6xf32>) -> tensor<2x3x3xf32> {
+    %r = tfm.gated_linear %x, %w, %b activation = silu : (tensor<2x3x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<2x3x3xf32>
+    return %r : tensor<2x3x3xf32> })"},
+  {"gated_linear_gelu", R"(func.func @f(%x: tensor<3x4xf32>, %w: tensor<4x4xf32>) -> tensor<3x2xf32> {
+    %r = tfm.gated_linear %x, %w activation = gelu_tanh : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x2xf32>
+    return %r : tensor<3x2xf32> })"},
   {"rms_norm", R"(func.func @f(%x: tensor<2x3x4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<2x3x4xf32> {
     %r = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-05, rms} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
     return %r : tensor<2x3x4xf32> })"},

@@ -21,6 +21,9 @@ func::FuncOp findForward(ModuleOp module, StringRef name);
 
 /// Patterns of each fusion, for pipelines and tests that compose them.
 void populateLinearRecognitionPatterns(RewritePatternSet &patterns);
+/// GELU written with Erf, or with Tanh and a cube, as tfm.gelu.
+void populateActivationRecognitionPatterns(RewritePatternSet &patterns);
+void populateGatedMLPPatterns(RewritePatternSet &patterns);
 void populateBiasActivationPatterns(RewritePatternSet &patterns);
 void populateMaskedSoftmaxPatterns(RewritePatternSet &patterns);
 void populateQKVPatterns(RewritePatternSet &patterns);

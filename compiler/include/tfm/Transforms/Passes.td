@@ -59,6 +59,16 @@ def FuseMaskedSoftmaxPass : Tfm_FusionPass<"tfm-fuse-masked-softmax"> {
   }];
 }
 
+def FuseGatedMLPPass : Tfm_FusionPass<"tfm-fuse-gated-mlp"> {
+  let summary = "Fuses a gated MLP's gate and up projections and their product into tfm.gated_linear.";
+  let description = [{
+    `act(x · Wgᵀ + bg) · (x · Wuᵀ + bu)`, with act SiLU (written as
+    x · sigmoid(x)), GELU (with Erf or Tanh) or relu, and constant weights
+    of one shape, becomes one `tfm.gated_linear` over `[Wg; Wu]`
+    concatenated at compile time. Runs before tfm-fuse-qkv.
+  }];
+}
+
 def FuseQKVPass : Tfm_FusionPass<"tfm-fuse-qkv"> {
   let summary = "Fuses the Q, K and V projections of one input into tfm.qkv_projection.";
   let description = [{

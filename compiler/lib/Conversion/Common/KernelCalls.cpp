@@ -174,13 +174,12 @@ BufferizedEntry::matmulOperandViews(MatmulOp op) {
 
 void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
                                   Value bias, int64_t rowOffset, Activation act,
-                                  Value result, int32_t dtype,
-                                  bool narrowOperands, bool withFallback) {
+                                  Value out, int32_t dtype, bool narrowOperands,
+                                  bool withFallback) {
   auto inType = cast<RankedTensorType>(input.getType());
-  auto outType = cast<RankedTensorType>(result.getType());
-  int64_t k = inType.getShape().back(), n = outType.getShape().back();
+  int64_t k = inType.getShape().back(),
+          n = cast<MemRefType>(out.getType()).getShape().back();
   int64_t m = product(inType.getShape().drop_back());
-  Value out = e.destination(result);
   Value x = e.denseOf(input), w = e.denseOf(weight);
   Value bb = bias ? e.denseOf(bias) : Value();
   if (!isF32(inType) || m == 0 || k == 0 || n == 0) {

@@ -24,8 +24,9 @@ namespace {
 /// A linear or a part of a projection on the LINEAR kernel.
 LogicalResult lowerLinear(CPUEntry &e, Value input, Value weight, Value bias,
                           int64_t rowOffset, Activation act, Value result) {
-  lowerLinearKernel(e, input, weight, bias, rowOffset, act, result,
-                    e.linearKernelDtype(), /*narrowOperands=*/false,
+  lowerLinearKernel(e, input, weight, bias, rowOffset, act,
+                    e.destination(result), e.linearKernelDtype(),
+                    /*narrowOperands=*/false,
                     /*withFallback=*/false);
   return success();
 }
@@ -252,5 +253,16 @@ void mlir::tfm::populateCPUGemmLowerings(OpLoweringSet &set) {
                        l.getBias(), 0, l.getActivation(), l.getResult());
   });
   set.add<QKVProjectionOp>(onCPU<QKVProjectionOp>(lowerQKV));
+  // One LINEAR into the packed projection, then the gate in one pass over
+  // it (oneDNN 2.6's post-ops cannot multiply two columns of the output).
+  set.add<GatedLinearOp>([](GatedLinearOp op, BufferizedEntry &e) {
+    auto &cpu = cast<CPUEntry>(e);
+    Value h = gatedProjectionBuffer(e, op);
+    lowerLinearKernel(e, op.getInput(), op.getWeight(), op.getBias(), 0,
+                      Activation::none, h, cpu.linearKernelDtype(),
+                      /*narrowOperands=*/false, /*withFallback=*/false);
+    lowerGatedProduct(e, h, op.getActivation(), e.destination(op.getResult()));
+    return success();
+  });
   set.add<AttentionOp>(onCPU<AttentionOp>(lowerAttention));
 }

@@ -27,7 +27,8 @@ void lowerLinear(GPUEntry &e, Value input, Value weight, Value bias,
                  int64_t rowOffset, Activation act, Value result) {
   bool fused = TFM_CUDA_LINEAR_FUSES_ACTIVATION(abiActivation(act));
   lowerLinearKernel(e, input, weight, bias, rowOffset,
-                    fused ? act : Activation::none, result, e.gemmKernelDtype(),
+                    fused ? act : Activation::none, e.destination(result),
+                    e.gemmKernelDtype(),
                     /*narrowOperands=*/bool(e.narrowOperandType()),
                     /*withFallback=*/true);
   if (fused)
@@ -130,6 +131,9 @@ bool mlir::tfm::readsGemmOperandNarrow(OpOperand &use) {
     return use.get() == qkv.getWeight() && &use != &op->getOpOperand(0) &&
            f32(qkv.getInput()) &&
            llvm::all_of(qkv.getResults(), [&](Value r) { return f32(r); });
+  if (auto gated = dyn_cast<GatedLinearOp>(op))
+    return use.get() == gated.getWeight() && &use != &op->getOpOperand(0) &&
+           f32(gated.getInput()) && f32(gated.getResult());
   if (auto mm = dyn_cast<MatmulOp>(op))
     return f32(mm.getLhs()) && f32(mm.getRhs()) && f32(mm.getResult());
   if (auto conv = dyn_cast<Conv2DOp>(op))
@@ -161,5 +165,18 @@ void mlir::tfm::populateGPUGemmLowerings(OpLoweringSet &set) {
   });
   set.add<QKVProjectionOp>([](QKVProjectionOp op, BufferizedEntry &e) {
     return lowerQKV(op, cast<GPUEntry>(e));
+  });
+  // One library GEMM into the packed projection, then the gate as one
+  // elementwise kernel (cuBLASLt's epilogues apply a function to each
+  // output, not a product of two).
+  set.add<GatedLinearOp>([](GatedLinearOp op, BufferizedEntry &e) {
+    auto &gpu = cast<GPUEntry>(e);
+    Value h = gatedProjectionBuffer(e, op);
+    lowerLinearKernel(e, op.getInput(), op.getWeight(), op.getBias(), 0,
+                      Activation::none, h, gpu.gemmKernelDtype(),
+                      /*narrowOperands=*/bool(gpu.narrowOperandType()),
+                      /*withFallback=*/true);
+    lowerGatedProduct(e, h, op.getActivation(), e.destination(op.getResult()));
+    return success();
   });
 }

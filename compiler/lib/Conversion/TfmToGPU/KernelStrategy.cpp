@@ -210,7 +210,8 @@ StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
 std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
                                                           Type narrow) {
   return llvm::TypeSwitch<Operation *, std::optional<GPUKernelChoice>>(op)
-      .Case<LinearOp, QKVProjectionOp>([](auto) { return libraryGemmOr(""); })
+      .Case<LinearOp, QKVProjectionOp, GatedLinearOp>(
+          [](auto) { return libraryGemmOr(""); })
       .Case([](MatmulOp op) { return libraryGemmOr(matmulMisfit(op)); })
       .Case([](Conv2DOp op) { return libraryGemmOr(convMisfit(op)); })
       .Case([&](AttentionOp op) -> GPUKernelChoice {

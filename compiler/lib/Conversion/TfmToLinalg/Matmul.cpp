@@ -103,6 +103,32 @@ void mlir::tfm::lowerGenericLinear(BufferizedEntry &e, Value x, Value w,
   });
 }
 
+void mlir::tfm::lowerGatedProduct(BufferizedEntry &e, Value h, Activation act,
+                                  Value out) {
+  auto hType = cast<MemRefType>(h.getType());
+  int64_t f = hType.getShape().back() / 2;
+  int64_t rows = f ? hType.getNumElements() / (2 * f) : 0;
+  if (rows == 0 || f == 0)
+    return;
+  Type elem = hType.getElementType();
+  Value h2 = e.reshape(h, MemRefType::get({rows, 2 * f}, elem));
+  Value out2 = e.reshape(out, MemRefType::get({rows, f}, elem));
+  // The two halves as column windows of h, read in place.
+  auto half = RankedTensorType::get({rows, f}, elem);
+  Value gate = e.axisWindow(h2, 1, 0, half), up = e.axisWindow(h2, 1, f, half);
+  e.elementwise({gate, up}, out2,
+                [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                  return ob.create<arith::MulFOp>(
+                      l, applyActivation(ob, l, act, a[0]), a[1]);
+                });
+}
+
+Value mlir::tfm::gatedProjectionBuffer(BufferizedEntry &e, GatedLinearOp op) {
+  SmallVector<int64_t> shape(op.getInput().getType().getShape());
+  shape.back() = op.getWeight().getType().getDimSize(0);
+  return e.temporary(MemRefType::get(shape, op.getType().getElementType()));
+}
+
 static double attentionScaleOf(Value query, std::optional<APFloat> scale) {
   int64_t d = cast<RankedTensorType>(query.getType()).getShape().back();
   return scale ? scale->convertToDouble()
@@ -159,6 +185,14 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
     Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
     lowerGenericLinear(e, e.denseOf(op.getInput()), e.denseOf(op.getWeight()),
                        bias, 0, op.getActivation(), out);
+    return success();
+  });
+  set.add<GatedLinearOp>([](GatedLinearOp op, BufferizedEntry &e) {
+    Value h = gatedProjectionBuffer(e, op);
+    Value bias = op.getBias() ? e.denseOf(op.getBias()) : Value();
+    lowerGenericLinear(e, e.denseOf(op.getInput()), e.denseOf(op.getWeight()),
+                       bias, 0, Activation::none, h);
+    lowerGatedProduct(e, h, op.getActivation(), e.destination(op.getResult()));
     return success();
   });
   set.add<AttentionOp>([](AttentionOp op, BufferizedEntry &e) {

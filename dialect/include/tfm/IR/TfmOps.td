@@ -73,6 +73,35 @@ def Tfm_LinearOp : Tfm_PureOp<"linear",
   }];
 }
 
+def Tfm_GatedLinearOp : Tfm_PureOp<"gated_linear",
+    [Tfm_AxisMapped, InferTypeOpAdaptor]> {
+  let summary = "a packed projection whose activated first half gates its second";
+  let description = [{
+    The gated MLP of Llama and its kin (SwiGLU with `silu`, GeGLU with
+    `gelu`): with `h = input · weightᵀ + bias` of width 2F,
+    `result = activation(h[..., :F]) · h[..., F:]`. The weight is the gate's
+    rows, then the up projection's, so that one GEMM computes both and the
+    product is its epilogue. `tfm-fuse-gated-mlp` produces it; training
+    splits it back into the projection, the activation and the product.
+
+    Shape rules: those of `tfm.linear` for `h`, whose width 2F must be even;
+    the result is `[..., F]`.
+
+    ```mlir
+    %y = tfm.gated_linear %x, %w activation = silu
+        : (tensor<2x8x16xf32>, tensor<96x16xf32>) -> tensor<2x8x48xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Optional<Tfm_FloatTensor>:$bias,
+                       Tfm_Activation:$activation);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `activation` `=` $activation
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Tfm_Conv2DOp : Tfm_PureOp<"conv2d", [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
   let summary = "2-D convolution with groups, padding, strides and dilations";
   let description = [{

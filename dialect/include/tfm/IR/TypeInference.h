@@ -50,6 +50,10 @@ bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
 
 FailureOr<Type> inferMatmulType(const ShapeDiag &d, Type lhs, Type rhs,
                                 bool transposeLhs, bool transposeRhs);
+/// tfm.gated_linear: tfm.linear's rule for the packed projection, whose
+/// width must be even; the result is half as wide.
+FailureOr<Type> inferGatedLinearType(const ShapeDiag &d, Type input,
+                                     Type weight, Type bias);
 FailureOr<Type> inferLinearType(const ShapeDiag &d, Type input, Type weight,
                                 Type bias);
 /// tfm.conv2d's result: [N, M, OH, OW] (see the op's shape rules).

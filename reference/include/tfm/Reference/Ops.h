@@ -95,6 +95,9 @@ Tensor evalMatmul(const Tensor &a, const Tensor &b, bool ta, bool tb,
 /// x·Wᵀ + b over the last dimension, then an activation.
 Tensor evalLinear(const Tensor &x, const Tensor &w, const Tensor *bias,
                   Activation act, Shape outShape);
+/// act(h[..., :F]) · h[..., F:] for h = x·wᵀ + bias of width 2F.
+Tensor evalGatedLinear(const Tensor &x, const Tensor &w, const Tensor *bias,
+                       Activation act, Shape outShape);
 /// tfm.conv2d: input [N, C, H, W], weight [M, C/group, KH, KW], zero
 /// padding; strides and dilations (h, w), pads (top, left, bottom, right).
 Tensor evalConv2D(const Tensor &x, const Tensor &w, const Tensor *bias,

@@ -41,8 +41,9 @@ SmallVector<int64_t> linearParams(int64_t m, int64_t k, int64_t n, bool bias,
 
 class BufferizedEntry;
 
-/// result = act(input · weight[rows]ᵀ + bias[rows]), `rows` being the
-/// result's columns from `rowOffset` of weight (a part of a projection):
+/// out = act(input · weight[rows]ᵀ + bias[rows]), `rows` being the
+/// columns of the buffer `out` from `rowOffset` of weight (a part of a
+/// projection):
 /// one LINEAR call multiplying in `dtype` where the kernel takes it (f32,
 /// no empty dimension), else the generic GEMM. With `narrowOperands`, the
 /// call reads input and weight rounded into `dtype` (bf16 or f16;
@@ -50,9 +51,8 @@ class BufferizedEntry;
 /// is the call's fallback (BufferizedEntry::callKernel), on the same
 /// operands.
 void lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
-                       Value bias, int64_t rowOffset, Activation act,
-                       Value result, int32_t dtype, bool narrowOperands,
-                       bool withFallback);
+                       Value bias, int64_t rowOffset, Activation act, Value out,
+                       int32_t dtype, bool narrowOperands, bool withFallback);
 
 /// A matmul the BATCH_MATMUL kernel runs with strided operands and result:
 /// f32, equal ranks of 2 to 4 and equal batch dimensions, no empty

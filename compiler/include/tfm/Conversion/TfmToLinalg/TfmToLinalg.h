@@ -62,6 +62,15 @@ void lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs, bool tl,
 void lowerGenericLinear(BufferizedEntry &e, Value x, Value w, Value bias,
                         int64_t rowOffset, Activation act, Value out);
 
+/// tfm.gated_linear's epilogue: out = act(h[..., :F]) · h[..., F:], for the
+/// packed projection `h` (a dense buffer [..., 2F]) and the result's buffer
+/// `out` [..., F]; one pass over h, whichever GEMM wrote it.
+void lowerGatedProduct(BufferizedEntry &e, Value h, Activation act, Value out);
+
+/// The buffer a gated linear's packed projection goes to: a temporary of
+/// the input's leading dimensions and the weight's rows.
+Value gatedProjectionBuffer(BufferizedEntry &e, GatedLinearOp op);
+
 /// tfm.conv2d as a padded copy and one generic contraction.
 void lowerGenericConv2D(BufferizedEntry &e, Conv2DOp op);
 /// Softmax of `input` over `axis` into `out` (buffers of one shape).

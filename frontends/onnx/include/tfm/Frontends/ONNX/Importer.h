@@ -42,6 +42,14 @@ struct ImportOptions {
   std::function<std::optional<SmallVector<int64_t>>(StringRef name,
                                                     unsigned position)>
       inputShapeHint;
+  /// The size of a dynamic dimension that neither inputShapes nor
+  /// inputShapeHint fixes, by the input's name, its position among the
+  /// graph's inputs, the dimension and its symbol ("" when unnamed), when
+  /// the caller has one to choose (tfmc --generate: the batch and the
+  /// longest sequence). A symbol so sized has that size in every input.
+  std::function<std::optional<int64_t>(StringRef name, unsigned position,
+                                       unsigned dim, StringRef symbol)>
+      dimensionDefault;
   /// The name of the function to build.
   std::string functionName = "infer";
   /// Supplies the value of a graph input that some node uses as a shape
