@@ -215,3 +215,23 @@ func.func @conv1d_split_other_view(%x: tensor<6x4xf32>) -> (tensor<3x4xf32>, ten
   %p:3 = tfm.split %y3 axis = 1 sizes = [4, 4, 4] : tensor<3x12xf32> -> tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
   return %p#0, %p#1, %p#2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// Tests grouped-query attention's projections (Q wider than K and V), as
+// matmuls by transposed constant weights: all three become linears before
+// any group forms, so the group is the three, whichever the driver visits
+// first.
+// CHECK-LABEL: func.func @gqa_widths
+// CHECK: tfm.qkv_projection %arg0, %{{.+}} sizes = [8, 4, 4] : (tensor<2x3x4xf32>, tensor<16x4xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+// CHECK-NOT: tfm.matmul
+func.func @gqa_widths(%x: tensor<2x3x4xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %wq = arith.constant dense<0.5> : tensor<4x8xf32>
+  %wk = arith.constant dense<0.25> : tensor<4x4xf32>
+  %wv = arith.constant dense<-0.5> : tensor<4x4xf32>
+  // expected-remark@+1 {{tfm-fuse-qkv: fused}}
+  %q = tfm.matmul %x, %wq : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
+  %k = tfm.matmul %x, %wk : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+  %v = tfm.matmul %x, %wv : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+  return %q, %k, %v : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}

@@ -332,8 +332,13 @@ struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
   void runOnOperation() override {
     FusionLog log;
     FailureRecorder recorder;
+    // Linears first: a group formed while one of its matmuls is not yet a
+    // linear would leave that projection out.
+    RewritePatternSet recognize(&getContext());
+    populateLinearRecognitionPatterns(recognize);
+    if (failed(applyRecording(getOperation(), std::move(recognize), recorder)))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
-    populateLinearRecognitionPatterns(patterns);
     patterns.add<FuseSeparateProjections, FusePackedProjection>(&getContext(),
                                                                 &log);
     patterns.add<SplitBeforeReshape>(&getContext());
