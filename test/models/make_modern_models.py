@@ -66,7 +66,7 @@ def repeat_kv(x, n_rep):
 
 
 def causal_mask(n, dtype):
-    mask = torch.full((n, n), torch.finfo(dtype).min)
+    mask = torch.full((n, n), torch.finfo(dtype).min, dtype=dtype)
     cond = torch.arange(n)
     mask = mask.masked_fill(cond < (cond + 1).view(n, 1), 0)
     return mask[None, None, :, :]

@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::vector::VectorDialect>();
   mlir::tfm::registerGradientExternalModels(registry);
+  mlir::tfm::registerAxisMapExternalModels(registry);
   mlir::tfm::registerPipelineExtensions(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tfm optimizer driver\n", registry));

@@ -568,6 +568,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::tfm::TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
   mlir::tfm::registerGradientExternalModels(registry);
+  mlir::tfm::registerAxisMapExternalModels(registry);
   mlir::tfm::registerPipelineExtensions(registry);
   mlir::tfm::registerTfmConversionPasses();
   mlir::tfm::registerCPUTarget();

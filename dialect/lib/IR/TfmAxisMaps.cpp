@@ -8,6 +8,9 @@
 
 #include "tfm/IR/TfmOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
 #include "mlir/IR/Matchers.h"
 
 #include <limits>
@@ -338,4 +341,45 @@ AxisMap Conv2DOp::getAxisMap() {
   for (unsigned i = 1; i < getNumOperands(); ++i)
     m.whole.push_back(i);
   return m;
+}
+
+namespace {
+/// An elementwise op of another dialect: its result's axes are its
+/// operand's; `Zero` says whether a zero input stays zero (negf, sqrt, ...)
+/// or not (exp, cos, log).
+template <typename ConcreteOp, ZeroRule Zero>
+struct ElementwiseAxisMap
+    : public AxisMapOpInterface::ExternalModel<
+          ElementwiseAxisMap<ConcreteOp, Zero>, ConcreteOp> {
+  AxisMap getAxisMap(Operation *op) const { return aligned(op, {0}, Zero); }
+};
+} // namespace
+
+void mlir::tfm::registerAxisMapExternalModels(DialectRegistry &registry) {
+  constexpr ZeroRule kKeeps = ZeroRule::first, kMoves = ZeroRule::none;
+  registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
+    arith::NegFOp::attachInterface<ElementwiseAxisMap<arith::NegFOp, kKeeps>>(
+        *ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, math::MathDialect *) {
+    math::SqrtOp::attachInterface<ElementwiseAxisMap<math::SqrtOp, kKeeps>>(
+        *ctx);
+    math::ExpOp::attachInterface<ElementwiseAxisMap<math::ExpOp, kMoves>>(*ctx);
+    math::LogOp::attachInterface<ElementwiseAxisMap<math::LogOp, kMoves>>(*ctx);
+    math::TanhOp::attachInterface<ElementwiseAxisMap<math::TanhOp, kKeeps>>(
+        *ctx);
+    math::ErfOp::attachInterface<ElementwiseAxisMap<math::ErfOp, kKeeps>>(*ctx);
+    math::AbsFOp::attachInterface<ElementwiseAxisMap<math::AbsFOp, kKeeps>>(
+        *ctx);
+    math::SinOp::attachInterface<ElementwiseAxisMap<math::SinOp, kKeeps>>(*ctx);
+    math::CosOp::attachInterface<ElementwiseAxisMap<math::CosOp, kMoves>>(*ctx);
+    math::FloorOp::attachInterface<ElementwiseAxisMap<math::FloorOp, kKeeps>>(
+        *ctx);
+    math::CeilOp::attachInterface<ElementwiseAxisMap<math::CeilOp, kKeeps>>(
+        *ctx);
+    math::TruncOp::attachInterface<ElementwiseAxisMap<math::TruncOp, kKeeps>>(
+        *ctx);
+    math::RoundEvenOp::attachInterface<
+        ElementwiseAxisMap<math::RoundEvenOp, kKeeps>>(*ctx);
+  });
 }

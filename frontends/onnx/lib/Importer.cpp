@@ -1294,4 +1294,5 @@ void mlir::tfm::onnx_import::registerImportDialects(DialectRegistry &registry) {
   registry.insert<TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
   registerGradientExternalModels(registry);
+  registerAxisMapExternalModels(registry);
 }

@@ -71,6 +71,7 @@ TEST_P(Gradient, MatchesFiniteDifferences) {
   registry.insert<tfm::TfmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect>();
   tfm::registerGradientExternalModels(registry);
+  tfm::registerAxisMapExternalModels(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   std::string diagnostics;

@@ -49,6 +49,10 @@ namespace tfm {
 /// Attaches gradient rules to the arith and math ops that imported models
 /// use on tensors (negf; sqrt, exp, log, tanh, erf, absf).
 void registerGradientExternalModels(DialectRegistry &registry);
+/// Attaches axis maps (AxisMapOpInterface) to the same ops: each is
+/// elementwise, so the analyses that follow axes (the KV cache's, exact
+/// padding's) see through them, as through RoPE's negation.
+void registerAxisMapExternalModels(DialectRegistry &registry);
 
 /// The learning rate of an optimizer update at `step` (counted from 1); the
 /// interpreter and the backends share it so their schedules agree.
