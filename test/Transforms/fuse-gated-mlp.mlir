@@ -103,3 +103,21 @@ func.func @not_a_gate(%x: tensor<3x4xf32>, %m: tensor<3x2xf32>) -> tensor<3x2xf3
   %p = tfm.mul %a, %m : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
   return %p : tensor<3x2xf32>
 }
+
+// -----
+
+// Tests a training graph's form: the projections are matmuls by parameters
+// (never linears, whose weights are constants), still a site, and a
+// reported miss.
+// CHECK-LABEL: func.func @matmuls_by_parameters
+// CHECK-NOT: tfm.gated_linear
+func.func @matmuls_by_parameters(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+  %wg = tfm.parameter "gate" {initial_value = dense<0.5> : tensor<4x2xf32>} : tensor<4x2xf32>
+  %wu = tfm.parameter "up" {initial_value = dense<-0.5> : tensor<4x2xf32>} : tensor<4x2xf32>
+  %g = tfm.matmul %x, %wg : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+  %u = tfm.matmul %x, %wu : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+  %a = tfm.relu %g : tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-gated-mlp: missed: a projection's weight is not a constant (a training graph's parameter), so the two cannot be packed at compile time}}
+  %p = tfm.mul %a, %u : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  return %p : tensor<3x2xf32>
+}

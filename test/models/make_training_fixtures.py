@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Loss trajectories of PyTorch training, for tfm's training tests.
 
-For each model family of make_models.py, and two convolutional front ends
-(a speech one with a depthwise convolution, ViT's patch embedding), builds
+For each model family of make_models.py, two convolutional front ends (a
+speech one with a depthwise convolution, ViT's patch embedding) and the
+Llama-style decoder of make_modern_models.py, builds
 the module, exports it to
 ONNX (constant folding off, so a tied weight stays one initializer), and
 trains a copy of the same module in PyTorch from the same weights: 10 SGD
@@ -30,6 +31,7 @@ import torch.nn.functional as F
 from onnx import numpy_helper
 
 import make_models as mm
+import make_modern_models as modern
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "training")
@@ -164,6 +166,9 @@ def main():
          double=True)
     make("vit_patch", PatchFront, [torch.randn(B, 3, 8, 12)], ["images"], (17,),
          double=True)
+    # A modern decoder (make_modern_models.py): RMSNorm, rotary embeddings,
+    # grouped-query attention, SwiGLU, no biases, an untied head.
+    make("llama", modern.Llama, [ids], ["input_ids"], (17,))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,15 @@ LinearOp packableProjection(Value v) {
              : LinearOp();
 }
 
+/// Whether `v` is a projection: a linear, or a matmul by a 2-D weight (a
+/// training graph's, whose weight is a parameter and so never a linear).
+bool isProjection(Value v) {
+  if (v.getDefiningOp<LinearOp>())
+    return true;
+  auto mm = v.getDefiningOp<MatmulOp>();
+  return mm && !mm.getTransposeLhs() && mm.getRhs().getType().getRank() == 2;
+}
+
 /// The product and the two projections it multiplies, when it is a gated
 /// MLP's (the activated factor on either side).
 struct GatedProduct {
@@ -76,7 +85,7 @@ std::optional<GatedProduct> gatedProductOf(MulOp op) {
   for (unsigned i = 0; i < 2; ++i) {
     std::optional<ActivatedGate> a = activationOf(op->getOperand(i));
     Value up = op->getOperand(1 - i);
-    if (a && a->gate.getDefiningOp<LinearOp>() && up.getDefiningOp<LinearOp>())
+    if (a && isProjection(a->gate) && isProjection(up))
       return GatedProduct{*a, up};
   }
   return std::nullopt;
@@ -93,6 +102,10 @@ struct FuseGatedProduct : OpRewritePattern<MulOp> {
       return failure(); // Not a gated product: not a site.
     auto gate = p->gate.gate.getDefiningOp<LinearOp>();
     auto up = p->up.getDefiningOp<LinearOp>();
+    if (!gate || !up)
+      return rewriter.notifyMatchFailure(
+          op, "a projection's weight is not a constant (a training graph's "
+              "parameter), so the two cannot be packed at compile time");
     if (gate.getInput() != up.getInput())
       return rewriter.notifyMatchFailure(
           op, "the gate and up projections read different inputs");
