@@ -3,10 +3,11 @@
 W1-W3 and W8 (S 1024 and 4096) PyTorch TransformerEncoderLayer (post-LN, ReLU) and W4 nn.Transformer
 (6+6 layers, causal target mask as an input). W5 trains W4: its batch
 (src, tgt, mask and a label per target position) goes to DIR/w5-data in
-the layout `tfmc train --data` reads. W7 is the decoder of w7_model.py,
-exported twice: plain (w7.onnx, token ids to logits, dynamic sequence),
-which tfm compiles with --generate, and with past_key_values
-(w7-past.onnx), which ONNX Runtime needs. w1-dyn.onnx is W1's layer with a
+the layout `tfmc train --data` reads. W7 and W10 are the decoders of
+w7_model.py and w10_model.py, each exported twice: plain (w7.onnx, token
+ids to logits, dynamic batch and sequence), which tfm compiles with
+--generate, and with past_key_values (w7-past.onnx), which ONNX Runtime
+needs. w1-dyn.onnx is W1's layer with a
 dynamic sequence, for the lengths table. Usage: export_workloads.py DIR"""
 import os
 import sys
@@ -18,6 +19,7 @@ import torch
 import torch.nn as nn
 
 import w7_model
+import w10_model
 
 W4 = (512, 8, 2048, 6, 8, 64)  # d_model, heads, d_ff, layers, batch, sequence
 
@@ -37,6 +39,44 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src, tgt, mask):
         return self.model(src, tgt, tgt_mask=mask)
+
+
+def export_decoder(out, module):
+    """A decoder of W7 or W10 twice: plain (NAME.onnx) and with
+    past_key_values (NAME-past.onnx)."""
+    name = module.__name__.split("_")[0]
+    model = None
+    for file, past in ((name, False), (f"{name}-past", True)):
+        path = os.path.join(out, f"{file}.onnx")
+        if os.path.exists(path):
+            continue
+        model = model or module.build()
+        ids = module.prompt_ids()
+        if past:
+            class WithPast(nn.Module):
+                def __init__(self, decoder):
+                    super().__init__()
+                    self.decoder = decoder
+
+                def forward(self, ids, past_k, past_v):
+                    return self.decoder.forward_past(ids, past_k, past_v)
+
+            k, v = module.empty_past()
+            seq = {3: "past"}
+            torch.onnx.export(WithPast(model), (ids, k, v), path,
+                              input_names=["input_ids", "past_k", "past_v"],
+                              output_names=["logits", "present_k", "present_v"],
+                              dynamic_axes={"input_ids": {1: "sequence"}, "past_k": seq,
+                                            "past_v": seq, "logits": {1: "sequence"},
+                                            "present_k": {3: "total"},
+                                            "present_v": {3: "total"}},
+                              opset_version=17)
+        else:
+            torch.onnx.export(model, (ids,), path, input_names=["input_ids"],
+                              output_names=["logits"],
+                              dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                                            "logits": {0: "batch", 1: "sequence"}},
+                              opset_version=17)
 
 
 def main():
@@ -80,39 +120,8 @@ def main():
         torch.onnx.export(Seq2Seq(model), (torch.randn(b, s, d), torch.randn(b, s, d), mask),
                           path, input_names=["src", "tgt", "mask"], output_names=["y"],
                           opset_version=17)
-    w7 = None
-    for name, past in (("w7", False), ("w7-past", True)):
-        path = os.path.join(out, f"{name}.onnx")
-        if os.path.exists(path):
-            continue
-        w7 = w7 or w7_model.GPT()
-        ids = w7_model.prompt_ids()
-        if past:
-            class WithPast(nn.Module):
-                def __init__(self, gpt):
-                    super().__init__()
-                    self.gpt = gpt
-
-                def forward(self, ids, past_k, past_v):
-                    return self.gpt.forward_past(ids, past_k, past_v)
-
-            k, v = (t[:, :, :, :0] for t in torch.randn(2, w7_model.LAYERS, 1, w7_model.H,
-                                                         4, w7_model.D // w7_model.H))
-            seq = {3: "past"}
-            torch.onnx.export(WithPast(w7), (ids, k, v), path,
-                              input_names=["input_ids", "past_k", "past_v"],
-                              output_names=["logits", "present_k", "present_v"],
-                              dynamic_axes={"input_ids": {1: "sequence"}, "past_k": seq,
-                                            "past_v": seq, "logits": {1: "sequence"},
-                                            "present_k": {3: "total"},
-                                            "present_v": {3: "total"}},
-                              opset_version=17)
-        else:
-            torch.onnx.export(w7, (ids,), path, input_names=["input_ids"],
-                              output_names=["logits"],
-                              dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
-                                            "logits": {0: "batch", 1: "sequence"}},
-                              opset_version=17)
+    for module in (w7_model, w10_model):
+        export_decoder(out, module)
     data = os.path.join(out, "w5-data")
     if not os.path.exists(os.path.join(data, "labels.pb")):
         os.makedirs(data, exist_ok=True)

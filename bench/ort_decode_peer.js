@@ -3,6 +3,8 @@
 // the prompt with an empty past, then one token a step with the presents
 // fed back. Prints the prompt's time, the median time per new token and the
 // tokens. Usage: node ort_decode_peer.js MODEL.onnx PROMPT_IDS NEW
+// [LAYERS KV_HEADS HEAD_DIM] (W7's 12 12 64 by default; W10's K/V heads
+// are 4).
 const ort = require('onnxruntime-node');
 
 function argmaxLast(logits) {
@@ -14,12 +16,12 @@ function argmaxLast(logits) {
 }
 
 (async () => {
-  const [model, promptArg, newArg] = process.argv.slice(2);
+  const [model, promptArg, newArg, ...shape] = process.argv.slice(2);
   const prompt = promptArg.split(',').map(Number), steps = Number(newArg);
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: 2, interOpNumThreads: 1,
     graphOptimizationLevel: 'all', executionMode: 'sequential'});
-  const [layers, heads, dh] = [12, 12, 64];
+  const [layers, heads, dh] = shape.length ? shape.map(Number) : [12, 12, 64];
   const ids = (t) => new ort.Tensor('int64', BigInt64Array.from(t.map(BigInt)), [1, t.length]);
   const empty = () => new ort.Tensor('float32', new Float32Array(0), [layers, 1, heads, 0, dh]);
   const run = (t, k, v) => session.run({input_ids: ids(t), past_k: k, past_v: v});

@@ -5,7 +5,7 @@ oneDNN's sgemm rate (the practical ceiling) is measured in every round.
 Prints a table of medians with tfm's time over each peer's and each
 system's share of the ceiling, and writes it as Markdown to OUT/results.md.
 
-W7 (decoding) has a table of its own: the prompt's time and the time per
+W7 and W10 (decoding) have tables of their own: the prompt's time and the time per
 new token, against the weight bytes a step reads over the memory bandwidth
 (a read of a buffer far larger than the last-level cache, on 2 threads,
 measured in every round). So has "lengths":
@@ -13,7 +13,7 @@ W1's layer from one artifact compiled for sequence=1..512 against static
 compiles of the lengths it runs.
 
 Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --bandwidth READ_BANDWIDTH
-              --out DIR [--rounds N] [--workloads w1,...,w7,w8-1k,w8-4k,w9,lengths]
+              --out DIR [--rounds N] [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,lengths]
               [--skip ort,torch]
 Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
 and node with npm for ONNX Runtime (installed into OUT on first use)."""
@@ -158,35 +158,40 @@ def train_step_ms(tfmc, so, out, reps):
     return statistics.median(steps[2:])
 
 
-def decode_table(args, skip, node_env):
-    """W7: tfm's cached decoding (--generate) against PyTorch's own KV-cache
-    loop and ONNX Runtime on the past_key_values export, and tfm's uncached
-    model rerun per token: at the longest length (160, the library's own
-    @infer, what a static compile reruns without the cache), and at the
-    length each token is decoded at (32 to 159), from one library compiled
-    for that range (docs/dynamic-shapes.md): timed every 8 lengths and
-    averaged over all 128 by linear interpolation."""
+def decode_table(args, skip, node_env, name="w7"):
+    """W7 (and W10, name="w10"): tfm's cached decoding (--generate) against
+    PyTorch's own KV-cache loop and ONNX Runtime on the past_key_values
+    export; for W7 also tfm's uncached model rerun per token: at the longest
+    length (160, the library's own @infer, what a static compile reruns
+    without the cache), and at the length each token is decoded at (32 to
+    159), from one library compiled for that range (docs/dynamic-shapes.md):
+    timed every 8 lengths and averaged over all 128 by linear
+    interpolation."""
     sys.path.insert(0, HERE)
+    import importlib
     import numpy as np
     from onnx import numpy_helper
-    import w7_model
+    w7_model = importlib.import_module(f"{name}_model")
+    reruns = name == "w7"
     out = args.out
     prompt = ",".join(map(str, w7_model.prompt_ids()[0].tolist()))
-    so, rerun = os.path.join(out, "w7.so"), os.path.join(out, "w7-rerun.so")
+    so, rerun = os.path.join(out, f"{name}.so"), os.path.join(out, f"{name}-rerun.so")
     first, last = w7_model.PROMPT, w7_model.MAXLEN - 1
     sampled = list(range(first, last, 8)) + [last]
-    log(f"compiling w7 with --generate, and uncached for sequence={first}..{last}")
+    log(f"compiling {name} with --generate" +
+        (f", and uncached for sequence={first}..{last}" if reruns else ""))
     t = time.perf_counter()
-    run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(out, "w7.onnx"), "--generate", "--shape",
-         "batch=1", "--shape", f"sequence={w7_model.MAXLEN}", "-o", so])
+    run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(out, f"{name}.onnx"), "--generate",
+         "--max-length", str(w7_model.MAXLEN), "-o", so])
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
-    run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(out, "w7.onnx"), "--shape", "batch=1",
-         "--shape", f"sequence={first}..{last}", "-o", rerun])
+    if reruns:
+        run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(out, f"{name}.onnx"), "--shape",
+             "batch=1", "--shape", f"sequence={first}..{last}", "-o", rerun])
     rerun_compile_s = time.perf_counter() - t
     ids_pb = {}
-    for n in sampled:
-        ids_pb[n] = os.path.join(out, f"w7-ids-{n}.pb")
+    for n in sampled if reruns else []:
+        ids_pb[n] = os.path.join(out, f"{name}-ids-{n}.pb")
         ids = (np.arange(n, dtype=np.int64) * 37 % w7_model.VOCAB).reshape(1, n)
         with open(ids_pb[n], "wb") as f:
             f.write(numpy_helper.from_array(ids, "input_ids").SerializeToString())
@@ -194,7 +199,7 @@ def decode_table(args, skip, node_env):
                            "rerun", "rerun160")}
     tokens = {}
     for r in range(args.rounds):
-        log(f"W7 round {r + 1} of {args.rounds}")
+        log(f"{name.upper()} round {r + 1} of {args.rounds}")
         res["bw"].append(float(run([args.bandwidth, "5"],
                                    env=dict(os.environ, OMP_NUM_THREADS="2"))))
         p = subprocess.run([args.tfmc, "generate", so, "--prompt-ids", prompt,
@@ -209,20 +214,23 @@ def decode_table(args, skip, node_env):
             text = run([args.tfmc, "run"] + cmd + ["--threads", "2", "--bench", "3"])
             return float([l for l in text.splitlines() if l.startswith("bench:")][0]
                          .split("median ")[1].split(" ms")[0])
-        res["rerun160"].append(rerun_ms([so, "--entry", "infer"]))
-        at = [rerun_ms([rerun, "--input", f"input_ids={ids_pb[n]}"]) for n in sampled]
-        res["rerun"].append(float(np.mean(np.interp(np.arange(first, last + 1),
-                                                     sampled, at))))
+        if reruns:
+            res["rerun160"].append(rerun_ms([so, "--entry", "infer"]))
+            at = [rerun_ms([rerun, "--input", f"input_ids={ids_pb[n]}"]) for n in sampled]
+            res["rerun"].append(float(np.mean(np.interp(np.arange(first, last + 1),
+                                                         sampled, at))))
         if "ort" not in skip:
+            empty = w7_model.empty_past()[0]
             pm, tm, tok = run(["node", os.path.join(HERE, "ort_decode_peer.js"),
-                               os.path.join(out, "w7-past.onnx"), prompt,
-                               str(w7_model.NEW)], env=node_env).split()
+                               os.path.join(out, f"{name}-past.onnx"), prompt,
+                               str(w7_model.NEW), str(empty.shape[0]), str(empty.shape[2]),
+                               str(empty.shape[4])], env=node_env).split()
             res["ort_p"].append(float(pm))
             res["ort_t"].append(float(tm))
             tokens["ort"] = tok
         if "torch" not in skip:
-            pm, tm, tok = run(["/usr/bin/python3", os.path.join(HERE, "torch_decode_peer.py")],
-                              env=TORCH_ENV).split()
+            pm, tm, tok = run(["/usr/bin/python3", os.path.join(HERE, "torch_decode_peer.py"),
+                               f"{name}_model"], env=TORCH_ENV).split()
             res["pt_p"].append(float(pm))
             res["pt_t"].append(float(tm))
             tokens["torch"] = tok
@@ -242,24 +250,32 @@ def decode_table(args, skip, node_env):
                                    ("PyTorch", "pt_t"))
             if med[key] and limit / med[key] > 1.0]
     if over:
-        log(f"W7: {', '.join(over)} above 100% of the bandwidth limit; "
+        log(f"{name.upper()}: {', '.join(over)} above 100% of the bandwidth limit; "
             "the measured bandwidth understates this host's")
-    return [
-        f"W7, decoding: GPT decoder 12 layers d768 h12 ff3072, vocabulary {w7_model.VOCAB}, "
-        f"B1, {w7_model.PROMPT}-token prompt + {w7_model.NEW} new tokens, greedy. "
-        f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
-        f"{w7_model.weight_bytes_per_token() / 1e6:.0f} MB of weights: limit {limit:.2f} ms "
-        f"per token. Tokens {'identical' if agree else 'DIFFER'} across "
-        f"{', '.join(sorted(tokens))}. tfm compile {compile_s:.1f} s.",
-        "",
-        "| system | prompt ms | ms per token | % of the bandwidth limit | tfm / system |",
-        "| --- | ---: | ---: | ---: | ---: |",
+    peers = [
         f"| tfm (KV cache derived by the compiler) | {f(med['tfm_p'])} | {f(med['tfm_t'])} | "
         f"{share(med['tfm_t'])} | 1.00 |",
         f"| ONNX Runtime (past_key_values export) | {f(med['ort_p'])} | {f(med['ort_t'])} | "
         f"{share(med['ort_t'])} | {f(med['tfm_t'] / med['ort_t']) if med['ort_t'] else '—'} |",
         f"| PyTorch eager (its own KV-cache loop) | {f(med['pt_p'])} | {f(med['pt_t'])} | "
         f"{share(med['pt_t'])} | {f(med['tfm_t'] / med['pt_t']) if med['pt_t'] else '—'} |",
+    ]
+    header = (
+        f"{name.upper()}, decoding: {w7_model.DESCRIPTION}, "
+        f"B1, {w7_model.PROMPT}-token prompt + {w7_model.NEW} new tokens, greedy. "
+        f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
+        f"{w7_model.weight_bytes_per_token() / 1e6:.0f} MB of weights: limit {limit:.2f} ms "
+        f"per token. Tokens {'identical' if agree else 'DIFFER'} across "
+        f"{', '.join(sorted(tokens))}. tfm compile {compile_s:.1f} s.")
+    table = ["| system | prompt ms | ms per token | % of the bandwidth limit | tfm / system |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    warning = ([f"**Above 100% of the limit: {', '.join(over)}.** The measured bandwidth "
+                "understates this host's; the percentages are not bounds."] if over else [])
+    if not reruns:
+        return [header, ""] + table + peers + [
+            "", "Targets: ≥ 70% of the bandwidth limit, ahead of ONNX Runtime and "
+            "PyTorch."] + warning
+    return [header, ""] + table + peers + [
         f"| tfm uncached: the model rerun per token at length 160 | — | "
         f"{f(med['rerun160'])} | {share(med['rerun160'])} | "
         f"{f(med['tfm_t'] / med['rerun160'], 3)} |",
@@ -271,9 +287,7 @@ def decode_table(args, skip, node_env):
         f"decode ≥ 10× faster than the uncached rerun (measured "
         f"{med['rerun160'] / med['tfm_t']:.1f}× against the rerun at 160, "
         f"{med['rerun'] / med['tfm_t']:.1f}× against the rerun at each token's length).",
-    ] + ([f"**Above 100% of the limit: {', '.join(over)}.** The measured bandwidth "
-          "understates this host's; the percentages are not bounds."] if over else [])
-
+    ] + warning
 
 LENGTHS = (17, 128, 500)
 LENGTH_RANGE = (1, 512)
@@ -337,7 +351,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads",
-                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,lengths",
+                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,lengths",
                     help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
                     "graphs); w6 and w4-bf16 are w2 and w4 compiled with "
                     "--dtype=bf16 (tfm only); "
@@ -346,10 +360,11 @@ def main():
     args = ap.parse_args()
     workloads = args.workloads.split(",")
     decode = "w7" in workloads
+    decoders = [w for w in workloads if w in ("w7", "w10")]
     lengths = "lengths" in workloads
-    workloads = [w for w in workloads if w not in ("w7", "lengths")]
-    if decode and not args.bandwidth:
-        ap.error("W7 needs --bandwidth")
+    workloads = [w for w in workloads if w not in ("w7", "w10", "lengths")]
+    if decoders and not args.bandwidth:
+        ap.error("W7 and W10 need --bandwidth")
     skip = set(filter(None, args.skip.split(",")))
     os.makedirs(args.out, exist_ok=True)
 
@@ -476,6 +491,8 @@ def main():
             f"{pct(w, p)} | {target} | {compile_s[w]:.2f} | {peak_mb[w]:.0f} |")
     if decode:
         lines += [""] + decode_table(args, skip, node_env)
+    if "w10" in decoders:
+        lines += [""] + decode_table(args, skip, node_env, "w10")
     if lengths:
         lines += [""] + lengths_table(args)
     table = "\n".join(lines)

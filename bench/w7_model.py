@@ -82,6 +82,10 @@ class GPT(nn.Module):
         return self.ln(x) @ self.tok.weight.t(), torch.stack(ks), torch.stack(vs)
 
 
+def build():
+    return GPT()
+
+
 def empty_past(batch=1, device=None, dtype=None):
     return tuple(torch.zeros(LAYERS, batch, H, 0, D // H, device=device, dtype=dtype)
                  for _ in range(2))
@@ -98,3 +102,6 @@ def weight_bytes_per_token():
     token table); the token and position embeddings read one row each."""
     per_layer = 4 * D * D + 2 * D * FF + 3 * D + D + FF + D + 4 * D
     return 4 * (LAYERS * per_layer + VOCAB * D + 2 * D + 2 * D)
+
+
+DESCRIPTION = f"GPT decoder {LAYERS} layers d{D} h{H} ff{FF}, vocabulary {VOCAB}"
