@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-"""The Llama-style decoder of make_modern_models.py (RMSNorm, rotary
-embeddings, grouped-query attention, SwiGLU, no biases), trained briefly to
-continue periodic sequences as make_generation_fixtures.py trains its GPT,
-exported with dynamic batch and sequence axes, and the tokens PyTorch
-generates greedily by rerunning the whole model on the whole prefix at every
-step, in float64, each choice decided by a margin far above float32
-rounding.
+"""The modern decoders of make_modern_models.py, Llama-style (RMSNorm, rotary
+embeddings, grouped-query attention, SwiGLU, no biases) and GPT-NeoX-style
+(parallel attention and MLP, interleaved partial rotary embeddings), each
+trained briefly to continue periodic sequences as make_generation_fixtures.py
+trains its GPT, exported with dynamic batch and sequence axes, and the
+tokens PyTorch generates greedily by rerunning the whole model on the whole
+prefix at every step, in float64, each choice decided by a margin far above
+float32 rounding.
 
-Writes test/models/generation/llama/{model.onnx, expected.txt}.
+Writes test/models/generation/{llama,neox}/{model.onnx, expected.txt}.
 
-  /usr/bin/python3 test/models/make_llama_generation_fixture.py
+  /usr/bin/python3 test/models/make_modern_generation_fixtures.py
 """
 import os
 
@@ -22,12 +23,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 assert modern.VOCAB == gen.VOCAB
 
 
-def main():
-    torch.manual_seed(5)
-    model = modern.Llama()
-    print("final training loss", gen.train(model))
+def fixture(name, ctor, seed):
+    torch.manual_seed(seed)
+    model = ctor()
+    print(name, "final training loss", gen.train(model))
     model.eval()
-    folder = os.path.join(HERE, "generation", "llama")
+    folder = os.path.join(HERE, "generation", name)
     os.makedirs(folder, exist_ok=True)
     ids = torch.randint(0, gen.VOCAB, (2, gen.MAXLEN))
     torch.onnx.export(model, (ids,), os.path.join(folder, "model.onnx"),
@@ -36,7 +37,7 @@ def main():
                       dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
                                     "logits": {0: "batch", 1: "sequence"}})
     model = model.double()
-    lines = ["# Made by make_llama_generation_fixture.py: tokens PyTorch generates",
+    lines = ["# Made by make_modern_generation_fixtures.py: tokens PyTorch generates",
              "# by rerunning the whole model on the whole prefix at every step.",
              f"# max_length {gen.MAXLEN} vocab {gen.VOCAB}"]
     for p in [[5, 17, 3, 5, 17, 3], [42, 7, 30, 11, 42, 7, 30, 11, 42, 7]]:
@@ -46,6 +47,11 @@ def main():
     with open(os.path.join(folder, "expected.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote", folder)
+
+
+def main():
+    fixture("llama", modern.Llama, 5)
+    fixture("neox", modern.NeoX, 6)
 
 
 if __name__ == "__main__":
