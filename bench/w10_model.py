@@ -43,7 +43,8 @@ def rotate_half(x):
 
 
 def rotary(positions):
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HD, 2).float() / HD))
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HD, 2, device=positions.device).float()
+                                  / HD))
     freqs = positions[:, None].float() * inv_freq
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos()[None, None], emb.sin()[None, None]
@@ -72,12 +73,13 @@ class Layer(nn.Module):
         q = self.q_proj(h).view(b, n, H, HD).transpose(1, 2)
         k = self.k_proj(h).view(b, n, KV, HD).transpose(1, 2)
         v = self.v_proj(h).view(b, n, KV, HD).transpose(1, 2)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         if past_k is not None:
             k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
         total = k.shape[2]
-        i = torch.arange(total - n, total)[:, None]
-        j = torch.arange(total)[None, :]
+        i = torch.arange(total - n, total, device=x.device)[:, None]
+        j = torch.arange(total, device=x.device)[None, :]
         scores = (q @ repeat_kv(k).transpose(2, 3)) / math.sqrt(HD)
         scores = scores.masked_fill(j > i, float("-inf"))
         y = (F.softmax(scores, dim=-1) @ repeat_kv(v)).transpose(1, 2).reshape(b, n, D)
@@ -103,7 +105,7 @@ class Llama(nn.Module):
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
-        cos, sin = rotary(torch.arange(ids.shape[1]))
+        cos, sin = rotary(torch.arange(ids.shape[1], device=ids.device))
         for layer in self.layers:
             x = layer(x, cos, sin)[0]
         return self.lm_head(self.norm(x))
@@ -111,7 +113,7 @@ class Llama(nn.Module):
     def forward_past(self, ids, past_k, past_v):
         p = past_k.shape[3]
         x = self.embed_tokens(ids)
-        cos, sin = rotary(torch.arange(p, p + ids.shape[1]))
+        cos, sin = rotary(torch.arange(p, p + ids.shape[1], device=ids.device))
         ks, vs = [], []
         for i, layer in enumerate(self.layers):
             x, k, v = layer(x, cos, sin, past_k[i], past_v[i])

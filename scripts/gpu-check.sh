@@ -34,7 +34,7 @@ ldd "$build/lib/libtfm_runtime.so" | awk '$3 ~ /^\// {print $3}' |
   grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$pack/lib/"; done
 cp "$root"/scripts/{gpu_check_runner.py,tfm_runtime.py,gpu_workloads.py} \
-  "$root"/bench/w7_model.py "$pack/"
+  "$root"/bench/{w7_model.py,w10_model.py} "$pack/"
 mv "$pack/gpu_check_runner.py" "$pack/runner.py"
 cat > "$pack/run.sh" <<'RUN'
 #!/bin/bash

@@ -336,8 +336,9 @@ def bench(rt, args, pack):
     for name in W.TRAINING:
         if wanted is None or name in wanted:
             train_bench(rt, args, pack, name, timed, peak_f32)
-    if wanted is None or "w7" in wanted:
-        decode_bench(rt, args, pack, bandwidth)
+    for name in ("w7", "w10"):
+        if wanted is None or name in wanted:
+            decode_bench(rt, args, pack, bandwidth, name)
     print("gpu-check bench: times are medians of CUDA-event intervals with inputs and "
           "outputs on the GPU for every system ('+copies': tfm given host arrays, copied "
           "in and out, by wall clock); eager runs the model in the type itself, autocast "
@@ -484,22 +485,23 @@ def train_bench(rt, args, pack, name, timed, peak_f32):
     torch.cuda.empty_cache()
 
 
-def decode_bench(rt, args, pack, bandwidth):
-    """W7: greedy decoding of 128 tokens after a 32-token prompt, tfm's
-    cached decoding (--generate, the cache on the GPU; f32, and bf16 GEMMs)
-    against PyTorch's own KV-cache loop in f32 and in bf16, each token read
-    back to the host as a server does; milliseconds per token, against the
-    bandwidth limit (the weights a step reads, in the precision's width,
-    over the copy bandwidth measured)."""
+def decode_bench(rt, args, pack, bandwidth, name="w7"):
+    """W7 (and W10, name="w10"): greedy decoding of 128 tokens after a
+    32-token prompt, tfm's cached decoding (--generate, the cache on the
+    GPU; f32, and bf16 GEMMs) against PyTorch's own KV-cache loop in f32 and
+    in bf16, each token read back to the host as a server does; milliseconds
+    per token, against the bandwidth limit (the weights a step reads, in the
+    precision's width, over the copy bandwidth measured)."""
+    import importlib
     import torch
     import gpu_workloads as W
-    import w7_model
+    w7_model = importlib.import_module(f"{name}_model")
     dev = torch.device("cuda")
     prompt = w7_model.prompt_ids()[0].tolist()
     limit_f32 = w7_model.weight_bytes_per_token() / (bandwidth * 1e9) * 1e3
     peers, peer_tokens = {}, {}
     for label, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
-        model = W.w7().to(dev, dtype)
+        model = getattr(W, name)().to(dev, dtype)
         with torch.inference_mode():
             steps = []
             for rep in range(2):
@@ -521,22 +523,22 @@ def decode_bench(rt, args, pack, bandwidth):
     best = min(peers, key=peers.get)
     for label, so_name, width in (("f32", "model.so", 1.0), ("bf16", "model-bf16.so", 0.5)):
         tfm_ms = float("nan")
-        so = os.path.join(pack, "bench", "w7", so_name)
+        so = os.path.join(pack, "bench", name, so_name)
         if os.path.exists(so):
             try:
                 m = tfm_runtime.Model(rt, so, args.device, entry="decode_step")
-                print(f"  tfm's kernels (w7, {so_name}): {m.describe()}", flush=True)
+                print(f"  tfm's kernels ({name}, {so_name}): {m.describe()}", flush=True)
                 m.generate(prompt, 4)  # warm-up: kernels loaded, graphs recorded
                 tokens, _, decode_ms, steps = m.generate(prompt, w7_model.NEW)
                 tfm_ms = decode_ms / max(steps, 1)
                 same = sum(a == b for a, b in zip(tokens, peer_tokens[label]))
-                print(f"  w7 {label}: tfm's tokens match PyTorch's {label} greedy tokens "
+                print(f"  {name} {label}: tfm's tokens match PyTorch's {label} greedy tokens "
                       f"at {same} of {len(tokens)}", flush=True)
                 m.close()
             except tfm_runtime.Error as e:
-                print(f"  tfm (w7, {so_name}): {e}", flush=True)
+                print(f"  tfm ({name}, {so_name}): {e}", flush=True)
         limit = limit_f32 * width
-        print(f"{'w7':10s} {label:>4s} {'ms/tok':>7s} {fmt_ms(tfm_ms)} "
+        print(f"{name:10s} {label:>4s} {'ms/tok':>7s} {fmt_ms(tfm_ms)} "
               f"{100 * limit / tfm_ms:5.1f}%bw {fmt_ms(peers['eager ' + label])} "
               f"{best + ' ' + format(peers[best], '.3f'):>20s} "
               f"{tfm_ms / peers[best]:8.2f}  (limit {limit:.3f} ms/token in {label}; "
@@ -558,7 +560,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--workloads", default="",
                     help="the bench's workloads, comma-separated (default: all; "
-                         "w1,w2,w3,w4,bert-base,attn-2048,attn-causal-4096,gemm-4096,w5,w7)")
+                         "w1,w2,w3,w4,bert-base,attn-2048,attn-causal-4096,gemm-4096,w5,w7,w10)")
     ap.add_argument("--compile", default="bf16", choices=["none", "bf16", "all"],
                     help="the precisions torch.compile is a peer in (each compiles "
                          "for a minute or more)")

@@ -220,24 +220,28 @@ def pack_bench(p):
 
 
 def pack_decode(p):
-    """W7: the decoder compiled for cached decoding, the cache on the GPU."""
+    """W7 and W10: the decoders compiled for cached decoding, the cache on
+    the GPU."""
+    import importlib
     import torch
     import gpu_workloads as W
-    import w7_model
-    out = os.path.join(p.args.out, "bench", "w7")
-    os.makedirs(out, exist_ok=True)
-    onnx_path = os.path.join(out, "model.onnx")
-    torch.onnx.export(W.w7(), (w7_model.prompt_ids(),), onnx_path,
-                      input_names=["input_ids"], output_names=["logits"],
-                      dynamic_axes={"input_ids": {1: "sequence"}, "logits": {1: "sequence"}},
-                      opset_version=17)
-    for so, extra in (("model.so", []), ("model-bf16.so", ["--dtype=bf16"])):
-        try:
-            p.compile(onnx_path, os.path.join(out, so),
-                      ["--generate", "--shape", f"sequence={w7_model.MAXLEN}"] + extra)
-        except RuntimeError as e:
-            p.skipped.append(f"bench/w7/{so}: {e}")
-    os.remove(onnx_path)
+    for name in ("w7", "w10"):
+        module = importlib.import_module(f"{name}_model")
+        out = os.path.join(p.args.out, "bench", name)
+        os.makedirs(out, exist_ok=True)
+        onnx_path = os.path.join(out, "model.onnx")
+        torch.onnx.export(getattr(W, name)(), (module.prompt_ids(),), onnx_path,
+                          input_names=["input_ids"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {1: "sequence"},
+                                        "logits": {1: "sequence"}},
+                          opset_version=17)
+        for so, extra in (("model.so", []), ("model-bf16.so", ["--dtype=bf16"])):
+            try:
+                p.compile(onnx_path, os.path.join(out, so),
+                          ["--generate", "--max-length", str(module.MAXLEN)] + extra)
+            except RuntimeError as e:
+                p.skipped.append(f"bench/{name}/{so}: {e}")
+        os.remove(onnx_path)
 
 
 def main():

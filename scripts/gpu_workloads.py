@@ -154,12 +154,22 @@ def w7():
     that compresses for the trip, and one PyTorch builds alike there. The
     norms' scales stay 1 and their shifts 0."""
     import w7_model
-    model = w7_model.GPT()
+    return _tiled(w7_model.GPT(), w7_model.D, lambda n: n.split(".")[-2].startswith("ln"))
+
+
+def w10():
+    """W10's Llama-style decoder (bench/w10_model.py), tiled as W7's; the
+    RMSNorms' scales stay 1."""
+    import w10_model
+    return _tiled(w10_model.Llama(), w10_model.D, lambda n: "norm" in n)
+
+
+def _tiled(model, d, is_norm):
     with torch.no_grad():
         for k, (n, p) in enumerate(model.named_parameters()):
-            if n.split(".")[-2].startswith("ln"):
+            if is_norm(n):
                 continue
-            fan_in = p.shape[-1] if p.dim() > 1 else w7_model.D
+            fan_in = p.shape[-1] if p.dim() > 1 else d
             p.copy_((_tile(p.numel(), k) / math.sqrt(fan_in)).reshape(p.shape).float())
     return model.eval()
 
