@@ -171,18 +171,18 @@ def decode_table(args, skip, node_env, name="w7"):
     import importlib
     import numpy as np
     from onnx import numpy_helper
-    w7_model = importlib.import_module(f"{name}_model")
+    decoder = importlib.import_module(f"{name}_model")
     reruns = name == "w7"
     out = args.out
-    prompt = ",".join(map(str, w7_model.prompt_ids()[0].tolist()))
+    prompt = ",".join(map(str, decoder.prompt_ids()[0].tolist()))
     so, rerun = os.path.join(out, f"{name}.so"), os.path.join(out, f"{name}-rerun.so")
-    first, last = w7_model.PROMPT, w7_model.MAXLEN - 1
+    first, last = decoder.PROMPT, decoder.MAXLEN - 1
     sampled = list(range(first, last, 8)) + [last]
     log(f"compiling {name} with --generate" +
         (f", and uncached for sequence={first}..{last}" if reruns else ""))
     t = time.perf_counter()
     run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(out, f"{name}.onnx"), "--generate",
-         "--max-length", str(w7_model.MAXLEN), "-o", so])
+         "--max-length", str(decoder.MAXLEN), "-o", so])
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
     if reruns:
@@ -192,7 +192,7 @@ def decode_table(args, skip, node_env, name="w7"):
     ids_pb = {}
     for n in sampled if reruns else []:
         ids_pb[n] = os.path.join(out, f"{name}-ids-{n}.pb")
-        ids = (np.arange(n, dtype=np.int64) * 37 % w7_model.VOCAB).reshape(1, n)
+        ids = (np.arange(n, dtype=np.int64) * 37 % decoder.VOCAB).reshape(1, n)
         with open(ids_pb[n], "wb") as f:
             f.write(numpy_helper.from_array(ids, "input_ids").SerializeToString())
     res = {k: [] for k in ("bw", "tfm_p", "tfm_t", "ort_p", "ort_t", "pt_p", "pt_t",
@@ -203,7 +203,7 @@ def decode_table(args, skip, node_env, name="w7"):
         res["bw"].append(float(run([args.bandwidth, "5"],
                                    env=dict(os.environ, OMP_NUM_THREADS="2"))))
         p = subprocess.run([args.tfmc, "generate", so, "--prompt-ids", prompt,
-                            "--max-new-tokens", str(w7_model.NEW), "--threads", "2",
+                            "--max-new-tokens", str(decoder.NEW), "--threads", "2",
                             "--bench", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            check=True)
         tokens["tfm"] = p.stdout.decode().strip()
@@ -220,10 +220,10 @@ def decode_table(args, skip, node_env, name="w7"):
             res["rerun"].append(float(np.mean(np.interp(np.arange(first, last + 1),
                                                          sampled, at))))
         if "ort" not in skip:
-            empty = w7_model.empty_past()[0]
+            empty = decoder.empty_past()[0]
             pm, tm, tok = run(["node", os.path.join(HERE, "ort_decode_peer.js"),
                                os.path.join(out, f"{name}-past.onnx"), prompt,
-                               str(w7_model.NEW), str(empty.shape[0]), str(empty.shape[2]),
+                               str(decoder.NEW), str(empty.shape[0]), str(empty.shape[2]),
                                str(empty.shape[4])], env=node_env).split()
             res["ort_p"].append(float(pm))
             res["ort_t"].append(float(tm))
@@ -235,7 +235,7 @@ def decode_table(args, skip, node_env, name="w7"):
             res["pt_t"].append(float(tm))
             tokens["torch"] = tok
     med = {k: statistics.median(v) if v else None for k, v in res.items()}
-    limit = w7_model.weight_bytes_per_token() / (med["bw"] * 1e9) * 1e3
+    limit = decoder.weight_bytes_per_token() / (med["bw"] * 1e9) * 1e3
     agree = all(t == tokens["tfm"] for t in tokens.values())
 
     def f(v, digits=2):
@@ -261,10 +261,10 @@ def decode_table(args, skip, node_env, name="w7"):
         f"{share(med['pt_t'])} | {f(med['tfm_t'] / med['pt_t']) if med['pt_t'] else '—'} |",
     ]
     header = (
-        f"{name.upper()}, decoding: {w7_model.DESCRIPTION}, "
-        f"B1, {w7_model.PROMPT}-token prompt + {w7_model.NEW} new tokens, greedy. "
+        f"{name.upper()}, decoding: {decoder.DESCRIPTION}, "
+        f"B1, {decoder.PROMPT}-token prompt + {decoder.NEW} new tokens, greedy. "
         f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
-        f"{w7_model.weight_bytes_per_token() / 1e6:.0f} MB of weights: limit {limit:.2f} ms "
+        f"{decoder.weight_bytes_per_token() / 1e6:.0f} MB of weights: limit {limit:.2f} ms "
         f"per token. Tokens {'identical' if agree else 'DIFFER'} across "
         f"{', '.join(sorted(tokens))}. tfm compile {compile_s:.1f} s.")
     table = ["| system | prompt ms | ms per token | % of the bandwidth limit | tfm / system |",

@@ -495,10 +495,10 @@ def decode_bench(rt, args, pack, bandwidth, name="w7"):
     import importlib
     import torch
     import gpu_workloads as W
-    w7_model = importlib.import_module(f"{name}_model")
+    decoder = importlib.import_module(f"{name}_model")
     dev = torch.device("cuda")
-    prompt = w7_model.prompt_ids()[0].tolist()
-    limit_f32 = w7_model.weight_bytes_per_token() / (bandwidth * 1e9) * 1e3
+    prompt = decoder.prompt_ids()[0].tolist()
+    limit_f32 = decoder.weight_bytes_per_token() / (bandwidth * 1e9) * 1e3
     peers, peer_tokens = {}, {}
     for label, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         model = getattr(W, name)().to(dev, dtype)
@@ -506,10 +506,10 @@ def decode_bench(rt, args, pack, bandwidth, name="w7"):
             steps = []
             for rep in range(2):
                 ids = torch.tensor([prompt], device=dev)
-                logits, k, v = model.forward_past(ids, *w7_model.empty_past(device=dev,
+                logits, k, v = model.forward_past(ids, *decoder.empty_past(device=dev,
                                                                             dtype=dtype))
                 tokens = [int(logits[0, -1].argmax())]
-                for _ in range(w7_model.NEW - 1):
+                for _ in range(decoder.NEW - 1):
                     t = time.perf_counter()
                     logits, k, v = model.forward_past(
                         torch.tensor([[tokens[-1]]], device=dev), k, v)
@@ -529,7 +529,7 @@ def decode_bench(rt, args, pack, bandwidth, name="w7"):
                 m = tfm_runtime.Model(rt, so, args.device, entry="decode_step")
                 print(f"  tfm's kernels ({name}, {so_name}): {m.describe()}", flush=True)
                 m.generate(prompt, 4)  # warm-up: kernels loaded, graphs recorded
-                tokens, _, decode_ms, steps = m.generate(prompt, w7_model.NEW)
+                tokens, _, decode_ms, steps = m.generate(prompt, decoder.NEW)
                 tfm_ms = decode_ms / max(steps, 1)
                 same = sum(a == b for a, b in zip(tokens, peer_tokens[label]))
                 print(f"  {name} {label}: tfm's tokens match PyTorch's {label} greedy tokens "

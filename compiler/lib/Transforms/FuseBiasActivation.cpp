@@ -27,19 +27,6 @@ namespace {
 
 constexpr StringLiteral kFlag = "tfm-fuse-bias-activation";
 
-/// If `op` is a binary op with a splat constant operand close to `value`,
-/// returns the other operand.
-Value otherThanSplat(Operation *op, double value) {
-  if (!op || op->getNumOperands() != 2)
-    return {};
-  for (unsigned i = 0; i < 2; ++i) {
-    auto s = splatValue(op->getOperand(i));
-    if (s && std::fabs(*s - value) <= 1e-4 * std::max(1.0, std::fabs(value)))
-      return op->getOperand(1 - i);
-  }
-  return {};
-}
-
 /// The factors of a product of three written as two binary Muls, in any
 /// association; `keep(v)` says whether a Mul operand stays whole.
 SmallVector<Value> threeFactors(MulOp op, function_ref<bool(MulOp)> keep) {

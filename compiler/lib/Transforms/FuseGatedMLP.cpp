@@ -29,8 +29,9 @@ namespace {
 
 constexpr StringLiteral kFlag = "tfm-fuse-gated-mlp";
 
-/// One factor of the product: `gate` activated by `act`, and `through`, the
-/// ops between the gate and the product that the fusion absorbs.
+/// One factor of the product: `gate` activated by `act`, and the op that
+/// applies it (the SiLU's product, a gelu or a relu), which the fusion
+/// absorbs.
 struct ActivatedGate {
   Value gate;
   Activation act;

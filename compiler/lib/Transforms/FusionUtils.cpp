@@ -7,6 +7,7 @@
 #include "llvm/ADT/ScopeExit.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -79,24 +80,29 @@ DenseElementsAttr mlir::tfm::zeros(Type elementType, int64_t n) {
       type, APInt::getZero(elementType.getIntOrFloatBitWidth()));
 }
 
+Value mlir::tfm::otherThanSplat(Operation *op, double value) {
+  if (!op || op->getNumOperands() != 2)
+    return {};
+  for (unsigned i = 0; i < 2; ++i) {
+    auto s = splatValue(op->getOperand(i));
+    if (s && std::fabs(*s - value) <= 1e-4 * std::max(1.0, std::fabs(value)))
+      return op->getOperand(1 - i);
+  }
+  return {};
+}
+
 Value mlir::tfm::siluInput(MulOp mul) {
   for (unsigned i = 0; i < 2; ++i) {
     Value x = mul->getOperand(i);
     auto div = mul->getOperand(1 - i).getDefiningOp<DivOp>();
     if (!div || splatValue(div.getLhs()) != 1.0)
       continue;
-    auto plusOne = div.getRhs().getDefiningOp<AddOp>();
-    if (!plusOne)
-      continue;
-    for (unsigned j = 0; j < 2; ++j) {
-      if (splatValue(plusOne->getOperand(j)) != 1.0)
-        continue;
-      auto exp = plusOne->getOperand(1 - j).getDefiningOp<math::ExpOp>();
-      auto neg = exp ? exp.getOperand().getDefiningOp<arith::NegFOp>()
-                     : arith::NegFOp();
-      if (neg && neg.getOperand() == x && x.getType() == mul.getType())
-        return x;
-    }
+    Value e = otherThanSplat(div.getRhs().getDefiningOp<AddOp>(), 1.0);
+    auto exp = e ? e.getDefiningOp<math::ExpOp>() : math::ExpOp();
+    auto neg =
+        exp ? exp.getOperand().getDefiningOp<arith::NegFOp>() : arith::NegFOp();
+    if (neg && neg.getOperand() == x && x.getType() == mul.getType())
+      return x;
   }
   return {};
 }

@@ -104,6 +104,10 @@ inline DenseElementsAttr constantOf(Value v) {
 /// The value of `v` when it is a constant whose elements are all equal.
 std::optional<double> splatValue(Value v);
 
+/// If `op` is a binary op with a splat constant operand close to `value`,
+/// returns the other operand.
+Value otherThanSplat(Operation *op, double value);
+
 /// If `mul` is x·sigmoid(x) (SiLU, swish), with the sigmoid as the importer
 /// writes it, 1 / (1 + exp(-x)), returns x.
 Value siluInput(MulOp mul);

@@ -223,6 +223,15 @@ void mlir::tfm::lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
                {}, dtype, withFallback ? function_ref<void()>(own) : nullptr);
 }
 
+void mlir::tfm::lowerGatedLinearKernel(BufferizedEntry &e, GatedLinearOp op,
+                                       int32_t dtype, bool narrowOperands,
+                                       bool withFallback) {
+  Value h = gatedProjectionBuffer(e, op);
+  lowerLinearKernel(e, op.getInput(), op.getWeight(), op.getBias(), 0,
+                    Activation::none, h, dtype, narrowOperands, withFallback);
+  lowerGatedProduct(e, h, op.getActivation(), e.destination(op.getResult()));
+}
+
 void mlir::tfm::collectOrigins(Location loc, std::vector<std::string> &out) {
   if (auto fused = dyn_cast<FusedLoc>(loc)) {
     for (Location part : fused.getLocations())

@@ -253,15 +253,9 @@ void mlir::tfm::populateCPUGemmLowerings(OpLoweringSet &set) {
                        l.getBias(), 0, l.getActivation(), l.getResult());
   });
   set.add<QKVProjectionOp>(onCPU<QKVProjectionOp>(lowerQKV));
-  // One LINEAR into the packed projection, then the gate in one pass over
-  // it (oneDNN 2.6's post-ops cannot multiply two columns of the output).
   set.add<GatedLinearOp>([](GatedLinearOp op, BufferizedEntry &e) {
-    auto &cpu = cast<CPUEntry>(e);
-    Value h = gatedProjectionBuffer(e, op);
-    lowerLinearKernel(e, op.getInput(), op.getWeight(), op.getBias(), 0,
-                      Activation::none, h, cpu.linearKernelDtype(),
-                      /*narrowOperands=*/false, /*withFallback=*/false);
-    lowerGatedProduct(e, h, op.getActivation(), e.destination(op.getResult()));
+    lowerGatedLinearKernel(e, op, cast<CPUEntry>(e).linearKernelDtype(),
+                           /*narrowOperands=*/false, /*withFallback=*/false);
     return success();
   });
   set.add<AttentionOp>(onCPU<AttentionOp>(lowerAttention));

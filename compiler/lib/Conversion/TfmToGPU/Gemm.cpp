@@ -166,17 +166,11 @@ void mlir::tfm::populateGPUGemmLowerings(OpLoweringSet &set) {
   set.add<QKVProjectionOp>([](QKVProjectionOp op, BufferizedEntry &e) {
     return lowerQKV(op, cast<GPUEntry>(e));
   });
-  // One library GEMM into the packed projection, then the gate as one
-  // elementwise kernel (cuBLASLt's epilogues apply a function to each
-  // output, not a product of two).
   set.add<GatedLinearOp>([](GatedLinearOp op, BufferizedEntry &e) {
     auto &gpu = cast<GPUEntry>(e);
-    Value h = gatedProjectionBuffer(e, op);
-    lowerLinearKernel(e, op.getInput(), op.getWeight(), op.getBias(), 0,
-                      Activation::none, h, gpu.gemmKernelDtype(),
-                      /*narrowOperands=*/bool(gpu.narrowOperandType()),
-                      /*withFallback=*/true);
-    lowerGatedProduct(e, h, op.getActivation(), e.destination(op.getResult()));
+    lowerGatedLinearKernel(e, op, gpu.gemmKernelDtype(),
+                           /*narrowOperands=*/bool(gpu.narrowOperandType()),
+                           /*withFallback=*/true);
     return success();
   });
 }

@@ -54,6 +54,12 @@ void lowerLinearKernel(BufferizedEntry &e, Value input, Value weight,
                        Value bias, int64_t rowOffset, Activation act, Value out,
                        int32_t dtype, bool narrowOperands, bool withFallback);
 
+/// tfm.gated_linear: one LINEAR call (as lowerLinearKernel) into the packed
+/// projection, then the gate in one pass over it (lowerGatedProduct): no
+/// library's epilogue multiplies two columns of its output.
+void lowerGatedLinearKernel(BufferizedEntry &e, GatedLinearOp op, int32_t dtype,
+                            bool narrowOperands, bool withFallback);
+
 /// A matmul the BATCH_MATMUL kernel runs with strided operands and result:
 /// f32, equal ranks of 2 to 4 and equal batch dimensions, no empty
 /// dimension. A transposed operand is the same buffer read with swapped
