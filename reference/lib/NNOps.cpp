@@ -230,13 +230,39 @@ std::pair<double, Tensor> attentionProbabilities(const Tensor &q,
 }
 } // namespace
 
+namespace {
+/// A grouped-query attention's key or value `t` with each head repeated to
+/// the query's `heads`, consecutively: head h is t's head h / G. Any other
+/// `t` is returned as it is.
+Tensor repeatHeads(const Tensor &t, int64_t heads) {
+  int64_t rank = t.rank();
+  if (rank < 3 || t.shape[rank - 3] == heads)
+    return t;
+  int64_t kvHeads = t.shape[rank - 3], group = heads / kvHeads;
+  int64_t inner = t.shape[rank - 2] * t.shape[rank - 1];
+  std::vector<int64_t> shape = t.shape;
+  shape[rank - 3] = heads;
+  Tensor out(t.kind, shape);
+  int64_t outer = inner * kvHeads ? t.numElements() / (inner * kvHeads) : 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t h = 0; h < heads; ++h)
+      std::copy_n(t.data.begin() + (o * kvHeads + h / group) * inner, inner,
+                  out.data.begin() + (o * heads + h) * inner);
+  return out;
+}
+} // namespace
+
 Tensor mlir::tfm::reference::evalAttention(const Tensor &q, const Tensor &k,
                                            const Tensor &v, const Tensor *mask,
                                            bool causal,
                                            std::optional<double> scale,
                                            Shape outShape) {
-  Tensor probs = attentionProbabilities(q, k, mask, causal, scale).second;
-  return evalMatmul(probs, v, false, false, q.kind, outShape);
+  int64_t heads = q.rank() >= 3 ? q.shape[q.rank() - 3] : 1;
+  Tensor probs =
+      attentionProbabilities(q, repeatHeads(k, heads), mask, causal, scale)
+          .second;
+  return evalMatmul(probs, repeatHeads(v, heads), false, false, q.kind,
+                    outShape);
 }
 
 std::vector<Tensor> mlir::tfm::reference::evalAttentionGrad(

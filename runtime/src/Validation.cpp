@@ -398,8 +398,15 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
             sq = p[TFM_ATTENTION_SQ], sk = p[TFM_ATTENTION_SK],
             dq = p[TFM_ATTENTION_D], dv = p[TFM_ATTENTION_DV],
             flags = p[TFM_ATTENTION_FLAGS];
-    if (flags < 0 || flags > 31) {
+    if (flags < 0 || flags > 63) {
       why = fmt::format("its flags are {}", flags);
+      return false;
+    }
+    int64_t group =
+        flags & TFM_ATTENTION_GROUPED ? p[TFM_ATTENTION_KV_GROUP] : 1;
+    if (group < 1 || b2 % group != 0) {
+      why =
+          fmt::format("its {} query heads do not form groups of {}", b2, group);
       return false;
     }
     // Each operand's rows are strided, their elements dense.
@@ -410,8 +417,8 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
       return strided(dims, four, out);
     };
     if (!rows(0, {b1, b2, sq, dq}, bytes[0]) ||
-        !rows(1, {b1, b2, sk, dq}, bytes[1]) ||
-        !rows(2, {b1, b2, sk, dv}, bytes[2]) ||
+        !rows(1, {b1, b2 / group, sk, dq}, bytes[1]) ||
+        !rows(2, {b1, b2 / group, sk, dv}, bytes[2]) ||
         !rows(3, {b1, b2, sq, dv}, bytes[4]))
       return false;
     return !(flags & TFM_ATTENTION_HAS_MASK) ||

@@ -13,6 +13,9 @@ ragged last blocks, against PyTorch's outputs:
   cross    cross-attention: 300 queries over 700 keys and values from a
            second input, a boolean key mask input (masked_fill with -inf),
            4 heads of 8, no causal mask
+  grouped  grouped-query attention as `transformers` writes it: 8 query
+           heads of 8 and 2 key and value heads, each repeated 4 times by
+           expand + reshape, with masked's triangle and padding mask
 
 Writes test/models/attention/<model>/{model.onnx, test_data_set_0/}.
 
@@ -72,6 +75,38 @@ class SelfAttention(nn.Module):
         return self.attention(x, x, mask)
 
 
+class GroupedAttention(nn.Module):
+    def __init__(self, d, heads, kv_heads, length):
+        super().__init__()
+        self.heads, self.kv_heads, self.dh = heads, kv_heads, d // heads
+        self.q, self.o = nn.Linear(d, d), nn.Linear(d, d)
+        self.k = nn.Linear(d, kv_heads * self.dh)
+        self.v = nn.Linear(d, kv_heads * self.dh)
+        tri = torch.ones(length, length, dtype=torch.bool).tril()
+        self.register_buffer("causal", tri)
+
+    def split(self, x, heads):
+        b, s, _ = x.shape
+        return x.view(b, s, heads, self.dh).transpose(1, 2)
+
+    def repeat(self, x):
+        # transformers' repeat_kv
+        b, h, s, dh = x.shape
+        groups = self.heads // self.kv_heads
+        return x[:, :, None, :, :].expand(b, h, groups, s, dh).reshape(b, h * groups, s, dh)
+
+    def forward(self, x, mask):
+        q = self.split(self.q(x), self.heads)
+        k = self.repeat(self.split(self.k(x), self.kv_heads))
+        v = self.repeat(self.split(self.v(x), self.kv_heads))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.dh)
+        triangle = torch.zeros(self.causal.shape).masked_fill(~self.causal, float("-inf"))
+        scores = scores + (triangle + mask[:, None, None, :])
+        out = torch.softmax(scores, dim=-1) @ v
+        b, _, s, _ = out.shape
+        return self.o(out.transpose(1, 2).reshape(b, s, -1))
+
+
 def export(name, model, inputs, names):
     folder = os.path.join(OUT, name)
     shutil.rmtree(folder, ignore_errors=True)
@@ -97,6 +132,8 @@ def main():
     keep[0, 520:] = False  # the first source is 520 long
     export("cross", Attention(32, 4), (torch.randn(2, 300, 32), torch.randn(2, 700, 32), keep),
            ["x", "memory", "keep"])
+    export("grouped", GroupedAttention(64, 8, 2, s), (torch.randn(2, s, 64), padding),
+           ["x", "padding"])
     print("exported", sorted(os.listdir(OUT)))
 
 

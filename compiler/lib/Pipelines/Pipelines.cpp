@@ -60,6 +60,9 @@ void mlir::tfm::buildFusionPipeline(OpPassManager &pm, bool remarks) {
   fn.addPass(createFuseGatedMLPPass({remarks}));
   fn.addPass(createFuseQKVPass({remarks}));
   fn.addPass(createFuseMaskedSoftmaxPass({remarks}));
+  // On the masked softmaxes, and before a KV cache is derived, which then
+  // holds only the key heads.
+  fn.addPass(createFuseGroupedQueryPass({remarks}));
   fn.addPass(createFuseBiasActivationPass({remarks}));
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());

@@ -60,6 +60,70 @@ Value swapLastTwo(PatternRewriter &rewriter, Location loc, Value v) {
       rewriter.getDenseI64ArrayAttr(perm));
 }
 
+/// The form tfm-fuse-grouped-query leaves a grouped-query attention in:
+/// scores [.., H/G, G, Sq, Sk], keys and values [.., H/G, 1, S, D].
+struct GroupedForm {
+  int64_t group, kvHeads;
+};
+
+std::optional<GroupedForm> groupedForm(RankedTensorType scores,
+                                       RankedTensorType key,
+                                       RankedTensorType value) {
+  int64_t rank = scores.getRank();
+  if (rank < 4 || key.getRank() != rank || value.getRank() != rank)
+    return std::nullopt;
+  ArrayRef<int64_t> ss = scores.getShape();
+  int64_t group = ss[rank - 3];
+  for (ArrayRef<int64_t> x : {key.getShape(), value.getShape()})
+    for (int64_t i = 0; i + 2 < rank; ++i)
+      if (x[i] != (i == rank - 3 ? 1 : ss[i]))
+        return std::nullopt;
+  if (group <= 1)
+    return std::nullopt;
+  return GroupedForm{group, ss[rank - 4]};
+}
+
+/// `v` with axis `axis` removed: merged into the one before it, or dropped
+/// (a unit axis).
+Value collapseAxis(PatternRewriter &rewriter, Location loc, Value v,
+                   int64_t axis, bool merge) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  if (merge) {
+    shape[axis] *= shape[axis + 1];
+    shape.erase(shape.begin() + axis + 1);
+  } else {
+    shape.erase(shape.begin() + axis);
+  }
+  // A reshape of a reshape is one reshape of the first one's input.
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getInput();
+  if (cast<RankedTensorType>(v.getType()).getShape() == ArrayRef(shape))
+    return v;
+  return rewriter.create<ReshapeOp>(loc, type.clone(shape), v);
+}
+
+/// The grouped form's mask, which broadcasts to [.., H/G, G, Sq, Sk], as
+/// one that broadcasts to the attention's [.., H, Sq, Sk]; null where it
+/// cannot without a copy (it varies over one of H/G and G only).
+Value groupedMask(PatternRewriter &rewriter, Location loc, Value mask,
+                  const GroupedForm &g, int64_t rank) {
+  auto mt = cast<RankedTensorType>(mask.getType());
+  int64_t mrank = mt.getRank();
+  // The mask's axes against the scores' groups (rank - 3) and key heads
+  // (rank - 4), aligned from the right; absent ones broadcast.
+  int64_t groupAxis = mrank - 3, headAxis = mrank - 4;
+  if (groupAxis < 0)
+    return mask;
+  int64_t groups = mt.getDimSize(groupAxis);
+  int64_t heads = headAxis >= 0 ? mt.getDimSize(headAxis) : 1;
+  if (groups == 1 && heads == 1)
+    return collapseAxis(rewriter, loc, mask, groupAxis, /*merge=*/false);
+  if (groups == g.group && headAxis >= 0 && heads == g.kvHeads)
+    return collapseAxis(rewriter, loc, mask, headAxis, /*merge=*/true);
+  return Value();
+}
+
 /// Anchored on the masked softmax: its input must be q·kᵀ and its only
 /// reader p·v.
 struct FuseAttention : public OpRewritePattern<MaskedSoftmaxOp> {
@@ -68,33 +132,36 @@ struct FuseAttention : public OpRewritePattern<MaskedSoftmaxOp> {
 
   LogicalResult matchAndRewrite(MaskedSoftmaxOp softmax,
                                 PatternRewriter &rewriter) const override {
-    auto scores = softmax.getInput().getDefiningOp<MatmulOp>();
-    if (!scores)
-      return rewriter.notifyMatchFailure(softmax,
-                                         "the softmax does not read q·kᵀ");
-    if (!softmax->hasOneUse())
-      return rewriter.notifyMatchFailure(
-          softmax, "the probabilities have other readers (a backward pass)");
-    auto weighted = dyn_cast<MatmulOp>(*softmax->getUsers().begin());
-    if (!weighted || weighted.getLhs() != softmax.getResult() ||
-        weighted.getTransposeLhs())
-      return rewriter.notifyMatchFailure(
-          softmax, "the probabilities do not multiply the values");
+    std::string why;
+    FailureOr<AttentionProducts> products = attentionProducts(softmax, why);
+    if (failed(products))
+      return rewriter.notifyMatchFailure(softmax, why);
+    auto [scores, weighted] = *products;
     if (!scores->hasOneUse())
       return rewriter.notifyMatchFailure(softmax,
                                          "the scores have other readers");
     auto st = scores.getType(), ot = weighted.getType();
     auto qt = scores.getLhs().getType(), kt = scores.getRhs().getType(),
          vt = weighted.getRhs().getType();
-    // tfm.attention takes equal batch dimensions, no broadcast.
+    // tfm.attention takes equal batch dimensions, no broadcast, but for the
+    // grouped form of tfm-fuse-grouped-query.
     ArrayRef<int64_t> batch = st.getShape().drop_back(2);
-    if (qt.getRank() != st.getRank() || kt.getRank() != st.getRank() ||
-        vt.getRank() != st.getRank() ||
+    int64_t rank = st.getRank();
+    std::optional<GroupedForm> grouped = groupedForm(st, kt, vt);
+    if (qt.getRank() != rank || kt.getRank() != rank || vt.getRank() != rank ||
         qt.getShape().drop_back(2) != batch ||
-        kt.getShape().drop_back(2) != batch ||
-        vt.getShape().drop_back(2) != batch)
+        (!grouped && (kt.getShape().drop_back(2) != batch ||
+                      vt.getShape().drop_back(2) != batch)))
       return rewriter.notifyMatchFailure(
           softmax, "the query, key and value batch dimensions differ");
+    Value mask = softmax.getMask();
+    if (grouped && mask) {
+      mask = groupedMask(rewriter, softmax.getLoc(), mask, *grouped, rank);
+      if (!mask)
+        return rewriter.notifyMatchFailure(
+            softmax, "the mask varies over the key heads or the groups but "
+                     "not over both");
+    }
     Location loc = weighted.getLoc();
     // The value may be computed after the softmax.
     rewriter.setInsertionPoint(weighted);
@@ -108,13 +175,36 @@ struct FuseAttention : public OpRewritePattern<MaskedSoftmaxOp> {
     Value v = weighted.getRhs();
     if (weighted.getTransposeRhs())
       v = swapLastTwo(rewriter, loc, v);
-    auto attention = rewriter.create<AttentionOp>(
-        loc, ot, q, k, v, softmax.getMask(),
+    Type resultType = ot;
+    if (grouped) {
+      // [.., H/G, G, S, D] queries as [.., H, S, D]; the keys and values
+      // lose their unit axis.
+      q = collapseAxis(rewriter, loc, q, rank - 4, /*merge=*/true);
+      k = collapseAxis(rewriter, loc, k, rank - 3, /*merge=*/false);
+      v = collapseAxis(rewriter, loc, v, rank - 3, /*merge=*/false);
+      SmallVector<int64_t> shape(ot.getShape());
+      shape[rank - 4] *= shape[rank - 3];
+      shape.erase(shape.begin() + rank - 3);
+      resultType = ot.clone(shape);
+    }
+    Value attention = rewriter.create<AttentionOp>(
+        loc, resultType, q, k, v, mask,
         rewriter.getF64FloatAttr(softmax.getScale().convertToDouble()),
         softmax.getCausal());
+    if (grouped) {
+      // Its reader is mostly the grouped pass's reshape back to the heads.
+      Operation *reader =
+          weighted->hasOneUse() ? *weighted->getUsers().begin() : nullptr;
+      auto back = dyn_cast_or_null<ReshapeOp>(reader);
+      if (back && back.getType() == resultType) {
+        rewriter.replaceOp(back, attention);
+        rewriter.setInsertionPointAfter(attention.getDefiningOp());
+      }
+      attention = rewriter.create<ReshapeOp>(loc, ot, attention);
+    }
     if (log)
       log->fused.push_back(softmax.getLoc());
-    rewriter.replaceOp(weighted, attention.getResult());
+    rewriter.replaceOp(weighted, attention);
     rewriter.eraseOp(softmax);
     rewriter.eraseOp(scores);
     return success();

@@ -72,6 +72,26 @@ std::optional<double> mlir::tfm::splatValue(Value v) {
   return std::nullopt;
 }
 
+FailureOr<AttentionProducts>
+mlir::tfm::attentionProducts(MaskedSoftmaxOp softmax, std::string &why) {
+  auto scores = softmax.getInput().getDefiningOp<MatmulOp>();
+  if (!scores) {
+    why = "the softmax does not read q·kᵀ";
+    return failure();
+  }
+  if (!softmax->hasOneUse()) {
+    why = "the probabilities have other readers (a backward pass)";
+    return failure();
+  }
+  auto weighted = dyn_cast<MatmulOp>(*softmax->getUsers().begin());
+  if (!weighted || weighted.getLhs() != softmax.getResult() ||
+      weighted.getTransposeLhs()) {
+    why = "the probabilities do not multiply the values";
+    return failure();
+  }
+  return AttentionProducts{scores, weighted};
+}
+
 DenseElementsAttr mlir::tfm::zeros(Type elementType, int64_t n) {
   auto type = RankedTensorType::get({n}, elementType);
   if (auto ft = dyn_cast<FloatType>(elementType))

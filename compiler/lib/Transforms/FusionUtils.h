@@ -112,6 +112,17 @@ Value otherThanSplat(Operation *op, double value);
 /// writes it, 1 / (1 + exp(-x)), returns x.
 Value siluInput(MulOp mul);
 
+/// The two products around an attention's masked softmax: the scores q·kᵀ
+/// it reads and the p·v that is its only reader.
+struct AttentionProducts {
+  MatmulOp scores, weighted;
+};
+
+/// `softmax`'s products, or the reason it has none: it does not read a
+/// matmul, or its probabilities have another reader than p·v.
+FailureOr<AttentionProducts> attentionProducts(MaskedSoftmaxOp softmax,
+                                               std::string &why);
+
 /// A rank-1 constant of `n` zeros of `elementType`.
 DenseElementsAttr zeros(Type elementType, int64_t n);
 

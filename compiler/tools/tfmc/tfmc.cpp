@@ -238,7 +238,8 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
                                   "residual-layernorm",
                                   "bias-activation",
                                   "residual-rmsnorm",
-                                  "gated-mlp"};
+                                  "gated-mlp",
+                                  "grouped-query"};
   llvm::StringMap<std::pair<int, int>> counts;
   for (const char *k : kinds)
     counts[k] = {0, 0};

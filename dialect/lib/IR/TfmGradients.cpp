@@ -874,6 +874,36 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
                                           SmallVectorImpl<Value> &grads) {
   GradBuilder g{b, getLoc()};
   Value q = getQuery(), k = getKey(), v = getValue(), dy = dys[0];
+  // Grouped-query attention differentiates as the attention of the keys and
+  // values repeated to every query head, whose gradients then sum over each
+  // group: the backward kernels stay those of plain attention.
+  int64_t group = getKVGroup();
+  auto repeated = [&](Value x) {
+    if (group == 1)
+      return x;
+    SmallVector<int64_t> shape(tensorType(x).getShape());
+    int64_t heads = shape.size() - 3;
+    shape.insert(shape.begin() + heads + 1, 1);
+    Value split = g.reshape(x, shape);
+    shape[heads + 1] = group;
+    Value wide = g.broadcastTo(
+        split, RankedTensorType::get(shape, tensorType(x).getElementType()));
+    shape[heads] *= group;
+    shape.erase(shape.begin() + heads + 1);
+    return g.reshape(wide, shape);
+  };
+  auto grouped = [&](Value dx, Value x) {
+    if (group == 1)
+      return dx;
+    SmallVector<int64_t> shape(tensorType(x).getShape());
+    int64_t heads = shape.size() - 3;
+    shape.insert(shape.begin() + heads + 1, group);
+    Value split = g.reshape(dx, shape);
+    return g.reshape(
+        g.reduce(ReduceKind::sum, split, {heads + 1}, /*keepdims=*/false),
+        tensorType(x).getShape());
+  };
+  Value kr = repeated(k), vr = repeated(v);
   double scale = getScale() ? getScale()->convertToDouble()
                             : 1.0 / std::sqrt(double(tensorType(q).getShape().back()));
   MaskKind kind = !getMask() ? MaskKind::none
@@ -887,22 +917,25 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
       kind == MaskKind::additive && wanted.size() > 3 && wanted[3];
   if (!maskGradWanted) {
     auto op =
-        b.create<AttentionGradOp>(getLoc(), q, k, v, getResult(), dy, getMask(),
-                                  getScaleAttr(), getCausalAttr());
-    for (unsigned i = 0; i < 3; ++i)
-      want(wanted, grads, i, [&] { return op->getResult(i); });
+        b.create<AttentionGradOp>(getLoc(), q, kr, vr, getResult(), dy,
+                                  getMask(), getScaleAttr(), getCausalAttr());
+    want(wanted, grads, 0, [&] { return op.getQueryGrad(); });
+    want(wanted, grads, 1, [&] { return grouped(op.getKeyGrad(), k); });
+    want(wanted, grads, 2, [&] { return grouped(op.getValueGrad(), v); });
     return success();
   }
-  Value s = g.matmul(q, k, false, true);
+  Value s = g.matmul(q, kr, false, true);
   Value p = b.create<MaskedSoftmaxOp>(
       getLoc(), s, getMask(), b.getF64FloatAttr(scale),
       MaskKindAttr::get(getContext(), kind),
       getCausal() ? b.getUnitAttr() : UnitAttr());
-  Value dp = g.matmul(dy, v, false, true);
+  Value dp = g.matmul(dy, vr, false, true);
   Value ds = g.softmaxBackward(p, dp, tensorType(p).getRank() - 1, scale);
-  want(wanted, grads, 0, [&] { return g.matmul(ds, k, false, false); });
-  want(wanted, grads, 1, [&] { return g.matmul(ds, q, true, false); });
-  want(wanted, grads, 2, [&] { return g.matmul(p, dy, true, false); });
+  want(wanted, grads, 0, [&] { return g.matmul(ds, kr, false, false); });
+  want(wanted, grads, 1,
+       [&] { return grouped(g.matmul(ds, q, true, false), k); });
+  want(wanted, grads, 2,
+       [&] { return grouped(g.matmul(p, dy, true, false), v); });
   if (kind == MaskKind::additive)
     want(wanted, grads, 3, [&] {
       return g.sumToShape(g.mulScalar(ds, 1.0 / scale), tensorType(getMask()));

@@ -151,6 +151,11 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+int64_t AttentionOp::getKVGroup() {
+  return attentionKVGroup(getQuery().getType().getShape(),
+                          getKey().getType().getShape());
+}
+
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,
                                                 Adaptor a,

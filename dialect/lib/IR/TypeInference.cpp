@@ -413,9 +413,17 @@ FailureOr<Type> mlir::tfm::inferAttentionType(const ShapeDiag &d, Type queryT,
     return failure();
   ArrayRef<int64_t> qs = q->getShape(), ks = k->getShape(),
                     vs = v->getShape();
-  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
+  // Grouped-query attention: the key and value have fewer heads (the last
+  // batch dimension), each read by a group of consecutive query heads.
+  int64_t rank = q->getRank();
+  bool grouped = rank >= 3 && ks.drop_back(3) == qs.drop_back(3) &&
+                 ks[rank - 3] > 0 && qs[rank - 3] % ks[rank - 3] == 0;
+  if (ks.drop_back(2) != vs.drop_back(2) ||
+      (qs.drop_back(2) != ks.drop_back(2) && !grouped))
     return d.fail("batch dimensions differ: query ", fmtType(*q), ", key ",
-                  fmtType(*k), ", value ", fmtType(*v));
+                  fmtType(*k), ", value ", fmtType(*v),
+                  " (the key and value may have fewer heads, the last batch "
+                  "dimension, if they divide the query's)");
   if (qs.back() != ks.back())
     return d.fail("head dimension of 'query' (", qs.back(),
                   ") differs from that of 'key' (", ks.back(), ")");
@@ -452,8 +460,22 @@ LogicalResult mlir::tfm::inferAttentionGradTypes(const ShapeDiag &d,
       return d.fail("'", name, "' ", fmtType(t),
                     " must have the attention's result type ",
                     fmtType(*result));
+  auto q = cast<RankedTensorType>(queryT), k = cast<RankedTensorType>(keyT);
+  if (attentionKVGroup(q.getShape(), k.getShape()) != 1)
+    return d.fail("'key' ", fmtType(k), " has fewer heads than 'query' ",
+                  fmtType(q),
+                  "; the gradient of a grouped-query attention "
+                  "takes the keys and values repeated to every query head");
   out.append({queryT, keyT, valueT});
   return success();
+}
+
+int64_t mlir::tfm::attentionKVGroup(ArrayRef<int64_t> query,
+                                    ArrayRef<int64_t> key) {
+  if (query.size() < 3 || key.size() != query.size())
+    return 1;
+  int64_t heads = query[query.size() - 3], kvHeads = key[key.size() - 3];
+  return kvHeads > 0 && heads % kvHeads == 0 ? heads / kvHeads : 1;
 }
 
 FailureOr<Type> mlir::tfm::inferCrossEntropyType(const ShapeDiag &d,

@@ -111,9 +111,11 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 memory. Rows are read and written at any strides, their
  *                 elements densely. The mask is a dense f32 (additive)
  *                 [M1,M2,MQ,Sk], where each M is 1 or the size it
- *                 broadcasts to; `causal` drops key j > query i.
+ *                 broadcasts to; `causal` drops key j > query i. With
+ *                 GROUPED (grouped-query attention), k and v are
+ *                 [B1,B2/G,Sk,..] and query head i2 reads their head i2/G.
  *                 params:  B1, B2, Sq, Sk, D, Dv, flags (a
- *                          tfm_attention_flag_t set)
+ *                          tfm_attention_flag_t set), G (read with GROUPED)
  *                 fparams: scale
  *                 strides: q, k, v, o: (b1, b2, row) each, in elements
  *                 args:    q, k, v, mask (or NULL), o
@@ -176,8 +178,14 @@ enum {
   TFM_CONV_2D_KH, TFM_CONV_2D_KW, TFM_CONV_2D_GROUPS, TFM_CONV_2D_NUM_PARAMS
 };
 enum {
-  TFM_ATTENTION_B1, TFM_ATTENTION_B2, TFM_ATTENTION_SQ, TFM_ATTENTION_SK,
-  TFM_ATTENTION_D, TFM_ATTENTION_DV, TFM_ATTENTION_FLAGS,
+  TFM_ATTENTION_B1,
+  TFM_ATTENTION_B2,
+  TFM_ATTENTION_SQ,
+  TFM_ATTENTION_SK,
+  TFM_ATTENTION_D,
+  TFM_ATTENTION_DV,
+  TFM_ATTENTION_FLAGS,
+  TFM_ATTENTION_KV_GROUP,
   TFM_ATTENTION_NUM_PARAMS
 };
 
@@ -188,6 +196,9 @@ typedef enum tfm_attention_flag_t {
   TFM_ATTENTION_MASK_B1 = 4, /* the mask has B1 (else 1) leading rows */
   TFM_ATTENTION_MASK_B2 = 8, /* ... B2 */
   TFM_ATTENTION_MASK_Q = 16, /* ... a row per query (else one for all) */
+  /* k and v have B2/G heads (an append to version 5: a flag, so that an
+   * older runtime refuses it instead of reading past them) */
+  TFM_ATTENTION_GROUPED = 32,
 } tfm_attention_flag_t;
 
 /* The activation a LINEAR kernel applies after the bias

@@ -237,8 +237,9 @@ public:
         b2(d.params[TFM_ATTENTION_B2]), sq(d.params[TFM_ATTENTION_SQ]),
         sk(d.params[TFM_ATTENTION_SK]), dq(d.params[TFM_ATTENTION_D]),
         dv(d.params[TFM_ATTENTION_DV]), flags(d.params[TFM_ATTENTION_FLAGS]),
-        scale(static_cast<float>(d.fparams[0])),
-        rowFn(pickRowFn()) {
+        group(flags & TFM_ATTENTION_GROUPED ? d.params[TFM_ATTENTION_KV_GROUP]
+                                            : 1),
+        scale(static_cast<float>(d.fparams[0])), rowFn(pickRowFn()) {
     std::copy(d.strides, d.strides + 12, strides);
     // Taller query blocks share each packed key and value block among more
     // rows (W8's attention at S = 4096: 229 ms at 64 rows, 216 at 256; 512
@@ -258,7 +259,7 @@ public:
         shapeOf(std::min(bq, sq - q0), std::min(bk, end - k0));
     packedValueBytes = (packedValueBytes + 63) / 64 * 64;
     packedBytes = packedValueBytes + (packedKeyBytes + 63) / 64 * 64;
-    packed.resize(b1 * b2 * keyBlocks() * packedBytes + 64);
+    packed.resize(b1 * (b2 / group) * keyBlocks() * packedBytes + 64);
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
   }
@@ -272,11 +273,12 @@ public:
     int threads = omp_get_max_threads();
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
-    int64_t kb = keyBlocks(), groups = b1 * b2;
+    // Each key and value head is packed once, for its whole group.
+    int64_t kb = keyBlocks(), kvHeads = b2 / group, groups = b1 * b2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (packs)
-    for (int64_t t = 0; t < (packs ? groups * kb : 0); ++t) {
-      int64_t i1 = t / (b2 * kb), i2 = t / kb % b2, k0 = t % kb * bk;
-      workers[omp_get_thread_num()].pack(k, v, i1, i2, k0);
+    for (int64_t t = 0; t < (packs ? b1 * kvHeads * kb : 0); ++t) {
+      int64_t i1 = t / (kvHeads * kb), h = t / kb % kvHeads, k0 = t % kb * bk;
+      workers[omp_get_thread_num()].pack(k, v, i1, h, k0);
     }
     int64_t blocks = (sq + bq - 1) / bq, tasks = groups * blocks;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -312,8 +314,8 @@ private:
     void task(const float *q, const float *k, const float *v,
               const float *mask, float *o, int64_t i1, int64_t i2,
               int64_t q0);
-    /// Packs the keys and values of key block k0 of (i1, i2).
-    void pack(const float *k, const float *v, int64_t i1, int64_t i2,
+    /// Packs the keys and values of key block k0 of (i1, key head h).
+    void pack(const float *k, const float *v, int64_t i1, int64_t h,
               int64_t k0);
 
     AttentionKernel &kernel;
@@ -340,19 +342,20 @@ private:
   int64_t keyBlocks() const { return (sk + bk - 1) / bk; }
 
   /// Row `row` of (i1, i2) in operand `which` (0 query, 1 key, 2 value,
-  /// 3 output), by its three strides.
+  /// 3 output), by its three strides; i2 is a key head for keys and values.
   template <typename T>
   T *rowOf(T *base, int which, int64_t i1, int64_t i2, int64_t row) const {
     const int64_t *st = strides + 3 * which;
     return base + i1 * st[0] + i2 * st[1] + row * st[2];
   }
 
-  char *packedBlock(int64_t i1, int64_t i2, int64_t k0) const {
+  /// Key block k0 of (i1, key head h), packed.
+  char *packedBlock(int64_t i1, int64_t h, int64_t k0) const {
     // At 64 bytes, as oneDNN allocates its own packed buffers.
     auto base = reinterpret_cast<uintptr_t>(packed.data());
     base = (base + 63) / 64 * 64;
     return reinterpret_cast<char *>(base) +
-           ((i1 * b2 + i2) * keyBlocks() + k0 / bk) * packedBytes;
+           ((i1 * (b2 / group) + h) * keyBlocks() + k0 / bk) * packedBytes;
   }
 
   const Shape &shapeOf(int64_t rows, int64_t keys) {
@@ -434,6 +437,8 @@ private:
 
   std::shared_ptr<Engine> dev;
   int64_t b1, b2, sq, sk, dq, dv, flags;
+  /// The query heads that read each key and value head.
+  int64_t group;
   int64_t strides[12];
   float scale;
   RowFn rowFn;
@@ -449,17 +454,17 @@ private:
   std::vector<Worker> workers;
 };
 
-void AttentionKernel::Worker::pack(const float *k, const float *v,
-                                   int64_t i1, int64_t i2, int64_t k0) {
+void AttentionKernel::Worker::pack(const float *k, const float *v, int64_t i1,
+                                   int64_t h, int64_t k0) {
   const AttentionKernel &a = kernel;
   int64_t keys = std::min(a.bk, a.sk - k0);
   auto &eng = a.dev->engine;
-  char *block = a.packedBlock(i1, i2, k0);
+  char *block = a.packedBlock(i1, h, k0);
   const Packing &pv = a.valuePacking.at(keys), &pk = a.keyPacking.at(keys);
-  memory vFrom(pv.strided, eng, const_cast<float *>(a.rowOf(v, 2, i1, i2, k0)));
+  memory vFrom(pv.strided, eng, const_cast<float *>(a.rowOf(v, 2, i1, h, k0)));
   memory vTo(pv.layout, eng, block);
   pv.pack.execute(stream, vFrom, vTo);
-  memory kFrom(pk.strided, eng, const_cast<float *>(a.rowOf(k, 1, i1, i2, k0)));
+  memory kFrom(pk.strided, eng, const_cast<float *>(a.rowOf(k, 1, i1, h, k0)));
   memory kTo(pk.layout, eng, block + a.packedValueBytes);
   pk.pack.execute(stream, kFrom, kTo);
   stream.wait();
@@ -511,12 +516,13 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
     mem[0].set_data_handle(a.packs ? queries.data()
                                    : const_cast<float *>(qb));
     if (a.packs) {
-      char *block = a.packedBlock(i1, i2, k0);
+      char *block = a.packedBlock(i1, i2 / a.group, k0);
       mem[1].set_data_handle(block + a.packedValueBytes);
       mem[3].set_data_handle(block);
     } else {
-      mem[1].set_data_handle(const_cast<float *>(a.rowOf(k, 1, i1, i2, k0)));
-      mem[3].set_data_handle(const_cast<float *>(a.rowOf(v, 2, i1, i2, k0)));
+      int64_t h = i2 / a.group;
+      mem[1].set_data_handle(const_cast<float *>(a.rowOf(k, 1, i1, h, k0)));
+      mem[3].set_data_handle(const_cast<float *>(a.rowOf(v, 2, i1, h, k0)));
     }
     s.scores.execute(stream, {{DNNL_ARG_SRC, mem[0]},
                               {DNNL_ARG_WEIGHTS, mem[1]},

@@ -316,6 +316,22 @@ TEST(Interpreter, AttentionClosedForm) {
   expectNear(out[2], {1, 1}, {10});
 }
 
+TEST(Interpreter, GroupedQueryAttentionClosedForm) {
+  InterpreterHarness h;
+  // Two query heads share the one key and value head: head 0 asks with
+  // q = 1 (scores [0, 1]), head 1 with q = 0 (scores [0, 0]).
+  auto out = h.eval(R"mlir(
+    func.func @infer(%q: tensor<2x1x1xf32>, %k: tensor<1x2x1xf32>, %v: tensor<1x2x1xf32>)
+        -> tensor<2x1x1xf32> {
+      %0 = tfm.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x1x1xf32>, tensor<1x2x1xf32>, tensor<1x2x1xf32>) -> tensor<2x1x1xf32>
+      return %0 : tensor<2x1x1xf32>
+    })mlir",
+                    {f32({2, 1, 1}, {1, 0}), f32({1, 2, 1}, {0, 1}),
+                     f32({1, 2, 1}, {10, 20})});
+  ASSERT_EQ(out.size(), 1u);
+  expectNear(out[0], {2, 1, 1}, {(10 + 20 * kE) / (1 + kE), 15});
+}
+
 TEST(Interpreter, CrossEntropyClosedForm) {
   InterpreterHarness h;
   auto out = h.eval(R"mlir(

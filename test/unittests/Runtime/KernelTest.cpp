@@ -483,6 +483,41 @@ TEST(Kernel, AttentionCausalOverKeyBlocks) {
   expectClose(o, want.at(0));
 }
 
+// Grouped-query attention: 6 query heads over 2 key and value heads, 300
+// queries (two blocks, so the keys and values are packed once per key head),
+// causal. The expected values repeat each key and value head for its 3 query
+// heads and attend plainly.
+TEST(Kernel, AttentionGroupedQueryHeads) {
+  const int64_t H = 6, KV = 2, G = H / KV, S = 300, D = 8;
+  auto q = randomFloats(H * S * D, 18), key = randomFloats(KV * S * D, 19),
+       v = randomFloats(KV * S * D, 20);
+  auto k =
+      make({TFM_KERNEL_ATTENTION,
+            0,
+            {1, H, S, S, D, D, TFM_ATTENTION_CAUSAL | TFM_ATTENTION_GROUPED, G},
+            {0.5},
+            {0, S * D, D, 0, S * D, D, 0, S * D, D, 0, S * D, D}});
+  std::vector<float> o(H * S * D);
+  void *args[] = {q.data(), key.data(), v.data(), nullptr, o.data()};
+  ASSERT_EQ(k->run(args), 0);
+  std::vector<float> keys, values;
+  for (int64_t h = 0; h < H; ++h) {
+    keys.insert(keys.end(), key.begin() + h / G * S * D,
+                key.begin() + (h / G + 1) * S * D);
+    values.insert(values.end(), v.begin() + h / G * S * D,
+                  v.begin() + (h / G + 1) * S * D);
+  }
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<6x300x8xf32>, %k: tensor<6x300x8xf32>, %v: tensor<6x300x8xf32>) -> tensor<6x300x8xf32> {
+      %a = tfm.attention %q, %k, %v causal {scale = 5.000000e-01 : f64} : (tensor<6x300x8xf32>, tensor<6x300x8xf32>, tensor<6x300x8xf32>) -> tensor<6x300x8xf32>
+      return %a : tensor<6x300x8xf32>
+    })mlir",
+                     {asTensor(q, {H, S, D}), asTensor(keys, {H, S, D}),
+                      asTensor(values, {H, S, D})});
+  expectClose(o, want.at(0));
+}
+
 TEST(Kernel, AddLayerNormWithSum) {
   const int64_t M = 5, N = 12;
   auto x = randomFloats(M * N, 9), r = randomFloats(M * N, 10),

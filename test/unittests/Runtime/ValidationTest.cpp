@@ -476,6 +476,19 @@ TEST_F(CorruptedDynamic, UnknownAttentionFlagsAreRefusedAtLoad) {
   EXPECT_NE(msg.find("its flags are 99"), std::string::npos) << msg;
 }
 
+// GROUPED with no group (the encoder's attention has none, so the group
+// param is 0) would divide by it.
+TEST_F(CorruptedDynamic, AGroupedAttentionWithoutGroupsIsRefusedAtLoad) {
+  const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
+  ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
+  ASSERT_EQ(k->params[TFM_ATTENTION_KV_GROUP], 0);
+  auto [code, msg] = loadAndRun(lib.patched(
+      &k->params[TFM_ATTENTION_FLAGS],
+      k->params[TFM_ATTENTION_FLAGS] | TFM_ATTENTION_GROUPED, "grouped"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("do not form groups of 0"), std::string::npos) << msg;
+}
+
 TEST_F(CorruptedDynamic, AnAttentionRowStridePastItsBufferIsRefused) {
   const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
   ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";

@@ -262,6 +262,13 @@ const GradientCase kCases[] = {
     %m = arith.constant dense<[[true, true, false, true, false]]> : tensor<1x5xi1>
     %r = tfm.attention %q, %k, %v, mask %m {scale = 0.3 : f64} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x2xf32>, tensor<1x5xi1>) -> tensor<2x3x2xf32>
     return %r : tensor<2x3x2xf32> })"},
+  // Grouped-query: four query heads over two key and value heads.
+  {"attention_grouped_query", R"(func.func @f(%q: tensor<2x4x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x3xf32>) -> tensor<2x4x3x3xf32> {
+    %r = tfm.attention %q, %k, %v causal : (tensor<2x4x3x2xf32>, tensor<2x2x3x2xf32>, tensor<2x2x3x3xf32>) -> tensor<2x4x3x3xf32>
+    return %r : tensor<2x4x3x3xf32> })"},
+  {"attention_grouped_query_additive", R"(func.func @f(%q: tensor<4x3x2xf32>, %k: tensor<1x3x2xf32>, %v: tensor<1x3x3xf32>, %m: tensor<4x1x3xf32>) -> tensor<4x3x3xf32> {
+    %r = tfm.attention %q, %k, %v, mask %m : (tensor<4x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x3xf32>, tensor<4x1x3xf32>) -> tensor<4x3x3xf32>
+    return %r : tensor<4x3x3xf32> })"},
   // A mask that is no argument wants no gradient: tfm.attention_grad.
   {"attention_grad_causal_constant_mask", R"(func.func @f(%q: tensor<2x4x3xf32>, %k: tensor<2x3x3xf32>, %v: tensor<2x3x2xf32>) -> tensor<2x4x2xf32> {
     %m = arith.constant dense<[[0.5, -1.0, 0.25]]> : tensor<1x3xf32>

@@ -59,6 +59,31 @@ def FuseMaskedSoftmaxPass : Tfm_FusionPass<"tfm-fuse-masked-softmax"> {
   }];
 }
 
+def FuseGroupedQueryPass : Tfm_FusionPass<"tfm-fuse-grouped-query"> {
+  let summary = "Reads each key and value head for its group of query heads instead of repeating it.";
+  let description = [{
+    Grouped-query attention repeats each of its H/G key and value heads G
+    times (`expand` of a new axis after the heads, then `reshape`) before
+    `q·kᵀ` and `p·v`. The repeats go: the query and the scores split their
+    heads as [.., H/G, G, ..], the keys and values gain a unit axis,
+    [.., H/G, 1, ..], and the products broadcast over it. Runs after
+    tfm-fuse-masked-softmax and before a KV cache is derived, which then
+    holds H/G heads; tfm-fuse-attention makes the three ops one grouped
+    `tfm.attention`.
+
+    ```mlir
+    %k1 = tfm.reshape %k : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+    %k2 = tfm.broadcast %k1 : tensor<1x2x1x8x16xf32> -> tensor<1x2x3x8x16xf32>
+    %kr = tfm.reshape %k2 : tensor<1x2x3x8x16xf32> -> tensor<1x6x8x16xf32>
+    %s = tfm.matmul %q, %kr transpose_rhs   // and likewise for the values
+    =>
+    %q5 = tfm.reshape %q : tensor<1x6x8x16xf32> -> tensor<1x2x3x8x16xf32>
+    %k5 = tfm.reshape %k : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+    %s = tfm.matmul %q5, %k5 transpose_rhs
+    ```
+  }];
+}
+
 def FuseGatedMLPPass : Tfm_FusionPass<"tfm-fuse-gated-mlp"> {
   let summary = "Fuses a gated MLP's gate and up projections and their product into tfm.gated_linear.";
   let description = [{

@@ -199,6 +199,10 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
   params[TFM_ATTENTION_D] = d;
   params[TFM_ATTENTION_DV] = dv;
   params[TFM_ATTENTION_FLAGS] = flags;
+  if (int64_t group = op.getKVGroup(); group != 1) {
+    params[TFM_ATTENTION_FLAGS] |= TFM_ATTENTION_GROUPED;
+    params[TFM_ATTENTION_KV_GROUP] = group;
+  }
   e.callKernel(TFM_KERNEL_ATTENTION, params, {attentionScale(op)}, args,
                strides);
   if (dense)
@@ -217,6 +221,10 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
   auto vt = op.getValue().getType();
   if (!isF32(qt))
     return op.emitError("the CPU backend computes attention in f32 only");
+  if (op.getKVGroup() != 1)
+    return op.emitError("the CPU backend computes a grouped-query attention "
+                        "on its ATTENTION kernel only, which needs non-empty "
+                        "operands");
   ArrayRef<int64_t> qs = qt.getShape();
   int64_t sq = qs[qs.size() - 2], d = qs.back();
   int64_t sk = op.getKey().getType().getShape()[qs.size() - 2];

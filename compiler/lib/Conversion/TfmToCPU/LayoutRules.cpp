@@ -25,6 +25,9 @@ bool mlir::tfm::usesAttentionKernel(AttentionOp op) {
       qt.getNumElements() == 0 || kt.getNumElements() == 0 ||
       vt.getNumElements() == 0)
     return false;
+  // The unfused graph would need the keys and values repeated per head.
+  if (op.getKVGroup() != 1)
+    return true;
   // Where it is faster. The kernel pays a GEMM dispatch (about 4 µs) per
   // block of 64 queries and 512 keys; the unfused graph pays three kernel
   // calls (about 30 µs) and writes, reads and rewrites the scores (12 bytes

@@ -61,6 +61,9 @@ struct AttentionOperands {
   bool causal;
   SmallVector<int64_t> batch;
   int64_t sq, sk, d, dv;
+  /// The query heads that read each key and value head (grouped-query
+  /// attention; the backward pass takes them repeated, so 1 there).
+  int64_t group = 1;
 
   AttentionOperands(BufferizedEntry &e, Location loc, Value query, Value key,
                     Value value, Value maskTensor, MaskKind kind, double scale,
@@ -106,6 +109,15 @@ struct AttentionOperands {
       rest = b.create<arith::DivUIOp>(loc, rest, index(b, batch[dim]));
     }
     return {idx, pos};
+  }
+
+  /// The keys' and values' batch indices for a query's: its head divided by
+  /// the group.
+  SmallVector<Value> keyBatch(OpBuilder &b, ArrayRef<Value> batchIdx) const {
+    SmallVector<Value> idx(batchIdx);
+    if (group != 1)
+      idx.back() = b.create<arith::DivUIOp>(loc, idx.back(), index(b, group));
+    return idx;
   }
 
   static SmallVector<Value> at(ArrayRef<Value> batchIdx, Value pos, Value col) {
@@ -310,12 +322,14 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
   AttentionOperands a(e, loc, op.getQuery(), op.getKey(), op.getValue(),
                       op.getMask(), attentionMaskKind(op), attentionScale(op),
                       op.getCausal());
+  a.group = op.getKVGroup();
   if (empty(a))
     return success();
   WarpRows w(e.b, loc, a.batches() * a.sq, a.d);
   OpBuilder &kb = w.kb;
   auto [batchIdx, i] = a.split(kb, w.row, a.sq);
   SmallVector<Value> qRow = a.loadRow(kb, w.lane, a.q, batchIdx, i, a.d);
+  SmallVector<Value> kvIdx = a.keyBatch(kb, batchIdx);
   int64_t cv = AttentionOperands::slots(a.dv);
   SmallVector<Value> inits{a.f32(kb, -INFINITY), a.f32(kb, 0.0)};
   inits.append(cv, a.f32(kb, 0.0));
@@ -324,13 +338,13 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
       [&](OpBuilder &fb, Location, Value j, ValueRange carried) {
         Value m = carried[0], sum = carried[1];
         ValueRange acc = carried.drop_front(2);
-        SmallVector<Value> kRow = a.loadRow(fb, w.lane, a.k, batchIdx, j, a.d);
+        SmallVector<Value> kRow = a.loadRow(fb, w.lane, a.k, kvIdx, j, a.d);
         Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
         auto step = a.online(fb, m, s);
         Value weight = a.exp(fb, s, step.shift);
         Value sumNew = fb.create<arith::AddFOp>(
             loc, fb.create<arith::MulFOp>(loc, sum, step.rescale), weight);
-        SmallVector<Value> vRow = a.loadRow(fb, w.lane, a.v, batchIdx, j, a.dv);
+        SmallVector<Value> vRow = a.loadRow(fb, w.lane, a.v, kvIdx, j, a.dv);
         SmallVector<Value> accNew = axpy(
             fb, loc, scaled(fb, loc, SmallVector<Value>(acc), step.rescale),
             weight, vRow);

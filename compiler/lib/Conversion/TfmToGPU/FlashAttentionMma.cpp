@@ -74,6 +74,7 @@ struct FlashKernel {
   Value out;                 // [B..., Sq, d] f32, at the plan's strides
   Value qTile, kTile, vTile; // [64, d] f16 in shared memory
   Value tx, warpIndex, lane, batch, firstRow;
+  Value kvBatch; // the keys' and values' batch element: batch / G
   /// The mask, read through `maskMap` at (the batch's leading indices, row,
   /// key), and its kind; none without one.
   Value mask;
@@ -105,6 +106,9 @@ struct FlashKernel {
   /// 16 bytes a copy; rows at or past `rows` are zero-filled (their source
   /// clamped to the last row, which the copy reads nothing of).
   void issueCopies(Value src, Value first, int64_t rows, Value tile) {
+    // A grouped-query attention's keys and values have a batch element per
+    // group of query heads, which are the innermost batch dimension.
+    Value from = src == q ? batch : kvBatch;
     int64_t chunks = d / kChunk;
     bool ragged = rows % kQueryRows != 0;
     for (int64_t j = 0; j < kQueryRows * chunks / kThreads; ++j) {
@@ -120,7 +124,7 @@ struct FlashKernel {
         row = kb.create<arith::MinUIOp>(loc, row, index(rows - 1));
       }
       copyChunkAsync(kb, loc, tile, ValueRange{r, swizzle(r, c)}, src,
-                     ValueRange{batch, row, c}, count);
+                     ValueRange{from, row, c}, count);
     }
   }
 
@@ -424,6 +428,7 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   // bit pattern (the type mma.sync and ldmatrix take), into dense copies;
   // an operand that is a view (heads split from a projection by a
   // transpose) is read through its strides, so the split costs no kernel.
+  int64_t group = op.getKVGroup();
   auto narrowed = [&](Value operand, int64_t rows) {
     auto shape = cast<RankedTensorType>(operand.getType()).getShape();
     Value copy = e.temporary(MemRefType::get(shape, f16));
@@ -431,7 +436,8 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
                   [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
                     return roundToOperand(ob, l, a[0], operandType);
                   });
-    return e.reshape(copy, MemRefType::get({batches, rows, d}, f16));
+    int64_t elements = operand == op.getQuery() ? batches : batches / group;
+    return e.reshape(copy, MemRefType::get({elements, rows, d}, f16));
   };
   Value q = narrowed(op.getQuery(), sq);
   Value k = op.getKey() == op.getQuery() ? q : narrowed(op.getKey(), sk);
@@ -470,6 +476,11 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   kernel.vTile = tiles[2];
   kernel.tx = launch.getThreadIds().x;
   kernel.batch = launch.getBlockIds().y;
+  kernel.kvBatch = group == 1
+                       ? kernel.batch
+                       : kb.create<arith::DivUIOp>(
+                             loc, kernel.batch,
+                             kb.create<arith::ConstantIndexOp>(loc, group));
   kernel.lead.assign(qs.begin(), qs.end() - 2);
   kernel.splitBatch();
   kernel.operandType = operandType;

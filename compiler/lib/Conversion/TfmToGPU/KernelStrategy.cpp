@@ -157,7 +157,8 @@ std::string attentionMmaMisfit(AttentionOp op, Type narrow) {
   if (!narrow)
     return "f32 attention stays exact: the tensor cores would round its "
            "operands (--dtype=bf16 or f16 lets them)";
-  // The op's verifier has made the batch dimensions equal.
+  // The verifier has made the batch dimensions equal but for the keys'
+  // and values' heads, which each block maps to its own.
   ArrayRef<int64_t> q = op.getQuery().getType().getShape(),
                     v = op.getValue().getType().getShape();
   if (v.back() != q.back())

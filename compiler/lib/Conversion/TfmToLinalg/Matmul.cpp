@@ -9,6 +9,7 @@
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <cmath>
 
@@ -156,17 +157,40 @@ MaskKind mlir::tfm::attentionMaskKind(AttentionGradOp op) {
   return maskKindOf(op.getMask());
 }
 
+/// `buffer` [.., H, S, D] viewed as [.., H/G, G, S, D]: a grouped-query
+/// attention's operands then multiply as broadcast batches, the keys and
+/// values (split with G = 1) read once per group, not repeated.
+static Value splitHeads(BufferizedEntry &e, Value buffer, int64_t group) {
+  auto type = cast<MemRefType>(buffer.getType());
+  int64_t heads = type.getRank() - 3;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[heads] /= group;
+  shape.insert(shape.begin() + heads + 1, group);
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    groups.push_back(i < heads    ? ReassociationIndices{i}
+                     : i == heads ? ReassociationIndices{i, i + 1}
+                                  : ReassociationIndices{i + 1});
+  return e.b.create<memref::ExpandShapeOp>(e.loc, shape, buffer, groups);
+}
+
 /// The probabilities of an attention (or of the one whose gradient `op`
 /// is), masked_softmax(scale · q·kᵀ ⊕ mask), in the op's scratch memory.
 template <typename AttentionLike>
-static Value attentionProbabilities(BufferizedEntry &e, AttentionLike op) {
+static Value attentionProbabilities(BufferizedEntry &e, AttentionLike op,
+                                    int64_t group = 1) {
   auto qt = op.getQuery().getType();
   ArrayRef<int64_t> qs = qt.getShape();
   SmallVector<int64_t> scoreShape(qs.drop_back());
   scoreShape.push_back(op.getKey().getType().getShape()[qs.size() - 2]);
   Value p = e.temporary(MemRefType::get(scoreShape, qt.getElementType()));
-  lowerGenericMatmul(e, e.bufferOf(op.getQuery()), e.bufferOf(op.getKey()),
-                     false, true, p);
+  if (group == 1)
+    lowerGenericMatmul(e, e.bufferOf(op.getQuery()), e.bufferOf(op.getKey()),
+                       false, true, p);
+  else
+    lowerGenericMatmul(e, splitHeads(e, e.bufferOf(op.getQuery()), group),
+                       splitHeads(e, e.bufferOf(op.getKey()), 1), false, true,
+                       splitHeads(e, p, group));
   lowerGenericMaskedSoftmax(
       e, p, op.getMask() ? e.bufferOf(op.getMask()) : Value(),
       attentionMaskKind(op), attentionScale(op), op.getCausal(), p);
@@ -198,11 +222,17 @@ void mlir::tfm::populateMatmulLowerings(OpLoweringSet &set) {
   set.add<AttentionOp>([](AttentionOp op, BufferizedEntry &e) {
     // The probabilities in scratch memory, and the weighted sum of the
     // values.
-    Value p = attentionProbabilities(e, op);
+    int64_t group = op.getKVGroup();
+    Value p = attentionProbabilities(e, op, group);
     Value out = e.stridedDestination(op.getResult());
     if (!out)
       return failure();
-    lowerGenericMatmul(e, p, e.bufferOf(op.getValue()), false, false, out);
+    if (group == 1)
+      lowerGenericMatmul(e, p, e.bufferOf(op.getValue()), false, false, out);
+    else
+      lowerGenericMatmul(e, splitHeads(e, p, group),
+                         splitHeads(e, e.bufferOf(op.getValue()), 1), false,
+                         false, splitHeads(e, out, group));
     return success();
   });
   set.add<AttentionGradOp>([](AttentionGradOp op, BufferizedEntry &e) {

@@ -674,6 +674,12 @@ def Tfm_AttentionOp : Tfm_PureOp<"attention",
     `value` is `[B..., Sk, Dv]`, with equal batch dimensions `B...`; the mask
     broadcasts to `[B..., Sq, Sk]`. The result is `[B..., Sq, Dv]`.
 
+    Grouped-query attention (and multi-query, one key head): the last batch
+    dimension of `key` and `value`, their heads, may be `H/G` where the
+    query's is `H`. Query head `h` then reads key and value head `h / G`,
+    the order in which an exporter's repeat (`expand` of a new axis after
+    the heads, then `reshape`) lays the copies out. No copy exists here.
+
     ```mlir
     %o = tfm.attention %q, %k, %v, mask %m causal
         : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xi1>)
@@ -687,6 +693,11 @@ def Tfm_AttentionOp : Tfm_PureOp<"attention",
   let assemblyFormat = [{
     $query `,` $key `,` $value (`,` `mask` $mask^)? (`causal` $causal^)?
     attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The query heads that read each key and value head: 1, or G for
+    /// grouped-query attention.
+    int64_t getKVGroup();
   }];
 }
 

@@ -78,6 +78,11 @@ LogicalResult inferSplitTypes(const ShapeDiag &d, Type input, int64_t axis,
 FailureOr<Type> inferAttentionType(const ShapeDiag &d, Type query, Type key,
                                    Type value, Type mask,
                                    std::optional<double> scale);
+/// How many query heads read each key and value head of an attention with
+/// these operand shapes: 1, or G for grouped-query attention, whose key and
+/// value have 1/G of the query's heads (the last batch dimension) and whose
+/// query head h reads key head h / G.
+int64_t attentionKVGroup(ArrayRef<int64_t> query, ArrayRef<int64_t> key);
 /// tfm.attention_grad: the attention's rule, `output` and `grad` of its
 /// result type, and the query's, key's and value's types appended to `out`.
 LogicalResult inferAttentionGradTypes(const ShapeDiag &d, Type query, Type key,
