@@ -366,6 +366,11 @@ llvm::StringMap<EvalFn> buildTable() {
                         shapeOf(l.getType())));
     return success();
   });
+  on<RotaryOp>(t, [](RotaryOp r, Frame &f) {
+    f.set(r, evalRotary(f.get(r.getInput()), f.get(r.getCos()),
+                        f.get(r.getSin()), r.getInterleaved()));
+    return success();
+  });
   on<GatedLinearOp>(t, [](GatedLinearOp l, Frame &f) {
     f.set(l, evalGatedLinear(f.get(l.getInput()), f.get(l.getWeight()),
                              f.getOptional(l.getBias()), l.getActivation(),

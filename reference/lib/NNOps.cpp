@@ -105,6 +105,25 @@ Tensor mlir::tfm::reference::evalLinear(const Tensor &x, const Tensor &w,
   return out;
 }
 
+Tensor mlir::tfm::reference::evalRotary(const Tensor &x, const Tensor &cos,
+                                        const Tensor &sin, bool interleaved) {
+  Tensor out(x.kind, x.shape);
+  std::vector<int64_t> cm = broadcastMap(cos.shape, x.shape),
+                       sm = broadcastMap(sin.shape, x.shape);
+  int64_t width = x.shape.empty() ? 1 : x.shape.back(), half = width / 2;
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    int64_t col = static_cast<int64_t>(i) % width;
+    // rotate(x)[col]: -x[partner] for the first of a pair, +x[partner] for
+    // the second.
+    bool first = interleaved ? col % 2 == 0 : col < half;
+    int64_t partner = interleaved ? (first ? col + 1 : col - 1)
+                                  : (first ? col + half : col - half);
+    double rotated = x.data[i - col + partner] * (first ? -1.0 : 1.0);
+    out.data[i] = x.data[i] * cos.get(cm[i]) + rotated * sin.get(sm[i]);
+  }
+  return out;
+}
+
 Tensor mlir::tfm::reference::evalGatedLinear(const Tensor &x, const Tensor &w,
                                              const Tensor *bias, Activation act,
                                              Shape outShape) {

@@ -60,6 +60,7 @@ void mlir::tfm::buildFusionPipeline(OpPassManager &pm, bool remarks) {
   fn.addPass(createFuseGatedMLPPass({remarks}));
   fn.addPass(createFuseQKVPass({remarks}));
   fn.addPass(createFuseMaskedSoftmaxPass({remarks}));
+  fn.addPass(createFuseRotaryPass({remarks}));
   // On the masked softmaxes, and before a KV cache is derived, which then
   // holds only the key heads.
   fn.addPass(createFuseGroupedQueryPass({remarks}));

@@ -239,7 +239,8 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
                                   "bias-activation",
                                   "residual-rmsnorm",
                                   "gated-mlp",
-                                  "grouped-query"};
+                                  "grouped-query",
+                                  "rotary"};
   llvm::StringMap<std::pair<int, int>> counts;
   for (const char *k : kinds)
     counts[k] = {0, 0};

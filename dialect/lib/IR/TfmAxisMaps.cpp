@@ -155,6 +155,15 @@ TFM_BINARY_AXIS_MAP(MinOp, none)
 TFM_BINARY_AXIS_MAP(CompareOp, none)
 #undef TFM_BINARY_AXIS_MAP
 
+// Elementwise with its tables, but for the last axis, whose elements it
+// pairs: a window along it.
+AxisMap RotaryOp::getAxisMap() {
+  AxisMap m = aligned(*this, {0, 1, 2}, ZeroRule::first);
+  m.uses.push_back(
+      {{0, rankOf(getInput()) - 1}, AxisUse::Windowed, {}, {}, {}});
+  return m;
+}
+
 AxisMap SelectOp::getAxisMap() {
   return aligned(*this, {0, 1, 2}, ZeroRule::none);
 }

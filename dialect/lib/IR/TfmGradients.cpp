@@ -943,6 +943,30 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
   return success();
 }
 
+// rotate is linear with rotateᵀ = -rotate (in both pairings), so with
+// y = x·cos + rotate(x)·sin: dx = dy·cos - rotate(dy·sin).
+LogicalResult RotaryOp::buildGradients(OpBuilder &b, ValueRange dys,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &grads) {
+  GradBuilder g{b, getLoc()};
+  Value x = getInput(), dy = dys[0];
+  UnitAttr interleaved = getInterleavedAttr();
+  // rotate(v)·k, as the op with cos 0 and sin k.
+  auto rotated = [&](Value v, double k) -> Value {
+    return b.create<RotaryOp>(getLoc(), v.getType(), v, g.scalarLike(v, 0.0),
+                              g.scalarLike(v, k), interleaved);
+  };
+  want(wanted, grads, 0, [&] {
+    return g.add(g.mul(dy, getCos()), rotated(g.mul(dy, getSin()), -1.0));
+  });
+  want(wanted, grads, 1,
+       [&] { return g.sumToShape(g.mul(dy, x), tensorType(getCos())); });
+  want(wanted, grads, 2, [&] {
+    return g.sumToShape(g.mul(dy, rotated(x, 1.0)), tensorType(getSin()));
+  });
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ValueRange dys,
                                              ArrayRef<bool> wanted,
                                              SmallVectorImpl<Value> &grads) {

@@ -178,6 +178,14 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+LogicalResult RotaryOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc, Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return push(inferRotaryType({loc, getOperationName()}, a.getInput().getType(),
+                              a.getCos().getType(), a.getSin().getType()),
+              out);
+}
+
 LogicalResult GatedLinearOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               Adaptor a,

@@ -395,6 +395,26 @@ static LogicalResult checkMask(const ShapeDiag &d, RankedTensorType mask,
   return success();
 }
 
+FailureOr<Type> mlir::tfm::inferRotaryType(const ShapeDiag &d, Type inputT,
+                                           Type cosT, Type sinT) {
+  auto x = staticTensor(d, inputT, "input");
+  if (failed(x))
+    return failure();
+  if (x->getRank() < 1 || x->getShape().back() % 2 != 0)
+    return d.fail("'input' ", fmtType(*x),
+                  " must have a last axis of even width to rotate in pairs");
+  for (auto [name, t] : {std::pair{"cos", cosT}, std::pair{"sin", sinT}}) {
+    auto table = staticTensor(d, t, name);
+    if (failed(table) || failed(sameElementType(d, *x, "input", *table, name)))
+      return failure();
+    if (!broadcastsTo(table->getShape(), x->getShape()))
+      return d.fail("'", name, "' ", fmtType(*table),
+                    " does not broadcast to the input's shape ",
+                    fmtShape(x->getShape()));
+  }
+  return Type(*x);
+}
+
 FailureOr<Type> mlir::tfm::inferAttentionType(const ShapeDiag &d, Type queryT,
                                               Type keyT, Type valueT,
                                               Type maskT,

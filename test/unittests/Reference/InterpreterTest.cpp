@@ -332,6 +332,23 @@ TEST(Interpreter, GroupedQueryAttentionClosedForm) {
   expectNear(out[0], {2, 1, 1}, {(10 + 20 * kE) / (1 + kE), 15});
 }
 
+TEST(Interpreter, RotaryClosedForm) {
+  InterpreterHarness h;
+  // x = [1, 2, 3, 4], cos = 0.5, sin = 2: rotate_half(x) = [-3, -4, 1, 2],
+  // the interleaved rotation [-2, 1, -4, 3].
+  auto out = h.eval(R"mlir(
+    func.func @infer(%x: tensor<1x4xf32>, %c: tensor<f32>, %s: tensor<1xf32>)
+        -> (tensor<1x4xf32>, tensor<1x4xf32>) {
+      %0 = tfm.rotary %x, %c, %s : (tensor<1x4xf32>, tensor<f32>, tensor<1xf32>) -> tensor<1x4xf32>
+      %1 = tfm.rotary %x, %c, %s interleaved : (tensor<1x4xf32>, tensor<f32>, tensor<1xf32>) -> tensor<1x4xf32>
+      return %0, %1 : tensor<1x4xf32>, tensor<1x4xf32>
+    })mlir",
+                    {f32({1, 4}, {1, 2, 3, 4}), f32({}, {0.5}), f32({1}, {2})});
+  ASSERT_EQ(out.size(), 2u);
+  expectNear(out[0], {1, 4}, {0.5 - 6, 1 - 8, 1.5 + 2, 2 + 4});
+  expectNear(out[1], {1, 4}, {0.5 - 4, 1 + 2, 1.5 - 8, 2 + 6});
+}
+
 TEST(Interpreter, CrossEntropyClosedForm) {
   InterpreterHarness h;
   auto out = h.eval(R"mlir(

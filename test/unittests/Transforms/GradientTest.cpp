@@ -262,6 +262,14 @@ const GradientCase kCases[] = {
     %m = arith.constant dense<[[true, true, false, true, false]]> : tensor<1x5xi1>
     %r = tfm.attention %q, %k, %v, mask %m {scale = 0.3 : f64} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x2xf32>, tensor<1x5xi1>) -> tensor<2x3x2xf32>
     return %r : tensor<2x3x2xf32> })"},
+  // Rotary embeddings: tables of their own per position (their gradients
+  // summed over the heads), and the interleaved pairs.
+  {"rotary_half", R"(func.func @f(%x: tensor<2x3x4xf32>, %c: tensor<3x4xf32>, %s: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+    %r = tfm.rotary %x, %c, %s : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
+    return %r : tensor<2x3x4xf32> })"},
+  {"rotary_interleaved", R"(func.func @f(%x: tensor<2x3x6xf32>, %c: tensor<3x6xf32>, %s: tensor<1x6xf32>) -> tensor<2x3x6xf32> {
+    %r = tfm.rotary %x, %c, %s interleaved : (tensor<2x3x6xf32>, tensor<3x6xf32>, tensor<1x6xf32>) -> tensor<2x3x6xf32>
+    return %r : tensor<2x3x6xf32> })"},
   // Grouped-query: four query heads over two key and value heads.
   {"attention_grouped_query", R"(func.func @f(%q: tensor<2x4x3x2xf32>, %k: tensor<2x2x3x2xf32>, %v: tensor<2x2x3x3xf32>) -> tensor<2x4x3x3xf32> {
     %r = tfm.attention %q, %k, %v causal : (tensor<2x4x3x2xf32>, tensor<2x2x3x2xf32>, tensor<2x2x3x3xf32>) -> tensor<2x4x3x3xf32>

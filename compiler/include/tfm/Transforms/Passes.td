@@ -59,6 +59,17 @@ def FuseMaskedSoftmaxPass : Tfm_FusionPass<"tfm-fuse-masked-softmax"> {
   }];
 }
 
+def FuseRotaryPass : Tfm_FusionPass<"tfm-fuse-rotary"> {
+  let summary = "Fuses rotary position embeddings into tfm.rotary.";
+  let description = [{
+    `x · cos + rotate(x) · sin`, with rotate as exporters write it: the
+    halves swapped with the first negated (`rotate_half`, Llama), or the
+    pairs of neighbours swapped (interleaved: step-2 slices stacked on a new
+    axis and merged back), either factor and term first, becomes one
+    `tfm.rotary`. The tables may be constants or read at the positions.
+  }];
+}
+
 def FuseGroupedQueryPass : Tfm_FusionPass<"tfm-fuse-grouped-query"> {
   let summary = "Reads each key and value head for its group of query heads instead of repeating it.";
   let description = [{

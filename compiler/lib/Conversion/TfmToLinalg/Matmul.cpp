@@ -281,5 +281,6 @@ void mlir::tfm::populateTfmToLinalgLowerings(OpLoweringSet &set) {
   populateMatmulLowerings(set);
   populateConvolutionLowerings(set);
   populateNormalizationLowerings(set);
+  populateRotaryLowerings(set);
   populateOptimizerLowerings(set);
 }

@@ -73,6 +73,35 @@ def Tfm_LinearOp : Tfm_PureOp<"linear",
   }];
 }
 
+def Tfm_RotaryOp : Tfm_PureOp<"rotary",
+    [Tfm_AxisMapped, Tfm_Differentiable, InferTypeOpAdaptor]> {
+  let summary = "rotary position embedding: input · cos + rotate(input) · sin";
+  let description = [{
+    RoPE over the last axis, of even width 2h: `rotate` pairs element `i`
+    with element `i + h` (`rotate_half`: `[-x[h:], x[:h]]`), or with
+    `interleaved`, element `2j` with `2j + 1` (`[-x1, x0, -x3, x2, ..]`).
+    `cos` and `sin` broadcast to the input's shape (the tables of the
+    positions, `[.., S, 2h]`). `tfm-fuse-rotary` makes it of the exporter's
+    slices, negation, concatenation, products and sum; a partial rotary
+    embedding is one of a slice of the heads.
+
+    Shape rules: the result is the input's type; `cos` and `sin` broadcast
+    to it, of its element type.
+
+    ```mlir
+    %y = tfm.rotary %q, %cos, %sin
+        : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$cos,
+                       Tfm_FloatTensor:$sin, UnitAttr:$interleaved);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin (`interleaved` $interleaved^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Tfm_GatedLinearOp : Tfm_PureOp<"gated_linear",
     [Tfm_AxisMapped, InferTypeOpAdaptor]> {
   let summary = "a packed projection whose activated first half gates its second";

@@ -75,6 +75,10 @@ FailureOr<Type> inferConcatType(const ShapeDiag &d, TypeRange inputs,
 LogicalResult inferSplitTypes(const ShapeDiag &d, Type input, int64_t axis,
                               ArrayRef<int64_t> sizes,
                               SmallVectorImpl<Type> &results);
+/// tfm.rotary: the input's type, of even width, which `cos` and `sin`
+/// broadcast to.
+FailureOr<Type> inferRotaryType(const ShapeDiag &d, Type input, Type cos,
+                                Type sin);
 FailureOr<Type> inferAttentionType(const ShapeDiag &d, Type query, Type key,
                                    Type value, Type mask,
                                    std::optional<double> scale);

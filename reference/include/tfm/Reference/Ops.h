@@ -98,6 +98,10 @@ Tensor evalLinear(const Tensor &x, const Tensor &w, const Tensor *bias,
 /// act(h[..., :F]) · h[..., F:] for h = x·wᵀ + bias of width 2F.
 Tensor evalGatedLinear(const Tensor &x, const Tensor &w, const Tensor *bias,
                        Activation act, Shape outShape);
+/// tfm.rotary: x · cos + rotate(x) · sin over the last axis (2h wide),
+/// rotate pairing i with i + h, or with `interleaved` 2j with 2j + 1.
+Tensor evalRotary(const Tensor &x, const Tensor &cos, const Tensor &sin,
+                  bool interleaved);
 /// tfm.conv2d: input [N, C, H, W], weight [M, C/group, KH, KW], zero
 /// padding; strides and dilations (h, w), pads (top, left, bottom, right).
 Tensor evalConv2D(const Tensor &x, const Tensor &w, const Tensor *bias,

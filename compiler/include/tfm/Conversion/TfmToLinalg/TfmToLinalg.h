@@ -41,6 +41,8 @@ void populateNormalizationLowerings(OpLoweringSet &set);
 /// SGD and Adam updates of the session state (Optimizer.cpp).
 void populateOptimizerLowerings(OpLoweringSet &set);
 
+/// Rotary position embeddings (Rotary.cpp).
+void populateRotaryLowerings(OpLoweringSet &set);
 /// 2-D convolution (Convolution.cpp).
 void populateConvolutionLowerings(OpLoweringSet &set);
 /// Every populate function above.
