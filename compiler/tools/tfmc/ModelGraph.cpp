@@ -99,7 +99,7 @@ std::string typeText(Type type) {
 
 bool isFusedOp(Operation *op) {
   return isa<tfm::QKVProjectionOp, tfm::MaskedSoftmaxOp, tfm::AttentionOp,
-             tfm::AddLayerNormOp, tfm::GatedLinearOp>(op) ||
+             tfm::AddLayerNormOp, tfm::GatedLinearOp, tfm::RotaryOp>(op) ||
          (isa<tfm::LinearOp>(op) && isa<FusedLoc>(op->getLoc()));
 }
 
