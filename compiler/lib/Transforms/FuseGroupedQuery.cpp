@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FusionUtils.h"
+#include "tfm/IR/TypeInference.h"
 #include "tfm/Transforms/Passes.h"
 
 namespace mlir::tfm {
@@ -106,16 +107,6 @@ std::optional<GroupedOperand> groupedOperand(Value v, bool transposed) {
   if (auto r = repeatedHeads(t.getInput()))
     return GroupedOperand{*r, !transposed};
   return std::nullopt;
-}
-
-/// `v`'s shape with its heads axis (the third from the end) split in two:
-/// [.., H/G, G, ..] for `group` G > 1, [.., H, 1, ..] for a unit group.
-SmallVector<int64_t> splitHeadsShape(ArrayRef<int64_t> shape, int64_t group) {
-  int64_t heads = shape.size() - 3;
-  SmallVector<int64_t> out(shape);
-  out[heads] /= group;
-  out.insert(out.begin() + heads + 1, group);
-  return out;
 }
 
 Value reshapeTo(PatternRewriter &rewriter, Location loc, Value v,
@@ -227,14 +218,11 @@ struct FuseGroupedQueryPass
     // A site: an attention whose keys or values are still a repeat.
     SmallVector<std::pair<Location, std::string>> missed;
     getOperation().walk([&](MaskedSoftmaxOp op) {
-      auto scores = op.getInput().getDefiningOp<MatmulOp>();
-      bool repeated =
-          scores && groupedOperand(scores.getRhs(), scores.getTransposeRhs());
-      for (Operation *user : op->getUsers())
-        if (auto m = dyn_cast<MatmulOp>(user))
-          repeated |= m.getLhs() == op.getResult() &&
-                      groupedOperand(m.getRhs(), m.getTransposeRhs());
-      if (repeated)
+      std::string why;
+      FailureOr<AttentionProducts> p = attentionProducts(op, why);
+      if (succeeded(p) &&
+          (groupedOperand(p->scores.getRhs(), p->scores.getTransposeRhs()) ||
+           groupedOperand(p->weighted.getRhs(), p->weighted.getTransposeRhs())))
         missed.emplace_back(op.getLoc(),
                             recorder.reasonAt(op.getLoc(), "not fused"));
     });

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/IR/TfmOps.h"
+#include "tfm/IR/TypeInference.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -881,27 +882,22 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys,
   auto repeated = [&](Value x) {
     if (group == 1)
       return x;
-    SmallVector<int64_t> shape(tensorType(x).getShape());
-    int64_t heads = shape.size() - 3;
-    shape.insert(shape.begin() + heads + 1, 1);
-    Value split = g.reshape(x, shape);
-    shape[heads + 1] = group;
-    Value wide = g.broadcastTo(
-        split, RankedTensorType::get(shape, tensorType(x).getElementType()));
-    shape[heads] *= group;
-    shape.erase(shape.begin() + heads + 1);
-    return g.reshape(wide, shape);
+    RankedTensorType type = tensorType(x);
+    SmallVector<int64_t> full(type.getShape());
+    full[full.size() - 3] *= group;
+    Value split = g.reshape(x, splitHeadsShape(type.getShape(), 1));
+    Value wide = g.broadcastTo(split, type.clone(splitHeadsShape(full, group)));
+    return g.reshape(wide, full);
   };
   auto grouped = [&](Value dx, Value x) {
     if (group == 1)
       return dx;
-    SmallVector<int64_t> shape(tensorType(x).getShape());
-    int64_t heads = shape.size() - 3;
-    shape.insert(shape.begin() + heads + 1, group);
-    Value split = g.reshape(dx, shape);
-    return g.reshape(
-        g.reduce(ReduceKind::sum, split, {heads + 1}, /*keepdims=*/false),
-        tensorType(x).getShape());
+    SmallVector<int64_t> split =
+        splitHeadsShape(tensorType(dx).getShape(), group);
+    int64_t groups = split.size() - 3; // the axis after the key heads
+    return g.reshape(g.reduce(ReduceKind::sum, g.reshape(dx, split), {groups},
+                              /*keepdims=*/false),
+                     tensorType(x).getShape());
   };
   Value kr = repeated(k), vr = repeated(v);
   double scale = getScale() ? getScale()->convertToDouble()

@@ -490,6 +490,15 @@ LogicalResult mlir::tfm::inferAttentionGradTypes(const ShapeDiag &d,
   return success();
 }
 
+SmallVector<int64_t> mlir::tfm::splitHeadsShape(ArrayRef<int64_t> shape,
+                                                int64_t group) {
+  int64_t heads = shape.size() - 3;
+  SmallVector<int64_t> out(shape);
+  out[heads] /= group;
+  out.insert(out.begin() + heads + 1, group);
+  return out;
+}
+
 int64_t mlir::tfm::attentionKVGroup(ArrayRef<int64_t> query,
                                     ArrayRef<int64_t> key) {
   if (query.size() < 3 || key.size() != query.size())

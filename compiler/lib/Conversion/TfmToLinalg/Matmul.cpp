@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
+#include "tfm/IR/TypeInference.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -163,9 +164,7 @@ MaskKind mlir::tfm::attentionMaskKind(AttentionGradOp op) {
 static Value splitHeads(BufferizedEntry &e, Value buffer, int64_t group) {
   auto type = cast<MemRefType>(buffer.getType());
   int64_t heads = type.getRank() - 3;
-  SmallVector<int64_t> shape(type.getShape());
-  shape[heads] /= group;
-  shape.insert(shape.begin() + heads + 1, group);
+  SmallVector<int64_t> shape = splitHeadsShape(type.getShape(), group);
   SmallVector<ReassociationIndices> groups;
   for (int64_t i = 0; i < type.getRank(); ++i)
     groups.push_back(i < heads    ? ReassociationIndices{i}

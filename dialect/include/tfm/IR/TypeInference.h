@@ -87,6 +87,10 @@ FailureOr<Type> inferAttentionType(const ShapeDiag &d, Type query, Type key,
 /// value have 1/G of the query's heads (the last batch dimension) and whose
 /// query head h reads key head h / G.
 int64_t attentionKVGroup(ArrayRef<int64_t> query, ArrayRef<int64_t> key);
+/// `shape` [.., H, R, C] with its heads split as [.., H/G, G, R, C]: the
+/// form in which a grouped-query attention's products broadcast each key
+/// head over its group; `group` 1 gives the key heads their unit axis.
+SmallVector<int64_t> splitHeadsShape(ArrayRef<int64_t> shape, int64_t group);
 /// tfm.attention_grad: the attention's rule, `output` and `grad` of its
 /// result type, and the query's, key's and value's types appended to `out`.
 LogicalResult inferAttentionGradTypes(const ShapeDiag &d, Type query, Type key,
