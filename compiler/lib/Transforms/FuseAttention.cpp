@@ -95,11 +95,6 @@ Value collapseAxis(PatternRewriter &rewriter, Location loc, Value v,
   } else {
     shape.erase(shape.begin() + axis);
   }
-  // A reshape of a reshape is one reshape of the first one's input.
-  if (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getInput();
-  if (cast<RankedTensorType>(v.getType()).getShape() == ArrayRef(shape))
-    return v;
   return rewriter.create<ReshapeOp>(loc, type.clone(shape), v);
 }
 
@@ -191,17 +186,10 @@ struct FuseAttention : public OpRewritePattern<MaskedSoftmaxOp> {
         loc, resultType, q, k, v, mask,
         rewriter.getF64FloatAttr(softmax.getScale().convertToDouble()),
         softmax.getCausal());
-    if (grouped) {
-      // Its reader is mostly the grouped pass's reshape back to the heads.
-      Operation *reader =
-          weighted->hasOneUse() ? *weighted->getUsers().begin() : nullptr;
-      auto back = dyn_cast_or_null<ReshapeOp>(reader);
-      if (back && back.getType() == resultType) {
-        rewriter.replaceOp(back, attention);
-        rewriter.setInsertionPointAfter(attention.getDefiningOp());
-      }
+    // Back to the grouped form, which the grouped pass's reshape to the
+    // heads undoes (ReshapeOp's fold).
+    if (grouped)
       attention = rewriter.create<ReshapeOp>(loc, ot, attention);
-    }
     if (log)
       log->fused.push_back(softmax.getLoc());
     rewriter.replaceOp(weighted, attention);

@@ -196,6 +196,10 @@ void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // A reshape back to the shape a reshape started from.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>())
+    if (inner.getInput().getType() == getType())
+      return inner.getInput();
   return {};
 }
 
