@@ -69,6 +69,10 @@ class BuildWithCMake(build_py):
             (runtime,) = glob.glob(os.path.join(prefix, "lib*",
                                                 "libtfm_runtime.so.[0-9]"))
             shutil.copy2(runtime, os.path.join(package, "lib"))
+            # tfmc opens it under mpirun, where Open MPI was found at build.
+            for mpi in glob.glob(os.path.join(prefix, "lib*",
+                                              "libtfm_mpi.so.[0-9]")):
+                shutil.copy2(mpi, os.path.join(package, "lib"))
             os.makedirs(os.path.join(package, "bin"), exist_ok=True)
             shutil.copy2(os.path.join(prefix, "bin", "tfmc"),
                          os.path.join(package, "bin"))

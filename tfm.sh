@@ -40,6 +40,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx libonnx-testdata graphviz
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
+  libopenmpi-dev openmpi-bin
   python3-pip python3-venv python3-setuptools python3-wheel
 )
 

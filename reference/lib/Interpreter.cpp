@@ -578,6 +578,16 @@ llvm::StringMap<EvalFn> buildTable() {
   };
   on<SGDUpdateOp>(t, update);
   on<AdamUpdateOp>(t, update);
+  // The interpreter is one process: a weighted average over it alone is
+  // the tensor itself.
+  on<AllReduceStartOp>(t, [](AllReduceStartOp op, Frame &f) -> LogicalResult {
+    f.set(op, f.get(op.getInput()));
+    return success();
+  });
+  on<AllReduceWaitOp>(t, [](AllReduceWaitOp op, Frame &f) -> LogicalResult {
+    f.set(op, f.get(op.getPending()));
+    return success();
+  });
   return t;
 }
 

@@ -118,6 +118,17 @@ tfm_status_t readOptions(const Options *given, Options &out,
 
 const char *dtypeName(int32_t dtype);
 
+/// 64-bit FNV-1a of `n` bytes, continuing from `h` (a checkpoint's
+/// checksum, a model library's identity across ranks).
+inline uint64_t fnv1a(const char *data, size_t n,
+                      uint64_t h = 0xcbf29ce484222325ull) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 /// "[2, 3]".
 std::string shapeString(const int64_t *dims, size_t rank);
 
@@ -281,6 +292,7 @@ struct tfm_module_s : tfm::runtime::RefCounted {
 
 namespace tfm::runtime {
 struct Profile;
+class Exchange;
 } // namespace tfm::runtime
 
 struct tfm_session_s {
@@ -324,6 +336,9 @@ struct tfm_session_s {
   /// The bytes each kernel touches from each argument (kernelFootprint).
   std::vector<std::array<uint64_t, TFM_KERNEL_MAX_ARGS>> footprints;
   std::unique_ptr<tfm::runtime::Profile> profile;
+  /// The other ranks of a data-parallel run (tfm_session_set_communicator);
+  /// null in one process.
+  std::unique_ptr<tfm::runtime::Exchange> exchange;
   /// Set while a call uses the session: a second thread's call fails.
   std::atomic<bool> busy{false};
   // Why the run failed (a kernel's exception, a failed check), for its

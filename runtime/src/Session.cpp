@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Binding.h"
+#include "Exchange.h"
 #include "Internal.h"
 #include "Profile.h"
 
@@ -76,7 +77,9 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
   if (int32_t rc = interruption(session))
     return rc;
   int32_t kind = m->kernels[index].kind;
-  if (kind == TFM_KERNEL_ADAM || kind == TFM_KERNEL_SGD)
+  // Once the ranks exchange, one that stops leaves the others waiting.
+  if (kind == TFM_KERNEL_ADAM || kind == TFM_KERNEL_SGD ||
+      (kind == TFM_KERNEL_ALL_REDUCE && session->exchange))
     session->interruptible = false;
   const auto &footprint = session->footprints[index];
   for (int a = 0; a < TFM_KERNEL_MAX_ARGS; ++a) {
@@ -99,12 +102,20 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
     }
   }
   std::string error;
+  // In one process an average across processes is the tensor itself.
+  auto run = [&] {
+    if (kind != TFM_KERNEL_ALL_REDUCE)
+      return session->device->runKernel(index, args, error);
+    return session->exchange
+               ? session->exchange->run(m->kernels[index], args, error)
+               : 0;
+  };
   int32_t rc;
   if (!session->profile) {
-    rc = session->device->runKernel(index, args, error);
+    rc = run();
   } else {
     auto start = Clock::now();
-    rc = session->device->runKernel(index, args, error);
+    rc = run();
     // A GPU's kernel runs after the call returns: waited on, it is timed,
     // and a fault names it.
     if (rc == 0 && !session->device->hostAddressable()) {

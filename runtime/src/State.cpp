@@ -23,15 +23,6 @@ namespace {
 constexpr char kMagic[8] = {'T', 'F', 'M', 'C', 'K', 'P', 'T', '1'};
 constexpr uint32_t kFormatVersion = 1;
 
-uint64_t fnv1a(const char *data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 template <typename T> void put(std::string &out, T v) {
   out.append(reinterpret_cast<const char *>(&v), sizeof(v));
 }

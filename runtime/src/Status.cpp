@@ -88,6 +88,8 @@ const char *tfm::runtime::kernelName(int32_t kind) {
     return "rms_norm";
   case TFM_KERNEL_RMS_NORM_BACKWARD:
     return "rms_norm_backward";
+  case TFM_KERNEL_ALL_REDUCE:
+    return "all_reduce";
   default: return "?";
   }
 }

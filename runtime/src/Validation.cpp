@@ -443,6 +443,26 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
     bytes[1] = bytes[0];
     bytes[2] = 2 * 4;
     return true;
+  case TFM_KERNEL_ALL_REDUCE: {
+    if (!positive(TFM_ALL_REDUCE_BUCKET))
+      return false;
+    int64_t n = p[TFM_ALL_REDUCE_N], offset = p[TFM_ALL_REDUCE_OFFSET],
+            elements = p[TFM_ALL_REDUCE_BUCKET_ELEMENTS],
+            members = p[TFM_ALL_REDUCE_BUCKET_MEMBERS],
+            phase = p[TFM_ALL_REDUCE_PHASE];
+    if (p[TFM_ALL_REDUCE_BUCKET] < 0 || offset < 0 || members < 1 ||
+        elements < n || offset > elements - n ||
+        (phase != TFM_ALL_REDUCE_START && phase != TFM_ALL_REDUCE_WAIT)) {
+      why = fmt::format("its member of {} elements at {} does not fit a "
+                        "bucket of {}",
+                        n, offset, elements);
+      return false;
+    }
+    if (!f32({n}, bytes[0]))
+      return false;
+    bytes[1] = phase == TFM_ALL_REDUCE_START ? 4 : 0;
+    return true;
+  }
   default:
     why = fmt::format("unknown kind {}", d.kind);
     return false;

@@ -26,7 +26,7 @@ fi
 readelf -d "$lib" | grep -q 'SONAME.*libtfm_runtime\.so\.[0-9]' ||
   { echo "libtfm_runtime.so has no versioned SONAME"; exit 1; }
 (cd "$work/prefix/include/tfm" && ls) | tr '\n' ' ' |
-  grep -qx 'dtype.h runtime.h runtime.hpp version.h ' ||
+  grep -qxE 'dtype.h (mpi.h )?runtime.h runtime.hpp version.h ' ||
   { echo "installed headers: $(ls "$work/prefix/include/tfm")"; exit 1; }
 # Built without CMake, through pkg-config.
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

@@ -273,6 +273,101 @@ void splitActivations(func::FuncOp fn) {
   }
 }
 
+/// How many labels the loss counts (those that are not `ignoreIndex`), as
+/// a tensor<f32>: a process's weight in the average of a data-parallel
+/// step, whose loss and gradients are means over its own labels.
+Value countedLabels(OpBuilder &b, Location loc, Value labels,
+                    int64_t ignoreIndex) {
+  auto type = cast<RankedTensorType>(labels.getType());
+  Value ignored = b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                  b.getI64IntegerAttr(ignoreIndex).getValue()));
+  auto f32 = b.getF32Type();
+  Value counted =
+      b.create<CompareOp>(loc, ComparePredicate::ne, labels, ignored);
+  Value ones = b.create<CastOp>(
+      loc, RankedTensorType::get(type.getShape(), f32), counted);
+  SmallVector<int64_t> axes =
+      llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+  return b.create<ReduceOp>(loc, RankedTensorType::get({}, f32),
+                            ReduceKind::sum, ones, b.getDenseI64ArrayAttr(axes),
+                            /*keepdims=*/false);
+}
+
+/// The gradients averaged across the processes of a data-parallel run,
+/// each process weighted by its count of labels, so that N processes step
+/// as one process on their batches together would. Each gradient starts
+/// as soon as the backward pass has computed it, in buckets of about
+/// `bucketMb` MB filled in that order, so a bucket's exchange overlaps the
+/// rest of the backward pass; the waits come right before the updates.
+/// Bucket 0 is the loss's (averageLoss). In one process every op here
+/// returns its input.
+SmallVector<Value> averageAcrossProcesses(OpBuilder &b, ArrayRef<Value> grads,
+                                          Value weight, double bucketMb) {
+  Block *body = b.getInsertionBlock();
+  // The order in which the backward pass completes the gradients.
+  auto position = [&](Value g) -> Operation * {
+    Operation *def = g.getDefiningOp();
+    return def ? body->findAncestorOpInBlock(*def) : nullptr;
+  };
+  SmallVector<unsigned> order;
+  for (auto [i, g] : llvm::enumerate(grads))
+    if (g)
+      order.push_back(i);
+  llvm::stable_sort(order, [&](unsigned x, unsigned y) {
+    Operation *a = position(grads[x]), *c = position(grads[y]);
+    if (!a || !c)
+      return a == nullptr && c != nullptr;
+    return a->isBeforeInBlock(c);
+  });
+  int64_t capacity =
+      std::max<int64_t>(1, static_cast<int64_t>(bucketMb * (1 << 20)));
+  int64_t bucket = 1, filled = 0;
+  SmallVector<Value> pending(grads.size());
+  for (unsigned i : order) {
+    Value g = grads[i];
+    auto type = cast<RankedTensorType>(g.getType());
+    int64_t bytes = type.getNumElements() * 4;
+    if (filled > 0 && filled + bytes > capacity) {
+      ++bucket;
+      filled = 0;
+    }
+    filled += bytes;
+    OpBuilder::InsertionGuard guard(b);
+    // After the gradient and after the weight, whichever comes later.
+    Operation *after = position(g);
+    Operation *w = weight.getDefiningOp();
+    if (!after || after->isBeforeInBlock(w))
+      after = w;
+    b.setInsertionPointAfter(after);
+    pending[i] = b.create<AllReduceStartOp>(g.getLoc(), g, weight,
+                                            b.getI64IntegerAttr(bucket));
+  }
+  SmallVector<Value> averaged(grads.size());
+  for (auto [i, p] : llvm::enumerate(pending))
+    if (p)
+      averaged[i] = b.create<AllReduceWaitOp>(
+          p.getLoc(), p, p.getDefiningOp<AllReduceStartOp>().getBucketAttr());
+  return averaged;
+}
+
+/// The loss averaged as the gradients are (bucket 0, started before the
+/// backward pass, waited for at the end).
+Value averageLoss(OpBuilder &b, Value loss, Value weight) {
+  Value pending;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Operation *after = loss.getDefiningOp();
+    if (after->isBeforeInBlock(weight.getDefiningOp()))
+      after = weight.getDefiningOp();
+    b.setInsertionPointAfter(after);
+    pending = b.create<AllReduceStartOp>(loss.getLoc(), loss, weight,
+                                         b.getI64IntegerAttr(0));
+  }
+  return b.create<AllReduceWaitOp>(loss.getLoc(), pending,
+                                   b.getI64IntegerAttr(0));
+}
+
 } // namespace
 
 func::FuncOp mlir::tfm::findForward(ModuleOp module, StringRef name) {
@@ -357,6 +452,7 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   Value loss = b.create<CrossEntropyOp>(
       loc, logits, labels, b.getF64FloatAttr(options.labelSmoothing),
       b.getI64IntegerAttr(options.ignoreIndex));
+  Value weight = countedLabels(b, loc, labels, options.ignoreIndex);
 
   // The parameters, in order of first appearance; one op per name.
   llvm::StringSet<> frozen;
@@ -399,13 +495,18 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   if (failed(grads))
     return failure();
 
-  for (auto [p, g] : llvm::zip(params, *grads)) {
-    if (!g) {
+  for (auto [p, g] : llvm::zip(params, *grads))
+    if (!g)
       emitWarning(p.getLoc()) << "parameter '" << p.getName()
                               << "' does not affect the loss and is not "
                                  "updated";
+  SmallVector<Value> averaged =
+      averageAcrossProcesses(b, *grads, weight, options.bucketMb);
+  loss = averageLoss(b, loss, weight);
+
+  for (auto [p, g] : llvm::zip(params, averaged)) {
+    if (!g)
       continue;
-    }
     auto schedule = LRScheduleAttr::get(b.getContext(), options.schedule);
     if (options.optimizer == "sgd")
       b.create<SGDUpdateOp>(p.getLoc(), p.getNameAttr(), g, step,

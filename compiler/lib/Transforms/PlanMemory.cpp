@@ -172,6 +172,21 @@ void Planner::decide(Operation &op) {
     return;
   }
 
+  // A collective works in place on dense storage: the tensor in flight is
+  // its input's storage, which then stays alive until the wait reads it.
+  if (isa<AllReduceStartOp, AllReduceWaitOp>(op)) {
+    Value in = op.getOperand(0), r = op.getResult(0);
+    Placement &src = placementOf(in);
+    if ((src.kind == Placement::Arena || src.kind == Placement::View) &&
+        placements[src.root].kind == Placement::Arena &&
+        src.isDenseFromStart(shapeOf(in))) {
+      planView(r, src, 0, -1, src.offset, src.strides);
+      return;
+    }
+    planArena(r);
+    return;
+  }
+
   // A reshape, or a transpose of unit dimensions, reads its input in place
   // where the input's strides allow the new shape.
   auto transpose = dyn_cast<TransposeOp>(op);

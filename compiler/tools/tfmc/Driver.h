@@ -239,11 +239,40 @@ struct TrainOptions {
   std::string resume;         // a checkpoint to start from
   std::string exportOnnx;     // write the trained model here
   std::string onnxModel;      // ... as a copy of this one
+  // The label the loss skips: what a rank's part of a batch is padded
+  // with where the ranks' parts differ in size.
+  int64_t ignoreIndex = -100;
 };
 
-/// Reads the batches of `dir` (see Train.cpp) as arguments of `sig`.
+/// Which rows of each batch this process trains on in a data-parallel run:
+/// rank `rank` of `size` takes its part of every batch's rows (the first
+/// axis of the labels, and of each input with as many), the parts as even
+/// as can be, padded to the compiled batch with labels the loss skips.
+struct BatchShard {
+  int32_t rank = 0, size = 1;
+  int64_t ignoreIndex = -100;
+};
+
+/// Reads the batches of `dir` (see Train.cpp) as arguments of `sig`, this
+/// process's part of each where `shard` says so.
 bool readTrainingData(const Signature &sig, llvm::StringRef dir,
-                      std::vector<std::vector<reference::Tensor>> &out);
+                      std::vector<std::vector<reference::Tensor>> &out,
+                      const BatchShard &shard = {});
+
+/// The MPI job this process was started in (mpirun), if any: its rank,
+/// size and communicator for the runtime. Finalizes MPI when destroyed.
+struct DataParallel {
+  int32_t rank = 0, size = 1;
+  tfm_communicator_t communicator{};
+  bool joined = false;
+  /// Joins the job when MPI started this process; false, with an error
+  /// printed, when that fails or tfmc was built without Open MPI.
+  bool join();
+  /// Ends every rank of the job with `code` (a failed rank), so none waits
+  /// for the others; returns `code` in one process.
+  int abortJob(int code);
+  ~DataParallel();
+};
 
 /// Prints one step's loss, and a progress bar on a terminal.
 void reportStep(unsigned step, unsigned steps, double loss, double seconds,

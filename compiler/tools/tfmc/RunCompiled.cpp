@@ -332,8 +332,10 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   return writeProfile();
 }
 
-int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
-                                   const Signature *known) {
+namespace {
+
+int trainOnRank(StringRef soPath, const TrainOptions &opts,
+                const Signature *known, DataParallel &dp) {
   Loaded rt;
   tfm_context_options_t co;
   tfm_context_options_init(&co);
@@ -356,13 +358,25 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
     for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs))
       mine.graphPosition = theirs.graphPosition;
   std::vector<std::vector<Tensor>> batches;
-  if (!readTrainingData(sig, opts.dataDir, batches))
+  BatchShard shard{dp.rank, dp.size, opts.ignoreIndex};
+  if (!readTrainingData(sig, opts.dataDir, batches, shard))
     return kExitInputError;
   if (!ok(tfm_session_create(rt.module, nullptr, &rt.session)))
     return kExitInputError;
-  if (!opts.resume.empty() &&
+  // Rank 0 alone reads the checkpoint; joining the others copies its state
+  // to them, so any number of ranks resumes it.
+  bool lead = dp.rank == 0;
+  if (lead && !opts.resume.empty() &&
       !ok(tfm_session_load_checkpoint(rt.session, opts.resume.c_str())))
     return kExitInputError;
+  if (dp.size > 1) {
+    if (!ok(tfm_session_set_communicator(rt.session, &dp.communicator)))
+      return kExitInputError;
+    if (lead)
+      llvm::outs() << "data-parallel: " << dp.size
+                   << " processes, each training on its part of every "
+                      "batch's rows; the steps average over all of them\n";
+  }
 
   // Runtime tensors of every batch, made once.
   std::vector<std::vector<tfm_tensor_t *>> inputs(batches.size());
@@ -399,19 +413,30 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
     Tensor value(sig.outputs[0].kind, sig.outputs[0].shape);
     load(tfm_tensor_data(loss), value);
     tfm_tensor_release(loss);
-    reportStep(static_cast<unsigned>(first) + step,
-               static_cast<unsigned>(first) + opts.steps, value.get(0),
-               seconds, !opts.quiet);
+    if (lead)
+      reportStep(static_cast<unsigned>(first) + step,
+                 static_cast<unsigned>(first) + opts.steps, value.get(0),
+                 seconds, !opts.quiet);
     if (!std::isfinite(value.get(0))) {
       error() << "the loss is not finite at step " << first + step << "\n";
       rc = kExitInputError;
     }
     bool periodic = opts.checkpointEvery && step % opts.checkpointEvery == 0;
-    if (!opts.checkpoint.empty() && (periodic || step == opts.steps) &&
+    if (lead && !opts.checkpoint.empty() && (periodic || step == opts.steps) &&
         !ok(tfm_session_save_checkpoint(rt.session, opts.checkpoint.c_str())))
       rc = kExitInputError;
   }
   releaseInputs();
+  // Every rank ends with rank 0's parameters, or is named.
+  if (rc == kExitOk && dp.size > 1) {
+    if (!ok(tfm_session_compare_parameters(rt.session)))
+      rc = kExitInputError;
+    else if (lead)
+      llvm::outs() << "parameters identical on all " << dp.size
+                   << " processes\n";
+  }
+  if (!lead)
+    return rc;
   if (rc == kExitOk && !opts.exportOnnx.empty()) {
     // The trained values replace the initializers they started from.
     std::vector<mlir::tfm::onnx_io::NamedTensor> trained;
@@ -438,6 +463,23 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
   if (rc == kExitOk && !opts.checkpoint.empty())
     llvm::outs() << "checkpoint saved to " << opts.checkpoint << " (step "
                  << tfm_session_step_count(rt.session) << ")\n";
+  return rc;
+}
+
+} // namespace
+
+int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
+                                   const Signature *known) {
+  // Outlives the session, whose exchanges end before MPI does.
+  DataParallel dp;
+  if (!dp.join())
+    return kExitInputError;
+  int rc = trainOnRank(soPath, opts, known, dp);
+  if (rc != kExitOk && dp.size > 1) {
+    error() << "rank " << dp.rank << " of " << dp.size
+            << " failed; ending the job\n";
+    return dp.abortJob(rc);
+  }
   return rc;
 }
 

@@ -1,8 +1,10 @@
-//===- Train.cpp - tfmc train -----------------------------------------------===//
+//===- Train.cpp - tfmc train
+//-----------------------------------------------===//
 //
 // Runs @train_step over the batches of a data folder, step after step, and
 // prints the loss of each. A folder holds one batch (input_N.pb and
 // labels.pb) or sub-folders of batches, taken in name order and cycled.
+// In a data-parallel run every rank reads every batch and keeps its rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
@@ -26,10 +29,76 @@ using mlir::tfm::reference::Tensor;
 
 namespace {
 
+/// Rows [begin, begin + count) of `t` along its first axis, then up to
+/// `rows` copies of a real row (the first of them, or the batch's first),
+/// or, with `fill`, rows of that value. A copied row keeps the padding's
+/// activations finite (an all-zero attention mask may not), and its
+/// ignored labels make its gradient exactly zero.
+Tensor rowsOf(const Tensor &t, int64_t begin, int64_t count, int64_t rows,
+              std::optional<int64_t> fill) {
+  std::vector<int64_t> shape = t.shape;
+  int64_t row = t.shape[0] ? t.numElements() / t.shape[0] : 0;
+  shape[0] = rows;
+  Tensor out(t.kind, shape);
+  int64_t copied = count > 0 ? begin : 0;
+  for (int64_t i = 0; i < rows * row; ++i) {
+    bool padding = i >= count * row;
+    int64_t from = padding ? copied * row + i % row : begin * row + i;
+    if (padding && fill)
+      out.setInt(i, *fill);
+    else if (t.isInt())
+      out.setInt(i, t.ints[from]);
+    else
+      out.set(i, t.data[from]);
+  }
+  return out;
+}
+
+/// This rank's part of a batch whose tensors `args` hold every rank's
+/// rows: the labels' first axis is the batch, and so is each input's that
+/// has as many rows as the labels where the step takes as many as its
+/// labels.
+bool shardBatch(const Signature &sig, StringRef dir, const BatchShard &shard,
+                std::vector<Tensor> &args) {
+  int64_t rows = -1, compiled = -1;
+  for (auto [port, t] : llvm::zip(sig.inputs, args))
+    if (port.name == "labels" && !port.shape.empty() && !t.shape.empty()) {
+      rows = t.shape[0];
+      compiled = port.shape[0];
+    }
+  if (rows < 0)
+    return true;
+  int64_t base = rows / shard.size, extra = rows % shard.size;
+  int64_t count = base + (shard.rank < extra),
+          begin = shard.rank * base + std::min<int64_t>(shard.rank, extra);
+  if (count > compiled) {
+    error() << "rank " << shard.rank << " of " << shard.size << " takes "
+            << count << " of the " << rows << " rows of the batch in '" << dir
+            << "', more than the " << compiled
+            << " the step was compiled for; compile it with --shape "
+               "batch="
+            << (rows + shard.size - 1) / shard.size << " (or your batch "
+            << "symbol)\n";
+    return false;
+  }
+  for (auto [port, t] : llvm::zip(sig.inputs, args)) {
+    bool batched = !t.shape.empty() && t.shape[0] == rows &&
+                   !port.shape.empty() && port.shape[0] == compiled;
+    if (!batched)
+      continue;
+    t = rowsOf(t, begin, count, compiled,
+               port.name == "labels" ? std::optional(shard.ignoreIndex)
+                                     : std::nullopt);
+  }
+  return true;
+}
+
 /// Reads one batch: the argument for each input port, from `input_N.pb`
-/// (N its position among the ONNX graph's inputs) or `labels.pb`.
-bool readBatch(const Signature &sig, StringRef dir,
-               std::vector<Tensor> &args) {
+/// (N its position among the ONNX graph's inputs) or `labels.pb`. With
+/// several ranks the batch's first axis holds every rank's rows.
+bool readBatch(const Signature &sig, StringRef dir, std::vector<Tensor> &args,
+               const BatchShard &shard) {
+  std::vector<Tensor> whole;
   for (const Port &port : sig.inputs) {
     llvm::SmallString<256> path(dir);
     std::string file = port.name == "labels"
@@ -49,21 +118,39 @@ bool readBatch(const Signature &sig, StringRef dir,
     if (port.name == "labels" &&
         t.kind == mlir::tfm::reference::ElementKind::I32)
       t.kind = mlir::tfm::reference::ElementKind::I64;
-    if (t.kind != port.kind || t.shape != port.shape) {
+    // Across ranks the first axis may hold every rank's rows.
+    bool sameRow =
+        shard.size > 1 && t.rank() == (int64_t)port.shape.size() &&
+        t.rank() > 0 &&
+        std::equal(t.shape.begin() + 1, t.shape.end(), port.shape.begin() + 1);
+    if (t.kind != port.kind || (t.shape != port.shape && !sameRow)) {
       error() << path << " holds " << t.typeString() << " but '" << port.name
               << "' must be "
               << Tensor(port.kind, port.shape, {}).typeString() << "\n";
       return false;
     }
-    args.push_back(std::move(t));
+    whole.push_back(std::move(t));
   }
+  if (shard.size > 1 && !shardBatch(sig, dir, shard, whole))
+    return false;
+  for (auto [port, t] : llvm::zip(sig.inputs, whole))
+    if (t.shape != port.shape) {
+      error() << "'" << dir << "': '" << port.name << "' holds "
+              << t.typeString() << ", which is not the rows of the labels ("
+              << "the batch) but must be "
+              << Tensor(port.kind, port.shape, {}).typeString() << "\n";
+      return false;
+    }
+  for (Tensor &t : whole)
+    args.push_back(std::move(t));
   return true;
 }
 
 } // namespace
 
 bool mlir::tfm::tfmc::readTrainingData(const Signature &sig, StringRef dir,
-                                       std::vector<std::vector<Tensor>> &out) {
+                                       std::vector<std::vector<Tensor>> &out,
+                                       const BatchShard &shard) {
   if (!llvm::sys::fs::is_directory(dir)) {
     error() << "--data: '" << dir << "' is not a folder\n";
     return false;
@@ -88,7 +175,7 @@ bool mlir::tfm::tfmc::readTrainingData(const Signature &sig, StringRef dir,
   }
   for (const std::string &b : batches) {
     std::vector<Tensor> args;
-    if (!readBatch(sig, b, args))
+    if (!readBatch(sig, b, args, shard))
       return false;
     out.push_back(std::move(args));
   }

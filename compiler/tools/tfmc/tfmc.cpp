@@ -319,8 +319,12 @@ int runGenerate(MLIRContext &context, const GenerateCommand &c) {
 }
 
 int runTrain(MLIRContext &context, const TrainCommand &c) {
-  if (isCompiledModel(c.model.file))
-    return trainCompiled(c.model.file, c.train);
+  if (isCompiledModel(c.model.file)) {
+    TrainOptions trainOpts = c.train;
+    if (c.options.compiler.training)
+      trainOpts.ignoreIndex = c.options.compiler.training->ignoreIndex;
+    return trainCompiled(c.model.file, trainOpts);
+  }
   const mlir::tfm::TrainingOptions &training = *c.options.compiler.training;
   return withModel(context, c.model, [&](ModuleOp module) -> int {
     if (c.reference) {
@@ -361,6 +365,7 @@ int runTrain(MLIRContext &context, const TrainCommand &c) {
     int rc = compileTo(module, Stage::so, so, c.options);
     // The schedule compiled for the host trains on the CPU.
     TrainOptions trainOpts = c.train;
+    trainOpts.ignoreIndex = training.ignoreIndex;
     if (c.options.compiler.gpuScheduleOnCPU)
       trainOpts.device = "cpu";
     if (rc == kExitOk)

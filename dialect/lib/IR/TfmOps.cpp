@@ -548,6 +548,29 @@ LogicalResult AdamUpdateOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceStartOp::verify() {
+  if (!getInput().getType().getElementType().isF32())
+    return emitOpError() << "averages f32 tensors only, got "
+                         << getInput().getType();
+  auto w = getWeight().getType();
+  if (w.getRank() != 0 || !w.getElementType().isF32())
+    return emitOpError() << "'weight' must be a tensor<f32>, got " << w;
+  if (getBucket() < 0)
+    return emitOpError() << "'bucket' must be >= 0";
+  return success();
+}
+
+LogicalResult AllReduceWaitOp::verify() {
+  auto start = getPending().getDefiningOp<AllReduceStartOp>();
+  if (!start)
+    return emitOpError() << "waits on a value no tfm.all_reduce_start "
+                            "defines";
+  if (start.getBucket() != getBucket())
+    return emitOpError() << "waits in bucket " << getBucket()
+                         << " on a start in bucket " << start.getBucket();
+  return success();
+}
+
 double mlir::tfm::learningRateAt(LRSchedule schedule, double lr,
                                  int64_t dModel, int64_t warmup,
                                  int64_t step) {

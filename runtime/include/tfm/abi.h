@@ -123,7 +123,22 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 y = s / sqrt(mean(s²) + epsilon)·g + b, no mean
  *                 subtracted (tfm.layer_norm {rms}; an append to version 5)
  *  RMS_NORM_BACKWARD  LAYER_NORM_BACKWARD's params, fparams and args, for
- *                 RMS_NORM (an append to version 5) */
+ *                 RMS_NORM (an append to version 5)
+ *  ALL_REDUCE     one member of a bucket of tensors averaged across the
+ *                 processes of a data-parallel run, weighted: every rank
+ *                 ends with Σ_r w_r·x_r / Σ_r w_r (an append to version
+ *                 5). A training step calls START for each member as soon
+ *                 as it is computed, and the bucket's reduction begins
+ *                 once all its members have started; WAIT, before the
+ *                 member is read, writes the result over x. x is not
+ *                 written between the two. A session without a
+ *                 communicator (one process) does nothing: the result is
+ *                 x. A bucket whose weights sum to 0 gives zeros.
+ *                 params: N, bucket, phase (a tfm_all_reduce_phase_t),
+ *                         offset (of the member in its bucket, in
+ *                         elements), the bucket's elements, the bucket's
+ *                         members
+ *                 args:   x (f32[N]), w (f32[1], this rank's weight) */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
@@ -140,6 +155,7 @@ typedef enum tfm_kernel_kind_t {
    * runtime that predates them refuses them instead of centring. */
   TFM_KERNEL_RMS_NORM = 11,          /* an append to version 5 */
   TFM_KERNEL_RMS_NORM_BACKWARD = 12, /* an append to version 5 */
+  TFM_KERNEL_ALL_REDUCE = 13,        /* an append to version 5 */
 } tfm_kernel_kind_t;
 
 /* Where each kind's params sit, in the order the list above gives them:
@@ -189,6 +205,22 @@ enum {
   TFM_ATTENTION_NUM_PARAMS
 };
 
+enum {
+  TFM_ALL_REDUCE_N,
+  TFM_ALL_REDUCE_BUCKET,
+  TFM_ALL_REDUCE_PHASE,
+  TFM_ALL_REDUCE_OFFSET,
+  TFM_ALL_REDUCE_BUCKET_ELEMENTS,
+  TFM_ALL_REDUCE_BUCKET_MEMBERS,
+  TFM_ALL_REDUCE_NUM_PARAMS
+};
+
+/* The two calls of an ALL_REDUCE member (params[TFM_ALL_REDUCE_PHASE]). */
+typedef enum tfm_all_reduce_phase_t {
+  TFM_ALL_REDUCE_START = 0,
+  TFM_ALL_REDUCE_WAIT = 1,
+} tfm_all_reduce_phase_t;
+
 /* The flags of an ATTENTION kernel (params[TFM_ATTENTION_FLAGS]). */
 typedef enum tfm_attention_flag_t {
   TFM_ATTENTION_CAUSAL = 1,
@@ -225,6 +257,7 @@ static_assert(TFM_LINEAR_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_MASKED_SOFTMAX_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_CONV_2D_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_ATTENTION_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
+                  TFM_ALL_REDUCE_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_REORDER_DIMS + TFM_REORDER_MAX_RANK <=
                       TFM_KERNEL_MAX_PARAMS,
               "a kind's params fit the descriptor");

@@ -403,6 +403,51 @@ TFM_API tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
 TFM_API tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
                                                  const char *path);
 
+/*===-- Data-parallel training -------------------------------------------===*/
+
+/* The processes of a data-parallel run as a session sees them: this one's
+ * rank, how many there are, and the two collectives a training step needs.
+ * tfm_mpi_communicator (tfm/mpi.h, in libtfm_mpi) makes one over MPI; an
+ * application may bring its own. Each function returns 0, or nonzero with
+ * a message of at most `error_size` bytes written to `error`. A session
+ * calls them from one thread at a time, though not always the same one,
+ * and every rank makes the same calls in the same order. `stream` is NULL
+ * for host memory (the only kind so far). */
+typedef struct tfm_communicator_t {
+  size_t struct_size;
+  int32_t rank, size;
+  void *user;
+  /* Sums `count` elements of `dtype` at `data` across the ranks, in place. */
+  int32_t (*all_reduce_sum)(void *user, void *data, uint64_t count,
+                            tfm_dtype_t dtype, void *stream, char *error,
+                            size_t error_size);
+  /* Copies `bytes` at `data` from rank `root` to every other rank. */
+  int32_t (*broadcast)(void *user, void *data, uint64_t bytes, int32_t root,
+                       void *stream, char *error, size_t error_size);
+} tfm_communicator_t;
+
+/* Makes the session one rank of a data-parallel run over `communicator`
+ * (copied; what `user` points to must outlive the session). Every rank
+ * calls it with the same model, which is checked first: a rank whose
+ * library differs from rank 0's is named and every rank fails. Then rank
+ * 0's training state (parameters, moments, step count) is copied to every
+ * rank, so all begin equal. From then on each `train_step` averages its
+ * loss and gradients across the ranks, each rank weighted by its count of
+ * labels the loss counts, before the update: N ranks step as one process
+ * would on their batches together. An exchange that has not finished after
+ * TFM_COLLECTIVE_TIMEOUT seconds (default 300) fails the step. The model
+ * must be a training step compiled for the CPU; NULL detaches (one
+ * process again). */
+TFM_API tfm_status_t tfm_session_set_communicator(
+    tfm_session_t *session, const tfm_communicator_t *communicator);
+
+/* Checks that every rank of the session's data-parallel run holds rank 0's
+ * parameters, bit for bit (the averages keep them so); a rank that drifted
+ * (another runtime, a fault) is named, on every rank, with
+ * TFM_STATUS_FAILED_PRECONDITION. Every rank calls it; in one process it
+ * does nothing. */
+TFM_API tfm_status_t tfm_session_compare_parameters(tfm_session_t *session);
+
 /*===-- Generation ----------------------------------------------------===*/
 
 /* How tfm_session_generate chooses tokens. Initialize with

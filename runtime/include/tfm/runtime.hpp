@@ -281,6 +281,12 @@ public:
   /// (tfm_session_describe).
   std::string describe() const { return tfm_session_describe(get()); }
 
+  /// Makes the session one rank of a data-parallel run (NULL: one process
+  /// again); see tfm_session_set_communicator.
+  void setCommunicator(const tfm_communicator_t *communicator) {
+    check(tfm_session_set_communicator(get(), communicator));
+  }
+
   /// Runs `entry` on inputs by name and returns the outputs by name. An
   /// output found in `into` is written there (a view writes the caller's
   /// memory) instead of into a new tensor.

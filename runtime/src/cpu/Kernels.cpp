@@ -205,6 +205,12 @@ void gemmOperandElements(const tfm_abi_kernel_desc_t &d, uint64_t elements[2]) {
   }
 }
 
+/// A kernel the session runs itself (ALL_REDUCE), never the device.
+class NoKernel : public Kernel {
+public:
+  int32_t run(void *const *) override { return -1; }
+};
+
 /// `d` run by the f32 kernel on its operands converted as `operands` says.
 std::unique_ptr<Kernel> onF32Operands(const std::shared_ptr<Engine> &device,
                                       const tfm_abi_kernel_desc_t &d,
@@ -266,8 +272,9 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
                   ? TFM_LAYER_NORM_BACKWARD_NUM_PARAMS
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD
                   ? TFM_OPTIMIZER_NUM_PARAMS
-              : d.kind == TFM_KERNEL_CONV_2D   ? TFM_CONV_2D_NUM_PARAMS
-              : d.kind == TFM_KERNEL_ATTENTION ? TFM_ATTENTION_FLAGS
+              : d.kind == TFM_KERNEL_CONV_2D    ? TFM_CONV_2D_NUM_PARAMS
+              : d.kind == TFM_KERNEL_ATTENTION  ? TFM_ATTENTION_FLAGS
+              : d.kind == TFM_KERNEL_ALL_REDUCE ? TFM_ALL_REDUCE_BUCKET
               : d.kind == TFM_KERNEL_REORDER
                   ? TFM_REORDER_DIMS + static_cast<int>(rank)
                   : TFM_LINEAR_HAS_BIAS;
@@ -301,6 +308,10 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
       return makeAdamKernel(d);
     case TFM_KERNEL_SGD:
       return makeSGDKernel(d);
+    case TFM_KERNEL_ALL_REDUCE:
+      // The session runs it (Exchange.h): it is the processes', not the
+      // device's.
+      return std::make_unique<NoKernel>();
     default:
       error = "unknown kernel kind " + std::to_string(d.kind);
       return nullptr;

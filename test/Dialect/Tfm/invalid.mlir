@@ -848,3 +848,31 @@ func.func @kernel_other_narrow_type(%host: !llvm.ptr, %x: memref<2x4xf16>, %w: m
   %rc = tfm.kernel_call %host, <kind = linear, dtype = bf16, params = [2, 4, 3, 0, 0, 0, 1]>(%x, %w, %y) {slots = array<i64: 0, 1, 4>} : !llvm.ptr, memref<2x4xf16>, memref<3x4xf16>, memref<2x3xf32>
   return %rc : i32
 }
+
+// -----
+
+// Tests that a wait names the start it waits on.
+func.func @all_reduce_wait_without_start(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{waits on a value no tfm.all_reduce_start defines}}
+  %r = tfm.all_reduce_wait %g {bucket = 1 : i64} : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a wait is in its start's bucket.
+func.func @all_reduce_other_bucket(%g: tensor<4xf32>, %n: tensor<f32>) -> tensor<4xf32> {
+  %p = tfm.all_reduce_start %g, %n {bucket = 1 : i64} : tensor<4xf32>, tensor<f32>
+  // expected-error@+1 {{waits in bucket 2 on a start in bucket 1}}
+  %r = tfm.all_reduce_wait %p {bucket = 2 : i64} : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a process's weight is one f32.
+func.func @all_reduce_weight_shape(%g: tensor<4xf32>, %n: tensor<2xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'weight' must be a tensor<f32>, got 'tensor<2xf32>'}}
+  %p = tfm.all_reduce_start %g, %n {bucket = 1 : i64} : tensor<4xf32>, tensor<2xf32>
+  return %p : tensor<4xf32>
+}

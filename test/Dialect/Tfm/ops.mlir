@@ -258,6 +258,16 @@ func.func @training(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x16xf32>, %ids: tenso
   return %dx, %dw, %db, %dl, %de : tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<100x16xf32>
 }
 
+// Tests that the data-parallel average round-trips: a start and its wait.
+// CHECK-LABEL: func.func @all_reduce
+func.func @all_reduce(%g: tensor<4x8xf32>, %n: tensor<f32>) -> tensor<4x8xf32> {
+  // CHECK: %[[P:.+]] = tfm.all_reduce_start %{{.+}}, %{{.+}} {bucket = 2 : i64} : tensor<4x8xf32>, tensor<f32>
+  %p = tfm.all_reduce_start %g, %n {bucket = 2 : i64} : tensor<4x8xf32>, tensor<f32>
+  // CHECK: tfm.all_reduce_wait %[[P]] {bucket = 2 : i64} : tensor<4x8xf32>
+  %r = tfm.all_reduce_wait %p {bucket = 2 : i64} : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
 // Tests that the memory plan's attributes round-trip on the ops that carry
 // them, and the module's typed tables.
 // CHECK: module attributes {tfm.checks = [#tfm.index_check<op = "node 'g' (Gather)", tensor = "input 'ids'", input = 0, lower = -8, upper = 8>], tfm.entries = [#tfm.entry<name = "infer", symbol = @__tfm_entry_infer, inputs = [#tfm.tensor_desc<name = "x", type = tensor<4xf32>>], outputs = [], arena_bytes = 64>], tfm.kernels = [#tfm.kernel<kind = linear, dtype = bf16, params = [6, 8, 4, 1, 2, 0, 1]>], tfm.states = [#tfm.state_slot<name = "w", kind = parameter, type = tensor<4xf32>, offset = 0, init_offset = 64>, #tfm.state_slot<name = "step", kind = step, type = tensor<i64>, offset = 64>]}

@@ -893,8 +893,14 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
       return op.emitError("'") << op.getName()
                                << "' has no memory plan; run tfm-plan-memory "
                                   "before lowering";
-    // Views and tensors computed where they are read need no code here.
-    if (op.getNumResults() && llvm::all_of(op.getResults(), [&](OpResult r) {
+    // Views and tensors computed where they are read need no code here,
+    // unless the op does more than move data: a collective works on its
+    // view in place.
+    bool collective = isa<AllReduceStartOp, AllReduceWaitOp>(op);
+    if (collective && failed(bindPlannedViews(&op)))
+      return failure();
+    if (!collective && op.getNumResults() &&
+        llvm::all_of(op.getResults(), [&](OpResult r) {
           return isa_and_nonnull<ViewAttr, InlineAttr>(
               getPlannedBuffer(&op, r.getResultNumber()));
         })) {

@@ -2,10 +2,12 @@
 //
 // The step count lives in the session state; dropout draws from the
 // counter-based RNG of tfm/CounterRNG.h, bit for bit as the interpreter
-// does; the embedding gradient accumulates rows in order.
+// does; the embedding gradient accumulates rows in order; the gradients'
+// averages across processes are the runtime's ALL_REDUCE calls.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/Conversion/Common/KernelCalls.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -197,9 +199,82 @@ LogicalResult lowerEmbeddingGrad(EmbeddingGradOp op, BufferizedEntry &e) {
   return success();
 }
 
+/// Where `start`'s tensor lies in its bucket: the bucket's members are the
+/// function's starts of that bucket, in order, packed end to end.
+struct BucketPlace {
+  int64_t offset = 0, elements = 0, members = 0;
+};
+BucketPlace bucketPlace(AllReduceStartOp start) {
+  BucketPlace place;
+  start->getParentOp()->walk([&](AllReduceStartOp s) {
+    if (s.getBucket() != start.getBucket())
+      return;
+    if (s == start)
+      place.offset = place.elements;
+    place.elements += s.getInput().getType().getNumElements();
+    ++place.members;
+  });
+  return place;
+}
+
+/// One member of an ALL_REDUCE bucket. The kernel works in place on the
+/// member's dense storage, which the plan makes the input's own where it
+/// can (else a copy); the wait reads no weight.
+template <typename CollectiveOp>
+LogicalResult lowerCollective(CollectiveOp op, BufferizedEntry &e) {
+  constexpr bool isStart = std::is_same_v<CollectiveOp, AllReduceStartOp>;
+  Value in = op->getOperand(0), result = op.getResult();
+  auto type = cast<RankedTensorType>(result.getType());
+  int64_t n = type.getNumElements();
+  AllReduceStartOp start;
+  if constexpr (isStart)
+    start = op;
+  else
+    start = op.getPending().template getDefiningOp<AllReduceStartOp>();
+  Value work;
+  if (e.isView(result)) {
+    work = e.bufferOf(result);
+  } else if constexpr (isStart) {
+    work = e.destination(result);
+    if (n)
+      e.copy(e.denseOf(in), work);
+  } else {
+    work = e.denseOf(in);
+  }
+  if (n) {
+    BucketPlace place = bucketPlace(start);
+    int64_t params[TFM_ALL_REDUCE_NUM_PARAMS] = {};
+    params[TFM_ALL_REDUCE_N] = n;
+    params[TFM_ALL_REDUCE_BUCKET] = start.getBucket();
+    params[TFM_ALL_REDUCE_PHASE] =
+        isStart ? TFM_ALL_REDUCE_START : TFM_ALL_REDUCE_WAIT;
+    params[TFM_ALL_REDUCE_OFFSET] = place.offset;
+    params[TFM_ALL_REDUCE_BUCKET_ELEMENTS] = place.elements;
+    params[TFM_ALL_REDUCE_BUCKET_MEMBERS] = place.members;
+    Type f32 = type.getElementType();
+    KernelArg weight;
+    if constexpr (isStart)
+      weight = KernelArg(
+          e.reshape(e.denseOf(op.getWeight()), MemRefType::get({1}, f32)));
+    e.callKernel(
+        TFM_KERNEL_ALL_REDUCE, params, {},
+        {KernelArg(e.reshape(work, MemRefType::get({n}, f32))), weight});
+  }
+  if constexpr (!isStart)
+    if (!e.isView(result) && n)
+      e.copy(work, e.destination(result));
+  return success();
+}
+
 } // namespace
 
 void mlir::tfm::populateTrainingLowerings(OpLoweringSet &set) {
+  set.add<AllReduceStartOp>([](AllReduceStartOp op, BufferizedEntry &e) {
+    return lowerCollective(op, e);
+  });
+  set.add<AllReduceWaitOp>([](AllReduceWaitOp op, BufferizedEntry &e) {
+    return lowerCollective(op, e);
+  });
   set.add<NextStepOp>(lowerNextStep);
   set.add<DropoutOp>(lowerDropout);
   set.add<EmbeddingGradOp>(lowerEmbeddingGrad);

@@ -96,7 +96,8 @@ def Tfm_KernelKind : I32EnumAttr<"KernelKind",
       I32EnumAttrCase<"conv_2d", 9>,
       I32EnumAttrCase<"attention", 10>,
       I32EnumAttrCase<"rms_norm", 11>,
-      I32EnumAttrCase<"rms_norm_backward", 12>]> {
+      I32EnumAttrCase<"rms_norm_backward", 12>,
+      I32EnumAttrCase<"all_reduce", 13>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

@@ -32,6 +32,14 @@ struct GenerationCacheResource
   StringRef getName() final { return "tfm.generation_cache"; }
 };
 
+/// What the processes of a data-parallel training step exchange:
+/// tfm.all_reduce_start and tfm.all_reduce_wait read and write it, so they
+/// stay in order and are never merged or dropped.
+struct CollectiveResource
+    : public SideEffects::Resource::Base<CollectiveResource> {
+  StringRef getName() final { return "tfm.collective"; }
+};
+
 /// The name of the attribute that holds an op's memory plan: one
 /// #tfm.arena, #tfm.view, #tfm.inline or #tfm.output per result.
 inline constexpr const char *kPlanAttrName = "tfm.plan";

@@ -1129,6 +1129,62 @@ def Tfm_AdamUpdateOp : Tfm_OptimizerOp<"adam_update", [{
 }
 
 //===----------------------------------------------------------------------===//
+// Data-parallel training: gradients averaged across processes
+//===----------------------------------------------------------------------===//
+
+def Tfm_Collective : Resource<"::mlir::tfm::CollectiveResource">;
+
+def Tfm_AllReduceStartOp : Tfm_Op<"all_reduce_start",
+    [MemoryEffects<[MemRead<Tfm_Collective>, MemWrite<Tfm_Collective>]>,
+     AllTypesMatch<["input", "result"]>]> {
+  let summary = "begins averaging a tensor across the processes of a run";
+  let description = [{
+    Hands `input` to the average across the processes of a data-parallel
+    run, weighted by each process's `weight`: the matching
+    `tfm.all_reduce_wait` returns `Σ_r weight_r · input_r / Σ_r weight_r`
+    (zeros where the weights sum to 0). In one process both ops return
+    `input`. The tensors of one `bucket` travel together, once the last of
+    them has started, so a training step starts each gradient as soon as it
+    is computed and the exchange overlaps the rest of the backward pass
+    (`tfm-autodiff` places them). The result is the tensor in flight: only
+    the wait reads it.
+
+    Shape rules: `result` has the type of `input`, an f32 tensor; `weight`
+    is a `tensor<f32>`.
+
+    ```mlir
+    %p = tfm.all_reduce_start %g, %n {bucket = 1 : i64}
+        : tensor<64x64xf32>, tensor<f32>
+    %r = tfm.all_reduce_wait %p {bucket = 1 : i64} : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       I64Attr:$bucket);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_AllReduceWaitOp : Tfm_Op<"all_reduce_wait",
+    [MemoryEffects<[MemRead<Tfm_Collective>, MemWrite<Tfm_Collective>]>,
+     AllTypesMatch<["pending", "result"]>]> {
+  let summary = "waits for the average that tfm.all_reduce_start began";
+  let description = [{
+    Returns the weighted average across processes of the tensor that the
+    `tfm.all_reduce_start` defining `pending` handed over.
+
+    Shape rules: `result` has the type of `pending`, which a
+    `tfm.all_reduce_start` of the same `bucket` defines.
+  }];
+  let arguments = (ins Tfm_FloatTensor:$pending, I64Attr:$bucket);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = "$pending attr-dict `:` type($pending)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Generation: the caches of incremental decoding
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,353 @@
+//===- Exchange.cpp - A data-parallel step's averages across ranks --------===//
+
+#include "Exchange.h"
+#include "Internal.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+using namespace tfm::runtime;
+
+namespace {
+
+std::string communicatorError(const char *buffer) {
+  return buffer[0] ? std::string(buffer) : std::string("no reason given");
+}
+
+} // namespace
+
+Exchange::Exchange(const tfm_communicator_t &comm) : comm(comm) {
+  if (const char *t = std::getenv("TFM_COLLECTIVE_TIMEOUT")) {
+    char *end = nullptr;
+    double v = std::strtod(t, &end);
+    if (end != t && v > 0)
+      timeoutSeconds = v;
+  }
+}
+
+std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
+                                           const tfm_communicator_t &comm,
+                                           std::string &why) {
+  std::unique_ptr<Exchange> x(new Exchange(comm));
+  // Every member's descriptor repeats its bucket's size and member count;
+  // they must agree, and the members must tile the bucket.
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> spans;
+  for (int32_t i = 0; i < model.num_kernels; ++i) {
+    const tfm_abi_kernel_desc_t &d = model.kernels[i];
+    if (d.kind != TFM_KERNEL_ALL_REDUCE)
+      continue;
+    int64_t b = d.params[TFM_ALL_REDUCE_BUCKET];
+    if (b < 0 || b >= model.num_kernels) {
+      why = fmt::format("kernel {} names bucket {}", i, b);
+      return nullptr;
+    }
+    if (static_cast<size_t>(b) >= x->buckets.size())
+      x->buckets.resize(b + 1);
+    Bucket &bucket = x->buckets[b];
+    int64_t elements = d.params[TFM_ALL_REDUCE_BUCKET_ELEMENTS],
+            members = d.params[TFM_ALL_REDUCE_BUCKET_MEMBERS];
+    if (bucket.members == 0) {
+      bucket.elements = elements;
+      bucket.members = members;
+    } else if (bucket.elements != elements || bucket.members != members) {
+      why = fmt::format("the kernels of bucket {} disagree on its size", b);
+      return nullptr;
+    }
+    if (d.params[TFM_ALL_REDUCE_PHASE] == TFM_ALL_REDUCE_START)
+      spans[b].push_back(
+          {d.params[TFM_ALL_REDUCE_OFFSET], d.params[TFM_ALL_REDUCE_N]});
+  }
+  if (x->buckets.empty()) {
+    why = "it averages nothing across processes";
+    return nullptr;
+  }
+  for (auto &[b, members] : spans) {
+    std::sort(members.begin(), members.end());
+    int64_t at = 0;
+    for (auto [offset, n] : members) {
+      if (offset != at) {
+        why = fmt::format("the members of bucket {} do not tile it", b);
+        return nullptr;
+      }
+      at += n;
+    }
+    Bucket &bucket = x->buckets[b];
+    if (at != bucket.elements ||
+        static_cast<int64_t>(members.size()) != bucket.members) {
+      why = fmt::format("bucket {} holds {} elements in {} members, not {} "
+                        "in {}",
+                        b, at, members.size(), bucket.elements, bucket.members);
+      return nullptr;
+    }
+    bucket.data.assign(bucket.elements + 1, 0.0f);
+  }
+  x->worker = std::thread([raw = x.get()] { raw->serve(); });
+  return x;
+}
+
+Exchange::~Exchange() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  changed.notify_all();
+  if (worker.joinable()) {
+    if (stuck)
+      worker.detach();
+    else
+      worker.join();
+  }
+}
+
+void Exchange::serve() {
+  std::unique_lock<std::mutex> lock(mutex);
+  for (;;) {
+    changed.wait(lock, [&] { return stopping || !queue.empty(); });
+    if (stopping)
+      return;
+    size_t b = queue.front();
+    queue.pop_front();
+    Bucket &bucket = buckets[b];
+    lock.unlock();
+    char error[512] = {0};
+    int32_t rc =
+        comm.all_reduce_sum(comm.user, bucket.data.data(), bucket.data.size(),
+                            TFM_DTYPE_F32, nullptr, error, sizeof(error));
+    lock.lock();
+    if (rc != 0) {
+      bucket.state = Bucket::Failed;
+      bucket.error = communicatorError(error);
+    } else {
+      bucket.state = Bucket::Arrived;
+    }
+    changed.notify_all();
+  }
+}
+
+int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
+                      std::string &error) {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!broken.empty()) {
+    error = broken;
+    return -1;
+  }
+  size_t b = static_cast<size_t>(d.params[TFM_ALL_REDUCE_BUCKET]);
+  Bucket &bucket = buckets[b];
+  int64_t n = d.params[TFM_ALL_REDUCE_N],
+          offset = d.params[TFM_ALL_REDUCE_OFFSET];
+  float *x = static_cast<float *>(args[0]);
+  auto fail = [&](std::string why) {
+    broken = fmt::format("rank {} of {}: {}; the ranks are out of step, so "
+                         "every later step fails too",
+                         comm.rank, comm.size, why);
+    error = broken;
+    return -1;
+  };
+
+  if (d.params[TFM_ALL_REDUCE_PHASE] == TFM_ALL_REDUCE_START) {
+    if (bucket.state != Bucket::Idle && bucket.state != Bucket::Filling)
+      return fail(fmt::format("bucket {} started again before its last "
+                              "exchange was read",
+                              b));
+    float w = *static_cast<const float *>(args[1]);
+    float *to = bucket.data.data() + offset;
+    // A rank whose labels are all ignored adds nothing, even where its
+    // loss and gradients are 0/0.
+    if (w == 0.0f)
+      std::fill(to, to + n, 0.0f);
+    else
+      for (int64_t i = 0; i < n; ++i)
+        to[i] = w * x[i];
+    bucket.data[bucket.elements] = w;
+    bucket.state = Bucket::Filling;
+    if (++bucket.started == bucket.members) {
+      bucket.state = Bucket::Travelling;
+      queue.push_back(b);
+      changed.notify_all();
+    }
+    return 0;
+  }
+
+  if (bucket.state == Bucket::Idle || bucket.state == Bucket::Filling)
+    return fail(fmt::format("bucket {} was read before all its members "
+                            "started",
+                            b));
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(timeoutSeconds);
+  if (!changed.wait_until(lock, deadline, [&] {
+        return bucket.state == Bucket::Arrived ||
+               bucket.state == Bucket::Failed;
+      })) {
+    stuck = true;
+    return fail(fmt::format(
+        "the exchange of bucket {} ({:.1f} MB) with the other {} rank(s) did "
+        "not finish within {:g} s (TFM_COLLECTIVE_TIMEOUT): a rank has died, "
+        "hangs, or runs another step",
+        b, bucket.data.size() * 4.0 / (1 << 20), comm.size - 1,
+        timeoutSeconds));
+  }
+  if (bucket.state == Bucket::Failed)
+    return fail(
+        fmt::format("the exchange of bucket {} failed: {}", b, bucket.error));
+  float total = bucket.data[bucket.elements];
+  const float *from = bucket.data.data() + offset;
+  if (total > 0.0f)
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = from[i] / total;
+  else
+    std::fill(x, x + n, 0.0f);
+  if (++bucket.waited == bucket.members) {
+    bucket.started = bucket.waited = 0;
+    bucket.state = Bucket::Idle;
+  }
+  return 0;
+}
+
+uint64_t tfm::runtime::fileHash(const std::string &path) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return 0;
+  uint64_t h = fnv1a(nullptr, 0);
+  std::vector<char> chunk(1 << 20);
+  size_t got;
+  while ((got = std::fread(chunk.data(), 1, chunk.size(), f)) > 0)
+    h = fnv1a(chunk.data(), got, h);
+  std::fclose(f);
+  return h;
+}
+
+namespace {
+
+/// Which ranks hold another `hash` than rank 0 (0, an unreadable file,
+/// differs everywhere), as "1, 3"; every rank learns the same list before
+/// any fails, so none is left waiting for the others. False, with `error`,
+/// when the communicator fails.
+bool ranksDiffering(const tfm_communicator_t &comm, uint64_t hash,
+                    std::string &ranks, char *error, size_t errorSize) {
+  uint64_t root = hash;
+  if (comm.broadcast(comm.user, &root, sizeof(root), 0, nullptr, error,
+                     errorSize))
+    return false;
+  std::vector<float> differs(comm.size, 0.0f);
+  differs[comm.rank] = hash != root || hash == 0;
+  if (comm.all_reduce_sum(comm.user, differs.data(), differs.size(),
+                          TFM_DTYPE_F32, nullptr, error, errorSize))
+    return false;
+  ranks.clear();
+  for (int32_t r = 0; r < comm.size; ++r)
+    if (differs[r] != 0.0f)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return true;
+}
+
+} // namespace
+
+extern "C" {
+
+tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
+                                          const tfm_communicator_t *given) {
+  if (!session)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_set_communicator: session is NULL");
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_set_communicator");
+  return guarded("tfm_session_set_communicator", [&]() -> tfm_status_t {
+    if (!given) {
+      session->exchange.reset();
+      return nullptr;
+    }
+    tfm_communicator_t comm{};
+    comm.struct_size = sizeof(comm);
+    if (tfm_status_t s =
+            readOptions(given, comm, "tfm_communicator_t",
+                        "sizeof(tfm_communicator_t) and every field"))
+      return s;
+    if (comm.size < 1 || comm.rank < 0 || comm.rank >= comm.size ||
+        !comm.all_reduce_sum || !comm.broadcast)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_session_set_communicator: rank {} of {}, or a "
+                        "function missing",
+                        comm.rank, comm.size);
+    const std::string &path = session->module->path;
+    if (!session->device->hostAddressable())
+      return makeStatus(TFM_STATUS_INCOMPATIBLE,
+                        "'{}' runs on {}: data-parallel training runs on the "
+                        "CPU only so far",
+                        path, session->deviceName);
+    std::string why;
+    auto exchange = Exchange::create(*session->module->model, comm, why);
+    if (!exchange)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "'{}' cannot train across processes: {} (compile it "
+                        "with --train for the CPU)",
+                        path, why);
+    char error[512] = {0};
+    auto failed = [&](const char *what) {
+      return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {} failed: {}",
+                        comm.rank, comm.size, what, communicatorError(error));
+    };
+    std::string ranks;
+    if (!ranksDiffering(comm, fileHash(path), ranks, error, sizeof(error)))
+      return failed("comparing the models");
+    if (!ranks.empty())
+      return makeStatus(
+          TFM_STATUS_FAILED_PRECONDITION,
+          "rank {} of {}: the model library of rank(s) {} differs from rank "
+          "0's (another model, other shapes or options); every rank must "
+          "load the same artifact",
+          comm.rank, comm.size, ranks);
+    // Every rank begins from rank 0's parameters, moments and step count.
+    const tfm_abi_model_t *m = session->module->model;
+    if (m->state_bytes &&
+        comm.broadcast(comm.user, session->state.get(), m->state_bytes, 0,
+                       nullptr, error, sizeof(error)))
+      return failed("copying rank 0's training state");
+    session->exchange = std::move(exchange);
+    return nullptr;
+  });
+}
+
+tfm_status_t tfm_session_compare_parameters(tfm_session_t *session) {
+  if (!session)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_session_compare_parameters: session is NULL");
+  SessionUse use(session);
+  if (!use.acquired())
+    return sessionInUse("tfm_session_compare_parameters");
+  return guarded("tfm_session_compare_parameters", [&]() -> tfm_status_t {
+    if (!session->exchange)
+      return nullptr;
+    const tfm_abi_model_t *m = session->module->model;
+    uint64_t hash = fnv1a(nullptr, 0);
+    std::vector<char> bytes;
+    for (int32_t i = 0; i < m->num_states; ++i) {
+      const tfm_abi_state_desc_t &d = m->states[i];
+      if (d.kind != TFM_STATE_PARAMETER)
+        continue;
+      bytes.resize(tensorBytes(d.tensor));
+      session->device->copyToHost(
+          bytes.data(),
+          static_cast<const char *>(session->state.get()) + d.offset,
+          bytes.size());
+      hash = fnv1a(bytes.data(), bytes.size(), hash);
+    }
+    const tfm_communicator_t &comm = session->exchange->communicator();
+    char error[512] = {0};
+    std::string ranks;
+    if (!ranksDiffering(comm, hash, ranks, error, sizeof(error)))
+      return makeStatus(TFM_STATUS_UNAVAILABLE,
+                        "rank {} of {}: comparing the parameters failed: {}",
+                        comm.rank, comm.size, communicatorError(error));
+    if (!ranks.empty())
+      return makeStatus(TFM_STATUS_FAILED_PRECONDITION,
+                        "rank {} of {}: the parameters of rank(s) {} differ "
+                        "from rank 0's",
+                        comm.rank, comm.size, ranks);
+    return nullptr;
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,320 @@
+//===- DataParallelTest.cpp - Sessions as ranks of a data-parallel run ----===//
+//
+// Two sessions in two threads stand for two processes, joined by a
+// communicator made here (a rendezvous in memory), so that the runtime's
+// side of data-parallel training is tested without MPI: the two halves of
+// a batch step as one session on the whole batch does, the parameters are
+// copied from rank 0 at the start, a rank with another model is named,
+// a model without the data-parallel form is refused, and an exchange that
+// never completes fails the step after the timeout. test/tfmc's
+// train-data-parallel.test runs the same through mpirun.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tfm/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+const std::string kModel = TFM_TINY_TRAIN_SO;
+
+/// The ranks' rendezvous: each collective waits for every rank, then the
+/// last to arrive combines their buffers.
+class Rendezvous {
+public:
+  explicit Rendezvous(int size) : size(size), buffers(size) {}
+
+  tfm_communicator_t communicator(int rank) {
+    tfm_communicator_t c{};
+    c.struct_size = sizeof(c);
+    c.rank = rank;
+    c.size = size;
+    c.user = &users.at(rank);
+    users[rank] = {this, rank};
+    c.all_reduce_sum = [](void *u, void *data, uint64_t count,
+                          tfm_dtype_t dtype, void *, char *error,
+                          size_t size) -> int32_t {
+      if (dtype != TFM_DTYPE_F32) {
+        std::snprintf(error, size, "f32 only");
+        return 1;
+      }
+      auto *me = static_cast<User *>(u);
+      me->self->meet(me->rank, data, [&](std::vector<void *> &all) {
+        std::vector<float> sum(count, 0.0f);
+        for (void *p : all)
+          for (uint64_t i = 0; i < count; ++i)
+            sum[i] += static_cast<float *>(p)[i];
+        for (void *p : all)
+          std::memcpy(p, sum.data(), count * sizeof(float));
+      });
+      return 0;
+    };
+    c.broadcast = [](void *u, void *data, uint64_t bytes, int32_t root, void *,
+                     char *, size_t) -> int32_t {
+      auto *me = static_cast<User *>(u);
+      me->self->meet(me->rank, data, [&](std::vector<void *> &all) {
+        for (void *p : all)
+          if (p != all[root])
+            std::memcpy(p, all[root], bytes);
+      });
+      return 0;
+    };
+    return c;
+  }
+
+private:
+  struct User {
+    Rendezvous *self;
+    int rank;
+  };
+
+  void meet(int rank, void *data,
+            const std::function<void(std::vector<void *> &)> &combine) {
+    std::unique_lock<std::mutex> lock(mutex);
+    uint64_t round = generation;
+    buffers[rank] = data;
+    if (++arrived == size) {
+      combine(buffers);
+      arrived = 0;
+      ++generation;
+      changed.notify_all();
+      return;
+    }
+    changed.wait(lock, [&] { return generation != round; });
+  }
+
+  int size;
+  std::vector<void *> buffers;
+  std::vector<User> users = std::vector<User>(8);
+  std::mutex mutex;
+  std::condition_variable changed;
+  int arrived = 0;
+  uint64_t generation = 0;
+};
+
+/// tiny_train's inputs: x [4, 3] and labels [4]; `rows` of the batch kept,
+/// the others' labels ignored (-100), as tfmc pads a rank's part.
+struct Batch {
+  tfm::Tensor x{TFM_DTYPE_F32, {4, 3}};
+  tfm::Tensor labels{TFM_DTYPE_I64, {4}};
+  explicit Batch(std::vector<int> rows = {0, 1, 2, 3}) {
+    const int64_t all[4] = {1, 4, 0, 2};
+    for (int i = 0; i < 12; ++i)
+      x.data<float>()[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+    for (int i = 0; i < 4; ++i)
+      labels.data<int64_t>()[i] = -100;
+    for (int r : rows)
+      labels.data<int64_t>()[r] = all[r];
+  }
+};
+
+float step(tfm::Session &s, Batch &b) {
+  return s.run("train_step", {{"x", &b.x}, {"labels", &b.labels}})
+      .at("loss")
+      .data<float>()[0];
+}
+
+std::vector<float> values(tfm::Tensor t) {
+  size_t n = 1;
+  for (int64_t d : t.dims())
+    n *= static_cast<size_t>(d);
+  return std::vector<float>(t.data<float>(), t.data<float>() + n);
+}
+
+/// Runs `body(rank)` on one thread per rank and waits for all.
+void onRanks(int size, const std::function<void(int)> &body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back(body, r);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+TEST(DataParallel, TwoRanksStepAsOneSessionOnTheWholeBatch) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, kModel);
+  tfm::Session one(m);
+  Batch whole;
+  std::vector<float> oracle;
+  for (int i = 0; i < 5; ++i)
+    oracle.push_back(step(one, whole));
+
+  // Rank 1 starts from other parameters: joining copies rank 0's. The
+  // ranks' parts are uneven: 3 labels against 1.
+  Rendezvous world(2);
+  std::vector<std::vector<float>> losses(2);
+  std::vector<std::vector<float>> w(2);
+  std::vector<std::string> failures(2);
+  onRanks(2, [&](int rank) {
+    try {
+      tfm::Session s(m);
+      if (rank == 1) {
+        tfm::Tensor zeros(TFM_DTYPE_F32, {5});
+        std::memset(zeros.data<float>(), 0, 5 * sizeof(float));
+        s.setParameter("b", zeros);
+      }
+      tfm_communicator_t c = world.communicator(rank);
+      s.setCommunicator(&c);
+      Batch part(rank == 0 ? std::vector<int>{0, 1, 3} : std::vector<int>{2});
+      for (int i = 0; i < 5; ++i)
+        losses[rank].push_back(step(s, part));
+      w[rank] = values(s.parameter("w"));
+    } catch (const std::exception &e) {
+      failures[rank] = e.what();
+    }
+  });
+  ASSERT_EQ(failures, (std::vector<std::string>{"", ""}));
+  for (int rank = 0; rank < 2; ++rank)
+    for (int i = 0; i < 5; ++i)
+      EXPECT_NEAR(losses[rank][i], oracle[i], 1e-6 * std::abs(oracle[i]))
+          << "rank " << rank << " step " << i + 1;
+  EXPECT_EQ(w[0], w[1]);
+  std::vector<float> ow = values(one.parameter("w"));
+  for (size_t i = 0; i < ow.size(); ++i)
+    EXPECT_NEAR(w[0][i], ow[i], 1e-6);
+}
+
+TEST(DataParallel, ARankWithoutLabelsAddsNothing) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, kModel);
+  tfm::Session one(m);
+  Batch whole;
+  float oracle = step(one, whole);
+  Rendezvous world(2);
+  std::vector<float> loss(2);
+  onRanks(2, [&](int rank) {
+    tfm::Session s(m);
+    tfm_communicator_t c = world.communicator(rank);
+    s.setCommunicator(&c);
+    Batch part(rank == 0 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{});
+    loss[rank] = step(s, part);
+  });
+  EXPECT_NEAR(loss[0], oracle, 1e-6 * std::abs(oracle));
+  EXPECT_EQ(loss[0], loss[1]);
+}
+
+TEST(DataParallel, ARankWhoseParametersDriftedIsNamed) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, kModel);
+  Rendezvous world(2);
+  std::vector<std::string> before(2), after(2);
+  onRanks(2, [&](int rank) {
+    tfm::Session s(m);
+    tfm_communicator_t c = world.communicator(rank);
+    s.setCommunicator(&c);
+    auto compare = [&](std::string &out) {
+      try {
+        tfm::check(tfm_session_compare_parameters(s.get()));
+      } catch (const tfm::Error &e) {
+        out = e.what();
+      }
+    };
+    compare(before[rank]);
+    if (rank == 1) {
+      tfm::Tensor b = s.parameter("b");
+      b.data<float>()[3] += 1e-6f;
+      s.setParameter("b", b);
+    }
+    compare(after[rank]);
+  });
+  EXPECT_EQ(before, (std::vector<std::string>{"", ""}));
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(after[rank].find("the parameters of rank(s) 1 differ"),
+              std::string::npos)
+        << after[rank];
+}
+
+TEST(DataParallel, ARankWithAnotherModelIsNamed) {
+  // The same library with a byte more: it loads, but it is not the same.
+  std::string other = ::testing::TempDir() + "tfm_other_tiny_train.so";
+  std::filesystem::copy_file(kModel, other,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(other, std::ios::app) << '\0';
+  tfm::Context ctx;
+  Rendezvous world(2);
+  std::vector<std::string> errors(2);
+  onRanks(2, [&](int rank) {
+    tfm::Module m(ctx, rank == 1 ? other : kModel);
+    tfm::Session s(m);
+    tfm_communicator_t c = world.communicator(rank);
+    try {
+      s.setCommunicator(&c);
+    } catch (const tfm::Error &e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(errors[rank].find("the model library of rank(s) 1 differs"),
+              std::string::npos)
+        << errors[rank];
+  std::filesystem::remove(other);
+}
+
+TEST(DataParallel, AModelWithoutTheFormIsRefused) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, TFM_GENERATION_SO);
+  tfm::Session s(m);
+  Rendezvous world(1);
+  tfm_communicator_t c = world.communicator(0);
+  try {
+    s.setCommunicator(&c);
+    FAIL() << "an inference model took a communicator";
+  } catch (const tfm::Error &e) {
+    EXPECT_EQ(e.code(), TFM_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("averages nothing across processes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DataParallel, AnExchangeThatNeverEndsFailsTheStep) {
+  // Rank 1 joins but never steps, so rank 0's first bucket waits forever.
+  setenv("TFM_COLLECTIVE_TIMEOUT", "0.5", 1);
+  tfm::Context ctx;
+  tfm::Module m(ctx, kModel);
+  // Outlives the test: rank 0's exchange thread stays blocked in it.
+  auto *world = new Rendezvous(2);
+  std::string error;
+  tfm::Session *rank0 = nullptr;
+  onRanks(2, [&](int rank) {
+    tfm_communicator_t c = world->communicator(rank);
+    if (rank == 0) {
+      rank0 = new tfm::Session(m);
+      rank0->setCommunicator(&c);
+    } else {
+      tfm::Session s(m);
+      s.setCommunicator(&c);
+    }
+  });
+  Batch batch;
+  try {
+    step(*rank0, batch);
+  } catch (const tfm::Error &e) {
+    error = e.what();
+  }
+  unsetenv("TFM_COLLECTIVE_TIMEOUT");
+  EXPECT_NE(error.find("did not finish within 0.5 s"), std::string::npos)
+      << error;
+  // Later steps say the ranks are out of step instead of waiting again.
+  try {
+    step(*rank0, batch);
+    ADD_FAILURE() << "a step ran after a failed exchange";
+  } catch (const tfm::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("out of step"), std::string::npos)
+        << e.what();
+  }
+  delete rank0;
+}
+
+} // namespace
