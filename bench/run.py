@@ -19,8 +19,10 @@ Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
 and node with npm for ONNX Runtime (installed into OUT on first use)."""
 import argparse
 import datetime
+import glob
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -343,6 +345,76 @@ def lengths_table(args):
     return lines
 
 
+def data_parallel_table(args):
+    """W5 trained by 1 process of 2 threads against 2 processes of 1 thread
+    (mpirun, docs/training.md), on the CI machine's 2 cores: samples per
+    second, and from rank 0's profile the share of the step in the ALL_REDUCE
+    calls, apart: START (each gradient scaled into its bucket) and WAIT
+    (waiting for the exchange, then the average copied back). The 2
+    processes' global batch is two W5 batches, so each rank takes W5's 8
+    rows."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    so = os.path.join(args.out, "w5.so")
+    if not os.path.exists(so):
+        run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(args.out, "w4.onnx"),
+             "--train", "--optimizer=adam", "--lr=1e-3", "-o", so])
+    one_data, two_data = (os.path.join(args.out, d) for d in ("w5-data", "w5-data-dp"))
+    os.makedirs(two_data, exist_ok=True)
+    rows = 0
+    for name in os.listdir(one_data):
+        a = numpy_helper.to_array(onnx.load_tensor(os.path.join(one_data, name)))
+        if name == "labels.pb":
+            rows = a.shape[0]
+        onnx.save_tensor(numpy_helper.from_array(np.concatenate([a, a]) if a.shape[0] == 8 else a),
+                         os.path.join(two_data, name))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", TFM_PROFILE="1")
+    steps = REPS["w5"] + 2
+    one, two, start, wait = [], [], [], []
+    for r in range(args.rounds):
+        log(f"data-parallel round {r + 1} of {args.rounds}")
+        one.append(train_step_ms(args.tfmc, so, args.out, REPS["w5"]))
+        logs = os.path.join(args.out, "w5-dp-logs")
+        shutil.rmtree(logs, ignore_errors=True)
+        p = subprocess.run(["mpirun", "-np", "2", "-x", "TFM_PROFILE", "--output-filename",
+                            logs, args.tfmc, "train", so, "--data", two_data, "--steps",
+                            str(steps), "--threads", "1", "--quiet"],
+                           capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            sys.exit(f"mpirun failed:\n{p.stdout}{p.stderr}")
+        ms = [float(l.rsplit("(", 1)[1].split(" s)")[0]) * 1e3
+              for l in p.stdout.splitlines() if l.startswith("step ")]
+        two.append(statistics.median(ms[2:]))
+        # Rank 0's profile, apart from rank 1's: ms per run of each phase.
+        (rank0,) = glob.glob(os.path.join(logs, "*", "rank.0", "stderr"))
+        with open(rank0) as f:
+            profile = f.read()
+        phase = {0: 0.0, 1: 0.0}
+        for line in profile.splitlines():
+            f = line.split()
+            if len(f) > 4 and f[1] == "all_reduce":
+                phase[int(f[2].split(",")[2])] += float(f[4])
+        start.append(phase[0])
+        wait.append(phase[1])
+    t1, t2 = statistics.median(one), statistics.median(two)
+    s_, w_ = statistics.median(start), statistics.median(wait)
+    return [
+        "Data parallel: W5 (the base Transformer's training step, Adam, B8 S64 per process) in "
+        "one process of 2 threads against 2 processes of 1 thread under mpirun, each rank "
+        f"taking {rows} rows of a 2×{rows}-row batch; the 2 processes' step is profiled "
+        "(TFM_PROFILE), which waits for nothing on the CPU.",
+        "",
+        "| configuration | rows per step | ms per step | samples/s | samples/s vs 1 process | "
+        "ALL_REDUCE start ms (share) | ALL_REDUCE wait ms (share) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| 1 process × 2 threads | {rows} | {t1:.0f} | {rows / t1 * 1e3:.1f} | 1.00 | – | – |",
+        f"| 2 processes × 1 thread | {2 * rows} | {t2:.0f} | {2 * rows / t2 * 1e3:.1f} | "
+        f"{(2 * rows / t2) / (rows / t1):.2f} | {s_:.1f} ({s_ / t2:.1%}) | {w_:.1f} ({w_ / t2:.1%}) |",
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tfmc", required=True)
@@ -351,18 +423,21 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads",
-                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,lengths",
+                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,lengths,w5-dp",
                     help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
                     "graphs); w6 and w4-bf16 are w2 and w4 compiled with "
                     "--dtype=bf16 (tfm only); "
-                    "lengths: w1 from one artifact for sequence=1..512")
+                    "lengths: w1 from one artifact for sequence=1..512; "
+                    "w5-dp: w5 in 1 process of 2 threads against 2 "
+                    "processes of 1 thread (mpirun)")
     ap.add_argument("--skip", default="")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
     decode = "w7" in workloads
     decoders = [w for w in workloads if w in ("w7", "w10")]
     lengths = "lengths" in workloads
-    workloads = [w for w in workloads if w not in ("w7", "w10", "lengths")]
+    data_parallel = "w5-dp" in workloads
+    workloads = [w for w in workloads if w not in ("w7", "w10", "lengths", "w5-dp")]
     if decoders and not args.bandwidth:
         ap.error("W7 and W10 need --bandwidth")
     skip = set(filter(None, args.skip.split(",")))
@@ -495,6 +570,8 @@ def main():
         lines += [""] + decode_table(args, skip, node_env, "w10")
     if lengths:
         lines += [""] + lengths_table(args)
+    if data_parallel:
+        lines += [""] + data_parallel_table(args)
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "results.md"), "w") as f:

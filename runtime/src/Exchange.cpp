@@ -281,8 +281,10 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
     auto exchange = Exchange::create(*session->module->model, comm, why);
     if (!exchange)
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "'{}' cannot train across processes: {} (compile it "
-                        "with --train for the CPU)",
+                        "'{}' cannot train across processes: {} (a training "
+                        "step compiled with --train for the CPU by a tfmc "
+                        "of this version averages its gradients; compile it "
+                        "again)",
                         path, why);
     char error[512] = {0};
     auto failed = [&](const char *what) {

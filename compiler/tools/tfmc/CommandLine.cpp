@@ -395,7 +395,9 @@ const Subcommand kSubcommands[] = {
      "run a model (compiled, or with --reference the interpreter) and "
      "print, write or check its outputs",
      &runCat},
-    {"train", "train a model: run @train_step over a folder of batches",
+    {"train",
+     "train a model: run @train_step over a folder of batches (under "
+     "mpirun -np N, on N processes, each on its rows of every batch)",
      &trainCat, &trainingCat},
     {"generate",
      "extend a prompt with a model compiled with --generate: "
