@@ -242,6 +242,16 @@ bool ranksDiffering(const tfm_communicator_t &comm, uint64_t hash,
   return true;
 }
 
+/// Writes `rank` into the model's rank slots (its dropouts' offset).
+void writeRank(tfm_session_s &session, int64_t rank) {
+  const tfm_abi_model_t *m = session.module->model;
+  for (int32_t i = 0; i < m->num_states; ++i)
+    if (m->states[i].kind == TFM_STATE_RANK)
+      session.device->copyToDevice(static_cast<char *>(session.state.get()) +
+                                       m->states[i].offset,
+                                   &rank, sizeof(rank));
+}
+
 } // namespace
 
 extern "C" {
@@ -257,6 +267,7 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
   return guarded("tfm_session_set_communicator", [&]() -> tfm_status_t {
     if (!given) {
       session->exchange.reset();
+      writeRank(*session, 0);
       return nullptr;
     }
     tfm_communicator_t comm{};
@@ -307,6 +318,7 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
         comm.broadcast(comm.user, session->state.get(), m->state_bytes, 0,
                        nullptr, error, sizeof(error)))
       return failed("copying rank 0's training state");
+    writeRank(*session, comm.rank);
     session->exchange = std::move(exchange);
     return nullptr;
   });

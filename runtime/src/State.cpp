@@ -54,6 +54,8 @@ const char *kindName(int32_t kind) {
   case TFM_STATE_STEP: return "step count";
   case TFM_STATE_CACHE: return "generation cache";
   case TFM_STATE_SOURCE: return "generation source";
+  case TFM_STATE_RANK:
+    return "process rank";
   default: return "?";
   }
 }

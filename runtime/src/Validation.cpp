@@ -559,11 +559,16 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     bool initFits = st.init_offset < 0 ||
                     (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
                      bytes <= m->weights_bytes - st.init_offset);
-    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_SOURCE || !fits ||
+    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_RANK || !fits ||
         !initFits)
       return corrupt(fmt::format("state slot {} ('{}') lies outside the state "
                                  "or the weights",
                                  i, st.tensor.name));
+    // The runtime writes the rank itself.
+    if (st.kind == TFM_STATE_RANK &&
+        (st.tensor.dtype != TFM_DTYPE_I64 || bytes != sizeof(int64_t)))
+      return corrupt(
+          fmt::format("state slot {} (the rank) is not one int64", i));
   }
   // The checks' outcomes, where the code writes them: past the slots, in
   // the state.

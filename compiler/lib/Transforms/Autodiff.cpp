@@ -435,12 +435,32 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   // The step count comes first: dropout and the optimizers read it.
   b.setInsertionPointToStart(&body);
   Value step = b.create<NextStepOp>(train.getLoc());
+  // Each rank of a data-parallel run draws its own masks: the dropouts read
+  // the step offset by rank · 2^40, which rank 0 (and one process) leaves
+  // as it is and no run reaches from another rank's offset.
+  Value dropoutStep;
+  auto offsetStep = [&] {
+    if (dropoutStep)
+      return dropoutStep;
+    auto i64 = RankedTensorType::get({}, b.getI64Type());
+    Value rank = b.create<ProcessRankOp>(train.getLoc(), i64);
+    Value stride = b.create<arith::ConstantOp>(
+        train.getLoc(),
+        DenseElementsAttr::get(
+            i64, b.getI64IntegerAttr(int64_t(1) << 40).getValue()));
+    Value offset = b.create<MulOp>(train.getLoc(), i64, rank, stride);
+    dropoutStep = b.create<AddOp>(train.getLoc(), i64, step, offset);
+    return dropoutStep;
+  };
   unsigned dropoutIndex = 0;
+  // The forward function's dropouts stay the identity, and now fold.
+  fwd.walk([](DropoutOp d) { d.setTrainable(false); });
   train.walk([&](DropoutOp d) {
+    d.setTrainable(false);
     if (d.getRate().isZero())
       return;
     d.setTraining(true);
-    d.getStepMutable().assign(step);
+    d.getStepMutable().assign(offsetStep());
     // Dropouts imported without a seed would share one mask; give each its
     // own stream.
     if (d.getSeed() == 0)

@@ -222,8 +222,9 @@ LogicalResult SplitOp::fold(FoldAdaptor, SmallVectorImpl<OpFoldResult> &out) {
 }
 
 OpFoldResult DropoutOp::fold(FoldAdaptor) {
-  // Outside training, and at rate 0, dropout is the identity.
-  if (!getTraining() || getRate().isZero())
+  // Outside training, and at rate 0, dropout is the identity; one kept for
+  // a training step waits for tfm-autodiff.
+  if ((!getTraining() && !getTrainable()) || getRate().isZero())
     return getInput();
   return {};
 }

@@ -825,8 +825,10 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ValueRange dys,
   // The mask is a pure function of (seed, step, element), so applying the
   // same dropout to the gradient multiplies it by the same mask and scale.
   want(wanted, grads, 0, [&] {
-    return b.create<DropoutOp>(getLoc(), getType(), dys[0], getStep(),
-                               getRateAttr(), getSeedAttr(), getTrainingAttr())
+    return b
+        .create<DropoutOp>(getLoc(), getType(), dys[0], getStep(),
+                           getRateAttr(), getSeedAttr(), getTrainingAttr(),
+                           UnitAttr())
         .getResult();
   });
   return success();

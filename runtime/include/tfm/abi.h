@@ -330,6 +330,11 @@ typedef enum tfm_state_kind_t {
    * to version 5): written by the `encode` entry once per source, read by
    * `prefill` and `decode_step`, never reordered. Zeros at the start. */
   TFM_STATE_SOURCE = 6,
+  /* This process's rank in a data-parallel run, an int64 scalar (an append
+   * to version 5): 0 in one process, written by
+   * tfm_session_set_communicator. Dropout reads it, so that every rank
+   * draws its own masks. Like caches, never checkpointed. */
+  TFM_STATE_RANK = 7,
 } tfm_state_kind_t;
 
 typedef struct tfm_abi_state_desc_t {

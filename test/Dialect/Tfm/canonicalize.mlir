@@ -111,16 +111,19 @@ func.func @relu_relu(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 // Tests that dropout outside training and at rate 0 folds away, and that
-// training dropout stays.
+// training dropout stays, and so does one kept for a training step
+// (trainable), which tfm-autodiff has not seen yet.
 // CHECK-LABEL: func.func @dropout
 // CHECK-SAME: (%[[X:.+]]: tensor<4xf32>)
 // CHECK: %[[D:.+]] = tfm.dropout %[[X]] training
-// CHECK: return %[[X]], %[[X]], %[[D]]
-func.func @dropout(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+// CHECK: %[[K:.+]] = tfm.dropout %[[X]] trainable
+// CHECK: return %[[X]], %[[X]], %[[D]], %[[K]]
+func.func @dropout(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
   %0 = tfm.dropout %x {rate = 0.5 : f64} : tensor<4xf32>
   %1 = tfm.dropout %x training {rate = 0.0 : f64} : tensor<4xf32>
   %2 = tfm.dropout %x training {rate = 0.5 : f64} : tensor<4xf32>
-  return %0, %1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %3 = tfm.dropout %x trainable {rate = 0.5 : f64} : tensor<4xf32>
+  return %0, %1, %2, %3 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
 // -----

@@ -241,6 +241,8 @@ func.func @training(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x16xf32>, %ids: tenso
     -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<100x16xf32>) {
   // CHECK: tfm.next_step : tensor<i64>
   %t = tfm.next_step : tensor<i64>
+  // CHECK: tfm.process_rank : tensor<i64>
+  %rank = tfm.process_rank : tensor<i64>
   // CHECK: tfm.parameter "ln.weight" {initial_value = dense<1.000000e+00> : tensor<16xf32>} : tensor<16xf32>
   %w = tfm.parameter "ln.weight" {initial_value = dense<1.0> : tensor<16xf32>} : tensor<16xf32>
   // CHECK: tfm.layer_norm_grad %{{.+}}, %{{.+}}, %{{.+}} {axis = 2 : i64, epsilon = 5.000000e-01 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)

@@ -204,6 +204,44 @@ TEST(DataParallel, ARankWithoutLabelsAddsNothing) {
   EXPECT_EQ(loss[0], loss[1]);
 }
 
+TEST(DataParallel, EveryRankDrawsItsOwnDropoutMasks) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, TFM_TINY_DROPOUT_SO);
+  std::vector<float> alone;
+  {
+    tfm::Session s(m);
+    Batch whole;
+    for (int i = 0; i < 3; ++i)
+      alone.push_back(step(s, whole));
+  }
+  // Rank 0 of one draws what a session alone does, bit for bit.
+  {
+    tfm::Session s(m);
+    Rendezvous world(1);
+    tfm_communicator_t c = world.communicator(0);
+    s.setCommunicator(&c);
+    Batch whole;
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(step(s, whole), alone[i]) << "step " << i + 1;
+  }
+  // Two ranks on the same rows: with one stream their average would be
+  // the session alone; rank 1's own masks make every step's loss differ.
+  Rendezvous world(2);
+  std::vector<std::vector<float>> losses(2);
+  onRanks(2, [&](int rank) {
+    tfm::Session s(m);
+    tfm_communicator_t c = world.communicator(rank);
+    s.setCommunicator(&c);
+    Batch whole;
+    for (int i = 0; i < 3; ++i)
+      losses[rank].push_back(step(s, whole));
+  });
+  EXPECT_EQ(losses[0], losses[1]);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_GT(std::abs(losses[0][i] - alone[i]), 1e-4f * std::abs(alone[i]))
+        << "step " << i + 1 << ": rank 1 drew rank 0's masks";
+}
+
 TEST(DataParallel, ARankWhoseParametersDriftedIsNamed) {
   tfm::Context ctx;
   tfm::Module m(ctx, kModel);

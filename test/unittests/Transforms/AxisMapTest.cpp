@@ -44,6 +44,7 @@ const std::map<std::string, std::string> &withoutAxisMap() {
       {"tfm.adam_update", "@train_step only"},
       {"tfm.parameter", "reads the training state: no operands"},
       {"tfm.next_step", "@train_step only"},
+      {"tfm.process_rank", "@train_step only"},
       {"tfm.all_reduce_start", "@train_step only"},
       {"tfm.all_reduce_wait", "@train_step only"},
       {"tfm.cache_update", "made by tfm-derive-kv-cache itself"},

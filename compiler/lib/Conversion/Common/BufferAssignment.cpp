@@ -215,11 +215,12 @@ mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries, ModuleLayout &layout,
       if (auto r = dyn_cast<CacheReadOp>(op);
           r && !cacheSlot(r.getName(), r.getType(), r.getSource()))
         return WalkResult::interrupt();
+      auto i64 =
+          RankedTensorType::get({}, IntegerType::get(op->getContext(), 64));
       if (isa<NextStepOp>(op) && state.step < 0)
-        state.step = state.add(
-            "step", TFM_STATE_STEP,
-            RankedTensorType::get({}, IntegerType::get(op->getContext(), 64)),
-            -1);
+        state.step = state.add("step", TFM_STATE_STEP, i64, -1);
+      if (isa<ProcessRankOp>(op) && state.rank < 0)
+        state.rank = state.add("rank", TFM_STATE_RANK, i64, -1);
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

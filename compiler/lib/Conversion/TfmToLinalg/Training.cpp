@@ -77,6 +77,16 @@ LogicalResult lowerNextStep(NextStepOp op, BufferizedEntry &e) {
   return success();
 }
 
+LogicalResult lowerProcessRank(ProcessRankOp op, BufferizedEntry &e) {
+  const StateLayout &state = e.stateLayout();
+  if (state.rank < 0)
+    return op.emitError("no rank in the session state");
+  auto scalar = RankedTensorType::get({}, e.b.getI64Type());
+  e.copy(e.view(e.stateBuffer(), state.rank, scalar),
+         e.destination(op.getResult()));
+  return success();
+}
+
 /// The dropout stream of `seed` at `step` (none: the seed alone).
 Value streamOf(OpBuilder &ob, Location l, uint64_t seed, Value step) {
   auto i64c = [&](uint64_t v) -> Value {
@@ -276,6 +286,7 @@ void mlir::tfm::populateTrainingLowerings(OpLoweringSet &set) {
     return lowerCollective(op, e);
   });
   set.add<NextStepOp>(lowerNextStep);
+  set.add<ProcessRankOp>(lowerProcessRank);
   set.add<DropoutOp>(lowerDropout);
   set.add<EmbeddingGradOp>(lowerEmbeddingGrad);
 }

@@ -109,7 +109,8 @@ def Tfm_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"adam_v", 3>,
       I32EnumAttrCase<"step", 4>,
       I32EnumAttrCase<"cache", 5>,
-      I32EnumAttrCase<"source", 6>]> {
+      I32EnumAttrCase<"source", 6>,
+      I32EnumAttrCase<"rank", 7>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

@@ -509,7 +509,10 @@ def Tfm_DropoutOp : Tfm_PureOp<"dropout",
     [Tfm_AxisMapped, AllTypesMatch<["input", "result"]>, Tfm_Differentiable]> {
   let summary = "zeroes elements at random in training; the identity otherwise";
   let description = [{
-    Without `training` this is the identity (and folds away). With `training`,
+    Without `training` this is the identity (and folds away, unless it is
+    `trainable`: imported for a training step, which `tfm-autodiff` makes
+    `training` in `@train_step`; it folds in the forward function once
+    `tfm-autodiff` has cloned it). With `training`,
     element `i` is kept when `u(s, i) >= rate`, where `u` is the counter-based
     generator of `runtime/include/tfm/CounterRNG.h`, and kept elements are
     scaled by `1 / (1 - rate)`. The stream `s` is `seed` itself, or, given a
@@ -529,10 +532,11 @@ def Tfm_DropoutOp : Tfm_PureOp<"dropout",
                        Optional<Tfm_StepTensor>:$step,
                        DefaultValuedAttr<F64Attr, "0.1">:$rate,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
-                       UnitAttr:$training);
+                       UnitAttr:$training, UnitAttr:$trainable);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $input (`training` $training^)? (`step` $step^)? attr-dict `:` type($input)
+    $input (`training` $training^)? (`trainable` $trainable^)? (`step` $step^)?
+    attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
@@ -900,6 +904,22 @@ def Tfm_NextStepOp : Tfm_Op<"next_step",
   }];
   let results = (outs Tfm_StepTensor:$step);
   let assemblyFormat = "attr-dict `:` type($step)";
+}
+
+def Tfm_ProcessRankOp : Tfm_Op<"process_rank",
+    [MemoryEffects<[MemRead<Tfm_TrainingState>]>]> {
+  let summary = "this process's rank in a data-parallel run";
+  let description = [{
+    0 in one process; the rank that the runtime was given with a
+    communicator otherwise (`docs/training.md`). `tfm-autodiff` offsets the
+    dropouts' step by it, so that every rank draws its own masks.
+
+    ```mlir
+    %r = tfm.process_rank : tensor<i64>
+    ```
+  }];
+  let results = (outs Tfm_StepTensor:$rank);
+  let assemblyFormat = "attr-dict `:` type($rank)";
 }
 
 def Tfm_CrossEntropyGradOp : Tfm_PureOp<"cross_entropy_grad",

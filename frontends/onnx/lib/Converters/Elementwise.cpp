@@ -341,7 +341,8 @@ void mlir::tfm::onnx_import::populateElementwiseConverters(Registry &r) {
           n.loc, n.inputType(0), n.input(0), Value(),
           n.builder.getF64FloatAttr(rate),
           n.builder.getI64IntegerAttr(
-              static_cast<int64_t>(n.floatAttr("seed", 0))), UnitAttr()));
+              static_cast<int64_t>(n.floatAttr("seed", 0))),
+          /*training=*/UnitAttr(), /*trainable=*/n.builder.getUnitAttr()));
       return success();
     }
     if (DenseElementsAttr training = n.constantAttr(2))

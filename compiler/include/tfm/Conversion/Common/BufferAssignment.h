@@ -96,7 +96,7 @@ struct StateLayout {
   SmallVector<Slot> slots;
   llvm::StringMap<int64_t> parameter, adamM, adamV, cache;
   llvm::StringMap<RankedTensorType> typeOf;
-  int64_t step = -1;
+  int64_t step = -1, rank = -1;
   int64_t bytes = 0;
 
   int64_t add(StringRef name, int32_t kind, RankedTensorType type,
