@@ -20,6 +20,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -484,8 +486,44 @@ struct TokenCallback {
   }
 };
 
+/// The processes of a data-parallel run (docs/training.md), as the runtime
+/// sees them; made over MPI by libtfm_mpi, which is opened when asked for,
+/// so that the package needs no MPI otherwise.
+struct Communicator {
+  tfm_communicator_t c{};
+};
+
+namespace mpi {
+using JoinFn = int (*)(int *, char ***, tfm_communicator_t *, char *, size_t);
+using FinalizeFn = void (*)();
+FinalizeFn finalize = nullptr;
+
+std::shared_ptr<Communicator> join() {
+  void *handle =
+      dlopen("libtfm_mpi.so." TFM_MPI_SOVERSION, RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    raise(TFM_STATUS_UNAVAILABLE,
+          std::string("libtfm_mpi cannot be loaded (") + dlerror() +
+              "): this tfm was built without Open MPI, or it is not "
+              "installed");
+  auto joinFn = reinterpret_cast<JoinFn>(dlsym(handle, "tfm_mpi_communicator"));
+  finalize = reinterpret_cast<FinalizeFn>(dlsym(handle, "tfm_mpi_finalize"));
+  if (!joinFn || !finalize)
+    raise(TFM_STATUS_UNAVAILABLE,
+          "libtfm_mpi lacks the functions of tfm/mpi.h");
+  auto comm = std::make_shared<Communicator>();
+  char error[512] = {0};
+  if (joinFn(nullptr, nullptr, &comm->c, error, sizeof(error)))
+    raise(TFM_STATUS_UNAVAILABLE,
+          std::string("cannot join the MPI job: ") + error);
+  return comm;
+}
+} // namespace mpi
+
 struct Session : std::enable_shared_from_this<Session> {
   std::shared_ptr<Module> module;
+  /// Kept while the session uses it (what its functions are handed).
+  std::shared_ptr<Communicator> communicator;
   tfm_session_t *s = nullptr;
   Session(std::shared_ptr<Module> m, bool profile, bool allowTF32) : module(m) {
     tfm_session_options_t o;
@@ -773,5 +811,26 @@ PYBIND11_MODULE(_tfm, m) {
       .def("save_checkpoint", &Session::saveCheckpoint)
       .def("load_checkpoint", &Session::loadCheckpoint)
       .def("write_profile", &Session::writeProfile)
-      .def("generate", &Session::generate);
+      .def("generate", &Session::generate)
+      .def("set_communicator",
+           [](Session &s, std::shared_ptr<Communicator> c) {
+             py::gil_scoped_release release;
+             check(tfm_session_set_communicator(s.s, c ? &c->c : nullptr));
+             s.communicator = c;
+           })
+      .def("compare_parameters", [](Session &s) {
+        py::gil_scoped_release release;
+        check(tfm_session_compare_parameters(s.s));
+      });
+
+  py::class_<Communicator, std::shared_ptr<Communicator>>(m, "Communicator")
+      .def_property_readonly("rank",
+                             [](const Communicator &c) { return c.c.rank; })
+      .def_property_readonly("size",
+                             [](const Communicator &c) { return c.c.size; });
+  m.def("mpi_communicator", &mpi::join);
+  m.def("mpi_finalize", [] {
+    if (mpi::finalize)
+      mpi::finalize();
+  });
 }

@@ -32,8 +32,8 @@ except ImportError as e:
             f"interpreter: {_sys.executable} -m pip install --no-build-isolation "
             "PATH_TO_TFM") from e
     raise
-from ._session import (DeviceTensor, Entry, Generation, Module, Port, Session,
-                       load)
+from ._session import (Communicator, DeviceTensor, Entry, Generation, Module,
+                       Port, Session, load, mpi_communicator)
 from ._compiler import compile, tfmc_path
 from ._inference import (GraphOptimizationLevel, InferenceSession,
                          ModelMetadata, NodeArg, SessionOptions,

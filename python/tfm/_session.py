@@ -10,7 +10,25 @@ from . import _tfm
 from ._errors import InvalidArgument, NotFound
 
 __all__ = ["load", "Module", "Session", "Entry", "Port", "Generation",
-           "DeviceTensor"]
+           "DeviceTensor", "Communicator", "mpi_communicator"]
+
+#: The processes of a data-parallel run: rank and size (docs/training.md).
+Communicator = _tfm.Communicator
+
+_mpi_world = None
+
+
+def mpi_communicator():
+    """The MPI job this process was started in (`mpirun -np N python3
+    ...`), as a Communicator for Session.train_step. MPI is initialized here
+    unless the application (mpi4py, say) did, and finalized when Python
+    exits. Needs tfm built with Open MPI (libtfm_mpi)."""
+    global _mpi_world
+    if _mpi_world is None:
+        import atexit
+        _mpi_world = _tfm.mpi_communicator()
+        atexit.register(_tfm.mpi_finalize)
+    return _mpi_world
 
 #: An output a run made on the GPU (Session.run(..., device_outputs=True)):
 #: shape, dtype, device; __dlpack__ and __cuda_array_interface__ hand it to
@@ -203,6 +221,7 @@ class Session:
     def __init__(self, module, native_module, profile, allow_tf32=False):
         self.module = module
         self._s = _tfm.Session(native_module, bool(profile), bool(allow_tf32))
+        self._communicator = None
 
     @property
     def device(self):
@@ -285,10 +304,21 @@ class Session:
         a GPU's arrays returns before)."""
         self._s.synchronize()
 
-    def train_step(self, inputs, labels):
+    def train_step(self, inputs, labels, communicator=None):
         """Runs one step of "train_step" (a model compiled with train) and
         returns the loss. `inputs` are the model's inputs (a dict, a list or
-        one array); `labels` fills the entry's remaining input."""
+        one array); `labels` fills the entry's remaining input.
+
+        With a `communicator` (tfm.mpi_communicator()), the session is one
+        rank of a data-parallel run: each rank passes its own rows, and the
+        step averages the loss and the gradients over all ranks, weighted by
+        the labels each counts, so they step as one process would on all the
+        rows. The first such step copies rank 0's parameters and optimizer
+        state to every rank; every rank must call it, with the same
+        model."""
+        if communicator is not self._communicator:
+            self._s.set_communicator(communicator)
+            self._communicator = communicator
         e = self.module.entry("train_step")
         if isinstance(inputs, dict):
             feed = dict(inputs)
@@ -304,6 +334,12 @@ class Session:
         feed[rest[0]] = labels
         result = self.run(feed, entry="train_step")
         return float(np.asarray(next(iter(result.values()))).reshape(()))
+
+    def compare_parameters(self):
+        """Raises tfm.FailedPrecondition, naming them, when some ranks of
+        the session's data-parallel run hold other parameters than rank 0
+        (every rank calls it); does nothing in one process."""
+        self._s.compare_parameters()
 
     def parameters(self):
         """{name: array}: copies of the trainable parameters, in order."""

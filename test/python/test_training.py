@@ -113,3 +113,51 @@ def test_sampling_is_reproducible_and_beam_search_runs():
         session.generate([5, 17], beam=2, temperature=0.5)
     with pytest.raises(tfm.InvalidArgument):
         session.generate([], max_new_tokens=4)
+
+
+DATA_PARALLEL_RANK = """
+import json, sys
+import numpy as np
+import tfm
+from conftest import read_pb
+gpt, options = sys.argv[1], json.loads(sys.argv[2])
+world = tfm.mpi_communicator()
+session = tfm.compile(gpt + "/model.onnx", train=options).session(threads=1)
+x = read_pb(gpt + "/data/input_0.pb")
+labels = read_pb(gpt + "/data/labels.pb")
+# This rank's row of the batch, the other row a copy whose labels the loss
+# skips (what tfmc train's sharding does).
+mine = np.repeat(x[world.rank:world.rank + 1], 2, axis=0)
+kept = np.full_like(labels, -100)
+kept[0] = labels[world.rank]
+losses = [session.train_step(mine, kept, communicator=world) for _ in range(5)]
+session.compare_parameters()
+if world.rank == 0:
+    print(json.dumps({"size": world.size, "losses": losses}))
+"""
+
+
+def test_data_parallel_ranks_step_as_one_process(tmp_path):
+    # Two processes under mpirun, each on one row of the batch, against this
+    # process on both rows.
+    options = {"optimizer": "adam", "lr": 0.002, "label_smoothing": 0.1}
+    session = tfm.compile(os.path.join(GPT, "model.onnx"), train=options).session()
+    x = read_pb(os.path.join(GPT, "data", "input_0.pb"))
+    labels = read_pb(os.path.join(GPT, "data", "labels.pb"))
+    alone = [session.train_step(x, labels) for _ in range(5)]
+
+    script = tmp_path / "rank.py"
+    script.write_text(DATA_PARALLEL_RANK)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               PYTHONPATH=os.pathsep.join(
+                   [os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    import sys
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable,
+                        str(script), GPT, json.dumps(options)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["size"] == 2
+    np.testing.assert_allclose(result["losses"], alone, rtol=1e-5)
