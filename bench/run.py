@@ -345,14 +345,15 @@ def lengths_table(args):
     return lines
 
 
-def data_parallel_table(args):
+def data_parallel_table(args, skip):
     """W5 trained by 1 process of 2 threads against 2 processes of 1 thread
     (mpirun, docs/training.md), on the CI machine's 2 cores: samples per
     second, and from rank 0's profile the share of the step in the ALL_REDUCE
     calls, apart: START (each gradient scaled into its bucket) and WAIT
     (waiting for the exchange, then the average copied back). The 2
     processes' global batch is two W5 batches, so each rank takes W5's 8
-    rows."""
+    rows. The peer, in the same rounds: PyTorch the same two ways, one
+    process of 2 threads and DistributedDataParallel over gloo."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -372,10 +373,15 @@ def data_parallel_table(args):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl_vader_single_copy_mechanism="none", TFM_PROFILE="1")
     steps = REPS["w5"] + 2
-    one, two, start, wait = [], [], [], []
+    one, two, start, wait, torch_one, torch_two = [], [], [], [], [], []
+    torch = "torch" not in skip
     for r in range(args.rounds):
         log(f"data-parallel round {r + 1} of {args.rounds}")
         one.append(train_step_ms(args.tfmc, so, args.out, REPS["w5"]))
+        if torch:
+            for peer, times in (("w5", torch_one), ("w5-ddp", torch_two)):
+                times.append(float(run(["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"),
+                                        peer, str(REPS["w5"])], env=TORCH_ENV)))
         logs = os.path.join(args.out, "w5-dp-logs")
         shutil.rmtree(logs, ignore_errors=True)
         p = subprocess.run(["mpirun", "-np", "2", "-x", "TFM_PROFILE", "--output-filename",
@@ -400,19 +406,28 @@ def data_parallel_table(args):
         wait.append(phase[1])
     t1, t2 = statistics.median(one), statistics.median(two)
     s_, w_ = statistics.median(start), statistics.median(wait)
+    peers = []
+    if torch:
+        p1, p2 = statistics.median(torch_one), statistics.median(torch_two)
+        peers = [
+            f"| PyTorch, 1 process × 2 threads | {rows} | {p1:.0f} | {rows / p1 * 1e3:.1f} | "
+            f"{(rows / p1) / (rows / t1):.2f} | – | – |",
+            f"| PyTorch DDP (gloo), 2 processes × 1 thread | {2 * rows} | {p2:.0f} | "
+            f"{2 * rows / p2 * 1e3:.1f} | {(2 * rows / p2) / (rows / t1):.2f} | – | – |",
+        ]
     return [
         "Data parallel: W5 (the base Transformer's training step, Adam, B8 S64 per process) in "
         "one process of 2 threads against 2 processes of 1 thread under mpirun, each rank "
         f"taking {rows} rows of a 2×{rows}-row batch; the 2 processes' step is profiled "
         "(TFM_PROFILE), which waits for nothing on the CPU.",
         "",
-        "| configuration | rows per step | ms per step | samples/s | samples/s vs 1 process | "
+        "| configuration | rows per step | ms per step | samples/s | samples/s vs tfm's 1 process | "
         "ALL_REDUCE start ms (share) | ALL_REDUCE wait ms (share) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         f"| 1 process × 2 threads | {rows} | {t1:.0f} | {rows / t1 * 1e3:.1f} | 1.00 | – | – |",
         f"| 2 processes × 1 thread | {2 * rows} | {t2:.0f} | {2 * rows / t2 * 1e3:.1f} | "
         f"{(2 * rows / t2) / (rows / t1):.2f} | {s_:.1f} ({s_ / t2:.1%}) | {w_:.1f} ({w_ / t2:.1%}) |",
-    ]
+    ] + peers
 
 
 def main():
@@ -543,6 +558,8 @@ def main():
         "| tfm % of ceiling | ORT % | PyTorch % | target | tfm compile s | compile peak MB |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
+    if not workloads:
+        del lines[1:]  # only the tables below
     for w in workloads:
         t, o, p = med[("tfm", w)], med[("ort", w)], med[("torch", w)]
         if w in BF16_OF:
@@ -571,7 +588,7 @@ def main():
     if lengths:
         lines += [""] + lengths_table(args)
     if data_parallel:
-        lines += [""] + data_parallel_table(args)
+        lines += [""] + data_parallel_table(args, skip)
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "results.md"), "w") as f:
