@@ -399,6 +399,9 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   if (options.optimizer != "sgd" && options.optimizer != "adam")
     return module.emitError() << "unknown optimizer '" << options.optimizer
                               << "'; expected sgd or adam";
+  if (!(options.bucketMb > 0))
+    return module.emitError()
+           << "--bucket-mb must be > 0, got " << options.bucketMb;
   if (module.lookupSymbol("train_step"))
     return module.emitError() << "the module already has a @train_step";
   if (!fwd.getBody().hasOneBlock())
