@@ -13,14 +13,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tfm/mpi.h"
 #include "tfm/runtime.h"
 
 #include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstring>
@@ -494,29 +493,25 @@ struct Communicator {
 };
 
 namespace mpi {
-using JoinFn = int (*)(int *, char ***, tfm_communicator_t *, char *, size_t);
-using FinalizeFn = void (*)();
-FinalizeFn finalize = nullptr;
+tfm_mpi_library_t library;
 
 std::shared_ptr<Communicator> join() {
-  void *handle =
-      dlopen("libtfm_mpi.so." TFM_MPI_SOVERSION, RTLD_NOW | RTLD_GLOBAL);
-  if (!handle)
-    raise(TFM_STATUS_UNAVAILABLE,
-          std::string("libtfm_mpi cannot be loaded (") + dlerror() +
-              "): this tfm was built without Open MPI, or it is not "
-              "installed");
-  auto joinFn = reinterpret_cast<JoinFn>(dlsym(handle, "tfm_mpi_communicator"));
-  finalize = reinterpret_cast<FinalizeFn>(dlsym(handle, "tfm_mpi_finalize"));
-  if (!joinFn || !finalize)
-    raise(TFM_STATUS_UNAVAILABLE,
-          "libtfm_mpi lacks the functions of tfm/mpi.h");
-  auto comm = std::make_shared<Communicator>();
+#ifdef TFM_MPI_LIBRARY
   char error[512] = {0};
-  if (joinFn(nullptr, nullptr, &comm->c, error, sizeof(error)))
+  if (!library.communicator &&
+      tfm_mpi_open(TFM_MPI_LIBRARY, &library, error, sizeof(error)))
+    raise(TFM_STATUS_UNAVAILABLE, std::string(error) +
+                                      ": Open MPI (openmpi-bin) is not "
+                                      "installed");
+  auto comm = std::make_shared<Communicator>();
+  if (library.communicator(nullptr, nullptr, &comm->c, error, sizeof(error)))
     raise(TFM_STATUS_UNAVAILABLE,
           std::string("cannot join the MPI job: ") + error);
   return comm;
+#else
+  raise(TFM_STATUS_UNAVAILABLE, "this tfm was built without Open MPI, so it "
+                                "cannot train across processes");
+#endif
 }
 } // namespace mpi
 
@@ -830,7 +825,7 @@ PYBIND11_MODULE(_tfm, m) {
                              [](const Communicator &c) { return c.c.size; });
   m.def("mpi_communicator", &mpi::join);
   m.def("mpi_finalize", [] {
-    if (mpi::finalize)
-      mpi::finalize();
+    if (mpi::library.finalize)
+      mpi::library.finalize();
   });
 }

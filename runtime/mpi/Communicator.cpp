@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 
 namespace {
 
@@ -129,13 +128,6 @@ int tfm_mpi_communicator(int *argc, char ***argv, tfm_communicator_t *out,
   out->size = worldSize;
   out->all_reduce_sum = allReduceSum;
   out->broadcast = broadcast;
-  return 0;
-}
-
-int tfm_mpi_launched(void) {
-  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
-    if (std::getenv(name))
-      return 1;
   return 0;
 }
 

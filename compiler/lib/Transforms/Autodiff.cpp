@@ -294,6 +294,22 @@ Value countedLabels(OpBuilder &b, Location loc, Value labels,
                             /*keepdims=*/false);
 }
 
+/// Hands `x` to the average of `bucket` as soon as both `x` and the
+/// process's `weight` exist: right after the later of their ops in the
+/// builder's block. The builder's insertion point stays where it was.
+Value startAverage(OpBuilder &b, Value x, Value weight, int64_t bucket) {
+  OpBuilder::InsertionGuard guard(b);
+  Block *body = b.getInsertionBlock();
+  Operation *after = weight.getDefiningOp();
+  if (Operation *def = x.getDefiningOp())
+    if (Operation *mine = body->findAncestorOpInBlock(*def);
+        mine && after->isBeforeInBlock(mine))
+      after = mine;
+  b.setInsertionPointAfter(after);
+  return b.create<AllReduceStartOp>(x.getLoc(), x, weight,
+                                    b.getI64IntegerAttr(bucket));
+}
+
 /// The gradients averaged across the processes of a data-parallel run,
 /// each process weighted by its count of labels, so that N processes step
 /// as one process on their batches together would. Each gradient starts
@@ -333,15 +349,7 @@ SmallVector<Value> averageAcrossProcesses(OpBuilder &b, ArrayRef<Value> grads,
       filled = 0;
     }
     filled += bytes;
-    OpBuilder::InsertionGuard guard(b);
-    // After the gradient and after the weight, whichever comes later.
-    Operation *after = position(g);
-    Operation *w = weight.getDefiningOp();
-    if (!after || after->isBeforeInBlock(w))
-      after = w;
-    b.setInsertionPointAfter(after);
-    pending[i] = b.create<AllReduceStartOp>(g.getLoc(), g, weight,
-                                            b.getI64IntegerAttr(bucket));
+    pending[i] = startAverage(b, g, weight, bucket);
   }
   SmallVector<Value> averaged(grads.size());
   for (auto [i, p] : llvm::enumerate(pending))
@@ -354,16 +362,7 @@ SmallVector<Value> averageAcrossProcesses(OpBuilder &b, ArrayRef<Value> grads,
 /// The loss averaged as the gradients are (bucket 0, started before the
 /// backward pass, waited for at the end).
 Value averageLoss(OpBuilder &b, Value loss, Value weight) {
-  Value pending;
-  {
-    OpBuilder::InsertionGuard guard(b);
-    Operation *after = loss.getDefiningOp();
-    if (after->isBeforeInBlock(weight.getDefiningOp()))
-      after = weight.getDefiningOp();
-    b.setInsertionPointAfter(after);
-    pending = b.create<AllReduceStartOp>(loss.getLoc(), loss, weight,
-                                         b.getI64IntegerAttr(0));
-  }
+  Value pending = startAverage(b, loss, weight, /*bucket=*/0);
   return b.create<AllReduceWaitOp>(loss.getLoc(), pending,
                                    b.getI64IntegerAttr(0));
 }

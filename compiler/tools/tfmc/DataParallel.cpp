@@ -14,8 +14,6 @@
 
 #include "llvm/Support/raw_ostream.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <initializer_list>
 
@@ -31,13 +29,8 @@ int launchedSize() {
   return 0;
 }
 
-/// libtfm_mpi's entry points, once opened.
-struct MpiLibrary {
-  decltype(&tfm_mpi_communicator) communicator = nullptr;
-  decltype(&tfm_mpi_finalize) finalize = nullptr;
-  decltype(&tfm_mpi_abort) abort = nullptr;
-};
-MpiLibrary mpi;
+/// libtfm_mpi's functions, once opened.
+tfm_mpi_library_t mpi;
 
 } // namespace
 
@@ -46,26 +39,13 @@ bool DataParallel::join() {
   if (launched <= 1)
     return true;
 #ifdef TFM_MPI_LIBRARY
-  void *handle = dlopen(TFM_MPI_LIBRARY, RTLD_NOW | RTLD_GLOBAL);
-  if (!handle) {
-    error() << "started as one of " << launched
-            << " processes, but " TFM_MPI_LIBRARY " cannot be loaded ("
-            << dlerror()
-            << "); install Open MPI (openmpi-bin) to train "
-               "across processes\n";
-    return false;
-  }
-  mpi.communicator = reinterpret_cast<decltype(mpi.communicator)>(
-      dlsym(handle, "tfm_mpi_communicator"));
-  mpi.finalize = reinterpret_cast<decltype(mpi.finalize)>(
-      dlsym(handle, "tfm_mpi_finalize"));
-  mpi.abort =
-      reinterpret_cast<decltype(mpi.abort)>(dlsym(handle, "tfm_mpi_abort"));
-  if (!mpi.communicator || !mpi.finalize || !mpi.abort) {
-    error() << TFM_MPI_LIBRARY " lacks the functions of tfm/mpi.h\n";
-    return false;
-  }
   char message[512] = {0};
+  if (tfm_mpi_open(TFM_MPI_LIBRARY, &mpi, message, sizeof(message))) {
+    error() << "started as one of " << launched << " processes, but " << message
+            << "; install Open MPI (openmpi-bin) to train across "
+            << "processes\n";
+    return false;
+  }
   if (mpi.communicator(nullptr, nullptr, &communicator, message,
                        sizeof(message))) {
     error() << "cannot join the MPI job: " << message << "\n";
