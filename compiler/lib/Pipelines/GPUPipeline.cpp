@@ -76,6 +76,7 @@ static void addKernels(OpPassManager &pm, bool reverseGrid) {
   fn.addPass(createParallelLoopToGpuPass());
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
+  fn.addPass(createMergeGPULaunchesPass());
   // Constants are cloned into the kernels rather than passed to them.
   fn.addPass(createGpuLauchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());

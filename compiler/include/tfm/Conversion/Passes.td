@@ -317,6 +317,35 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def MergeGPULaunchesPass : Pass<"tfm-merge-gpu-launches", "::mlir::func::FuncOp"> {
+  let summary = "Runs neighbouring kernels that touch disjoint memory as one "
+                "launch.";
+  let description = [{
+    Runs on `gpu.launch` ops, after `convert-parallel-loops-to-gpu` and
+    before outlining. Launches in a row (nothing between them touching
+    memory), each a one-dimensional grid of one-dimensional blocks with no
+    shared memory and no barrier, become one launch when none writes what
+    another reads or writes: their grids end to end, the block as wide as
+    the widest part. A block runs the part its index falls in, with the
+    block index rebased and the part's grid and block sizes as before;
+    threads past a narrower part's block do nothing. A part with warp
+    shuffles or subgroup reductions keeps its own width. Buffers are
+    compared by their place in the entry's arguments, as in
+    `tfm-fuse-elementwise-buffers`; an unknown place overlaps everything,
+    and an op with effects on no named buffer keeps its launch alone.
+
+    A training step's optimizer updates, one per parameter, become one
+    launch this way, as do the fills that start its gradients.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numMerged", "merged-launches", "Launches made of several">,
+    Statistic<"numParts", "parts", "Launches merged into them">
+  ];
+}
+
 def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {
   let summary = "Gathers the outlined kernels into one gpu.module.";
   let description = [{

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BufferPlace.h"
+
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Transforms/LayoutRules.h"
 
@@ -29,96 +31,6 @@ using namespace mlir;
 using namespace mlir::tfm;
 
 namespace {
-
-/// Where a buffer lies: within bytes [begin, end) of `root`, an argument of
-/// the entry (end -1: up to the root's end, as far as is known). `exact`
-/// when it is a dense buffer that starts at `begin` and ends at `end`.
-struct Place {
-  Value root;
-  int64_t begin = 0, end = -1;
-  bool exact = false;
-};
-
-std::optional<Place> placeOf(Value buffer) {
-  auto type = dyn_cast<MemRefType>(buffer.getType());
-  if (!type)
-    return std::nullopt;
-  auto dense = [&]() {
-    return type.hasStaticShape() && type.getLayout().isIdentity();
-  };
-  if (auto arg = dyn_cast<BlockArgument>(buffer)) {
-    if (!isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
-      return std::nullopt;
-    return Place{arg, 0, dense() ? bufferBytes(type) : -1, dense()};
-  }
-  if (auto view = buffer.getDefiningOp<memref::ViewOp>()) {
-    std::optional<Place> source = placeOf(view.getSource());
-    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
-    if (!source)
-      return std::nullopt;
-    if (!shift || !source->exact || !dense())
-      return Place{source->root, source->begin, source->end, false};
-    return Place{source->root, source->begin + *shift,
-                 source->begin + *shift + bufferBytes(type), true};
-  }
-  // A dense reinterpret_cast at a constant offset of a dense buffer: the
-  // neutral lowering's reshapes.
-  if (auto recast = buffer.getDefiningOp<memref::ReinterpretCastOp>()) {
-    std::optional<Place> source = placeOf(recast.getSource());
-    auto sourceType = dyn_cast<MemRefType>(recast.getSource().getType());
-    int64_t offset;
-    SmallVector<int64_t> strides;
-    if (source && source->exact && sourceType &&
-        sourceType.getLayout().isIdentity() &&
-        type.hasStaticShape() &&
-        succeeded(getStridesAndOffset(type, strides, offset)) &&
-        strides == rowMajorStrides(type.getShape()) &&
-        !ShapedType::isDynamic(offset)) {
-      int64_t begin = source->begin + offset * bufferBytes(MemRefType::get(
-                                                   {}, type.getElementType()));
-      return Place{source->root, begin, begin + bufferBytes(type), true};
-    }
-  }
-  // A subview or a reshape lies within its source; a reinterpret_cast
-  // anywhere from its source's start on.
-  if (auto viewLike = buffer.getDefiningOp<ViewLikeOpInterface>()) {
-    std::optional<Place> source = placeOf(viewLike.getViewSource());
-    if (!source)
-      return std::nullopt;
-    if (isa<memref::ReinterpretCastOp>(viewLike.getOperation()))
-      source->end = -1;
-    source->exact = false;
-    return source;
-  }
-  return std::nullopt;
-}
-
-bool overlap(const Place &a, const Place &b) {
-  if (a.root != b.root)
-    return false;
-  return (b.end < 0 || a.begin < b.end) && (a.end < 0 || b.begin < a.end);
-}
-
-/// Whether `a` and `b` are the same elements in the same order: one value,
-/// or dense buffers of one element type at one place (of one shape, when
-/// both are read through the identity of one loop nest).
-bool sameBuffer(Value a, Value b) {
-  if (a == b)
-    return true;
-  if (getElementTypeOrSelf(a.getType()) != getElementTypeOrSelf(b.getType()))
-    return false;
-  std::optional<Place> pa = placeOf(a), pb = placeOf(b);
-  return pa && pb && pa->exact && pb->exact && pa->root == pb->root &&
-         pa->begin == pb->begin && pa->end == pb->end;
-}
-
-/// Whether `a` and `b` may share an element; unknown places may.
-bool mayOverlap(Value a, Value b) {
-  if (a == b)
-    return true;
-  std::optional<Place> pa = placeOf(a), pb = placeOf(b);
-  return !pa || !pb || overlap(*pa, *pb);
-}
 
 /// The buffers that `op`'s body reads itself, beyond its operands: the
 /// neutral lowering's slices and gathers load at computed positions.

@@ -1,0 +1,130 @@
+//===- BufferPlace.cpp - Where a planned buffer lies ----------------------===//
+
+#include "BufferPlace.h"
+
+#include "tfm/Transforms/LayoutRules.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+using namespace mlir;
+using namespace mlir::tfm;
+
+std::optional<Place> mlir::tfm::placeOf(Value buffer) {
+  auto type = dyn_cast<MemRefType>(buffer.getType());
+  if (!type)
+    return std::nullopt;
+  auto dense = [&]() {
+    return type.hasStaticShape() && type.getLayout().isIdentity();
+  };
+  if (auto arg = dyn_cast<BlockArgument>(buffer)) {
+    if (!isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      return std::nullopt;
+    return Place{arg, 0, dense() ? bufferBytes(type) : -1, dense()};
+  }
+  if (auto view = buffer.getDefiningOp<memref::ViewOp>()) {
+    std::optional<Place> source = placeOf(view.getSource());
+    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+    if (!source)
+      return std::nullopt;
+    if (!shift || !source->exact || !dense())
+      return Place{source->root, source->begin, source->end, false};
+    return Place{source->root, source->begin + *shift,
+                 source->begin + *shift + bufferBytes(type), true};
+  }
+  // A dense reinterpret_cast at a constant offset of a dense buffer: the
+  // neutral lowering's reshapes.
+  if (auto recast = buffer.getDefiningOp<memref::ReinterpretCastOp>()) {
+    std::optional<Place> source = placeOf(recast.getSource());
+    auto sourceType = dyn_cast<MemRefType>(recast.getSource().getType());
+    int64_t offset;
+    SmallVector<int64_t> strides;
+    if (source && source->exact && sourceType &&
+        sourceType.getLayout().isIdentity() && type.hasStaticShape() &&
+        succeeded(getStridesAndOffset(type, strides, offset)) &&
+        strides == rowMajorStrides(type.getShape()) &&
+        !ShapedType::isDynamic(offset)) {
+      int64_t begin =
+          source->begin +
+          offset * bufferBytes(MemRefType::get({}, type.getElementType()));
+      return Place{source->root, begin, begin + bufferBytes(type), true};
+    }
+  }
+  // A subview or a reshape lies within its source; a reinterpret_cast
+  // anywhere from its source's start on.
+  if (auto viewLike = buffer.getDefiningOp<ViewLikeOpInterface>()) {
+    std::optional<Place> source = placeOf(viewLike.getViewSource());
+    if (!source)
+      return std::nullopt;
+    if (isa<memref::ReinterpretCastOp>(viewLike.getOperation()))
+      source->end = -1;
+    source->exact = false;
+    return source;
+  }
+  return std::nullopt;
+}
+
+bool mlir::tfm::overlap(const Place &a, const Place &b) {
+  if (a.root != b.root)
+    return false;
+  return (b.end < 0 || a.begin < b.end) && (a.end < 0 || b.begin < a.end);
+}
+
+bool mlir::tfm::sameBuffer(Value a, Value b) {
+  if (a == b)
+    return true;
+  if (getElementTypeOrSelf(a.getType()) != getElementTypeOrSelf(b.getType()))
+    return false;
+  std::optional<Place> pa = placeOf(a), pb = placeOf(b);
+  return pa && pb && pa->exact && pb->exact && pa->root == pb->root &&
+         pa->begin == pb->begin && pa->end == pb->end;
+}
+
+/// Whether `a` and `b` are subviews of one buffer whose boxes miss each
+/// other along some dimension: the columns of a packed projection written
+/// part by part.
+static bool disjointBoxes(Value a, Value b) {
+  auto sa = a.getDefiningOp<memref::SubViewOp>(),
+       sb = b.getDefiningOp<memref::SubViewOp>();
+  if (!sa || !sb || !sameBuffer(sa.getSource(), sb.getSource()))
+    return false;
+  // A rank-reducing subview's dimensions no longer line up with its
+  // source's.
+  int64_t rank = sa.getSourceType().getRank();
+  if (sa.getType().getRank() != rank || sb.getType().getRank() != rank ||
+      sb.getSourceType().getRank() != rank)
+    return false;
+  auto all = [](ArrayRef<int64_t> xs) {
+    return llvm::none_of(xs, ShapedType::isDynamic);
+  };
+  if (!all(sa.getStaticOffsets()) || !all(sa.getStaticSizes()) ||
+      !all(sa.getStaticStrides()) || !all(sb.getStaticOffsets()) ||
+      !all(sb.getStaticSizes()) || !all(sb.getStaticStrides()))
+    return false;
+  for (int64_t d = 0; d < rank; ++d) {
+    // The box's first and one past its last index along d.
+    auto span = [&](memref::SubViewOp s) {
+      int64_t first = s.getStaticOffsets()[d], size = s.getStaticSizes()[d];
+      return std::pair(first,
+                       size ? first + (size - 1) * s.getStaticStrides()[d] + 1
+                            : first);
+    };
+    auto [a0, a1] = span(sa);
+    auto [b0, b1] = span(sb);
+    if (a1 <= b0 || b1 <= a0)
+      return true;
+  }
+  return false;
+}
+
+bool mlir::tfm::mayOverlap(Value a, Value b) {
+  if (a == b)
+    return true;
+  if (disjointBoxes(a, b))
+    return false;
+  std::optional<Place> pa = placeOf(a), pb = placeOf(b);
+  return !pa || !pb || overlap(*pa, *pb);
+}

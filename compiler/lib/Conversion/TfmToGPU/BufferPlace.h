@@ -1,0 +1,46 @@
+//===- BufferPlace.h - Where a planned buffer lies --------------*- C++ -*-===//
+//
+// After the memory plan every buffer of an entry is a view at a constant
+// offset of one of the entry's arguments (the arena, the weights, the
+// state). The GPU schedule's passes that reorder or merge work on buffers
+// prove from these places that no element is read or written other than
+// before; an unknown place overlaps everything.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
+#define TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
+
+#include "mlir/IR/Value.h"
+
+#include <optional>
+
+namespace mlir::tfm {
+
+/// Where a buffer lies: within bytes [begin, end) of `root`, an argument of
+/// the entry (end -1: up to the root's end, as far as is known). `exact`
+/// when it is a dense buffer that starts at `begin` and ends at `end`.
+struct Place {
+  Value root;
+  int64_t begin = 0, end = -1;
+  bool exact = false;
+};
+
+/// The place of `buffer`, when it is an entry argument or a chain of views
+/// of one.
+std::optional<Place> placeOf(Value buffer);
+
+/// Whether two places may share a byte. Distinct arguments of an entry
+/// never do: the runtime passes separate allocations.
+bool overlap(const Place &a, const Place &b);
+
+/// Whether `a` and `b` are the same elements in the same order: one value,
+/// or dense buffers of one element type at one place.
+bool sameBuffer(Value a, Value b);
+
+/// Whether `a` and `b` may share an element; unknown places may.
+bool mayOverlap(Value a, Value b);
+
+} // namespace mlir::tfm
+
+#endif // TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
