@@ -659,11 +659,11 @@ struct Session : std::enable_shared_from_this<Session> {
     TensorPtr owned(t);
     check(tfm_session_set_parameter(s, name.c_str(), t));
   }
-  void saveCheckpoint(const std::string &path) {
+  void saveCheckpoint(std::optional<std::string> path) {
     tfm_status_t status;
     {
       py::gil_scoped_release unlocked;
-      status = tfm_session_save_checkpoint(s, path.c_str());
+      status = tfm_session_save_checkpoint(s, path ? path->c_str() : nullptr);
     }
     check(status);
   }

@@ -353,7 +353,10 @@ class Session:
         return self._s.step_count
 
     def save_checkpoint(self, path):
-        self._s.save_checkpoint(os.fspath(path))
+        """Writes the training state to `path`. In a data-parallel run every
+        rank calls it (a model compiled with --shard-optimizer gathers the
+        moments' parts); a rank that only contributes passes None."""
+        self._s.save_checkpoint(None if path is None else os.fspath(path))
 
     def load_checkpoint(self, path):
         self._s.load_checkpoint(os.fspath(path))

@@ -90,6 +90,33 @@ int broadcast(void *, void *data, uint64_t bytes, int32_t root, void *stream,
   return 0;
 }
 
+int allGather(void *, const void *send, void *receive, uint64_t bytes,
+              void *stream, char *error, size_t size) {
+  if (stream) {
+    std::snprintf(error, size, "MPI_Allgather: device memory is not supported");
+    return -1;
+  }
+  // In parts of each rank's block: a part of every rank lands `bytes`
+  // apart, which a type of the part's length and the block's extent says.
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t part = bytes - done < kMaxPart ? bytes - done : kMaxPart;
+    MPI_Datatype piece, strided;
+    MPI_Type_contiguous(static_cast<int>(part), MPI_BYTE, &piece);
+    MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(bytes), &strided);
+    MPI_Type_commit(&strided);
+    int rc = MPI_Allgather(static_cast<const char *>(send) + done,
+                           static_cast<int>(part), MPI_BYTE,
+                           static_cast<char *>(receive) + done, 1, strided,
+                           MPI_COMM_WORLD);
+    MPI_Type_free(&strided);
+    MPI_Type_free(&piece);
+    if (rc != MPI_SUCCESS)
+      return report(rc, "MPI_Allgather", error, size);
+    done += part;
+  }
+  return 0;
+}
+
 } // namespace
 
 extern "C" {
@@ -128,6 +155,7 @@ int tfm_mpi_communicator(int *argc, char ***argv, tfm_communicator_t *out,
   out->size = worldSize;
   out->all_reduce_sum = allReduceSum;
   out->broadcast = broadcast;
+  out->all_gather = allGather;
   return 0;
 }
 

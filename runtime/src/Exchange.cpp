@@ -2,11 +2,13 @@
 
 #include "Exchange.h"
 #include "Internal.h"
+#include "Shards.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <utility>
 
 using namespace tfm::runtime;
 
@@ -107,11 +109,22 @@ void Exchange::serve() {
     changed.wait(lock, [&] { return stopping || !queue.empty(); });
     if (stopping)
       return;
-    size_t b = queue.front();
+    Task task = std::move(queue.front());
     queue.pop_front();
+    char error[512] = {0};
+    if (task.job) {
+      lock.unlock();
+      int32_t rc = task.job(error, sizeof(error));
+      lock.lock();
+      if (rc != 0 && jobError.empty())
+        jobError = communicatorError(error);
+      --pendingJobs;
+      changed.notify_all();
+      continue;
+    }
+    size_t b = task.bucket;
     Bucket &bucket = buckets[b];
     lock.unlock();
-    char error[512] = {0};
     int32_t rc =
         comm.all_reduce_sum(comm.user, bucket.data.data(), bucket.data.size(),
                             TFM_DTYPE_F32, nullptr, error, sizeof(error));
@@ -138,13 +151,7 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
   int64_t n = d.params[TFM_ALL_REDUCE_N],
           offset = d.params[TFM_ALL_REDUCE_OFFSET];
   float *x = static_cast<float *>(args[0]);
-  auto fail = [&](std::string why) {
-    broken = fmt::format("rank {} of {}: {}; the ranks are out of step, so "
-                         "every later step fails too",
-                         comm.rank, comm.size, why);
-    error = broken;
-    return -1;
-  };
+  auto fail = [&](const std::string &why) { return breakWith(why, error); };
 
   if (d.params[TFM_ALL_REDUCE_PHASE] == TFM_ALL_REDUCE_START) {
     if (bucket.state != Bucket::Idle && bucket.state != Bucket::Filling)
@@ -164,7 +171,7 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
     bucket.state = Bucket::Filling;
     if (++bucket.started == bucket.members) {
       bucket.state = Bucket::Travelling;
-      queue.push_back(b);
+      queue.push_back(Task{b, nullptr});
       changed.notify_all();
     }
     return 0;
@@ -174,20 +181,16 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
     return fail(fmt::format("bucket {} was read before all its members "
                             "started",
                             b));
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(timeoutSeconds);
-  if (!changed.wait_until(lock, deadline, [&] {
+  if (!waitFor(lock, [&] {
         return bucket.state == Bucket::Arrived ||
                bucket.state == Bucket::Failed;
-      })) {
-    stuck = true;
+      }))
     return fail(fmt::format(
         "the exchange of bucket {} ({:.1f} MB) with the other {} rank(s) did "
         "not finish within {:g} s (TFM_COLLECTIVE_TIMEOUT): a rank has died, "
         "hangs, or runs another step",
         b, bucket.data.size() * 4.0 / (1 << 20), comm.size - 1,
         timeoutSeconds));
-  }
   if (bucket.state == Bucket::Failed)
     return fail(
         fmt::format("the exchange of bucket {} failed: {}", b, bucket.error));
@@ -202,6 +205,50 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
     bucket.started = bucket.waited = 0;
     bucket.state = Bucket::Idle;
   }
+  return 0;
+}
+
+int32_t Exchange::breakWith(const std::string &why, std::string &error) {
+  broken = fmt::format("rank {} of {}: {}; the ranks are out of step, so "
+                       "every later step fails too",
+                       comm.rank, comm.size, why);
+  error = broken;
+  return -1;
+}
+
+bool Exchange::waitFor(std::unique_lock<std::mutex> &lock,
+                       const std::function<bool()> &done) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(timeoutSeconds);
+  if (changed.wait_until(lock, deadline, done))
+    return true;
+  stuck = true;
+  return false;
+}
+
+void Exchange::post(Job job) {
+  std::lock_guard<std::mutex> lock(mutex);
+  ++pendingJobs;
+  queue.push_back(Task{0, std::move(job)});
+  changed.notify_all();
+}
+
+int32_t Exchange::drain(std::string &error) {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!broken.empty()) {
+    error = broken;
+    return -1;
+  }
+  auto fail = [&](const std::string &why) { return breakWith(why, error); };
+  if (!waitFor(lock, [&] { return pendingJobs == 0; }))
+    return fail(fmt::format("gathering the parameters' parts from the other "
+                            "{} rank(s) did not finish within {:g} s "
+                            "(TFM_COLLECTIVE_TIMEOUT): a rank has died, "
+                            "hangs, or runs another step",
+                            comm.size - 1, timeoutSeconds));
+  if (!jobError.empty())
+    return fail("gathering the parameters' parts failed: " +
+                std::exchange(jobError, std::string()));
   return 0;
 }
 
@@ -265,7 +312,21 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
   if (!use.acquired())
     return sessionInUse("tfm_session_set_communicator");
   return guarded("tfm_session_set_communicator", [&]() -> tfm_status_t {
+    // Sharded moments become whole again before the ranks part, or before
+    // they part differently.
+    auto gatherMoments = [&]() -> tfm_status_t {
+      if (!session->shards || !session->exchange)
+        return nullptr;
+      const tfm_communicator_t &old = session->exchange->communicator();
+      std::string why;
+      if (!session->shards->gatherWhole(old, why))
+        return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {}", old.rank,
+                          old.size, why);
+      return nullptr;
+    };
     if (!given) {
+      if (tfm_status_t s = gatherMoments())
+        return s;
       session->exchange.reset();
       writeRank(*session, 0);
       return nullptr;
@@ -282,6 +343,12 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
                         "tfm_session_set_communicator: rank {} of {}, or a "
                         "function missing",
                         comm.rank, comm.size);
+    if (session->shards && !comm.all_gather)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "tfm_session_set_communicator: '{}' shards Adam's "
+                        "moments (--shard-optimizer), which needs the "
+                        "communicator's all_gather",
+                        session->module->path);
     const std::string &path = session->module->path;
     if (!session->device->hostAddressable())
       return makeStatus(TFM_STATUS_INCOMPATIBLE,
@@ -312,12 +379,18 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
           "0's (another model, other shapes or options); every rank must "
           "load the same artifact",
           comm.rank, comm.size, ranks);
+    if (tfm_status_t s = gatherMoments())
+      return s;
+    session->exchange.reset();
     // Every rank begins from rank 0's parameters, moments and step count.
     const tfm_abi_model_t *m = session->module->model;
     if (m->state_bytes &&
         comm.broadcast(comm.user, session->state.get(), m->state_bytes, 0,
                        nullptr, error, sizeof(error)))
       return failed("copying rank 0's training state");
+    if (session->shards && !session->shards->broadcastWhole(comm, why))
+      return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {}", comm.rank,
+                        comm.size, why);
     writeRank(*session, comm.rank);
     session->exchange = std::move(exchange);
     return nullptr;

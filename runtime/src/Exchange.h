@@ -19,6 +19,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,16 @@ public:
 
   const tfm_communicator_t &communicator() const { return comm; }
 
+  /// A collective of the communicator's, run on the exchange thread after
+  /// the buckets queued before it, so that every rank makes the same calls
+  /// in the same order and the communicator serves one caller at a time.
+  /// `job` returns 0, or nonzero with a message in its buffer.
+  using Job = std::function<int32_t(char *error, size_t errorSize)>;
+  void post(Job job);
+  /// Waits for every job posted so far; 0, or nonzero with `error` naming
+  /// the first that failed or a timeout.
+  int32_t drain(std::string &error);
+
 private:
   struct Bucket {
     /// The members' weighted sums end to end, then the weights' sum.
@@ -55,12 +66,28 @@ private:
   explicit Exchange(const tfm_communicator_t &comm);
   void serve();
 
+  /// A bucket to exchange, or a job.
+  struct Task {
+    size_t bucket = 0;
+    Job job;
+  };
+  /// Waits on `changed` until `done` or the timeout; false (marking the
+  /// exchange stuck) at the timeout.
+  bool waitFor(std::unique_lock<std::mutex> &lock,
+               const std::function<bool()> &done);
+  /// Marks the ranks out of step for good, because of `why`: this and
+  /// every later call fails with `error`. Returns -1.
+  int32_t breakWith(const std::string &why, std::string &error);
+
   tfm_communicator_t comm;
   double timeoutSeconds = 300;
   std::vector<Bucket> buckets;
   std::mutex mutex;
   std::condition_variable changed;
-  std::deque<size_t> queue;
+  std::deque<Task> queue;
+  /// Jobs posted and not yet run, and the first one's failure.
+  int64_t pendingJobs = 0;
+  std::string jobError;
   bool stopping = false;
   /// A wait timed out with the bucket still in the communicator's hands:
   /// the thread may never return, so it is left behind, not joined.

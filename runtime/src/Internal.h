@@ -135,6 +135,19 @@ std::string shapeString(const int64_t *dims, size_t rank);
 /// The bytes of a dense tensor of descriptor `d` (validated dims).
 uint64_t tensorBytes(const tfm_abi_tensor_desc_t &d);
 
+/// Whether the runtime keeps a state slot of `kind` outside the state: a
+/// sharded Adam moment (Shards.h).
+inline bool isShardedMoment(int32_t kind) {
+  return kind == TFM_STATE_ADAM_M_SHARD || kind == TFM_STATE_ADAM_V_SHARD;
+}
+
+/// Whether checkpoints hold slots of `kind`: what training learns, not a
+/// generation cache or the rank.
+inline bool isCheckpointed(int32_t kind) {
+  return (kind >= TFM_STATE_PARAMETER && kind <= TFM_STATE_STEP) ||
+         isShardedMoment(kind);
+}
+
 /// The target's name in messages ("the CPU").
 const char *targetName(int32_t target);
 
@@ -293,6 +306,7 @@ struct tfm_module_s : tfm::runtime::RefCounted {
 namespace tfm::runtime {
 struct Profile;
 class Exchange;
+class Shards;
 } // namespace tfm::runtime
 
 struct tfm_session_s {
@@ -339,6 +353,9 @@ struct tfm_session_s {
   /// The other ranks of a data-parallel run (tfm_session_set_communicator);
   /// null in one process.
   std::unique_ptr<tfm::runtime::Exchange> exchange;
+  /// Adam's moments of a model compiled with --shard-optimizer, which the
+  /// runtime keeps (this rank's part of them); null otherwise.
+  std::unique_ptr<tfm::runtime::Shards> shards;
   /// Set while a call uses the session: a second thread's call fails.
   std::atomic<bool> busy{false};
   // Why the run failed (a kernel's exception, a failed check), for its

@@ -10,6 +10,7 @@
 #include "Exchange.h"
 #include "Internal.h"
 #include "Profile.h"
+#include "Shards.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -104,6 +105,10 @@ int32_t runKernel(const tfm_abi_host_t *host, int32_t index,
   std::string error;
   // In one process an average across processes is the tensor itself.
   auto run = [&] {
+    if (kind == TFM_KERNEL_ADAM &&
+        m->kernels[index].params[TFM_OPTIMIZER_SHARDED])
+      return session->shards->update(m->kernels[index], args,
+                                     session->exchange.get(), error);
     if (kind != TFM_KERNEL_ALL_REDUCE)
       return session->device->runKernel(index, args, error);
     return session->exchange
@@ -381,6 +386,17 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
                     tensorBytes(st.tensor));
     }
     s->device->copyToDevice(s->state.get(), initial.data(), initial.size());
+    std::string why;
+    s->shards = Shards::create(*m, why);
+    if (!why.empty())
+      return makeStatus(TFM_STATUS_DATA_LOSS,
+                        "tfm_session_create: '{}' is corrupt: {}", module->path,
+                        why);
+    if (s->shards && !s->device->hostAddressable())
+      return makeStatus(TFM_STATUS_INCOMPATIBLE,
+                        "'{}' shards Adam's moments (--shard-optimizer), "
+                        "which runs on the CPU only so far",
+                        module->path);
     if (!s->device->hostAddressable()) {
       if (tfm_status_t st =
               allocate(s->weights, m->weights_bytes, "the weights"))
@@ -789,6 +805,15 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
         if (g)
           g->warmedUp = true;
         rc = e->fn(&host, at.in.data(), at.out.data());
+      }
+      // The parameters' parts of a sharded update may still be on their
+      // way between the ranks.
+      if (session->exchange) {
+        std::string why;
+        if (int32_t drained = session->exchange->drain(why); drained && !rc) {
+          session->failure = why;
+          rc = kKernelFailed;
+        }
       }
       session->running = nullptr;
       if (rc == 0)

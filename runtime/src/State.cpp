@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Exchange.h"
 #include "Internal.h"
+#include "Shards.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -56,6 +58,10 @@ const char *kindName(int32_t kind) {
   case TFM_STATE_SOURCE: return "generation source";
   case TFM_STATE_RANK:
     return "process rank";
+  case TFM_STATE_ADAM_M_SHARD:
+    return "Adam first moment (sharded)";
+  case TFM_STATE_ADAM_V_SHARD:
+    return "Adam second moment (sharded)";
   default: return "?";
   }
 }
@@ -221,7 +227,9 @@ int64_t tfm_session_step_count(const tfm_session_t *session) {
 
 tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
                                          const char *path) {
-  if (!session || !path)
+  // In a data-parallel run every rank may call it, and those that only
+  // contribute their parts of sharded moments pass no path.
+  if (!session || (!path && !session->exchange))
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                       "tfm_session_save_checkpoint: NULL argument");
   SessionUse use(session);
@@ -232,7 +240,7 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
     // Generation caches hold the last sequence, not what was learned.
     uint32_t saved = 0;
     for (int32_t i = 0; i < m->num_states; ++i)
-      saved += m->states[i].kind < TFM_STATE_CACHE;
+      saved += isCheckpointed(m->states[i].kind);
     if (saved == 0)
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                         "'{}' has no training state to save; compile it "
@@ -244,12 +252,29 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
     std::vector<char> host(session->state.bytes());
     session->device->copyToHost(host.data(), session->state.get(), host.size());
     const char *state = host.data();
+    const tfm_communicator_t *comm =
+        session->exchange ? &session->exchange->communicator() : nullptr;
+    std::vector<float> moment;
     for (int32_t i = 0; i < m->num_states; ++i) {
       const tfm_abi_state_desc_t &st = m->states[i];
-      if (st.kind >= TFM_STATE_CACHE)
+      if (!isCheckpointed(st.kind))
         continue;
+      // Sharded moments are saved whole, as unsharded ones, so that either
+      // artifact resumes the other's checkpoints at any number of ranks.
+      bool sharded = isShardedMoment(st.kind);
+      if (sharded) {
+        std::string why;
+        if (!session->shards->whole(i, comm, moment, why))
+          return makeStatus(TFM_STATUS_UNAVAILABLE,
+                            "tfm_session_save_checkpoint: {}", why);
+      }
+      if (!path)
+        continue;
+      int32_t kind = st.kind == TFM_STATE_ADAM_M_SHARD   ? TFM_STATE_ADAM_M
+                     : st.kind == TFM_STATE_ADAM_V_SHARD ? TFM_STATE_ADAM_V
+                                                         : st.kind;
       uint32_t len = static_cast<uint32_t>(std::strlen(st.tensor.name));
-      put(out, static_cast<int32_t>(st.kind));
+      put(out, kind);
       put(out, len);
       out.append(st.tensor.name, len);
       put(out, st.tensor.dtype);
@@ -258,8 +283,12 @@ tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
         put(out, st.tensor.dims[d]);
       uint64_t bytes = tensorBytes(st.tensor);
       put(out, bytes);
-      out.append(state + st.offset, bytes);
+      out.append(sharded ? reinterpret_cast<const char *>(moment.data())
+                         : state + st.offset,
+                 bytes);
     }
+    if (!path)
+      return nullptr;
     put(out, fnv1a(out.data(), out.size()));
     return writeAtomically(path, out);
   });
@@ -321,6 +350,11 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
         return corrupt("slot data is cut short");
       std::string slotName(name, len);
       const tfm_abi_state_desc_t *st = session->findState(slotName.c_str(), kind);
+      // Moments saved whole resume a sharded artifact too.
+      if (!st && (kind == TFM_STATE_ADAM_M || kind == TFM_STATE_ADAM_V))
+        st = session->findState(slotName.c_str(), kind == TFM_STATE_ADAM_M
+                                                      ? TFM_STATE_ADAM_M_SHARD
+                                                      : TFM_STATE_ADAM_V_SHARD);
       if (!st)
         return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                           "checkpoint '{}' holds the {} '{}', which the model "
@@ -337,7 +371,7 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
     if (r.p != r.end)
       return corrupt("trailing bytes after the last slot");
     for (int32_t i = 0; i < m->num_states; ++i) {
-      bool found = m->states[i].kind >= TFM_STATE_CACHE;
+      bool found = !isCheckpointed(m->states[i].kind);
       for (auto &c : copies)
         found |= c.first == &m->states[i];
       if (!found)
@@ -347,9 +381,19 @@ tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
                           m->states[i].tensor.name);
     }
     auto *state = static_cast<char *>(session->state.get());
-    for (auto &[st, payload] : copies)
+    std::vector<float> moment;
+    for (auto &[st, payload] : copies) {
+      if (isShardedMoment(st->kind)) {
+        // Each rank keeps its part.
+        moment.resize(tensorBytes(st->tensor) / sizeof(float));
+        std::memcpy(moment.data(), payload, tensorBytes(st->tensor));
+        session->shards->setWhole(static_cast<int32_t>(st - m->states),
+                                  moment.data());
+        continue;
+      }
       session->device->copyToDevice(state + st->offset, payload,
                                     tensorBytes(st->tensor));
+    }
     return nullptr;
   });
 }

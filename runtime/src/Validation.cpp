@@ -428,15 +428,21 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
                bytes[3]);
   }
   case TFM_KERNEL_ADAM:
-    if (!positive(TFM_OPTIMIZER_NUM_PARAMS))
+    if (!positive(TFM_OPTIMIZER_SHARDED))
       return false;
     if (!f32({p[TFM_OPTIMIZER_N]}, bytes[0]))
       return false;
+    if (p[TFM_OPTIMIZER_SHARDED]) {
+      // The moments are the runtime's (Shards.h).
+      bytes[1] = bytes[0];
+      bytes[2] = 8 * 4;
+      return true;
+    }
     bytes[1] = bytes[2] = bytes[3] = bytes[0];
     bytes[4] = 8 * 4;
     return true;
   case TFM_KERNEL_SGD:
-    if (!positive(TFM_OPTIMIZER_NUM_PARAMS))
+    if (!positive(TFM_OPTIMIZER_SHARDED))
       return false;
     if (!f32({p[TFM_OPTIMIZER_N]}, bytes[0]))
       return false;
@@ -554,13 +560,17 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     if (tfm_status_t s = checkDesc(st.tensor, fmt::format("state slot {}", i),
                                    bytes))
       return s;
-    stateEnd = std::max(stateEnd, st.offset + bytes);
-    bool fits = st.offset <= m->state_bytes && bytes <= m->state_bytes - st.offset;
+    bool outside = isShardedMoment(st.kind);
+    if (!outside)
+      stateEnd = std::max(stateEnd, st.offset + bytes);
+    bool fits = outside ? st.offset == 0 && st.tensor.dtype == TFM_DTYPE_F32
+                        : st.offset <= m->state_bytes &&
+                              bytes <= m->state_bytes - st.offset;
     bool initFits = st.init_offset < 0 ||
                     (static_cast<uint64_t>(st.init_offset) <= m->weights_bytes &&
                      bytes <= m->weights_bytes - st.init_offset);
-    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_RANK || !fits ||
-        !initFits)
+    if (st.kind < TFM_STATE_PARAMETER || st.kind > TFM_STATE_ADAM_V_SHARD ||
+        !fits || !initFits)
       return corrupt(fmt::format("state slot {} ('{}') lies outside the state "
                                  "or the weights",
                                  i, st.tensor.name));
@@ -727,6 +737,21 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
     if (!kernelFootprint(d, kernelFlags(m, i), bytes, why))
       return corrupt(fmt::format("kernel {} ({}): {}", i, kernelName(d.kind),
                                  why));
+    if (d.kind == TFM_KERNEL_ADAM && d.params[TFM_OPTIMIZER_SHARDED]) {
+      int64_t s = d.params[TFM_OPTIMIZER_MOMENTS];
+      if (d.params[TFM_OPTIMIZER_SHARDED] != 1 || s < 0 || s >= m->num_states ||
+          m->states[s].kind != TFM_STATE_ADAM_M_SHARD ||
+          tensorBytes(m->states[s].tensor) !=
+              4 * static_cast<uint64_t>(d.params[TFM_OPTIMIZER_N]))
+        return corrupt(fmt::format("kernel {} (adam) names state slot {}, "
+                                   "which is no sharded first moment of its "
+                                   "size",
+                                   i, s));
+    } else if ((d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD) &&
+               (d.params[TFM_OPTIMIZER_SHARDED] ||
+                d.params[TFM_OPTIMIZER_MOMENTS]))
+      return corrupt(fmt::format("kernel {} ({}) has unknown flags", i,
+                                 kernelName(d.kind)));
     for (int a = 0; a < TFM_KERNEL_MAX_ARGS; ++a)
       if (bytes[a] > largest)
         return corrupt(fmt::format("kernel {} ({}) touches {} bytes through "

@@ -146,6 +146,27 @@ func.func @train_step(%g: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// Tests a sharded Adam step (--shard-optimizer): the moments' slots take no
+// bytes of the state (offset 0, and the state ends after the step count),
+// and the ADAM kernel gets the parameter, the gradient and the
+// coefficients, its params naming the first moment's slot (index 2) for
+// the runtime, which keeps the moments.
+// CHECK: tfm.state_bytes = 192
+// CHECK-SAME: tfm.states = [#tfm.state_slot<name = "w", kind = parameter, type = tensor<4x8xf32>, offset = 0, init_offset = 0>, #tfm.state_slot<name = "step", kind = step, type = tensor<i64>, offset = 128>, #tfm.state_slot<name = "w", kind = adam_m_shard, type = tensor<4x8xf32>, offset = 0>, #tfm.state_slot<name = "w", kind = adam_v_shard, type = tensor<4x8xf32>, offset = 0>]
+// CHECK: func.func @__tfm_entry_train_step
+// CHECK-SAME: %[[G:[a-z0-9]+]]: memref<4x8xf32>
+// CHECK: %[[C:.+]] = memref.view %{{.+}}[%{{.+}}][] : memref<{{[0-9]+}}xi8> to memref<8xf32>
+// CHECK: tfm.kernel_call %{{.+}}, <kind = adam, dtype = f32, params = [32, 1, 2]>(%{{.+}}, %[[G]], %[[C]])
+func.func @train_step(%g: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %t = tfm.next_step : tensor<i64>
+  %w = tfm.parameter "w" {initial_value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
+  %y = tfm.mul %w, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  tfm.adam_update "w", %g, %t {lr = 1.0e-03, sharded} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that token ids are checked before the embedding reads them: the
 // first position outside [0, 10) stops the run through __tfm_check_failed,
 // whose check names the op and the input.

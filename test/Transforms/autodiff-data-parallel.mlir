@@ -1,5 +1,6 @@
 // RUN: tfm-opt %s --tfm-autodiff="optimizer=sgd lr=0.1 bucket-mb=0.0001" | FileCheck %s
 // RUN: %tfmc_bin compile %s --train --optimizer=sgd --emit=linalg -o - | FileCheck %s --check-prefix=CPU
+// RUN: tfm-opt %s --tfm-autodiff="optimizer=adam shard-optimizer=true" | FileCheck %s --check-prefix=SHARD
 
 // Tests where tfm-autodiff puts a data-parallel step's averages: the
 // weight (the labels the loss counts), the loss's start in bucket 0 right
@@ -53,3 +54,11 @@ func.func @infer(%x: tensor<4x3xf32> {tfm.name = "x"}) -> (tensor<4x5xf32> {tfm.
 // CPU:       kind = all_reduce, dtype = f32, params = [5, 1, 1, 40, 45, 3]>(%{{.+}}) {slots = array<i64: 0>}
 // CPU:       kind = all_reduce, dtype = f32, params = [25, 1, 1, 0, 45, 3]>(%{{.+}}) {slots = array<i64: 0>}
 // CPU:       kind = all_reduce, dtype = f32, params = [1, 0, 1, 0, 1, 1]>(%{{.+}}) {slots = array<i64: 0>}
+
+// Tests that --shard-optimizer marks every Adam update sharded, after the
+// same averages.
+// SHARD-LABEL: func.func @train_step
+// SHARD:      %[[W:.+]] = tfm.all_reduce_wait %{{.+}} : tensor<5x3xf32>
+// SHARD:      tfm.adam_update "w", %[[W]], %{{.+}} {{{.*}}sharded{{.*}}} : tensor<5x3xf32>
+// SHARD-NEXT: tfm.adam_update "b", %{{.+}} {{{.*}}sharded{{.*}}} : tensor<5xf32>
+// SHARD-NEXT: tfm.adam_update "w2", %{{.+}} {{{.*}}sharded{{.*}}} : tensor<5x5xf32>

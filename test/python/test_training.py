@@ -120,7 +120,7 @@ import json, sys
 import numpy as np
 import tfm
 from conftest import read_pb
-gpt, options = sys.argv[1], json.loads(sys.argv[2])
+gpt, options, ckpt = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 world = tfm.mpi_communicator()
 session = tfm.compile(gpt + "/model.onnx", train=options).session(threads=1)
 x = read_pb(gpt + "/data/input_0.pb")
@@ -132,19 +132,27 @@ kept = np.full_like(labels, -100)
 kept[0] = labels[world.rank]
 losses = [session.train_step(mine, kept, communicator=world) for _ in range(5)]
 session.compare_parameters()
+# Every rank takes part (sharded moments come whole); rank 0 writes.
+session.save_checkpoint(ckpt if world.rank == 0 else None)
 if world.rank == 0:
     print(json.dumps({"size": world.size, "losses": losses}))
 """
 
 
-def test_data_parallel_ranks_step_as_one_process(tmp_path):
+@pytest.mark.parametrize("sharded", [False, True])
+def test_data_parallel_ranks_step_as_one_process(tmp_path, sharded):
     # Two processes under mpirun, each on one row of the batch, against this
-    # process on both rows.
+    # process on both rows; with sharded Adam moments too. Their checkpoint
+    # resumes here, unsharded, with this process's sixth step.
     options = {"optimizer": "adam", "lr": 0.002, "label_smoothing": 0.1}
-    session = tfm.compile(os.path.join(GPT, "model.onnx"), train=options).session()
+    model = tfm.compile(os.path.join(GPT, "model.onnx"), train=options)
+    session = model.session()
     x = read_pb(os.path.join(GPT, "data", "input_0.pb"))
     labels = read_pb(os.path.join(GPT, "data", "labels.pb"))
-    alone = [session.train_step(x, labels) for _ in range(5)]
+    alone = [session.train_step(x, labels) for _ in range(6)]
+    ckpt = tmp_path / "ranks.ckpt"
+    if sharded:
+        options = dict(options, shard_optimizer=True)
 
     script = tmp_path / "rank.py"
     script.write_text(DATA_PARALLEL_RANK)
@@ -155,9 +163,12 @@ def test_data_parallel_ranks_step_as_one_process(tmp_path):
                    [os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
     import sys
     r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable,
-                        str(script), GPT, json.dumps(options)],
+                        str(script), GPT, json.dumps(options), str(ckpt)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["size"] == 2
-    np.testing.assert_allclose(result["losses"], alone, rtol=1e-5)
+    np.testing.assert_allclose(result["losses"], alone[:5], rtol=1e-5)
+    resumed = model.session()
+    resumed.load_checkpoint(ckpt)
+    np.testing.assert_allclose(resumed.train_step(x, labels), alone[5], rtol=1e-5)

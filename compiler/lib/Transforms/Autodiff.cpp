@@ -401,6 +401,14 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
   if (!(options.bucketMb > 0))
     return module.emitError()
            << "--bucket-mb must be > 0, got " << options.bucketMb;
+  // Sharding nothing is correct, and a launcher that always asks for it
+  // should not fail on SGD; but the user hears that it does nothing.
+  if (options.shardOptimizer && options.optimizer != "adam")
+    module.emitWarning() << "--shard-optimizer shards Adam's moments; "
+                            "--optimizer="
+                         << options.optimizer
+                         << " keeps no optimizer state, so there is nothing "
+                            "to shard";
   if (module.lookupSymbol("train_step"))
     return module.emitError() << "the module already has a @train_step";
   if (!fwd.getBody().hasOneBlock())
@@ -543,7 +551,8 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
           b.getF64FloatAttr(options.eps),
           b.getF64FloatAttr(options.weightDecay), schedule,
           b.getI64IntegerAttr(options.dModel),
-          b.getI64IntegerAttr(options.warmup));
+          b.getI64IntegerAttr(options.warmup),
+          options.shardOptimizer ? b.getUnitAttr() : UnitAttr());
   }
   b.create<func::ReturnOp>(loc, loss);
   ret.erase();

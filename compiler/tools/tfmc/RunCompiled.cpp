@@ -422,8 +422,12 @@ int trainOnRank(StringRef soPath, const TrainOptions &opts,
       rc = kExitInputError;
     }
     bool periodic = opts.checkpointEvery && step % opts.checkpointEvery == 0;
-    if (lead && !opts.checkpoint.empty() && (periodic || step == opts.steps) &&
-        !ok(tfm_session_save_checkpoint(rt.session, opts.checkpoint.c_str())))
+    // Rank 0 writes the file; the others give it their parts of sharded
+    // moments (--shard-optimizer).
+    if (!opts.checkpoint.empty() && (periodic || step == opts.steps) &&
+        (lead || dp.size > 1) &&
+        !ok(tfm_session_save_checkpoint(
+            rt.session, lead ? opts.checkpoint.c_str() : nullptr)))
       rc = kExitInputError;
   }
   releaseInputs();

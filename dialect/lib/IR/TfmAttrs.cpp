@@ -38,7 +38,11 @@ static_assert(static_cast<int>(StateKind::parameter) == TFM_STATE_PARAMETER &&
                   static_cast<int>(StateKind::step) == TFM_STATE_STEP &&
                   static_cast<int>(StateKind::cache) == TFM_STATE_CACHE &&
                   static_cast<int>(StateKind::source) == TFM_STATE_SOURCE &&
-                  static_cast<int>(StateKind::rank) == TFM_STATE_RANK,
+                  static_cast<int>(StateKind::rank) == TFM_STATE_RANK &&
+                  static_cast<int>(StateKind::adam_m_shard) ==
+                      TFM_STATE_ADAM_M_SHARD &&
+                  static_cast<int>(StateKind::adam_v_shard) ==
+                      TFM_STATE_ADAM_V_SHARD,
               "StateKind and tfm_state_kind_t disagree");
 
 #define GET_ATTRDEF_CLASSES

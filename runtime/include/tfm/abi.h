@@ -183,8 +183,19 @@ enum {
 };
 /* REORDER: the rank, then that many dimensions. */
 enum { TFM_REORDER_RANK, TFM_REORDER_DIMS };
-/* ADAM and SGD. */
-enum { TFM_OPTIMIZER_N, TFM_OPTIMIZER_NUM_PARAMS };
+/* ADAM and SGD: the element count, then (an append to version 5, ADAM
+ * only) whether the moments are sharded. A sharded ADAM takes (parameter,
+ * gradient, coefficients) and no moments: the runtime keeps them, each
+ * rank of a data-parallel run its part, and TFM_OPTIMIZER_MOMENTS is the
+ * index in the model's states of the first moment's TFM_STATE_ADAM_M_SHARD
+ * slot (the second moment's is the TFM_STATE_ADAM_V_SHARD slot of the same
+ * name). */
+enum {
+  TFM_OPTIMIZER_N,
+  TFM_OPTIMIZER_SHARDED,
+  TFM_OPTIMIZER_MOMENTS,
+  TFM_OPTIMIZER_NUM_PARAMS
+};
 enum {
   TFM_LAYER_NORM_BACKWARD_M, TFM_LAYER_NORM_BACKWARD_N,
   TFM_LAYER_NORM_BACKWARD_NUM_PARAMS
@@ -335,6 +346,14 @@ typedef enum tfm_state_kind_t {
    * tfm_session_set_communicator. Dropout reads it, so that every rank
    * draws its own masks. Like caches, never checkpointed. */
   TFM_STATE_RANK = 7,
+  /* Adam's moments of the parameter named when its update is sharded
+   * (tfmc --shard-optimizer; an append to version 5): the runtime keeps
+   * them outside the state (their offset is 0 and they take no bytes of
+   * it), each of N ranks 1/N of the elements. Checkpoints hold them whole,
+   * as TFM_STATE_ADAM_M and TFM_STATE_ADAM_V, so a sharded artifact and an
+   * unsharded one resume each other's, at any number of ranks. */
+  TFM_STATE_ADAM_M_SHARD = 8,
+  TFM_STATE_ADAM_V_SHARD = 9,
 } tfm_state_kind_t;
 
 typedef struct tfm_abi_state_desc_t {

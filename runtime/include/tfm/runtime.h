@@ -394,7 +394,10 @@ TFM_API int64_t tfm_session_step_count(const tfm_session_t *session);
 /* Saves every parameter, optimizer moment and the step count to `path`,
  * atomically: the file is written beside it under a temporary name, flushed
  * and renamed, so a crash or a full disk leaves the old file (or none), never
- * a partial one. */
+ * a partial one. In a data-parallel run of a model compiled with
+ * --shard-optimizer each rank holds part of Adam's moments, which the file
+ * holds whole: every rank calls it, and those that write nothing pass a
+ * NULL `path`. */
 TFM_API tfm_status_t tfm_session_save_checkpoint(tfm_session_t *session,
                                                  const char *path);
 /* Restores a checkpoint saved from a session of the same model. The file is
@@ -406,7 +409,7 @@ TFM_API tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
 /*===-- Data-parallel training -------------------------------------------===*/
 
 /* The processes of a data-parallel run as a session sees them: this one's
- * rank, how many there are, and the two collectives a training step needs.
+ * rank, how many there are, and the collectives a training step needs.
  * tfm_mpi_communicator (tfm/mpi.h, in libtfm_mpi) makes one over MPI; an
  * application may bring its own. Each function returns 0, or nonzero with
  * a message of at most `error_size` bytes written to `error`. A session
@@ -424,6 +427,12 @@ typedef struct tfm_communicator_t {
   /* Copies `bytes` at `data` from rank `root` to every other rank. */
   int32_t (*broadcast)(void *user, void *data, uint64_t bytes, int32_t root,
                        void *stream, char *error, size_t error_size);
+  /* Gathers every rank's `bytes` at `send` into `receive` on every rank,
+   * rank r's at receive + r * bytes. Needed only by models compiled with
+   * --shard-optimizer (NULL otherwise). */
+  int32_t (*all_gather)(void *user, const void *send, void *receive,
+                        uint64_t bytes, void *stream, char *error,
+                        size_t error_size);
 } tfm_communicator_t;
 
 /* Makes the session one rank of a data-parallel run over `communicator`
@@ -437,7 +446,9 @@ typedef struct tfm_communicator_t {
  * would on their batches together. An exchange that has not finished after
  * TFM_COLLECTIVE_TIMEOUT seconds (default 300) fails the step. The model
  * must be a training step compiled for the CPU; NULL detaches (one
- * process again). */
+ * process again). With Adam's moments sharded (--shard-optimizer), each
+ * rank keeps its part of them from here on, and detaching (or joining
+ * another communicator) gathers them whole, so every rank calls it. */
 TFM_API tfm_status_t tfm_session_set_communicator(
     tfm_session_t *session, const tfm_communicator_t *communicator);
 

@@ -205,7 +205,8 @@ void gemmOperandElements(const tfm_abi_kernel_desc_t &d, uint64_t elements[2]) {
   }
 }
 
-/// A kernel the session runs itself (ALL_REDUCE), never the device.
+/// A kernel the session runs itself (ALL_REDUCE, a sharded ADAM), never the
+/// device.
 class NoKernel : public Kernel {
 public:
   int32_t run(void *const *) override { return -1; }
@@ -271,7 +272,7 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
                       d.kind == TFM_KERNEL_RMS_NORM_BACKWARD
                   ? TFM_LAYER_NORM_BACKWARD_NUM_PARAMS
               : d.kind == TFM_KERNEL_ADAM || d.kind == TFM_KERNEL_SGD
-                  ? TFM_OPTIMIZER_NUM_PARAMS
+                  ? TFM_OPTIMIZER_SHARDED
               : d.kind == TFM_KERNEL_CONV_2D    ? TFM_CONV_2D_NUM_PARAMS
               : d.kind == TFM_KERNEL_ATTENTION  ? TFM_ATTENTION_FLAGS
               : d.kind == TFM_KERNEL_ALL_REDUCE ? TFM_ALL_REDUCE_BUCKET
@@ -305,6 +306,9 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
     case TFM_KERNEL_ATTENTION:
       return makeAttentionKernel(device, d);
     case TFM_KERNEL_ADAM:
+      // A sharded update's moments are the session's (Shards.h).
+      if (d.params[TFM_OPTIMIZER_SHARDED])
+        return std::make_unique<NoKernel>();
       return makeAdamKernel(d);
     case TFM_KERNEL_SGD:
       return makeSGDKernel(d);

@@ -87,6 +87,11 @@ std::unique_ptr<Kernel> makeAttentionKernel(std::shared_ptr<Engine> engine,
 std::unique_ptr<Kernel> makeConv2DKernel(std::shared_ptr<Engine> engine,
                                          const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel> makeAdamKernel(const tfm_abi_kernel_desc_t &desc);
+/// ADAM's update of `n` elements on every thread: the parameter `p` from
+/// its gradient `g` and its moments `m` and `v`, with the step's eight
+/// `coefficients` as the compiled code computes them.
+void adamUpdate(float *p, const float *g, float *m, float *v, int64_t n,
+                const float *coefficients);
 std::unique_ptr<Kernel> makeSGDKernel(const tfm_abi_kernel_desc_t &desc);
 
 } // namespace tfm::runtime::cpu

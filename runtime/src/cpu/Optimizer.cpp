@@ -116,29 +116,17 @@ AdamFn pickAdamFn() {
 class AdamKernel : public Kernel {
 public:
   explicit AdamKernel(const tfm_abi_kernel_desc_t &d)
-      : n(d.params[TFM_OPTIMIZER_N]), update(pickAdamFn()) {}
+      : n(d.params[TFM_OPTIMIZER_N]) {}
   int32_t run(void *const *args) override {
-    float *p = static_cast<float *>(args[0]);
-    const float *g = static_cast<const float *>(args[1]);
-    float *m = static_cast<float *>(args[2]);
-    float *v = static_cast<float *>(args[3]);
-    const float *c = static_cast<const float *>(args[4]);
-    const AdamStep k{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
-    // Whole cache lines per thread; a small tensor stays on one.
-    constexpr int64_t kGrain = 4096;
-    int64_t parts = std::min<int64_t>(omp_get_max_threads(),
-                                      (n + kGrain - 1) / kGrain);
-    int64_t chunk = ((n + parts - 1) / parts + 15) / 16 * 16;
-#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
-    for (int64_t t = 0; t < parts; ++t)
-      update(p, g, m, v, std::min(n, t * chunk), std::min(n, (t + 1) * chunk),
-             k);
+    adamUpdate(static_cast<float *>(args[0]),
+               static_cast<const float *>(args[1]),
+               static_cast<float *>(args[2]), static_cast<float *>(args[3]), n,
+               static_cast<const float *>(args[4]));
     return 0;
   }
 
 private:
   int64_t n;
-  AdamFn update;
 };
 
 class SGDKernel : public Kernel {
@@ -161,6 +149,20 @@ private:
 };
 
 } // namespace
+
+void tfm::runtime::cpu::adamUpdate(float *p, const float *g, float *m, float *v,
+                                   int64_t n, const float *c) {
+  static const AdamFn update = pickAdamFn();
+  const AdamStep k{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
+  // Whole cache lines per thread; a small tensor stays on one.
+  constexpr int64_t kGrain = 4096;
+  int64_t parts = std::max<int64_t>(
+      1, std::min<int64_t>(omp_get_max_threads(), (n + kGrain - 1) / kGrain));
+  int64_t chunk = ((n + parts - 1) / parts + 15) / 16 * 16;
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+  for (int64_t t = 0; t < parts; ++t)
+    update(p, g, m, v, std::min(n, t * chunk), std::min(n, (t + 1) * chunk), k);
+}
 
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeAdamKernel(const tfm_abi_kernel_desc_t &d) {

@@ -257,6 +257,8 @@ func.func @training(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x16xf32>, %ids: tenso
   tfm.sgd_update "ln.weight", %dw, %t {lr = 1.0e-01 : f64} : tensor<16xf32>
   // CHECK: tfm.adam_update "ln.weight", %{{.+}}, %{{.+}} {{{.*}}lr = 1.000000e-03 : f64{{.*}}} : tensor<16xf32>
   tfm.adam_update "ln.weight", %dw, %t {lr = 1.0e-03 : f64} : tensor<16xf32>
+  // CHECK: tfm.adam_update "ln.weight", %{{.+}}, %{{.+}} {lr = 1.000000e-03 : f64, sharded} : tensor<16xf32>
+  tfm.adam_update "ln.weight", %dw, %t {lr = 1.0e-03 : f64, sharded} : tensor<16xf32>
   return %dx, %dw, %db, %dl, %de : tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<100x16xf32>
 }
 

@@ -8,10 +8,16 @@ For each family given and each of its runs (trajectory.json: 10 SGD steps,
 `mpirun -np 2` and `-np 3` train the same artifact with every rank taking
 its rows of that batch (with 3 ranks one rank has none: its weight is 0).
 Each step's loss must agree within 1e-5 relative, and every rank must end
-with the same parameters (tfmc says so on rank 0).
+with the same parameters (tfmc says so on rank 0). The Adam runs train a
+second artifact too, compiled with --shard-optimizer (each rank keeps its
+part of the moments), against the same one-process oracle in 1, 2 and 3
+processes.
 
 Then, for the first family: a checkpoint written by 2 ranks after 5 steps
-resumes in one process with the loss the one process had at step 6; a
+resumes in one process with the loss the one process had at step 6, and
+so does one of 2 ranks with sharded moments, resumed by the unsharded
+artifact, and one of the unsharded artifact, resumed by 3 sharded ranks;
+SGD with --shard-optimizer compiles with a warning that it shards nothing; a
 model compiled on each rank from the ONNX file gives the same library on
 every rank; and a rank killed mid-run ends the whole job, with a message
 naming it, well within the timeout.
@@ -90,18 +96,34 @@ def main():
             if one.returncode != 0 or len(base) != fixture["steps"]:
                 check(False, f"{family} {r['optimizer']}", "one process\n" + one.stderr)
                 continue
-            for n in (2, 3):
-                p = run(mpirun(n) + [tfmc, "train", so, "--data", data] + steps, env)
-                got = losses(p.stdout)
-                label = f"{family} {r['optimizer']} {n} processes"
-                if p.returncode != 0 or len(got) != len(base):
-                    check(False, label, f"exit {p.returncode}\n{p.stdout}{p.stderr}")
-                    continue
-                same = f"parameters identical on all {n} processes" in p.stdout
-                err = worst(got, base)
-                check(err <= RTOL and same, label,
-                      f"{len(got)} steps, largest relative error {err:.2e}"
-                      + ("" if same else ", parameters not reported identical"))
+            variants = [(so, "", (2, 3))]
+            if r["optimizer"] == "adam":
+                sharded = os.path.join(out, f"{family}-adam-sharded.so")
+                c = run([tfmc, "compile", os.path.join(folder, "model.onnx"),
+                         "--train", "--shard-optimizer", "-o", sharded] + opts,
+                        env)
+                if c.returncode != 0:
+                    check(False, f"{family} adam sharded", "compile\n" + c.stderr)
+                else:
+                    variants.append((sharded, " sharded", (1, 2, 3)))
+            for artifact, kind, counts in variants:
+                for n in counts:
+                    launch = mpirun(n) if n > 1 else []
+                    p = run(launch + [tfmc, "train", artifact, "--data", data]
+                            + steps, env)
+                    got = losses(p.stdout)
+                    label = (f"{family} {r['optimizer']}{kind} {n} "
+                             f"process{'es' if n > 1 else ''}")
+                    if p.returncode != 0 or len(got) != len(base):
+                        check(False, label,
+                              f"exit {p.returncode}\n{p.stdout}{p.stderr}")
+                        continue
+                    same = (n == 1 or
+                            f"parameters identical on all {n} processes" in p.stdout)
+                    err = worst(got, base)
+                    check(err <= RTOL and same, label,
+                          f"{len(got)} steps, largest relative error {err:.2e}"
+                          + ("" if same else ", parameters not reported identical"))
 
     if not families:
         print("no family given")
@@ -129,6 +151,42 @@ def main():
           f"next loss {resumed} against {base[5:]}\n{p.stderr}{q.stderr}"
           if not resumed or q.returncode else
           f"step 6 loss {resumed[0]:.6f}, one process {base[5]:.6f}")
+
+    # Sharded moments are saved whole: either artifact resumes the other's
+    # checkpoints at any number of ranks.
+    adam = os.path.join(out, f"{family}-adam.so")
+    sharded = os.path.join(out, f"{family}-adam-sharded.so")
+    adamBase = losses(run([tfmc, "train", adam, "--data", data, "--steps", "6",
+                           "--quiet"], env).stdout)
+    for writer, wn, reader, rn, label in (
+            (sharded, 2, adam, 1,
+             "checkpoint of 2 processes with sharded moments resumed by 1 "
+             "unsharded"),
+            (adam, 1, sharded, 3,
+             "checkpoint of 1 unsharded process resumed by 3 with sharded "
+             "moments")):
+        ckpt = os.path.join(out, f"resume-{wn}-{rn}.ckpt")
+        p = run((mpirun(wn) if wn > 1 else []) +
+                [tfmc, "train", writer, "--data", data, "--steps", "5",
+                 "--quiet", "--checkpoint", ckpt], env)
+        q = run((mpirun(rn) if rn > 1 else []) +
+                [tfmc, "train", reader, "--data", data, "--steps", "1",
+                 "--quiet", "--resume", ckpt], env)
+        resumed = losses(q.stdout)
+        good = (p.returncode == 0 and q.returncode == 0 and len(resumed) == 1
+                and len(adamBase) == 6)
+        check(good and worst(resumed, adamBase[5:]) <= RTOL, label,
+              f"step 6 loss {resumed[0]:.6f}, one process {adamBase[5]:.6f}"
+              if good else f"{p.stderr}{q.stdout}{q.stderr}")
+
+    # SGD keeps no moments: sharding them does nothing, and says so.
+    c = run([tfmc, "compile", os.path.join(folder, "model.onnx"), "--train",
+             "--optimizer=sgd", "--shard-optimizer", "-o",
+             os.path.join(out, "sgd-sharded.so")], env)
+    check(c.returncode == 0 and "warning: --shard-optimizer" in c.stderr
+          and "nothing to shard" in c.stderr,
+          "SGD with --shard-optimizer compiles, warning that it shards nothing",
+          c.stderr.strip())
 
     # Compiled on every rank from the model file: the same library.
     p = run(mpirun(2) + [tfmc, "train", os.path.join(folder, "model.onnx"),

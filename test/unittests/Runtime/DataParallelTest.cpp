@@ -5,8 +5,10 @@
 // side of data-parallel training is tested without MPI: the two halves of
 // a batch step as one session on the whole batch does, the parameters are
 // copied from rank 0 at the start, a rank with another model is named,
-// a model without the data-parallel form is refused, and an exchange that
-// never completes fails the step after the timeout. test/tfmc's
+// a model without the data-parallel form is refused, an exchange that
+// never completes fails the step after the timeout, and Adam's moments
+// sharded across the ranks (--shard-optimizer) give the same steps, save
+// whole and come back whole when the ranks part. test/tfmc's
 // train-data-parallel.test runs the same through mpirun.
 //
 //===----------------------------------------------------------------------===//
@@ -67,6 +69,23 @@ public:
         for (void *p : all)
           if (p != all[root])
             std::memcpy(p, all[root], bytes);
+      });
+      return 0;
+    };
+    c.all_gather = [](void *u, const void *send, void *receive, uint64_t bytes,
+                      void *, char *, size_t) -> int32_t {
+      auto *me = static_cast<User *>(u);
+      std::pair<const void *, void *> mine{send, receive};
+      me->self->meet(me->rank, &mine, [&](std::vector<void *> &all) {
+        for (void *to : all)
+          for (size_t r = 0; r < all.size(); ++r)
+            std::memcpy(
+                static_cast<char *>(
+                    static_cast<std::pair<const void *, void *> *>(to)
+                        ->second) +
+                    r * bytes,
+                static_cast<std::pair<const void *, void *> *>(all[r])->first,
+                bytes);
       });
       return 0;
     };
@@ -139,6 +158,18 @@ void onRanks(int size, const std::function<void(int)> &body) {
     threads.emplace_back(body, r);
   for (std::thread &t : threads)
     t.join();
+}
+
+/// Expects `s` to refuse `c` as an invalid argument, saying `why`.
+void expectRefused(tfm::Session &s, tfm_communicator_t &c,
+                   const std::string &why) {
+  try {
+    s.setCommunicator(&c);
+    ADD_FAILURE() << "the communicator was taken";
+  } catch (const tfm::Error &e) {
+    EXPECT_EQ(e.code(), TFM_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
 }
 
 TEST(DataParallel, TwoRanksStepAsOneSessionOnTheWholeBatch) {
@@ -305,15 +336,7 @@ TEST(DataParallel, AModelWithoutTheFormIsRefused) {
   tfm::Session s(m);
   Rendezvous world(1);
   tfm_communicator_t c = world.communicator(0);
-  try {
-    s.setCommunicator(&c);
-    FAIL() << "an inference model took a communicator";
-  } catch (const tfm::Error &e) {
-    EXPECT_EQ(e.code(), TFM_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("averages nothing across processes"),
-              std::string::npos)
-        << e.what();
-  }
+  expectRefused(s, c, "averages nothing across processes");
 }
 
 TEST(DataParallel, AnExchangeThatNeverEndsFailsTheStep) {
@@ -356,3 +379,70 @@ TEST(DataParallel, AnExchangeThatNeverEndsFailsTheStep) {
 }
 
 } // namespace
+
+TEST(DataParallel, ShardedMomentsStepAsOneSession) {
+  tfm::Context ctx;
+  tfm::Module plain(ctx, kModel), sharded(ctx, TFM_TINY_TRAIN_SHARDED_SO);
+  tfm::Session one(plain);
+  Batch whole;
+  std::vector<float> oracle;
+  for (int i = 0; i < 6; ++i)
+    oracle.push_back(step(one, whole));
+
+  // Three ranks: w's 15 elements part 5, 5, 5 and b's 5 part 2, 2, 1. After
+  // 3 steps every rank saves (rank 0 writes the moments whole), and the
+  // ranks part, each with the whole moments again.
+  std::string ckpt = ::testing::TempDir() + "tfm_sharded_moments.ckpt";
+  Rendezvous world(3);
+  std::vector<std::vector<float>> losses(3), w(3);
+  std::vector<float> alone(3);
+  std::vector<std::string> failures(3);
+  onRanks(3, [&](int rank) {
+    try {
+      tfm::Session s(sharded);
+      tfm_communicator_t c = world.communicator(rank);
+      s.setCommunicator(&c);
+      Batch part(rank == 0   ? std::vector<int>{0, 1}
+                 : rank == 1 ? std::vector<int>{2}
+                             : std::vector<int>{3});
+      for (int i = 0; i < 3; ++i)
+        losses[rank].push_back(step(s, part));
+      tfm::check(tfm_session_save_checkpoint(s.get(), rank == 0 ? ckpt.c_str()
+                                                                : nullptr));
+      w[rank] = values(s.parameter("w"));
+      s.setCommunicator(nullptr);
+      alone[rank] = step(s, whole);
+    } catch (const std::exception &e) {
+      failures[rank] = e.what();
+    }
+  });
+  ASSERT_EQ(failures, (std::vector<std::string>{"", "", ""}));
+  for (int rank = 0; rank < 3; ++rank) {
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR(losses[rank][i], oracle[i], 1e-6 * std::abs(oracle[i]))
+          << "rank " << rank << " step " << i + 1;
+    EXPECT_EQ(w[rank], w[0]) << "rank " << rank;
+    // Alone again, with every rank's part of the moments.
+    EXPECT_NEAR(alone[rank], oracle[3], 1e-6 * std::abs(oracle[3]))
+        << "rank " << rank;
+  }
+  // The checkpoint holds the moments whole: the unsharded artifact resumes
+  // it, and so does the sharded one in one process.
+  for (const tfm::Module *m : {&plain, &sharded}) {
+    tfm::Session s(*m);
+    s.loadCheckpoint(ckpt);
+    EXPECT_NEAR(step(s, whole), oracle[3], 1e-6 * std::abs(oracle[3]));
+    EXPECT_NEAR(step(s, whole), oracle[4], 1e-6 * std::abs(oracle[4]));
+  }
+  std::filesystem::remove(ckpt);
+}
+
+TEST(DataParallel, ShardedMomentsNeedAllGather) {
+  tfm::Context ctx;
+  tfm::Module m(ctx, TFM_TINY_TRAIN_SHARDED_SO);
+  tfm::Session s(m);
+  Rendezvous world(1);
+  tfm_communicator_t c = world.communicator(0);
+  c.all_gather = nullptr;
+  expectRefused(s, c, "needs the communicator's all_gather");
+}

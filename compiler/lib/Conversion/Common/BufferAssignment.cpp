@@ -52,10 +52,21 @@ int64_t WeightsLayout::add(ElementsAttr value) {
 
 int64_t StateLayout::add(StringRef name, int32_t kind, RankedTensorType type,
                          int64_t init) {
-  int64_t offset = bytes;
+  // Sharded moments live in the runtime, not in the state.
+  bool outside =
+      kind == TFM_STATE_ADAM_M_SHARD || kind == TFM_STATE_ADAM_V_SHARD;
+  int64_t offset = outside ? 0 : bytes;
   slots.push_back({name.str(), kind, type, offset, init});
-  bytes += alignBuffer(bufferBytes(type));
+  if (!outside)
+    bytes += alignBuffer(bufferBytes(type));
   return offset;
+}
+
+int64_t StateLayout::indexOf(StringRef name, int32_t kind) const {
+  for (auto [i, slot] : llvm::enumerate(slots))
+    if (slot.kind == kind && slot.name == name)
+      return static_cast<int64_t>(i);
+  return -1;
 }
 
 SmallVector<func::FuncOp> mlir::tfm::entryFunctions(ModuleOp module) {
@@ -189,10 +200,13 @@ mlir::tfm::layOutModule(ArrayRef<func::FuncOp> entries, ModuleLayout &layout,
           return WalkResult::interrupt();
         if (!state.adamM.count(u.getParameter())) {
           auto type = u.getGrad().getType();
-          state.adamM[u.getParameter()] =
-              state.add(u.getParameter(), TFM_STATE_ADAM_M, type, -1);
-          state.adamV[u.getParameter()] =
-              state.add(u.getParameter(), TFM_STATE_ADAM_V, type, -1);
+          bool sharded = u.getSharded();
+          state.adamM[u.getParameter()] = state.add(
+              u.getParameter(),
+              sharded ? TFM_STATE_ADAM_M_SHARD : TFM_STATE_ADAM_M, type, -1);
+          state.adamV[u.getParameter()] = state.add(
+              u.getParameter(),
+              sharded ? TFM_STATE_ADAM_V_SHARD : TFM_STATE_ADAM_V, type, -1);
         }
       }
       auto cacheSlot = [&](StringRef name, RankedTensorType type,

@@ -55,7 +55,7 @@ LogicalResult lowerOptimizer(UpdateOp op, CPUEntry &e) {
     Value coeff = coefficients({rate, c(wd)});
     int64_t params[TFM_OPTIMIZER_NUM_PARAMS] = {};
     params[TFM_OPTIMIZER_N] = n;
-    e.callKernel(TFM_KERNEL_SGD, params, {},
+    e.callKernel(TFM_KERNEL_SGD, ArrayRef<int64_t>(params, 1), {},
                  {KernelArg(param), KernelArg(grad), KernelArg(coeff)});
   } else {
     double b1 = op.getBeta1().convertToDouble();
@@ -69,13 +69,23 @@ LogicalResult lowerOptimizer(UpdateOp op, CPUEntry &e) {
     Value stepSize = b.create<arith::DivFOp>(loc, rate, c1);
     Value invC2 =
         b.create<arith::DivFOp>(loc, c(1.0), b.create<math::SqrtOp>(loc, c2));
-    Value coeff = coefficients({stepSize, invC2, c(b1), c(1 - b1), c(b2),
-                                c(1 - b2), c(eps), c(wd)});
-    Value m = e.view(e.stateBuffer(), state.adamM.lookup(name), type);
-    Value v = e.view(e.stateBuffer(), state.adamV.lookup(name), type);
+    Value coeff = coefficients(
+        {stepSize, invC2, c(b1), c(1 - b1), c(b2), c(1 - b2), c(eps), c(wd)});
     int64_t params[TFM_OPTIMIZER_NUM_PARAMS] = {};
     params[TFM_OPTIMIZER_N] = n;
-    e.callKernel(TFM_KERNEL_ADAM, params, {},
+    if (op.getSharded()) {
+      // The runtime keeps the moments, each rank its part of them.
+      params[TFM_OPTIMIZER_SHARDED] = 1;
+      params[TFM_OPTIMIZER_MOMENTS] =
+          state.indexOf(name, TFM_STATE_ADAM_M_SHARD);
+      e.callKernel(TFM_KERNEL_ADAM, params, {},
+                   {KernelArg(param), KernelArg(grad), KernelArg(coeff)});
+      return success();
+    }
+    Value m = e.view(e.stateBuffer(), state.adamM.lookup(name), type);
+    Value v = e.view(e.stateBuffer(), state.adamV.lookup(name), type);
+    // Unsharded, the descriptor is the element count alone.
+    e.callKernel(TFM_KERNEL_ADAM, ArrayRef<int64_t>(params, 1), {},
                  {KernelArg(param), KernelArg(grad), KernelArg(m), KernelArg(v),
                   KernelArg(coeff)});
   }

@@ -69,6 +69,10 @@ LogicalResult lowerOptimizer(UpdateOp op, BufferizedEntry &e) {
   auto warmup = static_cast<int64_t>(op.getWarmup());
   double b1 = 0, b2 = 0, eps = 0;
   if constexpr (adam) {
+    if (op.getSharded())
+      return op.emitError("--shard-optimizer: the moments are sharded "
+                          "across the processes of a data-parallel run, "
+                          "which runs on the CPU only so far");
     b1 = op.getBeta1().convertToDouble();
     b2 = op.getBeta2().convertToDouble();
     eps = op.getEps().convertToDouble();

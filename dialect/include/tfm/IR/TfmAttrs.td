@@ -110,7 +110,9 @@ def Tfm_StateKind : I32EnumAttr<"StateKind",
       I32EnumAttrCase<"step", 4>,
       I32EnumAttrCase<"cache", 5>,
       I32EnumAttrCase<"source", 6>,
-      I32EnumAttrCase<"rank", 7>]> {
+      I32EnumAttrCase<"rank", 7>,
+      I32EnumAttrCase<"adam_m_shard", 8>,
+      I32EnumAttrCase<"adam_v_shard", 9>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

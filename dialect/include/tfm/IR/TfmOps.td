@@ -1129,7 +1129,11 @@ def Tfm_AdamUpdateOp : Tfm_OptimizerOp<"adam_update", [{
     with `g = grad + weight_decay · p` (torch.optim.Adam's L2 penalty),
     `m = β1·m + (1-β1)·g`, `v = β2·v + (1-β2)·g²`, and
     `p -= lr_t · (m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + eps)`. The moments
-    `m` and `v` are session state of their own, zero at the start.
+    `m` and `v` are session state of their own, zero at the start. With
+    `sharded` (`tfmc --shard-optimizer`), the runtime keeps them rather
+    than the session state, each of N processes its 1/N of them, and each
+    process updates its part of the parameter before they exchange their
+    parts; in one process the op is the same update.
 
     ```mlir
     tfm.adam_update "fc.weight", %g, %t {lr = 1.0e-03} : tensor<4x8xf32>
@@ -1145,7 +1149,8 @@ def Tfm_AdamUpdateOp : Tfm_OptimizerOp<"adam_update", [{
                        DefaultValuedAttr<Tfm_LRSchedule,
                            "::mlir::tfm::LRSchedule::constant">:$schedule,
                        DefaultValuedAttr<I64Attr, "1">:$d_model,
-                       DefaultValuedAttr<I64Attr, "1">:$warmup);
+                       DefaultValuedAttr<I64Attr, "1">:$warmup,
+                       UnitAttr:$sharded);
 }
 
 //===----------------------------------------------------------------------===//

@@ -101,6 +101,9 @@ struct StateLayout {
 
   int64_t add(StringRef name, int32_t kind, RankedTensorType type,
               int64_t init);
+  /// The index in `slots` (the ABI's states table) of `name`'s slot of
+  /// `kind`, or -1.
+  int64_t indexOf(StringRef name, int32_t kind) const;
 };
 
 /// The run-time checks of a module (#tfm.index_check), one table for every
