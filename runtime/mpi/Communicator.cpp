@@ -117,6 +117,33 @@ int allGather(void *, const void *send, void *receive, uint64_t bytes,
   return 0;
 }
 
+int reduceScatterSum(void *, const void *send, void *receive, uint64_t count,
+                     tfm_dtype_t dtype, void *stream, char *error,
+                     size_t size) {
+  MPI_Datatype type = datatypeOf(dtype);
+  if (type == MPI_DATATYPE_NULL || stream) {
+    std::snprintf(error, size, "MPI_Reduce_scatter_block: %s",
+                  stream ? "device memory is not supported"
+                         : "an element type MPI does not sum here");
+    return -1;
+  }
+  if (count > kMaxPart) {
+    std::snprintf(error, size,
+                  "MPI_Reduce_scatter_block: %llu elements per rank, more "
+                  "than one call takes (use smaller buckets)",
+                  static_cast<unsigned long long>(count));
+    return -1;
+  }
+  // In place, MPI reads every block from `receive` and writes the sum to
+  // its start.
+  int rc = MPI_Reduce_scatter_block(send == receive ? MPI_IN_PLACE : send,
+                                    receive, static_cast<int>(count), type,
+                                    MPI_SUM, MPI_COMM_WORLD);
+  return rc == MPI_SUCCESS
+             ? 0
+             : report(rc, "MPI_Reduce_scatter_block", error, size);
+}
+
 } // namespace
 
 extern "C" {
@@ -156,6 +183,7 @@ int tfm_mpi_communicator(int *argc, char ***argv, tfm_communicator_t *out,
   out->all_reduce_sum = allReduceSum;
   out->broadcast = broadcast;
   out->all_gather = allGather;
+  out->reduce_scatter_sum = reduceScatterSum;
   return 0;
 }
 

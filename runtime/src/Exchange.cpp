@@ -50,10 +50,18 @@ std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
     Bucket &bucket = x->buckets[b];
     int64_t elements = d.params[TFM_ALL_REDUCE_BUCKET_ELEMENTS],
             members = d.params[TFM_ALL_REDUCE_BUCKET_MEMBERS];
+    bool parts = d.params[TFM_ALL_REDUCE_PARTS] != 0;
+    if (d.params[TFM_ALL_REDUCE_PARTS] < 0 ||
+        d.params[TFM_ALL_REDUCE_PARTS] > 1) {
+      why = fmt::format("kernel {} has unknown flags", i);
+      return nullptr;
+    }
     if (bucket.members == 0) {
       bucket.elements = elements;
       bucket.members = members;
-    } else if (bucket.elements != elements || bucket.members != members) {
+      bucket.parts = parts;
+    } else if (bucket.elements != elements || bucket.members != members ||
+               bucket.parts != parts) {
       why = fmt::format("the kernels of bucket {} disagree on its size", b);
       return nullptr;
     }
@@ -83,7 +91,16 @@ std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
                         b, at, members.size(), bucket.elements, bucket.members);
       return nullptr;
     }
-    bucket.data.assign(bucket.elements + 1, 0.0f);
+    if (!bucket.parts) {
+      bucket.data.assign(bucket.elements + 1, 0.0f);
+      continue;
+    }
+    for (auto [offset, n] : members) {
+      bucket.partOffset[offset] = bucket.block;
+      bucket.block += (n + comm.size - 1) / comm.size;
+    }
+    bucket.block += 1;
+    bucket.data.assign(bucket.block * comm.size, 0.0f);
   }
   x->worker = std::thread([raw = x.get()] { raw->serve(); });
   return x;
@@ -125,9 +142,14 @@ void Exchange::serve() {
     size_t b = task.bucket;
     Bucket &bucket = buckets[b];
     lock.unlock();
-    int32_t rc =
-        comm.all_reduce_sum(comm.user, bucket.data.data(), bucket.data.size(),
-                            TFM_DTYPE_F32, nullptr, error, sizeof(error));
+    int32_t rc = bucket.parts
+                     ? comm.reduce_scatter_sum(comm.user, bucket.data.data(),
+                                               bucket.data.data(), bucket.block,
+                                               TFM_DTYPE_F32, nullptr, error,
+                                               sizeof(error))
+                     : comm.all_reduce_sum(comm.user, bucket.data.data(),
+                                           bucket.data.size(), TFM_DTYPE_F32,
+                                           nullptr, error, sizeof(error));
     lock.lock();
     if (rc != 0) {
       bucket.state = Bucket::Failed;
@@ -159,15 +181,28 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
                               "exchange was read",
                               b));
     float w = *static_cast<const float *>(args[1]);
-    float *to = bucket.data.data() + offset;
     // A rank whose labels are all ignored adds nothing, even where its
     // loss and gradients are 0/0.
-    if (w == 0.0f)
-      std::fill(to, to + n, 0.0f);
-    else
-      for (int64_t i = 0; i < n; ++i)
-        to[i] = w * x[i];
-    bucket.data[bucket.elements] = w;
+    auto scale = [&](float *to, int64_t first, int64_t end) {
+      if (w == 0.0f)
+        std::fill(to, to + (end - first), 0.0f);
+      else
+        for (int64_t i = first; i < end; ++i)
+          to[i - first] = w * x[i];
+    };
+    if (!bucket.parts) {
+      scale(bucket.data.data() + offset, 0, n);
+      bucket.data[bucket.elements] = w;
+    } else {
+      // Rank r's part of the member into rank r's block, the rest of the
+      // member's room there left zero.
+      for (int32_t r = 0; r < comm.size; ++r) {
+        float *block = bucket.data.data() + r * bucket.block;
+        auto [first, end] = rankPart(n, r, comm.size);
+        scale(block + bucket.partOffset[offset], first, end);
+        block[bucket.block - 1] = w;
+      }
+    }
     bucket.state = Bucket::Filling;
     if (++bucket.started == bucket.members) {
       bucket.state = Bucket::Travelling;
@@ -194,13 +229,17 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
   if (bucket.state == Bucket::Failed)
     return fail(
         fmt::format("the exchange of bucket {} failed: {}", b, bucket.error));
-  float total = bucket.data[bucket.elements];
-  const float *from = bucket.data.data() + offset;
-  if (total > 0.0f)
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = from[i] / total;
-  else
-    std::fill(x, x + n, 0.0f);
+  // In parts only this rank's part of the member comes back; the sharded
+  // update reads no other.
+  auto [first, end] = bucket.parts ? rankPart(n, comm.rank, comm.size)
+                                   : std::pair<int64_t, int64_t>(0, n);
+  float total =
+      bucket.parts ? bucket.data[bucket.block - 1] : bucket.data.back();
+  const float *from =
+      bucket.parts ? bucket.data.data() + bucket.partOffset[offset] - first
+                   : bucket.data.data() + offset;
+  for (int64_t i = first; i < end; ++i)
+    x[i] = total > 0.0f ? from[i] / total : 0.0f;
   if (++bucket.waited == bucket.members) {
     bucket.started = bucket.waited = 0;
     bucket.state = Bucket::Idle;
@@ -343,11 +382,11 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
                         "tfm_session_set_communicator: rank {} of {}, or a "
                         "function missing",
                         comm.rank, comm.size);
-    if (session->shards && !comm.all_gather)
+    if (session->shards && (!comm.all_gather || !comm.reduce_scatter_sum))
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
                         "tfm_session_set_communicator: '{}' shards Adam's "
                         "moments (--shard-optimizer), which needs the "
-                        "communicator's all_gather",
+                        "communicator's all_gather and reduce_scatter_sum",
                         session->module->path);
     const std::string &path = session->module->path;
     if (!session->device->hostAddressable())

@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,8 +56,16 @@ public:
 
 private:
   struct Bucket {
-    /// The members' weighted sums end to end, then the weights' sum.
+    /// The members' weighted sums end to end, then the weights' sum. In
+    /// parts (TFM_ALL_REDUCE_PARTS), one block per rank, each holding that
+    /// rank's parts of the members end to end, padded to the same length,
+    /// then the weight; this rank's block summed comes back in the first.
     std::vector<float> data;
+    bool parts = false;
+    /// In parts: where each member (by its offset in the bucket) starts in
+    /// a rank's block, and the block's length.
+    std::map<int64_t, int64_t> partOffset;
+    int64_t block = 0;
     int64_t elements = 0, members = 0;
     int64_t started = 0, waited = 0;
     enum State { Idle, Filling, Travelling, Arrived, Failed } state = Idle;

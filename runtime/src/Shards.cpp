@@ -63,9 +63,7 @@ std::unique_ptr<Shards> Shards::create(const tfm_abi_model_t &model,
 }
 
 std::pair<int64_t, int64_t> Shards::partOf(int64_t n) const {
-  int64_t chunk = (n + size - 1) / size;
-  int64_t first = std::min(n, rank * chunk);
-  return {first, std::min(n, first + chunk)};
+  return rankPart(n, rank, size);
 }
 
 std::vector<float> &Shards::part(Moment &m) {

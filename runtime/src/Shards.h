@@ -16,6 +16,7 @@
 #include "tfm/abi.h"
 #include "tfm/runtime.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,6 +26,16 @@
 namespace tfm::runtime {
 
 class Exchange;
+
+/// The elements [first, end) of `n` that rank `rank` of `size` keeps:
+/// ceil(n / size) each, rank 0's first (the last ranks may keep fewer, or
+/// none). The moments' parts and the gradients' (Exchange.h) alike.
+inline std::pair<int64_t, int64_t> rankPart(int64_t n, int32_t rank,
+                                            int32_t size) {
+  int64_t chunk = (n + size - 1) / size;
+  int64_t first = std::min(n, rank * chunk);
+  return {first, std::min(n, first + chunk)};
+}
 
 class Shards {
 public:

@@ -1,6 +1,7 @@
 // RUN: tfm-opt %s --tfm-autodiff="optimizer=sgd lr=0.1 bucket-mb=0.0001" | FileCheck %s
 // RUN: %tfmc_bin compile %s --train --optimizer=sgd --emit=linalg -o - | FileCheck %s --check-prefix=CPU
 // RUN: tfm-opt %s --tfm-autodiff="optimizer=adam shard-optimizer=true" | FileCheck %s --check-prefix=SHARD
+// RUN: %tfmc_bin compile %s --train --optimizer=adam --shard-optimizer --emit=linalg -o - | FileCheck %s --check-prefix=SHARDCPU
 
 // Tests where tfm-autodiff puts a data-parallel step's averages: the
 // weight (the labels the loss counts), the loss's start in bucket 0 right
@@ -46,14 +47,14 @@ func.func @infer(%x: tensor<4x3xf32> {tfm.name = "x"}) -> (tensor<4x5xf32> {tfm.
 // phase (0 start, 1 wait), offset, the bucket's elements and members. The
 // waits pass no weight.
 // CPU-LABEL: func.func @__tfm_entry_train_step
-// CPU:       kind = all_reduce, dtype = f32, params = [1, 0, 0, 0, 1, 1]>(%{{.+}}, %{{.+}})
-// CPU:       kind = all_reduce, dtype = f32, params = [25, 1, 0, 0, 45, 3]>(%{{.+}}, %{{.+}})
-// CPU:       kind = all_reduce, dtype = f32, params = [15, 1, 0, 25, 45, 3]>(%{{.+}}, %{{.+}})
-// CPU:       kind = all_reduce, dtype = f32, params = [5, 1, 0, 40, 45, 3]>(%{{.+}}, %{{.+}})
-// CPU:       kind = all_reduce, dtype = f32, params = [15, 1, 1, 25, 45, 3]>(%{{.+}}) {slots = array<i64: 0>}
-// CPU:       kind = all_reduce, dtype = f32, params = [5, 1, 1, 40, 45, 3]>(%{{.+}}) {slots = array<i64: 0>}
-// CPU:       kind = all_reduce, dtype = f32, params = [25, 1, 1, 0, 45, 3]>(%{{.+}}) {slots = array<i64: 0>}
-// CPU:       kind = all_reduce, dtype = f32, params = [1, 0, 1, 0, 1, 1]>(%{{.+}}) {slots = array<i64: 0>}
+// CPU:       kind = all_reduce, dtype = f32, params = [1, 0, 0, 0, 1, 1, 0]>(%{{.+}}, %{{.+}})
+// CPU:       kind = all_reduce, dtype = f32, params = [25, 1, 0, 0, 45, 3, 0]>(%{{.+}}, %{{.+}})
+// CPU:       kind = all_reduce, dtype = f32, params = [15, 1, 0, 25, 45, 3, 0]>(%{{.+}}, %{{.+}})
+// CPU:       kind = all_reduce, dtype = f32, params = [5, 1, 0, 40, 45, 3, 0]>(%{{.+}}, %{{.+}})
+// CPU:       kind = all_reduce, dtype = f32, params = [15, 1, 1, 25, 45, 3, 0]>(%{{.+}}) {slots = array<i64: 0>}
+// CPU:       kind = all_reduce, dtype = f32, params = [5, 1, 1, 40, 45, 3, 0]>(%{{.+}}) {slots = array<i64: 0>}
+// CPU:       kind = all_reduce, dtype = f32, params = [25, 1, 1, 0, 45, 3, 0]>(%{{.+}}) {slots = array<i64: 0>}
+// CPU:       kind = all_reduce, dtype = f32, params = [1, 0, 1, 0, 1, 1, 0]>(%{{.+}}) {slots = array<i64: 0>}
 
 // Tests that --shard-optimizer marks every Adam update sharded, after the
 // same averages.
@@ -62,3 +63,9 @@ func.func @infer(%x: tensor<4x3xf32> {tfm.name = "x"}) -> (tensor<4x5xf32> {tfm.
 // SHARD:      tfm.adam_update "w", %[[W]], %{{.+}} {{{.*}}sharded{{.*}}} : tensor<5x3xf32>
 // SHARD-NEXT: tfm.adam_update "b", %{{.+}} {{{.*}}sharded{{.*}}} : tensor<5xf32>
 // SHARD-NEXT: tfm.adam_update "w2", %{{.+}} {{{.*}}sharded{{.*}}} : tensor<5x5xf32>
+
+// Tests that the sharded updates' gradients travel in parts (the last
+// param, TFM_ALL_REDUCE_PARTS), and the loss, which every rank returns,
+// whole.
+// SHARDCPU: kind = all_reduce, dtype = f32, params = [1, 0, 0, 0, 1, 1, 0]>
+// SHARDCPU: kind = all_reduce, dtype = f32, params = [25, 1, 0, 0, {{[0-9]+}}, {{[0-9]+}}, 1]>

@@ -216,6 +216,11 @@ enum {
   TFM_ATTENTION_NUM_PARAMS
 };
 
+/* ALL_REDUCE. With TFM_ALL_REDUCE_PARTS (1, for gradients that only
+ * sharded ADAMs read), a rank's WAIT writes only the part of the member it
+ * updates (the elements [r·c, min(n, (r+1)·c)) of rank r, c = ceil(n/N)),
+ * and leaves the rest as it was: the ranks reduce-scatter the bucket. Every
+ * member of a bucket has the same PARTS. */
 enum {
   TFM_ALL_REDUCE_N,
   TFM_ALL_REDUCE_BUCKET,
@@ -223,6 +228,7 @@ enum {
   TFM_ALL_REDUCE_OFFSET,
   TFM_ALL_REDUCE_BUCKET_ELEMENTS,
   TFM_ALL_REDUCE_BUCKET_MEMBERS,
+  TFM_ALL_REDUCE_PARTS,
   TFM_ALL_REDUCE_NUM_PARAMS
 };
 

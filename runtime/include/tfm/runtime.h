@@ -429,10 +429,16 @@ typedef struct tfm_communicator_t {
                        void *stream, char *error, size_t error_size);
   /* Gathers every rank's `bytes` at `send` into `receive` on every rank,
    * rank r's at receive + r * bytes. Needed only by models compiled with
-   * --shard-optimizer (NULL otherwise). */
+   * --shard-optimizer (NULL otherwise), as is the next. */
   int32_t (*all_gather)(void *user, const void *send, void *receive,
                         uint64_t bytes, void *stream, char *error,
                         size_t error_size);
+  /* Sums `size` blocks of `count` elements at `send` across the ranks, and
+   * writes the sum of block r to `receive` on rank r. `receive` may be
+   * `send`: the sum then lands in its first block. */
+  int32_t (*reduce_scatter_sum)(void *user, const void *send, void *receive,
+                                uint64_t count, tfm_dtype_t dtype, void *stream,
+                                char *error, size_t error_size);
 } tfm_communicator_t;
 
 /* Makes the session one rank of a data-parallel run over `communicator`

@@ -89,6 +89,33 @@ public:
       });
       return 0;
     };
+    c.reduce_scatter_sum = [](void *u, const void *send, void *receive,
+                              uint64_t count, tfm_dtype_t dtype, void *,
+                              char *error, size_t size) -> int32_t {
+      if (dtype != TFM_DTYPE_F32) {
+        std::snprintf(error, size, "f32 only");
+        return 1;
+      }
+      auto *me = static_cast<User *>(u);
+      std::pair<const void *, void *> mine{send, receive};
+      me->self->meet(me->rank, &mine, [&](std::vector<void *> &all) {
+        auto at = [&](size_t r) {
+          return static_cast<std::pair<const void *, void *> *>(all[r]);
+        };
+        // Every sum first: a rank's result may overwrite its input.
+        std::vector<std::vector<float>> sums(all.size(),
+                                             std::vector<float>(count, 0.0f));
+        for (size_t r = 0; r < all.size(); ++r)
+          for (size_t from = 0; from < all.size(); ++from)
+            for (uint64_t i = 0; i < count; ++i)
+              sums[r][i] +=
+                  static_cast<const float *>(at(from)->first)[r * count + i];
+        for (size_t r = 0; r < all.size(); ++r)
+          std::copy(sums[r].begin(), sums[r].end(),
+                    static_cast<float *>(at(r)->second));
+      });
+      return 0;
+    };
     return c;
   }
 

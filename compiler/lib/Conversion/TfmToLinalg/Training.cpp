@@ -227,6 +227,23 @@ BucketPlace bucketPlace(AllReduceStartOp start) {
   return place;
 }
 
+/// Whether every reader of `start`'s average is an Adam update that keeps
+/// its part of the moments (--shard-optimizer): each rank then needs only
+/// the part of the average it updates.
+bool readInParts(AllReduceStartOp start) {
+  for (Operation *user : start->getUsers()) {
+    auto wait = dyn_cast<AllReduceWaitOp>(user);
+    if (!wait || wait->use_empty())
+      return false;
+    for (Operation *reader : wait->getUsers()) {
+      auto adam = dyn_cast<AdamUpdateOp>(reader);
+      if (!adam || !adam.getSharded())
+        return false;
+    }
+  }
+  return true;
+}
+
 /// One member of an ALL_REDUCE bucket. The kernel works in place on the
 /// member's dense storage, which the plan makes the input's own where it
 /// can (else a copy); the wait reads no weight.
@@ -261,6 +278,7 @@ LogicalResult lowerCollective(CollectiveOp op, BufferizedEntry &e) {
     params[TFM_ALL_REDUCE_OFFSET] = place.offset;
     params[TFM_ALL_REDUCE_BUCKET_ELEMENTS] = place.elements;
     params[TFM_ALL_REDUCE_BUCKET_MEMBERS] = place.members;
+    params[TFM_ALL_REDUCE_PARTS] = readInParts(start);
     Type f32 = type.getElementType();
     KernelArg weight;
     if constexpr (isStart)
