@@ -514,3 +514,50 @@ TEST(CorruptPointers, AnEntryPointIntoDataIsRefusedAtLoad) {
 }
 
 } // namespace
+
+/// The same classifier compiled with --shard-optimizer: its ADAM kernels
+/// name their moments' slots, which the runtime keeps.
+struct CorruptedSharded : ::testing::Test {
+  void SetUp() override {
+    ASSERT_TRUE(lib.model) << "cannot load " << TFM_TINY_TRAIN_SHARDED_SO;
+    for (int32_t i = 0; i < lib.model->num_kernels; ++i)
+      if (lib.model->kernels[i].kind == TFM_KERNEL_ADAM)
+        adam = &lib.model->kernels[i];
+    ASSERT_TRUE(adam && adam->params[TFM_OPTIMIZER_SHARDED] == 1);
+  }
+  LoadedModel lib{TFM_TINY_TRAIN_SHARDED_SO};
+  const tfm_abi_kernel_desc_t *adam = nullptr;
+};
+
+TEST_F(CorruptedSharded, TheUnchangedLibraryTrains) {
+  auto [code, msg] = loadAndRun(TFM_TINY_TRAIN_SHARDED_SO, /*train=*/true);
+  EXPECT_EQ(code, TFM_STATUS_OK) << msg;
+}
+
+TEST_F(CorruptedSharded, AnUpdateNamingAnotherSlotIsRefusedAtLoad) {
+  // Slot 0 is a parameter, not a sharded first moment.
+  auto [code, msg] = loadAndRun(lib.patched(
+      &adam->params[TFM_OPTIMIZER_MOMENTS], int64_t(0), "adam_moments"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("no sharded first moment of its size"), std::string::npos)
+      << msg;
+}
+
+TEST_F(CorruptedSharded, AnUnknownOptimizerFlagIsRefusedAtLoad) {
+  auto [code, msg] = loadAndRun(lib.patched(
+      &adam->params[TFM_OPTIMIZER_SHARDED], int64_t(2), "adam_sharded"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("(adam)"), std::string::npos) << msg;
+}
+
+TEST_F(CorruptedSharded, AShardedMomentWithBytesInTheStateIsRefusedAtLoad) {
+  for (int32_t i = 0; i < lib.model->num_states; ++i)
+    if (lib.model->states[i].kind == TFM_STATE_ADAM_M_SHARD) {
+      auto [code, msg] = loadAndRun(lib.patched(&lib.model->states[i].offset,
+                                                uint64_t(64), "shard_offset"));
+      EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+      EXPECT_NE(msg.find("lies outside the state"), std::string::npos) << msg;
+      return;
+    }
+  ADD_FAILURE() << "no sharded moment to patch";
+}
