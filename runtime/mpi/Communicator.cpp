@@ -96,6 +96,9 @@ int allGather(void *, const void *send, void *receive, uint64_t bytes,
     std::snprintf(error, size, "MPI_Allgather: device memory is not supported");
     return -1;
   }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  bool inPlace = send == static_cast<const char *>(receive) + rank * bytes;
   // In parts of each rank's block: a part of every rank lands `bytes`
   // apart, which a type of the part's length and the block's extent says.
   for (uint64_t done = 0; done < bytes;) {
@@ -104,10 +107,10 @@ int allGather(void *, const void *send, void *receive, uint64_t bytes,
     MPI_Type_contiguous(static_cast<int>(part), MPI_BYTE, &piece);
     MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(bytes), &strided);
     MPI_Type_commit(&strided);
-    int rc = MPI_Allgather(static_cast<const char *>(send) + done,
-                           static_cast<int>(part), MPI_BYTE,
-                           static_cast<char *>(receive) + done, 1, strided,
-                           MPI_COMM_WORLD);
+    int rc = MPI_Allgather(
+        inPlace ? MPI_IN_PLACE : static_cast<const char *>(send) + done,
+        static_cast<int>(part), MPI_BYTE, static_cast<char *>(receive) + done,
+        1, strided, MPI_COMM_WORLD);
     MPI_Type_free(&strided);
     MPI_Type_free(&piece);
     if (rc != MPI_SUCCESS)

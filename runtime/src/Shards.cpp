@@ -95,8 +95,17 @@ int32_t Shards::update(const tfm_abi_kernel_desc_t &d, void *const *args,
   // The exchange's thread gathers the parts while the next parameters
   // update; the run waits for it before it returns (Exchange::drain).
   int64_t chunk = (n + size - 1) / size;
-  auto part = std::make_shared<std::vector<float>>(p + begin, p + end);
   const tfm_communicator_t &comm = exchange->communicator();
+  if (chunk * size == n) {
+    // Every part is whole: each lands in place in the parameter, and this
+    // rank's part, which nothing writes now, is the one it sends.
+    exchange->post([&comm, p, begin, chunk](char *e, size_t bytes) {
+      return comm.all_gather(comm.user, p + begin, p, chunk * sizeof(float),
+                             nullptr, e, bytes);
+    });
+    return 0;
+  }
+  auto part = std::make_shared<std::vector<float>>(p + begin, p + end);
   exchange->post([&comm, part, p, n, chunk](char *e, size_t bytes) {
     return gatherParts(comm, part->data(), static_cast<int64_t>(part->size()),
                        chunk, n, p, e, bytes);

@@ -428,7 +428,8 @@ typedef struct tfm_communicator_t {
   int32_t (*broadcast)(void *user, void *data, uint64_t bytes, int32_t root,
                        void *stream, char *error, size_t error_size);
   /* Gathers every rank's `bytes` at `send` into `receive` on every rank,
-   * rank r's at receive + r * bytes. Needed only by models compiled with
+   * rank r's at receive + r * bytes. `send` may be this rank's place in
+   * `receive` (in place). Needed only by models compiled with
    * --shard-optimizer (NULL otherwise), as is the next. */
   int32_t (*all_gather)(void *user, const void *send, void *receive,
                         uint64_t bytes, void *stream, char *error,

@@ -77,9 +77,10 @@ public:
       auto *me = static_cast<User *>(u);
       std::pair<const void *, void *> mine{send, receive};
       me->self->meet(me->rank, &mine, [&](std::vector<void *> &all) {
+        // memmove: in place, a rank's part is already where it goes.
         for (void *to : all)
           for (size_t r = 0; r < all.size(); ++r)
-            std::memcpy(
+            std::memmove(
                 static_cast<char *>(
                     static_cast<std::pair<const void *, void *> *>(to)
                         ->second) +
