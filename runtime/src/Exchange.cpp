@@ -12,14 +12,6 @@
 
 using namespace tfm::runtime;
 
-namespace {
-
-std::string communicatorError(const char *buffer) {
-  return buffer[0] ? std::string(buffer) : std::string("no reason given");
-}
-
-} // namespace
-
 Exchange::Exchange(const tfm_communicator_t &comm) : comm(comm) {
   if (const char *t = std::getenv("TFM_COLLECTIVE_TIMEOUT")) {
     char *end = nullptr;

@@ -107,6 +107,11 @@ private:
   std::thread worker;
 };
 
+/// A communicator's message, or a stand-in when it wrote none.
+inline std::string communicatorError(const char *buffer) {
+  return buffer[0] ? std::string(buffer) : std::string("no reason given");
+}
+
 /// 64-bit FNV-1a of the file at `path`, or 0 when it cannot be read.
 uint64_t fileHash(const std::string &path);
 

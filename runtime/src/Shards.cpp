@@ -12,10 +12,6 @@ using namespace tfm::runtime;
 
 namespace {
 
-std::string communicatorError(const char *buffer) {
-  return buffer[0] ? std::string(buffer) : std::string("no reason given");
-}
-
 /// Every rank's `chunk` elements at `part` (padded past `kept`), gathered
 /// into the first `n` of `out`.
 int32_t gatherParts(const tfm_communicator_t &comm, const float *part,
@@ -117,15 +113,9 @@ bool Shards::gatherWhole(const tfm_communicator_t &comm, std::string &error) {
   if (size == 1)
     return true;
   for (auto &[slot, m] : moments) {
-    std::vector<float> all(m.n);
-    char buffer[512] = {0};
-    const std::vector<float> &mine = part(m);
-    if (gatherParts(comm, mine.data(), static_cast<int64_t>(mine.size()),
-                    (m.n + size - 1) / size, m.n, all.data(), buffer,
-                    sizeof(buffer))) {
-      error = "gathering Adam's moments failed: " + communicatorError(buffer);
+    std::vector<float> all;
+    if (!whole(slot, &comm, all, error))
       return false;
-    }
     m.values = std::move(all);
   }
   rank = 0;
