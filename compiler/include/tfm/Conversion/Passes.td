@@ -103,6 +103,9 @@ def ApproximateMathPass : Pass<"tfm-approximate-math"> {
     cannot call libm, and libdevice is part of a CUDA toolkit, which a
     build of tfm does not need. So does arith.remf, which NVPTX lacks
     (powf's expansion tests odd exponents with it): a - b * trunc(a / b).
+    And an f64 function of a widened f32 value (a loss accumulated in f64
+    takes each row's log-sum-exp so) is taken in f32 and widened, which
+    loses nothing the value held.
   }];
   let options = [
     Option<"all", "all", "bool", /*default=*/"false",

@@ -55,6 +55,23 @@ struct MathToIntrinsic : OpRewritePattern<MathOp> {
   }
 };
 
+/// An f64 function of a widened f32 value, taken in f32 and widened after:
+/// the math dialect approximates f32 functions only, and the value holds no
+/// more than f32's precision. (A loss accumulated in f64 takes each row's
+/// log-sum-exp so.)
+template <typename MathOp> struct NarrowToF32 : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MathOp op,
+                                PatternRewriter &rewriter) const override {
+    auto widened = op->getOperand(0).template getDefiningOp<arith::ExtFOp>();
+    if (!widened || !op.getType().isF64() || !widened.getIn().getType().isF32())
+      return failure();
+    Value narrow = rewriter.create<MathOp>(op.getLoc(), widened.getIn());
+    rewriter.replaceOpWithNewOp<arith::ExtFOp>(op, op.getType(), narrow);
+    return success();
+  }
+};
+
 struct ApproximateMathPass
     : tfm::impl::ApproximateMathPassBase<ApproximateMathPass> {
   using ApproximateMathPassBase::ApproximateMathPassBase;
@@ -69,8 +86,11 @@ struct ApproximateMathPass
       // multiply and add again.
       populateExpandFmaFPattern(patterns);
       patterns.add<ExpandRemF, MathToIntrinsic<math::TruncOp, LLVM::FTruncOp>,
-                   MathToIntrinsic<math::RoundEvenOp, LLVM::RoundEvenOp>>(
-          &getContext());
+                   MathToIntrinsic<math::RoundEvenOp, LLVM::RoundEvenOp>,
+                   NarrowToF32<math::LogOp>, NarrowToF32<math::Log1pOp>,
+                   NarrowToF32<math::Log2Op>, NarrowToF32<math::ExpOp>,
+                   NarrowToF32<math::ExpM1Op>, NarrowToF32<math::TanhOp>,
+                   NarrowToF32<math::ErfOp>>(&getContext());
     }
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
