@@ -41,13 +41,16 @@ cat > "$pack/run.sh" <<'RUN'
 # Runs the pack: check, train, bench or all (runner.py --help).
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# cuBLASLt from the NVIDIA wheels PyTorch installs, where no toolkit puts it
-# on the loader's path (TFM_CUBLASLT=off runs the generated GEMMs instead).
-wheel=$(python3 -c 'import importlib.util as u, os
-s = u.find_spec("nvidia.cublas")
+# cuBLASLt and NCCL from the NVIDIA wheels PyTorch installs, where no
+# toolkit puts them on the loader's path (TFM_CUBLASLT=off runs the
+# generated GEMMs instead).
+for package in nvidia.cublas nvidia.nccl; do
+  wheel=$(python3 -c 'import importlib.util as u, os, sys
+s = u.find_spec(sys.argv[1])
 print(next((os.path.join(d, "lib") for d in (s.submodule_search_locations or [])
-            if os.path.isdir(os.path.join(d, "lib"))), "") if s else "")' 2>/dev/null)
-[ -n "$wheel" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$wheel
+            if os.path.isdir(os.path.join(d, "lib"))), "") if s else "")' $package 2>/dev/null)
+  [ -n "$wheel" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$wheel
+done
 exec python3 "$here/runner.py" "$@"
 RUN
 chmod +x "$pack/run.sh"

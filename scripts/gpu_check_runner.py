@@ -7,7 +7,9 @@ an NVIDIA GPU: no compiler, only the runtime and the compiled models.
          1e-4 and atol 1e-5 (the models whose GEMMs multiply in bf16 or f16
          within 1e-2 normwise), integers exactly
   train  every training fixture for its steps, each loss within 1e-3
-         (relative) of PyTorch's
+         (relative) of PyTorch's: alone, and again as the one rank of a
+         data-parallel job over NCCL (the path of several GPUs; NCCL comes
+         from PyTorch's wheels)
   bench  the workloads of gpu_workloads.py (inference, W5's training step,
          W7's decoding) against PyTorch on the same GPU in the same run, in
          every form a user would pick (eager in the type, autocast,
@@ -77,11 +79,15 @@ class Fault(Exception):
     be poisoned, so the cases after it run in a fresh process."""
 
 
-def run_model(rt, path, device, ins, entry="infer", times=1):
-    """The outputs of `times` runs; the model is closed whatever happens."""
+def run_model(rt, path, device, ins, entry="infer", times=1, nccl=False):
+    """The outputs of `times` runs; the model is closed whatever happens.
+    With `nccl`, the session is rank 0 of a job of one over NCCL."""
     m = None
     try:
         m = tfm_runtime.Model(rt, path, device, entry=entry)
+        if nccl:
+            os.environ.update(TFM_RANK="0", TFM_WORLD_SIZE="1")
+            m.join_nccl()
         return [m.run(ins) for _ in range(times)]
     except tfm_runtime.Error as e:
         raise Fault(str(e)) from None
@@ -120,11 +126,17 @@ def train_case(rt, args, folder):
     want = json.load(open(os.path.join(folder, "losses.json")))["losses"]
     batch = np.load(os.path.join(folder, "batch.npz"))
     ins = [batch[f"in{i}"] for i in range(len(batch.files))]
-    runs = run_model(rt, os.path.join(folder, "model.so"), args.device, ins,
-                     entry="train_step", times=len(want))
-    got = [float(r[0].reshape(-1)[0]) for r in runs]
-    worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
-    return None if worst <= 1e-3 else f"largest relative error {worst:.2e}"
+    # The GPU's data-parallel path needs NCCL, which a dry run on the CPU
+    # has not.
+    for nccl in ((False, True) if args.device.startswith("cuda") else (False,)):
+        runs = run_model(rt, os.path.join(folder, "model.so"), args.device, ins,
+                         entry="train_step", times=len(want), nccl=nccl)
+        got = [float(r[0].reshape(-1)[0]) for r in runs]
+        worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+        if worst > 1e-3:
+            return (("through NCCL: " if nccl else "") +
+                    f"largest relative error {worst:.2e}")
+    return None
 
 
 PARTS = {"check": (check_items, check_case), "train": (train_items, train_case)}
@@ -252,7 +264,9 @@ def train(rt, args, pack):
     for f in failures:
         print("FAIL train", f)
     print(f"gpu-check train on {args.device}: {matched} of {matched + len(failures)} "
-          f"trajectories match PyTorch (rtol 1e-3)", flush=True)
+          f"trajectories match PyTorch (rtol 1e-3)"
+          + (", alone and through NCCL with one rank" if args.device.startswith("cuda")
+             else ""), flush=True)
     return not failures
 
 

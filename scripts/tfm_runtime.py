@@ -42,6 +42,16 @@ class GenerateOptions(ctypes.Structure):
                 ("source_length", ctypes.c_size_t)]
 
 
+class Communicator(ctypes.Structure):
+    """tfm_communicator_t: its functions stay opaque here."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("rank", ctypes.c_int32),
+                ("size", ctypes.c_int32), ("user", ctypes.c_void_p),
+                ("all_reduce_sum", ctypes.c_void_p), ("broadcast", ctypes.c_void_p),
+                ("all_gather", ctypes.c_void_p), ("reduce_scatter_sum", ctypes.c_void_p),
+                ("all_reduce_scaled_sum", ctypes.c_void_p),
+                ("device_memory", ctypes.c_int32)]
+
+
 def torch_code(dtype):
     """The tfm_dtype_t of a torch dtype."""
     import torch
@@ -102,6 +112,10 @@ class Runtime:
             ("tfm_generation_decode_ms", ctypes.c_double, [p]),
             ("tfm_generation_steps", ctypes.c_int64, [p]),
             ("tfm_generation_release", None, [p]),
+            ("tfm_nccl_communicator", p, [ctypes.c_int32, p,
+                                          ctypes.POINTER(Communicator)]),
+            ("tfm_nccl_communicator_destroy", None, [ctypes.POINTER(Communicator)]),
+            ("tfm_session_set_communicator", p, [p, ctypes.POINTER(Communicator)]),
             ("tfm_tensor_data", p, [p]),
             ("tfm_tensor_byte_size", ctypes.c_size_t, [p]),
         ]:
@@ -126,6 +140,7 @@ class Model:
         opts.device = device.encode() if device else None
         self.ctx, self.module, self.session = (ctypes.c_void_p() for _ in range(3))
         self._views = []  # the device views of device_runner's calls
+        self._communicator = None
         rt.check(lib.tfm_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)))
         rt.check(lib.tfm_module_load(self.ctx, path.encode(), ctypes.byref(self.module)))
         (self.inputs, self.input_codes), (self.outputs, self.output_codes) = \
@@ -153,6 +168,18 @@ class Model:
             self.rt.check(self.rt.lib.tfm_session_create(self.module, None,
                                                          ctypes.byref(self.session)))
         return self.rt.lib.tfm_session_device(self.session).decode()
+
+    def join_nccl(self):
+        """Makes the session one rank of a data-parallel job over NCCL, on
+        its GPU: the job the environment describes (TFM_RANK,
+        TFM_WORLD_SIZE, TFM_RENDEZVOUS)."""
+        device = self.open()
+        c = Communicator()
+        self.rt.check(self.rt.lib.tfm_nccl_communicator(
+            int(device.split(":")[1]), None, ctypes.byref(c)))
+        self._communicator = c
+        self.rt.check(self.rt.lib.tfm_session_set_communicator(self.session,
+                                                               ctypes.byref(c)))
 
     def describe(self):
         """The session's device and what runs its kernels (cuBLASLt, or the
@@ -250,4 +277,7 @@ class Model:
         lib.tfm_session_release(self.session)
         lib.tfm_module_release(self.module)
         lib.tfm_context_release(self.ctx)
+        if self._communicator is not None:
+            lib.tfm_nccl_communicator_destroy(ctypes.byref(self._communicator))
+            self._communicator = None
         self.session = self.module = self.ctx = None

@@ -33,6 +33,7 @@ config.substitutions.append(("%fixtures", os.path.join(config.tfm_src_root, "tes
 config.substitutions.append(("%mlir_runner_utils", os.path.join(config.llvm_tools_dir, "..", "lib", "libmlir_runner_utils.so")))
 # ... and of vector.print's scalars and strings.
 config.substitutions.append(("%mlir_c_runner_utils", os.path.join(config.llvm_tools_dir, "..", "lib", "libmlir_c_runner_utils.so")))
+config.substitutions.append(("%fake_nccl", os.path.join(config.tfm_obj_root, "lib", "libfake_nccl.so")))
 config.substitutions.append(("%fake_cublaslt", os.path.join(config.tfm_obj_root, "lib", "libfake_cublaslt.so")))
 config.substitutions.append(("%fake_cuda", os.path.join(config.tfm_obj_root, "lib", "libfake_cuda_driver.so")))
 config.substitutions.append(("%tfmc_bin", os.path.join(config.tfm_tools_dir, "tfmc")))

@@ -487,10 +487,35 @@ struct TokenCallback {
 
 /// The processes of a data-parallel run (docs/training.md), as the runtime
 /// sees them; made over MPI by libtfm_mpi, which is opened when asked for,
-/// so that the package needs no MPI otherwise.
+/// so that the package needs no MPI otherwise, or over NCCL by the runtime.
 struct Communicator {
   tfm_communicator_t c{};
+  bool overNccl = false;
+  Communicator() = default;
+  Communicator(const Communicator &) = delete;
+  ~Communicator() {
+    if (overNccl)
+      tfm_nccl_communicator_destroy(&c);
+  }
 };
+
+/// GPU `device`'s communicator over NCCL; the ranks meet through
+/// `bootstrap` (mpi_communicator()) or, without one, where the environment
+/// says (TFM_RANK, TFM_WORLD_SIZE, TFM_RENDEZVOUS).
+std::shared_ptr<Communicator>
+ncclCommunicator(int32_t device, std::shared_ptr<Communicator> bootstrap) {
+  auto comm = std::make_shared<Communicator>();
+  tfm_status_t status;
+  {
+    py::gil_scoped_release release;
+    status = tfm_nccl_communicator(device, bootstrap ? &bootstrap->c : nullptr,
+                                   &comm->c);
+  }
+  // Raising needs the interpreter's lock back.
+  check(status);
+  comm->overNccl = true;
+  return comm;
+}
 
 namespace mpi {
 tfm_mpi_library_t library;
@@ -809,13 +834,21 @@ PYBIND11_MODULE(_tfm, m) {
       .def("generate", &Session::generate)
       .def("set_communicator",
            [](Session &s, std::shared_ptr<Communicator> c) {
-             py::gil_scoped_release release;
-             check(tfm_session_set_communicator(s.s, c ? &c->c : nullptr));
+             tfm_status_t status;
+             {
+               py::gil_scoped_release release;
+               status = tfm_session_set_communicator(s.s, c ? &c->c : nullptr);
+             }
+             check(status);
              s.communicator = c;
            })
       .def("compare_parameters", [](Session &s) {
-        py::gil_scoped_release release;
-        check(tfm_session_compare_parameters(s.s));
+        tfm_status_t status;
+        {
+          py::gil_scoped_release release;
+          status = tfm_session_compare_parameters(s.s);
+        }
+        check(status);
       });
 
   py::class_<Communicator, std::shared_ptr<Communicator>>(m, "Communicator")
@@ -824,6 +857,8 @@ PYBIND11_MODULE(_tfm, m) {
       .def_property_readonly("size",
                              [](const Communicator &c) { return c.c.size; });
   m.def("mpi_communicator", &mpi::join);
+  m.def("nccl_communicator", &ncclCommunicator, py::arg("device") = 0,
+        py::arg("bootstrap") = nullptr);
   m.def("mpi_finalize", [] {
     if (mpi::library.finalize)
       mpi::library.finalize();

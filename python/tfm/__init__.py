@@ -33,7 +33,8 @@ except ImportError as e:
             "PATH_TO_TFM") from e
     raise
 from ._session import (Communicator, DeviceTensor, Entry, Generation, Module,
-                       Port, Session, load, mpi_communicator)
+                       Port, Session, load, mpi_communicator,
+                       nccl_communicator)
 from ._compiler import compile, tfmc_path
 from ._inference import (GraphOptimizationLevel, InferenceSession,
                          ModelMetadata, NodeArg, SessionOptions,

@@ -10,7 +10,8 @@ from . import _tfm
 from ._errors import InvalidArgument, NotFound
 
 __all__ = ["load", "Module", "Session", "Entry", "Port", "Generation",
-           "DeviceTensor", "Communicator", "mpi_communicator"]
+           "DeviceTensor", "Communicator", "mpi_communicator",
+           "nccl_communicator"]
 
 #: The processes of a data-parallel run: rank and size (docs/training.md).
 Communicator = _tfm.Communicator
@@ -29,6 +30,17 @@ def mpi_communicator():
         _mpi_world = _tfm.mpi_communicator()
         atexit.register(_tfm.mpi_finalize)
     return _mpi_world
+
+
+def nccl_communicator(device=0, bootstrap=None):
+    """A Communicator over NCCL for sessions on GPU `device` (the N of
+    "cuda:N"), for Session.train_step on a GPU. The ranks agree on NCCL's
+    unique id through `bootstrap` (tfm.mpi_communicator() under mpirun), or,
+    without one, at the TCP rendezvous the environment describes: TFM_RANK,
+    TFM_WORLD_SIZE, and TFM_RENDEZVOUS (host:port, where rank 0 listens).
+    NCCL is opened at run time (libnccl.so.2, as PyTorch's CUDA wheels
+    install it; TFM_NCCL_LIBRARY names another)."""
+    return _tfm.nccl_communicator(device, bootstrap)
 
 #: An output a run made on the GPU (Session.run(..., device_outputs=True)):
 #: shape, dtype, device; __dlpack__ and __cuda_array_interface__ hand it to
@@ -309,7 +321,8 @@ class Session:
         returns the loss. `inputs` are the model's inputs (a dict, a list or
         one array); `labels` fills the entry's remaining input.
 
-        With a `communicator` (tfm.mpi_communicator()), the session is one
+        With a `communicator` (tfm.mpi_communicator() on CPUs,
+        tfm.nccl_communicator() on GPUs), the session is one
         rank of a data-parallel run: each rank passes its own rows, and the
         step averages the loss and the gradients over all ranks, weighted by
         the labels each counts, so they step as one process would on all the

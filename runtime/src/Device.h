@@ -171,6 +171,10 @@ public:
   }
   /// Waits until the work handed to the device so far is done.
   virtual void synchronize() {}
+  /// The queue the device's work goes to, in order (a CUstream on a GPU):
+  /// a communicator's calls on device memory are ordered with it. Null
+  /// where work runs as it is called (the CPU).
+  virtual void *workStream() { return nullptr; }
 
   /// Graphs: the work compiled code hands the device between beginCapture
   /// and endCapture is recorded instead of run, and replay runs it again,

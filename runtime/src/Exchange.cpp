@@ -2,6 +2,7 @@
 
 #include "Exchange.h"
 #include "Internal.h"
+#include "Rendezvous.h"
 #include "Shards.h"
 
 #include <algorithm>
@@ -12,19 +13,15 @@
 
 using namespace tfm::runtime;
 
-Exchange::Exchange(const tfm_communicator_t &comm) : comm(comm) {
-  if (const char *t = std::getenv("TFM_COLLECTIVE_TIMEOUT")) {
-    char *end = nullptr;
-    double v = std::strtod(t, &end);
-    if (end != t && v > 0)
-      timeoutSeconds = v;
-  }
-}
+Exchange::Exchange(const tfm_communicator_t &comm)
+    : comm(comm), timeoutSeconds(collectiveTimeout()) {}
 
 std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
                                            const tfm_communicator_t &comm,
-                                           std::string &why) {
+                                           Device &device, std::string &why) {
   std::unique_ptr<Exchange> x(new Exchange(comm));
+  if (!device.hostAddressable())
+    x->device = &device;
   // Every member's descriptor repeats its bucket's size and member count;
   // they must agree, and the members must tile the bucket.
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> spans;
@@ -46,6 +43,10 @@ std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
     if (d.params[TFM_ALL_REDUCE_PARTS] < 0 ||
         d.params[TFM_ALL_REDUCE_PARTS] > 1) {
       why = fmt::format("kernel {} has unknown flags", i);
+      return nullptr;
+    }
+    if (parts && x->device) {
+      why = "its optimizer's moments are sharded, which runs on the CPU only";
       return nullptr;
     }
     if (bucket.members == 0) {
@@ -83,6 +84,16 @@ std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
                         b, at, members.size(), bucket.elements, bucket.members);
       return nullptr;
     }
+    if (x->device) {
+      size_t bytes = bucket.elements * sizeof(float);
+      bucket.onDevice = device.allocate(bytes);
+      if (!bucket.onDevice.get()) {
+        why = fmt::format("{} lacks the {:.1f} MB of bucket {}", device.name(),
+                          bytes / 1048576.0, b);
+        return nullptr;
+      }
+      continue;
+    }
     if (!bucket.parts) {
       bucket.data.assign(bucket.elements + 1, 0.0f);
       continue;
@@ -94,7 +105,8 @@ std::unique_ptr<Exchange> Exchange::create(const tfm_abi_model_t &model,
     bucket.block += 1;
     bucket.data.assign(bucket.block * comm.size, 0.0f);
   }
-  x->worker = std::thread([raw = x.get()] { raw->serve(); });
+  if (!x->device)
+    x->worker = std::thread([raw = x.get()] { raw->serve(); });
   return x;
 }
 
@@ -164,6 +176,10 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
   Bucket &bucket = buckets[b];
   int64_t n = d.params[TFM_ALL_REDUCE_N],
           offset = d.params[TFM_ALL_REDUCE_OFFSET];
+  if (device)
+    return runOnDevice(b, n, offset,
+                       d.params[TFM_ALL_REDUCE_PHASE] == TFM_ALL_REDUCE_START,
+                       args, error);
   float *x = static_cast<float *>(args[0]);
   auto fail = [&](const std::string &why) { return breakWith(why, error); };
 
@@ -237,6 +253,66 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
     bucket.state = Bucket::Idle;
   }
   return 0;
+}
+
+int32_t Exchange::runOnDevice(size_t b, int64_t n, int64_t offset, bool start,
+                              void *const *args, std::string &error) {
+  Bucket &bucket = buckets[b];
+  char *data = static_cast<char *>(bucket.onDevice.get());
+  char *member = data + offset * sizeof(float);
+  auto fail = [&](const std::string &why) { return breakWith(why, error); };
+  char message[512] = {0};
+  // Compiled code called us: a device's failure becomes a code here.
+  try {
+    if (!start) {
+      if (bucket.state != Bucket::Arrived)
+        return fail(fmt::format("bucket {} was read before all its members "
+                                "started",
+                                b));
+      device->copyOnDevice(args[0], member, n * sizeof(float));
+      if (++bucket.waited == bucket.members) {
+        bucket.started = bucket.waited = 0;
+        bucket.state = Bucket::Idle;
+        --openBuckets;
+      }
+      return 0;
+    }
+    if (bucket.state != Bucket::Idle && bucket.state != Bucket::Filling)
+      return fail(fmt::format("bucket {} started again before its last "
+                              "exchange was read",
+                              b));
+    if (bucket.state == Bucket::Idle && openBuckets++ == 0) {
+      // A step's first exchange: every bucket of it shares the step's
+      // weight w, so each rank's share w / Σ_r w_r is learnt once, and
+      // each bucket is then a sum of shares times gradients (the
+      // communicator scales as it sums; the runtime computes nothing on
+      // the device). Reading w waits for the forward pass, once a step.
+      float w = 0;
+      device->copyToHost(&w, args[1], sizeof w);
+      float total = w;
+      if (comm.all_reduce_sum(comm.user, &total, 1, TFM_DTYPE_F32, nullptr,
+                              message, sizeof message))
+        return fail(fmt::format("summing the ranks' weights failed: {}",
+                                communicatorError(message)));
+      // A rank whose labels are all ignored adds nothing, and weights that
+      // sum to 0 give zeros, as on the CPU.
+      share = total > 0 && w != 0 ? w / total : 0.0f;
+    }
+    bucket.state = Bucket::Filling;
+    device->copyOnDevice(member, args[0], n * sizeof(float));
+    if (++bucket.started < bucket.members)
+      return 0;
+    if (comm.all_reduce_scaled_sum(comm.user, data, bucket.elements,
+                                   TFM_DTYPE_F32, share, device->workStream(),
+                                   message, sizeof message))
+      return fail(fmt::format("the exchange of bucket {} failed: {}", b,
+                              communicatorError(message)));
+    // Queued on the stream that the WAITs' copies follow.
+    bucket.state = Bucket::Arrived;
+    return 0;
+  } catch (const DeviceError &e) {
+    return fail(e.what());
+  }
 }
 
 int32_t Exchange::breakWith(const std::string &why, std::string &error) {
@@ -381,20 +457,25 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
                         "communicator's all_gather and reduce_scatter_sum",
                         session->module->path);
     const std::string &path = session->module->path;
-    if (!session->device->hostAddressable())
+    Device &device = *session->device;
+    if (!device.hostAddressable() &&
+        (!comm.device_memory || !comm.all_reduce_scaled_sum))
       return makeStatus(TFM_STATUS_INCOMPATIBLE,
-                        "'{}' runs on {}: data-parallel training runs on the "
-                        "CPU only so far",
+                        "'{}' runs on {}, and the communicator takes host "
+                        "memory only, or has no all_reduce_scaled_sum: a GPU "
+                        "session needs one that takes device memory "
+                        "(tfm_nccl_communicator)",
                         path, session->deviceName);
     std::string why;
-    auto exchange = Exchange::create(*session->module->model, comm, why);
+    auto exchange =
+        Exchange::create(*session->module->model, comm, device, why);
     if (!exchange)
       return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
-                        "'{}' cannot train across processes: {} (a training "
-                        "step compiled with --train for the CPU by a tfmc "
-                        "of this version averages its gradients; compile it "
-                        "again)",
-                        path, why);
+                        "'{}' cannot train across processes on {}: {} (a "
+                        "training step compiled with --train for this "
+                        "device by a tfmc of this version averages its "
+                        "gradients; compile it again)",
+                        path, session->deviceName, why);
     char error[512] = {0};
     auto failed = [&](const char *what) {
       return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {} failed: {}",
@@ -417,8 +498,11 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
     const tfm_abi_model_t *m = session->module->model;
     if (m->state_bytes &&
         comm.broadcast(comm.user, session->state.get(), m->state_bytes, 0,
-                       nullptr, error, sizeof(error)))
+                       device.workStream(), error, sizeof(error)))
       return failed("copying rank 0's training state");
+    // A communicator's host memory travels on a stream of its own: the
+    // state must have arrived before anything else crosses.
+    device.synchronize();
     if (session->shards && !session->shards->broadcastWhole(comm, why))
       return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {}", comm.rank,
                         comm.size, why);

@@ -9,11 +9,17 @@
 // thread talks to the communicator, so a communicator needs to serve only
 // one caller at a time.
 //
+// On a GPU the buckets are device memory, and the communicator (NCCL's)
+// queues each bucket's weighted sum on the device's stream, in order with
+// the step's kernels: no thread waits for it, and the runtime itself only
+// copies there.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TFM_RUNTIME_SRC_EXCHANGE_H
 #define TFM_RUNTIME_SRC_EXCHANGE_H
 
+#include "Device.h"
 #include "tfm/abi.h"
 #include "tfm/runtime.h"
 
@@ -32,10 +38,12 @@ namespace tfm::runtime {
 class Exchange {
 public:
   /// The buckets of `model`'s ALL_REDUCE kernels, or null with `why` when
-  /// the model has none or their descriptors disagree.
+  /// the model has none or their descriptors disagree. A `device` whose
+  /// memory the host cannot address holds them (and `comm` takes device
+  /// memory); otherwise they are host memory.
   static std::unique_ptr<Exchange> create(const tfm_abi_model_t &model,
                                           const tfm_communicator_t &comm,
-                                          std::string &why);
+                                          Device &device, std::string &why);
   ~Exchange();
 
   /// Kernel call `d` (an ALL_REDUCE) on `args`; 0, or nonzero with `error`.
@@ -61,6 +69,8 @@ private:
     /// rank's parts of the members end to end, padded to the same length,
     /// then the weight; this rank's block summed comes back in the first.
     std::vector<float> data;
+    /// On a GPU, `data` lives here instead.
+    DeviceBuffer onDevice;
     bool parts = false;
     /// In parts: where each member (by its offset in the bucket) starts in
     /// a rank's block, and the block's length.
@@ -74,6 +84,10 @@ private:
 
   explicit Exchange(const tfm_communicator_t &comm);
   void serve();
+  /// run() on a GPU, of member [offset, offset + n) of bucket `b`, with
+  /// the lock held.
+  int32_t runOnDevice(size_t b, int64_t n, int64_t offset, bool start,
+                      void *const *args, std::string &error);
 
   /// A bucket to exchange, or a job.
   struct Task {
@@ -89,6 +103,12 @@ private:
   int32_t breakWith(const std::string &why, std::string &error);
 
   tfm_communicator_t comm;
+  /// The device whose memory holds the buckets, or null for host memory.
+  Device *device = nullptr;
+  /// On a GPU: the buckets not idle, and this rank's share of the step's
+  /// weight, w / Σ_r w_r, learnt when the first opened.
+  int64_t openBuckets = 0;
+  float share = 0;
   double timeoutSeconds = 300;
   std::vector<Bucket> buckets;
   std::mutex mutex;

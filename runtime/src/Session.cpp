@@ -713,8 +713,11 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
     bool onHost = device.hostAddressable();
     // A run that may be cancelled or time out launches kernel by kernel,
     // which checks before each; a replay is one call.
+    // A data-parallel step's exchange keeps count of its buckets at each
+    // call, which a replay would skip.
     bool graphed = !onHost && session->whyNoGraphs.empty() &&
-                   !session->cancel && !session->hasDeadline;
+                   !session->cancel && !session->hasDeadline &&
+                   !session->exchange;
     const void *weights = onHost ? module->weights : session->weights.get();
     RunAddresses at;
     tfm_abi_host_t host{};

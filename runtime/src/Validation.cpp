@@ -650,11 +650,12 @@ tfm_status_t tfm::runtime::validateModel(const std::string &path,
         deviceKernelOrigins(m))
       return corrupt("a model for the CPU carries device code");
   } else if (m->target == TFM_TARGET_CUDA) {
-    // A GPU runs GEMM descriptors through cuBLASLt; the others are the
-    // CPU's.
+    // A GPU runs GEMM descriptors through cuBLASLt, and the session a
+    // data-parallel step's exchanges; the others are the CPU's.
     for (int32_t i = 0; i < m->num_kernels; ++i)
       if (m->kernels[i].kind != TFM_KERNEL_LINEAR &&
-          m->kernels[i].kind != TFM_KERNEL_BATCH_MATMUL)
+          m->kernels[i].kind != TFM_KERNEL_BATCH_MATMUL &&
+          m->kernels[i].kind != TFM_KERNEL_ALL_REDUCE)
         return corrupt(fmt::format("a model for CUDA GPUs carries kernel {} "
                                    "({}), which runs on the CPU only",
                                    i, kernelName(m->kernels[i].kind)));

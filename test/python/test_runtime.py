@@ -333,3 +333,59 @@ def test_gpu_arrays_cross_without_the_host(tmp_path):
                         os.path.dirname(__file__)],
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+NCCL_JOB = r'''
+import sys
+import numpy as np
+import tfm
+
+world = tfm.nccl_communicator(0)
+assert (world.rank, world.size) == (0, 1), (world.rank, world.size)
+s = tfm.load(sys.argv[1]).session()
+assert s.device == "cuda:0"
+s._s.set_communicator(world)
+a = np.array([1, 2, 3], np.float32)
+b = np.arange(4, 10, dtype=np.float32)
+out = s.run({"a": a, "b": b, "w": np.array([5], np.float32)}, entry="average")
+# One rank's average is its own tensor.
+assert (out["a_average"] == a).all() and (out["b_average"] == b).all(), out
+try:
+    tfm.nccl_communicator(7)
+except tfm.InvalidArgument as e:
+    assert "there is no GPU cuda:7" in str(e), str(e)
+else:
+    raise AssertionError("cuda:7 accepted")
+# A communicator the session refuses raises (with the lock held again).
+cpu = tfm.load(sys.argv[2]).session()
+try:
+    cpu._s.set_communicator(world)
+except tfm.Error as e:
+    assert "averages nothing across processes" in str(e), str(e)
+else:
+    raise AssertionError("a model without exchanges joined")
+print("ok")
+'''
+
+
+def test_a_gpu_session_averages_through_nccl(tmp_path):
+    """tfm.nccl_communicator through the stand-in driver and NCCL, as the
+    one rank of a job the environment describes."""
+    import subprocess
+    import sys
+    lib = os.path.join(os.path.dirname(UNITTESTS), "..", "lib")
+    log = tmp_path / "calls.log"
+    env = dict(os.environ,
+               TFM_CUDA_DRIVER=built(os.path.join(lib, "libfake_cuda_driver.so")),
+               TFM_NCCL_LIBRARY=built(os.path.join(lib, "libfake_nccl.so")),
+               TFM_FAKE_CUDA_LOG=str(log), TFM_RANK="0", TFM_WORLD_SIZE="1")
+    script = tmp_path / "nccl_job.py"
+    script.write_text(NCCL_JOB)
+    r = subprocess.run([sys.executable, str(script),
+                        built(os.path.join(FAKE, "libfake_exchange_model.so")),
+                        fake()],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert "nccl init rank 0 of 1 id -" in calls
+    assert "nccl all_reduce 6 type 7 op 5 scale 1 on a stream" in calls

@@ -263,11 +263,28 @@ bool readTrainingData(const Signature &sig, llvm::StringRef dir,
 /// size and communicator for the runtime. Finalizes MPI when destroyed.
 struct DataParallel {
   int32_t rank = 0, size = 1;
-  tfm_communicator_t communicator{};
-  bool joined = false;
-  /// Joins the job when MPI started this process; false, with an error
-  /// printed, when that fails or tfmc was built without Open MPI.
+  /// MPI's (joined), and NCCL's for a session on a GPU (hasNccl).
+  tfm_communicator_t communicator{}, nccl{};
+  bool joined = false, hasNccl = false;
+  /// The job was described by TFM_WORLD_SIZE and TFM_RANK, not MPI.
+  bool byEnvironment = false;
+  /// Joins the job when MPI started this process, or takes its place from
+  /// the environment; false, with an error printed, when that fails or
+  /// tfmc was built without Open MPI.
   bool join();
+  /// Whether this process is one rank of a job (even a job of one, as
+  /// TFM_WORLD_SIZE=1 makes).
+  bool distributed() const { return size > 1 || byEnvironment; }
+  /// The --device to open: in a job, `cuda` is this rank's GPU on its
+  /// machine (its local rank); anything else as given.
+  std::string gpu(const std::string &device) const;
+  /// Makes the communicator over NCCL when `session` runs on a GPU (its id
+  /// shared over MPI, or at the environment's rendezvous); false, with an
+  /// error printed, when that fails, or when a job without MPI runs on the
+  /// CPU.
+  bool joinOnDevice(tfm_session_t *session);
+  /// What the session gets: NCCL's on a GPU, else MPI's.
+  const tfm_communicator_t *sessionCommunicator() const;
   /// Ends every rank of the job with `code` (a failed rank), so none waits
   /// for the others; returns `code` in one process.
   int abortJob(int code);

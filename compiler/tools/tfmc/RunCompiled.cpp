@@ -340,7 +340,8 @@ int trainOnRank(StringRef soPath, const TrainOptions &opts,
   tfm_context_options_t co;
   tfm_context_options_init(&co);
   co.num_threads = opts.threads;
-  co.device = opts.device.c_str();
+  std::string device = dp.gpu(opts.device);
+  co.device = device.c_str();
   if (!ok(tfm_context_create(&co, &rt.context)) ||
       !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
     return kExitInputError;
@@ -369,13 +370,15 @@ int trainOnRank(StringRef soPath, const TrainOptions &opts,
   if (lead && !opts.resume.empty() &&
       !ok(tfm_session_load_checkpoint(rt.session, opts.resume.c_str())))
     return kExitInputError;
-  if (dp.size > 1) {
-    if (!ok(tfm_session_set_communicator(rt.session, &dp.communicator)))
+  if (dp.distributed()) {
+    if (!dp.joinOnDevice(rt.session) ||
+        !ok(tfm_session_set_communicator(rt.session, dp.sessionCommunicator())))
       return kExitInputError;
     if (lead)
-      llvm::outs() << "data-parallel: " << dp.size
-                   << " processes, each training on its part of every "
-                      "batch's rows; the steps average over all of them\n";
+      llvm::outs() << "data-parallel: " << dp.size << " processes"
+                   << (dp.hasNccl ? " on GPUs (NCCL)" : "")
+                   << ", each training on its part of every batch's rows; "
+                      "the steps average over all of them\n";
   }
 
   // Runtime tensors of every batch, made once.

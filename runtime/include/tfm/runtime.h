@@ -415,7 +415,8 @@ TFM_API tfm_status_t tfm_session_load_checkpoint(tfm_session_t *session,
  * a message of at most `error_size` bytes written to `error`. A session
  * calls them from one thread at a time, though not always the same one,
  * and every rank makes the same calls in the same order. `stream` is NULL
- * for host memory (the only kind so far). */
+ * for host memory; a communicator with `device_memory` also takes device
+ * memory, on a stream. */
 typedef struct tfm_communicator_t {
   size_t struct_size;
   int32_t rank, size;
@@ -440,7 +441,36 @@ typedef struct tfm_communicator_t {
   int32_t (*reduce_scatter_sum)(void *user, const void *send, void *receive,
                                 uint64_t count, tfm_dtype_t dtype, void *stream,
                                 char *error, size_t error_size);
+  /* Sums scale_r·x_r across the ranks, in place, each rank r giving its
+   * own `scale`. A session on a GPU needs it (NULL otherwise): there the
+   * runtime computes nothing on device memory itself. */
+  int32_t (*all_reduce_scaled_sum)(void *user, void *data, uint64_t count,
+                                   tfm_dtype_t dtype, double scale,
+                                   void *stream, char *error,
+                                   size_t error_size);
+  /* Nonzero when the functions also take device memory, with `stream` the
+   * CUstream their work is ordered on (they return once it is queued
+   * there), as tfm_nccl_communicator's do: a session on a GPU needs it. */
+  int32_t device_memory;
 } tfm_communicator_t;
+
+/* A communicator over NCCL for sessions on GPU `device` (the N of
+ * "cuda:N"), written to `out`; tfm_nccl_communicator_destroy frees it.
+ * NCCL is opened with dlopen (libnccl.so.2, or the library
+ * TFM_NCCL_LIBRARY names). It takes device memory on a stream, and host
+ * memory with a NULL stream (staged through the GPU). The ranks agree on
+ * NCCL's unique id through `bootstrap`, a host communicator such as
+ * tfm_mpi_communicator's, whose rank and size it takes; or, when
+ * `bootstrap` is NULL, through a TCP rendezvous the environment describes,
+ * for jobs started without MPI: TFM_RANK, TFM_WORLD_SIZE, and
+ * TFM_RENDEZVOUS (host:port, where rank 0 listens; one process needs
+ * none). Other ranks are awaited at most TFM_COLLECTIVE_TIMEOUT seconds
+ * (default 300), and the ones that did not come are named. Every rank of
+ * the job calls it. */
+TFM_API tfm_status_t tfm_nccl_communicator(int32_t device,
+                                           const tfm_communicator_t *bootstrap,
+                                           tfm_communicator_t *out);
+TFM_API void tfm_nccl_communicator_destroy(tfm_communicator_t *communicator);
 
 /* Makes the session one rank of a data-parallel run over `communicator`
  * (copied; what `user` points to must outlive the session). Every rank

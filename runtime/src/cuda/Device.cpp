@@ -101,6 +101,10 @@ public:
   std::string name() const override {
     return fmt::format("cuda:{}", ordinal);
   }
+  void *workStream() override {
+    makeCurrent();
+    return stream;
+  }
   int32_t target() const override { return TFM_TARGET_CUDA; }
 
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
@@ -394,6 +398,9 @@ private:
     }
     gemms.resize(m.num_kernels);
     for (int32_t i = 0; i < m.num_kernels; ++i) {
+      // The session runs a data-parallel step's exchanges itself.
+      if (m.kernels[i].kind == TFM_KERNEL_ALL_REDUCE)
+        continue;
       if (!blas) {
         if (!declineIfFallback(m, i, error))
           throw DeviceError(TFM_STATUS_UNAVAILABLE,

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MemoryWorld.h"
 #include "tfm/runtime.hpp"
 
 #include <gtest/gtest.h>
@@ -30,125 +31,6 @@
 namespace {
 
 const std::string kModel = TFM_TINY_TRAIN_SO;
-
-/// The ranks' rendezvous: each collective waits for every rank, then the
-/// last to arrive combines their buffers.
-class Rendezvous {
-public:
-  explicit Rendezvous(int size) : size(size), buffers(size) {}
-
-  tfm_communicator_t communicator(int rank) {
-    tfm_communicator_t c{};
-    c.struct_size = sizeof(c);
-    c.rank = rank;
-    c.size = size;
-    c.user = &users.at(rank);
-    users[rank] = {this, rank};
-    c.all_reduce_sum = [](void *u, void *data, uint64_t count,
-                          tfm_dtype_t dtype, void *, char *error,
-                          size_t size) -> int32_t {
-      if (dtype != TFM_DTYPE_F32) {
-        std::snprintf(error, size, "f32 only");
-        return 1;
-      }
-      auto *me = static_cast<User *>(u);
-      me->self->meet(me->rank, data, [&](std::vector<void *> &all) {
-        std::vector<float> sum(count, 0.0f);
-        for (void *p : all)
-          for (uint64_t i = 0; i < count; ++i)
-            sum[i] += static_cast<float *>(p)[i];
-        for (void *p : all)
-          std::memcpy(p, sum.data(), count * sizeof(float));
-      });
-      return 0;
-    };
-    c.broadcast = [](void *u, void *data, uint64_t bytes, int32_t root, void *,
-                     char *, size_t) -> int32_t {
-      auto *me = static_cast<User *>(u);
-      me->self->meet(me->rank, data, [&](std::vector<void *> &all) {
-        for (void *p : all)
-          if (p != all[root])
-            std::memcpy(p, all[root], bytes);
-      });
-      return 0;
-    };
-    c.all_gather = [](void *u, const void *send, void *receive, uint64_t bytes,
-                      void *, char *, size_t) -> int32_t {
-      auto *me = static_cast<User *>(u);
-      std::pair<const void *, void *> mine{send, receive};
-      me->self->meet(me->rank, &mine, [&](std::vector<void *> &all) {
-        // memmove: in place, a rank's part is already where it goes.
-        for (void *to : all)
-          for (size_t r = 0; r < all.size(); ++r)
-            std::memmove(
-                static_cast<char *>(
-                    static_cast<std::pair<const void *, void *> *>(to)
-                        ->second) +
-                    r * bytes,
-                static_cast<std::pair<const void *, void *> *>(all[r])->first,
-                bytes);
-      });
-      return 0;
-    };
-    c.reduce_scatter_sum = [](void *u, const void *send, void *receive,
-                              uint64_t count, tfm_dtype_t dtype, void *,
-                              char *error, size_t size) -> int32_t {
-      if (dtype != TFM_DTYPE_F32) {
-        std::snprintf(error, size, "f32 only");
-        return 1;
-      }
-      auto *me = static_cast<User *>(u);
-      std::pair<const void *, void *> mine{send, receive};
-      me->self->meet(me->rank, &mine, [&](std::vector<void *> &all) {
-        auto at = [&](size_t r) {
-          return static_cast<std::pair<const void *, void *> *>(all[r]);
-        };
-        // Every sum first: a rank's result may overwrite its input.
-        std::vector<std::vector<float>> sums(all.size(),
-                                             std::vector<float>(count, 0.0f));
-        for (size_t r = 0; r < all.size(); ++r)
-          for (size_t from = 0; from < all.size(); ++from)
-            for (uint64_t i = 0; i < count; ++i)
-              sums[r][i] +=
-                  static_cast<const float *>(at(from)->first)[r * count + i];
-        for (size_t r = 0; r < all.size(); ++r)
-          std::copy(sums[r].begin(), sums[r].end(),
-                    static_cast<float *>(at(r)->second));
-      });
-      return 0;
-    };
-    return c;
-  }
-
-private:
-  struct User {
-    Rendezvous *self;
-    int rank;
-  };
-
-  void meet(int rank, void *data,
-            const std::function<void(std::vector<void *> &)> &combine) {
-    std::unique_lock<std::mutex> lock(mutex);
-    uint64_t round = generation;
-    buffers[rank] = data;
-    if (++arrived == size) {
-      combine(buffers);
-      arrived = 0;
-      ++generation;
-      changed.notify_all();
-      return;
-    }
-    changed.wait(lock, [&] { return generation != round; });
-  }
-
-  int size;
-  std::vector<void *> buffers;
-  std::vector<User> users = std::vector<User>(8);
-  std::mutex mutex;
-  std::condition_variable changed;
-  int arrived = 0;
-  uint64_t generation = 0;
-};
 
 /// tiny_train's inputs: x [4, 3] and labels [4]; `rows` of the batch kept,
 /// the others' labels ignored (-100), as tfmc pads a rank's part.
@@ -179,15 +61,6 @@ std::vector<float> values(tfm::Tensor t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + n);
 }
 
-/// Runs `body(rank)` on one thread per rank and waits for all.
-void onRanks(int size, const std::function<void(int)> &body) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back(body, r);
-  for (std::thread &t : threads)
-    t.join();
-}
-
 /// Expects `s` to refuse `c` as an invalid argument, saying `why`.
 void expectRefused(tfm::Session &s, tfm_communicator_t &c,
                    const std::string &why) {
@@ -211,7 +84,7 @@ TEST(DataParallel, TwoRanksStepAsOneSessionOnTheWholeBatch) {
 
   // Rank 1 starts from other parameters: joining copies rank 0's. The
   // ranks' parts are uneven: 3 labels against 1.
-  Rendezvous world(2);
+  MemoryWorld world(2);
   std::vector<std::vector<float>> losses(2);
   std::vector<std::vector<float>> w(2);
   std::vector<std::string> failures(2);
@@ -250,7 +123,7 @@ TEST(DataParallel, ARankWithoutLabelsAddsNothing) {
   tfm::Session one(m);
   Batch whole;
   float oracle = step(one, whole);
-  Rendezvous world(2);
+  MemoryWorld world(2);
   std::vector<float> loss(2);
   onRanks(2, [&](int rank) {
     tfm::Session s(m);
@@ -276,7 +149,7 @@ TEST(DataParallel, EveryRankDrawsItsOwnDropoutMasks) {
   // Rank 0 of one draws what a session alone does, bit for bit.
   {
     tfm::Session s(m);
-    Rendezvous world(1);
+    MemoryWorld world(1);
     tfm_communicator_t c = world.communicator(0);
     s.setCommunicator(&c);
     Batch whole;
@@ -285,7 +158,7 @@ TEST(DataParallel, EveryRankDrawsItsOwnDropoutMasks) {
   }
   // Two ranks on the same rows: with one stream their average would be
   // the session alone; rank 1's own masks make every step's loss differ.
-  Rendezvous world(2);
+  MemoryWorld world(2);
   std::vector<std::vector<float>> losses(2);
   onRanks(2, [&](int rank) {
     tfm::Session s(m);
@@ -304,7 +177,7 @@ TEST(DataParallel, EveryRankDrawsItsOwnDropoutMasks) {
 TEST(DataParallel, ARankWhoseParametersDriftedIsNamed) {
   tfm::Context ctx;
   tfm::Module m(ctx, kModel);
-  Rendezvous world(2);
+  MemoryWorld world(2);
   std::vector<std::string> before(2), after(2);
   onRanks(2, [&](int rank) {
     tfm::Session s(m);
@@ -339,7 +212,7 @@ TEST(DataParallel, ARankWithAnotherModelIsNamed) {
                              std::filesystem::copy_options::overwrite_existing);
   std::ofstream(other, std::ios::app) << '\0';
   tfm::Context ctx;
-  Rendezvous world(2);
+  MemoryWorld world(2);
   std::vector<std::string> errors(2);
   onRanks(2, [&](int rank) {
     tfm::Module m(ctx, rank == 1 ? other : kModel);
@@ -362,7 +235,7 @@ TEST(DataParallel, AModelWithoutTheFormIsRefused) {
   tfm::Context ctx;
   tfm::Module m(ctx, TFM_GENERATION_SO);
   tfm::Session s(m);
-  Rendezvous world(1);
+  MemoryWorld world(1);
   tfm_communicator_t c = world.communicator(0);
   expectRefused(s, c, "averages nothing across processes");
 }
@@ -373,7 +246,7 @@ TEST(DataParallel, AnExchangeThatNeverEndsFailsTheStep) {
   tfm::Context ctx;
   tfm::Module m(ctx, kModel);
   // Outlives the test: rank 0's exchange thread stays blocked in it.
-  auto *world = new Rendezvous(2);
+  auto *world = new MemoryWorld(2);
   std::string error;
   tfm::Session *rank0 = nullptr;
   onRanks(2, [&](int rank) {
@@ -421,7 +294,7 @@ TEST(DataParallel, ShardedMomentsStepAsOneSession) {
   // 3 steps every rank saves (rank 0 writes the moments whole), and the
   // ranks part, each with the whole moments again.
   std::string ckpt = ::testing::TempDir() + "tfm_sharded_moments.ckpt";
-  Rendezvous world(3);
+  MemoryWorld world(3);
   std::vector<std::vector<float>> losses(3), w(3);
   std::vector<float> alone(3);
   std::vector<std::string> failures(3);
@@ -469,7 +342,7 @@ TEST(DataParallel, ShardedMomentsNeedAllGather) {
   tfm::Context ctx;
   tfm::Module m(ctx, TFM_TINY_TRAIN_SHARDED_SO);
   tfm::Session s(m);
-  Rendezvous world(1);
+  MemoryWorld world(1);
   tfm_communicator_t c = world.communicator(0);
   c.all_gather = nullptr;
   expectRefused(s, c, "needs the communicator's all_gather");

@@ -367,11 +367,17 @@ TEST_F(CorruptedGPU, UnterminatedDeviceCodeIsRefusedAtLoad) {
 }
 
 TEST_F(CorruptedGPU, UnknownKernelFlagsAreRefusedAtLoad) {
-  // Every GEMM of a GPU model has its generated fallback.
+  // Every GEMM of a GPU model has its generated fallback; its training
+  // step's exchanges (ALL_REDUCE) are the session's, and have none.
   ASSERT_GT(lib.model->num_kernels, 0);
   ASSERT_NE(lib.model->kernel_flags, nullptr);
+  ASSERT_EQ(lib.model->kernels[0].kind, TFM_KERNEL_LINEAR);
   for (int32_t i = 0; i < lib.model->num_kernels; ++i)
-    EXPECT_EQ(lib.model->kernel_flags[i], uint32_t(TFM_KERNEL_FLAG_FALLBACK));
+    EXPECT_EQ(lib.model->kernel_flags[i],
+              lib.model->kernels[i].kind == TFM_KERNEL_ALL_REDUCE
+                  ? 0u
+                  : uint32_t(TFM_KERNEL_FLAG_FALLBACK))
+        << "kernel " << i;
   auto [code, msg] = loadAndRun(
       lib.patched(&lib.model->kernel_flags[0], uint32_t(6), "flags"));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);

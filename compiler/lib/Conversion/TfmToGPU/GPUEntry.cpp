@@ -79,17 +79,6 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
                                   op.getEpsilon().convertToDouble(),
                                   op.getRms(), op.getOutput(), op.getSum());
       });
-  // A GPU step averages nothing across processes yet (its collectives would
-  // be the device's, over NCCL): each op passes its tensor on, in place
-  // where the plan made it a view.
-  auto passOn = [](Operation *op, BufferizedEntry &e) {
-    Value in = op->getOperand(0), result = op->getResult(0);
-    if (!e.isView(result) &&
-        cast<RankedTensorType>(result.getType()).getNumElements() > 0)
-      e.copy(e.denseOf(in), e.destination(result));
-    return success();
-  };
-  set.addGeneric<AllReduceStartOp, AllReduceWaitOp>(passOn);
 }
 
 bool mlir::tfm::readsByLoopsOrConstants(AffineMap map) {

@@ -1,0 +1,342 @@
+//===- Rendezvous.cpp - Ranks that meet over TCP, without MPI -------------===//
+
+#include "Rendezvous.h"
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+using namespace tfm::runtime;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a rank sends first: who it is, and of how large a world. The magic
+// tells a stray connection (a port scan, another job) from a rank.
+constexpr uint32_t helloMagic = 0x74666d52; // "tfmR"
+struct Hello {
+  uint32_t magic;
+  int32_t rank, size;
+};
+
+/// A socket that closes itself.
+struct Socket {
+  int fd = -1;
+  Socket() = default;
+  explicit Socket(int fd) : fd(fd) {}
+  Socket(Socket &&o) noexcept : fd(o.fd) { o.fd = -1; }
+  Socket &operator=(Socket &&o) noexcept {
+    std::swap(fd, o.fd);
+    return *this;
+  }
+  ~Socket() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+int millisecondsLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - Clock::now())
+                  .count();
+  return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+}
+
+/// Waits until `fd` is ready for `events`; false at the deadline.
+bool ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, millisecondsLeft(deadline));
+    if (rc > 0)
+      return true;
+    if (rc == 0 || errno != EINTR)
+      return false;
+  }
+}
+
+/// Sends (or receives) all `bytes` at `data`; false at the deadline or
+/// when the other side has gone.
+bool transfer(int fd, const void *data, size_t bytes, bool sending,
+              Clock::time_point deadline) {
+  char *p = const_cast<char *>(static_cast<const char *>(data));
+  while (bytes) {
+    if (!ready(fd, sending ? POLLOUT : POLLIN, deadline))
+      return false;
+    ssize_t n =
+        sending ? ::send(fd, p, bytes, MSG_NOSIGNAL) : ::recv(fd, p, bytes, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool sendAll(int fd, const void *data, size_t bytes,
+             Clock::time_point deadline) {
+  return transfer(fd, data, bytes, /*sending=*/true, deadline);
+}
+
+bool receiveAll(int fd, void *data, size_t bytes, Clock::time_point deadline) {
+  return transfer(fd, data, bytes, /*sending=*/false, deadline);
+}
+
+/// Rank 0's answer: a status (0, or the length of an error message that
+/// follows), then the bytes' length and the bytes.
+bool answer(int fd, const std::string &refusal, const std::vector<char> &bytes,
+            Clock::time_point deadline) {
+  uint64_t head[2] = {refusal.size(), bytes.size()};
+  if (!sendAll(fd, head, sizeof head, deadline))
+    return false;
+  return refusal.empty()
+             ? sendAll(fd, bytes.data(), bytes.size(), deadline)
+             : sendAll(fd, refusal.data(), refusal.size(), deadline);
+}
+
+std::string where(const RendezvousPlace &place) {
+  return place.host + ":" + place.port;
+}
+
+bool serve(const RendezvousPlace &place, const std::vector<char> &bytes,
+           Clock::time_point deadline, double timeoutSeconds,
+           std::string &error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo *found = nullptr;
+  if (int rc = ::getaddrinfo(nullptr, place.port.c_str(), &hints, &found)) {
+    error = fmt::format("rank 0 cannot listen on port {} (TFM_RENDEZVOUS): {}",
+                        place.port, ::gai_strerror(rc));
+    return false;
+  }
+  Socket listener;
+  int lastErrno = 0;
+  // Every address family the port resolves to, IPv6 first where the
+  // system lists it so, which on Linux also takes IPv4 connections.
+  for (addrinfo *a = found; a && listener.fd < 0; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
+    if (s.fd < 0)
+      continue;
+    int one = 1;
+    ::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(s.fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::listen(s.fd, place.size) == 0)
+      listener = std::move(s);
+    else
+      lastErrno = errno;
+  }
+  ::freeaddrinfo(found);
+  if (listener.fd < 0) {
+    error = fmt::format("rank 0 cannot listen on port {} (TFM_RENDEZVOUS): {}",
+                        place.port, std::strerror(lastErrno));
+    return false;
+  }
+  std::vector<Socket> ranks(place.size);
+  int arrived = 1;
+  std::string refusal;
+  while (arrived < place.size && refusal.empty()) {
+    if (!ready(listener.fd, POLLIN, deadline))
+      break;
+    Socket peer(::accept(listener.fd, nullptr, nullptr));
+    if (peer.fd < 0)
+      continue;
+    Hello hello{};
+    // A connection that says nothing, or not our greeting, is not a rank.
+    auto greeting = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    if (!receiveAll(peer.fd, &hello, sizeof hello, greeting) ||
+        hello.magic != helloMagic)
+      continue;
+    if (hello.size != place.size)
+      refusal = fmt::format("rank {} was started with TFM_WORLD_SIZE={}, "
+                            "rank 0 with {}",
+                            hello.rank, hello.size, place.size);
+    else if (hello.rank <= 0 || hello.rank >= place.size)
+      refusal = fmt::format("a process claims rank {}, which a world of {} "
+                            "does not have (TFM_RANK)",
+                            hello.rank, place.size);
+    else if (ranks[hello.rank].fd >= 0)
+      refusal =
+          fmt::format("two processes claim rank {} (TFM_RANK)", hello.rank);
+    if (!refusal.empty()) {
+      answer(peer.fd, refusal, bytes, deadline);
+      break;
+    }
+    ranks[hello.rank] = std::move(peer);
+    ++arrived;
+  }
+  if (refusal.empty() && arrived < place.size) {
+    std::string missing;
+    for (int32_t r = 1; r < place.size; ++r)
+      if (ranks[r].fd < 0)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    refusal = fmt::format("rank(s) {} did not arrive at {} within {:g} s "
+                          "(TFM_COLLECTIVE_TIMEOUT)",
+                          missing, where(place), timeoutSeconds);
+  }
+  for (int32_t r = 1; r < place.size; ++r)
+    if (ranks[r].fd >= 0 && !answer(ranks[r].fd, refusal, bytes, deadline) &&
+        refusal.empty())
+      refusal = fmt::format("rank {} left the rendezvous at {} early", r,
+                            where(place));
+  error = refusal;
+  return refusal.empty();
+}
+
+bool join(const RendezvousPlace &place, std::vector<char> &bytes,
+          Clock::time_point deadline, double timeoutSeconds,
+          std::string &error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string lastReason = "no answer";
+  // Rank 0 may not be listening yet: try again until the deadline.
+  for (;;) {
+    addrinfo *found = nullptr;
+    int rc =
+        ::getaddrinfo(place.host.c_str(), place.port.c_str(), &hints, &found);
+    if (rc) {
+      error = fmt::format("rank {} cannot resolve {} (TFM_RENDEZVOUS): {}",
+                          place.rank, where(place), ::gai_strerror(rc));
+      return false;
+    }
+    Socket s;
+    for (addrinfo *a = found; a && s.fd < 0; a = a->ai_next) {
+      Socket t(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
+      if (t.fd >= 0 && ::connect(t.fd, a->ai_addr, a->ai_addrlen) == 0)
+        s = std::move(t);
+      else
+        lastReason = std::strerror(errno);
+    }
+    ::freeaddrinfo(found);
+    if (s.fd >= 0) {
+      Hello hello{helloMagic, place.rank, place.size};
+      uint64_t head[2] = {0, 0};
+      if (!sendAll(s.fd, &hello, sizeof hello, deadline) ||
+          !receiveAll(s.fd, head, sizeof head, deadline)) {
+        error = fmt::format("rank {}: rank 0 at {} did not answer within "
+                            "{:g} s (TFM_COLLECTIVE_TIMEOUT)",
+                            place.rank, where(place), timeoutSeconds);
+        return false;
+      }
+      // Rank 0 sends at most a message or a unique id; more is not ours.
+      if (head[0] > (1 << 16) || head[1] > (1 << 20)) {
+        error = fmt::format("rank {}: {} does not speak the rendezvous",
+                            place.rank, where(place));
+        return false;
+      }
+      std::vector<char> payload(head[0] ? head[0] : head[1]);
+      if (!receiveAll(s.fd, payload.data(), payload.size(), deadline)) {
+        error = fmt::format("rank {}: rank 0 at {} left the rendezvous early",
+                            place.rank, where(place));
+        return false;
+      }
+      if (head[0]) {
+        error = fmt::format("rank {}: rank 0 refused the rendezvous: {}",
+                            place.rank,
+                            std::string(payload.begin(), payload.end()));
+        return false;
+      }
+      bytes = std::move(payload);
+      return true;
+    }
+    if (Clock::now() >= deadline) {
+      error = fmt::format("rank {} found no rank 0 at {} within {:g} s "
+                          "(TFM_RENDEZVOUS, TFM_COLLECTIVE_TIMEOUT): {}",
+                          place.rank, where(place), timeoutSeconds, lastReason);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+/// A whole decimal number in [low, high].
+bool parseInt(const char *text, long low, long high, long &value) {
+  if (!text || !*text)
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  value = std::strtol(text, &end, 10);
+  return errno == 0 && *end == '\0' && value >= low && value <= high;
+}
+
+} // namespace
+
+bool tfm::runtime::rendezvousFromEnvironment(RendezvousPlace &place,
+                                             std::string &error) {
+  const char *rank = std::getenv("TFM_RANK"),
+             *size = std::getenv("TFM_WORLD_SIZE"),
+             *at = std::getenv("TFM_RENDEZVOUS");
+  long r = 0, n = 0;
+  if (!parseInt(size, 1, 1 << 20, n)) {
+    error = size ? fmt::format("TFM_WORLD_SIZE='{}' is not a count of "
+                               "processes",
+                               size)
+                 : "TFM_WORLD_SIZE is not set";
+    return false;
+  }
+  if (!parseInt(rank, 0, n - 1, r)) {
+    error = rank ? fmt::format("TFM_RANK='{}' is not a rank of a world of {}",
+                               rank, n)
+                 : "TFM_RANK is not set";
+    return false;
+  }
+  place.rank = static_cast<int32_t>(r);
+  place.size = static_cast<int32_t>(n);
+  if (n == 1 && !at)
+    return true; // one process meets nobody
+  std::string text = at ? at : "";
+  size_t colon = text.rfind(':');
+  long port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !parseInt(text.c_str() + colon + 1, 1, 65535, port)) {
+    error = at ? fmt::format("TFM_RENDEZVOUS='{}' is not host:port", at)
+               : "TFM_RENDEZVOUS is not set (host:port, where rank 0 "
+                 "listens)";
+    return false;
+  }
+  place.host = text.substr(0, colon);
+  // [::1]:port spells an IPv6 address.
+  if (place.host.size() > 2 && place.host.front() == '[' &&
+      place.host.back() == ']')
+    place.host = place.host.substr(1, place.host.size() - 2);
+  place.port = text.substr(colon + 1);
+  return true;
+}
+
+bool tfm::runtime::rendezvous(const RendezvousPlace &place,
+                              std::vector<char> &bytes, double timeoutSeconds,
+                              std::string &error) {
+  if (place.size == 1)
+    return true;
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeoutSeconds));
+  return place.rank == 0 ? serve(place, bytes, deadline, timeoutSeconds, error)
+                         : join(place, bytes, deadline, timeoutSeconds, error);
+}
+
+double tfm::runtime::collectiveTimeout(double fallback) {
+  if (const char *t = std::getenv("TFM_COLLECTIVE_TIMEOUT")) {
+    char *end = nullptr;
+    double v = std::strtod(t, &end);
+    if (end != t && *end == '\0' && v > 0)
+      return v;
+  }
+  return fallback;
+}

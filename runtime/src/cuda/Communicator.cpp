@@ -1,0 +1,435 @@
+//===- Communicator.cpp - A communicator over NCCL ------------------------===//
+//
+// tfm_nccl_communicator: the collectives of a data-parallel run between
+// GPUs, NCCL's, queued on the caller's stream. Host memory (the session's
+// checks at joining: the models' hashes, the parameters' hashes) travels
+// through a device buffer of the communicator's own, on its own stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Exchange.h"
+#include "../Internal.h"
+#include "../Rendezvous.h"
+#include "Driver.h"
+#include "Nccl.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstring>
+
+using namespace tfm::runtime;
+using namespace tfm::runtime::cuda;
+
+namespace {
+
+struct NcclCommunicator {
+  const Driver *drv = nullptr;
+  const Nccl *lib = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  /// For host memory: a stream and a buffer that grows to the largest
+  /// call's bytes.
+  CUstream stream = nullptr;
+  CUdeviceptr staging = 0;
+  size_t stagingBytes = 0;
+  ncclComm comm = nullptr;
+  int32_t rank = 0, size = 1;
+
+  ~NcclCommunicator() {
+    if (!context)
+      return;
+    drv->ctxSetCurrent(context);
+    if (comm)
+      lib->commDestroy(comm);
+    if (staging)
+      drv->memFree(staging);
+    if (stream)
+      drv->streamDestroy(stream);
+    drv->primaryCtxRelease(device);
+  }
+};
+
+/// NCCL's type for `dtype`, or -1 where NCCL has none.
+int ncclTypeOf(tfm_dtype_t dtype) {
+  switch (dtype) {
+  case TFM_DTYPE_F32:
+    return ncclFloat32;
+  case TFM_DTYPE_F16:
+    return ncclFloat16;
+  case TFM_DTYPE_BF16:
+    return ncclBfloat16;
+  case TFM_DTYPE_F64:
+    return ncclFloat64;
+  case TFM_DTYPE_I32:
+    return ncclInt32;
+  case TFM_DTYPE_I64:
+    return ncclInt64;
+  default:
+    return -1;
+  }
+}
+
+size_t bytesOf(tfm_dtype_t dtype) {
+  switch (dtype) {
+  case TFM_DTYPE_F16:
+  case TFM_DTYPE_BF16:
+    return 2;
+  case TFM_DTYPE_F64:
+  case TFM_DTYPE_I64:
+    return 8;
+  default:
+    return 4;
+  }
+}
+
+int32_t say(char *error, size_t size, const std::string &message) {
+  if (size)
+    std::snprintf(error, size, "%s", message.c_str());
+  return -1;
+}
+
+/// Checks an NCCL call; on failure writes NCCL's reason, with its last
+/// error's detail where the library keeps one.
+int32_t checkNccl(NcclCommunicator &c, ncclResult rc, const char *what,
+                  char *error, size_t size) {
+  if (rc == ncclSuccess)
+    return 0;
+  std::string why = c.lib->getErrorString(rc);
+  if (c.lib->getLastError)
+    if (const char *last = c.lib->getLastError(c.comm); last && *last)
+      why += std::string(": ") + last;
+  return say(error, size,
+             fmt::format("rank {} of {}: NCCL's {} failed: {}", c.rank, c.size,
+                         what, why));
+}
+
+int32_t checkCuda(NcclCommunicator &c, CUresult rc, const char *what,
+                  char *error, size_t size) {
+  if (rc == CUDA_SUCCESS)
+    return 0;
+  return say(error, size,
+             fmt::format("rank {} of {}: {}: {}", c.rank, c.size, what,
+                         c.drv->describe(rc)));
+}
+
+/// Runs `collective` on the communicator's stream over host memory: `in`
+/// is copied to staging + inAt first, and outBytes at staging + outAt back
+/// to `out` after; returns once they are on the host.
+template <typename Collective>
+int32_t staged(NcclCommunicator &c, const void *in, size_t inBytes, size_t inAt,
+               void *out, size_t outBytes, size_t outAt, size_t needed,
+               Collective collective, char *error, size_t size) {
+  if (needed > c.stagingBytes) {
+    if (c.staging)
+      c.drv->memFree(c.staging);
+    c.staging = 0;
+    c.stagingBytes = 0;
+    if (int32_t rc = checkCuda(c, c.drv->memAlloc(&c.staging, needed),
+                               "cannot hold a collective's host memory on "
+                               "the GPU",
+                               error, size))
+      return rc;
+    c.stagingBytes = needed;
+  }
+  if (inBytes)
+    if (int32_t rc = checkCuda(
+            c, c.drv->memcpyHtoDAsync(c.staging + inAt, in, inBytes, c.stream),
+            "cannot copy to the GPU", error, size))
+      return rc;
+  if (int32_t rc = collective(c.staging))
+    return rc;
+  if (outBytes)
+    if (int32_t rc = checkCuda(
+            c,
+            c.drv->memcpyDtoHAsync(out, c.staging + outAt, outBytes, c.stream),
+            "cannot copy from the GPU", error, size))
+      return rc;
+  return checkCuda(c, c.drv->streamSynchronize(c.stream),
+                   "the collective did not finish", error, size);
+}
+
+char *bytePointer(CUdeviceptr p, size_t at = 0) {
+  return reinterpret_cast<char *>(static_cast<uintptr_t>(p)) + at;
+}
+
+/// Runs `collective(at, on)` in place over the `bytes` at `data`: on
+/// `stream` where they are device memory, else staged, `sent` of them
+/// copied to the GPU first.
+template <typename Collective>
+int32_t inPlace(NcclCommunicator &c, void *data, size_t sent, size_t bytes,
+                void *stream, Collective collective, char *error, size_t size) {
+  if (stream)
+    return collective(data, static_cast<CUstream>(stream));
+  return staged(
+      c, data, sent, 0, data, bytes, 0, bytes,
+      [&](CUdeviceptr s) { return collective(bytePointer(s), c.stream); },
+      error, size);
+}
+
+/// The communicator behind `user`, its GPU's context current on this
+/// thread (NCCL launches in the current one).
+NcclCommunicator &enter(void *user) {
+  auto &c = *static_cast<NcclCommunicator *>(user);
+  c.drv->ctxSetCurrent(c.context);
+  return c;
+}
+
+/// NCCL's type for a sum of `dtype`, or -1 with a message where it has none.
+int summable(tfm_dtype_t dtype, char *error, size_t size) {
+  int type = ncclTypeOf(dtype);
+  if (type < 0)
+    say(error, size, fmt::format("NCCL sums no {}", dtypeName(dtype)));
+  return type;
+}
+
+int32_t allReduceSum(void *user, void *data, uint64_t count, tfm_dtype_t dtype,
+                     void *stream, char *error, size_t size) {
+  int type = summable(dtype, error, size);
+  if (type < 0)
+    return -1;
+  if (!count)
+    return 0;
+  NcclCommunicator &c = enter(user);
+  auto run = [&](void *at, CUstream on) {
+    return checkNccl(c,
+                     c.lib->allReduce(at, at, count, type, ncclSum, c.comm, on),
+                     "all-reduce", error, size);
+  };
+  size_t bytes = count * bytesOf(dtype);
+  return inPlace(c, data, bytes, bytes, stream, run, error, size);
+}
+
+int32_t allReduceScaledSum(void *user, void *data, uint64_t count,
+                           tfm_dtype_t dtype, double scale, void *stream,
+                           char *error, size_t size) {
+  // NCCL reads the scale as a value of the data's type.
+  float single = static_cast<float>(scale);
+  void *scalar = dtype == TFM_DTYPE_F32   ? static_cast<void *>(&single)
+                 : dtype == TFM_DTYPE_F64 ? static_cast<void *>(&scale)
+                                          : nullptr;
+  if (!scalar)
+    return say(error, size,
+               fmt::format("NCCL scales no {} here", dtypeName(dtype)));
+  if (!count)
+    return 0;
+  NcclCommunicator &c = enter(user);
+  int type = ncclTypeOf(dtype);
+  auto run = [&](void *at, CUstream on) {
+    int op = 0;
+    if (int32_t rc =
+            checkNccl(c,
+                      c.lib->redOpCreatePreMulSum(
+                          &op, scalar, type, ncclScalarHostImmediate, c.comm),
+                      "scaled sum", error, size))
+      return rc;
+    int32_t rc =
+        checkNccl(c, c.lib->allReduce(at, at, count, type, op, c.comm, on),
+                  "all-reduce", error, size);
+    // An operation may go once the last call that uses it has returned.
+    c.lib->redOpDestroy(op, c.comm);
+    return rc;
+  };
+  size_t bytes = count * bytesOf(dtype);
+  return inPlace(c, data, bytes, bytes, stream, run, error, size);
+}
+
+int32_t broadcast(void *user, void *data, uint64_t bytes, int32_t root,
+                  void *stream, char *error, size_t size) {
+  if (!bytes)
+    return 0;
+  NcclCommunicator &c = enter(user);
+  auto run = [&](void *at, CUstream on) {
+    return checkNccl(
+        c, c.lib->broadcast(at, at, bytes, ncclUint8, root, c.comm, on),
+        "broadcast", error, size);
+  };
+  return inPlace(c, data, c.rank == root ? bytes : 0, bytes, stream, run, error,
+                 size);
+}
+
+int32_t allGather(void *user, const void *send, void *receive, uint64_t bytes,
+                  void *stream, char *error, size_t size) {
+  if (!bytes)
+    return 0;
+  NcclCommunicator &c = enter(user);
+  // NCCL gathers in place where `send` is this rank's place in `receive`,
+  // which is how the session asks for it.
+  auto run = [&](const void *from, void *to, CUstream on) {
+    return checkNccl(c,
+                     c.lib->allGather(from, to, bytes, ncclUint8, c.comm, on),
+                     "all-gather", error, size);
+  };
+  if (stream)
+    return run(send, receive, static_cast<CUstream>(stream));
+  size_t whole = bytes * c.size, mine = bytes * c.rank;
+  return staged(
+      c, send, bytes, mine, receive, whole, 0, whole,
+      [&](CUdeviceptr s) {
+        return run(bytePointer(s, mine), bytePointer(s), c.stream);
+      },
+      error, size);
+}
+
+int32_t reduceScatterSum(void *user, const void *send, void *receive,
+                         uint64_t count, tfm_dtype_t dtype, void *stream,
+                         char *error, size_t size) {
+  int type = summable(dtype, error, size);
+  if (type < 0)
+    return -1;
+  if (!count)
+    return 0;
+  NcclCommunicator &c = enter(user);
+  size_t block = count * bytesOf(dtype), mine = block * c.rank;
+  // NCCL's in-place form leaves rank r's sum in block r; ours asks for it
+  // in the first block, so it moves there after.
+  auto run = [&](const char *from, char *to, CUstream on) {
+    return checkNccl(
+        c, c.lib->reduceScatter(from, to, count, type, ncclSum, c.comm, on),
+        "reduce-scatter", error, size);
+  };
+  if (!stream)
+    return staged(
+        c, send, block * c.size, 0, receive, block, mine, block * c.size,
+        [&](CUdeviceptr s) {
+          return run(bytePointer(s), bytePointer(s, mine), c.stream);
+        },
+        error, size);
+  auto on = static_cast<CUstream>(stream);
+  const char *from = static_cast<const char *>(send);
+  char *to = static_cast<char *>(receive);
+  if (to != from)
+    return run(from, to, on);
+  if (int32_t rc = run(from, to + mine, on))
+    return rc;
+  if (!mine)
+    return 0;
+  return checkCuda(
+      c,
+      c.drv->memcpyDtoDAsync(reinterpret_cast<uintptr_t>(to),
+                             reinterpret_cast<uintptr_t>(to) + mine, block, on),
+      "cannot move the reduced block", error, size);
+}
+
+} // namespace
+
+extern "C" {
+
+tfm_status_t tfm_nccl_communicator(int32_t device,
+                                   const tfm_communicator_t *bootstrap,
+                                   tfm_communicator_t *out) {
+  if (!out)
+    return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                      "tfm_nccl_communicator: out is NULL");
+  return guarded("tfm_nccl_communicator", [&]() -> tfm_status_t {
+    auto c = std::make_unique<NcclCommunicator>();
+    std::string error;
+    if (!(c->drv = driver(error)) || !(c->lib = nccl(error)))
+      return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", error);
+    tfm_communicator_t boot{};
+    boot.struct_size = sizeof(boot);
+    RendezvousPlace place;
+    if (bootstrap) {
+      if (tfm_status_t s = readOptions(bootstrap, boot, "tfm_communicator_t",
+                                       "sizeof(tfm_communicator_t) and every "
+                                       "field"))
+        return s;
+      if (boot.size < 1 || boot.rank < 0 || boot.rank >= boot.size ||
+          !boot.broadcast)
+        return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                          "the bootstrap communicator is rank {} of {}, or "
+                          "has no broadcast",
+                          boot.rank, boot.size);
+      place.rank = boot.rank;
+      place.size = boot.size;
+    } else if (!rendezvousFromEnvironment(place, error)) {
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "without a bootstrap communicator the ranks meet "
+                        "where the environment says, but {}",
+                        error);
+    }
+    c->rank = place.rank;
+    c->size = place.size;
+    auto cuda = [&](CUresult rc, const char *what) -> tfm_status_t {
+      if (rc == CUDA_SUCCESS)
+        return nullptr;
+      return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {}: {}",
+                        c->rank, c->size, what, c->drv->describe(rc));
+    };
+    int count = 0;
+    if (tfm_status_t s =
+            cuda(c->drv->deviceGetCount(&count), "cannot count the GPUs"))
+      return s;
+    if (device < 0 || device >= count)
+      return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
+                        "rank {} of {}: there is no GPU cuda:{}; this "
+                        "machine has {}",
+                        c->rank, c->size, device, count);
+    if (tfm_status_t s =
+            cuda(c->drv->deviceGet(&c->device, device), "cannot open the GPU"))
+      return s;
+    if (tfm_status_t s = cuda(c->drv->primaryCtxRetain(&c->context, c->device),
+                              "cannot create a context on the GPU"))
+      return s;
+    if (tfm_status_t s = cuda(c->drv->ctxSetCurrent(c->context),
+                              "cannot use the GPU's context"))
+      return s;
+    if (tfm_status_t s =
+            cuda(c->drv->streamCreate(&c->stream, CU_STREAM_NON_BLOCKING),
+                 "cannot create a stream"))
+      return s;
+
+    NcclUniqueId id{};
+    char message[512] = {0};
+    if (c->rank == 0)
+      if (checkNccl(*c, c->lib->getUniqueId(&id), "unique id", message,
+                    sizeof message))
+        return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", message);
+    if (bootstrap) {
+      if (boot.broadcast(boot.user, &id, sizeof id, 0, nullptr, message,
+                         sizeof message))
+        return makeStatus(TFM_STATUS_UNAVAILABLE,
+                          "rank {} of {}: sharing NCCL's unique id over the "
+                          "bootstrap communicator failed: {}",
+                          c->rank, c->size, communicatorError(message));
+    } else {
+      std::vector<char> bytes(reinterpret_cast<char *>(&id),
+                              reinterpret_cast<char *>(&id) + sizeof id);
+      if (!rendezvous(place, bytes, collectiveTimeout(), error))
+        return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", error);
+      if (bytes.size() != sizeof id)
+        return makeStatus(TFM_STATUS_UNAVAILABLE,
+                          "rank {} of {}: rank 0 sent {} bytes, not NCCL's "
+                          "unique id",
+                          c->rank, c->size, bytes.size());
+      std::memcpy(&id, bytes.data(), sizeof id);
+    }
+    if (checkNccl(*c, c->lib->commInitRank(&c->comm, c->size, id, c->rank),
+                  "initialization", message, sizeof message))
+      return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", message);
+
+    tfm_communicator_t made{};
+    made.struct_size = sizeof(made);
+    made.rank = c->rank;
+    made.size = c->size;
+    made.all_reduce_sum = allReduceSum;
+    made.broadcast = broadcast;
+    made.all_gather = allGather;
+    made.reduce_scatter_sum = reduceScatterSum;
+    made.all_reduce_scaled_sum = allReduceScaledSum;
+    made.device_memory = 1;
+    made.user = c.release();
+    *out = made;
+    return nullptr;
+  });
+}
+
+void tfm_nccl_communicator_destroy(tfm_communicator_t *communicator) {
+  if (!communicator || communicator->all_reduce_sum != allReduceSum)
+    return;
+  delete static_cast<NcclCommunicator *>(communicator->user);
+  communicator->user = nullptr;
+  communicator->all_reduce_sum = nullptr;
+}
+
+} // extern "C"
