@@ -49,7 +49,7 @@ class Communicator(ctypes.Structure):
                 ("all_reduce_sum", ctypes.c_void_p), ("broadcast", ctypes.c_void_p),
                 ("all_gather", ctypes.c_void_p), ("reduce_scatter_sum", ctypes.c_void_p),
                 ("all_reduce_scaled_sum", ctypes.c_void_p),
-                ("device_memory", ctypes.c_int32)]
+                ("device_memory", ctypes.c_int32), ("lagging", ctypes.c_void_p)]
 
 
 def torch_code(dtype):

@@ -230,10 +230,9 @@ int32_t Exchange::run(const tfm_abi_kernel_desc_t &d, void *const *args,
       }))
     return fail(fmt::format(
         "the exchange of bucket {} ({:.1f} MB) with the other {} rank(s) did "
-        "not finish within {:g} s (TFM_COLLECTIVE_TIMEOUT): a rank has died, "
-        "hangs, or runs another step",
-        b, bucket.data.size() * 4.0 / (1 << 20), comm.size - 1,
-        timeoutSeconds));
+        "not finish within {:g} s (TFM_COLLECTIVE_TIMEOUT): {}",
+        b, bucket.data.size() * 4.0 / (1 << 20), comm.size - 1, timeoutSeconds,
+        whoIsLate()));
   if (bucket.state == Bucket::Failed)
     return fail(
         fmt::format("the exchange of bucket {} failed: {}", b, bucket.error));
@@ -315,6 +314,16 @@ int32_t Exchange::runOnDevice(size_t b, int64_t n, int64_t offset, bool start,
   }
 }
 
+std::string Exchange::whoIsLate() const {
+  char ranks[256] = {0};
+  if (comm.lagging && comm.lagging(comm.user, ranks, sizeof ranks) == 0 &&
+      ranks[0])
+    return fmt::format("rank(s) {} of {} stopped answering or never reached "
+                       "it (hung, dead, or behind)",
+                       ranks, comm.size);
+  return "a rank has died, hangs, or runs another step";
+}
+
 int32_t Exchange::breakWith(const std::string &why, std::string &error) {
   broken = fmt::format("rank {} of {}: {}; the ranks are out of step, so "
                        "every later step fails too",
@@ -350,9 +359,8 @@ int32_t Exchange::drain(std::string &error) {
   if (!waitFor(lock, [&] { return pendingJobs == 0; }))
     return fail(fmt::format("gathering the parameters' parts from the other "
                             "{} rank(s) did not finish within {:g} s "
-                            "(TFM_COLLECTIVE_TIMEOUT): a rank has died, "
-                            "hangs, or runs another step",
-                            comm.size - 1, timeoutSeconds));
+                            "(TFM_COLLECTIVE_TIMEOUT): {}",
+                            comm.size - 1, timeoutSeconds, whoIsLate()));
   if (!jobError.empty())
     return fail("gathering the parameters' parts failed: " +
                 std::exchange(jobError, std::string()));

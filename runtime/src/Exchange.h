@@ -98,6 +98,9 @@ private:
   /// exchange stuck) at the timeout.
   bool waitFor(std::unique_lock<std::mutex> &lock,
                const std::function<bool()> &done);
+  /// Who an exchange that timed out waits for: the ranks the communicator
+  /// names (comm.lagging), else a guess at why.
+  std::string whoIsLate() const;
   /// Marks the ranks out of step for good, because of `why`: this and
   /// every later call fails with `error`. Returns -1.
   int32_t breakWith(const std::string &why, std::string &error);

@@ -452,6 +452,12 @@ typedef struct tfm_communicator_t {
    * CUstream their work is ordered on (they return once it is queued
    * there), as tfm_nccl_communicator's do: a session on a GPU needs it. */
   int32_t device_memory;
+  /* Writes the ranks that have called the functions above fewer times than
+   * this rank, as "1, 3" (empty when none), for the message of an exchange
+   * that timed out: they hang, died, or run behind. It may run while
+   * another thread waits inside one of the functions above. NULL where the
+   * communicator cannot tell. */
+  int32_t (*lagging)(void *user, char *ranks, size_t ranks_size);
 } tfm_communicator_t;
 
 /* A communicator over NCCL for sessions on GPU `device` (the N of

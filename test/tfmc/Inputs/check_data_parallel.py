@@ -19,8 +19,9 @@ so does one of 2 ranks with sharded moments, resumed by the unsharded
 artifact, and one of the unsharded artifact, resumed by 3 sharded ranks;
 SGD with --shard-optimizer compiles with a warning that it shards nothing; a
 model compiled on each rank from the ONNX file gives the same library on
-every rank; and a rank killed mid-run ends the whole job, with a message
-naming it, well within the timeout.
+every rank; a rank killed mid-run ends the whole job, with a message
+naming it, well within the timeout; and a rank stopped mid-run is named
+by the other when its exchange times out, which ends the job.
 
 usage: check_data_parallel.py TFMC TRAINING_DIR OUT_DIR FAMILY...
 """
@@ -198,45 +199,59 @@ def main():
           f"exit {p.returncode} {got}\n{p.stderr}" if p.returncode else
           f"3 steps, largest relative error {worst(got, base[:3]):.2e}")
 
+    def rank_one():
+        """The pid of rank 1 of the job just started, once it trains."""
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            time.sleep(0.5)
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        environ = f.read().split(b"\0")
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmdline = f.read()
+                except OSError:
+                    continue
+                if (b"OMPI_COMM_WORLD_RANK=1" in environ and b"train" in cmdline
+                        and os.path.basename(tfmc).encode() in cmdline):
+                    return int(pid)
+        return None
+
+    def ended_by(sig, label, message, job_env):
+        """Starts a long job, sends rank 1 `sig` well into training, and
+        checks that the job ends with `message` in its output."""
+        job = subprocess.Popen(mpirun(2) + [tfmc, "train", so, "--data", data,
+                                            "--steps", "100000000", "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=job_env, start_new_session=True)
+        victim = rank_one()
+        if victim is not None:
+            time.sleep(1)  # well into training
+            os.kill(victim, sig)
+        start = time.time()
+        try:
+            text, _ = job.communicate(timeout=120)
+            ended = True
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            text, _ = job.communicate()
+            ended = False
+        named = message in text
+        check(victim is not None and ended and job.returncode != 0 and named,
+              label,
+              f"ended after {time.time() - start:.1f} s with exit {job.returncode}, "
+              f"the output {'says' if named else 'does not say'} '{message}'"
+              + ("" if named and ended else "\n" + text[-2000:]))
+
     # A rank that dies ends the job, and the message names it.
-    job = subprocess.Popen(mpirun(2) + [tfmc, "train", so, "--data", data,
-                                        "--steps", "100000000", "--quiet"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, env=env, start_new_session=True)
-    victim = None
-    deadline = time.time() + 60
-    while victim is None and time.time() < deadline:
-        time.sleep(0.5)
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    environ = f.read().split(b"\0")
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            if (b"OMPI_COMM_WORLD_RANK=1" in environ and b"train" in cmdline
-                    and os.path.basename(tfmc).encode() in cmdline):
-                victim = int(pid)
-    if victim is not None:
-        time.sleep(1)  # well into training
-        os.kill(victim, signal.SIGKILL)
-    start = time.time()
-    try:
-        text, _ = job.communicate(timeout=120)
-        ended = True
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        text, _ = job.communicate()
-        ended = False
-    named = "rank 1" in text
-    check(victim is not None and ended and job.returncode != 0 and named,
-          "a killed rank ends the job",
-          f"ended after {time.time() - start:.1f} s with exit {job.returncode}, "
-          f"the message {'names' if named else 'does not name'} rank 1"
-          + ("" if named and ended else "\n" + text[-2000:]))
+    ended_by(signal.SIGKILL, "a killed rank ends the job", "rank 1", env)
+    # A rank that hangs (stopped) is named by the other when the exchange
+    # times out, and the job ends.
+    ended_by(signal.SIGSTOP, "a hung rank is named and the job ends",
+             "rank(s) 1 of 2 stopped answering",
+             dict(env, TFM_COLLECTIVE_TIMEOUT="3"))
 
     print(f"{matched} data-parallel checks pass, {failed} fail")
     sys.exit(1 if failed else 0)

@@ -268,6 +268,11 @@ TEST(DataParallel, AnExchangeThatNeverEndsFailsTheStep) {
   unsetenv("TFM_COLLECTIVE_TIMEOUT");
   EXPECT_NE(error.find("did not finish within 0.5 s"), std::string::npos)
       << error;
+  // The communicator knows who never came.
+  EXPECT_NE(error.find("rank(s) 1 of 2 stopped answering or never reached "
+                       "it"),
+            std::string::npos)
+      << error;
   // Later steps say the ranks are out of step instead of waiting again.
   try {
     step(*rank0, batch);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -92,6 +93,17 @@ public:
       return 0;
     };
     c.device_memory = deviceMemory;
+    // The ranks that have made fewer collective calls than this one.
+    c.lagging = [](void *u, char *ranks, size_t size) -> int32_t {
+      auto *me = static_cast<User *>(u);
+      std::lock_guard<std::mutex> lock(me->self->mutex);
+      std::string list;
+      for (int r = 0; r < me->self->size; ++r)
+        if (me->self->calls[r] < me->self->calls[me->rank])
+          list += (list.empty() ? "" : ", ") + std::to_string(r);
+      std::snprintf(ranks, size, "%s", list.c_str());
+      return 0;
+    };
     c.broadcast = [](void *u, void *data, uint64_t bytes, int32_t root, void *,
                      char *, size_t) -> int32_t {
       auto *me = static_cast<User *>(u);
@@ -159,6 +171,7 @@ private:
   void meet(int rank, void *data,
             const std::function<void(std::vector<void *> &)> &combine) {
     std::unique_lock<std::mutex> lock(mutex);
+    ++calls[rank];
     uint64_t round = generation;
     buffers[rank] = data;
     if (++arrived == size) {
@@ -174,6 +187,7 @@ private:
   int size;
   bool deviceMemory;
   std::vector<void *> buffers;
+  std::vector<uint64_t> calls = std::vector<uint64_t>(8);
   std::vector<User> users = std::vector<User>(8);
   std::mutex mutex;
   std::condition_variable changed;
