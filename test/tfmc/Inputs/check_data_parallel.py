@@ -98,6 +98,18 @@ def main():
                 check(False, f"{family} {r['optimizer']}", "one process\n" + one.stderr)
                 continue
             variants = [(so, "", (2, 3))]
+            # The GPU step's form of the exchanges (its kernels scheduled
+            # on this CPU), for the first family.
+            if family == families[0]:
+                gpu = os.path.join(out, f"{family}-{r['optimizer']}-gpu.so")
+                c = run([tfmc, "compile", os.path.join(folder, "model.onnx"),
+                         "--train", "--target=cuda", "--gpu-schedule-on-cpu",
+                         "-o", gpu] + opts, env)
+                if c.returncode != 0:
+                    check(False, f"{family} {r['optimizer']} GPU schedule",
+                          "compile\n" + c.stderr)
+                else:
+                    variants.append((gpu, " GPU schedule", (2, 3)))
             if r["optimizer"] == "adam":
                 sharded = os.path.join(out, f"{family}-adam-sharded.so")
                 c = run([tfmc, "compile", os.path.join(folder, "model.onnx"),

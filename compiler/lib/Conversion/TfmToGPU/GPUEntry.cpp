@@ -27,6 +27,33 @@ void lowerByChoice(OpLoweringSet &set, GPUKernel kernel, Fn lower) {
   });
 }
 
+/// The STARTs of a block whose calls wait for its first WAIT, or none.
+/// On a GPU nothing overlaps the exchanges yet (they run on the step's
+/// stream), and a call between two kernels keeps tfm-merge-gpu-launches
+/// from merging them, so the calls go together where they can: a member
+/// in place (its storage stays the gradient's until the WAIT; another is
+/// copied at its START), one weight, and nothing but STARTs between the
+/// last START and the first WAIT (so the weight's storage is as it was).
+SmallVector<AllReduceStartOp> deferredStarts(Block *block, BufferizedEntry &e) {
+  SmallVector<AllReduceStartOp> starts;
+  Operation *firstWait = nullptr;
+  Value weight;
+  for (Operation &op : *block) {
+    if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+      if (firstWait || (weight && start.getWeight() != weight))
+        return {};
+      weight = start.getWeight();
+      if (e.isView(start.getResult()))
+        starts.push_back(start);
+    } else if (isa<AllReduceWaitOp>(op) && !firstWait) {
+      firstWait = &op;
+      if (!isa_and_nonnull<AllReduceStartOp>(op.getPrevNode()))
+        return {};
+    }
+  }
+  return firstWait ? starts : SmallVector<AllReduceStartOp>();
+}
+
 } // namespace
 
 void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
@@ -71,6 +98,22 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
                                   op.getEpsilon().convertToDouble(),
                                   op.getRms(), op.getResult(), Value());
       });
+  OpLoweringFn startAlone = *set.lookup(AllReduceStartOp::getOperationName());
+  set.add<AllReduceStartOp>(
+      [startAlone](AllReduceStartOp op, BufferizedEntry &e) {
+        if (llvm::is_contained(deferredStarts(op->getBlock(), e), op))
+          return success();
+        return startAlone(op.getOperation(), e);
+      });
+  OpLoweringFn waitAlone = *set.lookup(AllReduceWaitOp::getOperationName());
+  set.add<AllReduceWaitOp>([waitAlone](AllReduceWaitOp op, BufferizedEntry &e) {
+    if (isa_and_nonnull<AllReduceStartOp>(op->getPrevNode()))
+      for (AllReduceStartOp start : deferredStarts(op->getBlock(), e))
+        if (start.getType().getNumElements())
+          callAllReduce(start, /*isStart=*/true, e.bufferOf(start.getResult()),
+                        e);
+    return waitAlone(op.getOperation(), e);
+  });
   lowerByChoice<AddLayerNormOp>(
       set, GPUKernel::WarpRows, [](AddLayerNormOp op, BufferizedEntry &e) {
         return lowerWarpLayerNorm(e, op.getInput(), op.getResidual(),

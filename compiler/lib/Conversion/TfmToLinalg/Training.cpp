@@ -268,26 +268,8 @@ LogicalResult lowerCollective(CollectiveOp op, BufferizedEntry &e) {
   } else {
     work = e.denseOf(in);
   }
-  if (n) {
-    BucketPlace place = bucketPlace(start);
-    int64_t params[TFM_ALL_REDUCE_NUM_PARAMS] = {};
-    params[TFM_ALL_REDUCE_N] = n;
-    params[TFM_ALL_REDUCE_BUCKET] = start.getBucket();
-    params[TFM_ALL_REDUCE_PHASE] =
-        isStart ? TFM_ALL_REDUCE_START : TFM_ALL_REDUCE_WAIT;
-    params[TFM_ALL_REDUCE_OFFSET] = place.offset;
-    params[TFM_ALL_REDUCE_BUCKET_ELEMENTS] = place.elements;
-    params[TFM_ALL_REDUCE_BUCKET_MEMBERS] = place.members;
-    params[TFM_ALL_REDUCE_PARTS] = readInParts(start);
-    Type f32 = type.getElementType();
-    KernelArg weight;
-    if constexpr (isStart)
-      weight = KernelArg(
-          e.reshape(e.denseOf(op.getWeight()), MemRefType::get({1}, f32)));
-    e.callKernel(
-        TFM_KERNEL_ALL_REDUCE, params, {},
-        {KernelArg(e.reshape(work, MemRefType::get({n}, f32))), weight});
-  }
+  if (n)
+    callAllReduce(start, isStart, work, e);
   if constexpr (!isStart)
     if (!e.isView(result) && n)
       e.copy(work, e.destination(result));
@@ -295,6 +277,29 @@ LogicalResult lowerCollective(CollectiveOp op, BufferizedEntry &e) {
 }
 
 } // namespace
+
+void mlir::tfm::callAllReduce(AllReduceStartOp start, bool isStart, Value work,
+                              BufferizedEntry &e) {
+  auto type = cast<RankedTensorType>(start.getResult().getType());
+  int64_t n = type.getNumElements();
+  BucketPlace place = bucketPlace(start);
+  int64_t params[TFM_ALL_REDUCE_NUM_PARAMS] = {};
+  params[TFM_ALL_REDUCE_N] = n;
+  params[TFM_ALL_REDUCE_BUCKET] = start.getBucket();
+  params[TFM_ALL_REDUCE_PHASE] =
+      isStart ? TFM_ALL_REDUCE_START : TFM_ALL_REDUCE_WAIT;
+  params[TFM_ALL_REDUCE_OFFSET] = place.offset;
+  params[TFM_ALL_REDUCE_BUCKET_ELEMENTS] = place.elements;
+  params[TFM_ALL_REDUCE_BUCKET_MEMBERS] = place.members;
+  params[TFM_ALL_REDUCE_PARTS] = readInParts(start);
+  Type f32 = type.getElementType();
+  KernelArg weight;
+  if (isStart)
+    weight = KernelArg(
+        e.reshape(e.denseOf(start.getWeight()), MemRefType::get({1}, f32)));
+  e.callKernel(TFM_KERNEL_ALL_REDUCE, params, {},
+               {KernelArg(e.reshape(work, MemRefType::get({n}, f32))), weight});
+}
 
 void mlir::tfm::populateTrainingLowerings(OpLoweringSet &set) {
   set.add<AllReduceStartOp>([](AllReduceStartOp op, BufferizedEntry &e) {

@@ -30,6 +30,10 @@ void populateLossLowerings(OpLoweringSet &set);
 /// The step count, dropout in training and the embedding gradient
 /// (Training.cpp).
 void populateTrainingLowerings(OpLoweringSet &set);
+/// The ALL_REDUCE call of `start`'s member, its START or its WAIT, on
+/// `work` (the member's dense storage).
+void callAllReduce(AllReduceStartOp start, bool isStart, Value work,
+                   BufferizedEntry &e);
 /// Generation: the caches' writes (Generation.cpp).
 void populateGenerationLowerings(OpLoweringSet &set);
 /// matmul, linear, unpacked QKV projections and attention as generic
