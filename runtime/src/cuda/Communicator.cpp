@@ -70,19 +70,6 @@ int ncclTypeOf(tfm_dtype_t dtype) {
   }
 }
 
-size_t bytesOf(tfm_dtype_t dtype) {
-  switch (dtype) {
-  case TFM_DTYPE_F16:
-  case TFM_DTYPE_BF16:
-    return 2;
-  case TFM_DTYPE_F64:
-  case TFM_DTYPE_I64:
-    return 8;
-  default:
-    return 4;
-  }
-}
-
 int32_t say(char *error, size_t size, const std::string &message) {
   if (size)
     std::snprintf(error, size, "%s", message.c_str());
@@ -196,7 +183,7 @@ int32_t allReduceSum(void *user, void *data, uint64_t count, tfm_dtype_t dtype,
                      c.lib->allReduce(at, at, count, type, ncclSum, c.comm, on),
                      "all-reduce", error, size);
   };
-  size_t bytes = count * bytesOf(dtype);
+  size_t bytes = count * tfm_dtype_size(dtype);
   return inPlace(c, data, bytes, bytes, stream, run, error, size);
 }
 
@@ -230,7 +217,7 @@ int32_t allReduceScaledSum(void *user, void *data, uint64_t count,
     c.lib->redOpDestroy(op, c.comm);
     return rc;
   };
-  size_t bytes = count * bytesOf(dtype);
+  size_t bytes = count * tfm_dtype_size(dtype);
   return inPlace(c, data, bytes, bytes, stream, run, error, size);
 }
 
@@ -280,7 +267,7 @@ int32_t reduceScatterSum(void *user, const void *send, void *receive,
   if (!count)
     return 0;
   NcclCommunicator &c = enter(user);
-  size_t block = count * bytesOf(dtype), mine = block * c.rank;
+  size_t block = count * tfm_dtype_size(dtype), mine = block * c.rank;
   // NCCL's in-place form leaves rank r's sum in block r; ours asks for it
   // in the first block, so it moves there after.
   auto run = [&](const char *from, char *to, CUstream on) {
