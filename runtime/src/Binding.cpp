@@ -3,12 +3,23 @@
 #include "Binding.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 using namespace tfm::runtime;
 
 namespace {
+
+/// Whether a kernel may take the caller's device memory as it is: the GPU
+/// kernels read and write entry arguments in 16-byte vectors, which the
+/// compiler proves aligned from TFM_BUFFER_ALIGNMENT alone. Memory at any
+/// other address is copied on the device into the entry's staging first.
+bool kernelAligned(const tfm_tensor_t *t) {
+  return reinterpret_cast<uintptr_t>(t->buffer.ptr.get()) %
+             TFM_BUFFER_ALIGNMENT ==
+         0;
+}
 
 /// "'a', 'b'", or "none".
 std::string names(const tfm_abi_tensor_desc_t *descs, size_t n) {
@@ -251,7 +262,7 @@ tfm_status_t tfm::runtime::placeTensors(tfm_session_s &session,
       char *host = staging.host.get() + staging.hostOffsets[i];
       std::memcpy(host, t->buffer.ptr.get(), t->buffer.size);
       device.copyToDevice(staged, host, t->buffer.size);
-    } else if (replays) {
+    } else if (replays || !kernelAligned(t)) {
       device.copyOnDevice(staged, t->buffer.ptr.get(), t->buffer.size);
     } else {
       continue;
@@ -259,7 +270,7 @@ tfm_status_t tfm::runtime::placeTensors(tfm_session_s &session,
     at.in[i] = staged;
   }
   for (size_t i = 0; i < numOut; ++i)
-    if (outputs[i]->onHost() || replays)
+    if (outputs[i]->onHost() || replays || !kernelAligned(outputs[i]))
       at.out[i] = staging.device[numIn + i].get();
   return nullptr;
 }

@@ -53,6 +53,7 @@ static void addSchedule(OpPassManager &fn) {
   // Kernels cannot call libm, and libdevice comes with a CUDA toolkit,
   // which a build of tfm does not need.
   fn.addPass(createApproximateMathPass({/*all=*/true}));
+  fn.addPass(createVectorizeGPULoopsPass());
   fn.addPass(createMapToGPUPass());
 }
 
@@ -114,6 +115,7 @@ void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   // attention's rows) are lowered here, since MLIR's NVVM pipeline converts
   // only some of them.
   pm.addNestedPass<gpu::GPUModuleOp>(createLowerBF16MmaSyncPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createLowerAlignedVectorAccessPass());
   addVectorToLLVM(pm.nest<gpu::GPUModuleOp>());
   pm.addNestedPass<gpu::GPUModuleOp>(createGPUMathLibraryPass());
   gpu::GPUToNVVMPipelineOptions nvvm;

@@ -117,7 +117,10 @@ TFM_API tfm_status_t tfm_tensor_create_view(tfm_dtype_t dtype,
  * on that GPU reads such an input and writes such an output without a
  * copy through the host; a run checks that the memory is the GPU's and
  * holds the tensor whole. `data` is borrowed and must outlive the tensor.
- */
+ * Memory at an address that is not a multiple of 64 bytes
+ * (TFM_BUFFER_ALIGNMENT, tfm/abi.h) is
+ * copied on the device into an aligned buffer for the run (the kernels
+ * access 16-byte vectors). */
 TFM_API tfm_status_t tfm_tensor_create_device_view(
     tfm_dtype_t dtype, const int64_t *dims, size_t rank, const char *device,
     void *data, size_t byte_size, tfm_tensor_t **out_tensor);

@@ -20,7 +20,10 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -741,6 +744,62 @@ TEST(CudaDevice, ForeignDeviceTensorsAreRefused) {
   tfm_tensor_release(t);
   tfm_tensor_release(real);
   tfm_tensor_release(x);
+}
+
+// The kernels read and write entry arguments in 16-byte vectors, proven
+// aligned from the runtime's buffer alignment: a device view at another
+// address is copied on the device into an aligned buffer first (an
+// input) or after (an output), and one at an aligned address is not.
+// (Graphs off: a replay copies every device tensor anyway.)
+TEST(CudaDevice, DeviceTensorsOffTheBufferAlignmentAreCopied) {
+  std::string log = ::testing::TempDir() + "misaligned.log";
+  setenv("TFM_CUDA_GRAPHS", "off", 1);
+  FakeGpuSession g(log);
+  unsetenv("TFM_CUDA_GRAPHS");
+  void *driver = dlopen(TFM_FAKE_CUDA_DRIVER, RTLD_NOW);
+  ASSERT_NE(driver, nullptr) << dlerror();
+  using Alloc = int (*)(unsigned long long *, size_t);
+  auto alloc = reinterpret_cast<Alloc>(dlsym(driver, "cuMemAlloc_v2"));
+  ASSERT_NE(alloc, nullptr);
+  unsigned long long block = 0;
+  ASSERT_EQ(alloc(&block, 256), 0);
+  float *base = reinterpret_cast<float *>(static_cast<uintptr_t>(block));
+  const float xv[6] = {1, 2, 3, 4, 5, 6};
+  // x at 4 bytes past the allocation's start, y at 36 (neither a multiple
+  // of 64), and an aligned x at 64.
+  std::memcpy(base + 1, xv, sizeof xv);
+  std::memcpy(base + 16, xv, sizeof xv);
+  tfm_tensor_t *x = nullptr, *y = nullptr, *aligned = nullptr;
+  ASSERT_EQ(messageOf(tfm_tensor_create_device_view(TFM_DTYPE_F32, kProjectDims,
+                                                    2, "cuda:0", base + 1,
+                                                    sizeof xv, &x)),
+            "");
+  ASSERT_EQ(messageOf(tfm_tensor_create_device_view(TFM_DTYPE_F32, kProjectDims,
+                                                    2, "cuda:0", base + 9,
+                                                    sizeof xv, &y)),
+            "");
+  ASSERT_EQ(messageOf(tfm_tensor_create_device_view(TFM_DTYPE_F32, kProjectDims,
+                                                    2, "cuda:0", base + 16,
+                                                    sizeof xv, &aligned)),
+            "");
+  tfm_tensor_t *out = nullptr;
+  ASSERT_EQ(project(g.s, x, &out, y), "");
+  EXPECT_EQ(out, y);
+  std::string text = readLog(log);
+  // One copy in, one copy out.
+  EXPECT_EQ(count(text, "copy 24 bytes device to device"), 2u) << text;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(base[9 + i], 2 * xv[i]) << i;
+  tfm_tensor_t *fresh = nullptr;
+  ASSERT_EQ(project(g.s, aligned, &fresh), "");
+  text = readLog(log);
+  EXPECT_EQ(count(text, "copy 24 bytes device to device"), 2u) << text;
+  EXPECT_FLOAT_EQ(hostValues(fresh)[5], 12);
+  tfm_tensor_release(fresh);
+  tfm_tensor_release(aligned);
+  tfm_tensor_release(y);
+  tfm_tensor_release(x);
+  dlclose(driver);
 }
 
 // A run ordered with the caller's stream waits for it at the start and

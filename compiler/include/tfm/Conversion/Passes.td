@@ -243,6 +243,38 @@ def WidenContractionsPass : Pass<"tfm-widen-contractions"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def VectorizeGPULoopsPass : Pass<"tfm-vectorize-gpu-loops", "::mlir::func::FuncOp"> {
+  let summary = "Gives each thread of an elementwise loop 16 bytes of "
+                "elements, read and written as vectors.";
+  let description = [{
+    Runs on the top-level `scf.parallel` nests of a GPU entry, before
+    `tfm-map-to-gpu`. A nest whose body is straight-line code, with every
+    load before the first store, steps its innermost dimension by V, the
+    elements of 16 bytes of the widest type it reads or writes
+    contiguously (halved until V divides the dimension), and its body is
+    repeated for the V elements. A load or store whose innermost index is
+    that dimension, with unit stride and an address proven a multiple of
+    the vector's bytes (from the buffer's place and the layout's offset
+    and strides), becomes one `vector.load` or `vector.store` carrying
+    `tfm.alignment`; any other access is made element by element. i1 is
+    never loaded as a vector: LLVM packs its vectors into bits.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def LowerAlignedVectorAccessPass : Pass<"tfm-lower-aligned-vector-access", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Lowers vector accesses to LLVM with their proven alignment.";
+  let description = [{
+    A `vector.load` or `vector.store` carrying `tfm.alignment` (bytes)
+    becomes an `llvm.load` or `llvm.store` of that alignment, at the
+    address upstream's lowering computes. MLIR 19 states only the
+    element's alignment, and the NVPTX backend splits such an access into
+    one per element.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def MapToGPUPass : Pass<"tfm-map-to-gpu", "::mlir::func::FuncOp"> {
   let summary = "Maps the loop nests of a GPU entry to blocks and threads.";
   let description = [{

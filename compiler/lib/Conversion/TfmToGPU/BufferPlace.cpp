@@ -10,6 +10,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -127,4 +129,32 @@ bool mlir::tfm::mayOverlap(Value a, Value b) {
     return false;
   std::optional<Place> pa = placeOf(a), pb = placeOf(b);
   return !pa || !pb || overlap(*pa, *pb);
+}
+
+int64_t mlir::tfm::pointerAlignment(Value buffer) {
+  auto type = dyn_cast<MemRefType>(buffer.getType());
+  if (!type)
+    return 1;
+  int64_t element = std::max<int64_t>(
+      1, bufferBytes(MemRefType::get({}, type.getElementType())));
+  if (auto arg = dyn_cast<BlockArgument>(buffer))
+    return isa<FunctionOpInterface>(arg.getOwner()->getParentOp())
+               ? kBufferAlignment
+               : element;
+  if (auto view = buffer.getDefiningOp<memref::ViewOp>()) {
+    std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+    if (!shift)
+      return element;
+    return std::max<int64_t>(element,
+                             std::gcd(pointerAlignment(view.getSource()),
+                                      *shift ? *shift : kBufferAlignment));
+  }
+  if (isa_and_nonnull<memref::SubViewOp, memref::ReinterpretCastOp,
+                      memref::ExpandShapeOp, memref::CollapseShapeOp,
+                      memref::CastOp>(buffer.getDefiningOp()))
+    return std::max<int64_t>(
+        element,
+        pointerAlignment(
+            cast<ViewLikeOpInterface>(buffer.getDefiningOp()).getViewSource()));
+  return element;
 }

@@ -41,6 +41,13 @@ bool sameBuffer(Value a, Value b);
 /// Whether `a` and `b` may share an element; unknown places may.
 bool mayOverlap(Value a, Value b);
 
+/// The bytes that the address `buffer`'s layout offset counts from (its
+/// aligned pointer) is known to be a multiple of: the runtime's buffer
+/// alignment for an entry argument, less after a view's byte shift; a
+/// subview or reshape keeps its source's pointer and moves its offset into
+/// the layout. At least the element's size.
+int64_t pointerAlignment(Value buffer);
+
 } // namespace mlir::tfm
 
 #endif // TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H

@@ -71,6 +71,11 @@ private:
 /// gives such a loop a thread dimension of that many lanes.
 constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
 
+/// On a vector.load or vector.store that tfm-vectorize-gpu-loops proved
+/// aligned: the bytes its address is a multiple of, which
+/// tfm-lower-aligned-vector-access states on the LLVM access.
+constexpr llvm::StringLiteral kVectorAlignmentAttrName = "tfm.alignment";
+
 /// On a kernel whose tensor-core tiles multiply bf16 read as f16 bit
 /// patterns: `tfm.mma_operand_type = bf16`, which tfm-retype-bf16-tiles
 /// sets and tfm-lower-bf16-mma-sync reads; or on one nvgpu.mma.sync, as the
