@@ -83,10 +83,12 @@ func.func @scale_bf16(%x: memref<8x64xbf16>, %y: memref<8x64xbf16>) {
 // holds a byte each).
 // CHECK-LABEL: func.func @element_by_element
 // CHECK: scf.parallel {{.+}} step (%{{.+}}, %[[C4:.+]])
-// CHECK-COUNT-4: memref.load %[[SHIFTED:[a-z_0-9]+]]
-// CHECK-COUNT-4: memref.load %{{.+}} : memref<32x16xf32>
-// CHECK-COUNT-4: memref.load %{{.+}} : memref<16x32xi1>
-// CHECK-NOT: memref.load
+// CHECK-NOT: vector.load
+// CHECK: memref.load %[[X:.+]][%[[I:.+]], %[[J:.+]]] : memref<16x32xf32>
+// CHECK-NEXT: memref.load %{{.+}}[%[[J]], %[[I]]] : memref<32x16xf32>
+// CHECK-NEXT: memref.load %{{.+}}[%[[I]], %[[J]]] : memref<16x32xi1>
+// CHECK-COUNT-3: memref.load %[[X]]
+// CHECK-NOT: vector.load
 // CHECK: vector.store {{.+}} {tfm.alignment = 16 : i64} : memref<16x32xf32>, vector<4xf32>
 func.func @element_by_element(%arena: memref<8192xi8>, %t: memref<32x16xf32>,
                               %m: memref<16x32xi1>) {
@@ -199,6 +201,70 @@ func.func @left_alone(%x: memref<8x32xf32>, %y: memref<8x32xf32>, %s: memref<8xf
     memref.store %v, %y[%i, %j] : memref<8x32xf32>
     scf.reduce
   } {mapping = [#gpu.loop_dim_map<processor = block_x, map = (d0) -> (d0), bound = (d0) -> (d0)>, #gpu.loop_dim_map<processor = thread_x, map = (d0) -> (d0), bound = (d0) -> (d0)>]}
+  return
+}
+
+// -----
+
+// Tests a row kernel's pass over its columns (`tfm.column_pass`): each lane
+// takes 4 consecutive columns from 4 · lane on, in steps of 128; the sum it
+// carries runs through its 4 elements in order, and the store under the
+// spare warps' guard becomes one vector store under the same guard. The
+// same loop unmarked is left alone: only the builder knows that the lanes
+// combine what they carry.
+// CHECK-LABEL: func.func @column_pass
+// CHECK: %[[C4:.+]] = arith.constant 4 : index
+// CHECK: %[[FIRST:.+]] = arith.muli %{{.+}}, %[[C4]] : index
+// CHECK: %[[SUM:.+]] = scf.for %[[COL:.+]] = %[[FIRST]] to %{{.+}} step %c128 iter_args(%[[ACC:.+]] = %{{.+}}) -> (f32)
+// CHECK: %[[V:.+]] = vector.load %{{.+}}[%{{.+}}, %[[COL]]] {tfm.alignment = 16 : i64} : memref<8x256xf32>, vector<4xf32>
+// CHECK: %[[A0:.+]] = arith.addf %[[ACC]], %{{.+}} : f32
+// CHECK: %[[A1:.+]] = arith.addf %[[A0]], %{{.+}} : f32
+// CHECK: %[[A2:.+]] = arith.addf %[[A1]], %{{.+}} : f32
+// CHECK: %[[A3:.+]] = arith.addf %[[A2]], %{{.+}} : f32
+// CHECK: scf.if %{{.+}} {
+// CHECK-NEXT: vector.from_elements
+// CHECK-NEXT: vector.store %{{.+}}, %{{.+}}[%{{.+}}, %[[COL]]] {tfm.alignment = 16 : i64}
+// CHECK: scf.yield %[[A3]] : f32
+// CHECK: memref.store %[[SUM]]
+// CHECK-LABEL: func.func @unmarked_pass
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @column_pass(%x: memref<8x256xf32>, %y: memref<8x256xf32>, %live: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c32 = arith.constant 32 : index
+  %c256 = arith.constant 256 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c8, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %zero = arith.constant 0.0 : f32
+    %sum = scf.for %col = %tx to %c256 step %c32 iter_args(%acc = %zero) -> (f32) {
+      %v = memref.load %x[%bx, %col] : memref<8x256xf32>
+      %e = math.exp %v : f32
+      scf.if %live {
+        memref.store %e, %y[%bx, %col] : memref<8x256xf32>
+      }
+      %next = arith.addf %acc, %e : f32
+      scf.yield %next : f32
+    } {tfm.column_pass}
+    memref.store %sum, %x[%bx, %c0] : memref<8x256xf32>
+    gpu.terminator
+  }
+  return
+}
+func.func @unmarked_pass(%x: memref<8x256xf32>, %y: memref<8x256xf32>) {
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c32 = arith.constant 32 : index
+  %c256 = arith.constant 256 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c8, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    scf.for %col = %tx to %c256 step %c32 {
+      %v = memref.load %x[%bx, %col] : memref<8x256xf32>
+      memref.store %v, %y[%bx, %col] : memref<8x256xf32>
+    }
+    gpu.terminator
+  }
   return
 }
 

@@ -258,6 +258,13 @@ def VectorizeGPULoopsPass : Pass<"tfm-vectorize-gpu-loops", "::mlir::func::FuncO
     and strides), becomes one `vector.load` or `vector.store` carrying
     `tfm.alignment`; any other access is made element by element. i1 is
     never loaded as a vector: LLVM packs its vectors into bits.
+
+    A row kernel's `scf.for` over a row's columns marked
+    `tfm.column_pass` (the row's threads share the columns and combine
+    what they carry) is treated alike: each thread takes V consecutive
+    columns from V times its first on, what the loop carries flows through
+    the V elements in order, and stores may sit under a guard the same
+    for every element.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::vector::VectorDialect"];

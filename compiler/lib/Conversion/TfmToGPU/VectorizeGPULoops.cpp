@@ -42,6 +42,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <numeric>
+
 namespace mlir::tfm {
 #define GEN_PASS_DEF_VECTORIZEGPULOOPSPASS
 #include "tfm/Conversion/Passes.h.inc"
@@ -70,56 +72,89 @@ std::optional<int64_t> constantIndex(Value v) {
   return std::nullopt;
 }
 
-struct Vectorizer {
-  scf::ParallelOp loop;
-  /// The innermost induction variable, which the vectors run along.
+/// A loop body run for V consecutive elements of `inner` by one thread:
+/// the body repeated per element, in order, with what the loop carries
+/// passed from each element to the next, the contiguous loads read once
+/// as vectors before the first element, and the stores made last (as
+/// vectors where contiguous). Stores may sit in an scf.if whose condition
+/// is the same for every element (a row kernel's guard on the spare warps).
+struct ElementUnroller {
+  Block *body;
+  /// The induction variable the vectors run along.
   Value inner;
+  /// What the loop carries from one iteration to the next.
+  ValueRange carried;
   /// The values that differ between the elements of one thread.
   DenseSet<Value> varying;
 
-  explicit Vectorizer(scf::ParallelOp loop)
-      : loop(loop), inner(loop.getInductionVars().back()) {}
+  ElementUnroller(Block *body, Value inner, ValueRange carried)
+      : body(body), inner(inner), carried(carried) {}
 
   bool dependsOnInner(ValueRange values) {
     return llvm::any_of(values, [&](Value v) { return varying.contains(v); });
   }
 
+  /// An scf.if of stores alone, under a condition the same for every
+  /// element.
+  bool isGuardedStores(Operation &op) {
+    auto guard = dyn_cast<scf::IfOp>(op);
+    if (!guard || guard.getNumResults() != 0 ||
+        !guard.getElseRegion().empty() || dependsOnInner(guard.getCondition()))
+      return false;
+    return llvm::all_of(
+        guard.getThenRegion().front().without_terminator(),
+        [](Operation &inner) { return isa<memref::StoreOp>(inner); });
+  }
+
+  /// The stores of `op`: itself, or those a guard holds.
+  SmallVector<memref::StoreOp> storesOf(Operation &op) {
+    if (auto store = dyn_cast<memref::StoreOp>(op))
+      return {store};
+    SmallVector<memref::StoreOp> stores;
+    if (isGuardedStores(op))
+      for (auto store :
+           cast<scf::IfOp>(op).getThenRegion().getOps<memref::StoreOp>())
+        stores.push_back(store);
+    return stores;
+  }
+
   /// Whether the body is straight-line code that only loads and stores
   /// memory, with every load before the first store: then the stores can
-  /// go last, after every element's loads.
-  bool bodyIsSimple() {
+  /// go last, after every element's loads. Finds the varying values too.
+  bool analyze() {
+    varying.insert(inner);
+    for (Value c : carried)
+      varying.insert(c);
     bool stored = false;
-    for (Operation &op : loop.getBody()->without_terminator()) {
-      if (op.getNumRegions() != 0)
-        return false;
+    for (Operation &op : body->without_terminator()) {
+      if (dependsOnInner(op.getOperands()))
+        for (Value r : op.getResults())
+          varying.insert(r);
       if (isa<memref::LoadOp>(op)) {
         if (stored)
           return false;
         continue;
       }
-      if (isa<memref::StoreOp>(op)) {
+      if (isa<memref::StoreOp>(op) || isGuardedStores(op)) {
         stored = true;
+        // A store every element of a thread would make to one address
+        // would race with itself.
+        for (memref::StoreOp store : storesOf(op))
+          if (!dependsOnInner(store.getIndices()))
+            return false;
         continue;
       }
-      if (!isMemoryEffectFree(&op))
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
         return false;
     }
     return true;
   }
 
-  void findVarying() {
-    varying.insert(inner);
-    for (Operation &op : loop.getBody()->without_terminator())
-      if (dependsOnInner(op.getOperands()))
-        for (Value r : op.getResults())
-          varying.insert(r);
-  }
-
-  /// The vector size at which `memref[indices]` is one contiguous, aligned
-  /// access, checked for `lanes` elements: the innermost index is the
-  /// innermost variable, its stride 1, and the address of the first
-  /// element a multiple of the vector's bytes for every value of the other
-  /// indices.
+  /// Whether `memref[indices]` for `lanes` elements is one contiguous,
+  /// aligned access: the innermost index is `inner`, its stride 1, and the
+  /// address of the first element a multiple of the vector's bytes for
+  /// every value of the other indices (`inner` itself being a multiple of
+  /// `lanes`).
   bool contiguous(Value memref, ValueRange indices, int64_t lanes) {
     auto type = cast<MemRefType>(memref.getType());
     int64_t bytes = elementBytes(type.getElementType());
@@ -134,164 +169,226 @@ struct Vectorizer {
     if (failed(getStridesAndOffset(type, strides, offset)) ||
         strides.back() != 1 || ShapedType::isDynamic(offset))
       return false;
-    int64_t align = lanes * bytes;
-    if (pointerAlignment(memref) % align)
-      return false;
-    // Element offsets, in units of elements, must be multiples of lanes.
-    if (offset % lanes)
+    if (pointerAlignment(memref) % (lanes * bytes) || offset % lanes)
       return false;
     for (auto [index, stride] : llvm::zip(indices.drop_back(), strides)) {
+      if (ShapedType::isDynamic(stride))
+        return false;
       std::optional<int64_t> c = constantIndex(index);
-      if (c) {
-        if (ShapedType::isDynamic(stride) || (*c * stride) % lanes)
-          return false;
-        continue;
-      }
-      if (ShapedType::isDynamic(stride) || stride % lanes)
+      if (c ? (*c * stride) % lanes : stride % lanes)
         return false;
     }
     return true;
   }
 
-  /// The number of elements each thread takes, 1 when the loop stays as
-  /// it is.
-  int64_t lanes() {
-    if (loop->hasAttr(gpu::getMappingAttrName()) ||
-        loop->hasAttr(kLanesAttrName) || loop.getNumReductions() != 0)
-      return 1;
-    std::optional<int64_t> lb = constantIndex(loop.getLowerBound().back()),
-                           ub = constantIndex(loop.getUpperBound().back()),
-                           step = constantIndex(loop.getStep().back());
-    if (!lb || !ub || !step || *step != 1 || *ub <= *lb)
-      return 1;
-    if (!bodyIsSimple())
-      return 1;
-    findVarying();
-    // The widest element among the accesses that can be vectors sets how
-    // many elements make 16 bytes of it.
+  /// The bytes of the widest element the body reads or writes
+  /// contiguously, 0 when it does so nowhere (vectors would gain nothing).
+  int64_t widestContiguous() {
     int64_t widest = 0;
-    bool storesVary = true;
-    loop.getBody()->walk([&](Operation *op) {
-      Value memref;
-      ValueRange indices;
-      if (auto load = dyn_cast<memref::LoadOp>(op)) {
-        memref = load.getMemRef();
-        indices = load.getIndices();
-      } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
-        memref = store.getMemRef();
-        indices = store.getIndices();
-        // A store every element of a thread makes to one address would
-        // race with itself.
-        storesVary &= dependsOnInner(indices);
-      } else {
-        return;
-      }
+    auto note = [&](Value memref, ValueRange indices) {
       if (contiguous(memref, indices, 1))
         widest = std::max(
             widest,
             elementBytes(cast<MemRefType>(memref.getType()).getElementType()));
-    });
-    if (!widest || !storesVary)
-      return 1;
-    int64_t v = kVectorBytes / widest;
-    while (v > 1 && ((*ub - *lb) % v || *lb % v))
-      v /= 2;
-    return v;
+    };
+    for (Operation &op : body->without_terminator()) {
+      if (auto load = dyn_cast<memref::LoadOp>(op))
+        note(load.getMemRef(), load.getIndices());
+      for (memref::StoreOp store : storesOf(op))
+        note(store.getMemRef(), store.getIndices());
+    }
+    return widest;
   }
 
-  void rewrite(int64_t v) {
-    OpBuilder b(loop);
-    Location loc = loop.getLoc();
-    SmallVector<Value> steps(loop.getStep());
-    steps.back() = b.create<arith::ConstantIndexOp>(loc, v);
-    auto wide = b.create<scf::ParallelOp>(loc, loop.getLowerBound(),
-                                          loop.getUpperBound(), steps);
-    wide->setDiscardableAttrs(loop->getDiscardableAttrDictionary());
-    b.setInsertionPointToStart(wide.getBody());
-
-    // One mapping per element of the thread; values the same for all live
-    // in every mapping.
-    SmallVector<IRMapping> element(v);
-    for (auto [from, to] :
-         llvm::zip(loop.getInductionVars(), wide.getInductionVars()))
+  /// The store of `store`'s value for every element, as one vector where
+  /// it is contiguous.
+  void emitStore(OpBuilder &b, memref::StoreOp store,
+                 MutableArrayRef<IRMapping> element) {
+    int64_t v = element.size();
+    Location loc = store.getLoc();
+    if (!contiguous(store.getMemRef(), store.getIndices(), v)) {
       for (IRMapping &map : element)
-        map.map(from, to);
-    Value first = wide.getInductionVars().back();
+        b.clone(*store, map);
+      return;
+    }
+    SmallVector<Value> values;
+    for (IRMapping &map : element)
+      values.push_back(map.lookupOrDefault(store.getValue()));
+    Type type = store.getValue().getType();
+    Value vector = b.create<vector::FromElementsOp>(
+        loc, VectorType::get({v}, type), values);
+    auto write = b.create<vector::StoreOp>(
+        loc, vector, element[0].lookupOrDefault(store.getMemRef()),
+        llvm::map_to_vector(store.getIndices(), [&](Value i) {
+          return element[0].lookupOrDefault(i);
+        }));
+    write->setAttr(kVectorAlignmentAttrName,
+                   b.getI64IntegerAttr(v * elementBytes(type)));
+  }
+
+  /// The body for the `v` elements from `first` on, at `b`, the other
+  /// induction variables mapped by `outer` and the carried values entering
+  /// the first element `carriedIn`; returns what the last element yields.
+  SmallVector<Value> emit(OpBuilder &b, Location loc, const IRMapping &outer,
+                          Value first, int64_t v, ValueRange carriedIn) {
+    SmallVector<IRMapping> element(v, outer);
+    element[0].map(inner, first);
     for (int64_t e = 1; e < v; ++e)
       element[e].map(inner,
                      b.create<arith::AddIOp>(
                          loc, first, b.create<arith::ConstantIndexOp>(loc, e)));
-
-    SmallVector<memref::StoreOp> stores;
-    for (Operation &op : loop.getBody()->without_terminator()) {
-      if (auto store = dyn_cast<memref::StoreOp>(op)) {
-        stores.push_back(store);
+    // What every element computes alike, once.
+    for (Operation &op : body->without_terminator()) {
+      if (dependsOnInner(op.getOperands()) || isa<memref::StoreOp>(op) ||
+          isGuardedStores(op))
         continue;
-      }
-      if (!dependsOnInner(op.getOperands())) {
-        Operation *copy = b.clone(op, element[0]);
-        for (IRMapping &map : llvm::drop_begin(element))
-          map.map(op.getResults(), copy->getResults());
+      Operation *copy = b.clone(op, element[0]);
+      for (IRMapping &map : llvm::drop_begin(element))
+        map.map(op.getResults(), copy->getResults());
+    }
+    // The contiguous loads, once each as a vector.
+    DenseSet<Operation *> loaded;
+    for (auto load : body->getOps<memref::LoadOp>()) {
+      if (!dependsOnInner(load.getIndices()) ||
+          !contiguous(load.getMemRef(), load.getIndices(), v))
         continue;
-      }
-      auto load = dyn_cast<memref::LoadOp>(op);
-      if (load && contiguous(load.getMemRef(), load.getIndices(), v)) {
-        Type elementType = load.getType();
-        auto vector = b.create<vector::LoadOp>(
-            loc, VectorType::get({v}, elementType),
-            element[0].lookupOrDefault(load.getMemRef()),
-            llvm::map_to_vector(load.getIndices(), [&](Value i) {
-              return element[0].lookupOrDefault(i);
-            }));
-        vector->setAttr(kVectorAlignmentAttrName,
-                        b.getI64IntegerAttr(v * elementBytes(elementType)));
-        for (int64_t e = 0; e < v; ++e)
-          element[e].map(load.getResult(),
-                         b.create<vector::ExtractOp>(loc, vector, e));
-        continue;
-      }
-      for (IRMapping &map : element)
-        b.clone(op, map);
+      loaded.insert(load);
+      auto vector = b.create<vector::LoadOp>(
+          loc, VectorType::get({v}, load.getType()),
+          element[0].lookupOrDefault(load.getMemRef()),
+          llvm::map_to_vector(load.getIndices(), [&](Value i) {
+            return element[0].lookupOrDefault(i);
+          }));
+      vector->setAttr(kVectorAlignmentAttrName,
+                      b.getI64IntegerAttr(v * elementBytes(load.getType())));
+      for (int64_t e = 0; e < v; ++e)
+        element[e].map(load.getResult(),
+                       b.create<vector::ExtractOp>(loc, vector, e));
+    }
+    // Each element in turn, given what the one before it yields.
+    auto yielded = body->getTerminator()->getOperands();
+    SmallVector<Value> flowing(carriedIn);
+    for (IRMapping &map : element) {
+      map.map(carried, flowing);
+      for (Operation &op : body->without_terminator())
+        if (dependsOnInner(op.getOperands()) && !loaded.contains(&op) &&
+            !isa<memref::StoreOp>(op) && !isGuardedStores(op))
+          b.clone(op, map);
+      flowing = llvm::map_to_vector(
+          yielded, [&](Value y) { return map.lookupOrDefault(y); });
     }
     // The stores, after every element's loads.
-    for (memref::StoreOp store : stores) {
-      if (contiguous(store.getMemRef(), store.getIndices(), v)) {
-        SmallVector<Value> values;
-        for (IRMapping &map : element)
-          values.push_back(map.lookupOrDefault(store.getValue()));
-        Value vector = b.create<vector::FromElementsOp>(
-            loc, VectorType::get({v}, store.getValue().getType()), values);
-        auto write = b.create<vector::StoreOp>(
-            loc, vector, element[0].lookupOrDefault(store.getMemRef()),
-            llvm::map_to_vector(store.getIndices(), [&](Value i) {
-              return element[0].lookupOrDefault(i);
-            }));
-        write->setAttr(
-            kVectorAlignmentAttrName,
-            b.getI64IntegerAttr(v * elementBytes(store.getValue().getType())));
+    for (Operation &op : body->without_terminator()) {
+      if (auto store = dyn_cast<memref::StoreOp>(op)) {
+        emitStore(b, store, element);
         continue;
       }
-      for (IRMapping &map : element)
-        b.clone(*store, map);
+      if (!isGuardedStores(op))
+        continue;
+      auto guard = b.create<scf::IfOp>(
+          loc, element[0].lookupOrDefault(cast<scf::IfOp>(op).getCondition()));
+      OpBuilder gb = guard.getThenBodyBuilder();
+      for (memref::StoreOp store : storesOf(op))
+        emitStore(gb, store, element);
     }
-    loop.erase();
+    return flowing;
   }
 };
+
+/// The elements a thread takes at once: 16 bytes of the widest contiguous
+/// element, halved until they divide `extent`; 1 when the body does not
+/// qualify.
+int64_t elementsPerThread(ElementUnroller &unroller, int64_t extent) {
+  if (!unroller.analyze())
+    return 1;
+  int64_t widest = unroller.widestContiguous();
+  if (!widest)
+    return 1;
+  int64_t v = kVectorBytes / widest;
+  while (v > 1 && extent % v)
+    v /= 2;
+  return v;
+}
+
+/// An elementwise nest: its innermost dimension steps by V.
+void vectorize(scf::ParallelOp loop) {
+  if (loop->hasAttr(gpu::getMappingAttrName()) ||
+      loop->hasAttr(kLanesAttrName) || loop.getNumReductions() != 0)
+    return;
+  std::optional<int64_t> lb = constantIndex(loop.getLowerBound().back()),
+                         ub = constantIndex(loop.getUpperBound().back()),
+                         step = constantIndex(loop.getStep().back());
+  if (!lb || !ub || !step || *step != 1 || *ub <= *lb)
+    return;
+  ElementUnroller unroller(loop.getBody(), loop.getInductionVars().back(),
+                           ValueRange{});
+  // The first element of each thread's vector is then a multiple of V.
+  int64_t v = elementsPerThread(unroller, std::gcd(*ub - *lb, *lb));
+  if (v == 1)
+    return;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  SmallVector<Value> steps(loop.getStep());
+  steps.back() = b.create<arith::ConstantIndexOp>(loc, v);
+  auto wide = b.create<scf::ParallelOp>(loc, loop.getLowerBound(),
+                                        loop.getUpperBound(), steps);
+  wide->setDiscardableAttrs(loop->getDiscardableAttrDictionary());
+  b.setInsertionPointToStart(wide.getBody());
+  IRMapping outer;
+  outer.map(loop.getInductionVars(), wide.getInductionVars());
+  unroller.emit(b, loc, outer, wide.getInductionVars().back(), v, ValueRange{});
+  loop.erase();
+}
+
+/// A row kernel's pass over its columns (`tfm.column_pass`): the threads
+/// of a row share the columns lb, lb + step, ... and combine what they
+/// carry, so any other split of the columns computes the same; each thread
+/// then takes V consecutive columns at lb · V, lb · V + step · V, ...
+void vectorize(scf::ForOp loop) {
+  std::optional<int64_t> ub = constantIndex(loop.getUpperBound()),
+                         step = constantIndex(loop.getStep());
+  if (!ub || !step || *step <= 0)
+    return;
+  ElementUnroller unroller(loop.getBody(), loop.getInductionVar(),
+                           loop.getRegionIterArgs());
+  int64_t v = elementsPerThread(unroller, *ub);
+  if (v == 1)
+    return;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value wideV = b.create<arith::ConstantIndexOp>(loc, v);
+  auto wide = b.create<scf::ForOp>(
+      loc, b.create<arith::MulIOp>(loc, loop.getLowerBound(), wideV),
+      loop.getUpperBound(), b.create<arith::ConstantIndexOp>(loc, *step * v),
+      loop.getInitArgs(),
+      [&](OpBuilder &wb, Location, Value col, ValueRange carried) {
+        wb.create<scf::YieldOp>(
+            loc, unroller.emit(wb, loc, IRMapping(), col, v, carried));
+      });
+  loop.replaceAllUsesWith(wide.getResults());
+  loop.erase();
+}
 
 struct VectorizeGPULoopsPass
     : public mlir::tfm::impl::VectorizeGPULoopsPassBase<VectorizeGPULoopsPass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
-    SmallVector<scf::ParallelOp> loops;
+    SmallVector<scf::ParallelOp> nests;
+    SmallVector<scf::ForOp> passes;
     for (Block &block : fn.getBody())
-      for (auto loop : block.getOps<scf::ParallelOp>())
-        loops.push_back(loop);
-    for (scf::ParallelOp loop : loops) {
-      Vectorizer vectorizer(loop);
-      int64_t v = vectorizer.lanes();
-      if (v > 1)
-        vectorizer.rewrite(v);
-    }
+      for (Operation &op : block) {
+        if (auto nest = dyn_cast<scf::ParallelOp>(op))
+          nests.push_back(nest);
+        if (isa<gpu::LaunchOp>(op))
+          op.walk([&](scf::ForOp loop) {
+            if (loop->hasAttr(kColumnPassAttrName))
+              passes.push_back(loop);
+          });
+      }
+    for (scf::ParallelOp nest : nests)
+      vectorize(nest);
+    for (scf::ForOp pass : passes)
+      vectorize(pass);
   }
 };
 

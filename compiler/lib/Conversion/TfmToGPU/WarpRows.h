@@ -24,6 +24,7 @@
 
 #include "tfm/Conversion/Common/BufferAssignment.h"
 #include "tfm/Conversion/GPUEmulation/WarpSemantics.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Transforms/LayoutRules.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -140,6 +141,7 @@ struct WarpRows {
         [&](OpBuilder &lb, Location, Value col, ValueRange carried) {
           lb.create<scf::YieldOp>(loc, body(lb, col, carried));
         });
+    loop->setAttr(kColumnPassAttrName, kb.getUnitAttr());
     return loop.getResults();
   }
   /// A pass carrying one value (`init`), or nothing.

@@ -71,6 +71,13 @@ private:
 /// gives such a loop a thread dimension of that many lanes.
 constexpr llvm::StringLiteral kLanesAttrName = "tfm.lanes";
 
+/// On an scf.for of a row kernel (WarpRows::pass) over the columns lb,
+/// lb + step, ... of a row whose threads share the columns and combine
+/// what they carry: any other split of the columns among the threads
+/// computes the same, so tfm-vectorize-gpu-loops may give each thread
+/// consecutive columns instead.
+constexpr llvm::StringLiteral kColumnPassAttrName = "tfm.column_pass";
+
 /// On a vector.load or vector.store that tfm-vectorize-gpu-loops proved
 /// aligned: the bytes its address is a multiple of, which
 /// tfm-lower-aligned-vector-access states on the LLVM access.
