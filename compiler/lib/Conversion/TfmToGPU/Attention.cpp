@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BufferPlace.h"
 #include "WarpRows.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
@@ -37,6 +38,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
 
@@ -127,17 +129,43 @@ struct AttentionOperands {
     return idx;
   }
 
-  /// A lane's columns of a row `width` wide: lane, lane + 32, ...
+  /// A lane's columns of a row `width` wide: lane, lane + 32, ...; or, in
+  /// a row of a multiple of 64 columns, as many consecutive ones from
+  /// lane · slots on, which it reads and writes as vectors (of up to 16
+  /// bytes) where the buffer's alignment allows. Every buffer of one width
+  /// takes the same map, so that the slots of two rows pair the same
+  /// columns.
   static int64_t slots(int64_t width) {
     return (width + warp::kWarpSize - 1) / warp::kWarpSize;
   }
-  Value column(OpBuilder &b, Value lane, int64_t slot) const {
+  static bool consecutive(int64_t width) {
+    return width % (2 * warp::kWarpSize) == 0;
+  }
+  /// The elements of one vector access in a consecutive row.
+  static int64_t vectorElements(int64_t width) {
+    int64_t n = 4;
+    while (slots(width) % n)
+      n /= 2;
+    return n;
+  }
+  Value column(OpBuilder &b, Value lane, int64_t slot, int64_t width) const {
+    if (consecutive(width))
+      return b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, lane, index(b, slots(width))),
+          index(b, slot));
     return b.create<arith::AddIOp>(loc, lane, index(b, slot * warp::kWarpSize));
   }
   /// Whether `slot` holds a column for every lane; past a ragged end it
   /// does for some.
   static bool whole(int64_t width, int64_t slot) {
     return (slot + 1) * warp::kWarpSize <= width;
+  }
+  /// Whether a consecutive row of `buffer` is read and written in vectors.
+  static bool inVectors(Value buffer, int64_t width) {
+    auto type = cast<MemRefType>(buffer.getType());
+    SmallVector<std::optional<int64_t>> leading(type.getRank() - 1);
+    return consecutive(width) &&
+           vectorAligned(buffer, leading, vectorElements(width));
   }
 
   /// The lane's elements of row `pos` of `buffer` ([B..., S, width]); 0
@@ -147,8 +175,23 @@ struct AttentionOperands {
                              ArrayRef<Value> batchIdx, Value pos,
                              int64_t width) const {
     SmallVector<Value> row;
+    if (inVectors(buffer, width)) {
+      int64_t n = vectorElements(width);
+      Type element = cast<MemRefType>(buffer.getType()).getElementType();
+      for (int64_t slot = 0; slot < slots(width); slot += n) {
+        auto load = b.create<vector::LoadOp>(
+            loc, VectorType::get({n}, element), buffer,
+            at(batchIdx, pos, column(b, lane, slot, width)));
+        load->setAttr(kVectorAlignmentAttrName,
+                      b.getI64IntegerAttr(
+                          n * int64_t(element.getIntOrFloatBitWidth() / 8)));
+        for (int64_t e = 0; e < n; ++e)
+          row.push_back(b.create<vector::ExtractOp>(loc, load, e));
+      }
+      return row;
+    }
     for (int64_t slot = 0; slot < slots(width); ++slot) {
-      Value col = column(b, lane, slot);
+      Value col = column(b, lane, slot, width);
       if (whole(width, slot)) {
         row.push_back(
             b.create<memref::LoadOp>(loc, buffer, at(batchIdx, pos, col)));
@@ -169,8 +212,23 @@ struct AttentionOperands {
                 ArrayRef<Value> batchIdx, Value pos, ArrayRef<Value> row,
                 int64_t width) const {
     OpBuilder gb = b.create<scf::IfOp>(loc, live).getThenBodyBuilder();
+    if (inVectors(buffer, width)) {
+      int64_t n = vectorElements(width);
+      Type element = cast<MemRefType>(buffer.getType()).getElementType();
+      for (int64_t slot = 0; slot < slots(width); slot += n) {
+        Value vector = gb.create<vector::FromElementsOp>(
+            loc, VectorType::get({n}, element), row.slice(slot, n));
+        auto store = gb.create<vector::StoreOp>(
+            loc, vector, buffer,
+            at(batchIdx, pos, column(gb, lane, slot, width)));
+        store->setAttr(kVectorAlignmentAttrName,
+                       gb.getI64IntegerAttr(
+                           n * int64_t(element.getIntOrFloatBitWidth() / 8)));
+      }
+      return;
+    }
     for (auto [slot, x] : llvm::enumerate(row)) {
-      Value col = column(gb, lane, slot);
+      Value col = column(gb, lane, slot, width);
       OpBuilder sb = gb;
       if (!whole(width, slot))
         sb = gb.create<scf::IfOp>(

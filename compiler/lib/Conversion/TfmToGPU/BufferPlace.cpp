@@ -158,3 +158,26 @@ int64_t mlir::tfm::pointerAlignment(Value buffer) {
             cast<ViewLikeOpInterface>(buffer.getDefiningOp()).getViewSource()));
   return element;
 }
+
+bool mlir::tfm::vectorAligned(Value buffer,
+                              ArrayRef<std::optional<int64_t>> leading,
+                              int64_t lanes) {
+  auto type = dyn_cast<MemRefType>(buffer.getType());
+  if (!type || type.getRank() != int64_t(leading.size()) + 1)
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getStridesAndOffset(type, strides, offset)) ||
+      strides.back() != 1 || ShapedType::isDynamic(offset) || offset % lanes)
+    return false;
+  int64_t element = bufferBytes(MemRefType::get({}, type.getElementType()));
+  if (pointerAlignment(buffer) % (lanes * element))
+    return false;
+  for (auto [index, stride] : llvm::zip(leading, strides)) {
+    if (ShapedType::isDynamic(stride))
+      return false;
+    if (index ? (*index * stride) % lanes : stride % lanes)
+      return false;
+  }
+  return true;
+}

@@ -48,6 +48,14 @@ bool mayOverlap(Value a, Value b);
 /// the layout. At least the element's size.
 int64_t pointerAlignment(Value buffer);
 
+/// Whether `lanes` elements of `buffer` from index `[i..., c]` are one
+/// aligned vector for every `c` that is a multiple of `lanes`: the last
+/// dimension has unit stride, and the layout's offset, each leading index
+/// times its stride (`leading[d]` when constant, any value otherwise) and
+/// the pointer keep the vector's alignment.
+bool vectorAligned(Value buffer, ArrayRef<std::optional<int64_t>> leading,
+                   int64_t lanes);
+
 } // namespace mlir::tfm
 
 #endif // TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H

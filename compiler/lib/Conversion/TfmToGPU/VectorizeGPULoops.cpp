@@ -157,28 +157,17 @@ struct ElementUnroller {
   /// `lanes`).
   bool contiguous(Value memref, ValueRange indices, int64_t lanes) {
     auto type = cast<MemRefType>(memref.getType());
-    int64_t bytes = elementBytes(type.getElementType());
-    if (!bytes || varying.contains(memref) || indices.empty() ||
-        indices.back() != inner)
+    if (!elementBytes(type.getElementType()) || varying.contains(memref) ||
+        indices.empty() || indices.back() != inner)
       return false;
     if (llvm::any_of(indices.drop_back(),
                      [&](Value i) { return varying.contains(i); }))
       return false;
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (failed(getStridesAndOffset(type, strides, offset)) ||
-        strides.back() != 1 || ShapedType::isDynamic(offset))
-      return false;
-    if (pointerAlignment(memref) % (lanes * bytes) || offset % lanes)
-      return false;
-    for (auto [index, stride] : llvm::zip(indices.drop_back(), strides)) {
-      if (ShapedType::isDynamic(stride))
-        return false;
-      std::optional<int64_t> c = constantIndex(index);
-      if (c ? (*c * stride) % lanes : stride % lanes)
-        return false;
-    }
-    return true;
+    return vectorAligned(
+        memref,
+        llvm::map_to_vector(indices.drop_back(),
+                            [](Value i) { return constantIndex(i); }),
+        lanes);
   }
 
   /// The bytes of the widest element the body reads or writes
