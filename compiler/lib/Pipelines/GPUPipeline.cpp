@@ -103,6 +103,8 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
+  // A vector access the GPU would fault on reads or writes poison here.
+  pm.addPass(createCheckVectorAlignmentPass());
   addVectorToLLVM(pm);
   buildCPUToLLVMPipeline(pm);
 }

@@ -282,6 +282,20 @@ def LowerAlignedVectorAccessPass : Pass<"tfm-lower-aligned-vector-access", "::ml
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def CheckVectorAlignmentPass : Pass<"tfm-check-vector-alignment"> {
+  let summary = "Makes, in the CPU emulation, a vector access off its "
+                "claimed alignment read or write poison.";
+  let description = [{
+    For the GPU schedule run on the CPU: a `vector.load` or `vector.store`
+    carrying `tfm.alignment` whose address is not a multiple of that many
+    bytes reads, or writes, poison (NaN; 0x5eed5eed for integers). On a GPU
+    a wrong claim faults; on the CPU it would pass unseen, so every value
+    check of the GPU schedule on the CPU tests the proofs too.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def MapToGPUPass : Pass<"tfm-map-to-gpu", "::mlir::func::FuncOp"> {
   let summary = "Maps the loop nests of a GPU entry to blocks and threads.";
   let description = [{
