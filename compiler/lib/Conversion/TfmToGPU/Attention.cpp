@@ -177,17 +177,10 @@ struct AttentionOperands {
     SmallVector<Value> row;
     if (inVectors(buffer, width)) {
       int64_t n = vectorElements(width);
-      Type element = cast<MemRefType>(buffer.getType()).getElementType();
-      for (int64_t slot = 0; slot < slots(width); slot += n) {
-        auto load = b.create<vector::LoadOp>(
-            loc, VectorType::get({n}, element), buffer,
-            at(batchIdx, pos, column(b, lane, slot, width)));
-        load->setAttr(kVectorAlignmentAttrName,
-                      b.getI64IntegerAttr(
-                          n * int64_t(element.getIntOrFloatBitWidth() / 8)));
-        for (int64_t e = 0; e < n; ++e)
-          row.push_back(b.create<vector::ExtractOp>(loc, load, e));
-      }
+      for (int64_t slot = 0; slot < slots(width); slot += n)
+        row.append(loadAlignedVector(
+            b, loc, buffer, at(batchIdx, pos, column(b, lane, slot, width)),
+            n));
       return row;
     }
     for (int64_t slot = 0; slot < slots(width); ++slot) {
@@ -214,17 +207,9 @@ struct AttentionOperands {
     OpBuilder gb = b.create<scf::IfOp>(loc, live).getThenBodyBuilder();
     if (inVectors(buffer, width)) {
       int64_t n = vectorElements(width);
-      Type element = cast<MemRefType>(buffer.getType()).getElementType();
-      for (int64_t slot = 0; slot < slots(width); slot += n) {
-        Value vector = gb.create<vector::FromElementsOp>(
-            loc, VectorType::get({n}, element), row.slice(slot, n));
-        auto store = gb.create<vector::StoreOp>(
-            loc, vector, buffer,
-            at(batchIdx, pos, column(gb, lane, slot, width)));
-        store->setAttr(kVectorAlignmentAttrName,
-                       gb.getI64IntegerAttr(
-                           n * int64_t(element.getIntOrFloatBitWidth() / 8)));
-      }
+      for (int64_t slot = 0; slot < slots(width); slot += n)
+        storeAlignedVector(gb, loc, row.slice(slot, n), buffer,
+                           at(batchIdx, pos, column(gb, lane, slot, width)));
       return;
     }
     for (auto [slot, x] : llvm::enumerate(row)) {

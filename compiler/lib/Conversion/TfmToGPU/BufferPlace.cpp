@@ -2,7 +2,10 @@
 
 #include "BufferPlace.h"
 
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Transforms/LayoutRules.h"
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -180,4 +183,32 @@ bool mlir::tfm::vectorAligned(Value buffer,
       return false;
   }
   return true;
+}
+
+SmallVector<Value> mlir::tfm::loadAlignedVector(OpBuilder &b, Location loc,
+                                                Value buffer,
+                                                ValueRange indices, int64_t n) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  auto load = b.create<vector::LoadOp>(loc, VectorType::get({n}, element),
+                                       buffer, indices);
+  load->setAttr(
+      kVectorAlignmentAttrName,
+      b.getI64IntegerAttr(n * bufferBytes(MemRefType::get({}, element))));
+  SmallVector<Value> elements;
+  for (int64_t e = 0; e < n; ++e)
+    elements.push_back(b.create<vector::ExtractOp>(loc, load, e));
+  return elements;
+}
+
+void mlir::tfm::storeAlignedVector(OpBuilder &b, Location loc,
+                                   ValueRange elements, Value buffer,
+                                   ValueRange indices) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  int64_t n = elements.size();
+  Value vector = b.create<vector::FromElementsOp>(
+      loc, VectorType::get({n}, element), elements);
+  auto store = b.create<vector::StoreOp>(loc, vector, buffer, indices);
+  store->setAttr(
+      kVectorAlignmentAttrName,
+      b.getI64IntegerAttr(n * bufferBytes(MemRefType::get({}, element))));
 }

@@ -11,6 +11,7 @@
 #ifndef TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
 #define TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 
 #include <optional>
@@ -55,6 +56,15 @@ int64_t pointerAlignment(Value buffer);
 /// the pointer keep the vector's alignment.
 bool vectorAligned(Value buffer, ArrayRef<std::optional<int64_t>> leading,
                    int64_t lanes);
+
+/// `n` elements of `buffer` from `indices` on, read as one vector access
+/// marked with its alignment (`tfm.alignment`: n elements' bytes), which
+/// vectorAligned must have proven; returns the elements.
+SmallVector<Value> loadAlignedVector(OpBuilder &b, Location loc, Value buffer,
+                                     ValueRange indices, int64_t n);
+/// `elements` written from `indices` on as one marked vector access.
+void storeAlignedVector(OpBuilder &b, Location loc, ValueRange elements,
+                        Value buffer, ValueRange indices);
 
 } // namespace mlir::tfm
 

@@ -203,16 +203,11 @@ struct ElementUnroller {
     SmallVector<Value> values;
     for (IRMapping &map : element)
       values.push_back(map.lookupOrDefault(store.getValue()));
-    Type type = store.getValue().getType();
-    Value vector = b.create<vector::FromElementsOp>(
-        loc, VectorType::get({v}, type), values);
-    auto write = b.create<vector::StoreOp>(
-        loc, vector, element[0].lookupOrDefault(store.getMemRef()),
-        llvm::map_to_vector(store.getIndices(), [&](Value i) {
-          return element[0].lookupOrDefault(i);
-        }));
-    write->setAttr(kVectorAlignmentAttrName,
-                   b.getI64IntegerAttr(v * elementBytes(type)));
+    storeAlignedVector(b, loc, values,
+                       element[0].lookupOrDefault(store.getMemRef()),
+                       llvm::map_to_vector(store.getIndices(), [&](Value i) {
+                         return element[0].lookupOrDefault(i);
+                       }));
   }
 
   /// The body for the `v` elements from `first` on, at `b`, the other
@@ -242,17 +237,14 @@ struct ElementUnroller {
           !contiguous(load.getMemRef(), load.getIndices(), v))
         continue;
       loaded.insert(load);
-      auto vector = b.create<vector::LoadOp>(
-          loc, VectorType::get({v}, load.getType()),
-          element[0].lookupOrDefault(load.getMemRef()),
-          llvm::map_to_vector(load.getIndices(), [&](Value i) {
-            return element[0].lookupOrDefault(i);
-          }));
-      vector->setAttr(kVectorAlignmentAttrName,
-                      b.getI64IntegerAttr(v * elementBytes(load.getType())));
+      SmallVector<Value> elements = loadAlignedVector(
+          b, loc, element[0].lookupOrDefault(load.getMemRef()),
+          llvm::map_to_vector(
+              load.getIndices(),
+              [&](Value i) { return element[0].lookupOrDefault(i); }),
+          v);
       for (int64_t e = 0; e < v; ++e)
-        element[e].map(load.getResult(),
-                       b.create<vector::ExtractOp>(loc, vector, e));
+        element[e].map(load.getResult(), elements[e]);
     }
     // Each element in turn, given what the one before it yields.
     auto yielded = body->getTerminator()->getOperands();
