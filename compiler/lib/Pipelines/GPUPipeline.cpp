@@ -39,7 +39,8 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
   // The GPU computes a fused attention without its scores in memory.
   pm.addNestedPass<func::FuncOp>(
       createFuseAttentionPass({options.remarks, /*target=*/"cuda"}));
-  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass({/*target=*/"cuda"}));
+  pm.addNestedPass<func::FuncOp>(
+      createPlanMemoryPass({/*target=*/"cuda", options.computeType}));
   pm.addPass(createLowerToGPUPass({options.computeType, options.remarks}));
 }
 

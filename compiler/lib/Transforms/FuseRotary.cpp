@@ -69,7 +69,8 @@ std::optional<Rotation> halfRotation(ConcatOp c) {
   auto type = cast<RankedTensorType>(c.getType());
   int64_t rank = type.getRank();
   if (c.getInputs().size() != 2 || rank < 1 ||
-      (c.getAxis() != rank - 1 && c.getAxis() != -1))
+      (static_cast<int64_t>(c.getAxis()) != rank - 1 &&
+       static_cast<int64_t>(c.getAxis()) != -1))
     return std::nullopt;
   Value high = negated(c.getInputs()[0]);
   auto hi = high ? lastAxisSlice(high) : std::nullopt;
@@ -95,7 +96,8 @@ std::optional<Rotation> interleavedRotation(ReshapeOp merge) {
   auto pairs = cast<RankedTensorType>(c.getType());
   int64_t rank = pairs.getRank();
   if (rank < 2 || pairs.getShape().back() != 2 ||
-      (c.getAxis() != rank - 1 && c.getAxis() != -1))
+      (static_cast<int64_t>(c.getAxis()) != rank - 1 &&
+       static_cast<int64_t>(c.getAxis()) != -1))
     return std::nullopt;
   auto column = [](Value v) -> Value {
     auto r = v.getDefiningOp<ReshapeOp>();

@@ -100,6 +100,11 @@ bool mlir::tfm::computedInsideSelects(CompareOp op) {
 
 LayoutRules::~LayoutRules() = default;
 
+bool LayoutRules::computedInline(Operation *op, ComputeType) const {
+  auto compare = dyn_cast<CompareOp>(op);
+  return compare && computedInsideSelects(compare);
+}
+
 bool LayoutRules::worksInPlace(Operation *op) const {
   // softmax_grad reads each element of its operands where it writes it,
   // after its row's sum.

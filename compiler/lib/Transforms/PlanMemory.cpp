@@ -69,8 +69,9 @@ ArrayRef<int64_t> shapeOf(Value v) {
 
 class Planner {
 public:
-  Planner(func::FuncOp fn, const LayoutRules &rules)
-      : fn(fn), rules(rules), block(fn.getBody().front()) {}
+  Planner(func::FuncOp fn, const LayoutRules &rules, ComputeType computeType)
+      : fn(fn), rules(rules), computeType(computeType),
+        block(fn.getBody().front()) {}
 
   void run();
 
@@ -87,6 +88,7 @@ private:
 
   func::FuncOp fn;
   const LayoutRules &rules;
+  ComputeType computeType;
   Block &block;
   DenseMap<Operation *, int64_t> index;
   // The first output position of each returned value.
@@ -164,11 +166,11 @@ void Planner::decide(Operation &op) {
   if (op.getNumResults() == 1 && placements.count(op.getResult(0)))
     return;
 
-  if (auto c = dyn_cast<CompareOp>(op); c && computedInsideSelects(c)) {
+  if (op.getNumResults() == 1 && rules.computedInline(&op, computeType)) {
     Placement p;
     p.kind = Placement::Inline;
-    p.root = c.getResult();
-    placements[c.getResult()] = p;
+    p.root = op.getResult(0);
+    placements[p.root] = p;
     return;
   }
 
@@ -275,12 +277,11 @@ int64_t Planner::lastUse(Value v) {
   int64_t last = v.getDefiningOp() ? index[v.getDefiningOp()] : 0;
   for (Operation *u : v.getUsers()) {
     last = std::max(last, index[u]);
-    // A compare computed inside its selects reads its operands there.
-    if (auto c = dyn_cast<CompareOp>(u);
-        c && placements.count(c) &&
-        placements[c.getResult()].kind == Placement::Inline)
-      for (Operation *sel : u->getUsers())
-        last = std::max(last, index[sel]);
+    // A tensor computed inside its readers (a compare inside its selects)
+    // reads its operands there.
+    if (u->getNumResults() == 1 && placements.count(u->getResult(0)) &&
+        placements[u->getResult(0)].kind == Placement::Inline)
+      last = std::max(last, lastUse(u->getResult(0)));
   }
   return last;
 }
@@ -456,7 +457,7 @@ struct PlanMemoryPass
                      << target << "'; its backend is not linked in";
       return signalPassFailure();
     }
-    Planner(fn, *rules).run();
+    Planner(fn, *rules, computeType).run();
   }
 };
 

@@ -10,13 +10,16 @@
 //
 // Views every target takes are decided here: a reshape of storage its
 // strides allow, a transpose that only moves unit dimensions (a reshape in
-// disguise), and a compare that only selects read (computed inside them).
+// disguise). A target may also compute a tensor inside its readers, which
+// then never stores it (`#tfm.inline`): every target does so for a compare
+// that only selects read.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TFM_TRANSFORMS_LAYOUTRULES_H
 #define TFM_TRANSFORMS_LAYOUTRULES_H
 
+#include "tfm/Conversion/ComputeType.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/abi.h"
 
@@ -96,6 +99,13 @@ public:
   /// Whether `op` may write its result over an operand of the result's type
   /// that dies at `op`: elementwise ops, by default.
   virtual bool worksInPlace(Operation *op) const;
+
+  /// Whether `op`'s result is computed by its readers where they read it,
+  /// so that it is never stored and `op`'s operands stay alive as long as
+  /// they do: a compare that only selects read, by default.
+  /// `computeType` is what --dtype lets the kernels round to, which
+  /// decides some targets' kernels.
+  virtual bool computedInline(Operation *op, ComputeType computeType) const;
 };
 
 /// Makes `rules` available to tfm-plan-memory under their target's name.

@@ -3,6 +3,7 @@
 #ifndef TFM_TRANSFORMS_PASSES_H
 #define TFM_TRANSFORMS_PASSES_H
 
+#include "tfm/Conversion/ComputeType.h"
 #include "tfm/IR/TfmDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -300,9 +300,12 @@ def PlanMemoryPass : Pass<"tfm-plan-memory", "::mlir::func::FuncOp"> {
     attribute per result, TfmAttrs.td): the caller's output buffer for a
     returned tensor (`#tfm.output`); a view of another tensor's storage at
     an element offset and strides (`#tfm.view`: reshapes the strides allow,
-    and what the target's layout rules take); nothing, for a compare
-    computed inside its selects (`#tfm.inline`); or storage of its own in
-    the arena (`#tfm.arena`), possibly an operand's that dies at the op.
+    and what the target's layout rules take); nothing, for a tensor its
+    readers compute where they read it (`#tfm.inline`: a compare inside its
+    selects; on the GPU, a rotary embedding inside the attention that reads
+    it), whose operands then live as long as those readers; or storage of
+    its own in the arena (`#tfm.arena`), possibly an operand's that dies at
+    the op.
 
     Storage that views share is one buffer, alive from its first write to
     the last read of any view of it; buffers are placed at the lowest offset
@@ -319,7 +322,12 @@ def PlanMemoryPass : Pass<"tfm-plan-memory", "::mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "The target whose layout rules decide the views (cpu, generic)">
+           "The target whose layout rules decide the views (cpu, generic)">,
+    Option<"computeType", "compute-type", "::mlir::tfm::ComputeType",
+           /*default=*/"::mlir::tfm::ComputeType::F32",
+           "The type --dtype lets the target's kernels round to, which "
+           "decides some of them (f32, bf16 or f16)",
+           "::mlir::tfm::computeTypeValues()">
   ];
   let dependentDialects = ["::mlir::tfm::TfmDialect"];
 }

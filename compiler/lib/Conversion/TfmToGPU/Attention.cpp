@@ -13,7 +13,10 @@
 // acc / l. A causal block stops at its last row's position, and a row's
 // scores past its own are -inf. A key whose score is -inf (a masked key)
 // adds nothing; a row whose every key is masked divides 0 by 0, as the
-// unfused softmax's exp(-inf - -inf) does.
+// unfused softmax's exp(-inf - -inf) does. A rotary embedding of the query
+// that the plan computes here (rotatedInAttention) is applied as each warp
+// loads its query row, once a row: the tables at the row's position, and
+// each column's partner read from the same row.
 //
 // The backward pass recomputes the probabilities, FlashAttention-2's way,
 // as two kernels that never write P:
@@ -66,6 +69,11 @@ struct AttentionOperands {
   /// The query heads that read each key and value head (grouped-query
   /// attention; the backward pass takes them repeated, so 1 there).
   int64_t group = 1;
+  /// The query's rotary embedding, applied as a query row is loaded:
+  /// its tables and their maps from a query element's indices.
+  Value qCos, qSin;
+  AffineMap qCosMap, qSinMap;
+  bool qInterleaved = false;
 
   AttentionOperands(BufferizedEntry &e, Location loc, Value query, Value key,
                     Value value, Value maskTensor, MaskKind kind, double scale,
@@ -78,7 +86,16 @@ struct AttentionOperands {
     d = qs.back();
     sk = cast<RankedTensorType>(key.getType()).getShape()[rank - 2];
     dv = cast<RankedTensorType>(value.getType()).getShape().back();
-    q = e.bufferOf(query);
+    if (RotaryOp rotary = rotatedInAttention(query)) {
+      q = e.bufferOf(rotary.getInput());
+      qCos = e.bufferOf(rotary.getCos());
+      qSin = e.bufferOf(rotary.getSin());
+      qCosMap = e.broadcastMap(cast<MemRefType>(qCos.getType()).getShape(), qs);
+      qSinMap = e.broadcastMap(cast<MemRefType>(qSin.getType()).getShape(), qs);
+      qInterleaved = rotary.getInterleaved();
+    } else {
+      q = e.bufferOf(query);
+    }
     k = e.bufferOf(key);
     v = e.bufferOf(value);
     if (maskTensor) {
@@ -196,6 +213,55 @@ struct AttentionOperands {
       Value x =
           b.create<memref::LoadOp>(loc, buffer, at(batchIdx, pos, clamped));
       row.push_back(b.create<arith::SelectOp>(loc, inside, x, f32(b, 0.0)));
+    }
+    return row;
+  }
+
+  /// The lane's elements of query row `pos`, rotated where the query's
+  /// rotary embedding is applied here: x·cos − x'·sin for the first
+  /// element of a pair, x·cos + x'·sin for the second, x' the pair's other
+  /// element (the other half of the row, or the neighbour when
+  /// interleaved); 0 past the row's end, as loadRow gives.
+  SmallVector<Value> loadQueryRow(OpBuilder &b, Value lane,
+                                  ArrayRef<Value> batchIdx, Value pos) const {
+    SmallVector<Value> row = loadRow(b, lane, q, batchIdx, pos, d);
+    if (!qCos)
+      return row;
+    for (int64_t slot = 0; slot < slots(d); ++slot) {
+      Value col = column(b, lane, slot, d);
+      if (!whole(d, slot))
+        col = b.create<arith::MinUIOp>(loc, col, index(b, d - 1));
+      Value first, partner;
+      if (qInterleaved) {
+        Value odd = b.create<arith::AndIOp>(loc, col, index(b, 1));
+        first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, odd,
+                                        index(b, 0));
+        partner = b.create<arith::XOrIOp>(loc, col, index(b, 1));
+      } else {
+        first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, col,
+                                        index(b, d / 2));
+        partner = b.create<arith::SelectOp>(
+            loc, first, b.create<arith::AddIOp>(loc, col, index(b, d / 2)),
+            b.create<arith::SubIOp>(loc, col, index(b, d / 2)));
+      }
+      SmallVector<Value> own = at(batchIdx, pos, col);
+      Value x = b.create<memref::LoadOp>(loc, q, at(batchIdx, pos, partner));
+      Value c =
+          b.create<memref::LoadOp>(loc, qCos, indicesAt(b, loc, qCosMap, own));
+      Value sn =
+          b.create<memref::LoadOp>(loc, qSin, indicesAt(b, loc, qSinMap, own));
+      Value direct = b.create<arith::MulFOp>(loc, row[slot], c);
+      Value turned = b.create<arith::MulFOp>(loc, x, sn);
+      Value rotated = b.create<arith::SelectOp>(
+          loc, first, b.create<arith::SubFOp>(loc, direct, turned),
+          b.create<arith::AddFOp>(loc, direct, turned));
+      if (!whole(d, slot))
+        rotated = b.create<arith::SelectOp>(
+            loc,
+            b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                    column(b, lane, slot, d), index(b, d)),
+            rotated, f32(b, 0.0));
+      row[slot] = rotated;
     }
     return row;
   }
@@ -362,6 +428,10 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
   Value out = e.stridedDestination(op.getResult());
   if (!out)
     return failure();
+  if (rotatedInAttention(op.getKey()))
+    return op.emitError("internal error: the attention of a warp per row "
+                        "cannot rotate its keys; the plan computes their "
+                        "rotary embedding inline");
   AttentionOperands a(e, loc, op.getQuery(), op.getKey(), op.getValue(),
                       op.getMask(), attentionMaskKind(op), attentionScale(op),
                       op.getCausal());
@@ -371,7 +441,7 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
   WarpRows w(e.b, loc, a.batches() * a.sq, a.d);
   OpBuilder &kb = w.kb;
   auto [batchIdx, i] = a.split(kb, w.row, a.sq);
-  SmallVector<Value> qRow = a.loadRow(kb, w.lane, a.q, batchIdx, i, a.d);
+  SmallVector<Value> qRow = a.loadQueryRow(kb, w.lane, batchIdx, i);
   SmallVector<Value> kvIdx = a.keyBatch(kb, batchIdx);
   int64_t cv = AttentionOperands::slots(a.dv);
   SmallVector<Value> inits{a.f32(kb, -INFINITY), a.f32(kb, 0.0)};

@@ -428,14 +428,24 @@ LogicalResult mlir::tfm::lowerFlashAttentionMma(AttentionOp op,
   // bit pattern (the type mma.sync and ldmatrix take), into dense copies;
   // an operand that is a view (heads split from a projection by a
   // transpose) is read through its strides, so the split costs no kernel.
+  // A rotary embedding of the query or the keys (rotatedInAttention) is
+  // applied in the same pass, so the rotated operand is never stored.
   int64_t group = op.getKVGroup();
   auto narrowed = [&](Value operand, int64_t rows) {
     auto shape = cast<RankedTensorType>(operand.getType()).getShape();
     Value copy = e.temporary(MemRefType::get(shape, f16));
-    e.elementwise({e.bufferOf(operand)}, copy,
-                  [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-                    return roundToOperand(ob, l, a[0], operandType);
-                  });
+    auto round = [&](OpBuilder &ob, Location l, Value x) -> Value {
+      return roundToOperand(ob, l, x, operandType);
+    };
+    if (RotaryOp rotary = rotatedInAttention(operand))
+      emitRotary(e, e.bufferOf(rotary.getInput()), e.bufferOf(rotary.getCos()),
+                 e.bufferOf(rotary.getSin()), rotary.getInterleaved(), copy,
+                 round);
+    else
+      e.elementwise({e.bufferOf(operand)}, copy,
+                    [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+                      return round(ob, l, a[0]);
+                    });
     int64_t elements = operand == op.getQuery() ? batches : batches / group;
     return e.reshape(copy, MemRefType::get({elements, rows, d}, f16));
   };

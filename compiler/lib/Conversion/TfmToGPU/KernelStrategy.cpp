@@ -170,6 +170,50 @@ std::string attentionMmaMisfit(AttentionOp op, Type narrow) {
   return "";
 }
 
+/// A rotary embedding that one attention reads is rotated by that
+/// attention's kernel while it loads the operand, and never stored: the
+/// query in either kernel; the keys only on the tensor cores, which rotate
+/// them once, in the kernel that rounds them to 16 bits. The kernel of a
+/// warp per row reads each key row once for every query row, so rotating
+/// there would repeat the work that one pass before it does once.
+GPUKernelChoice rotaryChoice(RotaryOp op, Type narrow) {
+  auto readers = op->getUsers();
+  auto attention =
+      llvm::find_if(readers, [](Operation *u) { return isa<AttentionOp>(u); });
+  // Nothing reads it that could rotate it (a cache of rotated keys).
+  if (attention == readers.end())
+    return {GPUKernel::Loops, "", ""};
+  std::string better = gpuKernelName(GPUKernel::InAttention).str();
+  if (!op->hasOneUse()) {
+    auto other =
+        llvm::find_if(readers, [&](Operation *u) { return u != *attention; });
+    if (other == readers.end())
+      return {GPUKernel::Loops, better,
+              "the attention reads it as more than one operand"};
+    return {GPUKernel::Loops, better,
+            ("its result is also read by '" +
+             (*other)->getName().getStringRef() + "'")
+                .str()};
+  }
+  unsigned operand = op->use_begin()->getOperandNumber();
+  if (operand > 1)
+    return {GPUKernel::Loops, better,
+            "it is the attention's values, which no kernel rotates"};
+  GPUKernel reader = chooseGPUKernel(*attention, narrow)->kernel;
+  if (reader == GPUKernel::FlashAttentionMma ||
+      (reader == GPUKernel::AttentionRows && operand == 0))
+    return {GPUKernel::InAttention, "", ""};
+  if (reader == GPUKernel::AttentionRows)
+    return {GPUKernel::Loops, better,
+            std::string("it rotates the keys, which the attention of a warp "
+                        "per row reads once for every query row (") +
+                (narrow ? "its attention misses the tensor cores', which "
+                          "rotates them once)"
+                        : "the tensor cores' attention, under --dtype=bf16 "
+                          "or f16, rotates them once)")};
+  return {GPUKernel::Loops, better, "the attention that reads it gets loops"};
+}
+
 std::string matmulMisfit(MatmulOp op) {
   if (isStridedMatmul(op) || matmulHasSharedRightOperand(op))
     return "";
@@ -202,6 +246,8 @@ StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
     return "attention-rows";
   case GPUKernel::FlashAttentionMma:
     return "flash-attention-mma";
+  case GPUKernel::InAttention:
+    return "in-attention";
   case GPUKernel::Loops:
     return "loops";
   }
@@ -227,6 +273,7 @@ std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
         return {GPUKernel::AttentionRows,
                 gpuKernelName(GPUKernel::FlashAttentionMma).str(), why};
       })
+      .Case([&](RotaryOp op) { return rotaryChoice(op, narrow); })
       .Case([](AttentionGradOp op) -> GPUKernelChoice {
         std::string why =
             attentionMisfit(op.getQuery(), op.getKey(), op.getValue());

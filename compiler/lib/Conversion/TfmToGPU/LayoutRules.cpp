@@ -8,12 +8,16 @@
 // tensor-core one in the kernel that rounds them to 16 bits. So the
 // transposes that split the projections into heads are views, not copies,
 // and so are those of the backward pass's output gradient, and the one
-// that merges the heads of a gradient back right after its kernel.
+// that merges the heads of a gradient back right after its kernel. A rotary
+// embedding that an attention rotates while it loads (chooseGPUKernel's
+// in-attention) is never stored, and what it reads lives until that
+// attention.
 //
 //===----------------------------------------------------------------------===//
 
-#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Transforms/LayoutRules.h"
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
 #include <mutex>
 
@@ -36,6 +40,12 @@ public:
   // writes its results at any strides.
   bool writesStrided(Operation *op, unsigned) const override {
     return isa<AttentionOp, AttentionGradOp>(op);
+  }
+  bool computedInline(Operation *op, ComputeType computeType) const override {
+    return LayoutRules::computedInline(op, computeType) ||
+           (isa<RotaryOp>(op) &&
+            getsGPUKernel(op, GPUKernel::InAttention,
+                          narrowOperandType(computeType, op->getContext())));
   }
 };
 } // namespace

@@ -42,9 +42,16 @@ LogicalResult lowerRotary(RotaryOp op, BufferizedEntry &e) {
   Value out = e.stridedDestination(op.getResult());
   if (!out)
     return failure();
-  bool interleaved = op.getInterleaved();
-  Value x = e.bufferOf(op.getInput()), cos = e.bufferOf(op.getCos()),
-        sin = e.bufferOf(op.getSin());
+  emitRotary(e, e.bufferOf(op.getInput()), e.bufferOf(op.getCos()),
+             e.bufferOf(op.getSin()), op.getInterleaved(), out);
+  return success();
+}
+
+} // namespace
+
+void mlir::tfm::emitRotary(
+    BufferizedEntry &e, Value x, Value cos, Value sin, bool interleaved,
+    Value out, llvm::function_ref<Value(OpBuilder &, Location, Value)> finish) {
   for (bool second : {false, true}) {
     Value own = pairHalf(e, x, interleaved, second),
           partner = pairHalf(e, x, interleaved, !second);
@@ -55,15 +62,13 @@ LogicalResult lowerRotary(RotaryOp op, BufferizedEntry &e) {
         [&](OpBuilder &b, Location l, ValueRange a) -> Value {
           Value direct = b.create<arith::MulFOp>(l, a[0], a[2]);
           Value turned = b.create<arith::MulFOp>(l, a[1], a[3]);
-          return second
-                     ? b.create<arith::AddFOp>(l, direct, turned).getResult()
+          Value rotated =
+              second ? b.create<arith::AddFOp>(l, direct, turned).getResult()
                      : b.create<arith::SubFOp>(l, direct, turned).getResult();
+          return finish ? finish(b, l, rotated) : rotated;
         });
   }
-  return success();
 }
-
-} // namespace
 
 void mlir::tfm::populateRotaryLowerings(OpLoweringSet &set) {
   set.add<RotaryOp>(lowerRotary);

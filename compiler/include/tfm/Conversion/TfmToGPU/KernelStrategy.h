@@ -34,6 +34,10 @@ enum class GPUKernel {
   /// tfm.attention on the tensor cores, a block per 64 query rows
   /// (FlashAttentionMma.cpp).
   FlashAttentionMma,
+  /// No kernel of its own: tfm.rotary applied by the attention that reads
+  /// it, while that loads its query or keys; the rotated tensor is never
+  /// stored (tfm-plan-memory places it #tfm.inline).
+  InAttention,
   /// The neutral lowering: loops mapped to threads (tfm-map-to-gpu).
   Loops,
 };
@@ -42,7 +46,8 @@ enum class GPUKernel {
 constexpr GPUKernel kGPUKernels[] = {
     GPUKernel::LibraryGemm,   GPUKernel::WarpRows,
     GPUKernel::BlockColumns,  GPUKernel::FlashAttentionMma,
-    GPUKernel::AttentionRows, GPUKernel::Loops};
+    GPUKernel::AttentionRows, GPUKernel::InAttention,
+    GPUKernel::Loops};
 
 /// The kernel's name in the report: library-gemm, warp-rows, ...
 StringRef gpuKernelName(GPUKernel kernel);

@@ -114,9 +114,19 @@ scf::ParallelOp buildParallelLoop(
 /// memory).
 constexpr int64_t kFlashAttentionMaxValueWidth = 256;
 
+/// The rotary embedding an attention's operand is, where the attention
+/// applies it while loading the operand (the plan computes it inline:
+/// chooseGPUKernel's in-attention); null otherwise.
+inline RotaryOp rotatedInAttention(Value operand) {
+  auto rotary = operand.getDefiningOp<RotaryOp>();
+  return rotary && BufferizedEntry::isInline(rotary.getResult()) ? rotary
+                                                                 : RotaryOp();
+}
+
 /// tfm.attention in f32 as one kernel of a warp per query row with the
 /// online softmax over the keys: no [Sq, Sk] scores in memory
 /// (Attention.cpp).
+/// Its query may be rotated in it (rotatedInAttention); its keys may not.
 LogicalResult lowerFlashAttention(AttentionOp op, BufferizedEntry &e);
 /// tfm.attention_grad in f32 as two kernels of a warp per row, which
 /// recompute the probabilities from each query row's log-sum-exp: dQ by

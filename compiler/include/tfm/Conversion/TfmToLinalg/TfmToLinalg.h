@@ -47,6 +47,14 @@ void populateOptimizerLowerings(OpLoweringSet &set);
 
 /// Rotary position embeddings (Rotary.cpp).
 void populateRotaryLowerings(OpLoweringSet &set);
+/// Writes buffer `x` rotated as tfm.rotary does, by the tables `cos` and
+/// `sin` (broadcast to it), into `out`, each element passed through
+/// `finish` on its way (when given): the GPU's attention rounds its
+/// operands to 16 bits so, rotating them in the same pass.
+void emitRotary(
+    BufferizedEntry &e, Value x, Value cos, Value sin, bool interleaved,
+    Value out,
+    llvm::function_ref<Value(OpBuilder &, Location, Value)> finish = nullptr);
 /// 2-D convolution (Convolution.cpp).
 void populateConvolutionLowerings(OpLoweringSet &set);
 /// Every populate function above.
