@@ -337,7 +337,9 @@ void registerThreadsOption() {
   if (auto it = registered.find("threads"); it != registered.end())
     it->second->removeArgument();
   threads = std::make_unique<cl::opt<int>>(
-      "threads", cl::desc("Threads for the kernels (0: the runtime's choice)"),
+      "threads",
+      cl::desc("Threads for the kernels (0: every hardware thread, or under "
+               "mpirun this machine's shared out among its ranks)"),
       cl::value_desc("N"), cl::init(0), cl::cat(runCat), cl::cat(trainCat),
       cl::cat(generateCat));
 }

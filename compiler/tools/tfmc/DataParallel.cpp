@@ -17,9 +17,11 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <thread>
 
 using namespace mlir::tfm::tfmc;
 
@@ -101,6 +103,19 @@ int DataParallel::abortJob(int code) {
     mpi.abort(code);
   }
   return code;
+}
+
+int32_t DataParallel::threads(int32_t requested) const {
+  if (requested != 0 || !distributed())
+    return requested;
+  long local = 0;
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (local <= 0 && !environmentInt(name, 1, 1 << 20, local))
+      local = 0;
+  unsigned hardware = std::thread::hardware_concurrency();
+  if (local <= 0 || hardware == 0)
+    return 0;
+  return static_cast<int32_t>(std::max<long>(1, hardware / local));
 }
 
 std::string DataParallel::gpu(const std::string &device) const {

@@ -275,6 +275,11 @@ struct DataParallel {
   /// Whether this process is one rank of a job (even a job of one, as
   /// TFM_WORLD_SIZE=1 makes).
   bool distributed() const { return size > 1 || byEnvironment; }
+  /// The threads a rank's session runs on: `requested` where given (not
+  /// 0), else in a job this machine's hardware threads shared out among
+  /// its ranks (the launcher's local size), so that ranks on one machine
+  /// do not take turns on its cores; 0 (the runtime's choice) otherwise.
+  int32_t threads(int32_t requested) const;
   /// The --device to open: in a job, `cuda` is this rank's GPU on its
   /// machine (its local rank); anything else as given.
   std::string gpu(const std::string &device) const;

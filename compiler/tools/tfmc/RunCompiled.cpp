@@ -339,7 +339,7 @@ int trainOnRank(StringRef soPath, const TrainOptions &opts,
   Loaded rt;
   tfm_context_options_t co;
   tfm_context_options_init(&co);
-  co.num_threads = opts.threads;
+  co.num_threads = dp.threads(opts.threads);
   std::string device = dp.gpu(opts.device);
   co.device = device.c_str();
   if (!ok(tfm_context_create(&co, &rt.context)) ||
@@ -376,7 +376,14 @@ int trainOnRank(StringRef soPath, const TrainOptions &opts,
       return kExitInputError;
     if (lead)
       llvm::outs() << "data-parallel: " << dp.size << " processes"
-                   << (dp.hasNccl ? " on GPUs (NCCL)" : "")
+                   << (dp.hasNccl
+                           ? " on GPUs (NCCL)"
+                           : llvm::formatv(
+                                 " on {0} thread{1} each (--threads)",
+                                 tfm_context_num_threads(rt.context),
+                                 tfm_context_num_threads(rt.context) == 1 ? ""
+                                                                          : "s")
+                                 .str())
                    << ", each training on its part of every batch's rows; "
                       "the steps average over all of them\n";
   }

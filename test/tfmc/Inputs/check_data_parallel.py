@@ -150,6 +150,21 @@ def main():
     base = losses(run([tfmc, "train", so, "--data", data, "--steps", "6",
                        "--quiet"], env).stdout)
 
+    # Ranks on one machine share its hardware threads out among them,
+    # unless --threads says otherwise.
+    for n, extra, want in ((3, [], max(1, (os.cpu_count() or 1) // 3)),
+                           (2, ["--threads", "1"], 1)):
+        p = run(mpirun(n) + [tfmc, "train", so, "--data", data, "--steps", "1"]
+                + extra, env)
+        line = next((l for l in p.stdout.splitlines()
+                     if l.startswith("data-parallel:")), "")
+        check(p.returncode == 0 and
+              f"{n} processes on {want} thread{'' if want == 1 else 's'} each"
+              in line,
+              f"{n} processes{' ' + ' '.join(extra) if extra else ''} "
+              f"take {want} thread{'' if want == 1 else 's'} each",
+              line or p.stdout + p.stderr)
+
     # A checkpoint of 2 ranks resumes in one process.
     ckpt = os.path.join(out, "two-ranks.ckpt")
     p = run(mpirun(2) + [tfmc, "train", so, "--data", data, "--steps", "5",
