@@ -82,7 +82,8 @@ makeTargetMachine(const ArtifactOptions &options, std::string &error) {
   llvm::TargetOptions to;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, cpu, features, to, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+      options.optimize ? llvm::CodeGenOptLevel::Aggressive
+                       : llvm::CodeGenOptLevel::None));
   if (!tm)
     error = "cannot create a target machine for '" + triple + "' and CPU '" +
             cpu + "'";
@@ -239,6 +240,8 @@ mlir::tfm::translateToArtifactIR(ModuleOp module,
     return module.emitError("the artifact's LLVM IR is invalid: ")
            << verifyErrors;
 
+  if (!options.optimize)
+    return m;
   // O2: inlining and the loop vectorizer over the glue loops. O3 took 3.5 s
   // more on one encoder layer and made the code no faster, since the
   // kernels dominate.

@@ -46,7 +46,10 @@ def environment():
     # ptrace rights a container may not give.
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl_vader_single_copy_mechanism="none",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+               OMPI_MCA_rmaps_base_oversubscribe="1",
+               # A rank waiting in a collective yields its core instead of
+               # polling: lit runs other tests beside this one.
+               OMPI_MCA_mpi_yield_when_idle="1")
     return env
 
 

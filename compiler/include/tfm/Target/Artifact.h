@@ -30,6 +30,9 @@ struct ArtifactOptions {
   /// The CPU to generate code for: "native" (this machine) or an LLVM CPU
   /// name such as "x86-64-v3".
   std::string cpu = "native";
+  /// Optimize the host code (O2). Off, the IR goes to code generation as
+  /// it is, with LLVM's fast instruction selection.
+  bool optimize = true;
 };
 
 /// The weights blob the module's `tfm.weights` describe: the values, each
