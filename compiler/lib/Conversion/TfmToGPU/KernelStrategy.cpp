@@ -180,10 +180,21 @@ GPUKernelChoice rotaryChoice(RotaryOp op, Type narrow) {
   auto readers = op->getUsers();
   auto attention =
       llvm::find_if(readers, [](Operation *u) { return isa<AttentionOp>(u); });
-  // Nothing reads it that could rotate it (a cache of rotated keys).
-  if (attention == readers.end())
-    return {GPUKernel::Loops, "", ""};
   std::string better = gpuKernelName(GPUKernel::InAttention).str();
+  if (attention == readers.end()) {
+    // A partial rotary embedding (NeoX's rotary_pct): the rotated columns
+    // and the others, concatenated, are what the attention reads.
+    auto concat =
+        llvm::find_if(readers, [](Operation *u) { return isa<ConcatOp>(u); });
+    if (concat != readers.end() &&
+        llvm::any_of((*concat)->getUsers(),
+                     [](Operation *u) { return isa<AttentionOp>(u); }))
+      return {GPUKernel::Loops, better,
+              "it rotates part of each head, which reaches the attention "
+              "concatenated with the rest (a partial rotary embedding)"};
+    // Nothing reads it that could rotate it (a cache of rotated keys).
+    return {GPUKernel::Loops, "", ""};
+  }
   if (!op->hasOneUse()) {
     auto other =
         llvm::find_if(readers, [&](Operation *u) { return u != *attention; });
