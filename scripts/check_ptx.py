@@ -3,12 +3,14 @@
 op fixtures and the runnable ONNX node tests) for the CUDA target and
 assembles its PTX with a CUDA toolkit's ptxas: a check that the PTX is valid
 for the architecture, for machines that have a toolkit (CI does not; tfm
-needs none).
+needs none). Every kernel must also keep its values in registers: a kernel
+that spills to local memory (ptxas -v) fails the module.
 
 usage: check_ptx.py --tfmc TFMC [--ptxas PTXAS] [--arch sm_90] [--dtype f16]
 Needs Debian's python3-onnx (run it with /usr/bin/python3)."""
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,25 @@ def cases(tfmc):
         yield name, os.path.join(path, "model.onnx"), ("bind", path, names)
 
 
+def kernels(ptxas_log):
+    """Each kernel's registers and spilled bytes, from ptxas -v's log."""
+    found, name = {}, None
+    for line in ptxas_log.splitlines():
+        m = re.search(r"Function properties for (\S+)", line)
+        if m:
+            name = m.group(1)
+            found.setdefault(name, [0, 0])
+            continue
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and name:
+            found[name][1] = int(m.group(1)) + int(m.group(2))
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name:
+            found[name][0] = int(m.group(1))
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tfmc", required=True)
@@ -67,6 +88,7 @@ def main():
                     help="what the GEMMs multiply in (f16: tensor cores)")
     args = ap.parse_args()
     ok, failed, f32_only = 0, [], 0
+    count, most = 0, (0, "")
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "kernels.ptx")
         for name, model, extra in cases(args.tfmc):
@@ -89,17 +111,26 @@ def main():
             if os.path.getsize(ptx) == 0:  # no kernels at all
                 ok += 1
                 continue
-            q = subprocess.run([args.ptxas, "-arch=" + args.arch, ptx, "-o", os.devnull],
-                               capture_output=True, text=True)
+            q = subprocess.run([args.ptxas, "-v", "-arch=" + args.arch, ptx,
+                                "-o", os.devnull], capture_output=True, text=True)
             if q.returncode != 0:
                 failed.append(f"{name}: ptxas: {q.stderr.strip()[-300:]}")
+                continue
+            found = kernels(q.stdout + q.stderr)
+            spilled = [f"{k} ({b} bytes)" for k, (_, b) in found.items() if b]
+            count += len(found)
+            for k, (r, _) in found.items():
+                most = max(most, (r, f"{name}: {k}"))
+            if spilled:
+                failed.append(f"{name}: spills: {', '.join(spilled)}")
             else:
                 ok += 1
     for f in failed:
         print("FAIL", f)
     skipped = f" ({f32_only} training steps left to the f32 sweep)" if f32_only else ""
-    print(f"ptxas {args.arch} ({args.dtype}): {ok} modules assemble, "
-          f"{len(failed)} do not{skipped}")
+    print(f"ptxas {args.arch} ({args.dtype}): {ok} modules assemble without "
+          f"spills, {len(failed)} do not{skipped}; {count} kernels, at most "
+          f"{most[0]} registers ({most[1]})")
     return 1 if failed else 0
 
 
