@@ -50,6 +50,7 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
 static void addSchedule(OpPassManager &fn) {
   fn.addPass(createTileGPUMatmulPass());
   fn.addPass(createFuseElementwiseBuffersPass());
+  fn.addPass(createParallelDimsFirstPass());
   fn.addPass(createConvertLinalgToParallelLoopsPass());
   // Kernels cannot call libm, and libdevice comes with a CUDA toolkit,
   // which a build of tfm does not need.

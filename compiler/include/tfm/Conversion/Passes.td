@@ -243,6 +243,24 @@ def WidenContractionsPass : Pass<"tfm-widen-contractions"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def ParallelDimsFirstPass : Pass<"tfm-parallel-dims-first", "::mlir::func::FuncOp"> {
+  let summary = "Puts a linalg.generic's parallel dimensions before its "
+                "reductions, so that the GPU's threads take them.";
+  let description = [{
+    `convert-linalg-to-parallel-loops` nests the loops in the order of the
+    iterators, and `tfm-map-to-gpu` maps the outermost `scf.parallel` to
+    the grid: a generic that reduces over its first dimension (a column
+    sum, such as a norm's scale gradient over the rows) became a serial
+    loop around its parallel one, all of it run by one thread. This pass
+    interchanges such a generic's dimensions, parallel ones first in their
+    order, then the reductions in theirs, so that each thread takes an
+    output and walks the reduction; each output's sum runs in the same
+    order as before. Generics under a `gpu.launch` (the kernels built
+    whole) are left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def VectorizeGPULoopsPass : Pass<"tfm-vectorize-gpu-loops", "::mlir::func::FuncOp"> {
   let summary = "Gives each thread of an elementwise loop 16 bytes of "
                 "elements, read and written as vectors.";

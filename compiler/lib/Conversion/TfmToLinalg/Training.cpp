@@ -180,31 +180,37 @@ LogicalResult lowerEmbeddingGrad(EmbeddingGradOp op, BufferizedEntry &e) {
   Value count = b.create<arith::ConstantIndexOp>(loc, n);
   Value cols = b.create<arith::ConstantIndexOp>(loc, width);
   Value limit = b.create<arith::ConstantIndexOp>(loc, rows);
-  // Rows repeat, so the accumulation is sequential over positions.
-  b.create<scf::ForOp>(
-      loc, zero, count, one, ValueRange{},
-      [&](OpBuilder &ob, Location l, Value i, ValueRange) {
-        Value row = ob.create<arith::IndexCastOp>(
-            l, ob.getIndexType(),
-            ob.create<memref::LoadOp>(l, idx, ValueRange{i}));
-        Value inRange = ob.create<arith::AndIOp>(
-            l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, row, zero),
-            ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, row, limit));
-        ob.create<scf::IfOp>(l, inRange, [&](OpBuilder &ib, Location il) {
-          ib.create<scf::ForOp>(
-              il, zero, cols, one, ValueRange{},
-              [&](OpBuilder &jb, Location jl, Value j, ValueRange) {
+  // Rows repeat, so each column accumulates sequentially over the
+  // positions, in their order; the columns are independent, so they run
+  // in parallel (a GPU thread or a CPU part each, where one thread once
+  // walked every position's whole row) with the same sums.
+  b.create<scf::ParallelOp>(
+      loc, ValueRange{zero}, ValueRange{cols}, ValueRange{one},
+      [&](OpBuilder &pb, Location pl, ValueRange js) {
+        Value j = js.front();
+        pb.create<scf::ForOp>(
+            pl, zero, count, one, ValueRange{},
+            [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+              Value row = ob.create<arith::IndexCastOp>(
+                  l, ob.getIndexType(),
+                  ob.create<memref::LoadOp>(l, idx, ValueRange{i}));
+              Value inRange = ob.create<arith::AndIOp>(
+                  l,
+                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, row,
+                                           zero),
+                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, row,
+                                           limit));
+              ob.create<scf::IfOp>(l, inRange, [&](OpBuilder &ib, Location il) {
                 Value acc =
-                    jb.create<memref::LoadOp>(jl, out, ValueRange{row, j});
-                Value g = jb.create<memref::LoadOp>(jl, grad, ValueRange{i, j});
-                jb.create<memref::StoreOp>(
-                    jl, jb.create<arith::AddFOp>(jl, acc, g), out,
-                    ValueRange{row, j});
-                jb.create<scf::YieldOp>(jl);
+                    ib.create<memref::LoadOp>(il, out, ValueRange{row, j});
+                Value g = ib.create<memref::LoadOp>(il, grad, ValueRange{i, j});
+                ib.create<memref::StoreOp>(il,
+                                           ib.create<arith::AddFOp>(il, acc, g),
+                                           out, ValueRange{row, j});
+                ib.create<scf::YieldOp>(il);
               });
-          ib.create<scf::YieldOp>(il);
-        });
-        ob.create<scf::YieldOp>(l);
+              ob.create<scf::YieldOp>(l);
+            });
       });
   return success();
 }
