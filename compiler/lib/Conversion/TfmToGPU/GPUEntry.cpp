@@ -63,6 +63,9 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
                           [](Conv2DOp op, BufferizedEntry &e) {
                             return lowerConv2DAsGemm(op, cast<GPUEntry>(e));
                           });
+  set.add<EmbeddingGradOp>([](EmbeddingGradOp op, BufferizedEntry &e) {
+    return emitEmbeddingGrad(op, e, /*threadPerColumn=*/true);
+  });
   lowerByChoice<AttentionOp>(set, GPUKernel::AttentionRows,
                              lowerFlashAttention);
   lowerByChoice<AttentionOp>(set, GPUKernel::FlashAttentionMma,

@@ -160,59 +160,7 @@ LogicalResult lowerDropout(DropoutOp op, BufferizedEntry &e) {
 }
 
 LogicalResult lowerEmbeddingGrad(EmbeddingGradOp op, BufferizedEntry &e) {
-  OpBuilder &b = e.b;
-  Location loc = e.loc;
-  auto outType = op.getType();
-  Type elem = outType.getElementType();
-  int64_t rows = outType.getDimSize(0), width = outType.getDimSize(1);
-  int64_t n = op.getIndices().getType().getNumElements();
-  Value out = e.destination(op.getResult());
-  e.fill(out, b.getFloatAttr(elem, 0.0));
-  if (n == 0 || width == 0)
-    return success();
-  Type idxType = op.getIndices().getType().getElementType();
-  Value idx = e.reshape(e.denseOf(op.getIndices()),
-                        MemRefType::get({n}, idxType));
-  Value grad = e.reshape(e.denseOf(op.getGrad()),
-                         MemRefType::get({n, width}, elem));
-  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
-  Value count = b.create<arith::ConstantIndexOp>(loc, n);
-  Value cols = b.create<arith::ConstantIndexOp>(loc, width);
-  Value limit = b.create<arith::ConstantIndexOp>(loc, rows);
-  // Rows repeat, so each column accumulates sequentially over the
-  // positions, in their order; the columns are independent, so they run
-  // in parallel (a GPU thread or a CPU part each, where one thread once
-  // walked every position's whole row) with the same sums.
-  b.create<scf::ParallelOp>(
-      loc, ValueRange{zero}, ValueRange{cols}, ValueRange{one},
-      [&](OpBuilder &pb, Location pl, ValueRange js) {
-        Value j = js.front();
-        pb.create<scf::ForOp>(
-            pl, zero, count, one, ValueRange{},
-            [&](OpBuilder &ob, Location l, Value i, ValueRange) {
-              Value row = ob.create<arith::IndexCastOp>(
-                  l, ob.getIndexType(),
-                  ob.create<memref::LoadOp>(l, idx, ValueRange{i}));
-              Value inRange = ob.create<arith::AndIOp>(
-                  l,
-                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, row,
-                                           zero),
-                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, row,
-                                           limit));
-              ob.create<scf::IfOp>(l, inRange, [&](OpBuilder &ib, Location il) {
-                Value acc =
-                    ib.create<memref::LoadOp>(il, out, ValueRange{row, j});
-                Value g = ib.create<memref::LoadOp>(il, grad, ValueRange{i, j});
-                ib.create<memref::StoreOp>(il,
-                                           ib.create<arith::AddFOp>(il, acc, g),
-                                           out, ValueRange{row, j});
-                ib.create<scf::YieldOp>(il);
-              });
-              ob.create<scf::YieldOp>(l);
-            });
-      });
-  return success();
+  return emitEmbeddingGrad(op, e, /*threadPerColumn=*/false);
 }
 
 /// Where `start`'s tensor lies in its bucket: the bucket's members are the
@@ -305,6 +253,84 @@ void mlir::tfm::callAllReduce(AllReduceStartOp start, bool isStart, Value work,
         e.reshape(e.denseOf(start.getWeight()), MemRefType::get({1}, f32)));
   e.callKernel(TFM_KERNEL_ALL_REDUCE, params, {},
                {KernelArg(e.reshape(work, MemRefType::get({n}, f32))), weight});
+}
+
+LogicalResult mlir::tfm::emitEmbeddingGrad(EmbeddingGradOp op,
+                                           BufferizedEntry &e,
+                                           bool threadPerColumn) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  auto outType = op.getType();
+  Type elem = outType.getElementType();
+  int64_t rows = outType.getDimSize(0), width = outType.getDimSize(1);
+  int64_t n = op.getIndices().getType().getNumElements();
+  Value out = e.destination(op.getResult());
+  e.fill(out, b.getFloatAttr(elem, 0.0));
+  if (n == 0 || width == 0)
+    return success();
+  Type idxType = op.getIndices().getType().getElementType();
+  Value idx =
+      e.reshape(e.denseOf(op.getIndices()), MemRefType::get({n}, idxType));
+  Value grad =
+      e.reshape(e.denseOf(op.getGrad()), MemRefType::get({n, width}, elem));
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+  Value count = b.create<arith::ConstantIndexOp>(loc, n);
+  Value cols = b.create<arith::ConstantIndexOp>(loc, width);
+  Value limit = b.create<arith::ConstantIndexOp>(loc, rows);
+  // Position i's table row, and whether it is one.
+  auto rowOf = [&](OpBuilder &ob, Location l, Value i) {
+    Value row = ob.create<arith::IndexCastOp>(
+        l, ob.getIndexType(), ob.create<memref::LoadOp>(l, idx, ValueRange{i}));
+    Value inRange = ob.create<arith::AndIOp>(
+        l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, row, zero),
+        ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, row, limit));
+    return std::pair{row, inRange};
+  };
+  auto add = [&](OpBuilder &ob, Location l, Value row, Value i, Value j) {
+    Value acc = ob.create<memref::LoadOp>(l, out, ValueRange{row, j});
+    Value g = ob.create<memref::LoadOp>(l, grad, ValueRange{i, j});
+    ob.create<memref::StoreOp>(l, ob.create<arith::AddFOp>(l, acc, g), out,
+                               ValueRange{row, j});
+  };
+  // Rows repeat, so each element accumulates over the positions in their
+  // order. The columns are independent: a GPU gives each its own thread
+  // (one thread once walked every position's whole row); the CPU walks
+  // the positions' rows whole, in the order memory holds them.
+  if (threadPerColumn) {
+    b.create<scf::ParallelOp>(
+        loc, ValueRange{zero}, ValueRange{cols}, ValueRange{one},
+        [&](OpBuilder &pb, Location pl, ValueRange js) {
+          pb.create<scf::ForOp>(
+              pl, zero, count, one, ValueRange{},
+              [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+                auto [row, inRange] = rowOf(ob, l, i);
+                ob.create<scf::IfOp>(l, inRange,
+                                     [&](OpBuilder &ib, Location il) {
+                                       add(ib, il, row, i, js.front());
+                                       ib.create<scf::YieldOp>(il);
+                                     });
+                ob.create<scf::YieldOp>(l);
+              });
+        });
+    return success();
+  }
+  b.create<scf::ForOp>(
+      loc, zero, count, one, ValueRange{},
+      [&](OpBuilder &ob, Location l, Value i, ValueRange) {
+        auto [row, inRange] = rowOf(ob, l, i);
+        ob.create<scf::IfOp>(l, inRange, [&](OpBuilder &ib, Location il) {
+          ib.create<scf::ForOp>(
+              il, zero, cols, one, ValueRange{},
+              [&](OpBuilder &jb, Location jl, Value j, ValueRange) {
+                add(jb, jl, row, i, j);
+                jb.create<scf::YieldOp>(jl);
+              });
+          ib.create<scf::YieldOp>(il);
+        });
+        ob.create<scf::YieldOp>(l);
+      });
+  return success();
 }
 
 void mlir::tfm::populateTrainingLowerings(OpLoweringSet &set) {

@@ -45,6 +45,12 @@ void populateNormalizationLowerings(OpLoweringSet &set);
 /// SGD and Adam updates of the session state (Optimizer.cpp).
 void populateOptimizerLowerings(OpLoweringSet &set);
 
+/// tfm.embedding_grad: each position's gradient row added into the table
+/// at its token, over the positions in order; with `threadPerColumn`, as
+/// a parallel loop over the columns (the GPU's threads), each walking the
+/// positions, else as the positions' rows in turn (Training.cpp).
+LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, BufferizedEntry &e,
+                                bool threadPerColumn);
 /// Rotary position embeddings (Rotary.cpp).
 void populateRotaryLowerings(OpLoweringSet &set);
 /// Writes buffer `x` rotated as tfm.rotary does, by the tables `cos` and
