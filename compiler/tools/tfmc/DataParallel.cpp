@@ -109,11 +109,12 @@ int32_t DataParallel::threads(int32_t requested) const {
   if (requested != 0 || !distributed())
     return requested;
   long local = 0;
+  bool known = false;
   for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
-    if (local <= 0 && !environmentInt(name, 1, 1 << 20, local))
-      local = 0;
+    if ((known = environmentInt(name, 1, 1 << 20, local)))
+      break;
   unsigned hardware = std::thread::hardware_concurrency();
-  if (local <= 0 || hardware == 0)
+  if (!known || hardware == 0)
     return 0;
   return static_cast<int32_t>(std::max<long>(1, hardware / local));
 }

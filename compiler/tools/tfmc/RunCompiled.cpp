@@ -374,15 +374,13 @@ int trainOnRank(StringRef soPath, const TrainOptions &opts,
     if (!dp.joinOnDevice(rt.session) ||
         !ok(tfm_session_set_communicator(rt.session, dp.sessionCommunicator())))
       return kExitInputError;
+    int32_t threads = tfm_context_num_threads(rt.context);
     if (lead)
       llvm::outs() << "data-parallel: " << dp.size << " processes"
                    << (dp.hasNccl
-                           ? " on GPUs (NCCL)"
-                           : llvm::formatv(
-                                 " on {0} thread{1} each (--threads)",
-                                 tfm_context_num_threads(rt.context),
-                                 tfm_context_num_threads(rt.context) == 1 ? ""
-                                                                          : "s")
+                           ? std::string(" on GPUs (NCCL)")
+                           : llvm::formatv(" on {0} thread{1} each (--threads)",
+                                           threads, threads == 1 ? "" : "s")
                                  .str())
                    << ", each training on its part of every batch's rows; "
                       "the steps average over all of them\n";

@@ -228,9 +228,12 @@ struct AttentionOperands {
     if (!qCos)
       return row;
     for (int64_t slot = 0; slot < slots(d); ++slot) {
-      Value col = column(b, lane, slot, d);
-      if (!whole(d, slot))
-        col = b.create<arith::MinUIOp>(loc, col, index(b, d - 1));
+      // Past a ragged row's end, read at its last column (as loadRow does)
+      // and give 0.
+      Value unclamped = column(b, lane, slot, d);
+      Value col = whole(d, slot) ? unclamped
+                                 : b.create<arith::MinUIOp>(loc, unclamped,
+                                                            index(b, d - 1));
       Value first, partner;
       if (qInterleaved) {
         Value odd = b.create<arith::AndIOp>(loc, col, index(b, 1));
@@ -258,8 +261,8 @@ struct AttentionOperands {
       if (!whole(d, slot))
         rotated = b.create<arith::SelectOp>(
             loc,
-            b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                    column(b, lane, slot, d), index(b, d)),
+            b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, unclamped,
+                                    index(b, d)),
             rotated, f32(b, 0.0));
       row[slot] = rotated;
     }

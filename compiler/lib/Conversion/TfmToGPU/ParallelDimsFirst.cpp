@@ -1,5 +1,4 @@
-//===- ParallelDimsFirst.cpp - tfm-parallel-dims-first
-//---------------------===//
+//===- ParallelDimsFirst.cpp - tfm-parallel-dims-first -------------------===//
 //
 // A reduction iterator before a parallel one makes the loops that
 // convert-linalg-to-parallel-loops builds start with a serial scf.for, and
