@@ -160,3 +160,39 @@ func.func @silu_not_linear(%x: tensor<3x4xf32>, %z: tensor<3x4xf32>) -> (tensor<
   %r2 = tfm.mul %z, %s : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   return %r, %r2 : tensor<3x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// Tests a training graph's linear: the exporter's matmul by the transpose of
+// a weight that is not a constant (a parameter; an argument here) is a
+// linear reading the weight as it is, and a bias that is not a constant
+// (with leading 1s) and the relu fold into it.
+// CHECK-LABEL: func.func @weight_not_constant
+// CHECK: %[[B:.+]] = tfm.reshape %arg2 : tensor<1x1x5xf32> -> tensor<5xf32>
+// CHECK: tfm.linear %arg0, %arg1, %[[B]] activation = relu : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+// CHECK-NOT: tfm.transpose
+// CHECK-NOT: tfm.matmul
+func.func @weight_not_constant(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>, %b: tensor<1x1x5xf32>) -> tensor<2x3x5xf32> {
+  %t = tfm.transpose %w permutation = [1, 0] : tensor<5x4xf32> -> tensor<4x5xf32>
+  %m = tfm.matmul %x, %t : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %a = tfm.add %m, %b : (tensor<2x3x5xf32>, tensor<1x1x5xf32>) -> tensor<2x3x5xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %r = tfm.relu %a : tensor<2x3x5xf32>
+  return %r : tensor<2x3x5xf32>
+}
+
+// -----
+
+// Tests that a weight in [K, N] order that is not a constant stays a
+// matmul, since a linear would need it copied transposed, and that the
+// relu's miss says so.
+// CHECK-LABEL: func.func @weight_not_constant_untransposed
+// CHECK: tfm.matmul
+// CHECK: tfm.relu
+func.func @weight_not_constant_untransposed(%x: tensor<3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+  %m = tfm.matmul %x, %w : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %a = tfm.add %b, %m : (tensor<5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: missed: the input is a matmul that is not a linear (its weight is neither a constant nor transposed)}}
+  %r = tfm.relu %a : tensor<3x5xf32>
+  return %r : tensor<3x5xf32>
+}

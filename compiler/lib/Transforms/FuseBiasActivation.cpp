@@ -41,26 +41,39 @@ SmallVector<Value> threeFactors(MulOp op, function_ref<bool(MulOp)> keep) {
   return factors;
 }
 
-/// matmul(x, W) with a constant 2-D W is tfm.linear(x, Wᵀ).
+/// matmul(x, W) with a constant 2-D W is tfm.linear(x, Wᵀ). A training
+/// graph's weights are parameters, which the exporter writes as
+/// matmul(x, transpose(W)): that is tfm.linear(x, W), W read as it is.
 struct MatmulToLinear : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    DenseElementsAttr w = constantOf(op.getRhs());
-    if (!w || cast<RankedTensorType>(w.getType()).getRank() != 2)
-      return rewriter.notifyMatchFailure(op, "rhs is not a constant 2-D weight");
     if (op.getTransposeLhs())
       return rewriter.notifyMatchFailure(op, "lhs is transposed");
-    DenseElementsAttr weight = op.getTransposeRhs() ? w : transpose2D(w);
-    Value wv = rewriter.create<arith::ConstantOp>(op.getLoc(), weight);
-    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), op.getLhs(), wv,
+    Value rhs = op.getRhs();
+    if (cast<RankedTensorType>(rhs.getType()).getRank() != 2)
+      return rewriter.notifyMatchFailure(op, "rhs is not a 2-D weight");
+    Value weight;
+    if (DenseElementsAttr w = constantOf(rhs)) {
+      weight = rewriter.create<arith::ConstantOp>(
+          op.getLoc(), op.getTransposeRhs() ? w : transpose2D(w));
+    } else if (op.getTransposeRhs()) {
+      weight = rhs;
+    } else if (auto t = rhs.getDefiningOp<TransposeOp>()) {
+      weight = t.getInput(); // A 2-D transpose swaps the two dimensions.
+    } else {
+      return rewriter.notifyMatchFailure(
+          op, "the weight is neither a constant nor the transpose of a "
+              "[N, K] value, so a linear would have to copy it transposed");
+    }
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), op.getLhs(), weight,
                                           Value(), Activation::none);
     return success();
   }
 };
 
-/// linear(x, W) + c, with c a constant [N] (possibly with leading 1s), is
-/// linear(x, W, c).
+/// linear(x, W) + c, with c a bias of [N] (possibly with leading 1s), is
+/// linear(x, W, c). The bias is a constant, or a training graph's parameter.
 struct FoldBiasIntoLinear : OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AddOp op,
@@ -73,17 +86,22 @@ struct FoldBiasIntoLinear : OpRewritePattern<AddOp> {
         !linear->hasOneUse())
       return rewriter.notifyMatchFailure(
           op, "the linear already has a bias or activation, or other users");
-    DenseElementsAttr bias = constantOf(other);
     int64_t n = linear.getType().getShape().back();
-    if (!bias || op.getType() != linear.getType())
-      return rewriter.notifyMatchFailure(op, "the addend is not a constant "
-                                             "bias of the linear's shape");
-    auto bt = cast<RankedTensorType>(bias.getType());
-    if (bt.getNumElements() != n || bt.getShape().back() != n)
-      return rewriter.notifyMatchFailure(op, "the constant is not a bias of [N]");
+    auto bt = cast<RankedTensorType>(other.getType());
+    if (op.getType() != linear.getType() || !bt.hasStaticShape() ||
+        bt.getRank() == 0 || bt.getNumElements() != n ||
+        bt.getShape().back() != n ||
+        bt.getElementType() != linear.getType().getElementType())
+      return rewriter.notifyMatchFailure(op, "the addend is not a bias of [N]");
     auto biasType = RankedTensorType::get({n}, bt.getElementType());
-    Value b = rewriter.create<arith::ConstantOp>(op.getLoc(),
-                                                 bias.reshape(biasType));
+    Value b;
+    if (DenseElementsAttr bias = constantOf(other))
+      b = rewriter.create<arith::ConstantOp>(op.getLoc(),
+                                             bias.reshape(biasType));
+    else if (bt.getRank() == 1)
+      b = other;
+    else
+      b = rewriter.create<ReshapeOp>(op.getLoc(), biasType, other);
     rewriter.replaceOpWithNewOp<LinearOp>(op, linear.getType(),
                                           linear.getInput(),
                                           linear.getWeight(), b,
@@ -188,6 +206,20 @@ struct RecognizeGeluTanh : OpRewritePattern<MulOp> {
   }
 };
 
+/// Why `source`, an activation's input, is not a linear: a matmul (maybe
+/// plus a bias) that the recognition above left alone, or something else.
+StringRef notLinearReason(Value source) {
+  Value other;
+  if (auto add = source.getDefiningOp<AddOp>())
+    if (operandOfType<MatmulOp>(add, other))
+      source =
+          add.getLhs().getDefiningOp<MatmulOp>() ? add.getLhs() : add.getRhs();
+  if (source.getDefiningOp<MatmulOp>())
+    return "the input is a matmul that is not a linear (its weight is "
+           "neither a constant nor transposed)";
+  return "the input is not a linear";
+}
+
 /// relu(linear) and gelu(linear) become a linear with that activation.
 template <typename ActOp>
 struct FoldActivation : OpRewritePattern<ActOp> {
@@ -202,7 +234,7 @@ struct FoldActivation : OpRewritePattern<ActOp> {
                                                    : op.getInput();
     auto linear = source.template getDefiningOp<LinearOp>();
     if (!linear)
-      return rewriter.notifyMatchFailure(op, "the input is not a linear");
+      return rewriter.notifyMatchFailure(op, notLinearReason(source));
     if (linear.getActivation() != Activation::none)
       return rewriter.notifyMatchFailure(op, "the linear has an activation");
     if (!linear->hasOneUse())
@@ -241,7 +273,7 @@ struct FoldSiLU : OpRewritePattern<MulOp> {
     Value source = reshape ? reshape.getInput() : x;
     auto linear = source.getDefiningOp<LinearOp>();
     if (!linear)
-      return rewriter.notifyMatchFailure(op, "the input is not a linear");
+      return rewriter.notifyMatchFailure(op, notLinearReason(source));
     if (linear.getActivation() != Activation::none)
       return rewriter.notifyMatchFailure(op, "the linear has an activation");
     // x feeds the product and the sigmoid's negation, and nothing else.

@@ -66,8 +66,8 @@ LinearOp packableProjection(Value v) {
              : LinearOp();
 }
 
-/// Whether `v` is a projection: a linear, or a matmul by a 2-D weight (a
-/// training graph's, whose weight is a parameter and so never a linear).
+/// Whether `v` is a projection: a linear, or a matmul by a 2-D weight that
+/// could not become one (a parameter in [K, N] order).
 bool isProjection(Value v) {
   if (v.getDefiningOp<LinearOp>())
     return true;
@@ -105,17 +105,18 @@ struct FuseGatedProduct : OpRewritePattern<MulOp> {
     auto up = p->up.getDefiningOp<LinearOp>();
     if (!gate || !up)
       return rewriter.notifyMatchFailure(
-          op, "a projection's weight is not a constant (a training graph's "
-              "parameter), so the two cannot be packed at compile time");
+          op, "a projection is a matmul that is not a linear (its weight is "
+              "neither a constant nor transposed)");
     if (gate.getInput() != up.getInput())
       return rewriter.notifyMatchFailure(
           op, "the gate and up projections read different inputs");
-    LinearOp g = packableProjection(gate), u = packableProjection(up);
-    if (!g || !u)
+    if (gate.getActivation() != Activation::none ||
+        up.getActivation() != Activation::none)
+      return rewriter.notifyMatchFailure(op, "a projection has an activation");
+    if (!packableProjection(gate) || !packableProjection(up))
       return rewriter.notifyMatchFailure(
-          op, "a projection has an activation or weights that are not "
-              "constants (a training graph's parameters), so the two cannot "
-              "be packed at compile time");
+          op, "a projection's weight is not a constant (a training graph's "
+              "parameter), so the two cannot be packed at compile time");
     if (gate == up || gate.getType() != up.getType() ||
         gate.getType() != op.getType())
       return rewriter.notifyMatchFailure(

@@ -351,8 +351,31 @@ struct FuseQKVPass : public mlir::tfm::impl::FuseQKVPassBase<FuseQKVPass> {
     SmallVector<std::pair<Location, std::string>> missed;
     llvm::SmallPtrSet<Value, 8> seen;
     getOperation().walk([&](LinearOp op) {
-      if (!isFusableProjection(op))
+      if (!isFusableProjection(op)) {
+        // A training graph's projections read parameters, which change
+        // every step: packing them would copy the weights each step.
+        if (op.getActivation() != Activation::none ||
+            constantOf(op.getWeight()) || !seen.insert(op.getInput()).second)
+          return;
+        // Q, K and V are split into heads; a gated MLP's two projections
+        // of one input, which its own pass reports, are not.
+        auto siblings =
+            llvm::count_if(op.getInput().getUsers(), [&](Operation *u) {
+              auto l = dyn_cast<LinearOp>(u);
+              return l && l.getInput() == op.getInput() &&
+                     l.getActivation() == Activation::none &&
+                     !isPackedProjection(l) &&
+                     llvm::any_of(l->getUsers(), [](Operation *r) {
+                       return isa<ReshapeOp>(r);
+                     });
+            });
+        if (siblings >= 2 && siblings <= 3)
+          missed.emplace_back(op.getLoc(),
+                              "a projection's weight is not a constant (a "
+                              "training graph's parameter), so the projections "
+                              "cannot be packed at compile time");
         return;
+      }
       SmallVector<LinearOp> group = projectionsOf(op.getInput());
       bool sliced = isPackedProjection(op);
       if ((group.size() >= 2 && seen.insert(op.getInput()).second) || sliced)
