@@ -18,6 +18,10 @@ config.excludes = ["Inputs", "fixtures", "unittests", "python", "CMakeLists.txt"
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%tfm_src_root", config.tfm_src_root))
 
+# Every buffer the CPU runtime allocates starts as NaNs (and -1s), so that
+# generated code reading memory it never wrote fails the value checks.
+config.environment["TFM_POISON_MEMORY"] = "1"
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["tfm-opt", "tfmc", "tfm-seq2seq", "tfm-gpt"],

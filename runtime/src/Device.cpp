@@ -3,9 +3,19 @@
 #include "Device.h"
 #include "Internal.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 using namespace tfm::runtime;
+
+bool tfm::runtime::poisonMemory() {
+  static const bool poison = [] {
+    const char *v = std::getenv("TFM_POISON_MEMORY");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return poison;
+}
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&o) noexcept {
   std::swap(device, o.device);

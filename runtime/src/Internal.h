@@ -224,6 +224,14 @@ inline uint32_t kernelFlags(const tfm_abi_model_t *m, int32_t index) {
   return flags ? flags[index] : 0;
 }
 
+/// Whether TFM_POISON_MEMORY=1 asks the CPU's memory to start as NaNs
+/// (every byte 0xff: -1 in integers): the tests set it, so that code
+/// reading memory it never wrote (a fill dropped, a reduction started from
+/// a buffer's stale contents) shows in the outputs instead of reading the
+/// zeros of fresh pages. It covers the CPU device's buffers (the arena, the
+/// state before its initial values) and the outputs a run allocates.
+bool poisonMemory();
+
 /// A new tensor of `dtype` and `dims` in `device`'s memory (the host's for
 /// the CPU), which keeps the device alive; *out_tensor is the caller's.
 tfm_status_t createOnDevice(const std::shared_ptr<Device> &device,

@@ -708,6 +708,8 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
         releaseAll();
         return s;
       }
+      if (poisonMemory() && outs[i]->device == "cpu")
+        std::memset(tfm_tensor_data(outs[i]), 0xff, outs[i]->buffer.size);
     }
     Device &device = *session->device;
     bool onHost = device.hostAddressable();

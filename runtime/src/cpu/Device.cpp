@@ -106,7 +106,10 @@ protected:
     if (bytes > SIZE_MAX - align)
       return nullptr;
     size_t rounded = (bytes + align - 1) / align * align;
-    return std::aligned_alloc(align, rounded ? rounded : align);
+    void *ptr = std::aligned_alloc(align, rounded ? rounded : align);
+    if (ptr && poisonMemory())
+      std::memset(ptr, 0xff, rounded);
+    return ptr;
   }
   void deallocateRaw(void *ptr) override { std::free(ptr); }
 
