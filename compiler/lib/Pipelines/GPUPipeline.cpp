@@ -49,6 +49,8 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
 /// threads.
 static void addSchedule(OpPassManager &fn) {
   fn.addPass(createTileGPUMatmulPass());
+  // Before the merges, which would take a fill into an elementwise run.
+  fn.addPass(createFoldFillsIntoReductionsPass());
   fn.addPass(createFuseElementwiseBuffersPass());
   fn.addPass(createParallelDimsFirstPass());
   fn.addPass(createConvertLinalgToParallelLoopsPass());

@@ -243,6 +243,27 @@ def WidenContractionsPass : Pass<"tfm-widen-contractions"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def FoldFillsIntoReductionsPass : Pass<"tfm-fold-fills-into-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Starts a reduction at its fill's value instead of "
+                "launching the fill.";
+  let description = [{
+    The neutral lowering writes a reduction as a fill of its output (0 for
+    a sum, -inf for a maximum) and a linalg.generic that accumulates into
+    it; on the GPU each is a kernel. A training step's backward pass has
+    two such fills for every norm (its scale's and bias's gradients) and
+    one for every bias. This pass drops a fill whose buffer the next
+    generic to touch it reduces into, every element of it, and makes that
+    generic's body read the fill's value in place of the output where all
+    its reduction indices are 0, the first visit of each element in the
+    order the loops run. Nothing between the two may touch the buffer: only
+    ops free of memory effects and generics whose operands and loads miss
+    it (by their places) may lie between. Generics under a `gpu.launch`
+    are left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def ParallelDimsFirstPass : Pass<"tfm-parallel-dims-first", "::mlir::func::FuncOp"> {
   let summary = "Puts a linalg.generic's parallel dimensions before its "
                 "reductions, so that the GPU's threads take them.";

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include <numeric>
@@ -211,4 +212,27 @@ void mlir::tfm::storeAlignedVector(OpBuilder &b, Location loc,
   store->setAttr(
       kVectorAlignmentAttrName,
       b.getI64IntegerAttr(n * bufferBytes(MemRefType::get({}, element))));
+}
+
+std::optional<SmallVector<Value>>
+mlir::tfm::genericBodyReads(linalg::GenericOp op) {
+  SmallVector<Value> reads;
+  WalkResult walk = op.getBody()->walk([&](Operation *inner) {
+    if (isMemoryEffectFree(inner))
+      return WalkResult::advance();
+    auto effects = dyn_cast<MemoryEffectOpInterface>(inner);
+    if (!effects || inner->getNumRegions())
+      return WalkResult::interrupt();
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (MemoryEffects::EffectInstance &effect : list) {
+      if (!isa<MemoryEffects::Read>(effect.getEffect()) || !effect.getValue())
+        return WalkResult::interrupt();
+      reads.push_back(effect.getValue());
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return std::nullopt;
+  return reads;
 }

@@ -11,6 +11,7 @@
 #ifndef TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
 #define TFM_CONVERSION_TFMTOGPU_BUFFERPLACE_H
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 
@@ -65,6 +66,11 @@ SmallVector<Value> loadAlignedVector(OpBuilder &b, Location loc, Value buffer,
 /// `elements` written from `indices` on as one marked vector access.
 void storeAlignedVector(OpBuilder &b, Location loc, ValueRange elements,
                         Value buffer, ValueRange indices);
+
+/// The buffers that `op`'s body reads itself, beyond its operands: the
+/// neutral lowering's slices and gathers load at computed positions.
+/// Null when a body op's effects are unknown or it writes memory.
+std::optional<SmallVector<Value>> genericBodyReads(linalg::GenericOp op);
 
 } // namespace mlir::tfm
 

@@ -32,31 +32,6 @@ using namespace mlir::tfm;
 
 namespace {
 
-/// The buffers that `op`'s body reads itself, beyond its operands: the
-/// neutral lowering's slices and gathers load at computed positions.
-/// Null when a body op's effects are unknown or it writes memory.
-std::optional<SmallVector<Value>> bodyReads(linalg::GenericOp op) {
-  SmallVector<Value> reads;
-  WalkResult walk = op.getBody()->walk([&](Operation *inner) {
-    if (isMemoryEffectFree(inner))
-      return WalkResult::advance();
-    auto effects = dyn_cast<MemoryEffectOpInterface>(inner);
-    if (!effects || inner->getNumRegions())
-      return WalkResult::interrupt();
-    SmallVector<MemoryEffects::EffectInstance> list;
-    effects.getEffects(list);
-    for (MemoryEffects::EffectInstance &effect : list) {
-      if (!isa<MemoryEffects::Read>(effect.getEffect()) || !effect.getValue())
-        return WalkResult::interrupt();
-      reads.push_back(effect.getValue());
-    }
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return std::nullopt;
-  return reads;
-}
-
 /// All-parallel, static, one output written through the identity.
 bool isElementwise(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops() ||
@@ -96,8 +71,8 @@ linalg::GenericOp fuse(linalg::GenericOp first, linalg::GenericOp second) {
   // kernel may be writing: the second's loads must miss the first's output,
   // and the second's output what the first loads. (CumSum's shifted copies
   // read the previous shift's output this way.)
-  std::optional<SmallVector<Value>> firstLoads = bodyReads(first),
-                                    secondLoads = bodyReads(second);
+  std::optional<SmallVector<Value>> firstLoads = genericBodyReads(first),
+                                    secondLoads = genericBodyReads(second);
   if (!firstLoads || !secondLoads)
     return {};
   if (llvm::any_of(*secondLoads, [&](Value r) { return mayOverlap(r, x); }) ||

@@ -83,19 +83,20 @@ void mlir::tfm::layerNormColumnGradients(BufferizedEntry &e, Value x, Value dy,
   Type elem = cast<MemRefType>(dscale.getType()).getElementType();
   e.fill(dscale, e.b.getFloatAttr(elem, 0.0));
   e.fill(dbias, e.b.getFloatAttr(elem, 0.0));
-  // Σ over rows, each column on its own.
-  e.generic(
-      {dy, x, mean, rstd}, {id, id, row, row}, dscale, col,
-      {IT::reduction, IT::parallel},
-      [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-        return ob.create<arith::AddFOp>(
+  // Σ over rows, each column on its own; both sums in one walk of dy (on
+  // the GPU, one kernel).
+  e.b.create<linalg::GenericOp>(
+      e.loc, TypeRange{}, ValueRange{dy, x, mean, rstd},
+      ValueRange{dscale, dbias},
+      ArrayRef<AffineMap>{id, id, row, row, col, col},
+      ArrayRef<IT>{IT::reduction, IT::parallel},
+      [&](OpBuilder &ob, Location l, ValueRange a) {
+        Value scaleSum = ob.create<arith::AddFOp>(
             l, a[4],
             ob.create<arith::MulFOp>(l, a[0], xhat(ob, l, a[1], a[2], a[3])));
+        Value biasSum = ob.create<arith::AddFOp>(l, a[5], a[0]);
+        ob.create<linalg::YieldOp>(l, ValueRange{scaleSum, biasSum});
       });
-  e.generic({dy}, {id}, dbias, col, {IT::reduction, IT::parallel},
-            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              return ob.create<arith::AddFOp>(l, a[1], a[0]);
-            });
 }
 
 namespace {
