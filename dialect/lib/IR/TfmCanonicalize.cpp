@@ -9,6 +9,7 @@
 #include "tfm/IR/ConstantData.h"
 #include "tfm/IR/TfmOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -43,6 +44,89 @@ OpFoldResult AddOp::fold(FoldAdaptor a) {
   if (OpFoldResult r = foldRightIdentity(*this, getLhs(), a.getRhs(), 0.0))
     return r;
   return foldRightIdentity(*this, getRhs(), a.getLhs(), 0.0);
+}
+
+namespace {
+/// One operand of a concatenation and where it lies along the axis; `value`
+/// is null where the operand is a splat of zeros.
+struct Part {
+  int64_t begin, size;
+  Value value;
+};
+
+/// The parts of `concat` along its axis that are not zeros.
+SmallVector<Part> nonZeroParts(ConcatOp concat) {
+  int64_t axis = concat.getAxis();
+  if (axis < 0)
+    axis += concat.getType().getRank();
+  SmallVector<Part> parts;
+  int64_t at = 0;
+  for (Value in : concat.getInputs()) {
+    int64_t size = cast<RankedTensorType>(in.getType()).getDimSize(axis);
+    Attribute attr;
+    if (!(matchPattern(in, m_Constant(&attr)) && isSplatOf(attr, 0.0)))
+      parts.push_back({at, size, in});
+    at += size;
+  }
+  return parts;
+}
+
+/// a + b, each a concatenation along one axis of zeros and other parts,
+/// where no part of one that is not zeros meets one of the other: the
+/// concatenation of both's parts, zeros only where both are. A slice's
+/// gradient is its input's shape padded with zeros, so the slices that
+/// split a packed projection into Q, K and V give three such gradients,
+/// whose sum otherwise costs the zero padding and two additions over the
+/// whole tensor.
+struct SumOfDisjointPaddings : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    auto a = op.getLhs().getDefiningOp<ConcatOp>();
+    auto b = op.getRhs().getDefiningOp<ConcatOp>();
+    auto type = op.getType();
+    if (!a || !b || a.getType() != type || b.getType() != type ||
+        !type.hasStaticShape())
+      return failure();
+    int64_t rank = type.getRank();
+    int64_t axis = (a.getAxis() + rank) % rank;
+    if (axis != (b.getAxis() + rank) % rank)
+      return failure();
+    SmallVector<Part> parts = nonZeroParts(a);
+    llvm::append_range(parts, nonZeroParts(b));
+    llvm::sort(parts,
+               [](const Part &x, const Part &y) { return x.begin < y.begin; });
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (parts[i - 1].begin + parts[i - 1].size > parts[i].begin)
+        return failure(); // Both add something there.
+    SmallVector<Value> inputs;
+    auto zeros = [&](int64_t size) {
+      SmallVector<int64_t> shape(type.getShape());
+      shape[axis] = size;
+      auto t = RankedTensorType::get(shape, type.getElementType());
+      inputs.push_back(rewriter.create<arith::ConstantOp>(
+          op.getLoc(), DenseElementsAttr::get(
+                           t, rewriter.getZeroAttr(type.getElementType()))));
+    };
+    int64_t at = 0;
+    for (const Part &part : parts) {
+      if (part.begin > at)
+        zeros(part.begin - at);
+      inputs.push_back(part.value);
+      at = part.begin + part.size;
+    }
+    if (at < type.getDimSize(axis))
+      zeros(type.getDimSize(axis) - at);
+    rewriter.replaceOpWithNewOp<ConcatOp>(op, type, inputs,
+                                          rewriter.getI64IntegerAttr(axis));
+    return success();
+  }
+};
+} // namespace
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                        MLIRContext *context) {
+  results.add<SumOfDisjointPaddings>(context);
 }
 
 OpFoldResult SubOp::fold(FoldAdaptor a) {

@@ -247,3 +247,45 @@ func.func @gather_out_of_range() -> tensor<1xf32> {
   %0 = tfm.gather %c, %i axis = 0 : (tensor<2xf32>, tensor<1xi64>) -> tensor<1xf32>
   return %0 : tensor<1xf32>
 }
+
+// -----
+
+// Tests that the gradients of three slices that split a packed projection
+// (Q, K, V), each padded back with zeros, add up to one concatenation of
+// the three, in any order of the additions and with the axis counted from
+// either end.
+// CHECK-LABEL: func.func @sum_of_disjoint_paddings
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x3x4xf32>, %[[K:.+]]: tensor<2x3x4xf32>, %[[V:.+]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: %[[C:.+]] = tfm.concat %[[Q]], %[[K]], %[[V]] axis = 2
+// CHECK-NEXT: return %[[C]]
+func.func @sum_of_disjoint_paddings(%dq: tensor<2x3x4xf32>, %dk: tensor<2x3x4xf32>, %dv: tensor<2x3x4xf32>) -> tensor<2x3x12xf32> {
+  %z8 = arith.constant dense<0.0> : tensor<2x3x8xf32>
+  %z4 = arith.constant dense<0.0> : tensor<2x3x4xf32>
+  %pq = tfm.concat %dq, %z8 axis = 2 : (tensor<2x3x4xf32>, tensor<2x3x8xf32>) -> tensor<2x3x12xf32>
+  %pk = tfm.concat %z4, %dk, %z4 axis = 2 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x12xf32>
+  %pv = tfm.concat %z8, %dv axis = -1 : (tensor<2x3x8xf32>, tensor<2x3x4xf32>) -> tensor<2x3x12xf32>
+  %s = tfm.add %pv, %pk : (tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> tensor<2x3x12xf32>
+  %t = tfm.add %pq, %s : (tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> tensor<2x3x12xf32>
+  return %t : tensor<2x3x12xf32>
+}
+
+// -----
+
+// Tests that a gap where both are zeros stays zeros, and that parts that
+// meet (both add something there) are left to the addition.
+// CHECK-LABEL: func.func @paddings_with_a_gap
+// CHECK-SAME: (%[[A:.+]]: tensor<2x4xf32>, %[[B:.+]]: tensor<2x4xf32>, %[[W:.+]]: tensor<2x8xf32>)
+// CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : tensor<2x4xf32>
+// CHECK: %[[C:.+]] = tfm.concat %[[A]], %[[Z]], %[[B]] axis = 1
+// CHECK: %[[M:.+]] = tfm.concat %[[W]], %[[Z]] axis = 1
+// CHECK: tfm.add %[[C]], %[[M]]
+func.func @paddings_with_a_gap(%a: tensor<2x4xf32>, %b: tensor<2x4xf32>, %w: tensor<2x8xf32>) -> tensor<2x12xf32> {
+  %z8 = arith.constant dense<0.0> : tensor<2x8xf32>
+  %pa = tfm.concat %a, %z8 axis = 1 : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<2x12xf32>
+  %pb = tfm.concat %z8, %b axis = 1 : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x12xf32>
+  %s = tfm.add %pa, %pb : (tensor<2x12xf32>, tensor<2x12xf32>) -> tensor<2x12xf32>
+  %z4 = arith.constant dense<0.0> : tensor<2x4xf32>
+  %pw = tfm.concat %w, %z4 axis = 1 : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x12xf32>
+  %t = tfm.add %s, %pw : (tensor<2x12xf32>, tensor<2x12xf32>) -> tensor<2x12xf32>
+  return %t : tensor<2x12xf32>
+}

@@ -195,7 +195,9 @@ class Tfm_BinaryOp<string mnemonic, string expr, list<Trait> traits = []>
   let hasFolder = 1;
 }
 
-def Tfm_AddOp : Tfm_BinaryOp<"add", "lhs + rhs", [Commutative]>;
+def Tfm_AddOp : Tfm_BinaryOp<"add", "lhs + rhs", [Commutative]> {
+  let hasCanonicalizer = 1;
+}
 def Tfm_SubOp : Tfm_BinaryOp<"sub", "lhs - rhs">;
 def Tfm_MulOp : Tfm_BinaryOp<"mul", "lhs * rhs", [Commutative]>;
 def Tfm_DivOp : Tfm_BinaryOp<"div", "lhs / rhs">;
