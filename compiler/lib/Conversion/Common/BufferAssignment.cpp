@@ -599,43 +599,72 @@ void BufferizedEntry::checkIndexRange(Operation *op, Value indices,
       IndexCheckAttr::get(ctx, describeLocation(op->getLoc()), tensor, input,
                           lower, upper));
 
-  // The first position out of range (n when there is none).
+  // The first position out of range (n when there is none). Split into
+  // `runs` interleaved runs (position s·runs + r is step s of run r), the
+  // first of each run, then the first of the runs'.
   Value flat = reshape(denseOf(indices), MemRefType::get({n}, elem));
+  int64_t runs = indexCheckRuns(n);
   Type i64 = b.getI64Type();
+  // The running first position `acc`, after the index `v` at `pos`.
+  auto firstBad = [&](OpBuilder &ob, Location l, Value v, Value pos,
+                      Value acc) -> Value {
+    if (v.getType() != i64)
+      v = ob.create<arith::ExtSIOp>(l, i64, v);
+    auto c = [&](int64_t x) {
+      return ob.create<arith::ConstantIntOp>(l, x, 64);
+    };
+    Value bad = ob.create<arith::OrIOp>(
+        l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, v, c(lower)),
+        ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, v, c(upper)));
+    if (skip)
+      bad = ob.create<arith::AndIOp>(
+          l, bad,
+          ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, v, c(*skip)));
+    if (column) {
+      int64_t k = type.getShape().back();
+      Value col = ob.create<arith::RemSIOp>(l, pos, c(k));
+      bad = ob.create<arith::AndIOp>(
+          l, bad,
+          ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col,
+                                   c(*column)));
+    }
+    return ob.create<arith::SelectOp>(
+        l, bad, ob.create<arith::MinSIOp>(l, acc, pos), acc);
+  };
+  auto index = [&](OpBuilder &ob, Location l, unsigned d) -> Value {
+    return ob.create<arith::IndexCastOp>(l, i64,
+                                         ob.create<linalg::IndexOp>(l, d));
+  };
   Value first = temporary(MemRefType::get({}, i64));
   fill(first, b.getI64IntegerAttr(n));
-  generic({flat}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, first,
-          AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
-          [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-            Value v = a[0];
-            if (v.getType() != i64)
-              v = ob.create<arith::ExtSIOp>(l, i64, v);
-            auto c = [&](int64_t x) {
-              return ob.create<arith::ConstantIntOp>(l, x, 64);
-            };
-            Value bad = ob.create<arith::OrIOp>(
-                l, ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, v,
-                                            c(lower)),
-                ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, v,
-                                         c(upper)));
-            if (skip)
-              bad = ob.create<arith::AndIOp>(
-                  l, bad,
-                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, v,
-                                           c(*skip)));
-            Value pos = ob.create<arith::IndexCastOp>(
-                l, i64, ob.create<linalg::IndexOp>(l, 0));
-            if (column) {
-              int64_t k = type.getShape().back();
-              Value col = ob.create<arith::RemSIOp>(l, pos, c(k));
-              bad = ob.create<arith::AndIOp>(
-                  l, bad,
-                  ob.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col,
-                                           c(*column)));
-            }
-            return ob.create<arith::SelectOp>(
-                l, bad, ob.create<arith::MinSIOp>(l, a[1], pos), a[1]);
-          });
+  if (runs == 1) {
+    generic({flat}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, first,
+            AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              return firstBad(ob, l, a[0], index(ob, l, 0), a[1]);
+            });
+  } else {
+    Value steps = reshape(flat, MemRefType::get({n / runs, runs}, elem));
+    Value firsts = temporary(MemRefType::get({runs}, i64));
+    fill(firsts, b.getI64IntegerAttr(n));
+    generic({steps}, {AffineMap::getMultiDimIdentityMap(2, ctx)}, firsts,
+            AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx),
+            {utils::IteratorType::reduction, utils::IteratorType::parallel},
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              Value pos = ob.create<arith::AddIOp>(
+                  l,
+                  ob.create<arith::MulIOp>(
+                      l, index(ob, l, 0),
+                      ob.create<arith::ConstantIntOp>(l, runs, 64)),
+                  index(ob, l, 1));
+              return firstBad(ob, l, a[0], pos, a[1]);
+            });
+    generic({firsts}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, first,
+            AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              return ob.create<arith::MinSIOp>(l, a[0], a[1]);
+            });
+  }
   reportCheck(check, first, flat);
 }
 

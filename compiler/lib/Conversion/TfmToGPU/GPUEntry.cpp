@@ -9,6 +9,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -208,6 +210,25 @@ Value GPUEntry::devicePointer(Value buffer) {
         loc, address, b.create<arith::ConstantIntOp>(loc, offset, 64));
   return b.create<LLVM::IntToPtrOp>(loc, LLVM::LLVMPointerType::get(ctx),
                                     address);
+}
+
+int64_t GPUEntry::indexCheckRuns(int64_t n) const {
+  // A thread per run, each stepping over its positions a run count apart,
+  // so that a warp's threads load neighbouring indices; then one thread
+  // over the runs. Both walks are about √n long when the runs number about
+  // √n: the first count from there up to 1024 that divides the positions
+  // evenly, else the nearest below (one, as before, for a prime count).
+  // Under 1024 indices one thread's walk costs less than a second launch.
+  if (n < 1024)
+    return 1;
+  int64_t root = static_cast<int64_t>(std::ceil(std::sqrt(double(n))));
+  for (int64_t runs = root; runs <= std::min<int64_t>(n, 1024); ++runs)
+    if (n % runs == 0)
+      return runs;
+  for (int64_t runs = std::min<int64_t>(root, 1024); runs > 1; --runs)
+    if (n % runs == 0)
+      return runs;
+  return 1;
 }
 
 void GPUEntry::reportCheck(int32_t check, Value first, Value flat) {

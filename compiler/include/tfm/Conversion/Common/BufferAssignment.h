@@ -327,6 +327,11 @@ public:
   /// operands of type `elem` in; they accumulate in `elem`. By default
   /// `elem` itself.
   virtual Type gemmOperandType(Type elem) const { return elem; }
+  /// Into how many interleaved runs an index check splits `n` indices,
+  /// each run searched on its own before the runs' first positions are
+  /// compared: 1 by default, where the check is glue code; a GPU would
+  /// otherwise walk every index on one thread.
+  virtual int64_t indexCheckRuns(int64_t n) const { return 1; }
   /// Copies one tensor between two layouts; by default a linalg copy.
   virtual void copyView(const StridedView &from, const StridedView &to,
                         Type elementType);

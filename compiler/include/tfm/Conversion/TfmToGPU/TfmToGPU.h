@@ -46,6 +46,7 @@ public:
   /// Writes the check's outcome to its slot in the state, which the
   /// runtime reads after the run (TFM_CHECKS_IN_STATE); the run goes on.
   void reportCheck(int32_t check, Value first, Value flat) override;
+  int64_t indexCheckRuns(int64_t n) const override;
 
   /// f16 for f32 GEMMs under --dtype=f16: tensor cores multiply 16-bit
   /// operands (tfm-tile-gpu-matmul).
