@@ -209,11 +209,10 @@ struct RecognizeGeluTanh : OpRewritePattern<MulOp> {
 /// Why `source`, an activation's input, is not a linear: a matmul (maybe
 /// plus a bias) that the recognition above left alone, or something else.
 StringRef notLinearReason(Value source) {
-  Value other;
+  Value bias;
   if (auto add = source.getDefiningOp<AddOp>())
-    if (operandOfType<MatmulOp>(add, other))
-      source =
-          add.getLhs().getDefiningOp<MatmulOp>() ? add.getLhs() : add.getRhs();
+    if (auto matmul = operandOfType<MatmulOp>(add, bias))
+      source = matmul.getResult();
   if (source.getDefiningOp<MatmulOp>())
     return "the input is a matmul that is not a linear (its weight is "
            "neither a constant nor transposed)";

@@ -54,11 +54,9 @@ struct Part {
   Value value;
 };
 
-/// The parts of `concat` along its axis that are not zeros.
-SmallVector<Part> nonZeroParts(ConcatOp concat) {
-  int64_t axis = concat.getAxis();
-  if (axis < 0)
-    axis += concat.getType().getRank();
+/// The parts of `concat` along `axis` (its axis, counted from the front)
+/// that are not zeros.
+SmallVector<Part> nonZeroParts(ConcatOp concat, int64_t axis) {
   SmallVector<Part> parts;
   int64_t at = 0;
   for (Value in : concat.getInputs()) {
@@ -92,8 +90,8 @@ struct SumOfDisjointPaddings : OpRewritePattern<AddOp> {
     int64_t axis = (a.getAxis() + rank) % rank;
     if (axis != (b.getAxis() + rank) % rank)
       return failure();
-    SmallVector<Part> parts = nonZeroParts(a);
-    llvm::append_range(parts, nonZeroParts(b));
+    SmallVector<Part> parts = nonZeroParts(a, axis);
+    llvm::append_range(parts, nonZeroParts(b, axis));
     llvm::sort(parts,
                [](const Part &x, const Part &y) { return x.begin < y.begin; });
     for (size_t i = 1; i < parts.size(); ++i)

@@ -55,12 +55,13 @@ Value fillValue(linalg::GenericOp op) {
   return v.getDefiningOp<arith::ConstantOp>() ? v : Value();
 }
 
-/// Whether `op` reads or writes an element of `buffer`: through an operand,
-/// or through a load of its body (or an effect this cannot see).
-bool touches(linalg::GenericOp op, Value buffer) {
-  if (llvm::any_of(op->getOperands(),
-                   [&](Value v) { return mayOverlap(v, buffer); }))
-    return true;
+/// Whether `op` reads or writes an element of `buffer`: through an operand
+/// other than `except`, or through a load of its body (or an effect this
+/// cannot see).
+bool touches(linalg::GenericOp op, Value buffer, OpOperand *except = nullptr) {
+  for (OpOperand &operand : op->getOpOperands())
+    if (&operand != except && mayOverlap(operand.get(), buffer))
+      return true;
   std::optional<SmallVector<Value>> loads = genericBodyReads(op);
   return !loads ||
          llvm::any_of(*loads, [&](Value v) { return mayOverlap(v, buffer); });
@@ -88,14 +89,7 @@ OpOperand *reducedOutput(linalg::GenericOp op, Value buffer) {
     return nullptr;
   // Nothing else of the op may read the buffer: its start is no longer
   // there.
-  for (OpOperand &operand : op->getOpOperands())
-    if (&operand != out && mayOverlap(operand.get(), buffer))
-      return nullptr;
-  std::optional<SmallVector<Value>> loads = genericBodyReads(op);
-  if (!loads ||
-      llvm::any_of(*loads, [&](Value v) { return mayOverlap(v, buffer); }))
-    return nullptr;
-  return out;
+  return touches(op, buffer, out) ? nullptr : out;
 }
 
 /// The reduction that the fill `op` starts, with its output, when nothing
@@ -146,17 +140,19 @@ struct FoldFillsIntoReductionsPass
     : public mlir::tfm::impl::FoldFillsIntoReductionsPassBase<
           FoldFillsIntoReductionsPass> {
   void runOnOperation() override {
-    SmallVector<linalg::GenericOp> fills;
+    SmallVector<std::pair<linalg::GenericOp, Value>> fills;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (!op->getParentOfType<gpu::LaunchOp>() && fillValue(op))
-        fills.push_back(op);
+      if (op->getParentOfType<gpu::LaunchOp>())
+        return;
+      if (Value start = fillValue(op))
+        fills.emplace_back(op, start);
     });
-    for (linalg::GenericOp fill : fills) {
+    for (auto [fill, start] : fills) {
       Value buffer = fill.getDpsInits()[0];
       auto [reduction, out] = startedReduction(fill, buffer);
       if (!reduction)
         continue;
-      startAt(reduction, out, fillValue(fill));
+      startAt(reduction, out, start);
       fill.erase();
     }
   }

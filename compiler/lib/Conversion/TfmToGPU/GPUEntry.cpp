@@ -222,7 +222,7 @@ int64_t GPUEntry::indexCheckRuns(int64_t n) const {
   if (n < 1024)
     return 1;
   int64_t root = static_cast<int64_t>(std::ceil(std::sqrt(double(n))));
-  for (int64_t runs = root; runs <= std::min<int64_t>(n, 1024); ++runs)
+  for (int64_t runs = root; runs <= 1024; ++runs)
     if (n % runs == 0)
       return runs;
   for (int64_t runs = std::min<int64_t>(root, 1024); runs > 1; --runs)
