@@ -308,6 +308,7 @@ int32_t Exchange::runOnDevice(size_t b, int64_t n, int64_t offset, bool start,
                               communicatorError(message)));
     // Queued on the stream that the WAITs' copies follow.
     bucket.state = Bucket::Arrived;
+    queuedOnDevice = true;
     return 0;
   } catch (const DeviceError &e) {
     return fail(e.what());
@@ -364,6 +365,19 @@ int32_t Exchange::drain(std::string &error) {
   if (!jobError.empty())
     return fail("gathering the parameters' parts failed: " +
                 std::exchange(jobError, std::string()));
+  // The sums queued on the device this step: waited on here, where the
+  // communicator bounds the wait, and not in the device's next
+  // synchronization, which would wait forever on a rank that hangs.
+  if (device && std::exchange(queuedOnDevice, false) && comm.wait) {
+    lock.unlock();
+    char message[1024] = {0};
+    int32_t rc =
+        comm.wait(comm.user, device->workStream(), message, sizeof message);
+    lock.lock();
+    if (rc)
+      return fail(fmt::format("the step's exchanges did not finish: {}",
+                              communicatorError(message)));
+  }
   return 0;
 }
 
@@ -509,8 +523,15 @@ tfm_status_t tfm_session_set_communicator(tfm_session_t *session,
                        device.workStream(), error, sizeof(error)))
       return failed("copying rank 0's training state");
     // A communicator's host memory travels on a stream of its own: the
-    // state must have arrived before anything else crosses.
-    device.synchronize();
+    // state must have arrived before anything else crosses. A wait the
+    // communicator bounds, where it can: a rank that never broadcasts
+    // would hold the device's own forever.
+    if (m->state_bytes && comm.wait && device.workStream()) {
+      if (comm.wait(comm.user, device.workStream(), error, sizeof(error)))
+        return failed("copying rank 0's training state");
+    } else {
+      device.synchronize();
+    }
     if (session->shards && !session->shards->broadcastWhole(comm, why))
       return makeStatus(TFM_STATUS_UNAVAILABLE, "rank {} of {}: {}", comm.rank,
                         comm.size, why);

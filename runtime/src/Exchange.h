@@ -112,6 +112,8 @@ private:
   /// weight, w / Σ_r w_r, learnt when the first opened.
   int64_t openBuckets = 0;
   float share = 0;
+  /// On a GPU: a sum was queued since drain() last waited for them.
+  bool queuedOnDevice = false;
   double timeoutSeconds = 300;
   std::vector<Bucket> buckets;
   std::mutex mutex;

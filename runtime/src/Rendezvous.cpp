@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 using namespace tfm::runtime;
 
@@ -114,7 +115,7 @@ std::string where(const RendezvousPlace &place) {
 
 bool serve(const RendezvousPlace &place, const std::vector<char> &bytes,
            Clock::time_point deadline, double timeoutSeconds,
-           std::string &error) {
+           std::string &error, std::vector<int> *kept) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -195,12 +196,19 @@ bool serve(const RendezvousPlace &place, const std::vector<char> &bytes,
       refusal = fmt::format("rank {} left the rendezvous at {} early", r,
                             where(place));
   error = refusal;
-  return refusal.empty();
+  if (!refusal.empty())
+    return false;
+  if (kept) {
+    kept->assign(place.size, -1);
+    for (int32_t r = 1; r < place.size; ++r)
+      (*kept)[r] = std::exchange(ranks[r].fd, -1);
+  }
+  return true;
 }
 
 bool join(const RendezvousPlace &place, std::vector<char> &bytes,
-          Clock::time_point deadline, double timeoutSeconds,
-          std::string &error) {
+          Clock::time_point deadline, double timeoutSeconds, std::string &error,
+          std::vector<int> *kept) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -253,6 +261,8 @@ bool join(const RendezvousPlace &place, std::vector<char> &bytes,
         return false;
       }
       bytes = std::move(payload);
+      if (kept)
+        kept->assign(1, std::exchange(s.fd, -1));
       return true;
     }
     if (Clock::now() >= deadline) {
@@ -321,14 +331,251 @@ bool tfm::runtime::rendezvousFromEnvironment(RendezvousPlace &place,
 
 bool tfm::runtime::rendezvous(const RendezvousPlace &place,
                               std::vector<char> &bytes, double timeoutSeconds,
-                              std::string &error) {
+                              std::string &error,
+                              std::unique_ptr<RankWatch> *watch) {
   if (place.size == 1)
     return true;
   auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(timeoutSeconds));
-  return place.rank == 0 ? serve(place, bytes, deadline, timeoutSeconds, error)
-                         : join(place, bytes, deadline, timeoutSeconds, error);
+  std::vector<int> kept;
+  std::vector<int> *keep = watch ? &kept : nullptr;
+  if (!(place.rank == 0
+            ? serve(place, bytes, deadline, timeoutSeconds, error, keep)
+            : join(place, bytes, deadline, timeoutSeconds, error, keep)))
+    return false;
+  if (watch)
+    *watch =
+        std::make_unique<RankWatch>(place.rank, place.size, std::move(kept));
+  return true;
+}
+
+//===- The heartbeat ------------------------------------------------------===//
+
+namespace {
+
+constexpr auto tellEvery = std::chrono::milliseconds(500);
+/// Silence this long says a rank no longer runs (or cannot be scheduled).
+constexpr auto silentAfter = 3 * tellEvery;
+// A count is far below these; rank 0 marks what it relays with them. A
+// rank tells rank 0 one number; rank 0 tells each rank a number per rank.
+constexpr uint64_t endedMark = ~0ull, leftMark = ~0ull - 1,
+                   silentBit = 1ull << 62;
+
+} // namespace
+
+RankWatch::RankWatch(int32_t rank, int32_t size, std::vector<int> sockets)
+    : rank(rank), size(size), peers(sockets.size()), heard(size) {
+  auto now = Clock::now();
+  for (size_t p = 0; p < sockets.size(); ++p)
+    peers[p].fd = sockets[p];
+  for (Heard &h : heard)
+    h.at = now;
+  thread = std::thread([this] { serve(); });
+}
+
+RankWatch::~RankWatch() {
+  stopping = true;
+  thread.join();
+  // The goodbye: this process ends its part, it did not die.
+  std::vector<uint64_t> words;
+  if (rank == 0) {
+    std::lock_guard<std::mutex> lock(mutex);
+    words.assign(size, 0);
+    for (int32_t k = 1; k < size; ++k)
+      words[k] = heard[k].ended  ? endedMark
+                 : heard[k].left ? leftMark
+                                 : heard[k].count;
+    words[0] = leftMark;
+  } else {
+    words.assign(1, leftMark);
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(1);
+  for (Peer &peer : peers) {
+    if (peer.fd < 0)
+      continue;
+    if (sendAll(peer.fd, peer.outbox.data(), peer.outbox.size(), deadline))
+      sendAll(peer.fd, words.data(), words.size() * sizeof(uint64_t), deadline);
+    ::close(peer.fd);
+  }
+}
+
+void RankWatch::send(Peer &peer, const void *data, size_t bytes) {
+  // A message goes whole or waits whole behind what has not gone yet, so
+  // the other side never reads half of one.
+  peer.outbox.append(static_cast<const char *>(data), bytes);
+  while (!peer.outbox.empty()) {
+    ssize_t n = ::send(peer.fd, peer.outbox.data(), peer.outbox.size(),
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return; // full: later; gone: the receiving side finds out
+    peer.outbox.erase(0, static_cast<size_t>(n));
+  }
+}
+
+void RankWatch::closePeer(size_t p, bool died) {
+  ::close(peers[p].fd);
+  peers[p].fd = -1;
+  Heard &h = heard[rank == 0 ? p : 0];
+  if (died && !h.left)
+    h.ended = true;
+}
+
+void RankWatch::receive(size_t p, Clock::time_point now) {
+  Peer &peer = peers[p];
+  char chunk[4096];
+  bool closed = false;
+  for (;;) {
+    ssize_t n = ::recv(peer.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    if (n <= 0) {
+      closed = true;
+      break;
+    }
+    peer.inbox.append(chunk, static_cast<size_t>(n));
+  }
+  size_t message = (rank == 0 ? 1 : size) * sizeof(uint64_t);
+  while (peer.inbox.size() >= message) {
+    std::vector<uint64_t> words(message / sizeof(uint64_t));
+    std::memcpy(words.data(), peer.inbox.data(), message);
+    peer.inbox.erase(0, message);
+    if (rank == 0) {
+      Heard &h = heard[p];
+      h.at = now;
+      if (words[0] == leftMark)
+        h.left = true;
+      else
+        h.count = std::max(h.count, words[0]);
+      continue;
+    }
+    heard[0].at = now;
+    for (int32_t k = 0; k < size; ++k) {
+      if (k == rank)
+        continue;
+      Heard &h = heard[k];
+      uint64_t w = words[k];
+      h.ended = h.ended || w == endedMark;
+      h.left = h.left || w == leftMark;
+      if (w != endedMark && w != leftMark) {
+        h.count = std::max(h.count, w & ~silentBit);
+        h.silent = k != 0 && (w & silentBit);
+      }
+    }
+  }
+  // Read to the end first: a goodbye comes right before the close.
+  if (closed)
+    closePeer(p, /*died=*/true);
+}
+
+void RankWatch::serve() {
+  auto nextTell = Clock::now();
+  while (!stopping) {
+    auto now = Clock::now();
+    std::vector<pollfd> waiting;
+    std::vector<size_t> which;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (now >= nextTell) {
+        nextTell = now + tellEvery;
+        if (rank == 0) {
+          std::vector<uint64_t> table(size);
+          table[0] = mine;
+          for (int32_t k = 1; k < size; ++k) {
+            const Heard &h = heard[k];
+            table[k] =
+                h.ended  ? endedMark
+                : h.left ? leftMark
+                         : h.count | (now - h.at > silentAfter ? silentBit : 0);
+          }
+          for (Peer &peer : peers)
+            if (peer.fd >= 0)
+              send(peer, table.data(), table.size() * sizeof(uint64_t));
+        } else if (peers[0].fd >= 0) {
+          uint64_t count = mine;
+          send(peers[0], &count, sizeof count);
+        }
+      }
+      for (size_t p = 0; p < peers.size(); ++p) {
+        if (peers[p].fd < 0)
+          continue;
+        short events = POLLIN;
+        if (!peers[p].outbox.empty())
+          events |= POLLOUT;
+        waiting.push_back(pollfd{peers[p].fd, events, 0});
+        which.push_back(p);
+      }
+    }
+    // A short poll, so that a watch being destroyed is not kept waiting.
+    int ms = static_cast<int>(std::min<long long>(
+        100, std::max<long long>(
+                 0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                        nextTell - now)
+                        .count())));
+    if (waiting.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      continue;
+    }
+    if (::poll(waiting.data(), waiting.size(), ms) <= 0)
+      continue;
+    std::lock_guard<std::mutex> lock(mutex);
+    now = Clock::now();
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      size_t p = which[i];
+      if (peers[p].fd < 0 || !waiting[i].revents)
+        continue;
+      if (waiting[i].revents & POLLOUT)
+        send(peers[p], nullptr, 0);
+      if (peers[p].fd >= 0 &&
+          (waiting[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        receive(p, now);
+    }
+  }
+}
+
+std::string RankWatch::ended() {
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string list;
+  for (int32_t k = 0; k < size; ++k)
+    if (k != rank && heard[k].ended)
+      list += (list.empty() ? "" : ", ") + std::to_string(k);
+  return list;
+}
+
+std::string RankWatch::lagging(bool reasons) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto now = Clock::now();
+  uint64_t count = mine;
+  std::string list;
+  for (int32_t k = 0; k < size; ++k) {
+    if (k == rank)
+      continue;
+    const Heard &h = heard[k];
+    // What this rank sees itself: rank 0 hears every rank, the others
+    // only rank 0, and take the rest from rank 0.
+    bool direct = rank == 0 || k == 0;
+    std::string why;
+    if (h.ended)
+      why = "its process ended";
+    else if (h.left)
+      why = "its process finished";
+    else if (direct && now - h.at > silentAfter)
+      why = fmt::format("silent for {:.0f} s",
+                        std::chrono::duration<double>(now - h.at).count());
+    else if (h.silent)
+      why = "silent";
+    else if (h.count < count)
+      why = fmt::format("behind: {} collectives started to this rank's {}",
+                        h.count, count);
+    if (!why.empty())
+      list += fmt::format("{}{}", list.empty() ? "" : ", ", k) +
+              (reasons ? " (" + why + ")" : std::string());
+  }
+  return list;
 }
 
 double tfm::runtime::collectiveTimeout(double fallback) {

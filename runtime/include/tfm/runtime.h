@@ -461,6 +461,15 @@ typedef struct tfm_communicator_t {
    * another thread waits inside one of the functions above. NULL where the
    * communicator cannot tell. */
   int32_t (*lagging)(void *user, char *ranks, size_t ranks_size);
+  /* Returns once the collectives queued on `stream` have finished (with
+   * the work queued before them), or fails. For a communicator whose
+   * device collectives can wait forever on a rank that hangs or died, as
+   * NCCL's can: it gives up after the job's timeout
+   * (TFM_COLLECTIVE_TIMEOUT), or sooner when it knows a rank died, names
+   * the ranks behind where it can, and every later call fails. A session
+   * on a GPU calls it at the end of each step that exchanged. NULL where
+   * the functions return only once their work is done. */
+  int32_t (*wait)(void *user, void *stream, char *error, size_t error_size);
 } tfm_communicator_t;
 
 /* A communicator over NCCL for sessions on GPU `device` (the N of

@@ -5,6 +5,14 @@
 // checks at joining: the models' hashes, the parameters' hashes) travels
 // through a device buffer of the communicator's own, on its own stream.
 //
+// NCCL's collectives never time out: a rank that hangs or died leaves the
+// others' kernels spinning. So no wait here is unbounded. Every wait polls
+// the stream against the job's timeout, asks NCCL for an error it found
+// (a peer's connection lost), and, in a job that met at TFM_RENDEZVOUS,
+// asks the rendezvous's heartbeat (RankWatch) whether a rank died and who
+// runs behind. Giving up aborts the NCCL communicator, which stops its
+// kernels, so the stream drains and the process can say why and end.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../Exchange.h"
@@ -15,8 +23,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 using namespace tfm::runtime;
 using namespace tfm::runtime::cuda;
@@ -35,6 +46,12 @@ struct NcclCommunicator {
   size_t stagingBytes = 0;
   ncclComm comm = nullptr;
   int32_t rank = 0, size = 1;
+  double timeoutSeconds = 300;
+  /// The rendezvous's heartbeat; null in a job that met over a bootstrap
+  /// communicator, or of one rank.
+  std::unique_ptr<RankWatch> watch;
+  /// Why the communicator was aborted; every call after fails with it.
+  std::string broken;
 
   ~NcclCommunicator() {
     if (!context)
@@ -100,6 +117,103 @@ int32_t checkCuda(NcclCommunicator &c, CUresult rc, const char *what,
                          c.drv->describe(rc)));
 }
 
+/// The ranks this one waits for, as far as it can tell.
+std::string whoIsLate(NcclCommunicator &c) {
+  if (c.size == 1)
+    return "no other rank takes part, so NCCL or this GPU is at fault";
+  if (!c.watch)
+    return "a rank hangs, died, or runs another step (a job that meets at "
+           "TFM_RENDEZVOUS would name it)";
+  std::string late = c.watch->lagging();
+  if (late.empty())
+    return "every rank is alive and has started as many collectives (a "
+           "collective of another size or order, or a network that stalls)";
+  return "rank(s) " + late;
+}
+
+/// Gives up on the communicator for `why`: NCCL's kernels stop, and this
+/// and every later call fails.
+int32_t abandon(NcclCommunicator &c, const std::string &why, char *error,
+                size_t size) {
+  if (c.comm)
+    c.lib->commAbort(c.comm);
+  c.comm = nullptr;
+  c.broken = fmt::format("rank {} of {}: {}; NCCL's communicator was "
+                         "aborted, so every later collective fails too",
+                         c.rank, c.size, why);
+  return say(error, size, c.broken);
+}
+
+/// Fails, before a collective, once the communicator was given up.
+int32_t usable(NcclCommunicator &c, char *error, size_t size) {
+  if (!c.broken.empty())
+    return say(error, size, c.broken);
+  if (c.watch)
+    c.watch->started();
+  return 0;
+}
+
+/// Waits for the work queued on `stream`, `what` it is, within the job's
+/// timeout; on NCCL's error, a rank's death or the timeout, abandons the
+/// communicator.
+int32_t finish(NcclCommunicator &c, CUstream stream, const char *what,
+               char *error, size_t size) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(c.timeoutSeconds));
+  // A rank whose connection closed may have finished its part of the last
+  // collective before it ended: the others get a moment to finish theirs.
+  constexpr auto afterAnEnd = std::chrono::seconds(2);
+  Clock::time_point endSeen{};
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    CUresult rc = c.drv->streamQuery(stream);
+    if (rc == CUDA_SUCCESS)
+      return 0;
+    if (rc != CUDA_ERROR_NOT_READY)
+      return checkCuda(c, rc, what, error, size);
+    if (!c.comm)
+      return say(error, size, c.broken);
+    ncclResult state = ncclSuccess;
+    if (c.lib->commGetAsyncError(c.comm, &state) == ncclSuccess &&
+        state != ncclSuccess && state != ncclInProgress) {
+      std::string why = c.lib->getErrorString(state);
+      if (c.lib->getLastError)
+        if (const char *last = c.lib->getLastError(c.comm); last && *last)
+          why += std::string(": ") + last;
+      return abandon(c,
+                     fmt::format("{} failed: NCCL found {}{}", what, why,
+                                 state == ncclRemoteError
+                                     ? " (" + whoIsLate(c) + ")"
+                                     : std::string()),
+                     error, size);
+    }
+    auto now = Clock::now();
+    if (c.watch) {
+      std::string gone = c.watch->ended();
+      if (gone.empty())
+        endSeen = {};
+      else if (endSeen == Clock::time_point{})
+        endSeen = now;
+      else if (now - endSeen > afterAnEnd)
+        return abandon(c,
+                       fmt::format("{} cannot finish: the process of rank(s) "
+                                   "{} ended without leaving the job ({})",
+                                   what, gone, whoIsLate(c)),
+                       error, size);
+    }
+    if (now >= deadline)
+      return abandon(c,
+                     fmt::format("{} did not finish within {:g} s "
+                                 "(TFM_COLLECTIVE_TIMEOUT): {}",
+                                 what, c.timeoutSeconds, whoIsLate(c)),
+                     error, size);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
 /// Runs `collective` on the communicator's stream over host memory: `in`
 /// is copied to staging + inAt first, and outBytes at staging + outAt back
 /// to `out` after; returns once they are on the host.
@@ -132,8 +246,7 @@ int32_t staged(NcclCommunicator &c, const void *in, size_t inBytes, size_t inAt,
             c.drv->memcpyDtoHAsync(out, c.staging + outAt, outBytes, c.stream),
             "cannot copy from the GPU", error, size))
       return rc;
-  return checkCuda(c, c.drv->streamSynchronize(c.stream),
-                   "the collective did not finish", error, size);
+  return finish(c, c.stream, "a collective of host memory", error, size);
 }
 
 char *bytePointer(CUdeviceptr p, size_t at = 0) {
@@ -178,6 +291,8 @@ int32_t allReduceSum(void *user, void *data, uint64_t count, tfm_dtype_t dtype,
   if (!count)
     return 0;
   NcclCommunicator &c = enter(user);
+  if (int32_t rc = usable(c, error, size))
+    return rc;
   auto run = [&](void *at, CUstream on) {
     return checkNccl(c,
                      c.lib->allReduce(at, at, count, type, ncclSum, c.comm, on),
@@ -201,6 +316,8 @@ int32_t allReduceScaledSum(void *user, void *data, uint64_t count,
   if (!count)
     return 0;
   NcclCommunicator &c = enter(user);
+  if (int32_t rc = usable(c, error, size))
+    return rc;
   int type = ncclTypeOf(dtype);
   auto run = [&](void *at, CUstream on) {
     int op = 0;
@@ -226,6 +343,8 @@ int32_t broadcast(void *user, void *data, uint64_t bytes, int32_t root,
   if (!bytes)
     return 0;
   NcclCommunicator &c = enter(user);
+  if (int32_t rc = usable(c, error, size))
+    return rc;
   auto run = [&](void *at, CUstream on) {
     return checkNccl(
         c, c.lib->broadcast(at, at, bytes, ncclUint8, root, c.comm, on),
@@ -240,6 +359,8 @@ int32_t allGather(void *user, const void *send, void *receive, uint64_t bytes,
   if (!bytes)
     return 0;
   NcclCommunicator &c = enter(user);
+  if (int32_t rc = usable(c, error, size))
+    return rc;
   // NCCL gathers in place where `send` is this rank's place in `receive`,
   // which is how the session asks for it.
   auto run = [&](const void *from, void *to, CUstream on) {
@@ -267,6 +388,8 @@ int32_t reduceScatterSum(void *user, const void *send, void *receive,
   if (!count)
     return 0;
   NcclCommunicator &c = enter(user);
+  if (int32_t rc = usable(c, error, size))
+    return rc;
   size_t block = count * tfm_dtype_size(dtype), mine = block * c.rank;
   // NCCL's in-place form leaves rank r's sum in block r; ours asks for it
   // in the first block, so it moves there after.
@@ -296,6 +419,24 @@ int32_t reduceScatterSum(void *user, const void *send, void *receive,
       c.drv->memcpyDtoDAsync(reinterpret_cast<uintptr_t>(to),
                              reinterpret_cast<uintptr_t>(to) + mine, block, on),
       "cannot move the reduced block", error, size);
+}
+
+int32_t waitOn(void *user, void *stream, char *error, size_t size) {
+  NcclCommunicator &c = enter(user);
+  if (!c.broken.empty())
+    return say(error, size, c.broken);
+  return finish(c, stream ? static_cast<CUstream>(stream) : c.stream,
+                "the collectives on the stream", error, size);
+}
+
+int32_t lagging(void *user, char *ranks, size_t size) {
+  auto &c = *static_cast<NcclCommunicator *>(user);
+  if (!c.watch)
+    return -1;
+  std::string late = c.watch->lagging(/*reasons=*/false);
+  if (size)
+    std::snprintf(ranks, size, "%s", late.c_str());
+  return 0;
 }
 
 } // namespace
@@ -337,6 +478,7 @@ tfm_status_t tfm_nccl_communicator(int32_t device,
     }
     c->rank = place.rank;
     c->size = place.size;
+    c->timeoutSeconds = collectiveTimeout();
     auto cuda = [&](CUresult rc, const char *what) -> tfm_status_t {
       if (rc == CUDA_SUCCESS)
         return nullptr;
@@ -382,7 +524,7 @@ tfm_status_t tfm_nccl_communicator(int32_t device,
     } else {
       std::vector<char> bytes(reinterpret_cast<char *>(&id),
                               reinterpret_cast<char *>(&id) + sizeof id);
-      if (!rendezvous(place, bytes, collectiveTimeout(), error))
+      if (!rendezvous(place, bytes, c->timeoutSeconds, error, &c->watch))
         return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", error);
       if (bytes.size() != sizeof id)
         return makeStatus(TFM_STATUS_UNAVAILABLE,
@@ -405,6 +547,9 @@ tfm_status_t tfm_nccl_communicator(int32_t device,
     made.reduce_scatter_sum = reduceScatterSum;
     made.all_reduce_scaled_sum = allReduceScaledSum;
     made.device_memory = 1;
+    made.wait = waitOn;
+    if (c->watch)
+      made.lagging = lagging;
     made.user = c.release();
     *out = made;
     return nullptr;

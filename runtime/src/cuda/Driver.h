@@ -36,6 +36,7 @@ constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
 constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
@@ -96,7 +97,8 @@ constexpr int CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12;
     CUresult (*)(CUstream, CUevent, unsigned))                                 \
   X(streamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))        \
   X(streamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))               \
-  X(streamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))
+  X(streamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))          \
+  X(streamQuery, "cuStreamQuery", CUresult (*)(CUstream))
 
 // CUDA graphs (a driver from CUDA 11.4 on): without them every run launches
 // its kernels one by one.

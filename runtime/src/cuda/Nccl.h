@@ -26,7 +26,7 @@ struct NcclUniqueId {
 };
 
 // NCCL's values this runtime uses.
-constexpr ncclResult ncclSuccess = 0;
+constexpr ncclResult ncclSuccess = 0, ncclRemoteError = 6, ncclInProgress = 7;
 constexpr int ncclUint8 = 1, ncclInt32 = 2, ncclInt64 = 4, ncclFloat16 = 6,
               ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9;
 constexpr int ncclSum = 0;
@@ -41,6 +41,9 @@ constexpr int ncclScalarHostImmediate = 1;
   X(commInitRank, "ncclCommInitRank",                                          \
     ncclResult (*)(ncclComm *, int, NcclUniqueId, int))                        \
   X(commDestroy, "ncclCommDestroy", ncclResult (*)(ncclComm))                  \
+  X(commAbort, "ncclCommAbort", ncclResult (*)(ncclComm))                      \
+  X(commGetAsyncError, "ncclCommGetAsyncError",                                \
+    ncclResult (*)(ncclComm, ncclResult *))                                    \
   X(allReduce, "ncclAllReduce",                                                \
     ncclResult (*)(const void *, void *, size_t, int, int, ncclComm,           \
                    CUstream))                                                  \

@@ -16,10 +16,12 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -41,6 +43,7 @@ void useStandIns(const std::string &log = "") {
   setenv("TFM_CUDA_DRIVER", TFM_FAKE_CUDA_DRIVER, 1);
   setenv("TFM_NCCL_LIBRARY", TFM_FAKE_NCCL, 1);
   unsetenv("TFM_FAKE_NCCL_FAIL");
+  unsetenv("TFM_FAKE_NCCL_HANG");
   if (log.empty()) {
     unsetenv("TFM_FAKE_CUDA_LOG");
     return;
@@ -240,6 +243,188 @@ TEST(NcclCommunicator, TwoProcessesClaimingOneRankAreRefused) {
   }
   EXPECT_EQ(refused, 2);
   unsetenv("TFM_COLLECTIVE_TIMEOUT");
+}
+
+namespace {
+
+/// Rank 1 of a job of two meeting at `port`, in a child process: it joins,
+/// then does what `then` says ("stop": stops itself, as a process that
+/// cannot be scheduled; "die": ends at once, without leaving the job;
+/// "leave": destroys its communicator, then ends; anything else: waits,
+/// alive, never reaching a collective).
+pid_t rankOne(int port, const std::string &then) {
+  pid_t child = fork();
+  if (child != 0)
+    return child;
+  placeRank(1, 2, port);
+  tfm_communicator_t c{};
+  if (tfm_nccl_communicator(0, nullptr, &c))
+    _exit(1);
+  if (then == "stop")
+    raise(SIGSTOP);
+  if (then == "die")
+    _exit(0);
+  if (then == "leave") {
+    tfm_nccl_communicator_destroy(&c);
+    _exit(0);
+  }
+  for (;;)
+    pause();
+}
+
+/// Rank 0 of that job: meets rank 1, queues an all-reduce that spins (the
+/// stand-in NCCL holds the streams), and waits for it with the
+/// communicator's `wait`, within TFM_COLLECTIVE_TIMEOUT=`timeout`; returns
+/// the wait's message, with the seconds it took in `seconds`.
+std::string waitForAHungSum(int port, const char *timeout, double &seconds,
+                            tfm_communicator_t &c) {
+  placeRank(0, 2, port);
+  setenv("TFM_COLLECTIVE_TIMEOUT", timeout, 1);
+  setenv("TFM_FAKE_NCCL_HANG", "1", 1);
+  std::string made = messageOf(tfm_nccl_communicator(0, nullptr, &c));
+  unsetenv("TFM_COLLECTIVE_TIMEOUT");
+  if (!made.empty())
+    return made;
+  // The stand-in driver's device memory is host memory, and it has one
+  // stream: any pointer names it.
+  int streamName = 0;
+  void *stream = &streamName;
+  std::vector<float> x = {1, 2};
+  char error[1024] = {0};
+  if (c.all_reduce_sum(c.user, x.data(), 2, TFM_DTYPE_F32, stream, error,
+                       sizeof error))
+    return std::string("the sum was not queued: ") + error;
+  auto start = std::chrono::steady_clock::now();
+  if (c.wait(c.user, stream, error, sizeof error) == 0)
+    return "the wait returned";
+  seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return error;
+}
+
+} // namespace
+
+// NCCL's collectives never time out. A rank that is alive but never
+// reaches the collective leaves rank 0 spinning until the timeout, which
+// names it (it started fewer collectives), aborts NCCL's communicator, and
+// fails every later call at once.
+TEST(NcclCommunicator, AWaitThatTimesOutNamesTheRankBehind) {
+  std::string log = ::testing::TempDir() + "nccl_hang.log";
+  useStandIns(log);
+  int port = freePort();
+  pid_t child = rankOne(port, "wait");
+  double seconds = 0;
+  tfm_communicator_t c{};
+  std::string message = waitForAHungSum(port, "1.5", seconds, c);
+  EXPECT_NE(message.find("rank 0 of 2: the collectives on the stream did not "
+                         "finish within 1.5 s (TFM_COLLECTIVE_TIMEOUT): "
+                         "rank(s) 1 (behind: 0 collectives started to this "
+                         "rank's 1); NCCL's communicator was aborted"),
+            std::string::npos)
+      << message;
+  EXPECT_GE(seconds, 1.4);
+  char ranks[64] = {0};
+  ASSERT_TRUE(c.lagging);
+  EXPECT_EQ(c.lagging(c.user, ranks, sizeof ranks), 0);
+  EXPECT_EQ(std::string(ranks), "1");
+  float x = 1;
+  char error[1024] = {0};
+  EXPECT_NE(c.all_reduce_sum(c.user, &x, 1, TFM_DTYPE_F32, nullptr, error,
+                             sizeof error),
+            0);
+  EXPECT_EQ(std::string(error), message);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  tfm_nccl_communicator_destroy(&c);
+  std::vector<std::string> lines = linesOf(log);
+  EXPECT_TRUE(contains(lines, "nccl abort"));
+  // The aborted communicator is not destroyed again, and nothing waited on
+  // the held stream without a bound.
+  EXPECT_FALSE(contains(lines, "nccl destroy"));
+  EXPECT_FALSE(contains(lines, "synchronize would wait forever on a "
+                               "collective that never finishes"));
+  unsetenv("TFM_FAKE_NCCL_HANG");
+}
+
+namespace {
+
+/// waitForAHungSum against a rank 1 that does `then`, cleaned up after.
+std::string hungSumAgainst(const std::string &then, const char *timeout,
+                           double &seconds) {
+  useStandIns();
+  int port = freePort();
+  pid_t child = rankOne(port, then);
+  tfm_communicator_t c{};
+  std::string message = waitForAHungSum(port, timeout, seconds, c);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  tfm_nccl_communicator_destroy(&c);
+  unsetenv("TFM_FAKE_NCCL_HANG");
+  return message;
+}
+
+} // namespace
+
+// A rank whose process ends without leaving the job ends rank 0's wait
+// within seconds, long before the timeout: its connection closed.
+TEST(NcclCommunicator, ARankThatDiesEndsTheWaitAtOnce) {
+  double seconds = 0;
+  std::string message = hungSumAgainst("die", "120", seconds);
+  EXPECT_NE(message.find("the collectives on the stream cannot finish: the "
+                         "process of rank(s) 1 ended without leaving the job "
+                         "(rank(s) 1 (its process ended))"),
+            std::string::npos)
+      << message;
+  EXPECT_LT(seconds, 30);
+}
+
+// One that destroyed its communicator said goodbye: it finished, and did
+// not die, so the wait runs to the timeout and says so.
+TEST(NcclCommunicator, ARankThatLeftIsNotTakenForDead) {
+  double seconds = 0;
+  std::string message = hungSumAgainst("leave", "1.5", seconds);
+  EXPECT_NE(message.find("did not finish within 1.5 s "
+                         "(TFM_COLLECTIVE_TIMEOUT): rank(s) 1 (its process "
+                         "finished)"),
+            std::string::npos)
+      << message;
+}
+
+// A stopped process sends no heartbeat: named as silent.
+TEST(NcclCommunicator, ASilentRankIsNamed) {
+  double seconds = 0;
+  std::string message = hungSumAgainst("stop", "3", seconds);
+  EXPECT_NE(message.find("did not finish within 3 s (TFM_COLLECTIVE_TIMEOUT): "
+                         "rank(s) 1 (silent for "),
+            std::string::npos)
+      << message;
+}
+
+// NCCL's own report of a lost peer ends the wait at once.
+TEST(NcclCommunicator, NcclsRemoteErrorEndsTheWait) {
+  useStandIns();
+  placeRank(0, 1, 0);
+  setenv("TFM_FAKE_NCCL_HANG", "remote", 1);
+  tfm_communicator_t c{};
+  ASSERT_EQ(messageOf(tfm_nccl_communicator(0, nullptr, &c)), "");
+  float x = 1;
+  char error[1024] = {0};
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_NE(c.all_reduce_sum(c.user, &x, 1, TFM_DTYPE_F32, nullptr, error,
+                             sizeof error),
+            0);
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      30);
+  EXPECT_NE(std::string(error).find(
+                "rank 0 of 1: a collective of host memory failed: NCCL found "
+                "remote process exited or there was a network error"),
+            std::string::npos)
+      << error;
+  tfm_nccl_communicator_destroy(&c);
+  unsetenv("TFM_FAKE_NCCL_HANG");
 }
 
 namespace {

@@ -13,6 +13,10 @@
 |*   TFM_FAKE_CUDA_MEMORY       bytes the GPU holds (1 GiB)                  *|
 |*   TFM_FAKE_CUDA_FAIL_LAUNCH  a kernel whose launch fails                  *|
 |*   TFM_FAKE_CUDA_LOG          a file that receives a line per launch       *|
+|* The stand-in NCCL holds the streams (fakeCudaHold) while a collective    *|
+|* of its spins on a rank that never comes: cuStreamQuery then says        *|
+|* "not ready", and cuStreamSynchronize, which on a GPU would wait forever, *|
+|* fails at once with a line in the log, so a test sees the wait.           *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -31,6 +35,7 @@ enum {
   INVALID_DEVICE = 101,
   INVALID_PTX = 218,
   NOT_FOUND = 500,
+  NOT_READY = 600,
   LAUNCH_FAILED = 719,
   STREAM_CAPTURE_UNSUPPORTED = 900,
 };
@@ -386,8 +391,20 @@ EXPORT CUresult cuStreamCreate(void **s, unsigned flags) {
   return OK;
 }
 EXPORT CUresult cuStreamDestroy_v2(void *s) { return OK; }
+static int held;
+EXPORT void fakeCudaHold(int hold) { held = hold; }
 EXPORT CUresult cuStreamSynchronize(void *s) {
+  if (held) {
+    logLine("synchronize would wait forever on a collective that never "
+            "finishes\n");
+    return LAUNCH_FAILED;
+  }
   return capturing ? STREAM_CAPTURE_UNSUPPORTED : OK;
+}
+EXPORT CUresult cuStreamQuery(void *s) {
+  if (capturing)
+    return STREAM_CAPTURE_UNSUPPORTED;
+  return held ? NOT_READY : OK;
 }
 
 /* Copies between device buffers, and the events that order the session's

@@ -9,9 +9,16 @@
 |*   nccl init rank R of N id ID                                            *|
 |*   nccl all_reduce COUNT type T op OP [scale S] [host|device] stream      *|
 |* TFM_FAKE_NCCL_FAIL names a call ("all_reduce", "init") that fails.        *|
+|* TFM_FAKE_NCCL_HANG=1 makes every collective, of one rank or several,     *|
+|* spin as NCCL's does on a rank that never comes: the stand-in driver's    *|
+|* streams are held (fakeCudaHold) until ncclCommAbort. =remote does too,  *|
+|* and ncclCommGetAsyncError reports a remote error meanwhile, as NCCL     *|
+|* does when a peer's connection breaks. A call's name ("all_reduce", or   *|
+|* "all_reduce_scaled" for one with a PreMulSum) makes only it spin.       *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +28,12 @@
 #define EXPORT __attribute__((visibility("default")))
 
 typedef int ncclResult_t;
-enum { ncclSuccess = 0, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
+enum {
+  ncclSuccess = 0,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6
+};
 typedef struct {
   char internal[128];
 } ncclUniqueId;
@@ -49,6 +61,27 @@ static void logLine(const char *line) {
 static int failing(const char *call) {
   const char *f = getenv("TFM_FAKE_NCCL_FAIL");
   return f && strcmp(f, call) == 0;
+}
+
+static const char *hanging(void) {
+  const char *h = getenv("TFM_FAKE_NCCL_HANG");
+  return h && *h ? h : NULL;
+}
+
+/* Whether a collective spins: then the driver's streams never drain. */
+static int held;
+static void hold(int on) {
+  held = on;
+  /* The stand-in driver the runtime opened: the same library, found
+   * again by its name. */
+  const char *path = getenv("TFM_CUDA_DRIVER");
+  void *driver = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  void (*fakeCudaHold)(int) =
+      driver ? (void (*)(int))dlsym(driver, "fakeCudaHold") : NULL;
+  if (fakeCudaHold)
+    fakeCudaHold(on);
+  if (driver)
+    dlclose(driver);
 }
 
 static size_t sizeOf(int type) {
@@ -81,6 +114,8 @@ EXPORT const char *ncclGetErrorString(ncclResult_t rc) {
     return "invalid argument";
   case ncclInvalidUsage:
     return "invalid usage";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
   default:
     return "unhandled system error";
   }
@@ -115,6 +150,22 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int size,
 EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   logLine("nccl destroy\n");
   free(comm);
+  return ncclSuccess;
+}
+
+EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  logLine("nccl abort\n");
+  hold(0);
+  free(comm);
+  return ncclSuccess;
+}
+
+EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm,
+                                          ncclResult_t *state) {
+  (void)comm;
+  const char *h = hanging();
+  *state =
+      held && h && strcmp(h, "remote") == 0 ? ncclRemoteError : ncclSuccess;
   return ncclSuccess;
 }
 
@@ -156,6 +207,13 @@ static ncclResult_t alone(const char *what, ncclComm_t comm, const void *send,
   logLine(line);
   if (failing(what))
     return ncclInvalidUsage;
+  const char *h = hanging();
+  if (h && (strcmp(h, "1") == 0 || strcmp(h, "remote") == 0 ||
+            strcmp(h, what) == 0 ||
+            (op >= firstOp && strcmp(h, "all_reduce_scaled") == 0))) {
+    hold(1);
+    return ncclSuccess;
+  }
   if (comm->size != 1)
     return ncclInvalidUsage;
   if (op >= firstOp && (op - firstOp >= maxOps || !inUse[op - firstOp]))
