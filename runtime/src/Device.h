@@ -175,6 +175,11 @@ public:
   /// a communicator's calls on device memory are ordered with it. Null
   /// where work runs as it is called (the CPU).
   virtual void *workStream() { return nullptr; }
+  /// A second stream of the device's (null where it has no streams), for
+  /// work that runs beside the work stream's: a data-parallel step's sums,
+  /// during the rest of the backward pass. waitForStream and signalStream
+  /// order it with the work stream.
+  virtual void *sideStream() { return nullptr; }
 
   /// Graphs: the work compiled code hands the device between beginCapture
   /// and endCapture is recorded instead of run, and replay runs it again,

@@ -268,6 +268,10 @@ int32_t Exchange::runOnDevice(size_t b, int64_t n, int64_t offset, bool start,
         return fail(fmt::format("bucket {} was read before all its members "
                                 "started",
                                 b));
+      // The step's work from here on follows the bucket's sum (and every
+      // sum queued before it: the second stream runs them in order).
+      if (std::exchange(sumsAhead, false))
+        device->waitForStream(device->sideStream());
       device->copyOnDevice(args[0], member, n * sizeof(float));
       if (++bucket.waited == bucket.members) {
         bucket.started = bucket.waited = 0;
@@ -301,14 +305,18 @@ int32_t Exchange::runOnDevice(size_t b, int64_t n, int64_t offset, bool start,
     device->copyOnDevice(member, args[0], n * sizeof(float));
     if (++bucket.started < bucket.members)
       return 0;
+    // The sum runs on the device's second stream, after the members'
+    // copies and beside the rest of the backward pass; the bucket's first
+    // WAIT orders the step's work after it.
+    void *side = device->sideStream();
+    device->signalStream(side);
     if (comm.all_reduce_scaled_sum(comm.user, data, bucket.elements,
-                                   TFM_DTYPE_F32, share, device->workStream(),
-                                   message, sizeof message))
+                                   TFM_DTYPE_F32, share, side, message,
+                                   sizeof message))
       return fail(fmt::format("the exchange of bucket {} failed: {}", b,
                               communicatorError(message)));
-    // Queued on the stream that the WAITs' copies follow.
     bucket.state = Bucket::Arrived;
-    queuedOnDevice = true;
+    queuedOnDevice = sumsAhead = true;
     return 0;
   } catch (const DeviceError &e) {
     return fail(e.what());
@@ -371,8 +379,10 @@ int32_t Exchange::drain(std::string &error) {
   if (device && std::exchange(queuedOnDevice, false) && comm.wait) {
     lock.unlock();
     char message[1024] = {0};
-    int32_t rc =
-        comm.wait(comm.user, device->workStream(), message, sizeof message);
+    int32_t rc = 0;
+    for (void *stream : {device->sideStream(), device->workStream()})
+      if (!rc)
+        rc = comm.wait(comm.user, stream, message, sizeof message);
     lock.lock();
     if (rc)
       return fail(fmt::format("the step's exchanges did not finish: {}",

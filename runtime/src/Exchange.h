@@ -10,9 +10,10 @@
 // one caller at a time.
 //
 // On a GPU the buckets are device memory, and the communicator (NCCL's)
-// queues each bucket's weighted sum on the device's stream, in order with
-// the step's kernels: no thread waits for it, and the runtime itself only
-// copies there.
+// queues each bucket's weighted sum on the device's second stream, after
+// the copies of its members and beside the rest of the backward pass; the
+// bucket's first WAIT orders the step's stream after it. No thread waits
+// for it, and the runtime itself only copies there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,8 +113,9 @@ private:
   /// weight, w / Σ_r w_r, learnt when the first opened.
   int64_t openBuckets = 0;
   float share = 0;
-  /// On a GPU: a sum was queued since drain() last waited for them.
-  bool queuedOnDevice = false;
+  /// On a GPU: a sum was queued since drain() last waited for them, and
+  /// since the step's stream was last ordered after them.
+  bool queuedOnDevice = false, sumsAhead = false;
   double timeoutSeconds = 300;
   std::vector<Bucket> buckets;
   std::mutex mutex;

@@ -60,8 +60,9 @@ public:
     workspace = DeviceBuffer();
     if (module)
       drv.moduleUnload(module);
-    if (stream)
-      drv.streamDestroy(stream);
+    for (CUstream s : {stream, side})
+      if (s)
+        drv.streamDestroy(s);
     drv.primaryCtxRelease(device);
   }
 
@@ -104,6 +105,13 @@ public:
   void *workStream() override {
     makeCurrent();
     return stream;
+  }
+  void *sideStream() override {
+    makeCurrent();
+    if (!side)
+      check(drv.streamCreate(&side, CU_STREAM_NON_BLOCKING),
+            "cannot create a second stream");
+    return side;
   }
   int32_t target() const override { return TFM_TARGET_CUDA; }
 
@@ -459,6 +467,8 @@ private:
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
+  /// sideStream's, made when first asked for.
+  CUstream side = nullptr;
   CUmodule module = nullptr;
   /// Order the session's stream with a caller's (waitForStream,
   /// signalStream).

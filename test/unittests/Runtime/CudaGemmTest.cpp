@@ -816,8 +816,8 @@ TEST(CudaDevice, RunsOrderedWithTheCallersStream) {
   ASSERT_EQ(project(g.s, x, &y, nullptr, true, &callerStream), "");
   std::string text = readLog(log);
   size_t mark = text.find("event recorded on a caller's stream\n"
-                          "the session's stream waits on the event\n");
-  size_t done = text.find("event recorded on the session's stream\n"
+                          "stream 1 waits on the event\n");
+  size_t done = text.find("event recorded on stream 1\n"
                           "a caller's stream waits on the event\n");
   EXPECT_NE(mark, std::string::npos) << text;
   EXPECT_NE(done, std::string::npos) << text;

@@ -385,12 +385,25 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
   memcpy(dst, (const void *)(size_t)src, bytes);
   return OK;
 }
-static int stream;
+/* Each stream takes the first free slot and is named by it ("stream 1"
+ * is a lone session's own), so a log says which stream each event and
+ * wait is on; work on all of them runs as it is queued. */
+enum { maxStreams = 8 };
+static int streams[maxStreams], streamInUse[maxStreams];
 EXPORT CUresult cuStreamCreate(void **s, unsigned flags) {
-  *s = &stream;
+  int i = 0;
+  while (i < maxStreams - 1 && streamInUse[i])
+    ++i;
+  streamInUse[i] = 1;
+  *s = &streams[i];
   return OK;
 }
-EXPORT CUresult cuStreamDestroy_v2(void *s) { return OK; }
+EXPORT CUresult cuStreamDestroy_v2(void *s) {
+  int *p = s;
+  if (p >= streams && p < streams + maxStreams)
+    streamInUse[p - streams] = 0;
+  return OK;
+}
 static int held;
 EXPORT void fakeCudaHold(int hold) { held = hold; }
 EXPORT CUresult cuStreamSynchronize(void *s) {
@@ -429,10 +442,15 @@ EXPORT CUresult cuEventCreate(void **e, unsigned flags) {
   return OK;
 }
 EXPORT CUresult cuEventDestroy_v2(void *e) { return OK; }
-/* The session's stream is the one cuStreamCreate made; any other is a
+/* "stream N" for a stream of slot N that cuStreamCreate gave; any other is a
  * caller's. */
 static const char *streamName(void *s) {
-  return s == &stream ? "the session's stream" : "a caller's stream";
+  static char name[32];
+  int *p = s;
+  if (p < streams || p >= streams + maxStreams)
+    return "a caller's stream";
+  snprintf(name, sizeof name, "stream %d", (int)(p - streams) + 1);
+  return name;
 }
 EXPORT CUresult cuEventRecord(void *e, void *s) {
   char line[96];

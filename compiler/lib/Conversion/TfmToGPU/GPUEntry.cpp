@@ -29,31 +29,37 @@ void lowerByChoice(OpLoweringSet &set, GPUKernel kernel, Fn lower) {
   });
 }
 
-/// The STARTs of a block whose calls wait for its first WAIT, or none.
-/// On a GPU nothing overlaps the exchanges yet (they run on the step's
-/// stream), and a call between two kernels keeps tfm-merge-gpu-launches
-/// from merging them, so the calls go together where they can: a member
-/// in place (its storage stays the gradient's until the WAIT; another is
-/// copied at its START), one weight, and nothing but STARTs between the
-/// last START and the first WAIT (so the weight's storage is as it was).
-SmallVector<AllReduceStartOp> deferredStarts(Block *block, BufferizedEntry &e) {
+/// The STARTs called with `last`, the last START of its bucket in its
+/// block, at its place: the bucket's other members that are in place (their
+/// storage stays the gradient's until the WAIT; another is copied at its
+/// own START). A call between two kernels keeps tfm-merge-gpu-launches
+/// from merging them, so a bucket's calls go together, where its last
+/// member is computed, and its sum begins there, beside the rest of the
+/// backward pass. Empty when `start` is not its bucket's last.
+SmallVector<AllReduceStartOp> startsCalledWith(AllReduceStartOp last,
+                                               BufferizedEntry &e) {
   SmallVector<AllReduceStartOp> starts;
-  Operation *firstWait = nullptr;
-  Value weight;
-  for (Operation &op : *block) {
-    if (auto start = dyn_cast<AllReduceStartOp>(op)) {
-      if (firstWait || (weight && start.getWeight() != weight))
+  for (Operation *op = last->getNextNode(); op; op = op->getNextNode())
+    if (auto later = dyn_cast<AllReduceStartOp>(op))
+      if (later.getBucket() == last.getBucket())
         return {};
-      weight = start.getWeight();
-      if (e.isView(start.getResult()))
+  for (Operation *op = last->getPrevNode(); op; op = op->getPrevNode())
+    if (auto start = dyn_cast<AllReduceStartOp>(op))
+      if (start.getBucket() == last.getBucket() && e.isView(start.getResult()))
         starts.push_back(start);
-    } else if (isa<AllReduceWaitOp>(op) && !firstWait) {
-      firstWait = &op;
-      if (!isa_and_nonnull<AllReduceStartOp>(op.getPrevNode()))
-        return {};
-    }
-  }
-  return firstWait ? starts : SmallVector<AllReduceStartOp>();
+  std::reverse(starts.begin(), starts.end());
+  return starts;
+}
+
+/// Whether `start` is called with its bucket's last START instead.
+bool calledLater(AllReduceStartOp start, BufferizedEntry &e) {
+  if (!e.isView(start.getResult()))
+    return false;
+  for (Operation *op = start->getNextNode(); op; op = op->getNextNode())
+    if (auto later = dyn_cast<AllReduceStartOp>(op))
+      if (later.getBucket() == start.getBucket())
+        return true;
+  return false;
 }
 
 } // namespace
@@ -106,19 +112,14 @@ void mlir::tfm::populateTfmToGPULowerings(OpLoweringSet &set) {
   OpLoweringFn startAlone = *set.lookup(AllReduceStartOp::getOperationName());
   set.add<AllReduceStartOp>(
       [startAlone](AllReduceStartOp op, BufferizedEntry &e) {
-        if (llvm::is_contained(deferredStarts(op->getBlock(), e), op))
+        if (calledLater(op, e))
           return success();
+        for (AllReduceStartOp start : startsCalledWith(op, e))
+          if (start.getType().getNumElements())
+            callAllReduce(start, /*isStart=*/true,
+                          e.bufferOf(start.getResult()), e);
         return startAlone(op.getOperation(), e);
       });
-  OpLoweringFn waitAlone = *set.lookup(AllReduceWaitOp::getOperationName());
-  set.add<AllReduceWaitOp>([waitAlone](AllReduceWaitOp op, BufferizedEntry &e) {
-    if (isa_and_nonnull<AllReduceStartOp>(op->getPrevNode()))
-      for (AllReduceStartOp start : deferredStarts(op->getBlock(), e))
-        if (start.getType().getNumElements())
-          callAllReduce(start, /*isStart=*/true, e.bufferOf(start.getResult()),
-                        e);
-    return waitAlone(op.getOperation(), e);
-  });
   lowerByChoice<AddLayerNormOp>(
       set, GPUKernel::WarpRows, [](AddLayerNormOp op, BufferizedEntry &e) {
         return lowerWarpLayerNorm(e, op.getInput(), op.getResidual(),
