@@ -10,6 +10,7 @@
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
+#include "mlir/IR/Matchers.h"
 
 #include <cstring>
 #include <numeric>
@@ -554,25 +555,26 @@ void BufferizedEntry::exitIf(
   b.setInsertionPointToStart(next);
 }
 
-void BufferizedEntry::checkIndices(Operation *op, Value indices, int64_t lower,
-                                   int64_t upper, std::optional<int64_t> skip) {
-  checkIndexRange(op, indices, lower, upper, skip, std::nullopt);
+LogicalResult BufferizedEntry::checkIndices(Operation *op, Value indices,
+                                            int64_t lower, int64_t upper,
+                                            std::optional<int64_t> skip) {
+  return checkIndexRange(op, indices, lower, upper, skip, std::nullopt);
 }
 
-void BufferizedEntry::checkIndexColumn(Operation *op, Value indices,
-                                       int64_t column, int64_t lower,
-                                       int64_t upper) {
-  checkIndexRange(op, indices, lower, upper, std::nullopt, column);
+LogicalResult BufferizedEntry::checkIndexColumn(Operation *op, Value indices,
+                                                int64_t column, int64_t lower,
+                                                int64_t upper) {
+  return checkIndexRange(op, indices, lower, upper, std::nullopt, column);
 }
 
-void BufferizedEntry::checkIndexRange(Operation *op, Value indices,
-                                      int64_t lower, int64_t upper,
-                                      std::optional<int64_t> skip,
-                                      std::optional<int64_t> column) {
+LogicalResult BufferizedEntry::checkIndexRange(Operation *op, Value indices,
+                                               int64_t lower, int64_t upper,
+                                               std::optional<int64_t> skip,
+                                               std::optional<int64_t> column) {
   auto type = cast<RankedTensorType>(indices.getType());
   int64_t n = type.getNumElements();
   if (n == 0)
-    return;
+    return success();
   Type elem = type.getElementType();
   // What holds the indices: an entry input (through reshapes and casts),
   // or a tensor the model computes.
@@ -592,6 +594,26 @@ void BufferizedEntry::checkIndexRange(Operation *op, Value indices,
   } else {
     tensor = "the indices computed at " +
              describeLocation(source.getDefiningOp()->getLoc());
+  }
+  // Indices known now (a model's arange of positions, folded) need no
+  // code: every run would find the same, so an index out of range fails
+  // the compilation instead of every run.
+  DenseIntElementsAttr known;
+  if (matchPattern(indices, m_Constant(&known))) {
+    int64_t k = type.getRank() ? type.getShape().back() : 1, at = 0;
+    for (const APInt &value : known.getValues<APInt>()) {
+      int64_t v = value.getSExtValue();
+      bool wanted = !column || at % k == *column;
+      if (wanted && (v < lower || v >= upper) && (!skip || v != *skip))
+        return op->emitError()
+               << tensor << " are constants here, and the one at position "
+               << at << " is " << v << ", outside [" << lower << ", " << upper
+               << ") that the op reads, so every run would fail: is a "
+                  "--shape larger than the model allows (a sequence longer "
+                  "than its table of positions)?";
+      ++at;
+    }
+    return success();
   }
   if (input >= 0 && source != indices)
     input = -1; // positions count in the tensor the op reads
@@ -666,6 +688,7 @@ void BufferizedEntry::checkIndexRange(Operation *op, Value indices,
             });
   }
   reportCheck(check, first, flat);
+  return success();
 }
 
 void BufferizedEntry::reportCheck(int32_t check, Value first, Value flat) {

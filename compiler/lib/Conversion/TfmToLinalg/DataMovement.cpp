@@ -63,7 +63,8 @@ Value positionOf(OpBuilder &ob, Location l, Value raw, int64_t size) {
 LogicalResult lowerGatherLike(BufferizedEntry &e, Operation *op, Value input,
                               OpOperand &indices, int64_t axis, Value result) {
   auto [lower, upper] = *indexRangeOf(indices);
-  e.checkIndices(op, indices.get(), lower, upper);
+  if (failed(e.checkIndices(op, indices.get(), lower, upper)))
+    return failure();
   Value in = e.bufferOf(input), idx = e.bufferOf(indices.get());
   Value out = e.destination(result);
   auto inType = cast<MemRefType>(in.getType());
@@ -127,7 +128,8 @@ LogicalResult lowerScatterND(ScatterNDOp op, BufferizedEntry &e) {
   int64_t k = idxType.getShape().back();
   ArrayRef<int64_t> shape = inType.getShape();
   for (int64_t j = 0; j < k; ++j)
-    e.checkIndexColumn(op, op.getIndices(), j, -shape[j], shape[j]);
+    if (failed(e.checkIndexColumn(op, op.getIndices(), j, -shape[j], shape[j])))
+      return failure();
   Value out = e.destination(op.getResult());
   Value in = e.bufferOf(op.getInput());
   int64_t total = inType.getNumElements();

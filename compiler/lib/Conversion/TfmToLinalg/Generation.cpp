@@ -24,7 +24,8 @@ LogicalResult lowerCacheUpdate(CacheUpdateOp op, BufferizedEntry &e) {
   int64_t axis = op.getAxis();
   // A position past the room would write past the slot.
   auto [lower, upper] = *indexRangeOf(op.getPositionMutable());
-  e.checkIndices(op, op.getPosition(), lower, upper);
+  if (failed(e.checkIndices(op, op.getPosition(), lower, upper)))
+    return failure();
   int64_t room = upper - 1;
   if (value.getNumElements() == 0)
     return success();

@@ -233,7 +233,8 @@ mlir::tfm::crossEntropyRows(BufferizedEntry &e, Operation *op, Value logits,
     return op->emitError("the ")
            << e.targetName() << " backend needs at least one class";
   auto [lower, upper] = *indexRangeOf(labels);
-  e.checkIndices(op, labels.get(), lower, upper, ignore);
+  if (failed(e.checkIndices(op, labels.get(), lower, upper, ignore)))
+    return failure();
   Type labelType =
       cast<RankedTensorType>(labels.get().getType()).getElementType();
   return CrossEntropyRows{

@@ -243,13 +243,16 @@ public:
               function_ref<Value(OpBuilder &, Location)> failure);
   /// Checks that every element of `indices` lies in [lower, upper), or is
   /// `skip` when given; the first that does not is reported (reportCheck)
-  /// with a status naming `op`, the tensor and the position.
-  void checkIndices(Operation *op, Value indices, int64_t lower,
-                    int64_t upper, std::optional<int64_t> skip = {});
+  /// with a status naming `op`, the tensor and the position. Constant
+  /// indices are checked now: none is out of range, and no code checks
+  /// them, or the compilation fails, naming the first that is (every run
+  /// would).
+  LogicalResult checkIndices(Operation *op, Value indices, int64_t lower,
+                             int64_t upper, std::optional<int64_t> skip = {});
   /// checkIndices for one column of `indices` (its last dimension), whose
   /// columns index dimensions of different sizes (ScatterND's tuples).
-  void checkIndexColumn(Operation *op, Value indices, int64_t column,
-                        int64_t lower, int64_t upper);
+  LogicalResult checkIndexColumn(Operation *op, Value indices, int64_t column,
+                                 int64_t lower, int64_t upper);
   /// Reports check `check`: `first` (a 0-d i64 buffer that checkIndices
   /// computed) holds a position of `flat`, the indices, when one is out of
   /// range, else their count. By default the entry reads both buffers and
@@ -364,9 +367,9 @@ private:
   /// were; `fn` is only read from then on and is erased after lowering.
   void makeSignless();
   /// checkIndices, for the elements of one column when `column` is given.
-  void checkIndexRange(Operation *op, Value indices, int64_t lower,
-                       int64_t upper, std::optional<int64_t> skip,
-                       std::optional<int64_t> column);
+  LogicalResult checkIndexRange(Operation *op, Value indices, int64_t lower,
+                                int64_t upper, std::optional<int64_t> skip,
+                                std::optional<int64_t> column);
 
   Kind kind;
   DenseSet<Value> unsignedTensors;
