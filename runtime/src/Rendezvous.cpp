@@ -113,9 +113,9 @@ std::string where(const RendezvousPlace &place) {
   return place.host + ":" + place.port;
 }
 
-bool serve(const RendezvousPlace &place, const std::vector<char> &bytes,
-           Clock::time_point deadline, double timeoutSeconds,
-           std::string &error, std::vector<int> *kept) {
+/// A socket listening on `place.port` on every address; -1, with `error`,
+/// when none can.
+Socket listenOn(const RendezvousPlace &place, std::string &error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -124,7 +124,7 @@ bool serve(const RendezvousPlace &place, const std::vector<char> &bytes,
   if (int rc = ::getaddrinfo(nullptr, place.port.c_str(), &hints, &found)) {
     error = fmt::format("rank 0 cannot listen on port {} (TFM_RENDEZVOUS): {}",
                         place.port, ::gai_strerror(rc));
-    return false;
+    return Socket();
   }
   Socket listener;
   int lastErrno = 0;
@@ -143,11 +143,15 @@ bool serve(const RendezvousPlace &place, const std::vector<char> &bytes,
       lastErrno = errno;
   }
   ::freeaddrinfo(found);
-  if (listener.fd < 0) {
+  if (listener.fd < 0)
     error = fmt::format("rank 0 cannot listen on port {} (TFM_RENDEZVOUS): {}",
                         place.port, std::strerror(lastErrno));
-    return false;
-  }
+  return listener;
+}
+
+bool serve(const RendezvousPlace &place, Socket listener,
+           const std::vector<char> &bytes, Clock::time_point deadline,
+           double timeoutSeconds, std::string &error, std::vector<int> *kept) {
   std::vector<Socket> ranks(place.size);
   int arrived = 1;
   std::string refusal;
@@ -332,17 +336,28 @@ bool tfm::runtime::rendezvousFromEnvironment(RendezvousPlace &place,
 bool tfm::runtime::rendezvous(const RendezvousPlace &place,
                               std::vector<char> &bytes, double timeoutSeconds,
                               std::string &error,
-                              std::unique_ptr<RankWatch> *watch) {
-  if (place.size == 1)
+                              std::unique_ptr<RankWatch> *watch,
+                              int listening) {
+  if (place.size == 1) {
+    if (listening >= 0)
+      ::close(listening);
     return true;
+  }
   auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(timeoutSeconds));
   std::vector<int> kept;
   std::vector<int> *keep = watch ? &kept : nullptr;
-  if (!(place.rank == 0
-            ? serve(place, bytes, deadline, timeoutSeconds, error, keep)
-            : join(place, bytes, deadline, timeoutSeconds, error, keep)))
+  bool met;
+  if (place.rank == 0) {
+    Socket listener =
+        listening >= 0 ? Socket(listening) : listenOn(place, error);
+    met = listener.fd >= 0 && serve(place, std::move(listener), bytes, deadline,
+                                    timeoutSeconds, error, keep);
+  } else {
+    met = join(place, bytes, deadline, timeoutSeconds, error, keep);
+  }
+  if (!met)
     return false;
   if (watch)
     *watch =
@@ -576,6 +591,30 @@ std::string RankWatch::lagging(bool reasons) {
               (reasons ? " (" + why + ")" : std::string());
   }
   return list;
+}
+
+int tfm::runtime::listenForRendezvous(RendezvousPlace &place,
+                                      std::string &error) {
+  place.port = "0";
+  Socket listener = listenOn(place, error);
+  if (listener.fd < 0)
+    return -1;
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  char host[256] = {0};
+  if (::getsockname(listener.fd, reinterpret_cast<sockaddr *>(&address),
+                    &length) != 0 ||
+      ::gethostname(host, sizeof host - 1) != 0) {
+    error = fmt::format("rank 0 cannot tell where it listens: {}",
+                        std::strerror(errno));
+    return -1;
+  }
+  uint16_t port = address.ss_family == AF_INET6
+                      ? reinterpret_cast<sockaddr_in6 &>(address).sin6_port
+                      : reinterpret_cast<sockaddr_in &>(address).sin_port;
+  place.port = std::to_string(ntohs(port));
+  place.host = host;
+  return std::exchange(listener.fd, -1);
 }
 
 double tfm::runtime::collectiveTimeout(double fallback) {

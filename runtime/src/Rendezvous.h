@@ -97,10 +97,20 @@ private:
 /// `timeoutSeconds`, naming the ranks that did not arrive (on rank 0) or
 /// the address that did not answer. False, with `error`, on failure. With
 /// `watch`, the connections stay open as a RankWatch there (null in a
-/// world of one).
+/// world of one). Rank 0 listens on `listening` where given (it takes it
+/// over), else on place.port.
 bool rendezvous(const RendezvousPlace &place, std::vector<char> &bytes,
                 double timeoutSeconds, std::string &error,
-                std::unique_ptr<RankWatch> *watch = nullptr);
+                std::unique_ptr<RankWatch> *watch = nullptr,
+                int listening = -1);
+
+/// For ranks that already share a channel (a bootstrap communicator), whose
+/// meeting here only sets up a RankWatch: rank 0 listens on a port the
+/// system picks, writing this machine's name and the port to `place`,
+/// which then travels to the other ranks over the channel before every
+/// rank calls rendezvous (rank 0 with the socket returned here). -1, with
+/// `error`, when it cannot listen.
+int listenForRendezvous(RendezvousPlace &place, std::string &error);
 
 /// TFM_COLLECTIVE_TIMEOUT in seconds where it is set and positive, else
 /// `fallback`: one timeout for every wait on other ranks.

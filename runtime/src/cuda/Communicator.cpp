@@ -23,11 +23,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace tfm::runtime;
 using namespace tfm::runtime::cuda;
@@ -122,8 +125,8 @@ std::string whoIsLate(NcclCommunicator &c) {
   if (c.size == 1)
     return "no other rank takes part, so NCCL or this GPU is at fault";
   if (!c.watch)
-    return "a rank hangs, died, or runs another step (a job that meets at "
-           "TFM_RENDEZVOUS would name it)";
+    return "a rank hangs, died, or runs another step (the ranks could not "
+           "connect for the heartbeat that would name it)";
   std::string late = c.watch->lagging();
   if (late.empty())
     return "every rank is alive and has started as many collectives (a "
@@ -515,12 +518,54 @@ tfm_status_t tfm_nccl_communicator(int32_t device,
                     sizeof message))
         return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", message);
     if (bootstrap) {
-      if (boot.broadcast(boot.user, &id, sizeof id, 0, nullptr, message,
-                         sizeof message))
+      // NCCL's id, and where rank 0 listens for the connections of the
+      // heartbeat that names the ranks a hung collective waits for; the
+      // bootstrap carries nothing after.
+      struct Meeting {
+        NcclUniqueId id;
+        char host[256];
+        char port[16];
+      } meeting{};
+      meeting.id = id;
+      int listening = -1;
+      if (c->rank == 0 && c->size > 1) {
+        RendezvousPlace where = place;
+        std::string why;
+        listening = listenForRendezvous(where, why);
+        if (listening >= 0 && where.host.size() < sizeof meeting.host) {
+          std::snprintf(meeting.host, sizeof meeting.host, "%s",
+                        where.host.c_str());
+          std::snprintf(meeting.port, sizeof meeting.port, "%s",
+                        where.port.c_str());
+        }
+      }
+      if (boot.broadcast(boot.user, &meeting, sizeof meeting, 0, nullptr,
+                         message, sizeof message))
         return makeStatus(TFM_STATUS_UNAVAILABLE,
                           "rank {} of {}: sharing NCCL's unique id over the "
                           "bootstrap communicator failed: {}",
                           c->rank, c->size, communicatorError(message));
+      id = meeting.id;
+      if (meeting.host[0]) {
+        // Without it the job runs all the same (a hang is still ended at
+        // the timeout, naming no rank): every rank keeps it, or none.
+        RendezvousPlace where = place;
+        where.host = meeting.host;
+        where.port = meeting.port;
+        std::vector<char> nothing;
+        std::string why;
+        int32_t failed =
+            rendezvous(where, nothing, std::min(c->timeoutSeconds, 10.0), why,
+                       &c->watch, listening)
+                ? 0
+                : 1;
+        if (boot.all_reduce_sum(boot.user, &failed, 1, TFM_DTYPE_I32, nullptr,
+                                message, sizeof message) ||
+            failed)
+          c->watch.reset();
+      } else if (listening >= 0) {
+        ::close(listening);
+      }
     } else {
       std::vector<char> bytes(reinterpret_cast<char *>(&id),
                               reinterpret_cast<char *>(&id) + sizeof id);

@@ -277,11 +277,12 @@ pid_t rankOne(int port, const std::string &then) {
 /// communicator's `wait`, within TFM_COLLECTIVE_TIMEOUT=`timeout`; returns
 /// the wait's message, with the seconds it took in `seconds`.
 std::string waitForAHungSum(int port, const char *timeout, double &seconds,
-                            tfm_communicator_t &c) {
+                            tfm_communicator_t &c,
+                            const tfm_communicator_t *bootstrap = nullptr) {
   placeRank(0, 2, port);
   setenv("TFM_COLLECTIVE_TIMEOUT", timeout, 1);
   setenv("TFM_FAKE_NCCL_HANG", "1", 1);
-  std::string made = messageOf(tfm_nccl_communicator(0, nullptr, &c));
+  std::string made = messageOf(tfm_nccl_communicator(0, bootstrap, &c));
   unsetenv("TFM_COLLECTIVE_TIMEOUT");
   if (!made.empty())
     return made;
@@ -399,6 +400,93 @@ TEST(NcclCommunicator, ASilentRankIsNamed) {
                          "rank(s) 1 (silent for "),
             std::string::npos)
       << message;
+}
+
+namespace {
+
+/// One end of a bootstrap communicator of two processes over pipes, as
+/// MPI's would be under mpirun: rank 0's broadcasts go down one pipe, and
+/// an all-reduce (of int32s) trades the ranks' values through both.
+struct PipeEnd {
+  int rank, to, from;
+};
+
+bool readWhole(int fd, void *data, size_t bytes) {
+  char *p = static_cast<char *>(data);
+  while (bytes) {
+    ssize_t n = read(fd, p, bytes);
+    if (n <= 0)
+      return false;
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+tfm_communicator_t pipeBootstrap(PipeEnd &end) {
+  tfm_communicator_t c{};
+  c.struct_size = sizeof c;
+  c.rank = end.rank;
+  c.size = 2;
+  c.user = &end;
+  c.broadcast = [](void *user, void *data, uint64_t bytes, int32_t root, void *,
+                   char *, size_t) -> int32_t {
+    auto &e = *static_cast<PipeEnd *>(user);
+    if (e.rank == root)
+      return write(e.to, data, bytes) == static_cast<ssize_t>(bytes) ? 0 : -1;
+    return readWhole(e.from, data, bytes) ? 0 : -1;
+  };
+  c.all_reduce_sum = [](void *user, void *data, uint64_t count,
+                        tfm_dtype_t dtype, void *, char *, size_t) -> int32_t {
+    auto &e = *static_cast<PipeEnd *>(user);
+    std::vector<int32_t> other(count);
+    auto *mine = static_cast<int32_t *>(data);
+    if (dtype != TFM_DTYPE_I32 ||
+        write(e.to, mine, count * 4) != static_cast<ssize_t>(count * 4) ||
+        !readWhole(e.from, other.data(), count * 4))
+      return -1;
+    for (uint64_t i = 0; i < count; ++i)
+      mine[i] += other[i];
+    return 0;
+  };
+  return c;
+}
+
+} // namespace
+
+// Ranks that met over a bootstrap communicator (MPI's, under mpirun) have
+// the heartbeat too: rank 0 listens where the bootstrap says, and a rank
+// that never reaches the collective is named at the timeout.
+TEST(NcclCommunicator, RanksThatMetOverABootstrapNameTheRankBehind) {
+  useStandIns();
+  int down[2], up[2];
+  ASSERT_EQ(pipe(down), 0);
+  ASSERT_EQ(pipe(up), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    PipeEnd end{1, up[1], down[0]};
+    tfm_communicator_t boot = pipeBootstrap(end), c{};
+    if (tfm_nccl_communicator(0, &boot, &c))
+      _exit(1);
+    for (;;)
+      pause();
+  }
+  PipeEnd end{0, down[1], up[0]};
+  tfm_communicator_t boot = pipeBootstrap(end), c{};
+  double seconds = 0;
+  std::string message = waitForAHungSum(0, "1.5", seconds, c, &boot);
+  EXPECT_NE(message.find("did not finish within 1.5 s "
+                         "(TFM_COLLECTIVE_TIMEOUT): rank(s) 1 (behind: 0 "
+                         "collectives started to this rank's 1)"),
+            std::string::npos)
+      << message;
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  tfm_nccl_communicator_destroy(&c);
+  unsetenv("TFM_FAKE_NCCL_HANG");
+  for (int fd : {down[0], down[1], up[0], up[1]})
+    close(fd);
 }
 
 // NCCL's own report of a lost peer ends the wait at once.
