@@ -13,14 +13,17 @@
 // the kernels, which they write in place (four kernels for the four
 // attentions, two for each gradient, one for the add after the transpose,
 // and no copy). Each gradient is checked with the forward output it is
-// given.
+// given. Those four read their rows' log-sum-exp from the forward kernel,
+// which keeps it; a fifth, whose forward output reaches it reshaped (as do
+// its operands), computes it again (three kernels more, the reshapes being
+// views).
 // RUN: tfm-opt %s | FileCheck %s --check-prefix=PRINT
 // RUN: rm -rf %t && tfmc run --reference %s --seed 3 --output-dir %t
 // RUN: tfmc run %s --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
 // RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --test-data-dir %t --rtol 1e-5 --atol 1e-6 | FileCheck %s
 // RUN: tfmc compile %s --target=cuda --emit=ptx -o - | FileCheck %s --check-prefix=KERNELS
 // CHECK: all outputs match (rtol 1e-05, atol 1e-06)
-// KERNELS-COUNT-13: .visible .entry
+// KERNELS-COUNT-16: .visible .entry
 // KERNELS-NOT: .visible .entry
 
 // PRINT: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}} causal :
@@ -38,11 +41,16 @@ func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
                  %g2: tensor<5x64xf32> {tfm.name = "g2"},
                  %x: tensor<5x2x3x16xf32> {tfm.name = "x"},
                  %y: tensor<7x2x3x16xf32> {tfm.name = "y"},
-                 %gx: tensor<5x2x3x16xf32> {tfm.name = "gx"})
+                 %gx: tensor<5x2x3x16xf32> {tfm.name = "gx"},
+                 %q5: tensor<6x32xf32> {tfm.name = "q5"},
+                 %k5: tensor<6x32xf32> {tfm.name = "k5"},
+                 %v5: tensor<6x32xf32> {tfm.name = "v5"},
+                 %g5: tensor<1x6x32xf32> {tfm.name = "g5"})
     -> (tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>,
-        tensor<2x3x5x16xf32>, tensor<5x2x3x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>) {
+        tensor<2x3x5x16xf32>, tensor<5x2x3x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>,
+        tensor<1x6x32xf32>, tensor<1x6x32xf32>, tensor<1x6x32xf32>) {
   %o = tfm.attention %q, %k, %v, mask %m causal
       : (tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>, tensor<2x1x1x11xi1>) -> tensor<2x3x9x24xf32>
   %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %g, mask %m causal
@@ -67,9 +75,19 @@ func.func @infer(%q: tensor<2x3x9x40xf32> {tfm.name = "q"},
       -> (tensor<2x3x5x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>)
   %hdqt = tfm.transpose %hdq permutation = [2, 0, 1, 3] : tensor<2x3x5x16xf32> -> tensor<5x2x3x16xf32>
   %hdqx = tfm.add %hdqt, %x : (tensor<5x2x3x16xf32>, tensor<5x2x3x16xf32>) -> tensor<5x2x3x16xf32>
-  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv, %o4, %hdqx, %hdk, %hdv
+  %o5 = tfm.attention %q5, %k5, %v5 causal
+      : (tensor<6x32xf32>, tensor<6x32xf32>, tensor<6x32xf32>) -> tensor<6x32xf32>
+  %o5r = tfm.reshape %o5 : tensor<6x32xf32> -> tensor<1x6x32xf32>
+  %q5r = tfm.reshape %q5 : tensor<6x32xf32> -> tensor<1x6x32xf32>
+  %k5r = tfm.reshape %k5 : tensor<6x32xf32> -> tensor<1x6x32xf32>
+  %v5r = tfm.reshape %v5 : tensor<6x32xf32> -> tensor<1x6x32xf32>
+  %iq, %ik, %iv = tfm.attention_grad %q5r, %k5r, %v5r, %o5r, %g5 causal
+      : (tensor<1x6x32xf32>, tensor<1x6x32xf32>, tensor<1x6x32xf32>, tensor<1x6x32xf32>, tensor<1x6x32xf32>)
+      -> (tensor<1x6x32xf32>, tensor<1x6x32xf32>, tensor<1x6x32xf32>)
+  return %o, %dq, %dk, %dv, %eq, %ek, %ev, %o3, %fq, %fk, %fv, %o4, %hdqx, %hdk, %hdv, %iq, %ik, %iv
       : tensor<2x3x9x24xf32>, tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<2x3x9x40xf32>, tensor<2x3x11x40xf32>, tensor<2x3x11x24xf32>,
         tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>, tensor<5x64xf32>,
-        tensor<2x3x5x16xf32>, tensor<5x2x3x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>
+        tensor<2x3x5x16xf32>, tensor<5x2x3x16xf32>, tensor<2x3x7x16xf32>, tensor<2x3x7x16xf32>,
+        tensor<1x6x32xf32>, tensor<1x6x32xf32>, tensor<1x6x32xf32>
 }

@@ -34,6 +34,7 @@
 
 #include "BufferPlace.h"
 #include "WarpRows.h"
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 #include "tfm/Conversion/TfmToLinalg/TfmToLinalg.h"
 
@@ -422,11 +423,54 @@ bool empty(const AttentionOperands &a) {
   return a.batches() == 0 || a.sq == 0 || a.d == 0 || a.dv == 0;
 }
 
+/// The backward pass that reads the log-sum-exp of `fwd`'s rows from it
+/// instead of computing it again: the attention_grad of the same operands
+/// that takes `fwd`'s result as its output, when both get a warp per row
+/// (the forward's kernel has each row's running maximum and sum at its
+/// end, in the order the backward's own pass would take them). Null when
+/// there is none.
+AttentionGradOp gradReadingLogSumExp(AttentionOp fwd, BufferizedEntry &e) {
+  Type narrow = cast<GPUEntry>(e).narrowOperandType();
+  if (fwd.getKVGroup() != 1 ||
+      !getsGPUKernel(fwd, GPUKernel::AttentionRows, narrow))
+    return {};
+  for (Operation *user : fwd.getResult().getUsers()) {
+    auto grad = dyn_cast<AttentionGradOp>(user);
+    if (grad && grad.getOutput() == fwd.getResult() &&
+        grad.getQuery() == fwd.getQuery() && grad.getKey() == fwd.getKey() &&
+        grad.getValue() == fwd.getValue() && grad.getMask() == fwd.getMask() &&
+        attentionScale(grad) == attentionScale(fwd) &&
+        attentionMaskKind(grad) == attentionMaskKind(fwd) &&
+        grad.getCausal() == fwd.getCausal() &&
+        getsGPUKernel(grad, GPUKernel::AttentionRows, narrow))
+      return grad;
+  }
+  return {};
+}
+
+/// Where the rows' log-sum-exp of `fwd` waits for its backward pass: a
+/// float per query row, in the entry's scratch memory.
+Value logSumExpRows(AttentionOp fwd, BufferizedEntry &e, int64_t rows,
+                    bool &fresh) {
+  std::string key;
+  llvm::raw_string_ostream(key) << "attention-lse-" << fwd.getOperation();
+  return e.entryScratch(
+      key, MemRefType::get({std::max<int64_t>(rows, 1)}, e.b.getF32Type()),
+      fresh);
+}
+
 } // namespace
 
 LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
                                              BufferizedEntry &e) {
   Location loc = op.getLoc();
+  // Asked for before anything takes scratch memory of the op's own.
+  Value keptLse;
+  if (gradReadingLogSumExp(op, e)) {
+    auto q = cast<RankedTensorType>(op.getQuery().getType()).getShape();
+    bool fresh = false;
+    keptLse = logSumExpRows(op, e, product(q.drop_back()), fresh);
+  }
   // At the plan's strides: a transpose right after is a view.
   Value out = e.stridedDestination(op.getResult());
   if (!out)
@@ -470,12 +514,34 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
   for (Value x : keys.getResults().drop_front(2))
     result.push_back(kb.create<arith::DivFOp>(loc, x, keys.getResult(1)));
   a.storeRow(kb, w.lane, w.live, out, batchIdx, i, result, a.dv);
+  if (keptLse) {
+    // L = m + log l, for the backward pass (lowerFlashAttentionGrad).
+    Value l = kb.create<arith::AddFOp>(
+        loc, a.shiftOf(kb, keys.getResult(0)),
+        kb.create<math::LogOp>(loc, keys.getResult(1)));
+    OpBuilder sb =
+        kb.create<scf::IfOp>(loc, w.storesRow()).getThenBodyBuilder();
+    sb.create<memref::StoreOp>(loc, l, keptLse, w.row);
+  }
   return success();
 }
 
 LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
                                                  BufferizedEntry &e) {
   Location loc = op.getLoc();
+  // The rows' log-sum-exp, when the forward kernel kept it; asked for
+  // before anything takes scratch memory of the op's own.
+  Value keptLse;
+  auto fwd = op.getOutput().getDefiningOp<AttentionOp>();
+  if (fwd && gradReadingLogSumExp(fwd, e) == op) {
+    auto q = cast<RankedTensorType>(op.getQuery().getType()).getShape();
+    bool fresh = false;
+    keptLse = logSumExpRows(fwd, e, product(q.drop_back()), fresh);
+    if (fresh)
+      return op.emitError("internal error: the attention's backward pass "
+                          "reads a log-sum-exp that its forward pass did not "
+                          "keep");
+  }
   // At the plan's strides: a transpose right after is a view.
   Value dq = e.stridedDestination(op.getQueryGrad()),
         dk = e.stridedDestination(op.getKeyGrad()),
@@ -491,9 +557,11 @@ LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
   int64_t queryRows = a.batches() * a.sq, keyRows = a.batches() * a.sk;
   auto rowsType =
       MemRefType::get({std::max<int64_t>(queryRows, 1)}, e.b.getF32Type());
-  Value lse = e.temporary(rowsType), delta = e.temporary(rowsType);
+  Value lse = keptLse ? keptLse : e.temporary(rowsType),
+        delta = e.temporary(rowsType);
 
-  // 1. A warp per query row: L_i and D_i, then dQ_i.
+  // 1. A warp per query row: L_i (unless the forward kept it) and D_i,
+  // then dQ_i.
   if (queryRows > 0) {
     WarpRows w(e.b, loc, queryRows, a.d);
     OpBuilder &kb = w.kb;
@@ -502,24 +570,29 @@ LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
     SmallVector<Value> doRow = a.loadRow(kb, w.lane, dout, batchIdx, i, a.dv);
     Value d = a.dot(kb, doRow, a.loadRow(kb, w.lane, o, batchIdx, i, a.dv));
     Value end = a.keyEnd(kb, w);
-    auto stats = kb.create<scf::ForOp>(
-        loc, a.index(kb, 0), end, a.index(kb, 1),
-        ValueRange{a.f32(kb, -INFINITY), a.f32(kb, 0.0)},
-        [&](OpBuilder &fb, Location, Value j, ValueRange carried) {
-          SmallVector<Value> kRow =
-              a.loadRow(fb, w.lane, a.k, batchIdx, j, a.d);
-          Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
-          auto step = a.online(fb, carried[0], s);
-          Value sum = fb.create<arith::AddFOp>(
-              loc, fb.create<arith::MulFOp>(loc, carried[1], step.rescale),
-              a.exp(fb, s, step.shift));
-          fb.create<scf::YieldOp>(loc, ValueRange{step.m, sum});
-        });
     // L = m + log l. A row whose every key is masked has l = 0 and L = -inf,
     // and its p = exp(-inf - -inf) is NaN, as the unfused softmax's.
-    Value l = kb.create<arith::AddFOp>(
-        loc, a.shiftOf(kb, stats.getResult(0)),
-        kb.create<math::LogOp>(loc, stats.getResult(1)));
+    Value l;
+    if (keptLse) {
+      l = kb.create<memref::LoadOp>(loc, keptLse, w.row);
+    } else {
+      auto stats = kb.create<scf::ForOp>(
+          loc, a.index(kb, 0), end, a.index(kb, 1),
+          ValueRange{a.f32(kb, -INFINITY), a.f32(kb, 0.0)},
+          [&](OpBuilder &fb, Location, Value j, ValueRange carried) {
+            SmallVector<Value> kRow =
+                a.loadRow(fb, w.lane, a.k, batchIdx, j, a.d);
+            Value s = a.score(fb, a.dot(fb, qRow, kRow), batchIdx, i, j);
+            auto step = a.online(fb, carried[0], s);
+            Value sum = fb.create<arith::AddFOp>(
+                loc, fb.create<arith::MulFOp>(loc, carried[1], step.rescale),
+                a.exp(fb, s, step.shift));
+            fb.create<scf::YieldOp>(loc, ValueRange{step.m, sum});
+          });
+      l = kb.create<arith::AddFOp>(
+          loc, a.shiftOf(kb, stats.getResult(0)),
+          kb.create<math::LogOp>(loc, stats.getResult(1)));
+    }
     int64_t cd = AttentionOperands::slots(a.d);
     auto grads = kb.create<scf::ForOp>(
         loc, a.index(kb, 0), end, a.index(kb, 1),
@@ -542,7 +615,8 @@ LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
                a.d);
     OpBuilder sb =
         kb.create<scf::IfOp>(loc, w.storesRow()).getThenBodyBuilder();
-    sb.create<memref::StoreOp>(loc, l, lse, w.row);
+    if (!keptLse)
+      sb.create<memref::StoreOp>(loc, l, lse, w.row);
     sb.create<memref::StoreOp>(loc, d, delta, w.row);
   }
 
