@@ -7,8 +7,10 @@
 // row (WarpRows.h) takes them all in one kernel: the maximum and the sum
 // of the logits in one pass, the exponentials in a second, and for the
 // gradient the row itself in a third. The loss's mean over the rows and
-// the gradient's count of the labels not ignored stay the neutral
-// lowering's (TfmToLinalg/Loss.cpp), so the two backends agree on them.
+// the gradient's count of the labels not ignored, which the neutral
+// lowering walks on one thread, take a warp too (or a wide row's warps):
+// each lane sums its rows' terms (crossEntropyRowTerm, the neutral
+// lowering's) in f64, and the lanes' sums are added in f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +65,82 @@ RowStatistics rowStatistics(WarpRows &w, Value x, bool sum) {
   return s;
 }
 
+/// Σ over the `n` rows of the f64 terms `terms` gives for each (its lanes'
+/// shares in f64, then added across them in f32), in every thread of the
+/// warps of one row of `w`'s kernel; `w` reads no other row.
+SmallVector<Value>
+sumOverRows(WarpRows &w, int64_t count,
+            function_ref<SmallVector<Value>(OpBuilder &, Value)> terms) {
+  OpBuilder &kb = w.kb;
+  Location loc = w.loc;
+  Value zero = kb.create<arith::ConstantOp>(loc, kb.getF64FloatAttr(0));
+  ValueRange partial =
+      w.pass(SmallVector<Value>(count, zero),
+             [&](OpBuilder &lb, Value r, ValueRange acc) -> SmallVector<Value> {
+               SmallVector<Value> next;
+               for (auto [a, t] : llvm::zip(acc, terms(lb, r)))
+                 next.push_back(lb.create<arith::AddFOp>(loc, a, t));
+               return next;
+             });
+  SmallVector<Value> sums;
+  for (Value p : partial)
+    sums.push_back(w.allReduce(
+        kb.create<arith::TruncFOp>(loc, kb.getF32Type(), p), false));
+  return sums;
+}
+
+/// 1 where `valid` holds, else 0 (f64).
+Value oneIf(OpBuilder &b, Location loc, Value valid) {
+  return b.create<arith::SelectOp>(
+      loc, valid, b.create<arith::ConstantOp>(loc, b.getF64FloatAttr(1)),
+      b.create<arith::ConstantOp>(loc, b.getF64FloatAttr(0)));
+}
+
+/// The loss: the mean over the rows whose label counts, from their
+/// statistics, in a kernel of one row of `rows.rows` columns.
+void warpCrossEntropyMean(BufferizedEntry &e, CrossEntropyOp op,
+                          const CrossEntropyRows &rows, Value mx, Value se,
+                          Value sx) {
+  Location loc = op.getLoc();
+  Value out = e.destination(op.getResult());
+  WarpRows w(e.b, loc, /*m=*/1, rows.rows);
+  OpBuilder &kb = w.kb;
+  SmallVector<Value> sums =
+      sumOverRows(w, 2, [&](OpBuilder &lb, Value r) -> SmallVector<Value> {
+        auto at = [&](Value buffer) {
+          return lb.create<memref::LoadOp>(loc, buffer, r);
+        };
+        auto [term, valid] = crossEntropyRowTerm(
+            lb, loc, op, rows, r, at(mx), at(se), at(sx), at(rows.labels));
+        return {term, oneIf(lb, loc, valid)};
+      });
+  // Like PyTorch, every label ignored gives NaN (0 / 0).
+  Value mean = kb.create<arith::DivFOp>(loc, sums[0], sums[1]);
+  OpBuilder tb = kb.create<scf::IfOp>(loc, w.storesRow()).getThenBodyBuilder();
+  tb.create<memref::StoreOp>(loc, mean, out, ValueRange{});
+}
+
+/// A 0-d f32 buffer holding how many of `labels` [rows] are not `ignore`.
+Value warpValidCount(BufferizedEntry &e, Location loc, Value labels,
+                     int64_t rows, int64_t ignore) {
+  Value count = e.temporary(MemRefType::get({}, e.b.getF32Type()));
+  WarpRows w(e.b, loc, /*m=*/1, rows);
+  SmallVector<Value> sums =
+      sumOverRows(w, 1, [&](OpBuilder &lb, Value r) -> SmallVector<Value> {
+        Value label = lb.create<memref::LoadOp>(loc, labels, r);
+        return {
+            oneIf(lb, loc,
+                  lb.create<arith::CmpIOp>(
+                      loc, arith::CmpIPredicate::ne, label,
+                      lb.create<arith::ConstantOp>(
+                          loc, lb.getIntegerAttr(label.getType(), ignore))))};
+      });
+  OpBuilder tb =
+      w.kb.create<scf::IfOp>(loc, w.storesRow()).getThenBodyBuilder();
+  tb.create<memref::StoreOp>(loc, sums[0], count, ValueRange{});
+  return count;
+}
+
 } // namespace
 
 LogicalResult mlir::tfm::lowerWarpCrossEntropy(CrossEntropyOp op,
@@ -81,7 +159,7 @@ LogicalResult mlir::tfm::lowerWarpCrossEntropy(CrossEntropyOp op,
       w.kb.create<scf::IfOp>(w.loc, w.storesRow()).getThenBodyBuilder();
   for (auto [v, buffer] : {std::pair{s.max, mx}, {s.expSum, se}, {s.sum, sx}})
     tb.create<memref::StoreOp>(w.loc, v, buffer, w.row);
-  crossEntropyFromRowStatistics(e, op, *rows, mx, se, sx);
+  warpCrossEntropyMean(e, op, *rows, mx, se, sx);
   return success();
 }
 
@@ -97,7 +175,8 @@ LogicalResult mlir::tfm::lowerWarpCrossEntropyGrad(CrossEntropyGradOp op,
   if (!out)
     return failure();
   Value dx = viewAs(e, out, {rows->rows, k});
-  Value count = crossEntropyValidCount(e, rows->labels, ignore);
+  Value count =
+      warpValidCount(e, op.getLoc(), rows->labels, rows->rows, ignore);
   Value grad = e.bufferOf(op.getGrad());
   double eps = op.getLabelSmoothing().convertToDouble();
 

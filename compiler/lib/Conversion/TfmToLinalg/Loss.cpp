@@ -133,6 +133,41 @@ void mlir::tfm::populateLossLowerings(OpLoweringSet &set) {
   set.add<CrossEntropyGradOp>(lowerCrossEntropyGrad);
 }
 
+std::pair<Value, Value>
+mlir::tfm::crossEntropyRowTerm(OpBuilder &ob, Location l, CrossEntropyOp op,
+                               const CrossEntropyRows &rows, Value row,
+                               Value mx, Value se, Value sx, Value label) {
+  Type f64 = ob.getF64Type();
+  Type labelType = label.getType();
+  int64_t k = rows.classes;
+  double eps = op.getLabelSmoothing().convertToDouble();
+  auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
+  auto c = [&](double v) {
+    return BufferizedEntry::constantScalar(ob, l, f64, v);
+  };
+  auto wide = [&](Value v) -> Value {
+    return v.getType().isF64() ? v : ob.create<arith::ExtFOp>(l, f64, v);
+  };
+  Value lse = ob.create<arith::AddFOp>(l, wide(mx),
+                                       ob.create<math::LogOp>(l, wide(se)));
+  Value valid = ob.create<arith::CmpIOp>(
+      l, arith::CmpIPredicate::ne, label,
+      ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
+  Value idx = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), label);
+  idx = ob.create<arith::MaxSIOp>(l, idx,
+                                  ob.create<arith::ConstantIndexOp>(l, 0));
+  idx = ob.create<arith::MinSIOp>(l, idx,
+                                  ob.create<arith::ConstantIndexOp>(l, k - 1));
+  Value xl = wide(ob.create<memref::LoadOp>(l, rows.x, ValueRange{row, idx}));
+  Value picked = ob.create<arith::SubFOp>(l, xl, lse);
+  Value sumLogp = ob.create<arith::SubFOp>(
+      l, wide(sx), ob.create<arith::MulFOp>(l, c(double(k)), lse));
+  Value loss = ob.create<arith::SubFOp>(
+      l, ob.create<arith::MulFOp>(l, c(-(1 - eps)), picked),
+      ob.create<arith::MulFOp>(l, c(eps / double(k)), sumLogp));
+  return {ob.create<arith::SelectOp>(l, valid, loss, c(0)), valid};
+}
+
 void mlir::tfm::crossEntropyFromRowStatistics(BufferizedEntry &e,
                                               CrossEntropyOp op,
                                               const CrossEntropyRows &rows,
@@ -140,16 +175,12 @@ void mlir::tfm::crossEntropyFromRowStatistics(BufferizedEntry &e,
   MLIRContext *ctx = e.ctx;
   OpBuilder &b = e.b;
   Type elem = op.getLogits().getType().getElementType();
-  Type labelType = op.getLabels().getType().getElementType();
-  int64_t k = rows.classes;
   // Sum and count over the rows, in f64.
   Type f64 = b.getF64Type();
   Value total = e.temporary(MemRefType::get({}, f64));
   Value count = e.temporary(MemRefType::get({}, f64));
   e.fill(total, b.getF64FloatAttr(0));
   e.fill(count, b.getF64FloatAttr(0));
-  double eps = op.getLabelSmoothing().convertToDouble();
-  auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
   AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
   AffineMap scalar = AffineMap::get(1, 0, {}, ctx);
   b.create<linalg::GenericOp>(
@@ -158,34 +189,13 @@ void mlir::tfm::crossEntropyFromRowStatistics(BufferizedEntry &e,
       ArrayRef<AffineMap>{id1, id1, id1, id1, scalar, scalar},
       ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
       [&](OpBuilder &ob, Location l, ValueRange a) {
+        auto [term, valid] = crossEntropyRowTerm(
+            ob, l, op, rows, ob.create<linalg::IndexOp>(l, 0), a[0], a[1], a[2],
+            a[3]);
         auto c = [&](double v) {
           return BufferizedEntry::constantScalar(ob, l, f64, v);
         };
-        auto wide = [&](Value v) -> Value {
-          return v.getType().isF64() ? v : ob.create<arith::ExtFOp>(l, f64, v);
-        };
-        Value lse = ob.create<arith::AddFOp>(
-            l, wide(a[0]), ob.create<math::LogOp>(l, wide(a[1])));
-        Value label = a[3];
-        Value valid = ob.create<arith::CmpIOp>(
-            l, arith::CmpIPredicate::ne, label,
-            ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
-        Value idx = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), label);
-        idx = ob.create<arith::MaxSIOp>(l, idx,
-                                        ob.create<arith::ConstantIndexOp>(l, 0));
-        idx = ob.create<arith::MinSIOp>(
-            l, idx, ob.create<arith::ConstantIndexOp>(l, k - 1));
-        Value row = ob.create<linalg::IndexOp>(l, 0);
-        Value xl =
-            wide(ob.create<memref::LoadOp>(l, rows.x, ValueRange{row, idx}));
-        Value picked = ob.create<arith::SubFOp>(l, xl, lse);
-        Value sumLogp = ob.create<arith::SubFOp>(
-            l, wide(a[2]), ob.create<arith::MulFOp>(l, c(double(k)), lse));
-        Value loss = ob.create<arith::SubFOp>(
-            l, ob.create<arith::MulFOp>(l, c(-(1 - eps)), picked),
-            ob.create<arith::MulFOp>(l, c(eps / double(k)), sumLogp));
-        Value t = ob.create<arith::AddFOp>(
-            l, a[4], ob.create<arith::SelectOp>(l, valid, loss, c(0)));
+        Value t = ob.create<arith::AddFOp>(l, a[4], term);
         Value n = ob.create<arith::AddFOp>(
             l, a[5], ob.create<arith::SelectOp>(l, valid, c(1), c(0)));
         ob.create<linalg::YieldOp>(l, ValueRange{t, n});

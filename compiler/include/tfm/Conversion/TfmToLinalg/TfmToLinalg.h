@@ -121,6 +121,15 @@ FailureOr<CrossEntropyRows> crossEntropyRows(BufferizedEntry &e, Operation *op,
 void crossEntropyFromRowStatistics(BufferizedEntry &e, CrossEntropyOp op,
                                    const CrossEntropyRows &rows, Value mx,
                                    Value se, Value sx);
+/// One row's term of that sum, in f64 (0 where the label is ignored), and
+/// whether its label counts (i1): from the row's statistics `mx`, `se` and
+/// `sx` (scalars, f32 or f64), its `label` and its `row` in rows.x. Every
+/// target's reduction over the rows builds it with this.
+std::pair<Value, Value> crossEntropyRowTerm(OpBuilder &b, Location loc,
+                                            CrossEntropyOp op,
+                                            const CrossEntropyRows &rows,
+                                            Value row, Value mx, Value se,
+                                            Value sx, Value label);
 
 /// A 0-d f32 buffer holding how many of `labels` are not `ignore`: the
 /// denominator of the cross-entropy's mean.
