@@ -595,6 +595,10 @@ LogicalResult BufferizedEntry::checkIndexRange(Operation *op, Value indices,
     tensor = "the indices computed at " +
              describeLocation(source.getDefiningOp()->getLoc());
   }
+  if (!checkedIndices
+           .insert({indices.getAsOpaquePointer(), lower, upper, skip, column})
+           .second)
+    return success();
   // Indices known now (a model's arange of positions, folded) need no
   // code: every run would find the same, so an index out of range fails
   // the compilation instead of every run.

@@ -44,7 +44,9 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 
 namespace mlir::tfm {
 
@@ -373,6 +375,12 @@ private:
 
   Kind kind;
   DenseSet<Value> unsignedTensors;
+  /// The index checks made so far, by what they check: the indices, the
+  /// bounds, the value skipped and the column. A tensor two ops read (the
+  /// labels of a loss and of its gradient) is checked once.
+  std::set<std::tuple<void *, int64_t, int64_t, std::optional<int64_t>,
+                      std::optional<int64_t>>>
+      checkedIndices;
   Value host, arena, weightsArg, stateArg;
   Block *exitBlock = nullptr;
   SmallVector<Value> outBuffers;
