@@ -1,6 +1,7 @@
 // RUN: tfm-opt %s -split-input-file --tfm-plan-memory | FileCheck %s
 // RUN: tfm-opt %s -split-input-file --tfm-plan-memory=target=generic | FileCheck %s --check-prefix=GENERIC
 // RUN: not tfm-opt %s -split-input-file --tfm-plan-memory=target=tpu 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: tfm-opt %s -split-input-file --tfm-plan-memory=target=cuda | FileCheck %s --check-prefix=GPU
 
 // UNKNOWN: error: tfm-plan-memory: no layout rules for target 'tpu'
 
@@ -130,4 +131,66 @@ func.func @no_in_place_over_window(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>) -> 
   %r = tfm.relu %k : tensor<2x4xf32>
   %y = tfm.add %r, %q : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests the heads of a packed projection unbound as an exporter writes
+// them (reshape to [1, B, S, 3, E], the 3 moved to the front, the unit
+// dimension dropped, Q, K and V each a gather of one constant index, then
+// the heads split by a reshape and a transpose): where every step ends in
+// a reader that takes its operand strided (the GPU's attention), each one
+// is a view of the projection's storage, and nothing is copied. Where the
+// keys are also added to something (a reader that wants them dense), the
+// permuted projection is not a view, and only its slices are.
+// GPU-LABEL: func.func @unbound_heads
+// GPU: tfm.linear {{.*}}{tfm.plan = [#tfm.arena<offset = [[P:[0-9]+]]>]}
+// GPU-NEXT: tfm.reshape {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [1, 96, 24, 8, 1]>]}
+// GPU-NEXT: tfm.transpose {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [8, 96, 24, 1, 1]>]}
+// GPU-NEXT: tfm.reshape {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [8, 96, 24, 1]>]}
+// GPU: tfm.gather {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [96, 24, 1]>]}
+// GPU-NEXT: tfm.gather {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 8, strides = [96, 24, 1]>]}
+// GPU-NEXT: tfm.gather {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 16, strides = [96, 24, 1]>]}
+// GPU: tfm.transpose {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 8, strides = [96, 4, 24, 1]>]}
+// GPU-LABEL: func.func @unbound_heads_read_densely
+// GPU: tfm.transpose {{.*}}permutation = [3, 1, 2, 0, 4]{{.*}}{tfm.plan = [#tfm.arena<offset = {{[0-9]+}}>]}
+// GPU: tfm.gather {{.*}}{tfm.plan = [#tfm.view<operand = 0, offset = 0, strides = [32, 8, 1]>]}
+// GPU-NEXT: tfm.gather {{.*}}{tfm.plan = [#tfm.arena<offset = {{[0-9]+}}>]}
+func.func @unbound_heads(%x: tensor<2x4x8xf32>, %w: tensor<24x8xf32>) -> tensor<2x2x4x4xf32> {
+  %p = tfm.linear %x, %w : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
+  %r = tfm.reshape %p : tensor<2x4x24xf32> -> tensor<1x2x4x3x8xf32>
+  %t = tfm.transpose %r permutation = [3, 1, 2, 0, 4] : tensor<1x2x4x3x8xf32> -> tensor<3x2x4x1x8xf32>
+  %u = tfm.reshape %t : tensor<3x2x4x1x8xf32> -> tensor<3x2x4x8xf32>
+  %c0 = arith.constant dense<0> : tensor<i64>
+  %c1 = arith.constant dense<1> : tensor<i64>
+  %c2 = arith.constant dense<2> : tensor<i64>
+  %q = tfm.gather %u, %c0 axis = 0 : (tensor<3x2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %k = tfm.gather %u, %c1 axis = 0 : (tensor<3x2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %v = tfm.gather %u, %c2 axis = 0 : (tensor<3x2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %qh = tfm.reshape %q : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %kh = tfm.reshape %k : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %vh = tfm.reshape %v : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %qt = tfm.transpose %qh permutation = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %kt = tfm.transpose %kh permutation = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %vt = tfm.transpose %vh permutation = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %o = tfm.attention %qt, %kt, %vt : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %o : tensor<2x2x4x4xf32>
+}
+
+func.func @unbound_heads_read_densely(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4x8xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x4x8xf32>) {
+  %p = tfm.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %r = tfm.reshape %p : tensor<2x4x16xf32> -> tensor<1x2x4x2x8xf32>
+  %t = tfm.transpose %r permutation = [3, 1, 2, 0, 4] : tensor<1x2x4x2x8xf32> -> tensor<2x2x4x1x8xf32>
+  %u = tfm.reshape %t : tensor<2x2x4x1x8xf32> -> tensor<2x2x4x8xf32>
+  %c0 = arith.constant dense<0> : tensor<i64>
+  %c1 = arith.constant dense<1> : tensor<i64>
+  %q = tfm.gather %u, %c0 axis = 0 : (tensor<2x2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %k = tfm.gather %u, %c1 axis = 0 : (tensor<2x2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %qh = tfm.reshape %q : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %kh = tfm.reshape %k : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %qt = tfm.transpose %qh permutation = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %kt = tfm.transpose %kh permutation = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %o = tfm.attention %qt, %kt, %kt : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %s = tfm.add %k, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o, %s : tensor<2x2x4x4xf32>, tensor<2x4x8xf32>
 }

@@ -8,7 +8,9 @@
 //     and strides counted from that storage's start: reshapes the strides
 //     allow, and what the target's LayoutRules take (a transpose its users
 //     read strided, a transpose its producer writes directly, the parts of
-//     a packed projection);
+//     a packed projection), and a gather of one constant index (a slice)
+//     or a transpose whose readers take them strided through such views
+//     (the unbound Q, K and V of a packed projection's permuted heads);
 //   - a compare only selects read is computed inside them;
 //   - everything else has storage of its own in the arena, possibly the
 //     storage of an operand that dies at the op (in place).
@@ -24,6 +26,8 @@
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Transforms/LayoutRules.h"
 #include "tfm/Transforms/Passes.h"
+
+#include "mlir/IR/Matchers.h"
 
 #include <functional>
 
@@ -67,6 +71,29 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
+/// The position a gather of one constant index in range takes along its
+/// axis (the gather is then a slice), or none.
+std::optional<int64_t> slicePosition(GatherOp g) {
+  DenseIntElementsAttr index;
+  if (!matchPattern(g.getIndices(), m_Constant(&index)) ||
+      index.getType().getRank() != 0)
+    return std::nullopt;
+  int64_t rank = shapeOf(g.getInput()).size();
+  int64_t axis = g.getAxis() < 0 ? g.getAxis() + rank : g.getAxis();
+  int64_t size = shapeOf(g.getInput())[axis];
+  int64_t i = (*index.getValues<APInt>().begin()).getSExtValue();
+  if (i < 0)
+    i += size;
+  if (i < 0 || i >= size)
+    return std::nullopt;
+  return i;
+}
+
+int64_t gatherAxis(GatherOp g) {
+  int64_t rank = shapeOf(g.getInput()).size();
+  return g.getAxis() < 0 ? g.getAxis() + rank : g.getAxis();
+}
+
 class Planner {
 public:
   Planner(func::FuncOp fn, const LayoutRules &rules, ComputeType computeType)
@@ -82,6 +109,11 @@ private:
   void planArena(Value r, int64_t reuses = -1);
   void planView(Value r, const Placement &source, int64_t operand,
                 int64_t result, int64_t offset, SmallVector<int64_t> strides);
+  /// Whether every reader of `v`, were it a view at `strides`, would read
+  /// it there: one that reads the operand strided (LayoutRules), or a
+  /// reshape the strides allow, a slice (slicePosition) or a transpose,
+  /// whose own readers all do, and which the plan then makes views too.
+  bool readThroughViews(Value v, ArrayRef<int64_t> strides, int depth = 0);
   int64_t lastUse(Value v);
   void assignOffsets(int64_t &arena, int64_t &bound);
   void record(int64_t arena, int64_t bound);
@@ -130,6 +162,32 @@ void Planner::planView(Value r, const Placement &source, int64_t operand,
   p.operand = operand;
   p.result = result;
   placements[r] = p;
+}
+
+bool Planner::readThroughViews(Value v, ArrayRef<int64_t> strides, int depth) {
+  if (v.use_empty() || returned.count(v) || depth > 8)
+    return false;
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (rules.readsStrided(user, use.getOperandNumber()))
+      continue;
+    Value r = user->getNumResults() == 1 ? user->getResult(0) : Value();
+    std::optional<SmallVector<int64_t>> next;
+    if (isa<ReshapeOp>(user)) {
+      next = reshapeStrides(shapeOf(v), strides, shapeOf(r));
+    } else if (auto t = dyn_cast<TransposeOp>(user)) {
+      next.emplace();
+      for (int64_t d : t.getPermutation())
+        next->push_back(strides[d]);
+    } else if (auto g = dyn_cast<GatherOp>(user);
+               g && use.getOperandNumber() == 0 && slicePosition(g)) {
+      next.emplace(strides.begin(), strides.end());
+      next->erase(next->begin() + gatherAxis(g));
+    }
+    if (!next || !readThroughViews(r, *next, depth + 1))
+      return false;
+  }
+  return true;
 }
 
 void Planner::decide(Operation &op) {
@@ -204,6 +262,22 @@ void Planner::decide(Operation &op) {
     return;
   }
 
+  // A slice read in place, where its readers take it so.
+  if (auto gather = dyn_cast<GatherOp>(op)) {
+    Value in = gather.getInput(), r = gather.getResult();
+    Placement &src = placementOf(in);
+    if (std::optional<int64_t> at = slicePosition(gather);
+        at && src.kind != Placement::Inline) {
+      int64_t axis = gatherAxis(gather);
+      SmallVector<int64_t> strides(src.strides);
+      strides.erase(strides.begin() + axis);
+      if (readThroughViews(r, strides)) {
+        planView(r, src, 0, -1, src.offset + *at * src.strides[axis], strides);
+        return;
+      }
+    }
+  }
+
   if (transpose) {
     Value in = transpose.getInput(), r = transpose.getResult();
     ArrayRef<int64_t> perm = transpose.getPermutation();
@@ -223,16 +297,13 @@ void Planner::decide(Operation &op) {
         return;
       }
     }
-    // Read strided by every user: a view with permuted strides.
+    // Read strided by every user, or through views: a view with permuted
+    // strides.
     Placement &src = placementOf(in);
-    bool allStrided = !r.use_empty() && src.kind != Placement::Inline;
-    for (OpOperand &use : r.getUses())
-      allStrided = allStrided &&
-                   rules.readsStrided(use.getOwner(), use.getOperandNumber());
-    if (allStrided) {
-      SmallVector<int64_t> strides;
-      for (int64_t d : perm)
-        strides.push_back(src.strides[d]);
+    SmallVector<int64_t> strides;
+    for (int64_t d : perm)
+      strides.push_back(src.strides[d]);
+    if (src.kind != Placement::Inline && readThroughViews(r, strides)) {
       planView(r, src, 0, -1, src.offset, strides);
       return;
     }
