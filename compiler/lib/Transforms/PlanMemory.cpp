@@ -71,6 +71,13 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
+int64_t gatherAxis(GatherOp g) {
+  int64_t rank = shapeOf(g.getInput()).size();
+  // The attribute holds a signed axis; its getter reads it unsigned.
+  auto axis = static_cast<int64_t>(g.getAxis());
+  return axis < 0 ? axis + rank : axis;
+}
+
 /// The position a gather of one constant index in range takes along its
 /// axis (the gather is then a slice), or none.
 std::optional<int64_t> slicePosition(GatherOp g) {
@@ -78,20 +85,13 @@ std::optional<int64_t> slicePosition(GatherOp g) {
   if (!matchPattern(g.getIndices(), m_Constant(&index)) ||
       index.getType().getRank() != 0)
     return std::nullopt;
-  int64_t rank = shapeOf(g.getInput()).size();
-  int64_t axis = g.getAxis() < 0 ? g.getAxis() + rank : g.getAxis();
-  int64_t size = shapeOf(g.getInput())[axis];
+  int64_t size = shapeOf(g.getInput())[gatherAxis(g)];
   int64_t i = (*index.getValues<APInt>().begin()).getSExtValue();
   if (i < 0)
     i += size;
   if (i < 0 || i >= size)
     return std::nullopt;
   return i;
-}
-
-int64_t gatherAxis(GatherOp g) {
-  int64_t rank = shapeOf(g.getInput()).size();
-  return g.getAxis() < 0 ? g.getAxis() + rank : g.getAxis();
 }
 
 class Planner {

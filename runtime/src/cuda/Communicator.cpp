@@ -8,9 +8,9 @@
 // NCCL's collectives never time out: a rank that hangs or died leaves the
 // others' kernels spinning. So no wait here is unbounded. Every wait polls
 // the stream against the job's timeout, asks NCCL for an error it found
-// (a peer's connection lost), and, in a job that met at TFM_RENDEZVOUS,
-// asks the rendezvous's heartbeat (RankWatch) whether a rank died and who
-// runs behind. Giving up aborts the NCCL communicator, which stops its
+// (a peer's connection lost), and asks the heartbeat between the ranks
+// (RankWatch, over the connections of their meeting) whether a rank died
+// and who runs behind. Giving up aborts the NCCL communicator, which stops its
 // kernels, so the stream drains and the process can say why and end.
 //
 //===----------------------------------------------------------------------===//
@@ -50,8 +50,8 @@ struct NcclCommunicator {
   ncclComm comm = nullptr;
   int32_t rank = 0, size = 1;
   double timeoutSeconds = 300;
-  /// The rendezvous's heartbeat; null in a job that met over a bootstrap
-  /// communicator, or of one rank.
+  /// The heartbeat between the ranks; null in a world of one, or where the
+  /// ranks could not connect for it.
   std::unique_ptr<RankWatch> watch;
   /// Why the communicator was aborted; every call after fails with it.
   std::string broken;
@@ -147,7 +147,8 @@ int32_t abandon(NcclCommunicator &c, const std::string &why, char *error,
   return say(error, size, c.broken);
 }
 
-/// Fails, before a collective, once the communicator was given up.
+/// Fails, before a collective, once the communicator was given up; else
+/// counts the collective for the heartbeat.
 int32_t usable(NcclCommunicator &c, char *error, size_t size) {
   if (!c.broken.empty())
     return say(error, size, c.broken);
@@ -442,6 +443,62 @@ int32_t lagging(void *user, char *ranks, size_t size) {
   return 0;
 }
 
+/// Shares NCCL's `id` (rank 0's) over `boot`, and where rank 0 listens
+/// for the connections of the heartbeat (c.watch) that names the ranks a
+/// hung collective waits for; the bootstrap carries nothing after. Without
+/// the heartbeat the job runs all the same (a hang is still ended at the
+/// timeout, naming no rank): every rank keeps it, or none. False, with
+/// `error`, when the bootstrap fails.
+bool meetOverBootstrap(NcclCommunicator &c, const tfm_communicator_t &boot,
+                       const RendezvousPlace &place, NcclUniqueId &id,
+                       char *error, size_t size) {
+  struct Meeting {
+    NcclUniqueId id;
+    char host[256];
+    char port[16];
+  } meeting{};
+  meeting.id = id;
+  int listening = -1;
+  if (c.rank == 0 && c.size > 1) {
+    RendezvousPlace where = place;
+    std::string why;
+    listening = listenForRendezvous(where, why);
+    if (listening >= 0 && where.host.size() < sizeof meeting.host) {
+      std::snprintf(meeting.host, sizeof meeting.host, "%s",
+                    where.host.c_str());
+      std::snprintf(meeting.port, sizeof meeting.port, "%s",
+                    where.port.c_str());
+    }
+  }
+  if (boot.broadcast(boot.user, &meeting, sizeof meeting, 0, nullptr, error,
+                     size)) {
+    if (listening >= 0)
+      ::close(listening);
+    return false;
+  }
+  id = meeting.id;
+  if (!meeting.host[0]) {
+    if (listening >= 0)
+      ::close(listening);
+    return true;
+  }
+  RendezvousPlace where = place;
+  where.host = meeting.host;
+  where.port = meeting.port;
+  std::vector<char> nothing;
+  std::string why;
+  int32_t failed = rendezvous(where, nothing, std::min(c.timeoutSeconds, 10.0),
+                              why, &c.watch, listening)
+                       ? 0
+                       : 1;
+  char message[512] = {0};
+  if (boot.all_reduce_sum(boot.user, &failed, 1, TFM_DTYPE_I32, nullptr,
+                          message, sizeof message) ||
+      failed)
+    c.watch.reset();
+  return true;
+}
+
 } // namespace
 
 extern "C" {
@@ -518,54 +575,11 @@ tfm_status_t tfm_nccl_communicator(int32_t device,
                     sizeof message))
         return makeStatus(TFM_STATUS_UNAVAILABLE, "{}", message);
     if (bootstrap) {
-      // NCCL's id, and where rank 0 listens for the connections of the
-      // heartbeat that names the ranks a hung collective waits for; the
-      // bootstrap carries nothing after.
-      struct Meeting {
-        NcclUniqueId id;
-        char host[256];
-        char port[16];
-      } meeting{};
-      meeting.id = id;
-      int listening = -1;
-      if (c->rank == 0 && c->size > 1) {
-        RendezvousPlace where = place;
-        std::string why;
-        listening = listenForRendezvous(where, why);
-        if (listening >= 0 && where.host.size() < sizeof meeting.host) {
-          std::snprintf(meeting.host, sizeof meeting.host, "%s",
-                        where.host.c_str());
-          std::snprintf(meeting.port, sizeof meeting.port, "%s",
-                        where.port.c_str());
-        }
-      }
-      if (boot.broadcast(boot.user, &meeting, sizeof meeting, 0, nullptr,
-                         message, sizeof message))
+      if (!meetOverBootstrap(*c, boot, place, id, message, sizeof message))
         return makeStatus(TFM_STATUS_UNAVAILABLE,
                           "rank {} of {}: sharing NCCL's unique id over the "
                           "bootstrap communicator failed: {}",
                           c->rank, c->size, communicatorError(message));
-      id = meeting.id;
-      if (meeting.host[0]) {
-        // Without it the job runs all the same (a hang is still ended at
-        // the timeout, naming no rank): every rank keeps it, or none.
-        RendezvousPlace where = place;
-        where.host = meeting.host;
-        where.port = meeting.port;
-        std::vector<char> nothing;
-        std::string why;
-        int32_t failed =
-            rendezvous(where, nothing, std::min(c->timeoutSeconds, 10.0), why,
-                       &c->watch, listening)
-                ? 0
-                : 1;
-        if (boot.all_reduce_sum(boot.user, &failed, 1, TFM_DTYPE_I32, nullptr,
-                                message, sizeof message) ||
-            failed)
-          c->watch.reset();
-      } else if (listening >= 0) {
-        ::close(listening);
-      }
     } else {
       std::vector<char> bytes(reinterpret_cast<char *>(&id),
                               reinterpret_cast<char *>(&id) + sizeof id);

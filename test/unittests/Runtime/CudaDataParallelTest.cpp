@@ -21,7 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -275,8 +274,8 @@ pid_t rankOne(int port, const std::string &then) {
 /// Rank 0 of that job: meets rank 1, queues an all-reduce that spins (the
 /// stand-in NCCL holds the streams), and waits for it with the
 /// communicator's `wait`, within TFM_COLLECTIVE_TIMEOUT=`timeout`; returns
-/// the wait's message, with the seconds it took in `seconds`.
-std::string waitForAHungSum(int port, const char *timeout, double &seconds,
+/// the wait's message, which says which way it ended (a timeout, a death).
+std::string waitForAHungSum(int port, const char *timeout,
                             tfm_communicator_t &c,
                             const tfm_communicator_t *bootstrap = nullptr) {
   placeRank(0, 2, port);
@@ -295,12 +294,8 @@ std::string waitForAHungSum(int port, const char *timeout, double &seconds,
   if (c.all_reduce_sum(c.user, x.data(), 2, TFM_DTYPE_F32, stream, error,
                        sizeof error))
     return std::string("the sum was not queued: ") + error;
-  auto start = std::chrono::steady_clock::now();
   if (c.wait(c.user, stream, error, sizeof error) == 0)
     return "the wait returned";
-  seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
   return error;
 }
 
@@ -315,16 +310,14 @@ TEST(NcclCommunicator, AWaitThatTimesOutNamesTheRankBehind) {
   useStandIns(log);
   int port = freePort();
   pid_t child = rankOne(port, "wait");
-  double seconds = 0;
   tfm_communicator_t c{};
-  std::string message = waitForAHungSum(port, "1.5", seconds, c);
+  std::string message = waitForAHungSum(port, "1.5", c);
   EXPECT_NE(message.find("rank 0 of 2: the collectives on the stream did not "
                          "finish within 1.5 s (TFM_COLLECTIVE_TIMEOUT): "
                          "rank(s) 1 (behind: 0 collectives started to this "
                          "rank's 1); NCCL's communicator was aborted"),
             std::string::npos)
       << message;
-  EXPECT_GE(seconds, 1.4);
   char ranks[64] = {0};
   ASSERT_TRUE(c.lagging);
   EXPECT_EQ(c.lagging(c.user, ranks, sizeof ranks), 0);
@@ -351,13 +344,12 @@ TEST(NcclCommunicator, AWaitThatTimesOutNamesTheRankBehind) {
 namespace {
 
 /// waitForAHungSum against a rank 1 that does `then`, cleaned up after.
-std::string hungSumAgainst(const std::string &then, const char *timeout,
-                           double &seconds) {
+std::string hungSumAgainst(const std::string &then, const char *timeout) {
   useStandIns();
   int port = freePort();
   pid_t child = rankOne(port, then);
   tfm_communicator_t c{};
-  std::string message = waitForAHungSum(port, timeout, seconds, c);
+  std::string message = waitForAHungSum(port, timeout, c);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   tfm_nccl_communicator_destroy(&c);
@@ -368,23 +360,21 @@ std::string hungSumAgainst(const std::string &then, const char *timeout,
 } // namespace
 
 // A rank whose process ends without leaving the job ends rank 0's wait
-// within seconds, long before the timeout: its connection closed.
+// by its closed connection, not by the timeout (120 s, which would say
+// "did not finish within").
 TEST(NcclCommunicator, ARankThatDiesEndsTheWaitAtOnce) {
-  double seconds = 0;
-  std::string message = hungSumAgainst("die", "120", seconds);
+  std::string message = hungSumAgainst("die", "120");
   EXPECT_NE(message.find("the collectives on the stream cannot finish: the "
                          "process of rank(s) 1 ended without leaving the job "
                          "(rank(s) 1 (its process ended))"),
             std::string::npos)
       << message;
-  EXPECT_LT(seconds, 30);
 }
 
 // One that destroyed its communicator said goodbye: it finished, and did
 // not die, so the wait runs to the timeout and says so.
 TEST(NcclCommunicator, ARankThatLeftIsNotTakenForDead) {
-  double seconds = 0;
-  std::string message = hungSumAgainst("leave", "1.5", seconds);
+  std::string message = hungSumAgainst("leave", "1.5");
   EXPECT_NE(message.find("did not finish within 1.5 s "
                          "(TFM_COLLECTIVE_TIMEOUT): rank(s) 1 (its process "
                          "finished)"),
@@ -394,8 +384,7 @@ TEST(NcclCommunicator, ARankThatLeftIsNotTakenForDead) {
 
 // A stopped process sends no heartbeat: named as silent.
 TEST(NcclCommunicator, ASilentRankIsNamed) {
-  double seconds = 0;
-  std::string message = hungSumAgainst("stop", "3", seconds);
+  std::string message = hungSumAgainst("stop", "3");
   EXPECT_NE(message.find("did not finish within 3 s (TFM_COLLECTIVE_TIMEOUT): "
                          "rank(s) 1 (silent for "),
             std::string::npos)
@@ -474,8 +463,7 @@ TEST(NcclCommunicator, RanksThatMetOverABootstrapNameTheRankBehind) {
   }
   PipeEnd end{0, down[1], up[0]};
   tfm_communicator_t boot = pipeBootstrap(end), c{};
-  double seconds = 0;
-  std::string message = waitForAHungSum(0, "1.5", seconds, c, &boot);
+  std::string message = waitForAHungSum(0, "1.5", c, &boot);
   EXPECT_NE(message.find("did not finish within 1.5 s "
                          "(TFM_COLLECTIVE_TIMEOUT): rank(s) 1 (behind: 0 "
                          "collectives started to this rank's 1)"),
@@ -489,7 +477,8 @@ TEST(NcclCommunicator, RanksThatMetOverABootstrapNameTheRankBehind) {
     close(fd);
 }
 
-// NCCL's own report of a lost peer ends the wait at once.
+// NCCL's own report of a lost peer ends the wait, saying so, before the
+// timeout (the default, 300 s).
 TEST(NcclCommunicator, NcclsRemoteErrorEndsTheWait) {
   useStandIns();
   placeRank(0, 1, 0);
@@ -498,14 +487,9 @@ TEST(NcclCommunicator, NcclsRemoteErrorEndsTheWait) {
   ASSERT_EQ(messageOf(tfm_nccl_communicator(0, nullptr, &c)), "");
   float x = 1;
   char error[1024] = {0};
-  auto start = std::chrono::steady_clock::now();
   EXPECT_NE(c.all_reduce_sum(c.user, &x, 1, TFM_DTYPE_F32, nullptr, error,
                              sizeof error),
             0);
-  EXPECT_LT(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count(),
-      30);
   EXPECT_NE(std::string(error).find(
                 "rank 0 of 1: a collective of host memory failed: NCCL found "
                 "remote process exited or there was a network error"),

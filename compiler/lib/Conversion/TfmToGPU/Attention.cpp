@@ -450,12 +450,14 @@ AttentionGradOp gradReadingLogSumExp(AttentionOp fwd, BufferizedEntry &e) {
 
 /// Where the rows' log-sum-exp of `fwd` waits for its backward pass: a
 /// float per query row, in the entry's scratch memory.
-Value logSumExpRows(AttentionOp fwd, BufferizedEntry &e, int64_t rows,
-                    bool &fresh) {
+Value logSumExpRows(AttentionOp fwd, BufferizedEntry &e, bool &fresh) {
+  auto q = cast<RankedTensorType>(fwd.getQuery().getType()).getShape();
   std::string key;
   llvm::raw_string_ostream(key) << "attention-lse-" << fwd.getOperation();
   return e.entryScratch(
-      key, MemRefType::get({std::max<int64_t>(rows, 1)}, e.b.getF32Type()),
+      key,
+      MemRefType::get({std::max<int64_t>(product(q.drop_back()), 1)},
+                      e.b.getF32Type()),
       fresh);
 }
 
@@ -467,9 +469,8 @@ LogicalResult mlir::tfm::lowerFlashAttention(AttentionOp op,
   // Asked for before anything takes scratch memory of the op's own.
   Value keptLse;
   if (gradReadingLogSumExp(op, e)) {
-    auto q = cast<RankedTensorType>(op.getQuery().getType()).getShape();
     bool fresh = false;
-    keptLse = logSumExpRows(op, e, product(q.drop_back()), fresh);
+    keptLse = logSumExpRows(op, e, fresh);
   }
   // At the plan's strides: a transpose right after is a view.
   Value out = e.stridedDestination(op.getResult());
@@ -534,9 +535,8 @@ LogicalResult mlir::tfm::lowerFlashAttentionGrad(AttentionGradOp op,
   Value keptLse;
   auto fwd = op.getOutput().getDefiningOp<AttentionOp>();
   if (fwd && gradReadingLogSumExp(fwd, e) == op) {
-    auto q = cast<RankedTensorType>(op.getQuery().getType()).getShape();
     bool fresh = false;
-    keptLse = logSumExpRows(fwd, e, product(q.drop_back()), fresh);
+    keptLse = logSumExpRows(fwd, e, fresh);
     if (fresh)
       return op.emitError("internal error: the attention's backward pass "
                           "reads a log-sum-exp that its forward pass did not "

@@ -36,13 +36,20 @@ void lowerByChoice(OpLoweringSet &set, GPUKernel kernel, Fn lower) {
 /// from merging them, so a bucket's calls go together, where its last
 /// member is computed, and its sum begins there, beside the rest of the
 /// backward pass. Empty when `start` is not its bucket's last.
+/// Whether no START of `start`'s bucket follows it in its block.
+bool lastOfBucket(AllReduceStartOp start) {
+  for (Operation *op = start->getNextNode(); op; op = op->getNextNode())
+    if (auto later = dyn_cast<AllReduceStartOp>(op))
+      if (later.getBucket() == start.getBucket())
+        return false;
+  return true;
+}
+
 SmallVector<AllReduceStartOp> startsCalledWith(AllReduceStartOp last,
                                                BufferizedEntry &e) {
   SmallVector<AllReduceStartOp> starts;
-  for (Operation *op = last->getNextNode(); op; op = op->getNextNode())
-    if (auto later = dyn_cast<AllReduceStartOp>(op))
-      if (later.getBucket() == last.getBucket())
-        return {};
+  if (!lastOfBucket(last))
+    return starts;
   for (Operation *op = last->getPrevNode(); op; op = op->getPrevNode())
     if (auto start = dyn_cast<AllReduceStartOp>(op))
       if (start.getBucket() == last.getBucket() && e.isView(start.getResult()))
@@ -53,13 +60,7 @@ SmallVector<AllReduceStartOp> startsCalledWith(AllReduceStartOp last,
 
 /// Whether `start` is called with its bucket's last START instead.
 bool calledLater(AllReduceStartOp start, BufferizedEntry &e) {
-  if (!e.isView(start.getResult()))
-    return false;
-  for (Operation *op = start->getNextNode(); op; op = op->getNextNode())
-    if (auto later = dyn_cast<AllReduceStartOp>(op))
-      if (later.getBucket() == start.getBucket())
-        return true;
-  return false;
+  return e.isView(start.getResult()) && !lastOfBucket(start);
 }
 
 } // namespace

@@ -127,13 +127,10 @@ Value warpValidCount(BufferizedEntry &e, Location loc, Value labels,
   WarpRows w(e.b, loc, /*m=*/1, rows);
   SmallVector<Value> sums =
       sumOverRows(w, 1, [&](OpBuilder &lb, Value r) -> SmallVector<Value> {
-        Value label = lb.create<memref::LoadOp>(loc, labels, r);
-        return {
-            oneIf(lb, loc,
-                  lb.create<arith::CmpIOp>(
-                      loc, arith::CmpIPredicate::ne, label,
-                      lb.create<arith::ConstantOp>(
-                          loc, lb.getIntegerAttr(label.getType(), ignore))))};
+        return {oneIf(lb, loc,
+                      labelCounts(lb, loc,
+                                  lb.create<memref::LoadOp>(loc, labels, r),
+                                  ignore))};
       });
   OpBuilder tb =
       w.kb.create<scf::IfOp>(loc, w.storesRow()).getThenBodyBuilder();
@@ -185,10 +182,7 @@ LogicalResult mlir::tfm::lowerWarpCrossEntropyGrad(CrossEntropyGradOp op,
   Location loc = w.loc;
   RowStatistics s = rowStatistics(w, rows->x, /*sum=*/false);
   Value label = kb.create<memref::LoadOp>(loc, rows->labels, w.row);
-  Type labelType = label.getType();
-  Value valid = kb.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::ne, label,
-      kb.create<arith::ConstantOp>(loc, kb.getIntegerAttr(labelType, ignore)));
+  Value valid = labelCounts(kb, loc, label, ignore);
   Value factor = kb.create<arith::DivFOp>(
       loc, kb.create<memref::LoadOp>(loc, grad, ValueRange{}),
       kb.create<memref::LoadOp>(loc, count, ValueRange{}));

@@ -92,11 +92,6 @@ LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op, BufferizedEntry &e) {
   rowStatistics(e, x, mx, se);
   AffineMap rk = AffineMap::getMultiDimIdentityMap(2, ctx);
   AffineMap r = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
-  auto isValid = [&](OpBuilder &ob, Location l, Value label) -> Value {
-    return ob.create<arith::CmpIOp>(
-        l, arith::CmpIPredicate::ne, label,
-        ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
-  };
   Value count = crossEntropyValidCount(e, labels, ignore);
   Value grad = e.bufferOf(op.getGrad());
   double eps = op.getLabelSmoothing().convertToDouble();
@@ -121,7 +116,8 @@ LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op, BufferizedEntry &e) {
         Value g =
             ob.create<arith::MulFOp>(l, ob.create<arith::DivFOp>(l, a[4], a[5]),
                                      ob.create<arith::SubFOp>(l, p, target));
-        return ob.create<arith::SelectOp>(l, isValid(ob, l, a[3]), g, c(0.0));
+        return ob.create<arith::SelectOp>(l, labelCounts(ob, l, a[3], ignore),
+                                          g, c(0.0));
       });
   return success();
 }
@@ -138,7 +134,6 @@ mlir::tfm::crossEntropyRowTerm(OpBuilder &ob, Location l, CrossEntropyOp op,
                                const CrossEntropyRows &rows, Value row,
                                Value mx, Value se, Value sx, Value label) {
   Type f64 = ob.getF64Type();
-  Type labelType = label.getType();
   int64_t k = rows.classes;
   double eps = op.getLabelSmoothing().convertToDouble();
   auto ignore = static_cast<int64_t>(op.getIgnoreIndex());
@@ -150,9 +145,7 @@ mlir::tfm::crossEntropyRowTerm(OpBuilder &ob, Location l, CrossEntropyOp op,
   };
   Value lse = ob.create<arith::AddFOp>(l, wide(mx),
                                        ob.create<math::LogOp>(l, wide(se)));
-  Value valid = ob.create<arith::CmpIOp>(
-      l, arith::CmpIPredicate::ne, label,
-      ob.create<arith::ConstantOp>(l, ob.getIntegerAttr(labelType, ignore)));
+  Value valid = labelCounts(ob, l, label, ignore);
   Value idx = ob.create<arith::IndexCastOp>(l, ob.getIndexType(), label);
   idx = ob.create<arith::MaxSIOp>(l, idx,
                                   ob.create<arith::ConstantIndexOp>(l, 0));
@@ -211,22 +204,26 @@ void mlir::tfm::crossEntropyFromRowStatistics(BufferizedEntry &e,
             });
 }
 
+Value mlir::tfm::labelCounts(OpBuilder &b, Location loc, Value label,
+                             int64_t ignore) {
+  return b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::ne, label,
+      b.create<arith::ConstantOp>(loc,
+                                  b.getIntegerAttr(label.getType(), ignore)));
+}
+
 Value mlir::tfm::crossEntropyValidCount(BufferizedEntry &e, Value labels,
                                         int64_t ignore) {
   MLIRContext *ctx = e.ctx;
   Type elem = Float32Type::get(ctx);
-  Type labelType = cast<MemRefType>(labels.getType()).getElementType();
   Value count = e.temporary(MemRefType::get({}, elem));
   e.fill(count, e.b.getFloatAttr(elem, 0.0));
   e.generic({labels}, {AffineMap::getMultiDimIdentityMap(1, ctx)}, count,
             AffineMap::get(1, 0, {}, ctx), {utils::IteratorType::reduction},
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
-              Value valid = ob.create<arith::CmpIOp>(
-                  l, arith::CmpIPredicate::ne, a[0],
-                  ob.create<arith::ConstantOp>(
-                      l, ob.getIntegerAttr(labelType, ignore)));
               Value one = ob.create<arith::SelectOp>(
-                  l, valid, BufferizedEntry::constantScalar(ob, l, elem, 1.0),
+                  l, labelCounts(ob, l, a[0], ignore),
+                  BufferizedEntry::constantScalar(ob, l, elem, 1.0),
                   BufferizedEntry::constantScalar(ob, l, elem, 0.0));
               return ob.create<arith::AddFOp>(l, a[1], one);
             });

@@ -131,6 +131,9 @@ std::pair<Value, Value> crossEntropyRowTerm(OpBuilder &b, Location loc,
                                             Value row, Value mx, Value se,
                                             Value sx, Value label);
 
+/// Whether `label` counts in a cross-entropy (i1): it is not `ignore`.
+Value labelCounts(OpBuilder &b, Location loc, Value label, int64_t ignore);
+
 /// A 0-d f32 buffer holding how many of `labels` are not `ignore`: the
 /// denominator of the cross-entropy's mean.
 Value crossEntropyValidCount(BufferizedEntry &e, Value labels, int64_t ignore);
