@@ -398,7 +398,10 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
             sq = p[TFM_ATTENTION_SQ], sk = p[TFM_ATTENTION_SK],
             dq = p[TFM_ATTENTION_D], dv = p[TFM_ATTENTION_DV],
             flags = p[TFM_ATTENTION_FLAGS];
-    if (flags < 0 || flags > 63) {
+    constexpr int64_t rotary = TFM_ATTENTION_ROTARY_Q | TFM_ATTENTION_ROTARY_K;
+    if (flags < 0 || flags >= 2 * TFM_ATTENTION_ROTARY_POS ||
+        (flags >= TFM_ATTENTION_ROTARY_INTERLEAVED && !(flags & rotary)) ||
+        ((flags & rotary) && dq % 2 != 0)) {
       why = fmt::format("its flags are {}", flags);
       return false;
     }
@@ -421,11 +424,26 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
         !rows(2, {b1, b2 / group, sk, dv}, bytes[2]) ||
         !rows(3, {b1, b2, sq, dv}, bytes[4]))
       return false;
-    return !(flags & TFM_ATTENTION_HAS_MASK) ||
-           f32({flags & TFM_ATTENTION_MASK_B1 ? b1 : 1,
-                flags & TFM_ATTENTION_MASK_B2 ? b2 : 1,
-                flags & TFM_ATTENTION_MASK_Q ? sq : 1, sk},
-               bytes[3]);
+    if ((flags & TFM_ATTENTION_HAS_MASK) &&
+        !f32({flags & TFM_ATTENTION_MASK_B1 ? b1 : 1,
+              flags & TFM_ATTENTION_MASK_B2 ? b2 : 1,
+              flags & TFM_ATTENTION_MASK_Q ? sq : 1, sk},
+             bytes[3]))
+      return false;
+    // The tables: as many rows as the larger rotated operand reads.
+    for (auto [flag, heads, rows] :
+         {std::tuple{TFM_ATTENTION_ROTARY_Q, b2, sq},
+          std::tuple{TFM_ATTENTION_ROTARY_K, b2 / group, sk}}) {
+      uint64_t table = 0;
+      if ((flags & flag) &&
+          !f32({flags & TFM_ATTENTION_ROTARY_B1 ? b1 : 1,
+                flags & TFM_ATTENTION_ROTARY_B2 ? heads : 1,
+                flags & TFM_ATTENTION_ROTARY_POS ? rows : 1, dq},
+               table))
+        return false;
+      bytes[5] = bytes[6] = std::max(bytes[5], table);
+    }
+    return true;
   }
   case TFM_KERNEL_ADAM:
     if (!positive(TFM_OPTIMIZER_SHARDED))

@@ -183,6 +183,11 @@ bool Planner::readThroughViews(Value v, ArrayRef<int64_t> strides, int depth) {
                g && use.getOperandNumber() == 0 && slicePosition(g)) {
       next.emplace(strides.begin(), strides.end());
       next->erase(next->begin() + gatherAxis(g));
+    } else if (isa<RotaryOp>(user) && use.getOperandNumber() == 0 &&
+               rules.computedInline(user, computeType)) {
+      // Rotated by its reader as that reader loads it, so read as the
+      // reader reads the rotation.
+      next.emplace(strides.begin(), strides.end());
     }
     if (!next || !readThroughViews(r, *next, depth + 1))
       return false;

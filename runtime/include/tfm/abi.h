@@ -117,8 +117,11 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 params:  B1, B2, Sq, Sk, D, Dv, flags (a
  *                          tfm_attention_flag_t set), G (read with GROUPED)
  *                 fparams: scale
+ *                 With ROTARY_Q or ROTARY_K, the query or the keys
+ *                 are read unrotated and rotated as they are loaded.
  *                 strides: q, k, v, o: (b1, b2, row) each, in elements
- *                 args:    q, k, v, mask (or NULL), o
+ *                 args:    q, k, v, mask (or NULL), o, and with ROTARY_Q
+ *                          or ROTARY_K, cos and sin
  *  RMS_NORM       LAYER_NORM's params, fparams and args, but RMSNorm:
  *                 y = s / sqrt(mean(s²) + epsilon)·g + b, no mean
  *                 subtracted (tfm.layer_norm {rms}; an append to version 5)
@@ -248,6 +251,18 @@ typedef enum tfm_attention_flag_t {
   /* k and v have B2/G heads (an append to version 5: a flag, so that an
    * older runtime refuses it instead of reading past them) */
   TFM_ATTENTION_GROUPED = 32,
+  /* The query, or the keys, are rotated as the kernel loads them (a rotary
+   * embedding: x·cos + rotate(x)·sin, with rotate pairing column j with
+   * j + D/2, or with INTERLEAVED 2j with 2j + 1), by the tables cos and
+   * sin, dense f32 [T1,T2,TS,D]: T1 is B1 with ROTARY_B1 (else 1), T2 the
+   * rotated operand's heads with ROTARY_B2, TS its rows with ROTARY_POS.
+   * Appends to version 5, as GROUPED. */
+  TFM_ATTENTION_ROTARY_Q = 64,
+  TFM_ATTENTION_ROTARY_K = 128,
+  TFM_ATTENTION_ROTARY_INTERLEAVED = 256,
+  TFM_ATTENTION_ROTARY_B1 = 512,
+  TFM_ATTENTION_ROTARY_B2 = 1024,
+  TFM_ATTENTION_ROTARY_POS = 2048,
 } tfm_attention_flag_t;
 
 /* The activation a LINEAR kernel applies after the bias

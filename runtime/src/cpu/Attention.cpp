@@ -230,6 +230,26 @@ RowFn pickRowFn() {
   }
 }
 
+/// Row `x` of D elements rotated into `out` by a row of each table: x·cos
+/// + rotate(x)·sin, rotate pairing column j with j + D/2 (or 2j with 2j + 1
+/// when interleaved), each half of the pairs computed as the neutral
+/// lowering computes it (TfmToLinalg/Rotary.cpp).
+void rotateRow(const float *x, const float *cos, const float *sin, int64_t d,
+               bool interleaved, float *out) {
+  if (interleaved) {
+    for (int64_t j = 0; j < d; j += 2) {
+      out[j] = x[j] * cos[j] - x[j + 1] * sin[j];
+      out[j + 1] = x[j + 1] * cos[j + 1] + x[j] * sin[j + 1];
+    }
+    return;
+  }
+  int64_t h = d / 2;
+  for (int64_t j = 0; j < h; ++j)
+    out[j] = x[j] * cos[j] - x[j + h] * sin[j];
+  for (int64_t j = h; j < d; ++j)
+    out[j] = x[j] * cos[j] + x[j - h] * sin[j];
+}
+
 class AttentionKernel : public Kernel {
 public:
   AttentionKernel(std::shared_ptr<Engine> dev, const tfm_abi_kernel_desc_t &d)
@@ -270,6 +290,10 @@ public:
     const float *v = static_cast<const float *>(args[2]);
     const float *mask = static_cast<const float *>(args[3]);
     float *o = static_cast<float *>(args[4]);
+    if (flags & (TFM_ATTENTION_ROTARY_Q | TFM_ATTENTION_ROTARY_K)) {
+      cosTable = static_cast<const float *>(args[5]);
+      sinTable = static_cast<const float *>(args[6]);
+    }
     int threads = omp_get_max_threads();
     while (static_cast<int>(workers.size()) < threads)
       workers.emplace_back(*this);
@@ -308,7 +332,9 @@ private:
     explicit Worker(AttentionKernel &kernel)
         : kernel(kernel), stream(kernel.dev->engine),
           scores(kernel.bq * kernel.bk), out(kernel.bq * kernel.dv),
-          queries(kernel.packs ? kernel.bq * kernel.dq : 0),
+          queries(kernel.denseQueries() ? kernel.bq * kernel.dq : 0),
+          keys(kernel.rotates(TFM_ATTENTION_ROTARY_K) ? kernel.bk * kernel.dq
+                                                      : 0),
           m(kernel.bq), l(kernel.bq), scratchpad(kernel.scratchBytes + 64) {}
 
     void task(const float *q, const float *k, const float *v,
@@ -320,9 +346,14 @@ private:
 
     AttentionKernel &kernel;
     dnnl::stream stream;
-    /// `queries` holds the task's query block, dense, when the keys are
-    /// packed: oneDNN's brgemm reads only a dense left operand.
-    std::vector<float> scores, out, queries, m, l;
+    /// The `rows` keys from k0 of (i1, key head h), rotated into `keys`.
+    void rotateKeys(const float *k, int64_t i1, int64_t h, int64_t k0,
+                    int64_t rows);
+
+    /// `queries` holds the task's query block, dense (and rotated), when the
+    /// keys are packed, since oneDNN's brgemm reads only a dense left
+    /// operand, or when the query is rotated; `keys` a block of keys rotated.
+    std::vector<float> scores, out, queries, keys, m, l;
     std::vector<char> scratchpad;
     std::map<const Shape *, std::vector<memory>> bound;
   };
@@ -340,6 +371,28 @@ private:
   }
 
   int64_t keyBlocks() const { return (sk + bk - 1) / bk; }
+
+  bool rotates(int64_t which) const { return flags & which; }
+  bool denseQueries() const { return packs || rotates(TFM_ATTENTION_ROTARY_Q); }
+  /// The keys' row stride in the block GEMM and its packing: dense when the
+  /// keys are rotated into a worker's block first.
+  int64_t keyRowStride() const {
+    return rotates(TFM_ATTENTION_ROTARY_K) ? dq : strides[5];
+  }
+
+  /// The tables' row (cos, then sin) for row `row` of (i1, i2) of the
+  /// operand rotated by `which`, which has `heads` heads and `rows` rows.
+  std::pair<const float *, const float *> tableRow(int64_t i1, int64_t i2,
+                                                   int64_t row, int64_t heads,
+                                                   int64_t rows) const {
+    int64_t t2 = flags & TFM_ATTENTION_ROTARY_B2 ? heads : 1,
+            ts = flags & TFM_ATTENTION_ROTARY_POS ? rows : 1;
+    int64_t j1 = flags & TFM_ATTENTION_ROTARY_B1 ? i1 : 0,
+            j2 = flags & TFM_ATTENTION_ROTARY_B2 ? i2 : 0,
+            js = flags & TFM_ATTENTION_ROTARY_POS ? row : 0;
+    int64_t at = ((j1 * t2 + j2) * ts + js) * dq;
+    return {cosTable + at, sinTable + at};
+  }
 
   /// Row `row` of (i1, i2) in operand `which` (0 query, 1 key, 2 value,
   /// 3 output), by its three strides; i2 is a key head for keys and values.
@@ -365,8 +418,8 @@ private:
     auto &eng = dev->engine;
     Shape s{rows, keys, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
     s.qd = memory::desc({rows, dq}, dt::f32,
-                        memory::dims{packs ? dq : strides[2], 1});
-    s.kd = memory::desc({dq, keys}, dt::f32, memory::dims{1, strides[5]});
+                        memory::dims{denseQueries() ? dq : strides[2], 1});
+    s.kd = memory::desc({dq, keys}, dt::f32, memory::dims{1, keyRowStride()});
     s.sd = memory::desc({rows, keys}, dt::f32, memory::dims{keys, 1});
     s.vd = memory::desc({keys, dv}, dt::f32, memory::dims{strides[8], 1});
     s.od = memory::desc({rows, dv}, dt::f32, memory::dims{dv, 1});
@@ -441,6 +494,8 @@ private:
   int64_t group;
   int64_t strides[12];
   float scale;
+  /// The rotary tables of the run (ROTARY_Q, ROTARY_K).
+  const float *cosTable = nullptr, *sinTable = nullptr;
   RowFn rowFn;
   int64_t bq, bk;
   size_t scratchBytes = 0;
@@ -464,10 +519,26 @@ void AttentionKernel::Worker::pack(const float *k, const float *v, int64_t i1,
   memory vFrom(pv.strided, eng, const_cast<float *>(a.rowOf(v, 2, i1, h, k0)));
   memory vTo(pv.layout, eng, block);
   pv.pack.execute(stream, vFrom, vTo);
-  memory kFrom(pk.strided, eng, const_cast<float *>(a.rowOf(k, 1, i1, h, k0)));
+  const float *from = a.rowOf(k, 1, i1, h, k0);
+  if (a.rotates(TFM_ATTENTION_ROTARY_K)) {
+    rotateKeys(k, i1, h, k0, keys);
+    from = this->keys.data();
+  }
+  memory kFrom(pk.strided, eng, const_cast<float *>(from));
   memory kTo(pk.layout, eng, block + a.packedValueBytes);
   pk.pack.execute(stream, kFrom, kTo);
   stream.wait();
+}
+
+void AttentionKernel::Worker::rotateKeys(const float *k, int64_t i1, int64_t h,
+                                         int64_t k0, int64_t rows) {
+  const AttentionKernel &a = kernel;
+  bool interleaved = a.flags & TFM_ATTENTION_ROTARY_INTERLEAVED;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto [cos, sin] = a.tableRow(i1, h, k0 + r, a.b2 / a.group, a.sk);
+    rotateRow(a.rowOf(k, 1, i1, h, k0 + r), cos, sin, a.dq, interleaved,
+              keys.data() + r * a.dq);
+  }
 }
 
 void AttentionKernel::Worker::task(const float *q, const float *k,
@@ -491,10 +562,18 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
       maskRowStride = a.sk;
     }
   }
-  if (a.packs)
+  if (a.rotates(TFM_ATTENTION_ROTARY_Q)) {
+    bool interleaved = a.flags & TFM_ATTENTION_ROTARY_INTERLEAVED;
+    for (int64_t r = 0; r < rows; ++r) {
+      auto [cos, sin] = a.tableRow(i1, i2, q0 + r, a.b2, a.sq);
+      rotateRow(qb + r * st[2], cos, sin, a.dq, interleaved,
+                queries.data() + r * a.dq);
+    }
+  } else if (a.packs) {
     for (int64_t r = 0; r < rows; ++r)
       std::copy(qb + r * st[2], qb + r * st[2] + a.dq,
                 queries.begin() + r * a.dq);
+  }
   std::fill(out.begin(), out.begin() + rows * a.dv, 0.f);
   std::fill(m.begin(), m.begin() + rows, kNegInf);
   std::fill(l.begin(), l.begin() + rows, 0.f);
@@ -513,15 +592,23 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
              memory(s.scoresScratch, eng, scratchpad.data()),
              memory(s.weightedScratch, eng, scratchpad.data())};
     }
-    mem[0].set_data_handle(a.packs ? queries.data()
-                                   : const_cast<float *>(qb));
+    mem[0].set_data_handle(a.denseQueries() ? queries.data()
+                                            : const_cast<float *>(qb));
     if (a.packs) {
       char *block = a.packedBlock(i1, i2 / a.group, k0);
       mem[1].set_data_handle(block + a.packedValueBytes);
       mem[3].set_data_handle(block);
     } else {
+      // Unpacked, a task reads each key block once, so rotated keys are
+      // rotated here; each head of a group rotates them again, which costs
+      // about 3/(2·rows) of the block's product.
       int64_t h = i2 / a.group;
-      mem[1].set_data_handle(const_cast<float *>(a.rowOf(k, 1, i1, h, k0)));
+      const float *kb = a.rowOf(k, 1, i1, h, k0);
+      if (a.rotates(TFM_ATTENTION_ROTARY_K)) {
+        rotateKeys(k, i1, h, k0, keys);
+        kb = this->keys.data();
+      }
+      mem[1].set_data_handle(const_cast<float *>(kb));
       mem[3].set_data_handle(const_cast<float *>(a.rowOf(v, 2, i1, h, k0)));
     }
     s.scores.execute(stream, {{DNNL_ARG_SRC, mem[0]},

@@ -477,9 +477,22 @@ TEST_F(CorruptedDynamic, UnknownAttentionFlagsAreRefusedAtLoad) {
   const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
   ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
   auto [code, msg] =
-      loadAndRun(lib.patched(&k->params[6], int64_t(99), "attention_flags"));
+      loadAndRun(lib.patched(&k->params[6], int64_t(4096), "attention_flags"));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
-  EXPECT_NE(msg.find("its flags are 99"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("its flags are 4096"), std::string::npos) << msg;
+}
+
+// How to read the rotary tables, with nothing said to be rotated.
+TEST_F(CorruptedDynamic, RotaryTablesWithoutARotationAreRefusedAtLoad) {
+  const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
+  ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
+  int64_t flags = k->params[TFM_ATTENTION_FLAGS] | TFM_ATTENTION_ROTARY_POS;
+  auto [code, msg] = loadAndRun(
+      lib.patched(&k->params[TFM_ATTENTION_FLAGS], flags, "rotary_tables"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("its flags are " + std::to_string(flags)),
+            std::string::npos)
+      << msg;
 }
 
 // GROUPED with no group (the encoder's attention has none, so the group

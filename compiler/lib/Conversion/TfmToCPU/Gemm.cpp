@@ -121,7 +121,9 @@ bool attentionStrides(const StridedView &view, SmallVectorImpl<int64_t> &out) {
 }
 
 /// Attention on the ATTENTION kernel: no scores in memory. The mask is
-/// made additive f32, and kept broadcast where the kernel can read it so.
+/// made additive f32, and kept broadcast where the kernel can read it so;
+/// a rotary embedding of the query or the keys computed inline is the
+/// kernel's to apply.
 LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
   auto qt = op.getQuery().getType();
   ArrayRef<int64_t> qs = qt.getShape();
@@ -134,7 +136,12 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
     batch.insert(batch.begin(), 1);
   SmallVector<int64_t> strides;
   SmallVector<KernelArg> args;
-  for (Value operand : {op.getQuery(), op.getKey(), op.getValue()}) {
+  // A query or keys rotated here are read as they were before the rotation.
+  RotaryOp rotatedQuery = rotatedInAttention(op.getQuery()),
+           rotatedKeys = rotatedInAttention(op.getKey());
+  Value query = rotatedQuery ? rotatedQuery.getInput() : op.getQuery(),
+        key = rotatedKeys ? rotatedKeys.getInput() : op.getKey();
+  for (Value operand : {query, key, Value(op.getValue())}) {
     StridedView view = e.viewOf(operand);
     if (!attentionStrides(view, strides)) {
       Value dense = e.denseOf(operand);
@@ -190,6 +197,18 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
     args.push_back(KernelArg(dense));
   } else {
     args.push_back(KernelArg(out.base, out.offset));
+  }
+  // The kernel takes one pair of tables (rotatesInAttentionKernel).
+  if (RotaryOp rotary = rotatedQuery ? rotatedQuery : rotatedKeys) {
+    flags |= (rotatedQuery ? TFM_ATTENTION_ROTARY_Q : 0) |
+             (rotatedKeys ? TFM_ATTENTION_ROTARY_K : 0) |
+             (rotary.getInterleaved() ? TFM_ATTENTION_ROTARY_INTERLEAVED : 0);
+    SmallVector<int64_t, 4> table = attentionTableDims(rotary);
+    flags |= (table[0] != 1 ? TFM_ATTENTION_ROTARY_B1 : 0) |
+             (table[1] != 1 ? TFM_ATTENTION_ROTARY_B2 : 0) |
+             (table[2] != 1 ? TFM_ATTENTION_ROTARY_POS : 0);
+    args.push_back(KernelArg(e.denseOf(rotary.getCos())));
+    args.push_back(KernelArg(e.denseOf(rotary.getSin())));
   }
   int64_t params[TFM_ATTENTION_NUM_PARAMS] = {};
   params[TFM_ATTENTION_B1] = batch[0];

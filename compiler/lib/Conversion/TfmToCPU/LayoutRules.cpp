@@ -2,10 +2,11 @@
 //
 // BATCH_MATMUL reads and writes any element strides, so a transpose that
 // feeds a strided matmul, or that follows one, is a view; so does ATTENTION
-// (rows at any strides; a view whose elements are not dense is copied); LINEAR writes one
-// packed buffer for a QKV projection, whose parts are its column windows;
-// the softmax kernels read each row before writing it, so they work in
-// place.
+// (rows at any strides; a view whose elements are not dense is copied),
+// and rotates its query and keys as it loads them, so a rotary embedding
+// that only it reads is never stored; LINEAR writes one packed buffer for a QKV
+// projection, whose parts are its column windows; the softmax kernels read each
+// row before writing it, so they work in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,37 @@ bool mlir::tfm::usesAttentionKernel(AttentionOp op) {
   double fusedUs = 4.0 * blocks;
   double unfusedUs = 30.0 + groups * sq * sk * 12.0 / 20e3;
   return fusedUs <= unfusedUs;
+}
+
+SmallVector<int64_t, 4> mlir::tfm::attentionTableDims(RotaryOp op) {
+  int64_t rank = op.getType().getRank();
+  auto table = op.getCos().getType().getShape();
+  SmallVector<int64_t, 4> dims(rank - table.size(), 1);
+  llvm::append_range(dims, table);
+  while (dims.size() < 4)
+    dims.insert(dims.begin(), 1);
+  return dims;
+}
+
+bool mlir::tfm::rotatesInAttentionKernel(RotaryOp op) {
+  if (!op->hasOneUse())
+    return false;
+  OpOperand &use = *op->use_begin();
+  auto attention = dyn_cast<AttentionOp>(use.getOwner());
+  unsigned operand = use.getOperandNumber();
+  if (!attention || operand > 1 || !usesAttentionKernel(attention))
+    return false;
+  auto cos = op.getCos().getType(), sin = op.getSin().getType();
+  if (!cos.getElementType().isF32() || cos != sin ||
+      cos.getRank() > op.getType().getRank() ||
+      attentionTableDims(op).back() != op.getType().getShape().back())
+    return false;
+  if (operand == 0)
+    return true;
+  auto query = attention.getQuery().getDefiningOp<RotaryOp>();
+  return !query || !rotatesInAttentionKernel(query) ||
+         (query.getCos() == op.getCos() && query.getSin() == op.getSin() &&
+          query.getInterleaved() == op.getInterleaved());
 }
 
 bool mlir::tfm::isPackedQKV(QKVProjectionOp op) {
@@ -96,6 +128,12 @@ public:
   bool worksInPlace(Operation *op) const override {
     return LayoutRules::worksInPlace(op) ||
            isa<SoftmaxOp, MaskedSoftmaxOp>(op);
+  }
+
+  bool computedInline(Operation *op, ComputeType computeType) const override {
+    auto rotary = dyn_cast<RotaryOp>(op);
+    return LayoutRules::computedInline(op, computeType) ||
+           (rotary && rotatesInAttentionKernel(rotary));
   }
 };
 

@@ -413,6 +413,15 @@ public:
   }
 };
 
+/// The rotary embedding an attention's operand is, where the attention's
+/// kernel applies it while loading the operand (the target's layout rules
+/// had the plan compute it inline); null otherwise.
+inline RotaryOp rotatedInAttention(Value operand) {
+  auto rotary = operand.getDefiningOp<RotaryOp>();
+  return rotary && BufferizedEntry::isInline(rotary.getResult()) ? rotary
+                                                                 : RotaryOp();
+}
+
 } // namespace mlir::tfm
 
 #endif // TFM_CONVERSION_COMMON_BUFFERASSIGNMENT_H

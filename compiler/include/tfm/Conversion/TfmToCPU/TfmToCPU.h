@@ -48,6 +48,19 @@ private:
 /// query, key and value and writes its result at any row strides.
 bool usesAttentionKernel(AttentionOp op);
 
+/// A rotary embedding that the ATTENTION kernel applies while it loads the
+/// query or the keys, so that it is never stored (the plan computes it
+/// inline): the one reader is such an attention, as its query or its keys;
+/// the tables are f32 rows as wide as the head; and the keys' rotation
+/// shares the query's tables when the query is rotated there too, since
+/// the kernel takes one pair.
+bool rotatesInAttentionKernel(RotaryOp op);
+
+/// The dims of `op`'s tables as ATTENTION reads them, [T1, T2, S, D]: the
+/// tables padded on the left to the rotated operand's rank and then to two
+/// batch dimensions, each of T1, T2 and S either 1 or the operand's.
+SmallVector<int64_t, 4> attentionTableDims(RotaryOp op);
+
 /// A QKV projection computed as one GEMM into one packed buffer
 /// [rows, Σsizes]; its results are column windows of that buffer.
 bool isPackedQKV(QKVProjectionOp op);

@@ -115,15 +115,6 @@ scf::ParallelOp buildParallelLoop(
 /// memory).
 constexpr int64_t kFlashAttentionMaxValueWidth = 256;
 
-/// The rotary embedding an attention's operand is, where the attention
-/// applies it while loading the operand (the plan computes it inline:
-/// chooseGPUKernel's in-attention); null otherwise.
-inline RotaryOp rotatedInAttention(Value operand) {
-  auto rotary = operand.getDefiningOp<RotaryOp>();
-  return rotary && BufferizedEntry::isInline(rotary.getResult()) ? rotary
-                                                                 : RotaryOp();
-}
-
 /// tfm.attention in f32 as one kernel of a warp per query row with the
 /// online softmax over the keys: no [Sq, Sk] scores in memory
 /// (Attention.cpp).
