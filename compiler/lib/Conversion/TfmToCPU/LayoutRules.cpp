@@ -3,10 +3,10 @@
 // BATCH_MATMUL reads and writes any element strides, so a transpose that
 // feeds a strided matmul, or that follows one, is a view; so does ATTENTION
 // (rows at any strides; a view whose elements are not dense is copied),
-// and rotates its query and keys as it loads them, so a rotary embedding
-// that only it reads is never stored; LINEAR writes one packed buffer for a QKV
-// projection, whose parts are its column windows; the softmax kernels read each
-// row before writing it, so they work in place.
+// which also rotates its query and keys as it loads them, so a rotary
+// embedding that only it reads is never stored; LINEAR writes one packed
+// buffer for a QKV projection, whose parts are its column windows; the
+// softmax kernels read each row before writing it, so they work in place.
 //
 //===----------------------------------------------------------------------===//
 
