@@ -405,8 +405,16 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     reads as poison until the `nvgpu.device_async_wait` whose group count
     covers the copy's group (`cp.async.wait_group N`), which does the copy
     with its zero fill.
+
+    mbarriers (`nvgpu.mbarrier.create`, `init`, `arrive`,
+    `arrive.nocomplete`, `arrive.expect_tx`) keep their state per block:
+    arrivals pending and expected, transaction bytes, phase. A
+    `nvgpu.mbarrier.try_wait.parity` becomes a `gpu.barrier` and a check
+    that the phase of that parity has completed, a `cf.assert` that stops
+    the run where a GPU would hang; every thread of the block must reach it.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

@@ -1070,7 +1070,8 @@ struct EmulateGPUKernelsPass
       }
       replaceLaneIds(launch);
       dropDeadValues(launch);
-      if (failed(emulateAsyncCopies(launch)))
+      if (failed(emulateAsyncCopies(launch)) ||
+          failed(emulateTransactionBarriers(launch)))
         return signalPassFailure();
       // What no emulation runs yet would otherwise fail far later, in the
       // CPU's conversions, without naming the kernel.

@@ -3,8 +3,9 @@
 // What the files of the emulation of GPU kernels share: the poison that
 // stands for memory no one has written yet, a thread's linear index, the
 // values every thread of a launch has alike, and
-// the rewriting of asynchronous copies (EmulateAsyncCopies.cpp) that the
-// pass (EmulateGPUKernels.cpp) runs before cutting a body into phases.
+// the rewriting of asynchronous copies (EmulateAsyncCopies.cpp) and of
+// transaction barriers (EmulateTransactionBarriers.cpp) that the pass
+// (EmulateGPUKernels.cpp) runs before cutting a body into phases.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,15 @@ Value uniformAt(OpBuilder &b, gpu::LaunchOp launch, Value v, IRMapping &map);
 /// threads or iterations, or on a token that flows elsewhere than into a
 /// group or a wait.
 LogicalResult emulateAsyncCopies(gpu::LaunchOp launch);
+
+/// Replaces, in `launch`, each nvgpu.mbarrier.create by a workgroup buffer
+/// of its barriers' states, the inits and arrivals by updates of them, and
+/// each nvgpu.mbarrier.try_wait.parity by a gpu.barrier and a check that
+/// the phase waited for has completed, which stops the run with a message
+/// where a GPU would hang (EmulateTransactionBarriers.cpp). Fails, naming
+/// the op, on a token that is used, a wait inside a region that not every
+/// thread may enter, or barriers that flow elsewhere.
+LogicalResult emulateTransactionBarriers(gpu::LaunchOp launch);
 
 } // namespace mlir::tfm
 
