@@ -412,9 +412,13 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     `nvgpu.mbarrier.try_wait.parity` becomes a `gpu.barrier` and a check
     that the phase of that parity has completed, a `cf.assert` that stops
     the run where a GPU would hang; every thread of the block must reach it.
+    `nvgpu.tma.async.load` poisons its destination and lands at a wait on
+    its barrier, read through the emulation's tensor map
+    (`EmulatedTensorMapWord`), swizzled, zeros outside the tensor.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

@@ -127,28 +127,17 @@ struct AsyncCopies {
   /// they were issued, and keeps the others in order.
   void retire(OpBuilder &b, Value t,
               function_ref<Value(OpBuilder &, Value, Value)> retires) {
-    Value count = stateOf(b, t, kCount);
-    auto walk = b.create<scf::ForOp>(loc, constant(b, 0), count, constant(b, 1),
-                                     ValueRange{constant(b, 0)});
-    {
-      OpBuilder wb = OpBuilder::atBlockBegin(walk.getBody());
-      Value i = walk.getInductionVar();
-      Value kept = walk.getRegionIterArgs()[0];
-      auto done = wb.create<scf::IfOp>(loc, TypeRange{wb.getIndexType()},
-                                       retires(wb, i, field(wb, t, i, kGroup)),
-                                       /*withElseRegion=*/true);
-      OpBuilder db = done.getThenBodyBuilder();
-      complete(db, t, i);
-      db.create<scf::YieldOp>(loc, kept);
-      OpBuilder kb = done.getElseBodyBuilder();
-      for (int64_t f = 0; f < kIndices + 2 * rank; ++f)
-        setField(kb, field(kb, t, i, f), t, kept, f);
-      kb.create<scf::YieldOp>(
-          loc,
-          kb.create<arith::AddIOp>(loc, kept, constant(kb, 1)).getResult());
-      wb.create<scf::YieldOp>(loc, done.getResult(0));
-    }
-    setState(b, walk.getResult(0), t, kCount);
+    Value kept = retireRecords(
+        b, loc, stateOf(b, t, kCount),
+        [&](OpBuilder &rb, Value i) {
+          return retires(rb, i, field(rb, t, i, kGroup));
+        },
+        [&](OpBuilder &cb, Value i) { complete(cb, t, i); },
+        [&](OpBuilder &mb, Value from, Value to) {
+          for (int64_t f = 0; f < kIndices + 2 * rank; ++f)
+            setField(mb, field(mb, t, from, f), t, to, f);
+        });
+    setState(b, kept, t, kCount);
   }
 
   void rewriteCopy(nvgpu::DeviceAsyncCopyOp copy, int64_t which) {
@@ -307,6 +296,32 @@ struct AsyncCopies {
 };
 
 } // namespace
+
+Value mlir::tfm::retireRecords(
+    OpBuilder &b, Location loc, Value count,
+    function_ref<Value(OpBuilder &, Value)> done,
+    function_ref<void(OpBuilder &, Value)> complete,
+    function_ref<void(OpBuilder &, Value, Value)> move) {
+  auto c = [&](OpBuilder &ob, int64_t v) {
+    return ob.create<arith::ConstantIndexOp>(loc, v);
+  };
+  auto walk =
+      b.create<scf::ForOp>(loc, c(b, 0), count, c(b, 1), ValueRange{c(b, 0)});
+  OpBuilder wb = OpBuilder::atBlockBegin(walk.getBody());
+  Value i = walk.getInductionVar();
+  Value kept = walk.getRegionIterArgs()[0];
+  auto now = wb.create<scf::IfOp>(loc, TypeRange{wb.getIndexType()},
+                                  done(wb, i), /*withElseRegion=*/true);
+  OpBuilder db = now.getThenBodyBuilder();
+  complete(db, i);
+  db.create<scf::YieldOp>(loc, kept);
+  OpBuilder kb = now.getElseBodyBuilder();
+  move(kb, i, kept);
+  kb.create<scf::YieldOp>(
+      loc, kb.create<arith::AddIOp>(loc, kept, c(kb, 1)).getResult());
+  wb.create<scf::YieldOp>(loc, now.getResult(0));
+  return walk.getResult(0);
+}
 
 LogicalResult mlir::tfm::emulateAsyncCopies(gpu::LaunchOp launch) {
   return AsyncCopies(launch).run();

@@ -66,6 +66,26 @@ bool containsBarrier(Operation *op) {
       .wasInterrupted();
 }
 
+/// Views of workgroup buffers made inside `launch` (a pipeline stage's
+/// subview) typed without the workgroup address space, as the per-block
+/// buffers that the emulation puts in place of the attributions are.
+void stripWorkgroupSpace(gpu::LaunchOp launch) {
+  auto strip = [](Value v) {
+    auto type = dyn_cast<MemRefType>(v.getType());
+    if (type && gpu::GPUDialect::hasWorkgroupMemoryAddressSpace(type))
+      v.setType(MemRefType::get(type.getShape(), type.getElementType(),
+                                type.getLayout()));
+  };
+  launch.getBody().walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      strip(r);
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          strip(arg);
+  });
+}
+
 /// The mma.sync shape of `mma`, or none when the emulation (and the
 /// kernels) use no such shape.
 std::optional<warp::MmaShape> mmaShapeOf(nvgpu::MmaSyncOp mma) {
@@ -1073,6 +1093,7 @@ struct EmulateGPUKernelsPass
       if (failed(emulateAsyncCopies(launch)) ||
           failed(emulateTransactionBarriers(launch)))
         return signalPassFailure();
+      stripWorkgroupSpace(launch);
       // What no emulation runs yet would otherwise fail far later, in the
       // CPU's conversions, without naming the kernel.
       WalkResult unknown = launch.getBody().walk([&](Operation *op) {

@@ -40,6 +40,15 @@ bool isLaunchUniform(gpu::LaunchOp launch, Value v);
 /// it cloned there (and recorded in `map`).
 Value uniformAt(OpBuilder &b, gpu::LaunchOp launch, Value v, IRMapping &map);
 
+/// Walks the first `count` of a list of records of pending transfers in
+/// issue order: completes record i by `complete(i)` where `done(i)` holds,
+/// and moves each other one up by `move(from, to)`, in order. Returns how
+/// many are kept.
+Value retireRecords(OpBuilder &b, Location loc, Value count,
+                    function_ref<Value(OpBuilder &, Value)> done,
+                    function_ref<void(OpBuilder &, Value)> complete,
+                    function_ref<void(OpBuilder &, Value, Value)> move);
+
 /// Replaces, in `launch`, each nvgpu.device_async_copy by a record of the
 /// copy in its thread's list of pending copies (its destination poisoned),
 /// each nvgpu.device_async_create_group by the commit of the thread's
@@ -52,13 +61,35 @@ Value uniformAt(OpBuilder &b, gpu::LaunchOp launch, Value v, IRMapping &map);
 /// group or a wait.
 LogicalResult emulateAsyncCopies(gpu::LaunchOp launch);
 
+/// The highest rank of a TMA box (and of its tensor).
+constexpr int64_t kTensorMapMaxRank = 5;
+
+/// The tensor map an emulated nvgpu.tma.async.load reads where a GPU reads
+/// a CUtensorMap: 64-bit words holding what cuTensorMapEncodeTiled is given
+/// beyond the descriptor's type (which has the box, the element type and
+/// the swizzle).
+enum EmulatedTensorMapWord : int64_t {
+  /// The address of the tensor's first element.
+  kTensorMapBase = 0,
+  /// Its dims, innermost first, as many as the box's rank.
+  kTensorMapDims = 1,
+  /// The bytes between neighbours along its dims 1 and up (along dim 0,
+  /// the element's size).
+  kTensorMapStrides = kTensorMapDims + kTensorMapMaxRank,
+  kTensorMapWords = kTensorMapStrides + kTensorMapMaxRank - 1,
+};
+
 /// Replaces, in `launch`, each nvgpu.mbarrier.create by a workgroup buffer
 /// of its barriers' states, the inits and arrivals by updates of them, and
 /// each nvgpu.mbarrier.try_wait.parity by a gpu.barrier and a check that
 /// the phase waited for has completed, which stops the run with a message
-/// where a GPU would hang (EmulateTransactionBarriers.cpp). Fails, naming
-/// the op, on a token that is used, a wait inside a region that not every
-/// thread may enter, or barriers that flow elsewhere.
+/// where a GPU would hang (EmulateTransactionBarriers.cpp). Each
+/// nvgpu.tma.async.load poisons its destination and lands at a wait on its
+/// barrier, read through an EmulatedTensorMapWord map. Fails, naming the
+/// op, on a token that is used, a wait inside a region that not every
+/// thread may enter, barriers that flow elsewhere, or a load the emulation
+/// does not run (multicast, a map made inside the launch, a destination
+/// that is not a dense view of a workgroup buffer).
 LogicalResult emulateTransactionBarriers(gpu::LaunchOp launch);
 
 } // namespace mlir::tfm
