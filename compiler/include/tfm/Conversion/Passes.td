@@ -415,6 +415,11 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     `nvgpu.tma.async.load` poisons its destination and lands at a wait on
     its barrier, read through the emulation's tensor map
     (`EmulatedTensorMapWord`), swizzled, zeros outside the tensor.
+    The warpgroup ops (`generate.descriptor`, `mma`, `mma.store`,
+    `mma.init.accumulator`, `nvvm.wgmma.wait.group.sync.aligned`) compute
+    what MLIR 19's NVVM lowering and the hardware compute, reading the
+    tiles through the descriptors' canonical layouts; the accumulators
+    become vectors of each thread's fragment.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect",

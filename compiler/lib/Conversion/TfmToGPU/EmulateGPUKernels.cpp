@@ -1091,7 +1091,8 @@ struct EmulateGPUKernelsPass
       replaceLaneIds(launch);
       dropDeadValues(launch);
       if (failed(emulateAsyncCopies(launch)) ||
-          failed(emulateTransactionBarriers(launch)))
+          failed(emulateTransactionBarriers(launch)) ||
+          failed(emulateWarpgroupMma(launch)))
         return signalPassFailure();
       stripWorkgroupSpace(launch);
       // What no emulation runs yet would otherwise fail far later, in the
@@ -1139,6 +1140,25 @@ Value mlir::tfm::linearThreadIndex(OpBuilder &b, Location loc,
           loc, size.x,
           b.create<arith::AddIOp>(
               loc, ids.y, b.create<arith::MulIOp>(loc, size.y, ids.z))));
+}
+
+Value mlir::tfm::workgroupBufferOf(Value memref) {
+  while (auto view = memref.getDefiningOp<memref::SubViewOp>())
+    memref = view.getSource();
+  auto arg = dyn_cast<BlockArgument>(memref);
+  return arg && gpu::GPUDialect::hasWorkgroupMemoryAddressSpace(
+                    cast<MemRefType>(arg.getType()))
+             ? memref
+             : Value();
+}
+
+Value mlir::tfm::flatView(OpBuilder &b, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  auto row =
+      MemRefType::get({type.getNumElements()}, type.getElementType(),
+                      MemRefLayoutAttrInterface(), type.getMemorySpace());
+  return b.create<memref::ReinterpretCastOp>(
+      loc, row, buffer, 0, row.getShape(), ArrayRef<int64_t>{1});
 }
 
 bool mlir::tfm::isLaunchUniform(gpu::LaunchOp launch, Value v) {

@@ -152,27 +152,6 @@ struct TransactionBarriers {
       completeIfDone(b, state, barrier);
   }
 
-  /// The workgroup buffer that `memref` is a view of, or null.
-  static Value rootOf(Value memref) {
-    while (auto view = memref.getDefiningOp<memref::SubViewOp>())
-      memref = view.getSource();
-    auto arg = dyn_cast<BlockArgument>(memref);
-    return arg && gpu::GPUDialect::hasWorkgroupMemoryAddressSpace(
-                      cast<MemRefType>(arg.getType()))
-               ? memref
-               : Value();
-  }
-
-  /// `root` as one row of elements.
-  Value flat(OpBuilder &b, Value root) {
-    auto type = cast<MemRefType>(root.getType());
-    auto row =
-        MemRefType::get({type.getNumElements()}, type.getElementType(),
-                        MemRefLayoutAttrInterface(), type.getMemorySpace());
-    return b.create<memref::ReinterpretCastOp>(
-        loc, row, root, 0, row.getShape(), ArrayRef<int64_t>{1});
-  }
-
   /// Word `w` of the tensor map at `map` (an !llvm.ptr).
   Value mapWord(OpBuilder &b, Value map, int64_t w) {
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
@@ -195,7 +174,7 @@ struct TransactionBarriers {
              << "; the emulation runs boxes of rank 1 to " << kTensorMapMaxRank
              << " with a coordinate per dimension";
     auto dst = load.getDst().getType();
-    if (!rootOf(load.getDst()) || dst.getShape() != box.getShape() ||
+    if (!workgroupBufferOf(load.getDst()) || dst.getShape() != box.getShape() ||
         !dst.getElementType().isIntOrFloat() ||
         dst.getElementType() != box.getElementType())
       return load.emitOpError()
@@ -263,7 +242,7 @@ struct TransactionBarriers {
                         ->getOperand(0),
                     map);
       Value state = states.lookup(load.getBarriers());
-      Value root = flat(cb, rootOf(load.getDst()));
+      Value root = flatView(cb, loc, workgroupBufferOf(load.getDst()));
       Value start = recordWord(cb, i, kStart);
       Value base = mapWord(cb, tensorMap, kTensorMapBase);
       SmallVector<Value> zeros(rank, index(cb, 0)), ones(rank, index(cb, 1)),

@@ -29,6 +29,13 @@ Value linearThreadIndex(OpBuilder &b, Location loc, gpu::LaunchOp launch);
 /// as the hardware may at any time.
 constexpr int64_t kEmulatedPendingCopies = 32;
 
+/// The workgroup buffer (a launch's workgroup attribution) that `memref`
+/// is, or a view of through subviews; null otherwise.
+Value workgroupBufferOf(Value memref);
+
+/// `buffer` as one row of its elements.
+Value flatView(OpBuilder &b, Location loc, Value buffer);
+
 /// Whether `v` is the same for every thread of `launch` and every
 /// iteration of its loops: defined outside the launch, one of its block
 /// ids or sizes (not a thread id), or computed from such by ops without
@@ -78,6 +85,16 @@ enum EmulatedTensorMapWord : int64_t {
   kTensorMapStrides = kTensorMapDims + kTensorMapMaxRank,
   kTensorMapWords = kTensorMapStrides + kTensorMapMaxRank - 1,
 };
+
+/// Replaces, in `launch`, the warpgroup ops (nvgpu.warpgroup.generate.
+/// descriptor, mma, mma.store, mma.init.accumulator, and
+/// nvvm.wgmma.wait.group.sync.aligned) by per-thread code that computes
+/// what MLIR 19's NVVM lowering and the hardware compute
+/// (EmulateWarpgroupMma.cpp); the accumulators become vectors of each
+/// thread's fragment. Fails, naming the op, on a shape the lowering
+/// mis-addresses, a descriptor that flows elsewhere than into an mma, or a
+/// tile that is not a view of a workgroup buffer of 16-bit elements.
+LogicalResult emulateWarpgroupMma(gpu::LaunchOp launch);
 
 /// Replaces, in `launch`, each nvgpu.mbarrier.create by a workgroup buffer
 /// of its barriers' states, the inits and arrivals by updates of them, and
