@@ -1,7 +1,8 @@
 // Tests that tfm-emulate-gpu-kernels runs the warpgroup ops as MLIR 19's
 // NVVM lowering and the hardware do: A (128 x 64) and B (64 x 128, N-major,
 // two boxes of 64 columns) land in shared memory by TMA with the 128-byte
-// swizzle, and one warpgroup multiplies them twice through descriptors
+// swizzle (in dynamic shared memory), and one warpgroup multiplies them
+// twice through descriptors
 // (nvgpu.warpgroup.mma reads A K-major, B transposed), accumulating, and
 // stores the accumulators (nvgpu.warpgroup.mma.store). The output must be
 // 2 A B; the test compares against plain loops over small integers (exact)
@@ -30,10 +31,16 @@ func.func @twice(%pa: !llvm.ptr, %pb: !llvm.ptr, %out: memref<128x128xf32>) {
   %mapB = builtin.unrealized_conversion_cast %pb : !llvm.ptr to !mapB
   %c1 = arith.constant 1 : index
   %c128 = arith.constant 128 : index
+  %shared = arith.constant 32768 : i32
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1)
-             workgroup(%a : memref<128x64xf16, #wg>, %b : memref<2x64x64xf16, #wg>) {
+             dynamic_shared_memory_size %shared {
     %c0 = arith.constant 0 : index
+    %c16384 = arith.constant 16384 : index
+    // A's tile and B's two boxes in dynamic shared memory, 16 KB apart.
+    %dyn = gpu.dynamic_shared_memory : memref<?xi8, #wg>
+    %a = memref.view %dyn[%c0][] : memref<?xi8, #wg> to memref<128x64xf16, #wg>
+    %b = memref.view %dyn[%c16384][] : memref<?xi8, #wg> to memref<2x64x64xf16, #wg>
     %c1_ = arith.constant 1 : index
     %c64 = arith.constant 64 : index
     %bytes = arith.constant 32768 : index

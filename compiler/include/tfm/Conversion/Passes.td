@@ -419,7 +419,8 @@ def EmulateGPUKernelsPass : Pass<"tfm-emulate-gpu-kernels"> {
     `mma.init.accumulator`, `nvvm.wgmma.wait.group.sync.aligned`) compute
     what MLIR 19's NVVM lowering and the hardware compute, reading the
     tiles through the descriptors' canonical layouts; the accumulators
-    become vectors of each thread's fragment.
+    become vectors of each thread's fragment. Dynamic shared memory of a
+    constant size is one more workgroup buffer.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect",

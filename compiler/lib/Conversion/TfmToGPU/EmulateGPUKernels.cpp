@@ -66,6 +66,60 @@ bool containsBarrier(Operation *op) {
       .wasInterrupted();
 }
 
+/// Views that are the same for every thread (a stage's subview, a typed
+/// view of dynamic shared memory) made again at each use, since the
+/// emulation keeps no memrefs per thread across phases.
+void rematerializeUniformViews(gpu::LaunchOp launch) {
+  SmallVector<Operation *> views;
+  launch.getBody().walk([&](Operation *op) {
+    if (op->getNumResults() == 1 &&
+        isa<MemRefType>(op->getResult(0).getType()) &&
+        op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
+        isLaunchUniform(launch, op->getResult(0)))
+      views.push_back(op);
+  });
+  for (Operation *view : llvm::reverse(views)) {
+    for (OpOperand &use : llvm::make_early_inc_range(view->getUses())) {
+      OpBuilder b(use.getOwner());
+      IRMapping map;
+      use.set(uniformAt(b, launch, view->getResult(0), map));
+    }
+    view->erase();
+  }
+}
+
+/// Dynamic shared memory as one more workgroup attribution of its bytes,
+/// which the emulation then runs like the others: its size must be a
+/// constant.
+LogicalResult dynamicSharedMemoryAsAttribution(gpu::LaunchOp launch) {
+  Value size = launch.getDynamicSharedMemorySize();
+  if (!size)
+    return success();
+  std::optional<int64_t> bytes = getConstantIntValue(size);
+  if (!bytes || *bytes < 0)
+    return launch.emitOpError()
+           << "takes dynamic shared memory of a size that is not a "
+              "constant, which the emulation cannot allocate per block";
+  auto type =
+      MemRefType::get({*bytes}, IntegerType::get(launch.getContext(), 8),
+                      MemRefLayoutAttrInterface(),
+                      gpu::AddressSpaceAttr::get(launch.getContext(),
+                                                 gpu::AddressSpace::Workgroup));
+  Value buffer = launch.addWorkgroupAttribution(type, launch.getLoc());
+  SmallVector<gpu::DynamicSharedMemoryOp> uses;
+  launch.getBody().walk(
+      [&](gpu::DynamicSharedMemoryOp op) { uses.push_back(op); });
+  for (gpu::DynamicSharedMemoryOp op : uses) {
+    OpBuilder b(op);
+    op.replaceAllUsesWith(
+        b.create<memref::CastOp>(op.getLoc(), op.getType(), buffer)
+            .getResult());
+    op.erase();
+  }
+  launch.getDynamicSharedMemorySizeMutable().clear();
+  return success();
+}
+
 /// Views of workgroup buffers made inside `launch` (a pipeline stage's
 /// subview) typed without the workgroup address space, as the per-block
 /// buffers that the emulation puts in place of the attributions are.
@@ -943,10 +997,10 @@ FailureOr<gpu::LaunchOp> inlineKernel(gpu::LaunchFuncOp call,
     return call.emitOpError()
            << "launches " << call.getKernel() << ", which is not a gpu.func";
   if (call.getAsyncToken() || !call.getAsyncDependencies().empty() ||
-      call.hasClusterSize() || call.getDynamicSharedMemorySize())
+      call.hasClusterSize())
     return call.emitOpError()
-           << "is asynchronous, or takes clusters or dynamic shared memory, "
-              "which the emulation does not run yet";
+           << "is asynchronous, or takes clusters, which the emulation does "
+              "not run yet";
   if (kernel.getNumPrivateAttributions() != 0 ||
       !kernel.getBody().hasOneBlock())
     return kernel.emitOpError()
@@ -961,7 +1015,7 @@ FailureOr<gpu::LaunchOp> inlineKernel(gpu::LaunchFuncOp call,
   gpu::KernelDim3 block = call.getBlockSizeOperandValues();
   auto launch = b.create<gpu::LaunchOp>(
       loc, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
+      call.getDynamicSharedMemorySize(), /*asyncTokenType=*/nullptr,
       ValueRange{}, workgroup);
   if (Attribute type = kernel->getAttr(kMmaOperandTypeAttrName))
     launch->setAttr(kMmaOperandTypeAttrName, type);
@@ -1078,11 +1132,13 @@ struct EmulateGPUKernelsPass
     SmallVector<gpu::LaunchOp> launches;
     root->walk([&](gpu::LaunchOp l) { launches.push_back(l); });
     for (gpu::LaunchOp launch : launches) {
-      if (launch->getNumResults() != 0 || launch.getDynamicSharedMemorySize()) {
-        launch.emitOpError() << "is asynchronous or takes dynamic shared "
-                                "memory, which the emulation does not run yet";
+      if (launch->getNumResults() != 0) {
+        launch.emitOpError() << "is asynchronous, which the emulation does "
+                                "not run yet";
         return signalPassFailure();
       }
+      if (failed(dynamicSharedMemoryAsAttribution(launch)))
+        return signalPassFailure();
       if (!launch.getBody().hasOneBlock()) {
         launch.emitOpError() << "has a body of several blocks; the emulation "
                                 "runs structured control flow only";
@@ -1095,6 +1151,7 @@ struct EmulateGPUKernelsPass
           failed(emulateWarpgroupMma(launch)))
         return signalPassFailure();
       stripWorkgroupSpace(launch);
+      rematerializeUniformViews(launch);
       // What no emulation runs yet would otherwise fail far later, in the
       // CPU's conversions, without naming the kernel.
       WalkResult unknown = launch.getBody().walk([&](Operation *op) {
@@ -1143,8 +1200,16 @@ Value mlir::tfm::linearThreadIndex(OpBuilder &b, Location loc,
 }
 
 Value mlir::tfm::workgroupBufferOf(Value memref) {
-  while (auto view = memref.getDefiningOp<memref::SubViewOp>())
-    memref = view.getSource();
+  while (Operation *def = memref.getDefiningOp()) {
+    if (auto view = dyn_cast<memref::SubViewOp>(def))
+      memref = view.getSource();
+    else if (auto view = dyn_cast<memref::ViewOp>(def))
+      memref = view.getSource();
+    else if (auto cast = dyn_cast<memref::CastOp>(def))
+      memref = cast.getSource();
+    else
+      break;
+  }
   auto arg = dyn_cast<BlockArgument>(memref);
   return arg && gpu::GPUDialect::hasWorkgroupMemoryAddressSpace(
                     cast<MemRefType>(arg.getType()))
@@ -1152,13 +1217,63 @@ Value mlir::tfm::workgroupBufferOf(Value memref) {
              : Value();
 }
 
-Value mlir::tfm::flatView(OpBuilder &b, Location loc, Value buffer) {
+Value mlir::tfm::flatView(OpBuilder &b, Location loc, Value buffer,
+                          Type element) {
   auto type = cast<MemRefType>(buffer.getType());
-  auto row =
-      MemRefType::get({type.getNumElements()}, type.getElementType(),
-                      MemRefLayoutAttrInterface(), type.getMemorySpace());
-  return b.create<memref::ReinterpretCastOp>(
-      loc, row, buffer, 0, row.getShape(), ArrayRef<int64_t>{1});
+  if (type.getElementType() == element) {
+    auto row =
+        MemRefType::get({type.getNumElements()}, element,
+                        MemRefLayoutAttrInterface(), type.getMemorySpace());
+    return b.create<memref::ReinterpretCastOp>(
+        loc, row, buffer, 0, row.getShape(), ArrayRef<int64_t>{1});
+  }
+  // Dynamic shared memory: bytes, viewed as the elements they hold.
+  auto row = MemRefType::get(
+      {type.getNumElements() * 8 / element.getIntOrFloatBitWidth()}, element,
+      MemRefLayoutAttrInterface(), type.getMemorySpace());
+  return b.create<memref::ViewOp>(
+      loc, row, buffer, b.create<arith::ConstantIndexOp>(loc, 0), ValueRange{});
+}
+
+Value mlir::tfm::byteOffsetIn(OpBuilder &b, Location loc, Value view,
+                              Value buffer) {
+  // Followed view by view: MLIR 19's expand-strided-metadata reports a
+  // memref.view's elements as starting where its source does, so the
+  // strided metadata of a view of dynamic shared memory loses its shift.
+  auto c = [&](int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); };
+  Value bytes = c(0);
+  while (view != buffer) {
+    Operation *def = view.getDefiningOp();
+    if (auto sub = dyn_cast_or_null<memref::SubViewOp>(def)) {
+      auto source = cast<MemRefType>(sub.getSource().getType());
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      bool known = succeeded(getStridesAndOffset(source, strides, offset)) &&
+                   llvm::none_of(strides, ShapedType::isDynamic);
+      auto metadata = known ? memref::ExtractStridedMetadataOp()
+                            : b.create<memref::ExtractStridedMetadataOp>(
+                                  loc, sub.getSource());
+      for (auto [d, at] : llvm::enumerate(sub.getMixedOffsets())) {
+        Value stride = known ? c(strides[d]) : Value(metadata.getStrides()[d]);
+        bytes = b.create<arith::AddIOp>(
+            loc, bytes,
+            b.create<arith::MulIOp>(
+                loc,
+                b.create<arith::MulIOp>(
+                    loc, getValueOrCreateConstantIndexOp(b, loc, at), stride),
+                c(source.getElementTypeBitWidth() / 8)));
+      }
+      view = sub.getSource();
+    } else if (auto shifted = dyn_cast_or_null<memref::ViewOp>(def)) {
+      bytes = b.create<arith::AddIOp>(loc, bytes, shifted.getByteShift());
+      view = shifted.getSource();
+    } else if (auto cast = dyn_cast_or_null<memref::CastOp>(def)) {
+      view = cast.getSource();
+    } else {
+      break;
+    }
+  }
+  return bytes;
 }
 
 bool mlir::tfm::isLaunchUniform(gpu::LaunchOp launch, Value v) {

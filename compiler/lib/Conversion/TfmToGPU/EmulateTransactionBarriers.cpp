@@ -24,8 +24,8 @@
 // A TMA load (nvgpu.tma.async.load) is in flight from its issue until the
 // phase of its barrier completes, and what its destination holds in
 // between is undefined. So the emulation poisons the destination at the
-// issue, keeps a record of the load (which op, its barrier, where its
-// destination starts in its workgroup buffer, its coordinates), and copies
+// issue, keeps a record of the load (which op, its barrier, the byte where
+// its destination starts in its workgroup buffer, its coordinates), and copies
 // at the latest moment allowed: a wait on its barrier, which then counts
 // the box's bytes off the barrier's transactions. The copy reads the
 // tensor map as the emulation's runtime writes it (EmulatedTensorMapWord),
@@ -62,7 +62,7 @@ enum Field : int64_t {
   kFields
 };
 
-/// A pending TMA load's record: its op, its barrier, the element where its
+/// A pending TMA load's record: its op, its barrier, the byte where its
 /// destination starts in its workgroup buffer, then its coordinates.
 enum Record : int64_t {
   kLoad = 0,
@@ -242,7 +242,7 @@ struct TransactionBarriers {
                         ->getOperand(0),
                     map);
       Value state = states.lookup(load.getBarriers());
-      Value root = flatView(cb, loc, workgroupBufferOf(load.getDst()));
+      Value root = flatView(cb, loc, workgroupBufferOf(load.getDst()), element);
       Value start = recordWord(cb, i, kStart);
       Value base = mapWord(cb, tensorMap, kTensorMapBase);
       SmallVector<Value> zeros(rank, index(cb, 0)), ones(rank, index(cb, 1)),
@@ -292,9 +292,9 @@ struct TransactionBarriers {
                   eb.create<arith::MulIOp>(loc, linear,
                                            index(eb, box.getShape()[d])),
                   at[d]);
-            Value byte = eb.create<arith::MulIOp>(
-                loc, eb.create<arith::AddIOp>(loc, start, linear),
-                index(eb, bytes));
+            Value byte = eb.create<arith::AddIOp>(
+                loc, start,
+                eb.create<arith::MulIOp>(loc, linear, index(eb, bytes)));
             Value to = eb.create<arith::DivUIOp>(
                 loc, swizzled(eb, loc, byte, desc.getSwizzle()),
                 index(eb, bytes));
@@ -367,9 +367,8 @@ struct TransactionBarriers {
     };
     store(index(b, which), kLoad);
     store(load.getMbarId(), kBarrier);
-    auto metadata =
-        b.create<memref::ExtractStridedMetadataOp>(loc, load.getDst());
-    store(metadata.getOffset(), kStart);
+    store(byteOffsetIn(b, loc, load.getDst(), workgroupBufferOf(load.getDst())),
+          kStart);
     for (auto [d, c] : llvm::enumerate(load.getCoordinates()))
       store(c, kCoordinates + d);
     b.create<memref::StoreOp>(loc, b.create<arith::AddIOp>(loc, n, index(b, 1)),

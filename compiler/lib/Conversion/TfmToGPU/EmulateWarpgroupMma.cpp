@@ -95,9 +95,8 @@ struct WarpgroupMma {
   /// The element at byte `at` of `root` (read flat), in f32; 16-bit values
   /// held as f16 are bf16 where the launch says its tiles are.
   Value element(OpBuilder &b, const Descriptor &d, Value at) {
-    auto type = cast<MemRefType>(d.root.getType());
-    Value flat = flatView(b, loc, d.root);
-    int64_t bytes = type.getElementTypeBitWidth() / 8;
+    Value flat = flatView(b, loc, d.root, d.element);
+    int64_t bytes = d.element.getIntOrFloatBitWidth() / 8;
     Value v = b.create<memref::LoadOp>(loc, flat, div(b, at, bytes));
     auto retyped = launch->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
     if (retyped && retyped.getValue().isBF16() && v.getType().isF16())
@@ -310,17 +309,16 @@ struct WarpgroupMma {
       OpBuilder b(op);
       if (auto gen = dyn_cast<nvgpu::WarpgroupGenerateDescriptorOp>(op)) {
         auto tensor = gen.getTensor().getType();
-        int64_t bytes = tensor.getElementTypeBitWidth() / 8;
         // A tile made in an earlier phase (a stage's subview) is made
         // again here, since the emulation keeps no views per thread.
         IRMapping map;
         Value tile = isLaunchUniform(launch, gen.getTensor())
                          ? uniformAt(b, launch, gen.getTensor(), map)
                          : gen.getTensor();
-        auto metadata = b.create<memref::ExtractStridedMetadataOp>(loc, tile);
         // The start field holds bits 4-17 of the address.
         Value start = b.create<arith::AndIOp>(
-            loc, mul(b, metadata.getOffset(), bytes), index(b, 0x3fff0));
+            loc, byteOffsetIn(b, loc, tile, workgroupBufferOf(tile)),
+            index(b, 0x3fff0));
         int64_t box = gen.getTensorMap().getType().getTensor().getDimSize(0);
         descriptors[gen.getDescriptor()] = {start, box * 128,
                                             workgroupBufferOf(gen.getTensor()),

@@ -29,12 +29,17 @@ Value linearThreadIndex(OpBuilder &b, Location loc, gpu::LaunchOp launch);
 /// as the hardware may at any time.
 constexpr int64_t kEmulatedPendingCopies = 32;
 
-/// The workgroup buffer (a launch's workgroup attribution) that `memref`
-/// is, or a view of through subviews; null otherwise.
+/// The workgroup buffer (a launch's workgroup attribution, dynamic shared
+/// memory included) that `memref` is, or a view of through subviews,
+/// views and casts; null otherwise.
 Value workgroupBufferOf(Value memref);
 
-/// `buffer` as one row of its elements.
-Value flatView(OpBuilder &b, Location loc, Value buffer);
+/// `buffer` (a workgroup buffer) as one row of `element`s: its own
+/// elements, or those its bytes hold when it is dynamic shared memory.
+Value flatView(OpBuilder &b, Location loc, Value buffer, Type element);
+
+/// The byte at which `view` starts in `buffer`, its workgroup buffer.
+Value byteOffsetIn(OpBuilder &b, Location loc, Value view, Value buffer);
 
 /// Whether `v` is the same for every thread of `launch` and every
 /// iteration of its loops: defined outside the launch, one of its block
