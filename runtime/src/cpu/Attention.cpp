@@ -333,8 +333,9 @@ private:
         : kernel(kernel), stream(kernel.dev->engine),
           scores(kernel.bq * kernel.bk), out(kernel.bq * kernel.dv),
           queries(kernel.denseQueries() ? kernel.bq * kernel.dq : 0),
-          keys(kernel.rotates(TFM_ATTENTION_ROTARY_K) ? kernel.bk * kernel.dq
-                                                      : 0),
+          rotatedKeys(kernel.rotates(TFM_ATTENTION_ROTARY_K)
+                          ? kernel.bk * kernel.dq
+                          : 0),
           m(kernel.bq), l(kernel.bq), scratchpad(kernel.scratchBytes + 64) {}
 
     void task(const float *q, const float *k, const float *v,
@@ -346,14 +347,16 @@ private:
 
     AttentionKernel &kernel;
     dnnl::stream stream;
-    /// The `rows` keys from k0 of (i1, key head h), rotated into `keys`.
+    /// The `rows` keys from k0 of (i1, key head h), rotated into
+    /// `rotatedKeys`.
     void rotateKeys(const float *k, int64_t i1, int64_t h, int64_t k0,
                     int64_t rows);
 
     /// `queries` holds the task's query block, dense (and rotated), when the
     /// keys are packed, since oneDNN's brgemm reads only a dense left
-    /// operand, or when the query is rotated; `keys` a block of keys rotated.
-    std::vector<float> scores, out, queries, keys, m, l;
+    /// operand, or when the query is rotated; `rotatedKeys` a block of keys
+    /// rotated.
+    std::vector<float> scores, out, queries, rotatedKeys, m, l;
     std::vector<char> scratchpad;
     std::map<const Shape *, std::vector<memory>> bound;
   };
@@ -380,8 +383,8 @@ private:
     return rotates(TFM_ATTENTION_ROTARY_K) ? dq : strides[5];
   }
 
-  /// The tables' row (cos, then sin) for row `row` of (i1, i2) of the
-  /// operand rotated by `which`, which has `heads` heads and `rows` rows.
+  /// The tables' row (cos, then sin) for row `row` of (i1, i2) of a rotated
+  /// operand of `heads` heads and `rows` rows.
   std::pair<const float *, const float *> tableRow(int64_t i1, int64_t i2,
                                                    int64_t row, int64_t heads,
                                                    int64_t rows) const {
@@ -522,7 +525,7 @@ void AttentionKernel::Worker::pack(const float *k, const float *v, int64_t i1,
   const float *from = a.rowOf(k, 1, i1, h, k0);
   if (a.rotates(TFM_ATTENTION_ROTARY_K)) {
     rotateKeys(k, i1, h, k0, keys);
-    from = this->keys.data();
+    from = rotatedKeys.data();
   }
   memory kFrom(pk.strided, eng, const_cast<float *>(from));
   memory kTo(pk.layout, eng, block + a.packedValueBytes);
@@ -537,7 +540,7 @@ void AttentionKernel::Worker::rotateKeys(const float *k, int64_t i1, int64_t h,
   for (int64_t r = 0; r < rows; ++r) {
     auto [cos, sin] = a.tableRow(i1, h, k0 + r, a.b2 / a.group, a.sk);
     rotateRow(a.rowOf(k, 1, i1, h, k0 + r), cos, sin, a.dq, interleaved,
-              keys.data() + r * a.dq);
+              rotatedKeys.data() + r * a.dq);
   }
 }
 
@@ -606,7 +609,7 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
       const float *kb = a.rowOf(k, 1, i1, h, k0);
       if (a.rotates(TFM_ATTENTION_ROTARY_K)) {
         rotateKeys(k, i1, h, k0, keys);
-        kb = this->keys.data();
+        kb = rotatedKeys.data();
       }
       mem[1].set_data_handle(const_cast<float *>(kb));
       mem[3].set_data_handle(const_cast<float *>(a.rowOf(v, 2, i1, h, k0)));

@@ -9,9 +9,11 @@
 // and prints the largest difference, which must be 0.
 // RUN: tfm-opt %s -tfm-emulate-gpu-kernels | mlir-opt -convert-vector-to-scf -lower-affine -convert-scf-to-cf -convert-vector-to-llvm -expand-strided-metadata -finalize-memref-to-llvm -convert-math-to-llvm -convert-arith-to-llvm -convert-index-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-cpu-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s
 // The mutations: the second mma leaves its group in flight (waitGroup 1)
-// and the store reads it (NaN), and B read K-major instead of N-major.
+// and the store reads it (NaN); and B read K-major instead of N-major,
+// which MLIR 19's lowering mis-addresses from the second step of 16 on,
+// so the emulation refuses it.
 // RUN: sed -e 's/{transposeB, waitGroup = 0 : i32} : !descA, !descB, !acc -> !acc \/\/ SECOND/{transposeB, waitGroup = 1 : i32} : !descA, !descB, !acc -> !acc/' %s | tfm-opt -tfm-emulate-gpu-kernels | mlir-opt -convert-vector-to-scf -lower-affine -convert-scf-to-cf -convert-vector-to-llvm -expand-strided-metadata -finalize-memref-to-llvm -convert-math-to-llvm -convert-arith-to-llvm -convert-index-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-cpu-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s --check-prefix=INFLIGHT
-// RUN: sed -e 's/{transposeB, waitGroup = 0 : i32}/{waitGroup = 0 : i32}/g' %s | tfm-opt -tfm-emulate-gpu-kernels | mlir-opt -convert-vector-to-scf -lower-affine -convert-scf-to-cf -convert-vector-to-llvm -expand-strided-metadata -finalize-memref-to-llvm -convert-math-to-llvm -convert-arith-to-llvm -convert-index-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-cpu-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s --check-prefix=KMAJOR
+// RUN: sed -e 's/{transposeB, waitGroup = 0 : i32}/{waitGroup = 0 : i32}/g' %s | not tfm-opt -tfm-emulate-gpu-kernels 2>&1 | FileCheck %s --check-prefix=KMAJOR
 // The same kernel lowers through upstream's NVVM pipeline to the PTX
 // instructions the emulation stands for (the kernel assembles with
 // ptxas -arch=sm_90a where a CUDA toolkit is at hand: 154 registers, no
@@ -24,8 +26,7 @@
 // CHECK-NEXT: {{^}}0{{$}}
 // INFLIGHT-LABEL: largest difference
 // INFLIGHT-NEXT: nan
-// KMAJOR-LABEL: largest difference
-// KMAJOR-NOT: {{^}}0{{$}}
+// KMAJOR: error: 'nvgpu.warpgroup.mma' op reads B K-major with K = 64: MLIR 19's lowering advances B by 16 x K x 2 bytes per step of 16
 !mapA = !nvgpu.tensormap.descriptor<tensor = memref<128x64xf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
 !mapB = !nvgpu.tensormap.descriptor<tensor = memref<64x64xf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
 !descA = !nvgpu.warpgroup.descriptor<tensor = memref<128x64xf16, 3>>

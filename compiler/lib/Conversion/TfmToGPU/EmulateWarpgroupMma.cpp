@@ -241,6 +241,21 @@ struct WarpgroupMma {
                << "multiplies an A of " << m << " rows and K = " << k
                << ": MLIR 19's lowering advances A by K x K elements per 64 "
                   "rows, which is 64 rows only for K = 64";
+      // Each step of 16 advances A by 16 elements, the step along a row of
+      // a K-major A, and B by 16 of its rows of 128 bytes, the step of an
+      // N-major B of 64 rows: other layouts read the wrong elements from
+      // the second step on.
+      if (k > 16 && mma.getTransposeA())
+        return op->emitOpError()
+               << "reads A M-major (transposeA): MLIR 19's lowering advances "
+                  "A by 16 elements per step of 16, right for a K-major A only";
+      if (k > 16 && (!mma.getTransposeB() || k != 64))
+        return op->emitOpError()
+               << "reads B " << (mma.getTransposeB() ? "N-major" : "K-major")
+               << " with K = " << k
+               << ": MLIR 19's lowering advances B by 16 x K x 2 bytes per "
+                  "step of 16, right for an N-major B (transposeB) of K = 64 "
+                  "only";
       return success();
     }
     if (auto store = dyn_cast<nvgpu::WarpgroupMmaStoreOp>(op)) {
