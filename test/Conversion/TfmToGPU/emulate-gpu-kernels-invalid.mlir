@@ -115,3 +115,81 @@ func.func @async_token_carried(%src: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// Tests that an mbarrier wait that not every thread may reach is refused:
+// the emulation runs a wait as a barrier of the whole block.
+!bars = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>>
+func.func @wait_in_a_branch(%p: i1) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %c0 = arith.constant 0 : index
+    %ticks = arith.constant 1000 : index
+    %even = arith.constant false
+    %bars = nvgpu.mbarrier.create -> !bars
+    nvgpu.mbarrier.init %bars[%c0], %c1 : !bars
+    scf.if %p {
+      // expected-error @below {{waits inside a region that not every thread may enter}}
+      nvgpu.mbarrier.try_wait.parity %bars[%c0], %even, %ticks : !bars
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Tests that an arrival whose token is used is refused: the emulation runs
+// waits by phase parity.
+!bars = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>>
+func.func @token_used() {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %c0 = arith.constant 0 : index
+    %bars = nvgpu.mbarrier.create -> !bars
+    nvgpu.mbarrier.init %bars[%c0], %c1 : !bars
+    // expected-error @below {{has its token used}}
+    %token = nvgpu.mbarrier.arrive %bars[%c0] : !bars -> !nvgpu.mbarrier.token
+    %done = nvgpu.mbarrier.test.wait %bars[%c0], %token : !bars, !nvgpu.mbarrier.token
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Tests that dynamic shared memory of a size only known at run time is
+// refused: the emulation allocates it once per launch.
+func.func @dynamic_size(%bytes: i32) {
+  %c1 = arith.constant 1 : index
+  // expected-error @below {{takes dynamic shared memory of a size that is not a constant}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+             dynamic_shared_memory_size %bytes {
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Tests that a TMA load whose tensor map is not a pointer made outside the
+// launch is refused, naming the load.
+!map = !nvgpu.tensormap.descriptor<tensor = memref<8x32xf32, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+!bars = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>>
+func.func @map_argument(%map: !map) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+             workgroup(%tile : memref<8x32xf32, #gpu.address_space<workgroup>>) {
+    %c0 = arith.constant 0 : index
+    %bars = nvgpu.mbarrier.create -> !bars
+    // expected-error @below {{reads a tensor map that is not a pointer made outside the launch}}
+    nvgpu.tma.async.load %map[%c0, %c0], %bars[%c0] to %tile : !map, !bars -> memref<8x32xf32, #gpu.address_space<workgroup>>
+    gpu.terminator
+  }
+  return
+}
