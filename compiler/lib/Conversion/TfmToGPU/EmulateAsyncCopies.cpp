@@ -25,8 +25,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include <numeric>
-
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -78,49 +76,44 @@ struct AsyncCopies {
   void complete(OpBuilder &b, Value t, Value i) {
     Value which = field(b, t, i, kCopy);
     Value reads = field(b, t, i, kSourceElements);
-    SmallVector<int64_t> cases(copies.size());
-    std::iota(cases.begin(), cases.end(), 0);
-    auto dispatch = b.create<scf::IndexSwitchOp>(loc, TypeRange{}, which, cases,
-                                                 cases.size());
-    OpBuilder::atBlockBegin(&dispatch.getDefaultRegion().emplaceBlock())
-        .create<scf::YieldOp>(loc);
-    for (auto [c, copy] : llvm::enumerate(copies)) {
-      OpBuilder cb =
-          OpBuilder::atBlockBegin(&dispatch.getCaseRegions()[c].emplaceBlock());
-      IRMapping map;
-      Value src = uniformAt(cb, launch, copy.getSrc(), map);
-      Value dst = uniformAt(cb, launch, copy.getDst(), map);
-      SmallVector<Value> from, to;
-      for (size_t d = 0; d < copy.getSrcIndices().size(); ++d)
-        from.push_back(field(cb, t, i, kIndices + d));
-      for (size_t d = 0; d < copy.getDstIndices().size(); ++d)
-        to.push_back(field(cb, t, i, kIndices + rank + d));
-      Type element = cast<MemRefType>(copy.getDst().getType()).getElementType();
-      auto elements = cb.create<scf::ForOp>(
-          loc, constant(cb, 0),
-          constant(cb, copy.getDstElements().getZExtValue()), constant(cb, 1));
-      {
-        OpBuilder eb = OpBuilder::atBlockBegin(elements.getBody());
-        Value e = elements.getInductionVar();
-        Value read =
-            eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, e, reads);
-        auto value = eb.create<scf::IfOp>(loc, TypeRange{element}, read,
-                                          /*withElseRegion=*/true);
-        OpBuilder rb = value.getThenBodyBuilder();
-        SmallVector<Value> at = from;
-        at.back() = rb.create<arith::AddIOp>(loc, at.back(), e);
-        rb.create<scf::YieldOp>(
-            loc, rb.create<memref::LoadOp>(loc, src, at).getResult());
-        OpBuilder zb = value.getElseBodyBuilder();
-        zb.create<scf::YieldOp>(
-            loc, zb.create<arith::ConstantOp>(loc, zb.getZeroAttr(element))
-                     .getResult());
-        at = to;
-        at.back() = eb.create<arith::AddIOp>(loc, at.back(), e);
-        eb.create<memref::StoreOp>(loc, value.getResult(0), dst, at);
-      }
-      cb.create<scf::YieldOp>(loc);
-    }
+    switchOverCases(
+        b, loc, which, copies.size(), [&](OpBuilder &cb, int64_t c) {
+          nvgpu::DeviceAsyncCopyOp copy = copies[c];
+          IRMapping map;
+          Value src = uniformAt(cb, launch, copy.getSrc(), map);
+          Value dst = uniformAt(cb, launch, copy.getDst(), map);
+          SmallVector<Value> from, to;
+          for (size_t d = 0; d < copy.getSrcIndices().size(); ++d)
+            from.push_back(field(cb, t, i, kIndices + d));
+          for (size_t d = 0; d < copy.getDstIndices().size(); ++d)
+            to.push_back(field(cb, t, i, kIndices + rank + d));
+          Type element =
+              cast<MemRefType>(copy.getDst().getType()).getElementType();
+          auto elements = cb.create<scf::ForOp>(
+              loc, constant(cb, 0),
+              constant(cb, copy.getDstElements().getZExtValue()),
+              constant(cb, 1));
+          {
+            OpBuilder eb = OpBuilder::atBlockBegin(elements.getBody());
+            Value e = elements.getInductionVar();
+            Value read = eb.create<arith::CmpIOp>(
+                loc, arith::CmpIPredicate::ult, e, reads);
+            auto value = eb.create<scf::IfOp>(loc, TypeRange{element}, read,
+                                              /*withElseRegion=*/true);
+            OpBuilder rb = value.getThenBodyBuilder();
+            SmallVector<Value> at = from;
+            at.back() = rb.create<arith::AddIOp>(loc, at.back(), e);
+            rb.create<scf::YieldOp>(
+                loc, rb.create<memref::LoadOp>(loc, src, at).getResult());
+            OpBuilder zb = value.getElseBodyBuilder();
+            zb.create<scf::YieldOp>(
+                loc, zb.create<arith::ConstantOp>(loc, zb.getZeroAttr(element))
+                         .getResult());
+            at = to;
+            at.back() = eb.create<arith::AddIOp>(loc, at.back(), e);
+            eb.create<memref::StoreOp>(loc, value.getResult(0), dst, at);
+          }
+        });
   }
 
   /// Completes thread `t`'s records for which `retires` holds, in the order

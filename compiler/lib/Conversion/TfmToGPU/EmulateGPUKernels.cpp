@@ -39,6 +39,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <numeric>
+
 namespace mlir::tfm {
 #define GEN_PASS_DEF_EMULATEGPUKERNELSPASS
 #include "tfm/Conversion/Passes.h.inc"
@@ -124,19 +126,12 @@ LogicalResult dynamicSharedMemoryAsAttribution(gpu::LaunchOp launch) {
 /// subview) typed without the workgroup address space, as the per-block
 /// buffers that the emulation puts in place of the attributions are.
 void stripWorkgroupSpace(gpu::LaunchOp launch) {
-  auto strip = [](Value v) {
-    auto type = dyn_cast<MemRefType>(v.getType());
-    if (type && gpu::GPUDialect::hasWorkgroupMemoryAddressSpace(type))
-      v.setType(MemRefType::get(type.getShape(), type.getElementType(),
-                                type.getLayout()));
-  };
-  launch.getBody().walk([&](Operation *op) {
-    for (Value r : op->getResults())
-      strip(r);
-    for (Region &region : op->getRegions())
-      for (Block &block : region)
-        for (BlockArgument arg : block.getArguments())
-          strip(arg);
+  retypeValues(launch, [](Type t) -> Type {
+    auto type = dyn_cast<MemRefType>(t);
+    if (!type || !gpu::GPUDialect::hasWorkgroupMemoryAddressSpace(type))
+      return Type();
+    return MemRefType::get(type.getShape(), type.getElementType(),
+                           type.getLayout());
   });
 }
 
@@ -1197,6 +1192,39 @@ Value mlir::tfm::linearThreadIndex(OpBuilder &b, Location loc,
           loc, size.x,
           b.create<arith::AddIOp>(
               loc, ids.y, b.create<arith::MulIOp>(loc, size.y, ids.z))));
+}
+
+void mlir::tfm::retypeValues(gpu::LaunchOp launch,
+                             function_ref<Type(Type)> retyped) {
+  auto retype = [&](Value v) {
+    if (Type to = retyped(v.getType()))
+      v.setType(to);
+  };
+  launch.getBody().walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      retype(r);
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          retype(arg);
+  });
+}
+
+void mlir::tfm::switchOverCases(OpBuilder &b, Location loc, Value which,
+                                int64_t cases,
+                                function_ref<void(OpBuilder &, int64_t)> emit) {
+  SmallVector<int64_t> values(cases);
+  std::iota(values.begin(), values.end(), 0);
+  auto dispatch =
+      b.create<scf::IndexSwitchOp>(loc, TypeRange{}, which, values, cases);
+  OpBuilder::atBlockBegin(&dispatch.getDefaultRegion().emplaceBlock())
+      .create<scf::YieldOp>(loc);
+  for (int64_t c = 0; c < cases; ++c) {
+    OpBuilder cb =
+        OpBuilder::atBlockBegin(&dispatch.getCaseRegions()[c].emplaceBlock());
+    emit(cb, c);
+    cb.create<scf::YieldOp>(loc);
+  }
 }
 
 Value mlir::tfm::workgroupBufferOf(Value memref) {

@@ -46,8 +46,6 @@
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <numeric>
-
 using namespace mlir;
 using namespace mlir::tfm;
 
@@ -221,100 +219,99 @@ struct TransactionBarriers {
   /// outside it, swizzled into the destination; its bytes counted off its
   /// barrier, which must expect them.
   void completeLoad(OpBuilder &b, Value i) {
-    SmallVector<int64_t> cases(loads.size());
-    std::iota(cases.begin(), cases.end(), 0);
-    auto dispatch = b.create<scf::IndexSwitchOp>(
-        loc, TypeRange{}, recordWord(b, i, kLoad), cases, cases.size());
-    OpBuilder::atBlockBegin(&dispatch.getDefaultRegion().emplaceBlock())
-        .create<scf::YieldOp>(loc);
-    for (auto [c, load] : llvm::enumerate(loads)) {
-      OpBuilder cb =
-          OpBuilder::atBlockBegin(&dispatch.getCaseRegions()[c].emplaceBlock());
-      IRMapping map;
-      auto desc = load.getTensorMapDescriptor().getType();
-      MemRefType box = desc.getTensor();
-      Type element = box.getElementType();
-      int64_t rank = box.getRank(), bytes = element.getIntOrFloatBitWidth() / 8;
-      Value tensorMap =
-          uniformAt(cb, launch,
-                    load.getTensorMapDescriptor()
-                        .getDefiningOp<UnrealizedConversionCastOp>()
-                        ->getOperand(0),
-                    map);
-      Value state = states.lookup(load.getBarriers());
-      Value root = flatView(cb, loc, workgroupBufferOf(load.getDst()), element);
-      Value start = recordWord(cb, i, kStart);
-      Value base = mapWord(cb, tensorMap, kTensorMapBase);
-      SmallVector<Value> zeros(rank, index(cb, 0)), ones(rank, index(cb, 1)),
-          extents;
-      for (int64_t d : box.getShape())
-        extents.push_back(index(cb, d));
-      scf::buildLoopNest(
-          cb, loc, zeros, extents, ones,
-          [&](OpBuilder &eb, Location, ValueRange at) {
-            // The map counts its dimensions innermost first: its d is the
-            // box's rank - 1 - d.
-            Value inside = eb.create<arith::ConstantIntOp>(loc, 1, 1);
-            Value address = base;
-            for (int64_t d = 0; d < rank; ++d) {
-              Value coordinate = eb.create<arith::AddIOp>(
-                  loc, recordWord(eb, i, kCoordinates + d), at[rank - 1 - d]);
-              Value dim = mapWord(eb, tensorMap, kTensorMapDims + d);
-              inside = eb.create<arith::AndIOp>(
-                  loc, inside,
-                  eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                           coordinate, dim));
-              Value stride =
-                  d == 0 ? index(eb, bytes)
-                         : mapWord(eb, tensorMap, kTensorMapStrides + d - 1);
-              address = eb.create<arith::AddIOp>(
-                  loc, address,
-                  eb.create<arith::MulIOp>(loc, coordinate, stride));
-            }
-            auto read = eb.create<scf::IfOp>(loc, TypeRange{element}, inside,
-                                             /*withElseRegion=*/true);
-            OpBuilder rb = read.getThenBodyBuilder();
-            Value pointer = rb.create<LLVM::IntToPtrOp>(
-                loc, LLVM::LLVMPointerType::get(rb.getContext()),
-                rb.create<arith::IndexCastOp>(loc, rb.getI64Type(), address));
-            rb.create<scf::YieldOp>(
-                loc,
-                rb.create<LLVM::LoadOp>(loc, element, pointer).getResult());
-            OpBuilder zb = read.getElseBodyBuilder();
-            zb.create<scf::YieldOp>(
-                loc, zb.create<arith::ConstantOp>(loc, zb.getZeroAttr(element))
-                         .getResult());
-            // The element's byte in the buffer, swizzled.
-            Value linear = index(eb, 0);
-            for (int64_t d = 0; d < rank; ++d)
-              linear = eb.create<arith::AddIOp>(
-                  loc,
-                  eb.create<arith::MulIOp>(loc, linear,
-                                           index(eb, box.getShape()[d])),
-                  at[d]);
-            Value byte = eb.create<arith::AddIOp>(
-                loc, start,
-                eb.create<arith::MulIOp>(loc, linear, index(eb, bytes)));
-            Value to = eb.create<arith::DivUIOp>(
-                loc, swizzled(eb, loc, byte, desc.getSwizzle()),
-                index(eb, bytes));
-            eb.create<memref::StoreOp>(loc, read.getResult(0), root, to);
-          });
-      Value barrier = recordWord(cb, i, kBarrier);
-      Value left = cb.create<arith::SubIOp>(
-          loc, field(cb, state, barrier, kTransactions),
-          i64(cb, box.getNumElements() * bytes));
-      cb.create<cf::AssertOp>(
-          loc,
-          cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, left,
-                                   i64(cb, 0)),
-          "tfm-emulate-gpu-kernels: an nvgpu.tma.async.load completes more "
-          "bytes than its barrier's phase expects (mbarrier.arrive."
-          "expect_tx)");
-      setField(cb, state, barrier, kTransactions, left);
-      completeIfDone(cb, state, barrier);
-      cb.create<scf::YieldOp>(loc);
-    }
+    switchOverCases(
+        b, loc, recordWord(b, i, kLoad), loads.size(),
+        [&](OpBuilder &cb, int64_t c) {
+          nvgpu::TmaAsyncLoadOp load = loads[c];
+          IRMapping map;
+          auto desc = load.getTensorMapDescriptor().getType();
+          MemRefType box = desc.getTensor();
+          Type element = box.getElementType();
+          int64_t rank = box.getRank(),
+                  bytes = element.getIntOrFloatBitWidth() / 8;
+          Value tensorMap =
+              uniformAt(cb, launch,
+                        load.getTensorMapDescriptor()
+                            .getDefiningOp<UnrealizedConversionCastOp>()
+                            ->getOperand(0),
+                        map);
+          Value state = states.lookup(load.getBarriers());
+          Value root =
+              flatView(cb, loc, workgroupBufferOf(load.getDst()), element);
+          Value start = recordWord(cb, i, kStart);
+          Value base = mapWord(cb, tensorMap, kTensorMapBase);
+          SmallVector<Value> zeros(rank, index(cb, 0)),
+              ones(rank, index(cb, 1)), extents;
+          for (int64_t d : box.getShape())
+            extents.push_back(index(cb, d));
+          scf::buildLoopNest(
+              cb, loc, zeros, extents, ones,
+              [&](OpBuilder &eb, Location, ValueRange at) {
+                // The map counts its dimensions innermost first: its d is the
+                // box's rank - 1 - d.
+                Value inside = eb.create<arith::ConstantIntOp>(loc, 1, 1);
+                Value address = base;
+                for (int64_t d = 0; d < rank; ++d) {
+                  Value coordinate = eb.create<arith::AddIOp>(
+                      loc, recordWord(eb, i, kCoordinates + d),
+                      at[rank - 1 - d]);
+                  Value dim = mapWord(eb, tensorMap, kTensorMapDims + d);
+                  inside = eb.create<arith::AndIOp>(
+                      loc, inside,
+                      eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                               coordinate, dim));
+                  Value stride = d == 0 ? index(eb, bytes)
+                                        : mapWord(eb, tensorMap,
+                                                  kTensorMapStrides + d - 1);
+                  address = eb.create<arith::AddIOp>(
+                      loc, address,
+                      eb.create<arith::MulIOp>(loc, coordinate, stride));
+                }
+                auto read =
+                    eb.create<scf::IfOp>(loc, TypeRange{element}, inside,
+                                         /*withElseRegion=*/true);
+                OpBuilder rb = read.getThenBodyBuilder();
+                Value pointer = rb.create<LLVM::IntToPtrOp>(
+                    loc, LLVM::LLVMPointerType::get(rb.getContext()),
+                    rb.create<arith::IndexCastOp>(loc, rb.getI64Type(),
+                                                  address));
+                rb.create<scf::YieldOp>(
+                    loc,
+                    rb.create<LLVM::LoadOp>(loc, element, pointer).getResult());
+                OpBuilder zb = read.getElseBodyBuilder();
+                zb.create<scf::YieldOp>(loc, zb.create<arith::ConstantOp>(
+                                                   loc, zb.getZeroAttr(element))
+                                                 .getResult());
+                // The element's byte in the buffer, swizzled.
+                Value linear = index(eb, 0);
+                for (int64_t d = 0; d < rank; ++d)
+                  linear = eb.create<arith::AddIOp>(
+                      loc,
+                      eb.create<arith::MulIOp>(loc, linear,
+                                               index(eb, box.getShape()[d])),
+                      at[d]);
+                Value byte = eb.create<arith::AddIOp>(
+                    loc, start,
+                    eb.create<arith::MulIOp>(loc, linear, index(eb, bytes)));
+                Value to = eb.create<arith::DivUIOp>(
+                    loc, swizzled(eb, loc, byte, desc.getSwizzle()),
+                    index(eb, bytes));
+                eb.create<memref::StoreOp>(loc, read.getResult(0), root, to);
+              });
+          Value barrier = recordWord(cb, i, kBarrier);
+          Value left = cb.create<arith::SubIOp>(
+              loc, field(cb, state, barrier, kTransactions),
+              i64(cb, box.getNumElements() * bytes));
+          cb.create<cf::AssertOp>(
+              loc,
+              cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, left,
+                                       i64(cb, 0)),
+              "tfm-emulate-gpu-kernels: an nvgpu.tma.async.load completes more "
+              "bytes than its barrier's phase expects (mbarrier.arrive."
+              "expect_tx)");
+          setField(cb, state, barrier, kTransactions, left);
+          completeIfDone(cb, state, barrier);
+        });
   }
 
   /// Completes the block's loads for which `done(i)` holds, in the order

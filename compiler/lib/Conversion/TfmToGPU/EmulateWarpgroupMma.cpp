@@ -289,20 +289,11 @@ struct WarpgroupMma {
       if (auto store = dyn_cast<nvgpu::WarpgroupMmaStoreOp>(op))
         tiles[op] = store.getMatrixD().getType().getFragmented();
 
-    // Accumulators carried by loops become their fragments.
-    auto retype = [&](Value v) {
-      if (auto acc = dyn_cast<nvgpu::WarpgroupAccumulatorType>(v.getType()))
-        v.setType(fragmentType(acc));
-    };
-    launch.getBody().walk([&](Operation *op) {
-      if (isa<nvgpu::WarpgroupMmaOp, nvgpu::WarpgroupMmaInitAccumulatorOp>(op))
-        return;
-      for (Value r : op->getResults())
-        retype(r);
-      for (Region &region : op->getRegions())
-        for (Block &block : region)
-          for (BlockArgument arg : block.getArguments())
-            retype(arg);
+    // Accumulators become their fragments, so from here on the ops' typed
+    // accessors of them would not hold: they are read untyped.
+    retypeValues(launch, [](Type t) -> Type {
+      auto acc = dyn_cast<nvgpu::WarpgroupAccumulatorType>(t);
+      return acc ? fragmentType(acc) : Type();
     });
 
     {
@@ -340,18 +331,18 @@ struct WarpgroupMma {
                                             tensor.getElementType()};
         continue;
       }
-      if (auto init = dyn_cast<nvgpu::WarpgroupMmaInitAccumulatorOp>(op)) {
-        auto type = fragmentType(init.getMatrixC().getType());
+      if (isa<nvgpu::WarpgroupMmaInitAccumulatorOp>(op)) {
+        auto type = cast<VectorType>(op->getResult(0).getType());
         Value zeros = b.create<arith::ConstantOp>(
             loc, DenseElementsAttr::get(type, b.getZeroAttr(b.getF32Type())));
-        init.getMatrixC().replaceAllUsesWith(zeros);
+        op->getResult(0).replaceAllUsesWith(zeros);
         continue;
       }
       if (auto mma = dyn_cast<nvgpu::WarpgroupMmaOp>(op)) {
         // The accumulator operand is a fragment by now: read it untyped.
         Value d = emulateMma(b, mma, op->getOperand(2));
         commitAndWait(b, /*commit=*/true, mma.getWaitGroup());
-        mma.getMatrixD().replaceAllUsesWith(d);
+        op->getResult(0).replaceAllUsesWith(d);
         continue;
       }
       if (auto wait = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op)) {

@@ -29,6 +29,16 @@ Value linearThreadIndex(OpBuilder &b, Location loc, gpu::LaunchOp launch);
 /// as the hardware may at any time.
 constexpr int64_t kEmulatedPendingCopies = 32;
 
+/// Gives every value defined inside `launch` (op results and the arguments
+/// of nested blocks) the type `retyped` returns for its type, where that
+/// is not null.
+void retypeValues(gpu::LaunchOp launch, function_ref<Type(Type)> retyped);
+
+/// A switch at `b` over `which`, one of `cases` records' ops: `emit` fills
+/// case c (its builder inside it, before the yield it adds).
+void switchOverCases(OpBuilder &b, Location loc, Value which, int64_t cases,
+                     function_ref<void(OpBuilder &, int64_t)> emit);
+
 /// The workgroup buffer (a launch's workgroup attribution, dynamic shared
 /// memory included) that `memref` is, or a view of through subviews,
 /// views and casts; null otherwise.
