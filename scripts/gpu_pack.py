@@ -126,6 +126,14 @@ def pack_fixtures(p):
         if os.path.isfile(os.path.join(folder, "model.mlir")):
             p.case("fixtures", name, os.path.join(folder, "model.mlir"),
                    load_dir(folder, "input_"), load_dir(folder, "output_"))
+            # The GEMMs sized for the staged tensor-core kernels (the
+            # warpgroup one under --arch sm_90a), judged normwise as the
+            # models are in bf16 and f16.
+            if name.startswith("gemm_tiles"):
+                for dtype in ("bf16", "f16"):
+                    p.case("gemms-" + dtype, name, os.path.join(folder, "model.mlir"),
+                           load_dir(folder, "input_"), load_dir(folder, "output_"),
+                           ["--dtype=" + dtype], rel_l2=1e-2)
 
 
 def pack_node_suite(p):

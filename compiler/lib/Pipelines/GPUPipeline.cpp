@@ -47,8 +47,10 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
 /// The schedule: GEMMs in register tiles, runs of elementwise ops merged,
 /// then every linalg op as parallel loops mapped to a grid of blocks and
 /// threads.
-static void addSchedule(OpPassManager &fn) {
-  fn.addPass(createTileGPUMatmulPass());
+static void addSchedule(OpPassManager &fn, StringRef arch) {
+  TileGPUMatmulPassOptions matmul;
+  matmul.warpgroupMma = hasWarpgroupMma(arch);
+  fn.addPass(createTileGPUMatmulPass(matmul));
   // Before the merges, which would take a fill into an elementwise run.
   fn.addPass(createFoldFillsIntoReductionsPass());
   fn.addPass(createFuseElementwiseBuffersPass());
@@ -73,9 +75,9 @@ static void addVectorToLLVM(OpPassManager &pm) {
 /// The kernels as the GPU pipeline makes them, up to the distribution of
 /// the tensor-core tiles over the lanes: launches, outlined and merged,
 /// bf16 tiles retyped, each warp's vector.contract as mma.sync.
-static void addKernels(OpPassManager &pm, bool reverseGrid) {
+static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  addSchedule(fn);
+  addSchedule(fn, arch);
   if (reverseGrid)
     fn.addPass(createReverseGridPass());
   fn.addPass(createParallelLoopToGpuPass());
@@ -93,9 +95,9 @@ static void addKernels(OpPassManager &pm, bool reverseGrid) {
       createConvertVectorToGPUPass(/*useNvGpu=*/true));
 }
 
-void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
-                                                bool reverseGrid) {
-  addKernels(pm, reverseGrid);
+void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
+                                              bool reverseGrid) {
+  addKernels(pm, arch, reverseGrid);
   // The kernels run where they are launched, a warp's collectives over its
   // lanes as the PTX instructions compute them.
   pm.addPass(createEmulateGPUKernelsPass());
@@ -116,7 +118,7 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
 void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
   // The GEMM calls, on the host, while their buffers are still memrefs.
   pm.addPass(createLowerKernelCallsPass());
-  addKernels(pm, /*reverseGrid=*/false);
+  addKernels(pm, arch, /*reverseGrid=*/false);
   // bf16 tiles multiply as bf16; the kernels' other vector ops (the fused
   // attention's rows) are lowered here, since MLIR's NVVM pipeline converts
   // only some of them.

@@ -144,7 +144,7 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     if (stage == Stage::linalg)
       return success();
     if (options.gpuScheduleOnCPU)
-      buildGPUScheduleOnCPUPipeline(pm, options.reverseGrid);
+      buildGPUScheduleOnCPUPipeline(pm, options.gpuArch, options.reverseGrid);
     else
       buildGPUToLLVMPipeline(pm, options.gpuArch);
     return success();

@@ -142,7 +142,9 @@ cl::opt<mlir::tfm::Target, false, TargetParser> target(
 cl::opt<std::string> gpuArch(
     "gpu-arch",
     cl::desc("The GPU architecture --target=cuda (or run's --device=cuda) "
-             "builds for: sm_80, sm_86, sm_89, sm_90 or sm_90a"),
+             "builds for: sm_80, sm_86, sm_89, sm_90 or sm_90a (an H100 or "
+             "H200 with its warpgroup instructions: the generated 16-bit "
+             "GEMMs use wgmma; the code runs on those GPUs only)"),
     cl::init("sm_80"), cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat),
     cl::cat(generateCat));
 cl::opt<bool> gpuScheduleOnCPU(

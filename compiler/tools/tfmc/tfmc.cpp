@@ -34,8 +34,11 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <cstdio>
 
 using namespace mlir;
 using namespace mlir::tfm::tfmc;
@@ -565,6 +568,10 @@ int runRunOnce(MLIRContext &context, const RunCommand &c) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A run that stops itself (an emulated kernel that would hang or race on
+  // a GPU prints why, then aborts) keeps its last lines: stdout is flushed
+  // before the crash report, whose handlers are registered after this one.
+  llvm::sys::AddSignalHandler([](void *) { std::fflush(stdout); }, nullptr);
   llvm::InitLLVM init(argc, argv);
   mlir::tfm::setBugReportMessage();
   Command command;

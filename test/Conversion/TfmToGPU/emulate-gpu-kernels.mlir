@@ -7,7 +7,7 @@
 // Each block of 8 threads reverses its 8 elements through workgroup memory.
 // IR-LABEL: func.func @reverse
 // IR-NOT: gpu.launch
-// IR: memref.alloca() : memref<8xf32>
+// IR: memref.alloca() {alignment = 1024 : i64} : memref<8xf32>
 // IR: memref.alloca(%{{.+}}) : memref<?xindex>
 // IR-COUNT-2: scf.for %{{.+}} = %{{.+}} to %[[THREADS:.+]] step
 func.func @reverse(%in: memref<16xf32>, %out: memref<16xf32>) {

@@ -192,16 +192,24 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
     shared-memory stages by `nvgpu.device_async_copy`, read by
     `nvgpu.ldmatrix` into `nvgpu.mma.sync`, with the epilogue (an
     elementwise op that rewrites the output in place right after) applied
-    to the accumulators before their stores.
+    to the accumulators before their stores. With `warpgroup-mma` (sm_90a)
+    such a GEMM becomes instead the warpgroup kernel (`WgmmaGemm.cpp`): the
+    same tiles and stages in dynamic shared memory, laid out as wgmma reads
+    them, multiplied by `nvgpu.warpgroup.mma`, the accumulators staged
+    through shared memory to the epilogue.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"4",
            "Rows of outputs per thread">,
     Option<"tileN", "tile-n", "int64_t", /*default=*/"4",
-           "Columns of outputs per thread">
+           "Columns of outputs per thread">,
+    Option<"warpgroupMma", "warpgroup-mma", "bool", /*default=*/"false",
+           "Build 16-bit GEMMs of at least 64 x 64 with wgmma (sm_90a)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::scf::SCFDialect",

@@ -101,7 +101,7 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
   Option<std::string> gpuArch{
       *this, "gpu-arch",
       llvm::cl::desc("The GPU architecture: sm_80, sm_86, sm_89, sm_90, "
-                     "sm_90a"),
+                     "sm_90a (16-bit GEMMs by wgmma)"),
       llvm::cl::init("sm_80")};
   Option<bool> gpuScheduleOnCPU{
       *this, "gpu-schedule-on-cpu",
@@ -197,8 +197,10 @@ void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch);
 
 /// The linalg of a GPU entry mapped to blocks and threads, as
 /// buildGPUToLLVMPipeline maps it, then lowered with the CPU's passes: the
-/// grid runs as serial loops on the host (CompilerOptions::gpuScheduleOnCPU).
-void buildGPUScheduleOnCPUPipeline(OpPassManager &pm, bool reverseGrid);
+/// grid runs as serial loops on the host (CompilerOptions::gpuScheduleOnCPU),
+/// the kernels for `arch` emulated.
+void buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
+                                   bool reverseGrid);
 
 /// The passes that take a module as imported (tfm on tensors) to `stage`
 /// for `options.target`. Stages past `llvm` need translation, which the

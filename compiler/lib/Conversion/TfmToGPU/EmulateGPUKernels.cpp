@@ -919,7 +919,8 @@ struct Emulator {
       workgroup.push_back(
           {arg,
            b.create<memref::AllocaOp>(
-               loc, MemRefType::get(type.getShape(), type.getElementType()))});
+               loc, MemRefType::get(type.getShape(), type.getElementType()),
+               b.getI64IntegerAttr(kWorkgroupAlignment))});
     }
     DenseMap<unsigned, Value> carriedSlots;
     for (Value v : crossing) {
@@ -1141,9 +1142,10 @@ struct EmulateGPUKernelsPass
       }
       replaceLaneIds(launch);
       dropDeadValues(launch);
-      if (failed(emulateAsyncCopies(launch)) ||
-          failed(emulateTransactionBarriers(launch)) ||
-          failed(emulateWarpgroupMma(launch)))
+      // wgmma first: it checks the copies against the groups in flight.
+      if (failed(emulateWarpgroupMma(launch)) ||
+          failed(emulateAsyncCopies(launch)) ||
+          failed(emulateTransactionBarriers(launch)))
         return signalPassFailure();
       stripWorkgroupSpace(launch);
       rematerializeUniformViews(launch);

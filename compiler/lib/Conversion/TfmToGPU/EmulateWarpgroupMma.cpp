@@ -35,6 +35,7 @@
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -50,6 +51,9 @@ namespace {
 /// as the lowering encodes it.
 constexpr int64_t kStrideBytes = 1024;
 
+/// The groups in flight a thread's records cover, and each record's words.
+constexpr int64_t kRecords = 32, kRecordWords = 6;
+
 /// A descriptor as the lowering builds it: its tile's start (bytes from
 /// the workgroup buffer's first), its leading byte offset, and the buffer.
 struct Descriptor {
@@ -59,13 +63,24 @@ struct Descriptor {
   Type element;
 };
 
+/// The workgroup buffer `root` as a number, for the records.
+int64_t bufferNumber(Value root) {
+  return cast<BlockArgument>(root).getArgNumber();
+}
+
 struct WarpgroupMma {
   gpu::LaunchOp launch;
   Location loc;
   /// Each descriptor's emulated form.
   DenseMap<Value, Descriptor> descriptors;
-  /// Per thread: how many groups of wgmma it has in flight.
-  Value inFlight;
+  /// Per thread: how many groups of wgmma it has in flight, how many it
+  /// has committed, and, per group among the last kRecords, the bytes of
+  /// shared memory its A and B span (buffer, first, end: kRecordWords).
+  Value inFlight, committed, records;
+  /// Per thread: whether copies it waited for are not fenced into the
+  /// async proxy yet.
+  Value unfenced;
+  Value threads;
 
   explicit WarpgroupMma(gpu::LaunchOp launch)
       : launch(launch), loc(launch.getLoc()) {}
@@ -146,6 +161,19 @@ struct WarpgroupMma {
 
   Value threadSlot(OpBuilder &b) { return linearThreadIndex(b, loc, launch); }
 
+  /// A thread's fragment of `elements` values while an op is emulated,
+  /// allocated once before the launch: an alloca in the emulated loops
+  /// would grow the stack per iteration.
+  DenseMap<int64_t, Value> scratch;
+  Value scratchOf(int64_t elements) {
+    Value &buffer = scratch[elements];
+    if (!buffer)
+      buffer = OpBuilder(launch).create<memref::AllocaOp>(
+          loc,
+          MemRefType::get({elements}, Float32Type::get(launch.getContext())));
+    return buffer;
+  }
+
   /// D = A B + C for this thread's fragment, as the lowering's
   /// instructions compute it.
   Value emulateMma(OpBuilder &b, nvgpu::WarpgroupMmaOp mma, Value c) {
@@ -157,8 +185,7 @@ struct WarpgroupMma {
     int64_t bytes = at.getElementTypeBitWidth() / 8, half = n / 2;
     bool aKMajor = !mma.getTransposeA(), bKMajor = !mma.getTransposeB();
     auto fragment = cast<VectorType>(c.getType());
-    Value scratch = b.create<memref::AllocaOp>(
-        loc, MemRefType::get(fragment.getShape(), b.getF32Type()));
+    Value scratch = scratchOf(fragment.getNumElements());
     b.create<vector::StoreOp>(loc, c, scratch, ValueRange{index(b, 0)});
     auto [warp, lane] = warpAndLane(b, /*rawWarp=*/false);
     for (int64_t i = 0; i < m / 64; ++i)
@@ -204,6 +231,134 @@ struct WarpgroupMma {
       now = add(b, now, index(b, 1));
     b.create<memref::StoreOp>(
         loc, b.create<arith::MinUIOp>(loc, now, index(b, left)), inFlight, t);
+  }
+
+  /// The bytes from the 128-byte line of `d`'s start that a wgmma reads
+  /// through it: `rows` rows of a K-major operand (8 lines of 128 bytes per
+  /// 1024), or, M/N-major, `k` rows of 128 bytes (1024 per 8) per 64 of
+  /// `rows`, the 64s `leading` bytes apart.
+  static int64_t footprint(const Descriptor &d, bool kMajor, int64_t rows,
+                           int64_t k) {
+    if (kMajor)
+      return (rows + 7) / 8 * kStrideBytes;
+    return ((rows + 63) / 64 - 1) * d.leading + (k + 7) / 8 * kStrideBytes;
+  }
+
+  /// Records the bytes that `mma`'s new group reads, as this thread's
+  /// newest record.
+  void record(OpBuilder &b, nvgpu::WarpgroupMmaOp mma) {
+    const Descriptor &da = descriptors[mma.getDescriptorA()],
+                     &db = descriptors[mma.getDescriptorB()];
+    MemRefType at = mma.getDescriptorA().getType().getTensor(),
+               bt = mma.getDescriptorB().getType().getTensor();
+    int64_t m = at.getDimSize(0), k = at.getDimSize(1), n = bt.getDimSize(1);
+    Value t = threadSlot(b);
+    Value count = b.create<memref::LoadOp>(loc, committed, t);
+    Value slot = rem(b, count, kRecords);
+    SmallVector<Value> words;
+    for (auto [d, kMajor, rows] : {std::tuple{&da, !mma.getTransposeA(), m},
+                                   {&db, !mma.getTransposeB(), n}}) {
+      Value first = b.create<arith::AndIOp>(loc, d->start, index(b, ~127));
+      words.push_back(index(b, bufferNumber(d->root)));
+      words.push_back(first);
+      words.push_back(add(b, first, index(b, footprint(*d, kMajor, rows, k))));
+    }
+    for (auto [w, value] : llvm::enumerate(words))
+      b.create<memref::StoreOp>(loc, value, records,
+                                ValueRange{t, slot, index(b, w)});
+    b.create<memref::StoreOp>(loc, add(b, count, index(b, 1)), committed, t);
+    Value pending = b.create<memref::LoadOp>(loc, inFlight, t);
+    b.create<cf::AssertOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, pending,
+                                index(b, kRecords)),
+        "more than 32 groups of wgmma in flight, which the emulation does "
+        "not track");
+  }
+
+  /// Stops the run if `copy` writes bytes that a group of wgmma this
+  /// thread has in flight reads: the hardware may read them after the copy.
+  void checkCopy(OpBuilder &b, nvgpu::DeviceAsyncCopyOp copy) {
+    Value root = workgroupBufferOf(copy.getDst());
+    if (!root)
+      return;
+    auto type = cast<MemRefType>(copy.getDst().getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(getStridesAndOffset(type, strides, offset)) ||
+        llvm::any_of(strides, ShapedType::isDynamic))
+      return;
+    int64_t bytes = type.getElementTypeBitWidth() / 8;
+    Value first = byteOffsetIn(b, loc, copy.getDst(), root);
+    for (auto [i, stride] : llvm::zip(copy.getDstIndices(), strides))
+      first = add(b, first, mul(b, i, stride * bytes));
+    Value end =
+        add(b, first, index(b, copy.getDstElements().getZExtValue() * bytes));
+    Value t = threadSlot(b);
+    Value pending = b.create<memref::LoadOp>(loc, inFlight, t);
+    Value count = b.create<memref::LoadOp>(loc, committed, t);
+    Value falseValue = b.create<arith::ConstantIntOp>(loc, false, 1);
+    auto scan = b.create<scf::ForOp>(
+        loc, index(b, 0), pending, index(b, 1), ValueRange{falseValue},
+        [&](OpBuilder &fb, Location, Value j, ValueRange seen) {
+          Value slot = rem(
+              fb,
+              fb.create<arith::SubIOp>(loc, count, add(fb, j, index(fb, 1))),
+              kRecords);
+          Value hit = seen[0];
+          for (int64_t w = 0; w < kRecordWords; w += 3) {
+            auto word = [&](int64_t at) -> Value {
+              return fb.create<memref::LoadOp>(
+                  loc, records, ValueRange{t, slot, index(fb, w + at)});
+            };
+            auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
+              return fb.create<arith::CmpIOp>(loc, p, x, y);
+            };
+            Value overlaps = fb.create<arith::AndIOp>(
+                loc,
+                cmp(arith::CmpIPredicate::eq, word(0),
+                    index(fb, bufferNumber(root))),
+                fb.create<arith::AndIOp>(
+                    loc, cmp(arith::CmpIPredicate::ult, first, word(2)),
+                    cmp(arith::CmpIPredicate::ult, word(1), end)));
+            hit = fb.create<arith::OrIOp>(loc, hit, overlaps);
+          }
+          fb.create<scf::YieldOp>(loc, hit);
+        });
+    b.create<cf::AssertOp>(
+        loc, notOf(b, scan.getResult(0)),
+        "cp.async writes shared memory that a group of wgmma still in flight "
+        "reads: wait for the group (wgmma.wait_group) before the copy");
+  }
+
+  Value notOf(OpBuilder &b, Value x) {
+    return b.create<arith::XOrIOp>(
+        loc, x, b.create<arith::ConstantIntOp>(loc, true, 1));
+  }
+
+  void markUnfenced(OpBuilder &b, bool value) {
+    b.create<memref::StoreOp>(loc,
+                              b.create<arith::ConstantIntOp>(loc, value, 1),
+                              unfenced, threadSlot(b));
+  }
+
+  /// Stops the run if a thread of the block has copies landed and not
+  /// fenced into the async proxy, through which wgmma reads.
+  void checkFenced(OpBuilder &b) {
+    Value falseValue = b.create<arith::ConstantIntOp>(loc, false, 1);
+    auto any = b.create<scf::ForOp>(
+        loc, index(b, 0), threads, index(b, 1), ValueRange{falseValue},
+        [&](OpBuilder &fb, Location, Value t, ValueRange seen) {
+          fb.create<scf::YieldOp>(
+              loc,
+              ValueRange{fb.create<arith::OrIOp>(
+                  loc, seen[0], fb.create<memref::LoadOp>(loc, unfenced, t))});
+        });
+    b.create<cf::AssertOp>(
+        loc, notOf(b, any.getResult(0)),
+        "nvgpu.warpgroup.mma reads shared memory that cp.async wrote and no "
+        "fence.proxy.async made visible to the async proxy, through which "
+        "wgmma reads");
   }
 
   LogicalResult check(Operation *op) {
@@ -274,11 +429,26 @@ struct WarpgroupMma {
     launch.getBody().walk([&](Operation *op) {
       if (isa<nvgpu::WarpgroupGenerateDescriptorOp, nvgpu::WarpgroupMmaOp,
               nvgpu::WarpgroupMmaStoreOp, nvgpu::WarpgroupMmaInitAccumulatorOp,
-              NVVM::WgmmaWaitGroupSyncOp>(op))
+              NVVM::WgmmaWaitGroupSyncOp, NVVM::FenceProxyOp>(op))
         ops.push_back(op);
     });
-    if (ops.empty())
+    if (!llvm::any_of(ops, [](Operation *op) {
+          return isa<nvgpu::WarpgroupMmaOp>(op);
+        })) {
+      // Without wgmma, nothing reads through the async proxy that a fence
+      // would order (TMA writes through it).
+      for (Operation *op : ops)
+        if (isa<NVVM::FenceProxyOp>(op))
+          op->erase();
       return success();
+    }
+    // The copies and their waits, which the emulation of cp.async replaces
+    // after this.
+    SmallVector<Operation *> copies;
+    launch.getBody().walk([&](Operation *op) {
+      if (isa<nvgpu::DeviceAsyncCopyOp, nvgpu::DeviceAsyncWaitOp>(op))
+        copies.push_back(op);
+    });
     for (Operation *op : ops)
       if (failed(check(op)))
         return failure();
@@ -298,17 +468,38 @@ struct WarpgroupMma {
 
     {
       OpBuilder b(launch);
-      Value threads = b.create<arith::MulIOp>(
+      threads = b.create<arith::MulIOp>(
           loc,
           b.create<arith::MulIOp>(loc, launch.getBlockSizeX(),
                                   launch.getBlockSizeY()),
           launch.getBlockSizeZ());
-      inFlight = b.create<memref::AllocaOp>(
-          loc, MemRefType::get({ShapedType::kDynamic}, b.getIndexType()),
-          ValueRange{threads});
+      auto perThread = [&](ArrayRef<int64_t> shape, Type element) {
+        SmallVector<int64_t> dims{ShapedType::kDynamic};
+        dims.append(shape.begin(), shape.end());
+        return b.create<memref::AllocaOp>(loc, MemRefType::get(dims, element),
+                                          ValueRange{threads});
+      };
+      inFlight = perThread({}, b.getIndexType());
+      committed = perThread({}, b.getIndexType());
+      records = perThread({kRecords, kRecordWords}, b.getIndexType());
+      unfenced = perThread({}, b.getI1Type());
       OpBuilder top = OpBuilder::atBlockBegin(&launch.getBody().front());
-      top.create<memref::StoreOp>(loc, index(top, 0), inFlight,
-                                  threadSlot(top));
+      for (Value counter : {inFlight, committed})
+        top.create<memref::StoreOp>(loc, index(top, 0), counter,
+                                    threadSlot(top));
+      markUnfenced(top, false);
+    }
+
+    for (Operation *op : copies) {
+      if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
+        OpBuilder b(op);
+        checkCopy(b, copy);
+        continue;
+      }
+      // The copies landed through the generic proxy.
+      OpBuilder after(op->getContext());
+      after.setInsertionPointAfter(op);
+      markUnfenced(after, true);
     }
 
     for (Operation *op : ops) {
@@ -338,9 +529,17 @@ struct WarpgroupMma {
         op->getResult(0).replaceAllUsesWith(zeros);
         continue;
       }
+      if (auto fence = dyn_cast<NVVM::FenceProxyOp>(op)) {
+        if (fence.getKind() == NVVM::ProxyKind::async ||
+            fence.getKind() == NVVM::ProxyKind::async_shared)
+          markUnfenced(b, false);
+        continue;
+      }
       if (auto mma = dyn_cast<nvgpu::WarpgroupMmaOp>(op)) {
+        checkFenced(b);
         // The accumulator operand is a fragment by now: read it untyped.
         Value d = emulateMma(b, mma, op->getOperand(2));
+        record(b, mma);
         commitAndWait(b, /*commit=*/true, mma.getWaitGroup());
         op->getResult(0).replaceAllUsesWith(d);
         continue;
@@ -353,8 +552,7 @@ struct WarpgroupMma {
       VectorType tile = tiles[op];
       int64_t n = tile.getDimSize(1), half = n / 2;
       Value fragment = op->getOperand(0);
-      Value scratch = b.create<memref::AllocaOp>(
-          loc, MemRefType::get({tile.getNumElements() / 128}, b.getF32Type()));
+      Value scratch = scratchOf(tile.getNumElements() / 128);
       b.create<vector::StoreOp>(loc, fragment, scratch,
                                 ValueRange{index(b, 0)});
       Value busy = b.create<arith::CmpIOp>(
@@ -376,8 +574,24 @@ struct WarpgroupMma {
             ValueRange{add(rb, row, index(rb, i * half)), col});
       }
     }
+    SmallVector<Operation *> maps;
+    for (Operation *op : ops)
+      if (auto gen = dyn_cast<nvgpu::WarpgroupGenerateDescriptorOp>(op))
+        if (Operation *def = gen.getTensorMap().getDefiningOp())
+          if (launch->isAncestor(def))
+            maps.push_back(def);
     for (Operation *op : llvm::reverse(ops))
       op->erase();
+    // A map made inside the launch for its type alone (a null pointer
+    // cast), now unused.
+    for (Operation *def : maps) {
+      if (!def->use_empty() || !isa<UnrealizedConversionCastOp>(def))
+        continue;
+      Operation *source = def->getOperand(0).getDefiningOp();
+      def->erase();
+      if (source && source->use_empty() && isMemoryEffectFree(source))
+        source->erase();
+    }
     return success();
   }
 };

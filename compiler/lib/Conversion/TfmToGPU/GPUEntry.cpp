@@ -182,6 +182,8 @@ StringRef mlir::tfm::ptxFeaturesOf(StringRef arch) {
       .Default("");
 }
 
+bool mlir::tfm::hasWarpgroupMma(StringRef arch) { return arch == "sm_90a"; }
+
 Type mlir::tfm::narrowOperandType(ComputeType computeType, MLIRContext *ctx) {
   switch (computeType) {
   case ComputeType::F32:

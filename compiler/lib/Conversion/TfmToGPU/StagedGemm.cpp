@@ -54,58 +54,6 @@ constexpr int64_t kWarpsN = kTileN / kWarpTileN;
 constexpr int64_t kThreads = kTileM / kWarpTileM * kWarpsN * warp::kWarpSize;
 constexpr int64_t kFragsM = kWarpTileM / 16, kFragsN = kWarpTileN / 8;
 
-/// An operand as the kernel reads it: its tile's rows run along loop
-/// dimension `outer` and its contiguous columns along `inner`, one of them
-/// the reduction.
-struct Operand {
-  Value buffer; // f16, or bf16 bytes viewed as f16
-  AffineMap map;
-  unsigned outer = 0, inner = 0;
-  int64_t rows = 0, cols = 0; // the tile, [rows, cols] per stage
-  bool reductionInner = false;
-  Value tiles; // [kStages, rows, cols] in shared memory
-};
-
-/// Input `input` of `op` as an Operand, when its last index is one of the
-/// loop dimensions `own` (M or N) and `red` (K), it reads the other too,
-/// and each 16-byte chunk of a row starts 16-byte aligned: every stride but
-/// the last (1) and the offset a multiple of 8 values, and the contiguous
-/// extent too.
-std::optional<Operand> operandOf(linalg::GenericOp op, unsigned input,
-                                 unsigned own, unsigned red, int64_t ownTile) {
-  MLIRContext *ctx = op.getContext();
-  Value buffer = op.getDpsInputs()[input];
-  auto type = cast<MemRefType>(buffer.getType());
-  AffineMap map = op.getIndexingMapsArray()[input];
-  if (map.getNumResults() < 2)
-    return std::nullopt;
-  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
-  if (!last || (last.getPosition() != own && last.getPosition() != red))
-    return std::nullopt;
-  Operand o;
-  o.map = map;
-  o.inner = last.getPosition();
-  o.outer = o.inner == own ? red : own;
-  o.reductionInner = o.inner == red;
-  if (!map.getResultPosition(getAffineDimExpr(o.outer, ctx)))
-    return std::nullopt;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(getStridesAndOffset(type, strides, offset)) ||
-      strides.back() != 1 || ShapedType::isDynamic(offset) ||
-      offset % kChunk != 0)
-    return std::nullopt;
-  for (int64_t s : ArrayRef<int64_t>(strides).drop_back())
-    if (ShapedType::isDynamic(s) || s % kChunk != 0)
-      return std::nullopt;
-  if (op.getStaticLoopRanges()[o.inner] % kChunk != 0)
-    return std::nullopt;
-  o.rows = o.reductionInner ? ownTile : kTileK;
-  o.cols = o.reductionInner ? kTileK : ownTile;
-  o.buffer = buffer;
-  return o;
-}
-
 /// The f16 view of a bf16 operand's bytes (cp.async and ldmatrix move
 /// f16; the mma.sync are marked to multiply bf16), or the operand itself.
 Value asF16(OpBuilder &b, Value buffer) {
@@ -115,87 +63,28 @@ Value asF16(OpBuilder &b, Value buffer) {
   return retypedView(b, buffer, b.getF16Type());
 }
 
-struct StagedGemm {
-  OpBuilder &kb;
-  Location loc;
+struct StagedGemm : GemmKernelBuilder {
   Type operandType;
-  SmallVector<int64_t> ranges;
-  unsigned rowDim, colDim, redDim;
-  Operand a, bOp;
-  Value out;
-  linalg::GenericOp epilogue;
-  APFloat start;
-  Value tx, lane, warpRow, warpCol, rowBase, colBase;
-  SmallVector<Value> batchIvs;
+  Value lane, warpRow, warpCol;
 
-  StagedGemm(OpBuilder &kb, Location loc, APFloat start)
-      : kb(kb), loc(loc), start(std::move(start)) {}
-
-  Value index(int64_t v) { return kb.create<arith::ConstantIndexOp>(loc, v); }
-  Value add(Value x, Value y) { return kb.create<arith::AddIOp>(loc, x, y); }
-  Value add(Value x, int64_t y) { return add(x, index(y)); }
-  Value mul(Value x, int64_t y) {
-    return kb.create<arith::MulIOp>(loc, x, index(y));
-  }
-  Value div(Value x, int64_t y) {
-    return kb.create<arith::DivUIOp>(loc, x, index(y));
-  }
-  Value rem(Value x, int64_t y) {
-    return kb.create<arith::RemUIOp>(loc, x, index(y));
-  }
-
-  /// The first index of the block's tile along loop dimension `dim`, for
-  /// the reduction step `step`.
-  Value tileStart(unsigned dim, Value step) {
-    if (dim == redDim)
-      return mul(step, kTileK);
-    return dim == rowDim ? rowBase : colBase;
-  }
+  using GemmKernelBuilder::GemmKernelBuilder;
 
   /// Starts the copies of `o`'s tile for reduction step `step` into stage
-  /// `stage`: 16 bytes a copy, 4 a thread. A chunk past the matrix's edge
-  /// reads nothing (its source clamped inside) and is zero-filled.
-  void issueCopies(const Operand &o, Value step, Value stage) {
+  /// `stage`: 16 bytes a copy, 4 a thread.
+  void issueCopies(const GemmOperand &o, Value step, Value stage) override {
     int64_t chunks = o.cols / kChunk;
-    int64_t outerExtent = ranges[o.outer], innerExtent = ranges[o.inner];
-    int64_t outerTile = o.rows, innerTile = o.cols;
-    bool outerRagged = outerExtent % outerTile != 0,
-         innerRagged = innerExtent % innerTile != 0;
     for (int64_t j = 0; j < o.rows * chunks / kThreads; ++j) {
       Value i = add(tx, j * kThreads);
       Value r = div(i, chunks);
       Value c = mul(rem(i, chunks), kChunk);
-      Value outerAt = add(tileStart(o.outer, step), r);
-      Value innerAt = add(tileStart(o.inner, step), c);
-      Value inside;
-      auto bound = [&](Value &at, int64_t extent, int64_t last) {
-        Value in = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                            at, index(extent));
-        inside = inside ? kb.create<arith::AndIOp>(loc, inside, in) : in;
-        at = kb.create<arith::MinUIOp>(loc, at, index(last));
-      };
-      if (outerRagged)
-        bound(outerAt, outerExtent, outerExtent - 1);
-      if (innerRagged)
-        bound(innerAt, innerExtent, innerExtent - kChunk);
-      Value count =
-          inside ? kb.create<arith::SelectOp>(loc, inside, index(kChunk),
-                                              index(0))
-                       .getResult()
-                 : Value();
-      SmallVector<Value> loops(batchIvs);
-      loops.append(ranges.size() - batchIvs.size(), index(0));
-      loops[o.outer] = outerAt;
-      loops[o.inner] = innerAt;
-      copyChunkAsync(kb, loc, o.tiles,
-                     ValueRange{stage, r, swizzledColumn(kb, loc, r, c, o.cols)},
-                     o.buffer, indicesAt(kb, loc, o.map, loops), count);
+      copyChunk(o, step, r, c,
+                ValueRange{stage, r, swizzledColumn(kb, loc, r, c, o.cols)});
     }
   }
 
   /// An ldmatrix of `count` 8 x 8 matrices from `o`'s tile in `stage`,
   /// this lane giving the address of (row, col), col a multiple of 8.
-  Value ldmatrix(const Operand &o, Value stage, Value row, Value col,
+  Value ldmatrix(const GemmOperand &o, Value stage, Value row, Value col,
                  int64_t count, bool transpose) {
     return kb.create<nvgpu::LdMatrixOp>(
         loc, VectorType::get({count, 2}, kb.getF16Type()), o.tiles,
@@ -237,8 +126,7 @@ struct StagedGemm {
   }
 
   void build() {
-    int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
-    int64_t steps = (k + kTileK - 1) / kTileK;
+    int64_t steps = (ranges[redDim] + kTileK - 1) / kTileK;
     auto fragment = VectorType::get({2, 2}, kb.getF32Type());
     Value zero = kb.create<arith::ConstantOp>(
         loc, fragment,
@@ -250,16 +138,7 @@ struct StagedGemm {
     warpCol = mul(rem(warpIndex, kWarpsN), kWarpTileN);
 
     // 2: the first two steps' copies, a group each (empty past the end).
-    Value firstGroup;
-    for (int64_t s = 0; s < kStages - 1; ++s) {
-      if (s < steps) {
-        issueCopies(a, index(s), index(s));
-        issueCopies(bOp, index(s), index(s));
-      }
-      Value group = commitGroup(kb, loc);
-      if (!firstGroup)
-        firstGroup = group;
-    }
+    Value firstGroup = copyFirstSteps(kStages, steps);
 
     SmallVector<Value> init(kFragsM * kFragsN, zero);
     auto loop = kb.create<scf::ForOp>(loc, index(0), index(steps), index(1),
@@ -272,20 +151,7 @@ struct StagedGemm {
       // 3: this step's tiles in place; the step after next on its way.
       waitGroups(kb, loc, firstGroup, kStages - 2);
       kb.create<gpu::BarrierOp>(loc);
-      Value ahead = add(step, kStages - 1);
-      auto more = kb.create<scf::IfOp>(
-          loc,
-          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, ahead,
-                                   index(steps)),
-          /*withElseRegion=*/false);
-      {
-        OpBuilder::InsertionGuard ig(kb);
-        kb.setInsertionPointToStart(more.thenBlock());
-        Value stage = rem(ahead, kStages);
-        issueCopies(a, ahead, stage);
-        issueCopies(bOp, ahead, stage);
-      }
-      commitGroup(kb, loc);
+      copyStepAhead(step, kStages, steps);
       Value stage = rem(step, kStages);
       for (int64_t k0 = 0; k0 < kTileK; k0 += 16) {
         SmallVector<Value> as, bs;
@@ -309,7 +175,6 @@ struct StagedGemm {
     // of each m16n8 tile, columns 2 t and 2 t + 1.
     Value group = div(lane, 4);
     Value pair = mul(rem(lane, 4), 2);
-    bool ragged = m % kTileM != 0 || n % kTileN != 0;
     for (int64_t i = 0; i < kFragsM; ++i)
       for (int64_t j = 0; j < kFragsN; ++j)
         for (int64_t r = 0; r < 2; ++r)
@@ -321,31 +186,205 @@ struct StagedGemm {
             at.push_back(col);
             Value value = kb.create<vector::ExtractOp>(
                 loc, loop.getResult(i * kFragsN + j), ArrayRef<int64_t>{r, e});
-            auto store = [&](OpBuilder &sb, Location sl) {
-              Value result = value;
-              if (epilogue)
-                result = applyGemmEpilogue(sb, sl, epilogue, out, result, at);
-              sb.create<memref::StoreOp>(sl, result, out, at);
-            };
-            if (!ragged) {
-              store(kb, loc);
-              continue;
-            }
-            Value inside = kb.create<arith::AndIOp>(
-                loc,
-                kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, row,
-                                         index(m)),
-                kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, col,
-                                         index(n)));
-            kb.create<scf::IfOp>(loc, inside, [&](OpBuilder &tb, Location tl) {
-              store(tb, tl);
-              tb.create<scf::YieldOp>(tl);
-            });
+            storeOutput(at, [&](OpBuilder &, Location) { return value; });
           }
   }
 };
 
 } // namespace
+
+std::optional<GemmOperand>
+mlir::tfm::gemmOperandOf(linalg::GenericOp op, unsigned input, unsigned own,
+                         unsigned red, int64_t ownTile, int64_t tileK) {
+  MLIRContext *ctx = op.getContext();
+  Value buffer = op.getDpsInputs()[input];
+  auto type = cast<MemRefType>(buffer.getType());
+  AffineMap map = op.getIndexingMapsArray()[input];
+  if (map.getNumResults() < 2)
+    return std::nullopt;
+  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+  if (!last || (last.getPosition() != own && last.getPosition() != red))
+    return std::nullopt;
+  GemmOperand o;
+  o.map = map;
+  o.inner = last.getPosition();
+  o.outer = o.inner == own ? red : own;
+  o.reductionInner = o.inner == red;
+  if (!map.getResultPosition(getAffineDimExpr(o.outer, ctx)))
+    return std::nullopt;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getStridesAndOffset(type, strides, offset)) ||
+      strides.back() != 1 || ShapedType::isDynamic(offset) ||
+      offset % kChunk != 0)
+    return std::nullopt;
+  for (int64_t s : ArrayRef<int64_t>(strides).drop_back())
+    if (ShapedType::isDynamic(s) || s % kChunk != 0)
+      return std::nullopt;
+  if (op.getStaticLoopRanges()[o.inner] % kChunk != 0)
+    return std::nullopt;
+  o.rows = o.reductionInner ? ownTile : tileK;
+  o.cols = o.reductionInner ? tileK : ownTile;
+  o.buffer = buffer;
+  return o;
+}
+
+GemmKernelBuilder::GemmKernelBuilder(linalg::GenericOp op, const GemmOperand &a,
+                                     const GemmOperand &b,
+                                     linalg::GenericOp epilogue,
+                                     const APFloat &start, int64_t tileM,
+                                     int64_t tileN, int64_t tileK,
+                                     int64_t threads, int64_t dynamicShared,
+                                     TypeRange workgroup)
+    : kb(op.getContext()), loc(op.getLoc()), start(start), tileM(tileM),
+      tileN(tileN), tileK(tileK), ranges(op.getStaticLoopRanges()), a(a),
+      bOp(b), out(op.getDpsInits()[0]), epilogue(epilogue) {
+  redDim = ranges.size() - 1;
+  rowDim = redDim - 2;
+  colDim = redDim - 1;
+  int64_t m = ranges[rowDim], n = ranges[colDim], batches = 1;
+  for (unsigned d = 0; d < rowDim; ++d)
+    batches *= ranges[d];
+  OpBuilder ob(op);
+  auto c = [&](int64_t v) -> Value {
+    return ob.create<arith::ConstantIndexOp>(loc, v);
+  };
+  Value shared = dynamicShared
+                     ? ob.create<arith::ConstantIntOp>(loc, dynamicShared, 32)
+                     : Value();
+  launch = ob.create<gpu::LaunchOp>(
+      loc, c((n + tileN - 1) / tileN), c((m + tileM - 1) / tileM), c(batches),
+      c(threads), c(1), c(1), shared, /*asyncTokenType=*/nullptr, ValueRange{},
+      workgroup);
+  kb.setInsertionPointToStart(&launch.getBody().front());
+  kb.create<gpu::TerminatorOp>(loc);
+  kb.setInsertionPointToStart(&launch.getBody().front());
+  tx = launch.getThreadIds().x;
+  rowBase = mul(launch.getBlockIds().y, tileM);
+  colBase = mul(launch.getBlockIds().x, tileN);
+  // The batch's indices, from the flattened block index.
+  Value rest = launch.getBlockIds().z;
+  batchIvs.resize(rowDim);
+  for (int64_t d = int64_t(rowDim) - 1; d >= 0; --d) {
+    batchIvs[d] = rem(rest, ranges[d]);
+    rest = div(rest, ranges[d]);
+  }
+}
+
+Value GemmKernelBuilder::index(int64_t v) {
+  return kb.create<arith::ConstantIndexOp>(loc, v);
+}
+Value GemmKernelBuilder::add(Value x, Value y) {
+  return kb.create<arith::AddIOp>(loc, x, y);
+}
+Value GemmKernelBuilder::add(Value x, int64_t y) { return add(x, index(y)); }
+Value GemmKernelBuilder::mul(Value x, int64_t y) {
+  return kb.create<arith::MulIOp>(loc, x, index(y));
+}
+Value GemmKernelBuilder::div(Value x, int64_t y) {
+  return kb.create<arith::DivUIOp>(loc, x, index(y));
+}
+Value GemmKernelBuilder::rem(Value x, int64_t y) {
+  return kb.create<arith::RemUIOp>(loc, x, index(y));
+}
+
+Value GemmKernelBuilder::tileStart(unsigned dim, Value step) {
+  if (dim == redDim)
+    return mul(step, tileK);
+  return dim == rowDim ? rowBase : colBase;
+}
+
+void GemmKernelBuilder::copyChunk(const GemmOperand &o, Value step, Value r,
+                                  Value c, ValueRange dstIndices) {
+  Value outerAt = add(tileStart(o.outer, step), r);
+  Value innerAt = add(tileStart(o.inner, step), c);
+  int64_t outerExtent = ranges[o.outer], innerExtent = ranges[o.inner];
+  Value inside;
+  auto bound = [&](Value &at, int64_t extent, int64_t last) {
+    Value in = kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, at,
+                                        index(extent));
+    inside = inside ? kb.create<arith::AndIOp>(loc, inside, in) : in;
+    at = kb.create<arith::MinUIOp>(loc, at, index(last));
+  };
+  if (outerExtent % o.rows != 0)
+    bound(outerAt, outerExtent, outerExtent - 1);
+  if (innerExtent % o.cols != 0)
+    bound(innerAt, innerExtent, innerExtent - kChunk);
+  Value count =
+      inside ? kb.create<arith::SelectOp>(loc, inside, index(kChunk), index(0))
+                   .getResult()
+             : Value();
+  SmallVector<Value> loops(batchIvs);
+  loops.append(ranges.size() - batchIvs.size(), index(0));
+  loops[o.outer] = outerAt;
+  loops[o.inner] = innerAt;
+  copyChunkAsync(kb, loc, o.tiles, dstIndices, o.buffer,
+                 indicesAt(kb, loc, o.map, loops), count);
+}
+
+Value GemmKernelBuilder::copyFirstSteps(int64_t stages, int64_t steps) {
+  Value first;
+  for (int64_t s = 0; s < stages - 1; ++s) {
+    if (s < steps) {
+      issueCopies(a, index(s), index(s));
+      issueCopies(bOp, index(s), index(s));
+    }
+    Value group = commitGroup(kb, loc);
+    if (!first)
+      first = group;
+  }
+  return first;
+}
+
+void GemmKernelBuilder::copyStepAhead(Value step, int64_t stages,
+                                      int64_t steps) {
+  Value ahead = add(step, stages - 1);
+  auto more = kb.create<scf::IfOp>(
+      loc,
+      kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, ahead,
+                               index(steps)),
+      /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard g(kb);
+    kb.setInsertionPointToStart(more.thenBlock());
+    Value stage = rem(ahead, stages);
+    issueCopies(a, ahead, stage);
+    issueCopies(bOp, ahead, stage);
+  }
+  commitGroup(kb, loc);
+}
+
+void GemmKernelBuilder::storeOutput(
+    ArrayRef<Value> at, function_ref<Value(OpBuilder &, Location)> value) {
+  auto store = [&](OpBuilder &b, Location l) {
+    Value v = value(b, l);
+    if (epilogue)
+      v = applyGemmEpilogue(b, l, epilogue, out, v, at);
+    b.create<memref::StoreOp>(l, v, out, at);
+  };
+  int64_t m = ranges[rowDim], n = ranges[colDim];
+  if (m % tileM == 0 && n % tileN == 0) {
+    store(kb, loc);
+    return;
+  }
+  Value inside = kb.create<arith::AndIOp>(
+      loc,
+      kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, at[rowDim],
+                               index(m)),
+      kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, at[colDim],
+                               index(n)));
+  kb.create<scf::IfOp>(loc, inside, [&](OpBuilder &tb, Location tl) {
+    store(tb, tl);
+    tb.create<scf::YieldOp>(tl);
+  });
+}
+
+void GemmKernelBuilder::replaced(linalg::GenericOp op, Operation *fill) {
+  op.erase();
+  fill->erase();
+  if (epilogue)
+    epilogue.erase();
+}
 
 bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
                                        const APFloat &start, Operation *fill,
@@ -358,11 +397,12 @@ bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
   // serve them.
   if (m < kTileM / 2 || n < kTileN / 2 || k < kTileK)
     return false;
-  std::optional<Operand> a = operandOf(op, 0, rowDim, redDim, kTileM);
-  std::optional<Operand> bOp = operandOf(op, 1, colDim, redDim, kTileN);
+  std::optional<GemmOperand> a =
+      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK);
+  std::optional<GemmOperand> bOp =
+      gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK);
   if (!a || !bOp)
     return false;
-  Location loc = op.getLoc();
   OpBuilder b(op);
   Value a16 = asF16(b, a->buffer), b16 = asF16(b, bOp->buffer);
   if (!a16 || !b16) {
@@ -375,55 +415,20 @@ bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
   a->buffer = a16;
   bOp->buffer = b16;
 
-  auto c = [&](int64_t v) -> Value {
-    return b.create<arith::ConstantIndexOp>(loc, v);
-  };
-  int64_t batches = 1;
-  for (unsigned d = 0; d < rowDim; ++d)
-    batches *= ranges[d];
   auto workgroup =
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  auto tileType = [&](const Operand &o) {
+  auto tileType = [&](const GemmOperand &o) {
     return MemRefType::get({kStages, o.rows, o.cols}, b.getF16Type(),
                            MemRefLayoutAttrInterface(), workgroup);
   };
-  auto launch = b.create<gpu::LaunchOp>(
-      loc, c((n + kTileN - 1) / kTileN), c((m + kTileM - 1) / kTileM),
-      c(batches), c(kThreads), c(1), c(1),
-      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
-      ValueRange{}, TypeRange{tileType(*a), tileType(*bOp)});
-  OpBuilder kb(b.getContext());
-  kb.setInsertionPointToStart(&launch.getBody().front());
-  kb.create<gpu::TerminatorOp>(loc);
-  kb.setInsertionPointToStart(&launch.getBody().front());
-
-  StagedGemm kernel(kb, loc, start);
+  StagedGemm kernel(op, *a, *bOp, epilogue, start, kTileM, kTileN, kTileK,
+                    kThreads, /*dynamicShared=*/0,
+                    TypeRange{tileType(*a), tileType(*bOp)});
   kernel.operandType = half;
-  kernel.ranges = ranges;
-  kernel.rowDim = rowDim;
-  kernel.colDim = colDim;
-  kernel.redDim = redDim;
-  kernel.a = *a;
-  kernel.bOp = *bOp;
-  kernel.a.tiles = launch.getWorkgroupAttributions()[0];
-  kernel.bOp.tiles = launch.getWorkgroupAttributions()[1];
-  kernel.out = op.getDpsInits()[0];
-  kernel.epilogue = epilogue;
-  kernel.tx = launch.getThreadIds().x;
+  kernel.a.tiles = kernel.launch.getWorkgroupAttributions()[0];
+  kernel.bOp.tiles = kernel.launch.getWorkgroupAttributions()[1];
   kernel.lane = kernel.rem(kernel.tx, warp::kWarpSize);
-  kernel.rowBase = kernel.mul(launch.getBlockIds().y, kTileM);
-  kernel.colBase = kernel.mul(launch.getBlockIds().x, kTileN);
-  // The batch's indices, from the flattened block index.
-  Value rest = launch.getBlockIds().z;
-  kernel.batchIvs.resize(rowDim);
-  for (int64_t d = int64_t(rowDim) - 1; d >= 0; --d) {
-    kernel.batchIvs[d] = kernel.rem(rest, ranges[d]);
-    rest = kernel.div(rest, ranges[d]);
-  }
   kernel.build();
-  op.erase();
-  fill->erase();
-  if (epilogue)
-    epilogue.erase();
+  kernel.replaced(op, fill);
   return true;
 }

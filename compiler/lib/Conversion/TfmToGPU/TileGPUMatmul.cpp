@@ -401,6 +401,9 @@ struct TileGPUMatmulPass
     std::optional<APFloat> start = fill ? constantFill(fill) : std::nullopt;
     if (!start)
       return false;
+    if (warpgroupMma &&
+        stageGemmOnWarpgroups(op, half, *start, fill, followingEpilogue(op)))
+      return true;
     if (stageGemmOnTensorCores(op, half, *start, fill, followingEpilogue(op)))
       return true;
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();

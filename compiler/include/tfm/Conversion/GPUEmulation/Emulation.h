@@ -83,6 +83,12 @@ Value retireRecords(OpBuilder &b, Location loc, Value count,
 /// group or a wait.
 LogicalResult emulateAsyncCopies(gpu::LaunchOp launch);
 
+/// The alignment of each block's workgroup buffers: the 128-byte swizzle
+/// that TMA writes and wgmma reads takes bits 7-9 of the address, so a
+/// kernel aligns its tiles to 1024 bytes, and the emulation computes the
+/// swizzle from the offset within the buffer.
+constexpr int64_t kWorkgroupAlignment = 1024;
+
 /// The highest rank of a TMA box (and of its tensor).
 constexpr int64_t kTensorMapMaxRank = 5;
 
@@ -106,9 +112,14 @@ enum EmulatedTensorMapWord : int64_t {
 /// nvvm.wgmma.wait.group.sync.aligned) by per-thread code that computes
 /// what MLIR 19's NVVM lowering and the hardware compute
 /// (EmulateWarpgroupMma.cpp); the accumulators become vectors of each
-/// thread's fragment. Fails, naming the op, on a shape the lowering
-/// mis-addresses, a descriptor that flows elsewhere than into an mma, or a
-/// tile that is not a view of a workgroup buffer of 16-bit elements.
+/// thread's fragment. Where a GPU could read other values, the run stops
+/// with a message: an mma reading shared memory that cp.async wrote
+/// without a fence.proxy.async after the wait (wgmma reads through the
+/// async proxy), or a cp.async writing bytes that a group still in flight
+/// reads. Runs before emulateAsyncCopies, which replaces the copies.
+/// Fails, naming the op, on a shape the lowering mis-addresses, a
+/// descriptor that flows elsewhere than into an mma, or a tile that is not
+/// a view of a workgroup buffer of 16-bit elements.
 LogicalResult emulateWarpgroupMma(gpu::LaunchOp launch);
 
 /// Replaces, in `launch`, each nvgpu.mbarrier.create by a workgroup buffer

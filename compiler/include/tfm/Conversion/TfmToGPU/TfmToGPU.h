@@ -204,6 +204,10 @@ void registerGPUTarget();
 /// build for.
 StringRef ptxFeaturesOf(StringRef arch);
 
+/// Whether `arch` has the warpgroup instructions (wgmma), which only the
+/// architecture-specific sm_90a target assembles.
+bool hasWarpgroupMma(StringRef arch);
+
 } // namespace mlir::tfm
 
 #endif // TFM_CONVERSION_TFMTOGPU_TFMTOGPU_H
