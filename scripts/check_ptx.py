@@ -6,7 +6,12 @@ for the architecture, for machines that have a toolkit (CI does not; tfm
 needs none). Every kernel must also keep its values in registers: a kernel
 that spills to local memory (ptxas -v) fails the module.
 
+With --bench, the GPU pack's bench workloads instead (W1-W4, BERT-base, the
+attention and GEMM ones: the sizes at which the tensor-core kernels run),
+exported here by scripts/gpu_workloads.py (which needs python3-torch).
+
 usage: check_ptx.py --tfmc TFMC [--ptxas PTXAS] [--arch sm_90] [--dtype f16]
+                    [--bench]
 Needs Debian's python3-onnx (run it with /usr/bin/python3)."""
 import argparse
 import os
@@ -60,6 +65,16 @@ def cases(tfmc):
         yield name, os.path.join(path, "model.onnx"), ("bind", path, names)
 
 
+def bench_cases(tmp):
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import gpu_workloads as W
+    for name in W.WORKLOADS:
+        path = os.path.join(tmp, name + ".onnx")
+        W.export(name, path)
+        yield "bench/" + name, path, []
+
+
 def kernels(ptxas_log):
     """Each kernel's registers and spilled bytes, from ptxas -v's log."""
     found, name = {}, None
@@ -86,12 +101,15 @@ def main():
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--dtype", default="f32",
                     help="what the GEMMs multiply in (f16: tensor cores)")
+    ap.add_argument("--bench", action="store_true",
+                    help="the bench workloads instead of the test cases")
     args = ap.parse_args()
     ok, failed, f32_only = 0, [], 0
     count, most = 0, (0, "")
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "kernels.ptx")
-        for name, model, extra in cases(args.tfmc):
+        for name, model, extra in (bench_cases(tmp) if args.bench
+                                   else cases(args.tfmc)):
             # Training compiles in f32 only (tfmc refuses --train with a
             # narrower --dtype); the f32 sweep covers those cases.
             if "--train" in extra and args.dtype != "f32":
