@@ -574,12 +574,13 @@ struct WarpgroupMma {
             ValueRange{add(rb, row, index(rb, i * half)), col});
       }
     }
-    SmallVector<Operation *> maps;
+    // Each map once: descriptors share them.
+    SetVector<Operation *> maps;
     for (Operation *op : ops)
       if (auto gen = dyn_cast<nvgpu::WarpgroupGenerateDescriptorOp>(op))
         if (Operation *def = gen.getTensorMap().getDefiningOp())
           if (launch->isAncestor(def))
-            maps.push_back(def);
+            maps.insert(def);
     for (Operation *op : llvm::reverse(ops))
       op->erase();
     // A map made inside the launch for its type alone (a null pointer

@@ -29,7 +29,7 @@
 //    of the step's 64 and per block of 64 rows, one wgmma m64n128k16
 //    (nvgpu.warpgroup.mma of exactly that shape, so that MLIR 19's
 //    lowering advances no descriptor: it advances them right only for a
-//    K-major A and an N-major B of 64 rows), through descriptors of the
+//    K-major A and an N-major B of K = 64), through descriptors of the
 //    16-wide (K-major) or 16-deep (M/N-major) slice of the stage. Each
 //    wgmma commits a group and waits until no more than 8 are in flight,
 //    so after a step's 8 the previous step's have all read their stage;
