@@ -107,11 +107,12 @@ struct WarpgroupMma {
                            tile.getElementType());
   }
 
-  /// The element at byte `at` of `root` (read flat), in f32; 16-bit values
-  /// held as f16 are bf16 where the launch says its tiles are.
-  Value element(OpBuilder &b, const Descriptor &d, Value at) {
-    Value flat = flatView(b, loc, d.root, d.element);
-    int64_t bytes = d.element.getIntOrFloatBitWidth() / 8;
+  /// The element at byte `at` of `flat` (a descriptor's buffer read flat,
+  /// flatView), in f32; 16-bit values held as f16 are bf16 where the launch
+  /// says its tiles are.
+  Value element(OpBuilder &b, Value flat, Value at) {
+    int64_t bytes =
+        cast<MemRefType>(flat.getType()).getElementTypeBitWidth() / 8;
     Value v = b.create<memref::LoadOp>(loc, flat, div(b, at, bytes));
     auto retyped = launch->getAttrOfType<TypeAttr>(kMmaOperandTypeAttrName);
     if (retyped && retyped.getValue().isBF16() && v.getType().isF16())
@@ -188,6 +189,8 @@ struct WarpgroupMma {
     Value scratch = scratchOf(fragment.getNumElements());
     b.create<vector::StoreOp>(loc, c, scratch, ValueRange{index(b, 0)});
     auto [warp, lane] = warpAndLane(b, /*rawWarp=*/false);
+    Value flatA = flatView(b, loc, da.root, da.element),
+          flatB = flatView(b, loc, db.root, db.element);
     for (int64_t i = 0; i < m / 64; ++i)
       for (int64_t s = 0; s < k / 16; ++s) {
         Value startA = add(
@@ -207,10 +210,10 @@ struct WarpgroupMma {
           OpBuilder kb = OpBuilder::atBlockBegin(steps.getBody());
           Value kk = steps.getInductionVar();
           Value x = element(
-              kb, da,
+              kb, flatA,
               canonical(kb, startA, row, kk, aKMajor, da.leading, bytes));
           Value y = element(
-              kb, db,
+              kb, flatB,
               canonical(kb, startB, col, kk, bKMajor, db.leading, bytes));
           Value sum =
               kb.create<arith::AddFOp>(loc, steps.getRegionIterArgs()[0],

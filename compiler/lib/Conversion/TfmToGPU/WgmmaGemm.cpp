@@ -122,20 +122,15 @@ struct WgmmaGemm : GemmKernelBuilder {
       offsets.append({kb.getIndexAttr(k * kStepK), kb.getIndexAttr(0)});
       sizes.append({kStepK, kHalf});
     }
+    SmallVector<OpFoldResult> sizeAttrs =
+        getAsIndexOpFoldResult(kb.getContext(), sizes);
+    SmallVector<OpFoldResult> unit(4, kb.getIndexAttr(1));
     auto tilesType = cast<MemRefType>(o.tiles.getType());
     auto sliceType =
         cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
-            {sizes[2], sizes[3]}, tilesType, offsets,
-            SmallVector<OpFoldResult>(llvm::map_range(
-                sizes,
-                [&](int64_t s) -> OpFoldResult { return kb.getIndexAttr(s); })),
-            SmallVector<OpFoldResult>(4, kb.getIndexAttr(1))));
-    Value slice = kb.create<memref::SubViewOp>(
-        loc, sliceType, o.tiles, offsets,
-        SmallVector<OpFoldResult>(llvm::map_range(
-            sizes,
-            [&](int64_t s) -> OpFoldResult { return kb.getIndexAttr(s); })),
-        SmallVector<OpFoldResult>(4, kb.getIndexAttr(1)));
+            {sizes[2], sizes[3]}, tilesType, offsets, sizeAttrs, unit));
+    Value slice = kb.create<memref::SubViewOp>(loc, sliceType, o.tiles, offsets,
+                                               sizeAttrs, unit);
     auto type = nvgpu::WarpgroupMatrixDescriptorType::get(
         kb.getContext(),
         MemRefType::get(logical, half, MemRefLayoutAttrInterface(),
