@@ -86,7 +86,7 @@ static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid) {
   fn.addPass(createMergeGPULaunchesPass());
   // Constants are cloned into the kernels rather than passed to them.
   fn.addPass(createGpuLauchSinkIndexComputationsPass());
-  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createOutlineGPUKernelsPass());
   pm.addPass(createMergeGPUModulesPass());
   // Each warp's vector.contract becomes mma.sync on its lanes' fragments
   // (bf16 ones distributed as 16-bit patterns, then multiplied as bf16).

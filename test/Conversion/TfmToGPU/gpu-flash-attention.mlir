@@ -24,6 +24,11 @@
 // is marked to read as bf16 (8 bits of mantissa: errors 8 times f16's).
 // RUN: tfmc run %s --device=cuda --gpu-schedule-on-cpu --dtype=bf16 --test-data-dir %t --rtol 5e-2 --atol 2e-2 | FileCheck %s
 // CHECK: all outputs match
+// Each attention kernel asks ptxas for one block per SM, which lets it keep
+// the tiles in registers (at head dim 64 it spills one otherwise).
+// RUN: tfmc compile %s --target=cuda --dtype=f16 --emit=ptx -o - | FileCheck %s --check-prefix=PTX
+// PTX-COUNT-5: .maxntid 128, 1, 1{{[[:space:]]+}}.minnctapersm 1{{[[:space:]]+}}{
+// PTX-NOT: .minnctapersm
 
 // KERNEL-LABEL: func.func @__tfm_entry_infer
 // KERNEL: gpu.launch blocks({{.*}}) in ({{.*}} = %c2, {{.*}} = %c4, {{.*}}) threads({{.*}}) in ({{.*}} = %c128, {{.*}}) workgroup({{.*}} : memref<64x64xf16, #gpu.address_space<workgroup>>
@@ -43,6 +48,7 @@
 // KERNEL: scf.if
 // KERNEL: nvgpu.device_async_copy
 // KERNEL: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// KERNEL: } {nvvm.minctasm = 1 : i32}
 func.func @infer(%q: tensor<2x2x100x64xf32> {tfm.name = "q"}, %k: tensor<2x2x100x64xf32> {tfm.name = "k"},
                  %v: tensor<2x2x100x64xf32> {tfm.name = "v"}, %cq: tensor<1x2x130x32xf32> {tfm.name = "cq"},
                  %mq: tensor<2x3x70x16xf32> {tfm.name = "mq"}, %add: tensor<2x1x1x70xf32> {tfm.name = "add"},

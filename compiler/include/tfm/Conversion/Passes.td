@@ -467,6 +467,20 @@ def MergeGPULaunchesPass : Pass<"tfm-merge-gpu-launches", "::mlir::func::FuncOp"
   ];
 }
 
+def OutlineGPUKernelsPass : Pass<"tfm-outline-gpu-kernels", "::mlir::ModuleOp"> {
+  let summary = "Outlines each gpu.launch as gpu-kernel-outlining does, "
+                "keeping its NVVM attributes.";
+  let description = [{
+    Runs `gpu-kernel-outlining`, which makes a `gpu.func` of each launch's
+    body but drops the launch's attributes. A kernel builder that must hint
+    ptxas (`nvvm.minctasm`, `nvvm.maxnreg`: what the fused attention uses
+    to keep its values in registers) sets them on its `gpu.launch`; this
+    puts each launch's `nvvm.` attributes on the kernel it became.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::DLTIDialect"];
+}
+
 def MergeGPUModulesPass : Pass<"tfm-merge-gpu-modules", "::mlir::ModuleOp"> {
   let summary = "Gathers the outlined kernels into one gpu.module.";
   let description = [{
