@@ -47,9 +47,10 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
 /// The schedule: GEMMs in register tiles, runs of elementwise ops merged,
 /// then every linalg op as parallel loops mapped to a grid of blocks and
 /// threads.
-static void addSchedule(OpPassManager &fn, StringRef arch) {
+static void addSchedule(OpPassManager &fn, StringRef arch, bool remarks) {
   TileGPUMatmulPassOptions matmul;
   matmul.warpgroupMma = hasWarpgroupMma(arch);
+  matmul.remarks = remarks;
   fn.addPass(createTileGPUMatmulPass(matmul));
   // Before the merges, which would take a fill into an elementwise run.
   fn.addPass(createFoldFillsIntoReductionsPass());
@@ -75,9 +76,10 @@ static void addVectorToLLVM(OpPassManager &pm) {
 /// The kernels as the GPU pipeline makes them, up to the distribution of
 /// the tensor-core tiles over the lanes: launches, outlined and merged,
 /// bf16 tiles retyped, each warp's vector.contract as mma.sync.
-static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid) {
+static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid,
+                       bool remarks) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  addSchedule(fn, arch);
+  addSchedule(fn, arch, remarks);
   if (reverseGrid)
     fn.addPass(createReverseGridPass());
   fn.addPass(createParallelLoopToGpuPass());
@@ -96,8 +98,8 @@ static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid) {
 }
 
 void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
-                                              bool reverseGrid) {
-  addKernels(pm, arch, reverseGrid);
+                                              bool reverseGrid, bool remarks) {
+  addKernels(pm, arch, reverseGrid, remarks);
   // The kernels run where they are launched, a warp's collectives over its
   // lanes as the PTX instructions compute them.
   pm.addPass(createEmulateGPUKernelsPass());
@@ -115,10 +117,11 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
   buildCPUToLLVMPipeline(pm);
 }
 
-void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch) {
+void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch,
+                                       bool remarks) {
   // The GEMM calls, on the host, while their buffers are still memrefs.
   pm.addPass(createLowerKernelCallsPass());
-  addKernels(pm, arch, /*reverseGrid=*/false);
+  addKernels(pm, arch, /*reverseGrid=*/false, remarks);
   // bf16 tiles multiply as bf16; the kernels' other vector ops (the fused
   // attention's rows) are lowered here, since MLIR's NVVM pipeline converts
   // only some of them.

@@ -144,9 +144,10 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
     if (stage == Stage::linalg)
       return success();
     if (options.gpuScheduleOnCPU)
-      buildGPUScheduleOnCPUPipeline(pm, options.gpuArch, options.reverseGrid);
+      buildGPUScheduleOnCPUPipeline(pm, options.gpuArch, options.reverseGrid,
+                                    options.remarks);
     else
-      buildGPUToLLVMPipeline(pm, options.gpuArch);
+      buildGPUToLLVMPipeline(pm, options.gpuArch, options.remarks);
     return success();
   }
   if (stage == Stage::ptx) {

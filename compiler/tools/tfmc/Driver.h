@@ -201,16 +201,20 @@ struct FusionSite {
   bool fused;
 };
 
-/// The kernel an op got on the GPU as tfm-lower-to-gpu reported it, and the
-/// better kernel it missed, with the reason (both empty when none).
+/// The kernel an op got on the GPU as tfm-lower-to-gpu reported it, or a
+/// GEMM's generated kernel as tfm-tile-gpu-matmul did (`gemm`; its `op` is
+/// "gemm"), and the better kernel it missed, with the reason (both empty
+/// when none).
 struct KernelSite {
   std::string op, kernel, better, reason;
   mlir::Location loc;
+  bool gemm = false;
 };
 
 /// Collects the fusion passes' remarks ("tfm-fuse-qkv: fused", "...:
 /// missed: <reason>") into `sites` while it lives, and the GPU lowering's
-/// kernel remarks into `kernels` where given; other diagnostics pass.
+/// kernel remarks and the generated GEMMs' into `kernels` where given;
+/// other diagnostics pass.
 class FusionRemarkCollector {
 public:
   FusionRemarkCollector(mlir::MLIRContext *context,

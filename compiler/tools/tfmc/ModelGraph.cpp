@@ -219,6 +219,14 @@ mlir::tfm::tfmc::FusionRemarkCollector::FusionRemarkCollector(
                               reason.str(), d.getLocation()});
           return success();
         }
+        if (kernels && msg.consume_front(kGemmKernelRemarkPrefix)) {
+          // "<kernel>", then "; not <better>: <why>".
+          auto [kernel, miss] = msg.split("; not ");
+          auto [better, reason] = miss.split(": ");
+          kernels->push_back({"gemm", kernel.str(), better.str(), reason.str(),
+                              d.getLocation(), /*gemm=*/true});
+          return success();
+        }
         if (!msg.starts_with("tfm-fuse-"))
           return failure();
         auto [flag, rest] = msg.split(": ");

@@ -199,36 +199,73 @@ int withModel(MLIRContext &context, const ModelSource &model,
 
 /// The GPU kernels' part of the report: how many ops got each kernel, and
 /// each op that missed a better one, with the reason.
+/// The kernels of one table of the GPU report, in its order: the ops'
+/// (tfm-lower-to-gpu) or the generated GEMMs' (tfm-tile-gpu-matmul).
+SmallVector<StringRef> kernelNames(bool gemm) {
+  SmallVector<StringRef> names;
+  if (gemm)
+    for (mlir::tfm::GemmKernel k : mlir::tfm::kGemmKernels)
+      names.push_back(mlir::tfm::gemmKernelName(k));
+  else
+    for (mlir::tfm::GPUKernel k : mlir::tfm::kGPUKernels)
+      names.push_back(mlir::tfm::gpuKernelName(k));
+  return names;
+}
+
 void printKernelReport(llvm::raw_ostream &os, ArrayRef<KernelSite> kernels) {
-  llvm::MapVector<StringRef, int> counts;
-  for (mlir::tfm::GPUKernel k : mlir::tfm::kGPUKernels)
-    counts[mlir::tfm::gpuKernelName(k)] = 0;
-  for (const KernelSite &s : kernels)
-    ++counts[s.kernel];
-  os << llvm::formatv("  {0,-20} {1,6}\n", "gpu kernel", "ops");
-  for (auto [k, n] : counts)
-    os << llvm::formatv("  {0,-20} {1,6}\n", k, n);
-  for (const KernelSite &s : kernels)
-    if (!s.better.empty())
-      os << "  " << s.op << " at " << mlir::tfm::describeLocation(s.loc) << ": "
-         << s.kernel << ", not " << s.better << ": " << s.reason << "\n";
+  for (bool gemm : {false, true}) {
+    llvm::MapVector<StringRef, int> counts;
+    for (StringRef k : kernelNames(gemm))
+      counts[k] = 0;
+    bool any = false;
+    for (const KernelSite &s : kernels)
+      if (s.gemm == gemm) {
+        ++counts[s.kernel];
+        any = true;
+      }
+    // The generated GEMMs show once the compile got to the kernels.
+    if (gemm && !any)
+      continue;
+    os << llvm::formatv("  {0,-20} {1,6}\n",
+                        gemm ? "generated gemm" : "gpu kernel",
+                        gemm ? "gemms" : "ops");
+    for (auto [k, n] : counts)
+      os << llvm::formatv("  {0,-20} {1,6}\n", k, n);
+    for (const KernelSite &s : kernels)
+      if (s.gemm == gemm && !s.better.empty())
+        os << "  " << s.op << " at " << mlir::tfm::describeLocation(s.loc)
+           << ": " << s.kernel << ", not " << s.better << ": " << s.reason
+           << "\n";
+  }
 }
 
 llvm::json::Object kernelReportJson(ArrayRef<KernelSite> kernels) {
-  llvm::json::Object counts;
-  llvm::json::Array misses;
-  for (const KernelSite &s : kernels) {
-    counts[s.kernel] = counts.getInteger(s.kernel).value_or(0) + 1;
-    if (!s.better.empty())
-      misses.push_back(
-          llvm::json::Object{{"op", s.op},
-                             {"location", mlir::tfm::describeLocation(s.loc)},
-                             {"kernel", s.kernel},
-                             {"better", s.better},
-                             {"reason", s.reason}});
+  llvm::json::Object report;
+  for (bool gemm : {false, true}) {
+    llvm::json::Object counts;
+    llvm::json::Array misses;
+    for (const KernelSite &s : kernels) {
+      if (s.gemm != gemm)
+        continue;
+      counts[s.kernel] = counts.getInteger(s.kernel).value_or(0) + 1;
+      if (!s.better.empty())
+        misses.push_back(
+            llvm::json::Object{{"op", s.op},
+                               {"location", mlir::tfm::describeLocation(s.loc)},
+                               {"kernel", s.kernel},
+                               {"better", s.better},
+                               {"reason", s.reason}});
+    }
+    if (gemm && counts.empty())
+      continue;
+    llvm::json::Object table{{"kernels", std::move(counts)},
+                             {"misses", std::move(misses)}};
+    if (!gemm)
+      report = std::move(table);
+    else
+      report["generated_gemms"] = std::move(table);
   }
-  return llvm::json::Object{{"kernels", std::move(counts)},
-                            {"misses", std::move(misses)}};
+  return report;
 }
 
 void printFusionReport(llvm::raw_ostream &os, StringRef model,

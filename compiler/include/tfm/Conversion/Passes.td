@@ -197,6 +197,12 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
     same tiles and stages in dynamic shared memory, laid out as wgmma reads
     them, multiplied by `nvgpu.warpgroup.mma`, the accumulators staged
     through shared memory to the epilogue.
+
+    With `remarks`, each GEMM gets a remark at its op's location naming
+    the kernel it got and, where it misses the best one the architecture
+    has (`warpgroup-mma` on sm_90a, `staged-mma` elsewhere), why
+    (`GemmKernel` in `TfmToGPU/KernelStrategy.h`); `tfmc --fusion-report`
+    counts them.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"4",
@@ -204,7 +210,9 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
     Option<"tileN", "tile-n", "int64_t", /*default=*/"4",
            "Columns of outputs per thread">,
     Option<"warpgroupMma", "warpgroup-mma", "bool", /*default=*/"false",
-           "Build 16-bit GEMMs of at least 64 x 64 with wgmma (sm_90a)">
+           "Build 16-bit GEMMs of at least 64 x 64 with wgmma (sm_90a)">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Remark on each GEMM the kernel it gets, and why not a better one">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -193,14 +193,17 @@ void buildGPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 /// The linalg of a GPU entry mapped to blocks and threads, outlined into
 /// kernels, compiled to PTX for `arch` by MLIR's NVVM pipeline, and the
 /// host code in the LLVM dialect, launching them through the runtime.
-void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch);
+/// With `remarks`, each GEMM's generated kernel is remarked on
+/// (tfm-tile-gpu-matmul).
+void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch,
+                            bool remarks = false);
 
 /// The linalg of a GPU entry mapped to blocks and threads, as
 /// buildGPUToLLVMPipeline maps it, then lowered with the CPU's passes: the
 /// grid runs as serial loops on the host (CompilerOptions::gpuScheduleOnCPU),
 /// the kernels for `arch` emulated.
 void buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
-                                   bool reverseGrid);
+                                   bool reverseGrid, bool remarks = false);
 
 /// The passes that take a module as imported (tfm on tensors) to `stage`
 /// for `options.target`. Stages past `llvm` need translation, which the

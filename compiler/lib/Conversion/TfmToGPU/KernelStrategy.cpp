@@ -265,6 +265,20 @@ StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
   llvm_unreachable("unknown GPU kernel");
 }
 
+StringRef mlir::tfm::gemmKernelName(GemmKernel kernel) {
+  switch (kernel) {
+  case GemmKernel::WarpgroupMma:
+    return "warpgroup-mma";
+  case GemmKernel::StagedMma:
+    return "staged-mma";
+  case GemmKernel::WarpMma:
+    return "warp-mma";
+  case GemmKernel::RegisterTiles:
+    return "register-tiles";
+  }
+  llvm_unreachable("unknown generated GEMM kernel");
+}
+
 std::optional<GPUKernelChoice> mlir::tfm::chooseGPUKernel(Operation *op,
                                                           Type narrow) {
   return llvm::TypeSwitch<Operation *, std::optional<GPUKernelChoice>>(op)

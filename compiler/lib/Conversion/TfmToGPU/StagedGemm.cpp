@@ -42,6 +42,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::tfm;
@@ -193,36 +194,52 @@ struct StagedGemm : GemmKernelBuilder {
 
 } // namespace
 
+std::string mlir::tfm::gemmTooSmall(int64_t m, int64_t n, int64_t k,
+                                    int64_t minM, int64_t minN, int64_t minK) {
+  return llvm::formatv("it is {0} x {1} x {2} (M x N x K), smaller than "
+                       "{3} x {4} x {5}",
+                       m, n, k, minM, minN, minK)
+      .str();
+}
+
 std::optional<GemmOperand>
 mlir::tfm::gemmOperandOf(linalg::GenericOp op, unsigned input, unsigned own,
-                         unsigned red, int64_t ownTile, int64_t tileK) {
+                         unsigned red, int64_t ownTile, int64_t tileK,
+                         std::string &whyNot) {
   MLIRContext *ctx = op.getContext();
   Value buffer = op.getDpsInputs()[input];
   auto type = cast<MemRefType>(buffer.getType());
   AffineMap map = op.getIndexingMapsArray()[input];
-  if (map.getNumResults() < 2)
+  StringRef name = input == 0 ? "A" : "B";
+  StringRef ownName = input == 0 ? "M" : "N";
+  auto misfit = [&](const Twine &why) {
+    whyNot = (name + " " + why).str();
     return std::nullopt;
-  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+  };
+  auto last = map.getNumResults() < 2
+                  ? nullptr
+                  : dyn_cast<AffineDimExpr>(map.getResults().back());
   if (!last || (last.getPosition() != own && last.getPosition() != red))
-    return std::nullopt;
+    return misfit("is contiguous along neither " + ownName + " nor K");
   GemmOperand o;
   o.map = map;
   o.inner = last.getPosition();
   o.outer = o.inner == own ? red : own;
   o.reductionInner = o.inner == red;
   if (!map.getResultPosition(getAffineDimExpr(o.outer, ctx)))
-    return std::nullopt;
+    return misfit("is broadcast along " +
+                  (o.reductionInner ? ownName : StringRef("K")));
   SmallVector<int64_t> strides;
   int64_t offset;
-  if (failed(getStridesAndOffset(type, strides, offset)) ||
-      strides.back() != 1 || ShapedType::isDynamic(offset) ||
-      offset % kChunk != 0)
-    return std::nullopt;
+  bool aligned = succeeded(getStridesAndOffset(type, strides, offset)) &&
+                 strides.back() == 1 && !ShapedType::isDynamic(offset) &&
+                 offset % kChunk == 0;
   for (int64_t s : ArrayRef<int64_t>(strides).drop_back())
-    if (ShapedType::isDynamic(s) || s % kChunk != 0)
-      return std::nullopt;
+    aligned &= !ShapedType::isDynamic(s) && s % kChunk == 0;
+  if (!aligned)
+    return misfit("has rows that do not start 16-byte aligned");
   if (op.getStaticLoopRanges()[o.inner] % kChunk != 0)
-    return std::nullopt;
+    return misfit("has rows of a length that is not a multiple of 8");
   o.rows = o.reductionInner ? ownTile : tileK;
   o.cols = o.reductionInner ? tileK : ownTile;
   o.buffer = buffer;
@@ -386,9 +403,11 @@ void GemmKernelBuilder::replaced(linalg::GenericOp op, Operation *fill) {
     epilogue.erase();
 }
 
-bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
-                                       const APFloat &start, Operation *fill,
-                                       linalg::GenericOp epilogue) {
+std::string mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op,
+                                              FloatType half,
+                                              const APFloat &start,
+                                              Operation *fill,
+                                              linalg::GenericOp epilogue) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned redDim = ranges.size() - 1, rowDim = redDim - 2,
            colDim = redDim - 1;
@@ -396,13 +415,15 @@ bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
   // Smaller GEMMs would leave most of a block's tile idle; the warp tiles
   // serve them.
   if (m < kTileM / 2 || n < kTileN / 2 || k < kTileK)
-    return false;
+    return gemmTooSmall(m, n, k, kTileM / 2, kTileN / 2, kTileK);
+  std::string whyNot;
   std::optional<GemmOperand> a =
-      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK);
+      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK, whyNot);
   std::optional<GemmOperand> bOp =
-      gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK);
+      a ? gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK, whyNot)
+        : std::nullopt;
   if (!a || !bOp)
-    return false;
+    return whyNot;
   OpBuilder b(op);
   Value a16 = asF16(b, a->buffer), b16 = asF16(b, bOp->buffer);
   if (!a16 || !b16) {
@@ -410,7 +431,7 @@ bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
     for (auto [made, original] : {std::pair{a16, a->buffer}, {b16, bOp->buffer}})
       if (made && made != original)
         made.getDefiningOp()->erase();
-    return false;
+    return "an operand's buffer cannot be viewed as 16-bit values";
   }
   a->buffer = a16;
   bOp->buffer = b16;
@@ -430,5 +451,5 @@ bool mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
   kernel.lane = kernel.rem(kernel.tx, warp::kWarpSize);
   kernel.build();
   kernel.replaced(op, fill);
-  return true;
+  return "";
 }

@@ -32,10 +32,17 @@ struct GemmOperand {
 /// dimension `own` (M or N) and `tileK` along `red` (K), when its last index
 /// is one of the two, it reads the other too, and each 16-byte chunk of a
 /// row starts 16-byte aligned: every stride but the last (1) and the offset
-/// a multiple of 8 values, and the contiguous extent too.
+/// a multiple of 8 values, and the contiguous extent too. Otherwise none,
+/// and `whyNot` says which of these the operand fails.
 std::optional<GemmOperand> gemmOperandOf(linalg::GenericOp op, unsigned input,
                                          unsigned own, unsigned red,
-                                         int64_t ownTile, int64_t tileK);
+                                         int64_t ownTile, int64_t tileK,
+                                         std::string &whyNot);
+
+/// Why a GEMM of `m` x `n` x `k` is too small for a kernel that takes at
+/// least `minM` x `minN` x `minK`.
+std::string gemmTooSmall(int64_t m, int64_t n, int64_t k, int64_t minM,
+                         int64_t minN, int64_t minK);
 
 /// What the staged kernels share while they are built: their GEMM (loop
 /// ranges and dimensions, operands, output, epilogue, the fill's value),
@@ -113,16 +120,17 @@ struct GemmKernelBuilder {
 /// Replaces `op` (with its starting fill, which writes `start`, and its
 /// `epilogue`, when given) by the staged tensor-core kernel, if `op` is
 /// large enough for it and its operands lie as it reads them; `half` is
-/// their type. Returns false, changing nothing, otherwise.
-bool stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
-                            const APFloat &start, Operation *fill,
-                            linalg::GenericOp epilogue);
+/// their type. Returns an empty string then; otherwise why not, changing
+/// nothing.
+std::string stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
+                                   const APFloat &start, Operation *fill,
+                                   linalg::GenericOp epilogue);
 
 /// The same on sm_90a, by the warpgroup kernel (WgmmaGemm.cpp): wgmma
 /// reading tiles that cp.async stages in shared memory.
-bool stageGemmOnWarpgroups(linalg::GenericOp op, FloatType half,
-                           const APFloat &start, Operation *fill,
-                           linalg::GenericOp epilogue);
+std::string stageGemmOnWarpgroups(linalg::GenericOp op, FloatType half,
+                                  const APFloat &start, Operation *fill,
+                                  linalg::GenericOp epilogue);
 
 /// `epilogue`'s body on `value`, the output's element at `indices`, with
 /// its other inputs loaded at their positions.

@@ -30,6 +30,7 @@
 
 #include "StagedGemm.h"
 #include "tfm/Conversion/Passes.h"
+#include "tfm/Conversion/TfmToGPU/KernelStrategy.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -393,25 +394,45 @@ struct TileGPUMatmulPass
   /// tfm-retype-bf16-tiles and tfm-lower-bf16-mma-sync). The warp's stores
   /// do not depend on the lane, so the CPU check of the schedule, which
   /// runs every lane, writes the same values 32 times.
-  bool tileForTensorCores(linalg::GenericOp op) {
+  ///
+  /// Returns the kernel `op` got, none if it is left to the register
+  /// tiles; `whyNot` says why it misses the best kernel, if it does.
+  std::optional<GemmKernel> tileForTensorCores(linalg::GenericOp op,
+                                               std::string &whyNot) {
     FloatType half = halfOperandsOf(op);
-    if (!half)
-      return false;
+    if (!half) {
+      bool f32 = llvm::any_of(op.getDpsInputs(), [](Value v) {
+        return cast<MemRefType>(v.getType()).getElementType().isF32();
+      });
+      whyNot = f32 ? "its operands are f32, which the tensor cores would "
+                     "round (--dtype=bf16 or f16 lets them)"
+                   : "it is not acc + a * b of 16-bit operands into f32";
+      return std::nullopt;
+    }
     Operation *fill = startingFill(op);
     std::optional<APFloat> start = fill ? constantFill(fill) : std::nullopt;
-    if (!start)
-      return false;
-    if (warpgroupMma &&
-        stageGemmOnWarpgroups(op, half, *start, fill, followingEpilogue(op)))
-      return true;
-    if (stageGemmOnTensorCores(op, half, *start, fill, followingEpilogue(op)))
-      return true;
+    if (!start) {
+      whyNot = "no constant fill starts its accumulators";
+      return std::nullopt;
+    }
+    if (warpgroupMma) {
+      whyNot =
+          stageGemmOnWarpgroups(op, half, *start, fill, followingEpilogue(op));
+      if (whyNot.empty())
+        return GemmKernel::WarpgroupMma;
+    }
+    std::string staged =
+        stageGemmOnTensorCores(op, half, *start, fill, followingEpilogue(op));
+    if (staged.empty())
+      return GemmKernel::StagedMma;
+    if (!warpgroupMma)
+      whyNot = staged;
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     unsigned parallel = ranges.size() - 1, rowDim = parallel - 2,
              colDim = parallel - 1;
     int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[parallel];
     if (m % kMmaM || n % kMmaN || k % kMmaK)
-      return false;
+      return std::nullopt;
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
     // Each operand's two fragment dimensions: A's (m, k), B's (n, k), as
     // positions among its memref's dimensions.
@@ -425,11 +446,11 @@ struct TileGPUMatmulPass
       std::optional<unsigned> b = maps[input].getResultPosition(
           getAffineDimExpr(dims[1], op.getContext()));
       if (!a || !b || !innermostContiguous(type))
-        return false;
+        return std::nullopt;
       fragmentDims.push_back({*a, *b});
     }
     if (!innermostContiguous(cast<MemRefType>(op.getDpsInits()[0].getType())))
-      return false;
+      return std::nullopt;
 
     // A warp's tile: up to 32 x 32 outputs, 2 x 4 instructions per step.
     int64_t wm = m % 32 == 0 ? 32 : kMmaM;
@@ -522,7 +543,7 @@ struct TileGPUMatmulPass
     loop->setAttr(kLanesAttrName, b.getI64IntegerAttr(32));
     op.erase();
     fill->erase();
-    return true;
+    return GemmKernel::WarpMma;
   }
 
   void runOnOperation() override {
@@ -536,9 +557,23 @@ struct TileGPUMatmulPass
       if (isTileableContraction(op))
         contractions.push_back(op);
     });
-    for (linalg::GenericOp op : contractions)
-      if (!tileForTensorCores(op))
+    for (linalg::GenericOp op : contractions) {
+      Location loc = op.getLoc();
+      std::string whyNot;
+      std::optional<GemmKernel> kernel = tileForTensorCores(op, whyNot);
+      if (!kernel) {
         tile(op);
+        kernel = GemmKernel::RegisterTiles;
+      }
+      if (!remarks)
+        continue;
+      GemmKernel best =
+          warpgroupMma ? GemmKernel::WarpgroupMma : GemmKernel::StagedMma;
+      InFlightDiagnostic remark = emitRemark(loc);
+      remark << kGemmKernelRemarkPrefix << gemmKernelName(*kernel);
+      if (*kernel != best)
+        remark << "; not " << gemmKernelName(best) << ": " << whyNot;
+    }
   }
 };
 

@@ -261,25 +261,32 @@ struct WgmmaGemm : GemmKernelBuilder {
 
 } // namespace
 
-bool mlir::tfm::stageGemmOnWarpgroups(linalg::GenericOp op, FloatType half,
-                                      const APFloat &start, Operation *fill,
-                                      linalg::GenericOp epilogue) {
+std::string mlir::tfm::stageGemmOnWarpgroups(linalg::GenericOp op,
+                                             FloatType half,
+                                             const APFloat &start,
+                                             Operation *fill,
+                                             linalg::GenericOp epilogue) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned redDim = ranges.size() - 1, rowDim = redDim - 2, colDim = redDim - 1;
   int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
   // Smaller GEMMs would leave most of a block's tile idle.
   if (m < kTileM / 2 || n < kTileN / 2 || k < kTileK / 2)
-    return false;
+    return gemmTooSmall(m, n, k, kTileM / 2, kTileN / 2, kTileK / 2);
+  std::string whyNot;
   std::optional<GemmOperand> a =
-      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK);
+      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK, whyNot);
   std::optional<GemmOperand> bOp =
-      gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK);
-  // wgmma reads an M-major A only with an N-major B.
-  if (!a || !bOp || (!a->reductionInner && bOp->reductionInner))
-    return false;
+      a ? gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK, whyNot)
+        : std::nullopt;
+  if (!a || !bOp)
+    return whyNot;
+  if (!a->reductionInner && bOp->reductionInner)
+    return "A is contiguous along M and B along K: wgmma reads an M-major A "
+           "only with an N-major B";
   for (const GemmOperand &o : {*a, *bOp})
     if (cast<MemRefType>(o.buffer.getType()).getElementType() != half)
-      return false;
+      return "an operand is stored in f32 and rounded as it is read, where "
+             "wgmma reads shared memory as stored";
 
   WgmmaGemm kernel(op, *a, *bOp, epilogue, start, kTileM, kTileN, kTileK,
                    kThreads, kStages * 2 * kTileBytes + kSwizzleAlign,
@@ -287,5 +294,5 @@ bool mlir::tfm::stageGemmOnWarpgroups(linalg::GenericOp op, FloatType half,
   kernel.half = half;
   kernel.build();
   kernel.replaced(op, fill);
-  return true;
+  return "";
 }

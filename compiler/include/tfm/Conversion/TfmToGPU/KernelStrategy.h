@@ -73,6 +73,39 @@ inline bool getsGPUKernel(Operation *op, GPUKernel kernel,
   return choice && choice->kernel == kernel;
 }
 
+/// The kernel a GEMM gets when it is generated: a library GEMM's fallback
+/// (TFM_CUBLASLT=off, or no library on the machine) and every GEMM that
+/// has no call. tfm-tile-gpu-matmul chooses it, on the contraction the
+/// neutral lowering made, since it depends on the operands' layouts in
+/// memory, which the memory plan fixes after chooseGPUKernel ran.
+enum class GemmKernel {
+  /// sm_90a: a warpgroup per 128 x 128 tile, wgmma reading tiles that
+  /// cp.async stages in shared memory (WgmmaGemm.cpp).
+  WarpgroupMma,
+  /// 4 warps per 128 x 128 tile, ldmatrix and mma.sync on tiles staged by
+  /// cp.async (StagedGemm.cpp).
+  StagedMma,
+  /// A warp per tile of up to 32 x 32, mma.sync on operands read from
+  /// global memory (TileGPUMatmul.cpp).
+  WarpMma,
+  /// A thread per tile of outputs, in registers: f32, and GEMMs the
+  /// tensor cores cannot take (TileGPUMatmul.cpp).
+  RegisterTiles,
+};
+
+/// Every generated GEMM kernel, in the report's order.
+constexpr GemmKernel kGemmKernels[] = {
+    GemmKernel::WarpgroupMma, GemmKernel::StagedMma, GemmKernel::WarpMma,
+    GemmKernel::RegisterTiles};
+
+/// The kernel's name in the report: warpgroup-mma, staged-mma, ...
+StringRef gemmKernelName(GemmKernel kernel);
+
+/// The remark tfm-tile-gpu-matmul{remarks} gives each GEMM it tiles:
+/// "tfm-gpu-gemm: <kernel>", then "; not <better>: <why>" where it misses
+/// the best kernel the architecture has.
+constexpr llvm::StringLiteral kGemmKernelRemarkPrefix = "tfm-gpu-gemm: ";
+
 /// The remark tfm-lower-to-gpu{remarks} gives each op that has a choice:
 /// "tfm-gpu-kernel: <op>: <kernel>", then "; not <better>: <why>" where
 /// it misses one.
