@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -197,7 +198,21 @@ public:
   /// device's choice); returns the count to put back, or 0 for none.
   virtual int32_t setThreads(int32_t threads) { return 0; }
 
+  /// A tensor map of the tensor `desc` describes at `base`, which the
+  /// device's TMA loads read (tfm_abi_tensor_map_fn_t): made on the first
+  /// call for each (base, desc), the same address after. Null, with the
+  /// reason in `error`, for a description the runtime or the driver
+  /// refuses.
+  void *tensorMap(const tfm_abi_tensor_map_desc_t &desc, const void *base,
+                  std::string &error);
+
 protected:
+  /// Makes a tensor map of a checked description. The CPU's, which the
+  /// emulation of a GPU model's kernels reads, is its
+  /// TFM_EMULATED_TENSOR_MAP_WORDS words in host memory.
+  virtual void *encodeTensorMap(const tfm_abi_tensor_map_desc_t &desc,
+                                const void *base, std::string &error);
+
   /// Declines kernel `index` of `model` for `why` when it has a fallback
   /// (TFM_KERNEL_FLAG_FALLBACK); returns whether it did.
   bool declineIfFallback(const tfm_abi_model_t &model, int32_t index,
@@ -213,7 +228,17 @@ protected:
 
 private:
   std::vector<std::string> declineReasons;
+  /// The maps made, by base and description (its words), and the CPU's
+  /// words.
+  std::map<std::vector<int64_t>, void *> tensorMaps;
+  std::vector<std::unique_ptr<int64_t[]>> emulatedTensorMaps;
 };
+
+/// Why the runtime refuses a tensor map of the tensor `desc` describes at
+/// `base`, or "" when it takes it: TMA's limits as the driver documents
+/// them for cuTensorMapEncodeTiled.
+std::string checkTensorMap(const tfm_abi_tensor_map_desc_t &desc,
+                           const void *base);
 
 /// Whether TFM_CUBLASLT=off asks the kernels that have a fallback to run
 /// the model's own code: on a GPU, and in the CPU emulation of a GPU

@@ -286,6 +286,25 @@ int32_t readDevice(const tfm_abi_host_t *host, void *dst, const void *src,
   return 0;
 }
 
+/// The tensor maps compiled code asks for (tfm_abi_tensor_map_fn_t), made
+/// by the session's device.
+int32_t tensorMap(const tfm_abi_host_t *host,
+                  const tfm_abi_tensor_map_desc_t *desc, const void *base,
+                  void **map) {
+  auto *session = static_cast<tfm_session_s *>(host->session);
+  std::string error;
+  try {
+    *map = session->device->tensorMap(*desc, base, error);
+  } catch (const DeviceError &e) {
+    *map = nullptr;
+    error = e.what();
+  }
+  if (*map)
+    return 0;
+  session->failure = "cannot make a tensor map for a TMA load: " + error;
+  return kKernelFailed;
+}
+
 /// Why a GPU session's entries cannot run as graphs, or "" when they can:
 /// a graph replays the launches it recorded, so nothing may read device
 /// memory mid-run or time each kernel.
@@ -738,6 +757,7 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
     else
       host.parallel_for = parallelFor;
     host.read_device = readDevice;
+    host.tensor_map = tensorMap;
     ThreadsScope threads(device, module->context->numThreads);
     // An interrupted training step leaves the state as it was: the kernels
     // that update the parameters are never interrupted, and the step count,
@@ -876,6 +896,11 @@ tfm::runtime::runEntry(tfm_session_t *session, const tfm_abi_entry_t *e,
                           "entry '{}' of '{}': the model library is corrupt: "
                           "{}",
                           entry, module->path, why);
+      case TFM_ABI_STATUS_NO_TENSOR_MAPS:
+        return makeStatus(TFM_STATUS_FAILED_PRECONDITION,
+                          "entry '{}' of '{}' reads through TMA, which needs "
+                          "a runtime that makes tensor maps",
+                          entry, module->path);
       case TFM_ABI_STATUS_SIZE_MISMATCH:
         return makeStatus(TFM_STATUS_DATA_LOSS,
                           "entry '{}' of '{}': the model library is corrupt: "

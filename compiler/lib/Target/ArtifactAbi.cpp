@@ -146,7 +146,7 @@ FailureOr<AbiTypes> AbiTypes::get(llvm::LLVMContext &c,
   t.host =
       abiStruct("tfm_abi_host_t",
                 {i32, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr,
-                 ptr, ptr, ptr},
+                 ptr, ptr, ptr, ptr},
                 sizeof(Host),
                 {offsetof(Host, struct_size), offsetof(Host, arena),
                  offsetof(Host, weights), offsetof(Host, run_kernel),
@@ -155,7 +155,7 @@ FailureOr<AbiTypes> AbiTypes::get(llvm::LLVMContext &c,
                  offsetof(Host, weights_bytes), offsetof(Host, state_bytes),
                  offsetof(Host, input_bytes), offsetof(Host, output_bytes),
                  offsetof(Host, launch), offsetof(Host, read_device),
-                 offsetof(Host, parallel_for)});
+                 offsetof(Host, parallel_for), offsetof(Host, tensor_map)});
   using Tensor = tfm_abi_tensor_desc_t;
   t.tensor =
       abiStruct("tfm_abi_tensor_desc_t", {ptr, i32, i32, ptr}, sizeof(Tensor),

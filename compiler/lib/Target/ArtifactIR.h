@@ -91,7 +91,8 @@ struct AbiTypes {
     kHostInputBytes = 10,
     kHostOutputBytes = 11,
     kHostLaunch = 12,
-    kHostParallelFor = 14
+    kHostParallelFor = 14,
+    kHostTensorMap = 15
   };
 
   /// The types under `layout`; an error when one differs from the C layout

@@ -448,6 +448,41 @@ typedef void (*tfm_abi_parallel_for_fn_t)(const struct tfm_abi_host_t *host,
                                           tfm_abi_task_fn_t task,
                                           void *const *args, int64_t n);
 
+/* A TMA tensor map's tensor and box (an append to version 5), as compiled
+ * code asks for it: every field a 64-bit word, so that the code's copy is
+ * an array of them. Dims, box and strides run innermost first. */
+#define TFM_TENSOR_MAP_MAX_RANK 5
+typedef struct tfm_abi_tensor_map_desc_t {
+  int64_t dtype;   /* a tfm_dtype_t: TFM_DTYPE_F16, BF16 or F32 */
+  int64_t rank;    /* 1 to TFM_TENSOR_MAP_MAX_RANK */
+  int64_t swizzle; /* the swizzle's span in bytes: 0 (none), 32, 64, 128 */
+  int64_t dims[TFM_TENSOR_MAP_MAX_RANK];
+  /* The bytes between neighbours along dims 1 and up; along dim 0 the
+   * elements are contiguous. */
+  int64_t strides[TFM_TENSOR_MAP_MAX_RANK - 1];
+  int64_t box[TFM_TENSOR_MAP_MAX_RANK];
+} tfm_abi_tensor_map_desc_t;
+
+/* Where a TMA load reads (an append to version 5): sets `*map` to a
+ * tensor map of the tensor `desc` describes at `base`, made once per
+ * (base, desc) and kept for the session's life, at an address that the
+ * session's device reads (device memory on a GPU, 64-byte aligned: a
+ * CUtensorMap that the driver's cuTensorMapEncodeTiled wrote). Returns 0,
+ * or a status whose message names what the driver refused. On the CPU,
+ * which runs a GPU model's kernels in the emulation, the map is
+ * TFM_EMULATED_TENSOR_MAP_WORDS int64 words instead: the base, the dims
+ * (TFM_TENSOR_MAP_MAX_RANK of them) and the strides, at the indices
+ * below. */
+typedef int32_t (*tfm_abi_tensor_map_fn_t)(
+    const struct tfm_abi_host_t *host, const tfm_abi_tensor_map_desc_t *desc,
+    const void *base, void **map);
+#define TFM_EMULATED_TENSOR_MAP_BASE 0
+#define TFM_EMULATED_TENSOR_MAP_DIMS 1
+#define TFM_EMULATED_TENSOR_MAP_STRIDES                                        \
+  (TFM_EMULATED_TENSOR_MAP_DIMS + TFM_TENSOR_MAP_MAX_RANK)
+#define TFM_EMULATED_TENSOR_MAP_WORDS                                          \
+  (TFM_EMULATED_TENSOR_MAP_STRIDES + TFM_TENSOR_MAP_MAX_RANK - 1)
+
 /* What the runtime hands to compiled code. For a model compiled for a GPU
  * (target TFM_TARGET_CUDA), arena, weights, state and the entry's inputs and
  * outputs are device pointers, which the code only offsets and passes to
@@ -480,11 +515,18 @@ typedef struct tfm_abi_host_t {
   /* Runs generated loops on the session's threads (NULL: the code runs
    * them on the calling thread). */
   tfm_abi_parallel_for_fn_t parallel_for;
+  /* Makes the tensor maps that TMA loads read (an append to version 5;
+   * code that uses TMA returns TFM_ABI_STATUS_NO_TENSOR_MAPS where a host
+   * lacks it). */
+  tfm_abi_tensor_map_fn_t tensor_map;
 } tfm_abi_host_t;
 
 /* What an entry returns when the buffers it was handed are not the sizes
  * its code needs (since version 4). */
 #define TFM_ABI_STATUS_SIZE_MISMATCH (-100)
+/* What an entry whose kernels read through TMA returns when the runtime
+ * that runs it cannot make tensor maps (tfm_abi_host_t.tensor_map). */
+#define TFM_ABI_STATUS_NO_TENSOR_MAPS (-101)
 
 /* An entry point. `inputs` and `outputs` hold dense row-major buffers in the
  * order of the descriptors. Returns 0 on success; otherwise it stops at the

@@ -52,6 +52,7 @@ public:
       return;
     drv.ctxSetCurrent(context);
     gemms.clear();
+    tensorMapMemory.clear();
     for (CUevent e : {callerEvent, sessionEvent})
       if (e)
         drv.eventDestroy(e);
@@ -307,6 +308,54 @@ public:
     return gemms[index]->run(args, stream, workspace.get(), error);
   }
 
+  /// The map is encoded into page-locked memory that stays as it is and
+  /// copied to device memory on the session's stream, ahead of the
+  /// launches that read it: a graph that records the copy makes it again
+  /// at each replay, from the same bytes.
+  void *encodeTensorMap(const tfm_abi_tensor_map_desc_t &d, const void *base,
+                        std::string &error) override {
+    if (!drv.hasTensorMaps) {
+      error = "the CUDA driver has no tensor maps (before CUDA 12.0)";
+      return nullptr;
+    }
+    makeCurrent();
+    StagingBuffer host(this, allocateStaging(kTensorMapBytes));
+    DeviceBuffer onDevice = allocate(kTensorMapBytes);
+    if (!host.get() || !onDevice.get()) {
+      error = "out of memory";
+      return nullptr;
+    }
+    uint64_t dims[TFM_TENSOR_MAP_MAX_RANK], strides[TFM_TENSOR_MAP_MAX_RANK];
+    unsigned box[TFM_TENSOR_MAP_MAX_RANK], unit[TFM_TENSOR_MAP_MAX_RANK];
+    for (int64_t i = 0; i < d.rank; ++i) {
+      dims[i] = static_cast<uint64_t>(d.dims[i]);
+      box[i] = static_cast<unsigned>(d.box[i]);
+      unit[i] = 1;
+      if (i + 1 < d.rank)
+        strides[i] = static_cast<uint64_t>(d.strides[i]);
+    }
+    int type = d.dtype == TFM_DTYPE_F16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+               : d.dtype == TFM_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    int swizzle = d.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                  : d.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                  : d.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                    : CU_TENSOR_MAP_SWIZZLE_NONE;
+    CUresult rc = drv.tensorMapEncodeTiled(
+        host.get(), type, static_cast<unsigned>(d.rank),
+        const_cast<void *>(base), dims, strides, box, unit,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (rc != CUDA_SUCCESS) {
+      error = "cuTensorMapEncodeTiled: " + drv.describe(rc);
+      return nullptr;
+    }
+    copyToDevice(onDevice.get(), host.get(), kTensorMapBytes);
+    void *map = onDevice.get();
+    tensorMapMemory.push_back({std::move(host), std::move(onDevice)});
+    return map;
+  }
+
   std::string whyNoGraphs() const override {
     if (!drv.hasGraphs)
       return "the CUDA driver has no graphs (before CUDA 11.4)";
@@ -484,6 +533,8 @@ private:
   cublasLtHandle_t blasHandle = nullptr;
   DeviceBuffer workspace;
   std::vector<std::unique_ptr<LibraryGemm>> gemms;
+  /// Each tensor map's page-locked bytes and its copy on the device.
+  std::vector<std::pair<StagingBuffer, DeviceBuffer>> tensorMapMemory;
 };
 
 } // namespace

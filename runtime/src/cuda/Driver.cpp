@@ -42,6 +42,12 @@ Loaded load() {
   l.driver.hasGraphs = l.driver.hasGraphs && l.driver.member;
   TFM_CUDA_GRAPH_FUNCTIONS(TFM_CUDA_RESOLVE_GRAPHS)
 #undef TFM_CUDA_RESOLVE_GRAPHS
+  l.driver.hasTensorMaps = true;
+#define TFM_CUDA_RESOLVE_TENSOR_MAPS(member, symbol, type)                     \
+  l.driver.member = reinterpret_cast<type>(findSymbol(library, symbol));       \
+  l.driver.hasTensorMaps = l.driver.hasTensorMaps && l.driver.member;
+  TFM_CUDA_TENSOR_MAP_FUNCTIONS(TFM_CUDA_RESOLVE_TENSOR_MAPS)
+#undef TFM_CUDA_RESOLVE_TENSOR_MAPS
   if (CUresult rc = l.driver.init(0); rc != CUDA_SUCCESS) {
     l.error = "the CUDA driver does not initialize: " + l.driver.describe(rc);
     return l;

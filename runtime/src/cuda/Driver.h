@@ -112,13 +112,39 @@ constexpr int CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12;
   X(graphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))         \
   X(graphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))
 
+// Tensor maps for TMA (a driver from CUDA 12.0 on): without them a model
+// whose kernels read through TMA cannot run.
+#define TFM_CUDA_TENSOR_MAP_FUNCTIONS(X)                                       \
+  X(tensorMapEncodeTiled, "cuTensorMapEncodeTiled",                            \
+    CUresult (*)(void *, int, unsigned, void *, const uint64_t *,              \
+                 const uint64_t *, const unsigned *, const unsigned *, int,    \
+                 int, int, int))
+
+// cuTensorMapEncodeTiled's values this runtime uses: the element types,
+// the swizzles by span (none, 32, 64, 128 bytes), the L2 promotion.
+constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+constexpr int CU_TENSOR_MAP_SWIZZLE_NONE = 0;
+constexpr int CU_TENSOR_MAP_SWIZZLE_32B = 1;
+constexpr int CU_TENSOR_MAP_SWIZZLE_64B = 2;
+constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
+constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2;
+constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;
+/// A CUtensorMap's size; the driver reads it 64-byte aligned.
+constexpr size_t kTensorMapBytes = 128;
+
 struct Driver {
 #define TFM_CUDA_MEMBER(member, symbol, type) Function<type> member = nullptr;
   TFM_CUDA_DRIVER_FUNCTIONS(TFM_CUDA_MEMBER)
   TFM_CUDA_GRAPH_FUNCTIONS(TFM_CUDA_MEMBER)
+  TFM_CUDA_TENSOR_MAP_FUNCTIONS(TFM_CUDA_MEMBER)
 #undef TFM_CUDA_MEMBER
   /// Whether the driver has every function of TFM_CUDA_GRAPH_FUNCTIONS.
   bool hasGraphs = false;
+  /// Whether it has TFM_CUDA_TENSOR_MAP_FUNCTIONS.
+  bool hasTensorMaps = false;
 
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string describe(CUresult rc) const;

@@ -489,6 +489,45 @@ std::string messageOf(tfm_status_t s) {
 
 } // namespace
 
+// A GPU model's tensor maps: the session encodes each once through
+// cuTensorMapEncodeTiled (the stand-in logs it and writes what it was
+// given) into device memory, 64-byte aligned, where "map" reads it back;
+// a second run, recorded as a graph, asks again and gets the same map.
+// The driver's refusal of a description is never reached for one the
+// runtime refuses first.
+TEST(CudaDevice, EncodesTensorMapsOnce) {
+  fakeBlas();
+  setenv("TFM_CUDA_DRIVER", TFM_FAKE_CUDA_DRIVER, 1);
+  std::string log = ::testing::TempDir() + "tensor_maps.log";
+  std::remove(log.c_str());
+  setenv("TFM_FAKE_CUDA_LOG", log.c_str(), 1);
+  tfm::Context context;
+  tfm::Module module(context, TFM_FAKE_CUDA_MODEL);
+  tfm::Session session(module);
+  std::vector<float> xs = {1, 2, 3, 4, 5, 6};
+  tfm::Tensor x = tfm::Tensor::view(xs, {2, 3});
+  for (int run = 0; run < 3; ++run)
+    EXPECT_NO_THROW(session.run("map", {{"x", &x}}));
+  try {
+    session.run("bad_map", {{"x", &x}});
+    ADD_FAILURE() << "bad_map ran";
+  } catch (const tfm::Error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "cannot make a tensor map for a TMA load: its stride along "
+                  "dim 1 is 12 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  unsetenv("TFM_FAKE_CUDA_LOG");
+  std::ifstream in(log);
+  std::string line, maps;
+  while (std::getline(in, line))
+    if (line.rfind("tensor map", 0) == 0)
+      maps += line + "\n";
+  EXPECT_EQ(maps, "tensor map type 7 rank 2 dims 4 3 strides 16 box 4 2 "
+                  "swizzle 0\n");
+}
+
 // A model for a GPU whose entry calls a LINEAR descriptor, through the C
 // API: the session makes the cuBLASLt call when it is created, and a run
 // copies x to the device (the stand-in driver's host memory), runs the

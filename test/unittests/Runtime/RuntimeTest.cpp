@@ -423,6 +423,38 @@ TEST_F(ContextTest, ARunStopsAtItsCancelFlagOrTimeout) {
   tfm_module_release(m);
 }
 
+// The tensor maps that TMA loads read: on the CPU, where the emulation of
+// a GPU model's kernels reads them, the runtime writes the words of
+// tfm_abi_tensor_map_fn_t, once per tensor and description ("map" checks
+// them and that the second call gives the first map); a description TMA
+// cannot read is refused with its reason.
+TEST_F(ContextTest, TensorMapsForTheEmulation) {
+  tfm_module_t *m = nullptr;
+  std::string path = kDir + "/libfake_model_kernels.so";
+  ASSERT_EQ(tfm_module_load(ctx, path.c_str(), &m), nullptr);
+  tfm_session_t *s = nullptr;
+  ASSERT_EQ(tfm_session_create(m, nullptr, &s), nullptr);
+  const int64_t d[] = {2, 3};
+  tfm_tensor_t *x = nullptr, *y = nullptr;
+  ASSERT_EQ(tfm_tensor_create(TFM_DTYPE_F32, d, 2, &x), nullptr);
+  for (int run = 0; run < 2; ++run) {
+    auto [code, msg] = take(tfm_session_run(s, "map", &x, 1, &y, 1));
+    EXPECT_EQ(msg, "");
+    tfm_tensor_release(y);
+    y = nullptr;
+  }
+  auto [code, msg] = take(tfm_session_run(s, "bad_map", &x, 1, &y, 1));
+  EXPECT_EQ(code, TFM_STATUS_INTERNAL);
+  EXPECT_NE(msg.find("cannot make a tensor map for a TMA load: its stride "
+                     "along dim 1 is 12 bytes, not a positive multiple of 16 "
+                     "below 2^40"),
+            std::string::npos)
+      << msg;
+  tfm_tensor_release(x);
+  tfm_session_release(s);
+  tfm_module_release(m);
+}
+
 TEST_F(ContextTest, ASessionWritesItsProfile) {
   tfm_module_t *m = nullptr;
   std::string path = kDir + "/libfake_model_kernels.so";

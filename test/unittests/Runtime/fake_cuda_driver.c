@@ -6,7 +6,8 @@
 |* session loaded (the kernel exists as an .entry of the module) and logged  *|
 |* with its grid and block. A stream capture records launches into a graph, *|
 |* whose launch logs them again (and a line per capture and replay). Copies *|
-|* between device buffers and the events that order streams are logged too. *|
+|* between device buffers and the events that order streams are logged too, *|
+|* and so are the tensor maps that cuTensorMapEncodeTiled encodes.          *|
 |* What the machine looks like comes from the environment:                  *|
 |*   TFM_FAKE_CUDA_GPUS         the number of GPUs (1); 0 fails cuInit       *|
 |*   TFM_FAKE_CUDA_SM           the compute capability, as 90 (90)           *|
@@ -121,8 +122,54 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute,
 }
 
 EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
-  *p = malloc(bytes ? bytes : 1);
+  /* Page-locked memory starts at a page, as the driver's does. */
+  if (posix_memalign(p, 4096, bytes ? bytes : 1) != 0)
+    *p = NULL;
   return *p ? OK : OUT_OF_MEMORY;
+}
+
+static void logLine(const char *line);
+
+/* A tensor map: refused as the driver documents it refuses one (the map
+ * 64-byte aligned, the address and strides in 16-byte units, boxes of at
+ * most 256), logged with what it describes, and written as the words
+ * address, type, rank, swizzle, then the dims and the box, which a test
+ * reads back from where the runtime copied it. */
+EXPORT CUresult cuTensorMapEncodeTiled(
+    void *map, int type, unsigned rank, void *address,
+    const unsigned long long *dims, const unsigned long long *strides,
+    const unsigned *box, const unsigned *elementStrides, int interleave,
+    int swizzle, int l2, int oob) {
+  if ((size_t)map % 64 || (size_t)address % 16 || rank < 1 || rank > 5)
+    return INVALID_VALUE;
+  for (unsigned i = 0; i < rank; ++i)
+    if (box[i] < 1 || box[i] > 256 || elementStrides[i] != 1 ||
+        (i + 1 < rank && strides[i] % 16))
+      return INVALID_VALUE;
+  char line[256];
+  int n = snprintf(line, sizeof line, "tensor map type %d rank %u dims", type,
+                   rank);
+  for (unsigned i = 0; i < rank; ++i)
+    n += snprintf(line + n, sizeof line - n, " %llu", dims[i]);
+  n += snprintf(line + n, sizeof line - n, " strides");
+  for (unsigned i = 0; i + 1 < rank; ++i)
+    n += snprintf(line + n, sizeof line - n, " %llu", strides[i]);
+  n += snprintf(line + n, sizeof line - n, " box");
+  for (unsigned i = 0; i < rank; ++i)
+    n += snprintf(line + n, sizeof line - n, " %u", box[i]);
+  snprintf(line + n, sizeof line - n, " swizzle %d\n", swizzle);
+  logLine(line);
+  long long *words = map;
+  memset(map, 0, 128);
+  words[0] = (long long)(size_t)address;
+  words[1] = type;
+  words[2] = rank;
+  words[3] = swizzle;
+  for (unsigned i = 0; i < rank; ++i) {
+    words[4 + i] = (long long)dims[i];
+    words[9 + i] = box[i];
+  }
+  return OK;
 }
 EXPORT CUresult cuMemFreeHost(void *p) {
   free(p);

@@ -35,8 +35,8 @@ static const int64_t kOutDims[] = {2, 3};
 #endif
 /* The bias-like weights of "infer", then 2·I for "project" (kernels read
  * only the run's buffers). */
-static const float kWeights[12] = {100.0f, 200.0f, 300.0f, 2, 0, 0,
-                                   0,      2,      0,      0, 0, 2};
+static const float kWeights[12] __attribute__((aligned(64))) = {
+    100.0f, 200.0f, 300.0f, 2, 0, 0, 0, 2, 0, 0, 0, 2};
 
 static const tfm_abi_tensor_desc_t kInputs[] = {
     {"x", TFM_DTYPE_F32, 2, kXDims},
@@ -125,6 +125,53 @@ static int32_t project(const tfm_abi_host_t *host, const void *const *inputs,
 }
 #endif
 
+#ifdef FAKE_KERNELS
+/* Entries that ask the runtime for a TMA tensor map of the weights, as 3
+ * rows of 4 floats read in boxes of 2 rows: "map" twice, which must give
+ * one map, holding on a GPU (whose stand-in driver's memory is the host's)
+ * what the stand-in encoded, on the CPU the emulation's words; it returns
+ * 1 to 3 where the map is not so. "bad_map" asks for rows 12 bytes apart,
+ * which TMA cannot read. */
+static const tfm_abi_tensor_map_desc_t kMap = {
+    TFM_DTYPE_F32, 2, 0, {4, 3, 0, 0, 0}, {16, 0, 0, 0}, {4, 2, 0, 0, 0}};
+static const tfm_abi_tensor_map_desc_t kBadMap = {
+    TFM_DTYPE_F32, 2, 0, {3, 4, 0, 0, 0}, {12, 0, 0, 0}, {3, 2, 0, 0, 0}};
+static int32_t map(const tfm_abi_host_t *host, const void *const *inputs,
+                   void *const *outputs) {
+  void *first = NULL, *again = NULL;
+  int32_t rc = host->tensor_map(host, &kMap, host->weights, &first);
+  if (rc == 0)
+    rc = host->tensor_map(host, &kMap, host->weights, &again);
+  if (rc != 0)
+    return rc;
+  if (first != again)
+    return 1;
+  const int64_t *words = (const int64_t *)first;
+  if (words[0] != (int64_t)(uintptr_t)host->weights)
+    return 2;
+#ifdef FAKE_CUDA
+  /* The stand-in's words: address, type (FLOAT32), rank, swizzle, the
+   * dims from index 4, the box from 9. */
+  if (words[1] != 7 || words[2] != 2 || words[4] != 4 || words[5] != 3 ||
+      words[9] != 4 || words[10] != 2)
+    return 2;
+  if ((uintptr_t)first % 64 != 0)
+    return 3;
+#else
+  if (words[TFM_EMULATED_TENSOR_MAP_DIMS] != 4 ||
+      words[TFM_EMULATED_TENSOR_MAP_DIMS + 1] != 3 ||
+      words[TFM_EMULATED_TENSOR_MAP_STRIDES] != 16)
+    return 2;
+#endif
+  return 0;
+}
+static int32_t bad_map(const tfm_abi_host_t *host, const void *const *inputs,
+                       void *const *outputs) {
+  void *m = NULL;
+  return host->tensor_map(host, &kBadMap, host->weights, &m);
+}
+#endif
+
 #if defined(FAKE_BAD_NAME)
 #define FAKE_INFER_NAME ((const char *)(uintptr_t)0x10)
 #else
@@ -141,6 +188,8 @@ static const tfm_abi_entry_t kEntries[] = {
      FAKE_INFER_FN},
 #ifdef FAKE_KERNELS
     {"project", 1, kInputs, 1, kOutputs, 0, project},
+    {"map", 1, kInputs, 1, kOutputs, 0, map},
+    {"bad_map", 1, kInputs, 1, kOutputs, 0, bad_map},
 #endif
 };
 

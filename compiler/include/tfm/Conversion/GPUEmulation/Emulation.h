@@ -12,6 +12,8 @@
 #ifndef TFM_CONVERSION_GPUEMULATION_EMULATION_H
 #define TFM_CONVERSION_GPUEMULATION_EMULATION_H
 
+#include "tfm/abi.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -90,21 +92,22 @@ LogicalResult emulateAsyncCopies(gpu::LaunchOp launch);
 constexpr int64_t kWorkgroupAlignment = 1024;
 
 /// The highest rank of a TMA box (and of its tensor).
-constexpr int64_t kTensorMapMaxRank = 5;
+constexpr int64_t kTensorMapMaxRank = TFM_TENSOR_MAP_MAX_RANK;
 
 /// The tensor map an emulated nvgpu.tma.async.load reads where a GPU reads
-/// a CUtensorMap: 64-bit words holding what cuTensorMapEncodeTiled is given
-/// beyond the descriptor's type (which has the box, the element type and
-/// the swizzle).
+/// a CUtensorMap, as the runtime's CPU device makes it
+/// (tfm_abi_tensor_map_fn_t): 64-bit words holding what
+/// cuTensorMapEncodeTiled is given beyond the descriptor's type (which has
+/// the box, the element type and the swizzle).
 enum EmulatedTensorMapWord : int64_t {
   /// The address of the tensor's first element.
-  kTensorMapBase = 0,
+  kTensorMapBase = TFM_EMULATED_TENSOR_MAP_BASE,
   /// Its dims, innermost first, as many as the box's rank.
-  kTensorMapDims = 1,
+  kTensorMapDims = TFM_EMULATED_TENSOR_MAP_DIMS,
   /// The bytes between neighbours along its dims 1 and up (along dim 0,
   /// the element's size).
-  kTensorMapStrides = kTensorMapDims + kTensorMapMaxRank,
-  kTensorMapWords = kTensorMapStrides + kTensorMapMaxRank - 1,
+  kTensorMapStrides = TFM_EMULATED_TENSOR_MAP_STRIDES,
+  kTensorMapWords = TFM_EMULATED_TENSOR_MAP_WORDS,
 };
 
 /// Replaces, in `launch`, the warpgroup ops (nvgpu.warpgroup.generate.
