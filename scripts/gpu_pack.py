@@ -214,6 +214,14 @@ def pack_bench(p):
                 p.compile(onnx_path, os.path.join(out, so), extra)
             except RuntimeError as e:
                 p.skipped.append(f"bench/{name}/{so}: {e}")
+        # On sm_90a the generated GEMM once more with cp.async in place of
+        # TMA, so that the bench says which pays (b16c).
+        if p.args.arch == "sm_90a" and name == "gemm-4096":
+            try:
+                p.compile(onnx_path, os.path.join(out, "model-bf16-cpasync.so"),
+                          ["--dtype=bf16", "--gpu-tma=false"])
+            except RuntimeError as e:
+                p.skipped.append(f"bench/{name}/model-bf16-cpasync.so: {e}")
         if name in [w for w in W.TRAINING.values()]:
             for train in (t for t, src in W.TRAINING.items() if src == name):
                 folder = os.path.join(p.args.out, "bench", train)

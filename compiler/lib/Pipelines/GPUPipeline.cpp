@@ -47,9 +47,11 @@ void mlir::tfm::buildGPUBufferPipeline(OpPassManager &pm,
 /// The schedule: GEMMs in register tiles, runs of elementwise ops merged,
 /// then every linalg op as parallel loops mapped to a grid of blocks and
 /// threads.
-static void addSchedule(OpPassManager &fn, StringRef arch, bool remarks) {
+static void addSchedule(OpPassManager &fn, StringRef arch, bool remarks,
+                        bool tma) {
   TileGPUMatmulPassOptions matmul;
   matmul.warpgroupMma = hasWarpgroupMma(arch);
+  matmul.tma = matmul.warpgroupMma && tma;
   matmul.remarks = remarks;
   fn.addPass(createTileGPUMatmulPass(matmul));
   // Before the merges, which would take a fill into an elementwise run.
@@ -77,9 +79,9 @@ static void addVectorToLLVM(OpPassManager &pm) {
 /// the tensor-core tiles over the lanes: launches, outlined and merged,
 /// bf16 tiles retyped, each warp's vector.contract as mma.sync.
 static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid,
-                       bool remarks) {
+                       bool remarks, bool tma) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  addSchedule(fn, arch, remarks);
+  addSchedule(fn, arch, remarks, tma);
   if (reverseGrid)
     fn.addPass(createReverseGridPass());
   fn.addPass(createParallelLoopToGpuPass());
@@ -90,6 +92,8 @@ static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid,
   fn.addPass(createGpuLauchSinkIndexComputationsPass());
   pm.addPass(createOutlineGPUKernelsPass());
   pm.addPass(createMergeGPUModulesPass());
+  // The TMA loads' tensor maps, which the runtime makes.
+  pm.addPass(createLowerTensorMapsPass());
   // Each warp's vector.contract becomes mma.sync on its lanes' fragments
   // (bf16 ones distributed as 16-bit patterns, then multiplied as bf16).
   pm.addPass(createRetypeBF16TilesPass());
@@ -98,8 +102,9 @@ static void addKernels(OpPassManager &pm, StringRef arch, bool reverseGrid,
 }
 
 void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
-                                              bool reverseGrid, bool remarks) {
-  addKernels(pm, arch, reverseGrid, remarks);
+                                              bool reverseGrid, bool remarks,
+                                              bool tma) {
+  addKernels(pm, arch, reverseGrid, remarks, tma);
   // The kernels run where they are launched, a warp's collectives over its
   // lanes as the PTX instructions compute them.
   pm.addPass(createEmulateGPUKernelsPass());
@@ -118,10 +123,10 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
 }
 
 void mlir::tfm::buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch,
-                                       bool remarks) {
+                                       bool remarks, bool tma) {
   // The GEMM calls, on the host, while their buffers are still memrefs.
   pm.addPass(createLowerKernelCallsPass());
-  addKernels(pm, arch, /*reverseGrid=*/false, remarks);
+  addKernels(pm, arch, /*reverseGrid=*/false, remarks, tma);
   // bf16 tiles multiply as bf16; the kernels' other vector ops (the fused
   // attention's rows) are lowered here, since MLIR's NVVM pipeline converts
   // only some of them.

@@ -30,6 +30,7 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.gpuArch = gpuArch;
   o.gpuScheduleOnCPU = gpuScheduleOnCPU;
   o.reverseGrid = reverseGrid;
+  o.gpuTma = gpuTma;
   o.parallelGlueIterations = parallelGlueIterations;
   o.remarks = remarks;
   o.fuse = fuse;
@@ -145,9 +146,10 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
       return success();
     if (options.gpuScheduleOnCPU)
       buildGPUScheduleOnCPUPipeline(pm, options.gpuArch, options.reverseGrid,
-                                    options.remarks);
+                                    options.remarks, options.gpuTma);
     else
-      buildGPUToLLVMPipeline(pm, options.gpuArch, options.remarks);
+      buildGPUToLLVMPipeline(pm, options.gpuArch, options.remarks,
+                             options.gpuTma);
     return success();
   }
   if (stage == Stage::ptx) {

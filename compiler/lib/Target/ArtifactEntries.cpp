@@ -15,6 +15,27 @@ using namespace mlir;
 using namespace mlir::tfm;
 using namespace mlir::tfm::artifact;
 
+/// Branches from `b`'s block to `has`, where the host's function pointer
+/// field `index` (ending at byte `end` of tfm_abi_host_t) is loaded and
+/// returned, or to `none` where the host is from before the field or left
+/// it null; `b` is left at the start of `has`.
+static llvm::Value *loadHostFunction(llvm::IRBuilder<> &b, const AbiTypes &abi,
+                                     llvm::Value *host, unsigned index,
+                                     size_t end, const char *name,
+                                     llvm::BasicBlock *has,
+                                     llvm::BasicBlock *none) {
+  auto *check = llvm::BasicBlock::Create(b.getContext(), "has_field",
+                                         b.GetInsertBlock()->getParent(), has);
+  llvm::Value *size = b.CreateLoad(abi.i32, host, "struct_size");
+  b.CreateCondBr(b.CreateICmpUGE(size, abi.i32c(end)), check, none);
+  b.SetInsertPoint(check);
+  llvm::Value *fn =
+      b.CreateLoad(abi.ptr, b.CreateStructGEP(abi.host, host, index), name);
+  b.CreateCondBr(b.CreateIsNull(fn), none, has);
+  b.SetInsertPoint(has);
+  return fn;
+}
+
 LogicalResult artifact::defineHostCalls(ModuleOp module, llvm::Module &m,
                                         const AbiTypes &abi) {
   llvm::LLVMContext &c = m.getContext();
@@ -57,30 +78,41 @@ LogicalResult artifact::defineHostCalls(ModuleOp module, llvm::Module &m,
       args.push_back(&a);
     b.CreateRet(b.CreateCall(f->getFunctionType(), fn, args));
   }
+  // host->tensor_map(host, desc, base, map), for the TMA loads; a host from
+  // before the field cannot make maps.
+  if (llvm::Function *tm = m.getFunction(kTensorMapSymbol);
+      tm && tm->isDeclaration()) {
+    tm->setLinkage(llvm::GlobalValue::InternalLinkage);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", tm));
+    auto *call = llvm::BasicBlock::Create(c, "call", tm);
+    auto *none = llvm::BasicBlock::Create(c, "none", tm);
+    llvm::Value *fn =
+        loadHostFunction(b, abi, tm->getArg(0), AbiTypes::kHostTensorMap,
+                         offsetof(tfm_abi_host_t, tensor_map) +
+                             sizeof(tfm_abi_host_t::tensor_map),
+                         "tensor_map", call, none);
+    SmallVector<llvm::Value *> args;
+    for (llvm::Argument &a : tm->args())
+      args.push_back(&a);
+    b.CreateRet(b.CreateCall(tm->getFunctionType(), fn, args));
+    b.SetInsertPoint(none);
+    b.CreateRet(abi.i32c(TFM_ABI_STATUS_NO_TENSOR_MAPS));
+  }
   // host->parallel_for(host, task, args, n), for the loops
   // tfm-parallelize-glue outlined; a host from before the field runs the
   // range here, whole.
   if (llvm::Function *pf = m.getFunction(kParallelForSymbol);
       pf && pf->isDeclaration()) {
     pf->setLinkage(llvm::GlobalValue::InternalLinkage);
-    auto *entry = llvm::BasicBlock::Create(c, "entry", pf);
-    auto *check = llvm::BasicBlock::Create(c, "has_field", pf);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", pf));
     auto *parallel = llvm::BasicBlock::Create(c, "parallel", pf);
     auto *serial = llvm::BasicBlock::Create(c, "serial", pf);
     llvm::Value *host = pf->getArg(0), *task = pf->getArg(1),
                 *args = pf->getArg(2), *n = pf->getArg(3);
-    llvm::IRBuilder<> b(entry);
-    llvm::Value *size = b.CreateLoad(i32, host, "struct_size");
-    b.CreateCondBr(
-        b.CreateICmpUGE(size, abi.i32c(offsetof(tfm_abi_host_t, parallel_for) +
-                                       sizeof(tfm_abi_host_t::parallel_for))),
-        check, serial);
-    b.SetInsertPoint(check);
-    llvm::Value *fn = b.CreateLoad(
-        ptr, b.CreateStructGEP(abi.host, host, AbiTypes::kHostParallelFor),
-        "parallel_for");
-    b.CreateCondBr(b.CreateIsNull(fn), serial, parallel);
-    b.SetInsertPoint(parallel);
+    llvm::Value *fn = loadHostFunction(b, abi, host, AbiTypes::kHostParallelFor,
+                                       offsetof(tfm_abi_host_t, parallel_for) +
+                                           sizeof(tfm_abi_host_t::parallel_for),
+                                       "parallel_for", parallel, serial);
     b.CreateCall(
         llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, i64}, false), fn,
         {host, task, args, n});

@@ -147,6 +147,13 @@ cl::opt<std::string> gpuArch(
              "GEMMs use wgmma; the code runs on those GPUs only)"),
     cl::init("sm_80"), cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat),
     cl::cat(generateCat));
+cl::opt<bool> gpuTma(
+    "gpu-tma",
+    cl::desc("With --gpu-arch=sm_90a: load the generated GEMMs' tiles by TMA "
+             "(tensor maps the runtime makes), where their operands allow; "
+             "--gpu-tma=false copies them with cp.async"),
+    cl::init(true), cl::cat(compileCat), cl::cat(runCat), cl::cat(trainCat),
+    cl::cat(generateCat));
 cl::opt<bool> gpuScheduleOnCPU(
     "gpu-schedule-on-cpu",
     cl::desc("With --target=cuda (compile) or --device=cuda (run, train, "
@@ -575,11 +582,20 @@ const std::vector<FlagRule> &flagRules() {
          {&gpuScheduleOnCPU},
          [](const Situation &s) { return s.gpu; },
          "--gpu-schedule-on-cpu applies to --target=cuda"},
+        {{"compile"},
+         {&gpuTma},
+         [](const Situation &s) { return s.gpu; },
+         "--gpu-tma applies to --target=cuda"},
         // What a device takes.
         {runners,
          {&gpuArch},
          [](const Situation &s) { return s.gpu && !s.compiled; },
          "--gpu-arch applies when a model file is compiled for "
+         "--device=cuda; '{0}' is not one"},
+        {runners,
+         {&gpuTma},
+         [](const Situation &s) { return s.gpu && !s.compiled; },
+         "--gpu-tma applies when a model file is compiled for "
          "--device=cuda; '{0}' is not one"},
         {runners,
          {&gpuScheduleOnCPU},
@@ -751,6 +767,7 @@ CompileOptions compileOptionsForDevice() {
     options.compiler.gpuArch = gpuArch;
     options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
     options.compiler.reverseGrid = reverseGrid;
+    options.compiler.gpuTma = gpuTma;
   }
   return options;
 }
@@ -916,6 +933,7 @@ CompileCommand readCompile() {
   c.options.compiler.gpuArch = gpuArch;
   c.options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
   c.options.compiler.reverseGrid = reverseGrid;
+  c.options.compiler.gpuTma = gpuTma;
   c.options.compiler.remarks = c.report;
   c.options.artifact.externalWeights = externalWeights;
   c.options.artifact.cpu = targetCpu;

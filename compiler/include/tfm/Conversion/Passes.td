@@ -211,6 +211,8 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
            "Columns of outputs per thread">,
     Option<"warpgroupMma", "warpgroup-mma", "bool", /*default=*/"false",
            "Build 16-bit GEMMs of at least 64 x 64 with wgmma (sm_90a)">,
+    Option<"tma", "tma", "bool", /*default=*/"false",
+           "With warpgroup-mma, load the tiles by TMA where the operands allow">,
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Remark on each GEMM the kernel it gets, and why not a better one">
   ];
@@ -473,6 +475,29 @@ def MergeGPULaunchesPass : Pass<"tfm-merge-gpu-launches", "::mlir::func::FuncOp"
     Statistic<"numMerged", "merged-launches", "Launches made of several">,
     Statistic<"numParts", "parts", "Launches merged into them">
   ];
+}
+
+def LowerTensorMapsPass : Pass<"tfm-lower-tensor-maps", "::mlir::ModuleOp"> {
+  let summary = "Makes each TMA tensor map an entry asks for through the "
+                "runtime.";
+  let description = [{
+    Each `nvgpu.tma.create.descriptor` in an entry function (host code,
+    which the kernel builders put before the launch that reads the map)
+    becomes a call of `__tfm_tensor_map(host, desc, base, &map)`: `desc` a
+    constant `tfm_abi_tensor_map_desc_t` (`tfm/abi.h`) of the tensor's
+    static shape and strides, innermost first, its element type, the box
+    of the descriptor's type and its swizzle; `base` the address of the
+    tensor's first element. The entry returns the call's status if it is
+    not 0; the map's address stands for the descriptor, which a GPU's TMA
+    loads read as a `CUtensorMap` and the emulation as its words. Upstream
+    would instead call its own GPU runtime library, which a model library
+    does not link.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def OutlineGPUKernelsPass : Pass<"tfm-outline-gpu-kernels", "::mlir::ModuleOp"> {

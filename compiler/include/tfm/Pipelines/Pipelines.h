@@ -75,6 +75,9 @@ struct CompilerOptions {
   /// it to PTX, so that CI without a GPU checks its indexing against the
   /// reference interpreter. The artifact is a CPU model.
   bool gpuScheduleOnCPU = false;
+  /// On sm_90a: TMA loads the warpgroup GEMM's tiles (where its operands
+  /// allow) instead of cp.async.
+  bool gpuTma = true;
   /// With gpuScheduleOnCPU: run each grid's blocks and threads in
   /// descending order (tfm-reverse-grid), which changes the result of a
   /// kernel whose threads read each other's writes, a race on a GPU.
@@ -108,6 +111,11 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
       llvm::cl::desc("With target=cuda: the kernels' schedule as serial host "
                      "loops instead of PTX (a test of the schedule)"),
       llvm::cl::init(false)};
+  Option<bool> gpuTma{
+      *this, "gpu-tma",
+      llvm::cl::desc("On sm_90a: TMA loads the warpgroup GEMM's tiles "
+                     "instead of cp.async"),
+      llvm::cl::init(true)};
   Option<bool> reverseGrid{
       *this, "reverse-grid",
       llvm::cl::desc("With gpu-schedule-on-cpu: each grid's blocks and "
@@ -196,14 +204,15 @@ void buildGPUBufferPipeline(OpPassManager &pm, const CompilerOptions &options);
 /// With `remarks`, each GEMM's generated kernel is remarked on
 /// (tfm-tile-gpu-matmul).
 void buildGPUToLLVMPipeline(OpPassManager &pm, StringRef arch,
-                            bool remarks = false);
+                            bool remarks = false, bool tma = true);
 
 /// The linalg of a GPU entry mapped to blocks and threads, as
 /// buildGPUToLLVMPipeline maps it, then lowered with the CPU's passes: the
 /// grid runs as serial loops on the host (CompilerOptions::gpuScheduleOnCPU),
 /// the kernels for `arch` emulated.
 void buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
-                                   bool reverseGrid, bool remarks = false);
+                                   bool reverseGrid, bool remarks = false,
+                                   bool tma = true);
 
 /// The passes that take a module as imported (tfm on tensors) to `stage`
 /// for `options.target`. Stages past `llvm` need translation, which the

@@ -20,6 +20,10 @@ inline constexpr const char *kCheckFailedSymbol = "__tfm_check_failed";
 /// int32_t __tfm_launch_kernel(host, kernel, grid[3], block[3], shared,
 /// args): calls host->launch for a GPU kernel of the model's device code.
 inline constexpr const char *kLaunchKernelSymbol = "__tfm_launch_kernel";
+/// int32_t __tfm_tensor_map(host, desc, base, map): calls host->tensor_map
+/// for the TMA tensor maps of a GPU model's kernels, or returns
+/// TFM_ABI_STATUS_NO_TENSOR_MAPS for a host without it.
+inline constexpr const char *kTensorMapSymbol = "__tfm_tensor_map";
 /// void __tfm_parallel_for(host, task, args, n): calls
 /// host->parallel_for(host, task, args, n), or task(args, 0, n) for a host
 /// without it (tfm-parallelize-glue).

@@ -297,6 +297,34 @@ struct WarpgroupMma {
       first = add(b, first, mul(b, i, stride * bytes));
     Value end =
         add(b, first, index(b, copy.getDstElements().getZExtValue() * bytes));
+    checkWrite(b, root, first, end,
+               "cp.async writes shared memory that a group of wgmma still in "
+               "flight reads: wait for the group (wgmma.wait_group) before "
+               "the copy");
+  }
+
+  /// The same for a TMA load, whose box the issuing thread's groups must
+  /// not read (a warpgroup's threads issue the same wgmma, so one thread's
+  /// groups are its warpgroup's).
+  void checkLoad(OpBuilder &b, nvgpu::TmaAsyncLoadOp load) {
+    Value root = workgroupBufferOf(load.getDst());
+    if (!root)
+      return;
+    auto type = cast<MemRefType>(load.getDst().getType());
+    Value first = byteOffsetIn(b, loc, load.getDst(), root);
+    Value end = add(
+        b, first,
+        index(b, type.getNumElements() * (type.getElementTypeBitWidth() / 8)));
+    checkWrite(b, root, first, end,
+               "a TMA load writes shared memory that a group of wgmma still "
+               "in flight reads: wait for the group (wgmma.wait_group) "
+               "before the load");
+  }
+
+  /// Stops the run with `message` if bytes [first, end) of workgroup buffer
+  /// `root` are read by a group of wgmma this thread has in flight.
+  void checkWrite(OpBuilder &b, Value root, Value first, Value end,
+                  StringRef message) {
     Value t = threadSlot(b);
     Value pending = b.create<memref::LoadOp>(loc, inFlight, t);
     Value count = b.create<memref::LoadOp>(loc, committed, t);
@@ -328,10 +356,7 @@ struct WarpgroupMma {
           }
           fb.create<scf::YieldOp>(loc, hit);
         });
-    b.create<cf::AssertOp>(
-        loc, notOf(b, scan.getResult(0)),
-        "cp.async writes shared memory that a group of wgmma still in flight "
-        "reads: wait for the group (wgmma.wait_group) before the copy");
+    b.create<cf::AssertOp>(loc, notOf(b, scan.getResult(0)), message);
   }
 
   Value notOf(OpBuilder &b, Value x) {
@@ -449,7 +474,8 @@ struct WarpgroupMma {
     // after this.
     SmallVector<Operation *> copies;
     launch.getBody().walk([&](Operation *op) {
-      if (isa<nvgpu::DeviceAsyncCopyOp, nvgpu::DeviceAsyncWaitOp>(op))
+      if (isa<nvgpu::DeviceAsyncCopyOp, nvgpu::DeviceAsyncWaitOp,
+              nvgpu::TmaAsyncLoadOp>(op))
         copies.push_back(op);
     });
     for (Operation *op : ops)
@@ -497,6 +523,12 @@ struct WarpgroupMma {
       if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
         OpBuilder b(op);
         checkCopy(b, copy);
+        continue;
+      }
+      // TMA writes through the async proxy that wgmma reads: no fence.
+      if (auto load = dyn_cast<nvgpu::TmaAsyncLoadOp>(op)) {
+        OpBuilder b(op);
+        checkLoad(b, load);
         continue;
       }
       // The copies landed through the generic proxy.

@@ -267,6 +267,8 @@ StringRef mlir::tfm::gpuKernelName(GPUKernel kernel) {
 
 StringRef mlir::tfm::gemmKernelName(GemmKernel kernel) {
   switch (kernel) {
+  case GemmKernel::WarpgroupTma:
+    return "warpgroup-tma";
   case GemmKernel::WarpgroupMma:
     return "warpgroup-mma";
   case GemmKernel::StagedMma:

@@ -19,13 +19,14 @@
 #include "tfm/Conversion/Passes.h"
 #include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -106,9 +107,10 @@ std::optional<int64_t> constantIndex(Value v) {
 /// of a buffer, a call into the runtime, host stack memory or control flow.
 bool runsOnHost(Operation *op) {
   // A kernel call is a call into the runtime, which runs it on the device;
-  // a launch, a kernel built whole (a warp per row), is already one.
+  // a launch, a kernel built whole (a warp per row), is already one; a TMA
+  // tensor map is made by the runtime too (tfm-lower-tensor-maps).
   if (isa<func::CallOp, func::ReturnOp, cf::BranchOp, cf::CondBranchOp,
-          KernelCallOp, gpu::LaunchOp>(op))
+          KernelCallOp, gpu::LaunchOp, nvgpu::TmaCreateDescriptorOp>(op))
     return true;
   if (op->getDialect() &&
       op->getDialect()->getNamespace() == LLVM::LLVMDialect::getDialectNamespace())

@@ -353,21 +353,25 @@ Value GemmKernelBuilder::copyFirstSteps(int64_t stages, int64_t steps) {
   return first;
 }
 
-void GemmKernelBuilder::copyStepAhead(Value step, int64_t stages,
-                                      int64_t steps) {
+void GemmKernelBuilder::forStepAhead(Value step, int64_t stages, int64_t steps,
+                                     function_ref<void(Value, Value)> issue) {
   Value ahead = add(step, stages - 1);
   auto more = kb.create<scf::IfOp>(
       loc,
       kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, ahead,
                                index(steps)),
       /*withElseRegion=*/false);
-  {
-    OpBuilder::InsertionGuard g(kb);
-    kb.setInsertionPointToStart(more.thenBlock());
-    Value stage = rem(ahead, stages);
+  OpBuilder::InsertionGuard g(kb);
+  kb.setInsertionPointToStart(more.thenBlock());
+  issue(ahead, rem(ahead, stages));
+}
+
+void GemmKernelBuilder::copyStepAhead(Value step, int64_t stages,
+                                      int64_t steps) {
+  forStepAhead(step, stages, steps, [&](Value ahead, Value stage) {
     issueCopies(a, ahead, stage);
     issueCopies(bOp, ahead, stage);
-  }
+  });
   commitGroup(kb, loc);
 }
 

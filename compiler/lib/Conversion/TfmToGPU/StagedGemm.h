@@ -102,6 +102,11 @@ struct GemmKernelBuilder {
   /// (empty past the last step); returns the first group.
   Value copyFirstSteps(int64_t stages, int64_t steps);
 
+  /// Calls `issue(ahead, stage)` for step `ahead` = `step` + `stages` - 1,
+  /// into the stage that step `step` - 1 used, if there is such a step.
+  void forStepAhead(Value step, int64_t stages, int64_t steps,
+                    function_ref<void(Value, Value)> issue);
+
   /// The copies of step `step` + `stages` - 1 into the stage that step
   /// `step` - 1 used, if there is such a step, and a group (empty if not).
   void copyStepAhead(Value step, int64_t stages, int64_t steps);
@@ -127,10 +132,13 @@ std::string stageGemmOnTensorCores(linalg::GenericOp op, FloatType half,
                                    linalg::GenericOp epilogue);
 
 /// The same on sm_90a, by the warpgroup kernel (WgmmaGemm.cpp): wgmma
-/// reading tiles that cp.async stages in shared memory.
+/// reading tiles that cp.async stages in shared memory, or with `tma`
+/// that TMA loads, where the operands allow it; where they do not,
+/// `whyNoTma` says why.
 std::string stageGemmOnWarpgroups(linalg::GenericOp op, FloatType half,
                                   const APFloat &start, Operation *fill,
-                                  linalg::GenericOp epilogue);
+                                  linalg::GenericOp epilogue, bool tma,
+                                  std::string &whyNoTma);
 
 /// `epilogue`'s body on `value`, the output's element at `indices`, with
 /// its other inputs loaded at their positions.

@@ -416,10 +416,16 @@ struct TileGPUMatmulPass
       return std::nullopt;
     }
     if (warpgroupMma) {
-      whyNot =
-          stageGemmOnWarpgroups(op, half, *start, fill, followingEpilogue(op));
-      if (whyNot.empty())
-        return GemmKernel::WarpgroupMma;
+      std::string whyNoTma;
+      whyNot = stageGemmOnWarpgroups(op, half, *start, fill,
+                                     followingEpilogue(op), tma, whyNoTma);
+      if (whyNot.empty()) {
+        if (!tma)
+          return GemmKernel::WarpgroupMma;
+        whyNot = whyNoTma;
+        return whyNoTma.empty() ? GemmKernel::WarpgroupTma
+                                : GemmKernel::WarpgroupMma;
+      }
     }
     std::string staged =
         stageGemmOnTensorCores(op, half, *start, fill, followingEpilogue(op));
@@ -567,8 +573,9 @@ struct TileGPUMatmulPass
       }
       if (!remarks)
         continue;
-      GemmKernel best =
-          warpgroupMma ? GemmKernel::WarpgroupMma : GemmKernel::StagedMma;
+      GemmKernel best = !warpgroupMma ? GemmKernel::StagedMma
+                        : tma         ? GemmKernel::WarpgroupTma
+                                      : GemmKernel::WarpgroupMma;
       InFlightDiagnostic remark = emitRemark(loc);
       remark << kGemmKernelRemarkPrefix << gemmKernelName(*kernel);
       if (*kernel != best)

@@ -52,6 +52,8 @@
 
 #include "StagedGemm.h"
 #include "TensorCoreTiles.h"
+#include "tfm/Conversion/TfmToGPU/TfmToGPU.h"
+#include "tfm/abi.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -78,15 +80,118 @@ constexpr int64_t kSwizzleAlign = 1024;
 constexpr int64_t kStagingRow = kTileN + 8;
 /// wgmma groups in flight after each: one step's.
 constexpr int32_t kGroupsInFlight = kTileK / kStepK * (kTileM / kBlockRows);
+/// A hint of how long one try of an mbarrier wait may suspend the thread
+/// (the lowering retries until the phase completes).
+constexpr int64_t kWaitTicks = 10000000;
 
 static_assert(kStagingRow * kTileM * 4 <= kStages * 2 * kTileBytes,
               "the staged accumulators fit over the stages");
 
+/// The bytes a stage's TMA loads bring: two boxes of 64 x 64 per operand.
+constexpr int64_t kStageBytes = 2 * kTileBytes;
+
+/// Why TMA cannot load `o`'s tiles (named `name`), or "" when it can: its
+/// memref's last two dims must be the two it is read along (so that a box
+/// is [1, ..., 1, 64, 64], the tile's half), and its other indices loops
+/// or constants.
+std::string whyNotLoadableByTma(const GemmOperand &o, StringRef name) {
+  ArrayRef<AffineExpr> results = o.map.getResults();
+  int64_t rank = results.size();
+  if (rank > TFM_TENSOR_MAP_MAX_RANK)
+    return (name + " has " + Twine(rank) + " dims, more than a tensor map's " +
+            Twine(TFM_TENSOR_MAP_MAX_RANK))
+        .str();
+  auto dimAt = [&](int64_t i) {
+    auto d = dyn_cast<AffineDimExpr>(results[i]);
+    return d ? int64_t(d.getPosition()) : int64_t(-1);
+  };
+  if (rank < 2 || dimAt(rank - 1) != o.inner || dimAt(rank - 2) != o.outer)
+    return (name + "'s last two dims are not the two the GEMM reads it along")
+        .str();
+  if (!llvm::all_of(results.drop_back(2), [](AffineExpr e) {
+        return isa<AffineDimExpr, AffineConstantExpr>(e);
+      }))
+    return (name + " is indexed by a sum of loops").str();
+  return "";
+}
+
+/// The tensor map of `o`'s whole memref, in boxes of one tile half,
+/// swizzled by 128 bytes as wgmma reads the half: made at `b`, in the host
+/// code before the launch (tfm-lower-tensor-maps turns it into the
+/// runtime's map).
+Value tensorMapOf(OpBuilder &b, Location loc, const GemmOperand &o,
+                  FloatType half) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<MemRefType>(o.buffer.getType());
+  SmallVector<int64_t> box(type.getRank(), 1);
+  box[type.getRank() - 2] = box[type.getRank() - 1] = kHalf;
+  auto mapType = nvgpu::TensorMapDescriptorType::get(
+      ctx,
+      MemRefType::get(
+          box, half, MemRefLayoutAttrInterface(),
+          gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)),
+      nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  Value unranked = b.create<memref::CastOp>(
+      loc, UnrankedMemRefType::get(half, type.getMemorySpace()), o.buffer);
+  SmallVector<Value> sizes;
+  for (int64_t d : box)
+    sizes.push_back(b.create<arith::ConstantIndexOp>(loc, d));
+  return b.create<nvgpu::TmaCreateDescriptorOp>(loc, mapType, unranked, sizes);
+}
+
 struct WgmmaGemm : GemmKernelBuilder {
   FloatType half;
   Value map;
+  /// With TMA: each operand's tensor map, the stages' barriers, and the
+  /// dynamic shared memory and the stages' byte offset in it.
+  Value aMap, bMap, bars, dynamic, pad;
 
   using GemmKernelBuilder::GemmKernelBuilder;
+
+  /// Thread 0 starts the TMA loads of step `step`'s tiles into stage
+  /// `stage`, two boxes per operand, each a half as issueCopies lays it
+  /// out (the map's swizzle is the same XOR of chunk and row), counted on
+  /// the stage's barrier. Past the edges TMA fills zeros, as the copies
+  /// do.
+  void loadStep(Value step, Value stage) {
+    auto first = kb.create<scf::IfOp>(
+        loc,
+        kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tx, index(0)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(kb);
+    kb.setInsertionPointToStart(first.thenBlock());
+    kb.create<nvgpu::MBarrierArriveExpectTxOp>(loc, bars, index(kStageBytes),
+                                               stage, Value());
+    Attribute workgroup = gpu::AddressSpaceAttr::get(
+        kb.getContext(), gpu::AddressSpace::Workgroup);
+    for (auto [o, tensorMap, base] : {std::tuple{&a, aMap, int64_t(0)},
+                                      {&bOp, bMap, kStages * kTileBytes}}) {
+      auto type = cast<MemRefType>(o->buffer.getType());
+      SmallVector<int64_t> box(type.getRank(), 1);
+      box[type.getRank() - 2] = box[type.getRank() - 1] = kHalf;
+      for (int64_t h = 0; h < 2; ++h) {
+        SmallVector<Value> loops(batchIvs);
+        loops.append(ranges.size() - batchIvs.size(), index(0));
+        loops[o->outer] = tileStart(o->outer, step);
+        loops[o->inner] = tileStart(o->inner, step);
+        unsigned along = o->reductionInner ? o->outer : o->inner;
+        loops[along] = add(loops[along], h * kHalf);
+        SmallVector<Value> at = indicesAt(kb, loc, o->map, loops);
+        std::reverse(at.begin(), at.end());
+        Value shift = add(add(pad, mul(stage, 2 * kHalf * kHalf * 2)),
+                          base + h * kHalf * kHalf * 2);
+        Value dst = kb.create<memref::ViewOp>(
+            loc,
+            MemRefType::get(box, half, MemRefLayoutAttrInterface(), workgroup),
+            dynamic, shift, ValueRange{});
+        kb.create<nvgpu::TmaAsyncLoadOp>(loc, dst, bars, tensorMap, at, stage,
+                                         Value(), Value());
+      }
+    }
+  }
 
   /// Starts the copies of `o`'s tile for reduction step `step` into stage
   /// `stage`: 1024 chunks of 16 bytes, 8 a thread, neighbouring threads
@@ -141,7 +246,7 @@ struct WgmmaGemm : GemmKernelBuilder {
 
   void build() {
     MLIRContext *ctx = kb.getContext();
-    Value dynamic = kb.create<gpu::DynamicSharedMemoryOp>(
+    dynamic = kb.create<gpu::DynamicSharedMemoryOp>(
         loc,
         MemRefType::get(
             {ShapedType::kDynamic}, kb.getI8Type(), MemRefLayoutAttrInterface(),
@@ -154,9 +259,9 @@ struct WgmmaGemm : GemmKernelBuilder {
     // them.
     Value address =
         kb.create<memref::ExtractAlignedPointerAsIndexOp>(loc, dynamic);
-    Value pad = rem(kb.create<arith::SubIOp>(loc, index(kSwizzleAlign),
-                                             rem(address, kSwizzleAlign)),
-                    kSwizzleAlign);
+    pad = rem(kb.create<arith::SubIOp>(loc, index(kSwizzleAlign),
+                                       rem(address, kSwizzleAlign)),
+              kSwizzleAlign);
     auto view = [&](Value shift, ArrayRef<int64_t> shape, Type element) {
       return kb.create<memref::ViewOp>(
           loc,
@@ -182,8 +287,29 @@ struct WgmmaGemm : GemmKernelBuilder {
     map =
         kb.create<UnrealizedConversionCastOp>(loc, mapType, null).getResult(0);
 
-    // 2: the first two steps' copies, a group each (empty past the end).
-    Value firstGroup = copyFirstSteps(kStages, steps);
+    // 2: the first two steps' copies, a group each (empty past the end);
+    // with TMA, each stage's barrier made first, then their loads.
+    Value firstGroup;
+    if (aMap) {
+      bars = kb.create<nvgpu::MBarrierCreateOp>(
+          loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, kStages));
+      auto first = kb.create<scf::IfOp>(
+          loc,
+          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tx, index(0)),
+          /*withElseRegion=*/false);
+      {
+        OpBuilder::InsertionGuard g(kb);
+        kb.setInsertionPointToStart(first.thenBlock());
+        for (int64_t s = 0; s < kStages; ++s)
+          kb.create<nvgpu::MBarrierInitOp>(loc, bars, index(1), index(s),
+                                           Value());
+      }
+      kb.create<gpu::BarrierOp>(loc);
+      for (int64_t s = 0; s < std::min(kStages - 1, steps); ++s)
+        loadStep(index(s), index(s));
+    } else {
+      firstGroup = copyFirstSteps(kStages, steps);
+    }
 
     auto accType = nvgpu::WarpgroupAccumulatorType::get(
         ctx, VectorType::get({kBlockRows, kTileN}, kb.getF32Type()));
@@ -199,12 +325,22 @@ struct WgmmaGemm : GemmKernelBuilder {
       Value step = loop.getInductionVar();
       SmallVector<Value> acc(loop.getRegionIterArgs());
       // 3: this step's tiles in place and visible to wgmma.
-      waitGroups(kb, loc, firstGroup, kStages - 2);
-      kb.create<NVVM::FenceProxyOp>(
-          loc, NVVM::ProxyKind::async_shared,
-          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-      kb.create<gpu::BarrierOp>(loc);
       Value stage = rem(step, kStages);
+      if (aMap) {
+        // The stage's barrier completes a phase per use: step / 3's.
+        Value parity = kb.create<arith::TruncIOp>(
+            loc, kb.getI1Type(),
+            kb.create<arith::IndexCastOp>(loc, kb.getI32Type(),
+                                          rem(div(step, kStages), 2)));
+        kb.create<nvgpu::MBarrierTryWaitParityOp>(loc, bars, parity,
+                                                  index(kWaitTicks), stage);
+      } else {
+        waitGroups(kb, loc, firstGroup, kStages - 2);
+        kb.create<NVVM::FenceProxyOp>(
+            loc, NVVM::ProxyKind::async_shared,
+            NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        kb.create<gpu::BarrierOp>(loc);
+      }
       UnitAttr transposeA = a.reductionInner ? UnitAttr() : kb.getUnitAttr();
       UnitAttr transposeB = bOp.reductionInner ? UnitAttr() : kb.getUnitAttr();
       for (int64_t kk = 0; kk < kTileK / kStepK; ++kk) {
@@ -220,7 +356,12 @@ struct WgmmaGemm : GemmKernelBuilder {
       }
       // Every thread's wgmma of the previous step has read its stage.
       kb.create<gpu::BarrierOp>(loc);
-      copyStepAhead(step, kStages, steps);
+      if (aMap) {
+        forStepAhead(step, kStages, steps,
+                     [&](Value ahead, Value stage) { loadStep(ahead, stage); });
+      } else {
+        copyStepAhead(step, kStages, steps);
+      }
       kb.create<scf::YieldOp>(loc, acc);
     }
 
@@ -261,11 +402,9 @@ struct WgmmaGemm : GemmKernelBuilder {
 
 } // namespace
 
-std::string mlir::tfm::stageGemmOnWarpgroups(linalg::GenericOp op,
-                                             FloatType half,
-                                             const APFloat &start,
-                                             Operation *fill,
-                                             linalg::GenericOp epilogue) {
+std::string mlir::tfm::stageGemmOnWarpgroups(
+    linalg::GenericOp op, FloatType half, const APFloat &start, Operation *fill,
+    linalg::GenericOp epilogue, bool tma, std::string &whyNoTma) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned redDim = ranges.size() - 1, rowDim = redDim - 2, colDim = redDim - 1;
   int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
@@ -288,10 +427,25 @@ std::string mlir::tfm::stageGemmOnWarpgroups(linalg::GenericOp op,
       return "an operand is stored in f32 and rounded as it is read, where "
              "wgmma reads shared memory as stored";
 
+  // TMA loads the tiles where both operands allow it; the maps are made in
+  // the host code, before the launch.
+  Value aMap, bMap;
+  if (tma) {
+    whyNoTma = whyNotLoadableByTma(*a, "A");
+    if (whyNoTma.empty())
+      whyNoTma = whyNotLoadableByTma(*bOp, "B");
+  }
+  if (tma && whyNoTma.empty()) {
+    OpBuilder hb(op);
+    aMap = tensorMapOf(hb, op.getLoc(), *a, half);
+    bMap = tensorMapOf(hb, op.getLoc(), *bOp, half);
+  }
   WgmmaGemm kernel(op, *a, *bOp, epilogue, start, kTileM, kTileN, kTileK,
                    kThreads, kStages * 2 * kTileBytes + kSwizzleAlign,
                    TypeRange{});
   kernel.half = half;
+  kernel.aMap = aMap;
+  kernel.bMap = bMap;
   kernel.build();
   kernel.replaced(op, fill);
   return "";

@@ -79,8 +79,11 @@ inline bool getsGPUKernel(Operation *op, GPUKernel kernel,
 /// neutral lowering made, since it depends on the operands' layouts in
 /// memory, which the memory plan fixes after chooseGPUKernel ran.
 enum class GemmKernel {
-  /// sm_90a: a warpgroup per 128 x 128 tile, wgmma reading tiles that
-  /// cp.async stages in shared memory (WgmmaGemm.cpp).
+  /// sm_90a: a warpgroup per 128 x 128 tile, wgmma reading tiles that TMA
+  /// loads into shared memory (WgmmaGemm.cpp).
+  WarpgroupTma,
+  /// The same, its tiles copied by cp.async: operands TMA cannot load, or
+  /// --gpu-tma=false.
   WarpgroupMma,
   /// 4 warps per 128 x 128 tile, ldmatrix and mma.sync on tiles staged by
   /// cp.async (StagedGemm.cpp).
@@ -95,15 +98,15 @@ enum class GemmKernel {
 
 /// Every generated GEMM kernel, in the report's order.
 constexpr GemmKernel kGemmKernels[] = {
-    GemmKernel::WarpgroupMma, GemmKernel::StagedMma, GemmKernel::WarpMma,
-    GemmKernel::RegisterTiles};
+    GemmKernel::WarpgroupTma, GemmKernel::WarpgroupMma, GemmKernel::StagedMma,
+    GemmKernel::WarpMma, GemmKernel::RegisterTiles};
 
 /// The kernel's name in the report: warpgroup-mma, staged-mma, ...
 StringRef gemmKernelName(GemmKernel kernel);
 
 /// The remark tfm-tile-gpu-matmul{remarks} gives each GEMM it tiles:
 /// "tfm-gpu-gemm: <kernel>", then "; not <better>: <why>" where it misses
-/// the best kernel the architecture has.
+/// the best kernel the architecture (and --gpu-tma) has.
 constexpr llvm::StringLiteral kGemmKernelRemarkPrefix = "tfm-gpu-gemm: ";
 
 /// The remark tfm-lower-to-gpu{remarks} gives each op that has a choice:
