@@ -196,7 +196,10 @@ def TileGPUMatmulPass : Pass<"tfm-tile-gpu-matmul", "::mlir::func::FuncOp"> {
     such a GEMM becomes instead the warpgroup kernel (`WgmmaGemm.cpp`): the
     same tiles and stages in dynamic shared memory, laid out as wgmma reads
     them, multiplied by `nvgpu.warpgroup.mma`, the accumulators staged
-    through shared memory to the epilogue.
+    through shared memory to the epilogue; with `tma` as well, its tiles
+    are loaded by `nvgpu.tma.async.load` (boxes of 64 x 64 of tensor maps
+    made in the host code before the launch, an mbarrier per stage) where
+    each operand's memref ends in the two dims it is read along.
 
     With `remarks`, each GEMM gets a remark at its op's location naming
     the kernel it got and, where it misses the best one the architecture

@@ -11,9 +11,11 @@
 //    batch), as two accumulators of 64 x 128 (rows 0-63 and 64-127), 64
 //    f32 registers a thread each.
 // 2. The reduction goes in steps of 64. A step's tiles of A (128 x 64) and
-//    B (64 x 128), 16 KB each, are copied by cp.async, 16 bytes a copy and
-//    each in its orientation in global memory, into one of three stages in
-//    dynamic shared memory (96 KB, past the 48 KB a block has unasked).
+//    B (64 x 128), 16 KB each, are loaded by TMA (or, where TMA cannot
+//    load an operand or --gpu-tma=false, copied by cp.async, 16 bytes a
+//    copy), each in its orientation in global memory, into one of three
+//    stages in dynamic shared memory (96 KB, past the 48 KB a block has
+//    unasked).
 //    wgmma reads only the canonical layouts: per 64 values of the
 //    operand's contiguous dimension, rows of 128 bytes whose 16-byte
 //    chunks are XORed with the row mod 8 (the 128-byte swizzle, which the
@@ -22,10 +24,14 @@
 //    of 64 x 64 per operand: along M (or N) for an operand read along K
 //    (K-major: [M, K] A, a linear layer's [N, K] weight), along K for one
 //    read along M or N ([K, M] A, [K, N] B). Past the edges the copies
-//    zero-fill.
-// 3. Per step: wait for its copies (cp.async.wait_group 1: only the next
-//    step's may still be in flight), fence them into the async proxy that
-//    wgmma reads through (fence.proxy.async), and a barrier. Then per 16
+//    zero-fill. TMA loads a half as one box of 64 x 64, whose 128-byte
+//    swizzle is the same XOR; thread 0 issues a stage's four boxes and
+//    counts their 32 KB on the stage's mbarrier.
+// 3. Per step: wait on the stage's mbarrier for the parity of its use
+//    (step / 3); or, for copies, wait for them (cp.async.wait_group 1:
+//    only the next step's may still be in flight), fence them into the
+//    async proxy that wgmma reads through (fence.proxy.async; TMA writes
+//    through it already), and a barrier. Then per 16
 //    of the step's 64 and per block of 64 rows, one wgmma m64n128k16
 //    (nvgpu.warpgroup.mma of exactly that shape, so that MLIR 19's
 //    lowering advances no descriptor: it advances them right only for a
@@ -33,7 +39,8 @@
 //    16-wide (K-major) or 16-deep (M/N-major) slice of the stage. Each
 //    wgmma commits a group and waits until no more than 8 are in flight,
 //    so after a step's 8 the previous step's have all read their stage;
-//    after a barrier, the copies of the step after next go into it.
+//    after a barrier, the loads or copies of the step after next go into
+//    it.
 // 4. After the last step, a wait for every group and a barrier; the
 //    accumulators are stored (nvgpu.warpgroup.mma.store) into shared
 //    memory over the stages, rows padded to 136 floats so that a warp's
@@ -42,7 +49,9 @@
 //    layer's bias and activation) and stores it if inside the matrix:
 //    neighbouring threads store neighbouring elements.
 //
-// The tensor map that nvgpu.warpgroup.generate.descriptor takes is read
+// The tensor maps TMA reads are made in the host code before the launch
+// (nvgpu.tma.create.descriptor, which tfm-lower-tensor-maps turns into the
+// runtime's). The one nvgpu.warpgroup.generate.descriptor takes is read
 // by MLIR 19's lowering for its type only (the box's first dimension gives
 // the leading byte offset: 64 x 128 bytes, the distance between the two
 // halves of an M/N-major tile), so the kernel passes a null one of that
