@@ -93,11 +93,9 @@ std::string tfm::runtime::checkTensorMap(const tfm_abi_tensor_map_desc_t &d,
 
 void *Device::tensorMap(const tfm_abi_tensor_map_desc_t &desc, const void *base,
                         std::string &error) {
-  std::vector<int64_t> key(reinterpret_cast<const int64_t *>(&desc),
-                           reinterpret_cast<const int64_t *>(&desc) +
-                               sizeof(tfm_abi_tensor_map_desc_t) /
-                                   sizeof(int64_t));
-  key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(base)));
+  TensorMapKey key;
+  std::memcpy(key.data(), &desc, sizeof desc);
+  key.back() = static_cast<int64_t>(reinterpret_cast<uintptr_t>(base));
   if (auto it = tensorMaps.find(key); it != tensorMaps.end())
     return it->second;
   error = checkTensorMap(desc, base);
@@ -105,7 +103,7 @@ void *Device::tensorMap(const tfm_abi_tensor_map_desc_t &desc, const void *base,
     return nullptr;
   void *map = encodeTensorMap(desc, base, error);
   if (map)
-    tensorMaps.emplace(std::move(key), map);
+    tensorMaps.emplace(key, map);
   return map;
 }
 

@@ -228,9 +228,12 @@ protected:
 
 private:
   std::vector<std::string> declineReasons;
-  /// The maps made, by base and description (its words), and the CPU's
+  /// The maps made, by description (its words) and base, and the CPU's
   /// words.
-  std::map<std::vector<int64_t>, void *> tensorMaps;
+  using TensorMapKey =
+      std::array<int64_t,
+                 sizeof(tfm_abi_tensor_map_desc_t) / sizeof(int64_t) + 1>;
+  std::map<TensorMapKey, void *> tensorMaps;
   std::vector<std::unique_ptr<int64_t[]>> emulatedTensorMaps;
 };
 

@@ -197,8 +197,6 @@ int withModel(MLIRContext &context, const ModelSource &model,
   return body(*module);
 }
 
-/// The GPU kernels' part of the report: how many ops got each kernel, and
-/// each op that missed a better one, with the reason.
 /// The kernels of one table of the GPU report, in its order: the ops'
 /// (tfm-lower-to-gpu) or the generated GEMMs' (tfm-tile-gpu-matmul).
 SmallVector<StringRef> kernelNames(bool gemm) {
@@ -212,6 +210,9 @@ SmallVector<StringRef> kernelNames(bool gemm) {
   return names;
 }
 
+/// The GPU kernels' part of the report: how many ops got each kernel, and
+/// each op that missed a better one, with the reason; then the same for
+/// the generated GEMMs, once the compile got to them.
 void printKernelReport(llvm::raw_ostream &os, ArrayRef<KernelSite> kernels) {
   for (bool gemm : {false, true}) {
     llvm::MapVector<StringRef, int> counts;
@@ -223,7 +224,6 @@ void printKernelReport(llvm::raw_ostream &os, ArrayRef<KernelSite> kernels) {
         ++counts[s.kernel];
         any = true;
       }
-    // The generated GEMMs show once the compile got to the kernels.
     if (gemm && !any)
       continue;
     os << llvm::formatv("  {0,-20} {1,6}\n",
@@ -239,32 +239,30 @@ void printKernelReport(llvm::raw_ostream &os, ArrayRef<KernelSite> kernels) {
   }
 }
 
-llvm::json::Object kernelReportJson(ArrayRef<KernelSite> kernels) {
-  llvm::json::Object report;
-  for (bool gemm : {false, true}) {
-    llvm::json::Object counts;
-    llvm::json::Array misses;
-    for (const KernelSite &s : kernels) {
-      if (s.gemm != gemm)
-        continue;
-      counts[s.kernel] = counts.getInteger(s.kernel).value_or(0) + 1;
-      if (!s.better.empty())
-        misses.push_back(
-            llvm::json::Object{{"op", s.op},
-                               {"location", mlir::tfm::describeLocation(s.loc)},
-                               {"kernel", s.kernel},
-                               {"better", s.better},
-                               {"reason", s.reason}});
-    }
-    if (gemm && counts.empty())
+/// One table of the GPU report in JSON: the ops' or the generated GEMMs'.
+llvm::json::Object kernelTableJson(ArrayRef<KernelSite> kernels, bool gemm) {
+  llvm::json::Object counts;
+  llvm::json::Array misses;
+  for (const KernelSite &s : kernels) {
+    if (s.gemm != gemm)
       continue;
-    llvm::json::Object table{{"kernels", std::move(counts)},
-                             {"misses", std::move(misses)}};
-    if (!gemm)
-      report = std::move(table);
-    else
-      report["generated_gemms"] = std::move(table);
+    counts[s.kernel] = counts.getInteger(s.kernel).value_or(0) + 1;
+    if (!s.better.empty())
+      misses.push_back(
+          llvm::json::Object{{"op", s.op},
+                             {"location", mlir::tfm::describeLocation(s.loc)},
+                             {"kernel", s.kernel},
+                             {"better", s.better},
+                             {"reason", s.reason}});
   }
+  return llvm::json::Object{{"kernels", std::move(counts)},
+                            {"misses", std::move(misses)}};
+}
+
+llvm::json::Object kernelReportJson(ArrayRef<KernelSite> kernels) {
+  llvm::json::Object report = kernelTableJson(kernels, /*gemm=*/false);
+  if (llvm::any_of(kernels, [](const KernelSite &s) { return s.gemm; }))
+    report["generated_gemms"] = kernelTableJson(kernels, /*gemm=*/true);
   return report;
 }
 

@@ -3,6 +3,8 @@
 #include "Driver.h"
 #include "Library.h"
 
+#include <utility>
+
 using namespace tfm::runtime::cuda;
 
 std::string Driver::describe(CUresult rc) const {
@@ -36,18 +38,16 @@ Loaded load() {
     return l;
   TFM_CUDA_DRIVER_FUNCTIONS(TFM_CUDA_RESOLVE)
 #undef TFM_CUDA_RESOLVE
-  l.driver.hasGraphs = true;
-#define TFM_CUDA_RESOLVE_GRAPHS(member, symbol, type)                          \
+  // The optional groups: each is there when all its functions are.
+  bool has = true;
+#define TFM_CUDA_RESOLVE_OPTIONAL(member, symbol, type)                        \
   l.driver.member = reinterpret_cast<type>(findSymbol(library, symbol));       \
-  l.driver.hasGraphs = l.driver.hasGraphs && l.driver.member;
-  TFM_CUDA_GRAPH_FUNCTIONS(TFM_CUDA_RESOLVE_GRAPHS)
-#undef TFM_CUDA_RESOLVE_GRAPHS
-  l.driver.hasTensorMaps = true;
-#define TFM_CUDA_RESOLVE_TENSOR_MAPS(member, symbol, type)                     \
-  l.driver.member = reinterpret_cast<type>(findSymbol(library, symbol));       \
-  l.driver.hasTensorMaps = l.driver.hasTensorMaps && l.driver.member;
-  TFM_CUDA_TENSOR_MAP_FUNCTIONS(TFM_CUDA_RESOLVE_TENSOR_MAPS)
-#undef TFM_CUDA_RESOLVE_TENSOR_MAPS
+  has = has && l.driver.member;
+  TFM_CUDA_GRAPH_FUNCTIONS(TFM_CUDA_RESOLVE_OPTIONAL)
+  l.driver.hasGraphs = std::exchange(has, true);
+  TFM_CUDA_TENSOR_MAP_FUNCTIONS(TFM_CUDA_RESOLVE_OPTIONAL)
+  l.driver.hasTensorMaps = has;
+#undef TFM_CUDA_RESOLVE_OPTIONAL
   if (CUresult rc = l.driver.init(0); rc != CUDA_SUCCESS) {
     l.error = "the CUDA driver does not initialize: " + l.driver.describe(rc);
     return l;

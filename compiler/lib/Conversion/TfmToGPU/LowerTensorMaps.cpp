@@ -155,10 +155,12 @@ struct LowerTensorMapsPass
     });
   }
 
-  /// The description of the tensor `op` maps, or an error naming why it
-  /// has none.
+  /// The description of the tensor `op` maps, of `type` with `strides`
+  /// and `offset`, or an error naming why it has none.
   FailureOr<SmallVector<int64_t>> describe(nvgpu::TmaCreateDescriptorOp op,
-                                           MemRefType type) {
+                                           MemRefType type,
+                                           ArrayRef<int64_t> strides,
+                                           int64_t offset) {
     auto fail = [&](const Twine &why) {
       return op.emitError("tfm-lower-tensor-maps: ") << why;
     };
@@ -172,10 +174,7 @@ struct LowerTensorMapsPass
     int64_t rank = type.getRank();
     if (rank < 1 || rank > TFM_TENSOR_MAP_MAX_RANK)
       return fail("a tensor map of rank " + Twine(rank));
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (!type.hasStaticShape() ||
-        failed(getStridesAndOffset(type, strides, offset)) ||
+    if (!type.hasStaticShape() || strides.empty() ||
         ShapedType::isDynamic(offset) || strides.back() != 1 ||
         llvm::any_of(strides, ShapedType::isDynamic))
       return fail("a tensor map of a tensor without static shape and "
@@ -223,7 +222,11 @@ struct LowerTensorMapsPass
     if (!type)
       return op.emitError("tfm-lower-tensor-maps: a tensor map of a memref "
                           "that is not a cast of a ranked one");
-    FailureOr<SmallVector<int64_t>> words = describe(op, type);
+    SmallVector<int64_t> strides;
+    int64_t offset = ShapedType::kDynamic;
+    if (failed(getStridesAndOffset(type, strides, offset)))
+      strides.clear();
+    FailureOr<SmallVector<int64_t>> words = describe(op, type, strides, offset);
     if (failed(words))
       return failure();
 
@@ -244,9 +247,6 @@ struct LowerTensorMapsPass
     OpBuilder b(op);
     Value desc = b.create<LLVM::AddressOfOp>(loc, ptr, name);
     // The tensor's first element: the aligned pointer plus its offset.
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    (void)getStridesAndOffset(type, strides, offset);
     Value address = alignedAddress(b, loc, cast.getSource());
     int64_t bytes = type.getElementTypeBitWidth() / 8;
     address = b.create<arith::AddIOp>(

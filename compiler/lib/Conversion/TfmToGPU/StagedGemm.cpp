@@ -194,12 +194,24 @@ struct StagedGemm : GemmKernelBuilder {
 
 } // namespace
 
-std::string mlir::tfm::gemmTooSmall(int64_t m, int64_t n, int64_t k,
-                                    int64_t minM, int64_t minN, int64_t minK) {
-  return llvm::formatv("it is {0} x {1} x {2} (M x N x K), smaller than "
-                       "{3} x {4} x {5}",
-                       m, n, k, minM, minN, minK)
-      .str();
+std::string mlir::tfm::stagedGemmOperands(linalg::GenericOp op, int64_t tileM,
+                                          int64_t tileN, int64_t tileK,
+                                          int64_t minK,
+                                          std::optional<GemmOperand> &a,
+                                          std::optional<GemmOperand> &b) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  unsigned redDim = ranges.size() - 1, rowDim = redDim - 2, colDim = redDim - 1;
+  int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
+  if (m < tileM / 2 || n < tileN / 2 || k < minK)
+    return llvm::formatv("it is {0} x {1} x {2} (M x N x K), smaller than "
+                         "{3} x {4} x {5}",
+                         m, n, k, tileM / 2, tileN / 2, minK)
+        .str();
+  std::string whyNot;
+  a = gemmOperandOf(op, 0, rowDim, redDim, tileM, tileK, whyNot);
+  if (a)
+    b = gemmOperandOf(op, 1, colDim, redDim, tileN, tileK, whyNot);
+  return whyNot;
 }
 
 std::optional<GemmOperand>
@@ -331,12 +343,17 @@ void GemmKernelBuilder::copyChunk(const GemmOperand &o, Value step, Value r,
       inside ? kb.create<arith::SelectOp>(loc, inside, index(kChunk), index(0))
                    .getResult()
              : Value();
+  copyChunkAsync(kb, loc, o.tiles, dstIndices, o.buffer,
+                 indicesOf(o, outerAt, innerAt), count);
+}
+
+SmallVector<Value> GemmKernelBuilder::indicesOf(const GemmOperand &o,
+                                                Value outerAt, Value innerAt) {
   SmallVector<Value> loops(batchIvs);
   loops.append(ranges.size() - batchIvs.size(), index(0));
   loops[o.outer] = outerAt;
   loops[o.inner] = innerAt;
-  copyChunkAsync(kb, loc, o.tiles, dstIndices, o.buffer,
-                 indicesAt(kb, loc, o.map, loops), count);
+  return indicesAt(kb, loc, o.map, loops);
 }
 
 Value GemmKernelBuilder::copyFirstSteps(int64_t stages, int64_t steps) {
@@ -412,21 +429,11 @@ std::string mlir::tfm::stageGemmOnTensorCores(linalg::GenericOp op,
                                               const APFloat &start,
                                               Operation *fill,
                                               linalg::GenericOp epilogue) {
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  unsigned redDim = ranges.size() - 1, rowDim = redDim - 2,
-           colDim = redDim - 1;
-  int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
-  // Smaller GEMMs would leave most of a block's tile idle; the warp tiles
-  // serve them.
-  if (m < kTileM / 2 || n < kTileN / 2 || k < kTileK)
-    return gemmTooSmall(m, n, k, kTileM / 2, kTileN / 2, kTileK);
-  std::string whyNot;
-  std::optional<GemmOperand> a =
-      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK, whyNot);
-  std::optional<GemmOperand> bOp =
-      a ? gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK, whyNot)
-        : std::nullopt;
-  if (!a || !bOp)
+  // Smaller GEMMs are the warp tiles'.
+  std::optional<GemmOperand> a, bOp;
+  if (std::string whyNot =
+          stagedGemmOperands(op, kTileM, kTileN, kTileK, kTileK, a, bOp);
+      !whyNot.empty())
     return whyNot;
   OpBuilder b(op);
   Value a16 = asF16(b, a->buffer), b16 = asF16(b, bOp->buffer);

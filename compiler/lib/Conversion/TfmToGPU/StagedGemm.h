@@ -39,10 +39,14 @@ std::optional<GemmOperand> gemmOperandOf(linalg::GenericOp op, unsigned input,
                                          int64_t ownTile, int64_t tileK,
                                          std::string &whyNot);
 
-/// Why a GEMM of `m` x `n` x `k` is too small for a kernel that takes at
-/// least `minM` x `minN` x `minK`.
-std::string gemmTooSmall(int64_t m, int64_t n, int64_t k, int64_t minM,
-                         int64_t minN, int64_t minK);
+/// `op`'s operands A and B as a staged kernel of `tileM` x `tileN` x
+/// `tileK` tiles reads them (gemmOperandOf), when `op` is at least half a
+/// tile along M and N and `minK` along K (smaller GEMMs would leave most of
+/// a block's tile idle). Returns "" then, and otherwise why not.
+std::string stagedGemmOperands(linalg::GenericOp op, int64_t tileM,
+                               int64_t tileN, int64_t tileK, int64_t minK,
+                               std::optional<GemmOperand> &a,
+                               std::optional<GemmOperand> &b);
 
 /// What the staged kernels share while they are built: their GEMM (loop
 /// ranges and dimensions, operands, output, epilogue, the fill's value),
@@ -84,6 +88,11 @@ struct GemmKernelBuilder {
   /// The first index of the block's tile along loop dimension `dim`, for
   /// the reduction step `step`.
   Value tileStart(unsigned dim, Value step);
+
+  /// The indices into `o`'s memref of the block's element at `outerAt` and
+  /// `innerAt` along the two loop dimensions it is read along.
+  SmallVector<Value> indicesOf(const GemmOperand &o, Value outerAt,
+                               Value innerAt);
 
   /// Starts the cp.async of the 16-byte chunk of `o` at row `r` and column
   /// `c` of its tile for reduction step `step` into `o.tiles` at

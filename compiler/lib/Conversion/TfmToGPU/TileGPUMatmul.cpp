@@ -420,11 +420,9 @@ struct TileGPUMatmulPass
       whyNot = stageGemmOnWarpgroups(op, half, *start, fill,
                                      followingEpilogue(op), tma, whyNoTma);
       if (whyNot.empty()) {
-        if (!tma)
-          return GemmKernel::WarpgroupMma;
         whyNot = whyNoTma;
-        return whyNoTma.empty() ? GemmKernel::WarpgroupTma
-                                : GemmKernel::WarpgroupMma;
+        return tma && whyNoTma.empty() ? GemmKernel::WarpgroupTma
+                                       : GemmKernel::WarpgroupMma;
       }
     }
     std::string staged =

@@ -166,40 +166,42 @@ struct WgmmaGemm : GemmKernelBuilder {
   /// the stage's barrier. Past the edges TMA fills zeros, as the copies
   /// do.
   void loadStep(Value step, Value stage) {
+    onThreadZero([&] {
+      kb.create<nvgpu::MBarrierArriveExpectTxOp>(loc, bars, index(kStageBytes),
+                                                 stage, Value());
+      for (auto [o, tensorMap, base] : {std::tuple{&a, aMap, int64_t(0)},
+                                        {&bOp, bMap, kStages * kTileBytes}}) {
+        // The box, as the map's type gives it, where the half lies.
+        MemRefType box =
+            cast<nvgpu::TensorMapDescriptorType>(tensorMap.getType())
+                .getTensor();
+        for (int64_t h = 0; h < 2; ++h) {
+          Value outerAt = tileStart(o->outer, step),
+                innerAt = tileStart(o->inner, step);
+          Value &along = o->reductionInner ? outerAt : innerAt;
+          along = add(along, h * kHalf);
+          SmallVector<Value> at = indicesOf(*o, outerAt, innerAt);
+          std::reverse(at.begin(), at.end());
+          Value shift =
+              add(add(pad, mul(stage, kTileBytes)), base + h * kTileBytes / 2);
+          Value dst =
+              kb.create<memref::ViewOp>(loc, box, dynamic, shift, ValueRange{});
+          kb.create<nvgpu::TmaAsyncLoadOp>(loc, dst, bars, tensorMap, at, stage,
+                                           Value(), Value());
+        }
+      }
+    });
+  }
+
+  /// What `body` builds, run by thread 0 only.
+  void onThreadZero(function_ref<void()> body) {
     auto first = kb.create<scf::IfOp>(
         loc,
         kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tx, index(0)),
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(kb);
     kb.setInsertionPointToStart(first.thenBlock());
-    kb.create<nvgpu::MBarrierArriveExpectTxOp>(loc, bars, index(kStageBytes),
-                                               stage, Value());
-    Attribute workgroup = gpu::AddressSpaceAttr::get(
-        kb.getContext(), gpu::AddressSpace::Workgroup);
-    for (auto [o, tensorMap, base] : {std::tuple{&a, aMap, int64_t(0)},
-                                      {&bOp, bMap, kStages * kTileBytes}}) {
-      auto type = cast<MemRefType>(o->buffer.getType());
-      SmallVector<int64_t> box(type.getRank(), 1);
-      box[type.getRank() - 2] = box[type.getRank() - 1] = kHalf;
-      for (int64_t h = 0; h < 2; ++h) {
-        SmallVector<Value> loops(batchIvs);
-        loops.append(ranges.size() - batchIvs.size(), index(0));
-        loops[o->outer] = tileStart(o->outer, step);
-        loops[o->inner] = tileStart(o->inner, step);
-        unsigned along = o->reductionInner ? o->outer : o->inner;
-        loops[along] = add(loops[along], h * kHalf);
-        SmallVector<Value> at = indicesAt(kb, loc, o->map, loops);
-        std::reverse(at.begin(), at.end());
-        Value shift = add(add(pad, mul(stage, 2 * kHalf * kHalf * 2)),
-                          base + h * kHalf * kHalf * 2);
-        Value dst = kb.create<memref::ViewOp>(
-            loc,
-            MemRefType::get(box, half, MemRefLayoutAttrInterface(), workgroup),
-            dynamic, shift, ValueRange{});
-        kb.create<nvgpu::TmaAsyncLoadOp>(loc, dst, bars, tensorMap, at, stage,
-                                         Value(), Value());
-      }
-    }
+    body();
   }
 
   /// Starts the copies of `o`'s tile for reduction step `step` into stage
@@ -302,17 +304,11 @@ struct WgmmaGemm : GemmKernelBuilder {
     if (aMap) {
       bars = kb.create<nvgpu::MBarrierCreateOp>(
           loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, kStages));
-      auto first = kb.create<scf::IfOp>(
-          loc,
-          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tx, index(0)),
-          /*withElseRegion=*/false);
-      {
-        OpBuilder::InsertionGuard g(kb);
-        kb.setInsertionPointToStart(first.thenBlock());
+      onThreadZero([&] {
         for (int64_t s = 0; s < kStages; ++s)
           kb.create<nvgpu::MBarrierInitOp>(loc, bars, index(1), index(s),
                                            Value());
-      }
+      });
       kb.create<gpu::BarrierOp>(loc);
       for (int64_t s = 0; s < std::min(kStages - 1, steps); ++s)
         loadStep(index(s), index(s));
@@ -414,19 +410,10 @@ struct WgmmaGemm : GemmKernelBuilder {
 std::string mlir::tfm::stageGemmOnWarpgroups(
     linalg::GenericOp op, FloatType half, const APFloat &start, Operation *fill,
     linalg::GenericOp epilogue, bool tma, std::string &whyNoTma) {
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  unsigned redDim = ranges.size() - 1, rowDim = redDim - 2, colDim = redDim - 1;
-  int64_t m = ranges[rowDim], n = ranges[colDim], k = ranges[redDim];
-  // Smaller GEMMs would leave most of a block's tile idle.
-  if (m < kTileM / 2 || n < kTileN / 2 || k < kTileK / 2)
-    return gemmTooSmall(m, n, k, kTileM / 2, kTileN / 2, kTileK / 2);
-  std::string whyNot;
-  std::optional<GemmOperand> a =
-      gemmOperandOf(op, 0, rowDim, redDim, kTileM, kTileK, whyNot);
-  std::optional<GemmOperand> bOp =
-      a ? gemmOperandOf(op, 1, colDim, redDim, kTileN, kTileK, whyNot)
-        : std::nullopt;
-  if (!a || !bOp)
+  std::optional<GemmOperand> a, bOp;
+  if (std::string whyNot =
+          stagedGemmOperands(op, kTileM, kTileN, kTileK, kTileK / 2, a, bOp);
+      !whyNot.empty())
     return whyNot;
   if (!a->reductionInner && bOp->reductionInner)
     return "A is contiguous along M and B along K: wgmma reads an M-major A "
