@@ -37,6 +37,8 @@ FailureOr<ElementKind> mlir::tfm::reference::elementKindOf(Type type) {
   if (type.isInteger(1))
     return ElementKind::I1;
   bool u = type.isUnsignedInteger();
+  if (type.isInteger(4))
+    return u ? ElementKind::U4 : ElementKind::I4;
   if (type.isInteger(8))
     return u ? ElementKind::U8 : ElementKind::I8;
   if (type.isInteger(16))
@@ -78,6 +80,10 @@ Type mlir::tfm::reference::elementTypeOf(MLIRContext *context,
     return b.getIntegerType(32, /*isSigned=*/false);
   case ElementKind::U64:
     return b.getIntegerType(64, /*isSigned=*/false);
+  case ElementKind::I4:
+    return b.getIntegerType(4);
+  case ElementKind::U4:
+    return b.getIntegerType(4, /*isSigned=*/false);
   }
   return {};
 }
@@ -390,6 +396,42 @@ llvm::StringMap<EvalFn> buildTable() {
                           f.getOptional(p.getBias()), p.getSizes());
     for (auto [r, part] : llvm::zip(p.getResults(), parts))
       f.set(r, std::move(part));
+    return success();
+  });
+  // Quantization.
+  on<QuantizeOp>(t, [](QuantizeOp q, Frame &f) {
+    f.set(q, evalQuantize(f.get(q.getInput()), f.get(q.getScale()),
+                          f.getOptional(q.getZeroPoint()), kindOf(q.getType()),
+                          q.getAxis(), q.getBlockSize()));
+    return success();
+  });
+  on<DequantizeOp>(t, [](DequantizeOp q, Frame &f) {
+    f.set(q, evalDequantize(f.get(q.getInput()), f.get(q.getScale()),
+                            f.getOptional(q.getZeroPoint()),
+                            kindOf(q.getType()), q.getAxis(),
+                            q.getBlockSize()));
+    return success();
+  });
+  on<DynamicQuantizeOp>(t, [](DynamicQuantizeOp q, Frame &f) {
+    std::vector<Tensor> r = evalDynamicQuantize(f.get(q.getInput()));
+    for (auto [v, value] : llvm::zip(q->getResults(), r))
+      f.set(v, std::move(value));
+    return success();
+  });
+  on<MatmulIntegerOp>(t, [](MatmulIntegerOp m, Frame &f) {
+    f.set(m, evalMatmulInteger(f.get(m.getLhs()), f.get(m.getRhs()),
+                               f.getOptional(m.getLhsZeroPoint()),
+                               f.getOptional(m.getRhsZeroPoint()),
+                               shapeOf(m.getType())));
+    return success();
+  });
+  on<QuantizedLinearOp>(t, [](QuantizedLinearOp l, Frame &f) {
+    f.set(l, evalQuantizedLinear(
+                 f.get(l.getInput()), f.get(l.getWeight()),
+                 f.get(l.getWeightScale()), f.getOptional(l.getWeightZeroPoint()),
+                 f.getOptional(l.getBias()), f.getOptional(l.getInputScale()),
+                 f.getOptional(l.getInputZeroPoint()), l.getInputQuantization(),
+                 l.getActivation(), l.getBlockSize(), shapeOf(l.getType())));
     return success();
   });
   on<SoftmaxOp>(t, [](SoftmaxOp s, Frame &f) {

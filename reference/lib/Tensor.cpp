@@ -37,6 +37,10 @@ const char *mlir::tfm::reference::elementKindName(ElementKind kind) {
     return "ui32";
   case ElementKind::U64:
     return "ui64";
+  case ElementKind::I4:
+    return "i4";
+  case ElementKind::U4:
+    return "ui4";
   }
   return "?";
 }
@@ -81,8 +85,37 @@ int64_t mlir::tfm::reference::wrapToKind(int64_t v, ElementKind kind) {
     return static_cast<uint16_t>(bits);
   case ElementKind::U32:
     return static_cast<uint32_t>(bits);
+  case ElementKind::I4:
+    return static_cast<int64_t>((bits & 0xF) ^ 0x8) - 8;
+  case ElementKind::U4:
+    return static_cast<int64_t>(bits & 0xF);
   default:
     return v;
+  }
+}
+
+std::pair<int64_t, int64_t> mlir::tfm::reference::integerRange(ElementKind kind) {
+  switch (kind) {
+  case ElementKind::I4:
+    return {-8, 7};
+  case ElementKind::U4:
+    return {0, 15};
+  case ElementKind::I8:
+    return {-128, 127};
+  case ElementKind::U8:
+    return {0, 255};
+  case ElementKind::I16:
+    return {-32768, 32767};
+  case ElementKind::U16:
+    return {0, 65535};
+  case ElementKind::I32:
+    return {std::numeric_limits<int32_t>::min(),
+            std::numeric_limits<int32_t>::max()};
+  case ElementKind::U32:
+    return {0, std::numeric_limits<uint32_t>::max()};
+  default:
+    return {std::numeric_limits<int64_t>::min(),
+            std::numeric_limits<int64_t>::max()};
   }
 }
 

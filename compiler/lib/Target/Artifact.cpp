@@ -13,6 +13,7 @@
 
 #include "tfm/Target/Artifact.h"
 #include "ArtifactIR.h"
+#include "tfm/IR/ConstantData.h"
 #include "tfm/IR/TfmOps.h"
 #include "tfm/Target/Symbols.h"
 #include "tfm/Transforms/LayoutRules.h"
@@ -165,7 +166,7 @@ LogicalResult mlir::tfm::writeWeights(const WeightsBlob &layout,
     }
     Type elem = dense.getElementType();
     int64_t n = dense.getNumElements();
-    size_t width = elem.isInteger(1) ? 1 : elem.getIntOrFloatBitWidth() / 8;
+    size_t width = elementBytes(elem);
     uint64_t offset = offsets[i], size = n * width;
     if (offsets[i] < 0 || offset < at || offset + size > layout.bytes) {
       error = "weight " + std::to_string(i) + " does not fit the weights layout";
@@ -178,6 +179,15 @@ LogicalResult mlir::tfm::writeWeights(const WeightsBlob &layout,
       int64_t k = 0;
       for (bool v : dense.getValues<bool>())
         expanded[k++] = v ? 1 : 0;
+      os.write(expanded.data(), size);
+    } else if (elem.getIntOrFloatBitWidth() < 8) {
+      // A 4-bit element is a byte in a buffer, read as an i8 that holds
+      // its value (raw data keeps only its bits).
+      expanded.resize(size);
+      int64_t k = 0;
+      for (const APInt &v : dense.getValues<APInt>())
+        expanded[k++] = static_cast<char>(
+            elem.isUnsignedInteger() ? v.getZExtValue() : v.getSExtValue());
       os.write(expanded.data(), size);
     } else if (dense.isSplat()) {
       expanded.resize(size);

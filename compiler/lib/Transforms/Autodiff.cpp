@@ -415,6 +415,22 @@ mlir::tfm::buildTrainStep(ModuleOp module, const TrainingOptions &options) {
     return fwd.emitError() << "differentiates only functions of one block";
   if (fwd.getNumResults() == 0)
     return fwd.emitError() << "has no output to compute a loss on";
+  // Rounding has no gradient: quantization-aware training would need
+  // straight-through estimators, which tfm does not define.
+  Operation *quantized = nullptr;
+  fwd.walk([&](Operation *op) {
+    if (isa<QuantizeOp, DequantizeOp, DynamicQuantizeOp, MatmulIntegerOp,
+            QuantizedLinearOp>(op)) {
+      quantized = op;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (quantized)
+    return quantized->emitError()
+           << "the model is quantized ('" << quantized->getName()
+           << "'), and training a quantized model is not supported: train "
+              "the float model, then quantize it";
   auto logitsType = dyn_cast<RankedTensorType>(fwd.getResultTypes()[0]);
   if (!logitsType || !isa<FloatType>(logitsType.getElementType()) ||
       logitsType.getRank() < 1)

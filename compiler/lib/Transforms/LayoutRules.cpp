@@ -1,6 +1,7 @@
 //===- LayoutRules.cpp - What a target reads and writes in place ----------===//
 
 #include "tfm/Transforms/LayoutRules.h"
+#include "tfm/IR/ConstantData.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -10,8 +11,7 @@ using namespace mlir;
 using namespace mlir::tfm;
 
 int64_t mlir::tfm::bufferBytes(ShapedType type) {
-  int64_t bits = type.getElementTypeBitWidth();
-  return type.getNumElements() * (bits == 1 ? 8 : bits) / 8;
+  return type.getNumElements() * elementBytes(type.getElementType());
 }
 
 SmallVector<int64_t> mlir::tfm::rowMajorStrides(ArrayRef<int64_t> shape) {

@@ -8,6 +8,7 @@
 
 #include "Driver.h"
 
+#include "tfm/IR/ConstantData.h"
 #include "tfm/IR/TfmOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -65,7 +66,7 @@ int mlir::tfm::tfmc::runInspect(ModuleOp module, bool json,
       // ones are scales, epsilons and shapes.
       if (t && t.getNumElements() > 16 && isa<FloatType>(t.getElementType())) {
         params += t.getNumElements();
-        paramBytes += t.getNumElements() * t.getElementTypeBitWidth() / 8;
+        paramBytes += t.getNumElements() * tfm::elementBytes(t.getElementType());
       }
       return;
     }

@@ -42,7 +42,7 @@ DenseElementsAttr pick(DenseElementsAttr input, RankedTensorType outType,
       out[i] = values[source(i)];
     return DenseElementsAttr::get(outType, ArrayRef<bool>(out));
   }
-  size_t width = input.getElementType().getIntOrFloatBitWidth() / 8;
+  size_t width = elementBytes(input.getElementType());
   ArrayRef<char> raw = input.getRawData();
   MutableArrayRef<char> out = scratch(n * width);
   for (int64_t i = 0; i < n; ++i)
@@ -71,9 +71,8 @@ DenseElementsAttr mlir::tfm::transpose2D(RankedTensorType type,
                                          ArrayRef<char> raw) {
   int64_t k = type.getDimSize(0), n = type.getDimSize(1);
   auto outType = RankedTensorType::get({n, k}, type.getElementType());
-  // Byte-wise: every element type the importer produces for weights is a
-  // whole number of bytes wide.
-  size_t width = type.getElementTypeBitWidth() / 8;
+  // Byte-wise: in raw data every element type but i1 takes whole bytes.
+  size_t width = elementBytes(type.getElementType());
   MutableArrayRef<char> out = scratch(raw.size());
   // In tiles, so that both sides stay in cache: element by element, W9's
   // 1.2 GB of weights took 1.5 s of a 30 s compile. The common widths copy
@@ -101,7 +100,7 @@ DenseElementsAttr mlir::tfm::concatRows(ArrayRef<DenseElementsAttr> parts) {
   auto first = cast<RankedTensorType>(parts.front().getType());
   SmallVector<int64_t> shape(first.getShape());
   shape[0] = 0;
-  size_t width = first.getElementTypeBitWidth() / 8, bytes = 0;
+  size_t width = elementBytes(first.getElementType()), bytes = 0;
   for (DenseElementsAttr p : parts) {
     shape[0] += cast<RankedTensorType>(p.getType()).getDimSize(0);
     bytes += p.getNumElements() * width;

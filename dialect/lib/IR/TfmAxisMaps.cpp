@@ -392,3 +392,72 @@ void mlir::tfm::registerAxisMapExternalModels(DialectRegistry &registry) {
         ElementwiseAxisMap<math::RoundEvenOp, kKeeps>>(*ctx);
   });
 }
+
+/// A quantization's value (operand 0) read elementwise with its scale and
+/// zero point (operands 1 and 2): one for all, one per index of `axis`, or
+/// one per block of indices along it, which each position reads by its
+/// block (a window of the scale's axis).
+static AxisMap quantization(Operation *op, int64_t axis, int64_t blockSize) {
+  AxisMap m = aligned(op, {0}, ZeroRule::none);
+  int64_t rank = rankOf(op->getOperand(0));
+  int64_t scaleRank = rankOf(op->getOperand(1));
+  unsigned params = op->getNumOperands();
+  if (scaleRank == 0) {
+    for (unsigned i = 1; i < params; ++i)
+      m.whole.push_back(i);
+    return m;
+  }
+  axis = normalizedAxis(axis, rank);
+  for (unsigned i = 1; i < params; ++i) {
+    if (blockSize == 0) {
+      m.results[axis].push_back({i, 0});
+      continue;
+    }
+    for (int64_t a = 0; a < rank; ++a)
+      if (a != axis)
+        m.results[a].push_back({i, a});
+    m.uses.push_back({{i, axis}, AxisUse::Windowed, {}, {}, {}});
+  }
+  return m;
+}
+
+AxisMap QuantizeOp::getAxisMap() {
+  return quantization(*this, getAxis(), getBlockSize());
+}
+AxisMap DequantizeOp::getAxisMap() {
+  return quantization(*this, getAxis(), getBlockSize());
+}
+
+AxisMap MatmulIntegerOp::getAxisMap() {
+  int64_t lr = rankOf(getLhs()), rr = rankOf(getRhs());
+  int64_t rank = rankOf(getResult());
+  AxisMap m;
+  m.results.resize(rank);
+  if (lr < 2 || rr < 2)
+    return m;
+  for (int64_t a = 0; a < lr - 2; ++a)
+    m.results[rank - lr + a].push_back({0, a});
+  for (int64_t a = 0; a < rr - 2; ++a)
+    m.results[rank - rr + a].push_back({1, a});
+  m.results[rank - 2].push_back({0, lr - 2});
+  m.results[rank - 1].push_back({1, rr - 1});
+  m.uses.push_back({{0, lr - 1}, AxisUse::Contracted, OperandAxis{1, rr - 2},
+                    {}, {}});
+  m.uses.push_back({{1, rr - 2}, AxisUse::Contracted, OperandAxis{0, lr - 1},
+                    {}, {}});
+  // A zero point per row or column is read with its row or column; a
+  // nonzero one also makes zeros nonzero.
+  for (unsigned i = 2; i < getNumOperands(); ++i)
+    m.whole.push_back(i);
+  m.zeros = getNumOperands() == 2 ? ZeroRule::any : ZeroRule::none;
+  return m;
+}
+
+AxisMap QuantizedLinearOp::getAxisMap() {
+  AxisMap m = projection(*this);
+  // The dynamic quantization's scale is the whole input's range.
+  if (getInputQuantization() == InputQuantization::dynamic)
+    for (int64_t a = 0; a + 1 < rankOf(getInput()); ++a)
+      m.uses.push_back({{0, a}, AxisUse::Reduced, {}, {}, {}});
+  return m;
+}

@@ -290,6 +290,52 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
               out);
 }
 
+/// An optional operand's type, or null.
+static Type typeOrNull(Value v) { return v ? v.getType() : Type(); }
+
+LogicalResult DequantizeOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor a,
+                                             SmallVectorImpl<Type> &out) {
+  return push(inferDequantizeType({loc, getOperationName()},
+                                  a.getInput().getType(), a.getScale().getType(),
+                                  typeOrNull(a.getZeroPoint()), a.getAxis(),
+                                  a.getBlockSize()),
+              out);
+}
+
+LogicalResult DynamicQuantizeOp::inferReturnTypes(MLIRContext *,
+                                                  std::optional<Location> loc,
+                                                  Adaptor a,
+                                                  SmallVectorImpl<Type> &out) {
+  return inferDynamicQuantizeTypes({loc, getOperationName()},
+                                   a.getInput().getType(), out);
+}
+
+LogicalResult MatmulIntegerOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor a,
+                                                SmallVectorImpl<Type> &out) {
+  return push(inferMatmulIntegerType({loc, getOperationName()},
+                                     a.getLhs().getType(), a.getRhs().getType(),
+                                     typeOrNull(a.getLhsZeroPoint()),
+                                     typeOrNull(a.getRhsZeroPoint())),
+              out);
+}
+
+LogicalResult QuantizedLinearOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor a,
+    SmallVectorImpl<Type> &out) {
+  return push(inferQuantizedLinearType(
+                  {loc, getOperationName()}, a.getInput().getType(),
+                  a.getWeight().getType(), a.getWeightScale().getType(),
+                  typeOrNull(a.getWeightZeroPoint()), typeOrNull(a.getBias()),
+                  typeOrNull(a.getInputScale()),
+                  typeOrNull(a.getInputZeroPoint()),
+                  static_cast<int>(a.getInputQuantization()), a.getBlockSize()),
+              out);
+}
+
 //===----------------------------------------------------------------------===//
 // Verifiers
 //===----------------------------------------------------------------------===//
@@ -393,6 +439,13 @@ LogicalResult MaskedSoftmaxOp::verify() {
                            << " is " << stringifyMaskKind(implied);
   }
   return success();
+}
+
+LogicalResult QuantizeOp::verify() {
+  return verifyQuantizeTypes({getLoc(), getOperationName()},
+                             getInput().getType(), getScale().getType(),
+                             typeOrNull(getZeroPoint()), getType(), getAxis(),
+                             getBlockSize());
 }
 
 LogicalResult AddLayerNormOp::verify() {

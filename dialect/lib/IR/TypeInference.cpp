@@ -721,3 +721,219 @@ FailureOr<Type> mlir::tfm::inferReduceType(const ShapeDiag &d, Type inputT,
   }
   return Type(RankedTensorType::get(shape, input->getElementType()));
 }
+
+//===----------------------------------------------------------------------===//
+// Quantization
+//===----------------------------------------------------------------------===//
+
+FailureOr<QuantizationGranularity> mlir::tfm::checkQuantizationParameters(
+    const ShapeDiag &d, Type valueT, StringRef valueName, Type scaleT,
+    Type zeroPointT, Type integerElement, int64_t axis, int64_t blockSize) {
+  auto value = staticTensor(d, valueT, valueName);
+  auto scale = staticTensor(d, scaleT, "scale");
+  if (failed(value) || failed(scale))
+    return failure();
+  if (!isa<FloatType>(scale->getElementType()))
+    return d.fail("'scale' must be a float tensor, got ", fmtType(*scale));
+  if (zeroPointT) {
+    auto zp = staticTensor(d, zeroPointT, "zero_point");
+    if (failed(zp))
+      return failure();
+    if (zp->getShape() != scale->getShape())
+      return d.fail("'zero_point' ", fmtType(*zp),
+                    " must have the shape of 'scale' ", fmtType(*scale));
+    if (zp->getElementType() != integerElement)
+      return d.fail("'zero_point' ", fmtType(*zp), " must hold ",
+                    fmtType(integerElement), ", the element type of the ",
+                    "quantized values");
+  }
+  if (blockSize < 0)
+    return d.fail("'block_size' must be 0 (no blocks) or positive, got ",
+                  blockSize);
+  int64_t rank = value->getRank();
+  if (scale->getRank() == 0) {
+    if (blockSize != 0)
+      return d.fail("a blocked quantization needs a 'scale' of the ",
+                    valueName, "'s rank ", rank, ", got ", fmtType(*scale));
+    return QuantizationGranularity::PerTensor;
+  }
+  auto ax = normalizeAxis(d, axis, rank, "axis");
+  if (failed(ax))
+    return failure();
+  int64_t n = value->getDimSize(*ax);
+  if (blockSize == 0) {
+    if (scale->getRank() != 1 || scale->getDimSize(0) != n)
+      return d.fail("a per-axis 'scale' must be [", n, "], the size of ",
+                    valueName, " ", fmtType(*value), " along axis ", *ax,
+                    ", got ", fmtType(*scale));
+    return QuantizationGranularity::PerAxis;
+  }
+  SmallVector<int64_t> want(value->getShape());
+  want[*ax] = (n + blockSize - 1) / blockSize;
+  if (scale->getShape() != ArrayRef<int64_t>(want))
+    return d.fail("a blocked 'scale' must be ", fmtShape(want), ": ",
+                  valueName, " ", fmtType(*value), " in blocks of ",
+                  blockSize, " along axis ", *ax, ", got ", fmtType(*scale));
+  return QuantizationGranularity::Blocked;
+}
+
+LogicalResult mlir::tfm::verifyQuantizeTypes(const ShapeDiag &d, Type inputT,
+                                             Type scaleT, Type zeroPointT,
+                                             Type resultT, int64_t axis,
+                                             int64_t blockSize) {
+  auto input = staticTensor(d, inputT, "input");
+  auto result = staticTensor(d, resultT, "result");
+  if (failed(input) || failed(result))
+    return failure();
+  if (input->getShape() != result->getShape())
+    return d.fail("the result ", fmtType(*result),
+                  " must have the shape of 'input' ", fmtType(*input));
+  return checkQuantizationParameters(d, inputT, "input", scaleT, zeroPointT,
+                                     result->getElementType(), axis,
+                                     blockSize);
+}
+
+FailureOr<Type> mlir::tfm::inferDequantizeType(const ShapeDiag &d,
+                                               Type inputT, Type scaleT,
+                                               Type zeroPointT, int64_t axis,
+                                               int64_t blockSize) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  if (zeroPointT && input->getElementType().isInteger(32))
+    return d.fail("an i32 'input' (a quantized bias) takes no 'zero_point'");
+  if (failed(checkQuantizationParameters(d, inputT, "input", scaleT,
+                                         zeroPointT, input->getElementType(),
+                                         axis, blockSize)))
+    return failure();
+  return Type(RankedTensorType::get(
+      input->getShape(), cast<RankedTensorType>(scaleT).getElementType()));
+}
+
+LogicalResult mlir::tfm::inferDynamicQuantizeTypes(const ShapeDiag &d,
+                                                   Type inputT,
+                                                   SmallVectorImpl<Type> &out) {
+  auto input = staticTensor(d, inputT, "input");
+  if (failed(input))
+    return failure();
+  if (!input->getElementType().isF32())
+    return d.fail("'input' must be f32, got ", fmtType(*input));
+  Type u8 = IntegerType::get(input->getContext(), 8, IntegerType::Unsigned);
+  out.push_back(RankedTensorType::get(input->getShape(), u8));
+  out.push_back(RankedTensorType::get({}, input->getElementType()));
+  out.push_back(RankedTensorType::get({}, u8));
+  return success();
+}
+
+FailureOr<Type> mlir::tfm::inferMatmulIntegerType(const ShapeDiag &d,
+                                                  Type lhsT, Type rhsT,
+                                                  Type lhsZeroPointT,
+                                                  Type rhsZeroPointT) {
+  auto lhs = staticTensor(d, lhsT, "lhs");
+  auto rhs = staticTensor(d, rhsT, "rhs");
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  if (lhs->getRank() < 2 || rhs->getRank() < 2)
+    return d.fail("operands must have rank >= 2, got lhs ", fmtType(*lhs),
+                  " and rhs ", fmtType(*rhs));
+  // Its shapes are tfm.matmul's, whatever the integer types.
+  auto floats = [](RankedTensorType t) {
+    return RankedTensorType::get(t.getShape(),
+                                 Float32Type::get(t.getContext()));
+  };
+  auto shape = inferMatmulType(d, floats(*lhs), floats(*rhs), false, false);
+  if (failed(shape))
+    return failure();
+  auto check = [&](Type zpT, RankedTensorType operand, StringRef name,
+                   int64_t contracted) -> LogicalResult {
+    if (!zpT)
+      return success();
+    auto zp = staticTensor(d, zpT, name);
+    if (failed(zp))
+      return failure();
+    if (zp->getElementType() != operand.getElementType())
+      return d.fail("'", name, "' ", fmtType(*zp), " must hold ",
+                    fmtType(operand.getElementType()),
+                    ", its operand's element type");
+    SmallVector<int64_t> reduced(operand.getShape());
+    reduced[reduced.size() - contracted] = 1;
+    if (zp->getRank() != 0 && !broadcastsTo(zp->getShape(), reduced))
+      return d.fail("'", name, "' ", fmtType(*zp), " must be rank 0 or ",
+                    "broadcast to ", fmtShape(reduced),
+                    ", its operand's shape with the contracted size 1");
+    return success();
+  };
+  if (failed(check(lhsZeroPointT, *lhs, "lhs_zero_point", 1)) ||
+      failed(check(rhsZeroPointT, *rhs, "rhs_zero_point", 2)))
+    return failure();
+  return Type(RankedTensorType::get(
+      cast<RankedTensorType>(*shape).getShape(),
+      IntegerType::get(lhs->getContext(), 32)));
+}
+
+FailureOr<Type> mlir::tfm::inferQuantizedLinearType(
+    const ShapeDiag &d, Type inputT, Type weightT, Type weightScaleT,
+    Type weightZeroPointT, Type biasT, Type inputScaleT, Type inputZeroPointT,
+    int inputQuantization, int64_t blockSize) {
+  auto input = staticTensor(d, inputT, "input");
+  auto weight = staticTensor(d, weightT, "weight");
+  if (failed(input) || failed(weight))
+    return failure();
+  if (input->getRank() < 1)
+    return d.fail("'input' must have rank >= 1, got ", fmtType(*input));
+  if (weight->getRank() != 2)
+    return d.fail("'weight' must be [N, K] (rank 2), got ", fmtType(*weight));
+  int64_t k = input->getShape().back(), n = weight->getDimSize(0);
+  if (weight->getDimSize(1) != k)
+    return d.fail("'weight' ", fmtType(*weight), " must be [N, ", k,
+                  "] to match the last dimension of 'input' ",
+                  fmtType(*input));
+  // Output columns are the weight's rows: per axis is along axis 0, blocks
+  // run along K.
+  auto granularity = checkQuantizationParameters(
+      d, weightT, "weight", weightScaleT, weightZeroPointT,
+      weight->getElementType(), blockSize ? 1 : 0, blockSize);
+  if (failed(granularity))
+    return failure();
+  Type elem = input->getElementType();
+  auto sameFloat = [&](Type t, StringRef name) -> LogicalResult {
+    auto r = staticTensor(d, t, name);
+    if (failed(r))
+      return failure();
+    return sameElementType(d, *input, "input", *r, name);
+  };
+  if (failed(sameFloat(weightScaleT, "weight_scale")))
+    return failure();
+  if (biasT) {
+    if (failed(sameFloat(biasT, "bias")))
+      return failure();
+    auto bias = cast<RankedTensorType>(biasT);
+    if (bias.getRank() != 1 || bias.getDimSize(0) != n)
+      return d.fail("'bias' ", fmtType(bias), " must be [", n,
+                    "], the output features of 'weight'");
+  }
+  bool isStatic = inputQuantization == 2;
+  if (isStatic != (inputScaleT && inputZeroPointT) ||
+      (!isStatic && (inputScaleT || inputZeroPointT)))
+    return d.fail("'input_scale' and 'input_zero_point' are given exactly "
+                  "when 'input_quantization' is static");
+  if (isStatic) {
+    if (failed(sameFloat(inputScaleT, "input_scale")))
+      return failure();
+    auto zp = staticTensor(d, inputZeroPointT, "input_zero_point");
+    if (failed(zp))
+      return failure();
+    if (cast<RankedTensorType>(inputScaleT).getRank() != 0 ||
+        zp->getRank() != 0)
+      return d.fail("'input_scale' and 'input_zero_point' must be rank 0, "
+                    "got ",
+                    fmtType(inputScaleT), " and ", fmtType(*zp));
+  }
+  if (inputQuantization == 1 && !elem.isF32())
+    return d.fail("a dynamic quantization of the input needs an f32 "
+                  "'input', got ",
+                  fmtType(*input));
+  SmallVector<int64_t> shape(input->getShape());
+  shape.back() = n;
+  return Type(RankedTensorType::get(shape, elem));
+}

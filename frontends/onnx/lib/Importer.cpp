@@ -32,23 +32,36 @@ using namespace mlir::tfm::onnx_import;
 // Registry and NodeContext
 //===----------------------------------------------------------------------===//
 
-void Registry::onOp(StringRef opType, int64_t sinceVersion, Converter fn) {
-  auto &versions = table[opType];
+std::string Registry::key(StringRef opType, StringRef domain) {
+  return isDefaultDomain(domain) ? opType.str()
+                                 : (domain + "." + opType).str();
+}
+
+void Registry::onOp(StringRef opType, int64_t sinceVersion, Converter fn,
+                    StringRef domain) {
+  auto &versions = table[key(opType, domain)];
   versions.emplace_back(sinceVersion, std::move(fn));
   llvm::sort(versions, [](const auto &a, const auto &b) {
     return a.first < b.first;
   });
+  if (!isDefaultDomain(domain))
+    domains.insert(domain);
 }
 
-const Converter *Registry::lookup(StringRef opType, int64_t opset) const {
-  auto it = table.find(opType);
+const Converter *Registry::lookup(StringRef opType, int64_t version,
+                                  StringRef domain) const {
+  auto it = table.find(key(opType, domain));
   if (it == table.end())
     return nullptr;
   const Converter *found = nullptr;
   for (const auto &[since, fn] : it->second)
-    if (since <= opset)
+    if (since <= version)
       found = &fn;
   return found;
+}
+
+bool Registry::knowsDomain(StringRef domain) const {
+  return isDefaultDomain(domain) || domains.contains(domain);
 }
 
 std::vector<std::string> Registry::opTypes() const {
@@ -174,6 +187,11 @@ Type mlir::tfm::onnx_import::elementTypeOf(MLIRContext *ctx, int dataType) {
     return b.getIntegerType(32, /*isSigned=*/false);
   case onnx::TensorProto::UINT64:
     return b.getIntegerType(64, /*isSigned=*/false);
+  // UINT4 and INT4 (opset 21), which the ONNX library here predates.
+  case 21:
+    return b.getIntegerType(4, /*isSigned=*/false);
+  case 22:
+    return b.getIntegerType(4);
   default:
     return {};
   }
@@ -256,9 +274,7 @@ static DenseElementsAttr convertTensor(MLIRContext *ctx,
   Type elt = elementTypeOf(ctx, t.data_type());
   if (!elt) {
     error = "tensor '" + t.name() + "' has data type " +
-            onnx::TensorProto::DataType_Name(
-                static_cast<onnx::TensorProto::DataType>(t.data_type())) +
-            ", which tfm does not support";
+            dataTypeName(t.data_type()) + ", which tfm does not support";
     return {};
   }
   std::optional<StringRef> externalBytes;
@@ -289,6 +305,31 @@ static DenseElementsAttr convertTensor(MLIRContext *ctx,
     return DenseElementsAttr();
   };
   unsigned bits = elt.getIntOrFloatBitWidth();
+  if (bits == 4) {
+    // Two elements a byte, the first in the low nibble, in raw data or one
+    // byte per int32_data entry; an odd count leaves the last high nibble
+    // unused.
+    int64_t bytes = (n + 1) / 2;
+    SmallVector<uint8_t> packed;
+    if (t.has_raw_data() || externalBytes) {
+      StringRef raw = externalBytes ? *externalBytes : StringRef(t.raw_data());
+      packed.assign(raw.bytes_begin(), raw.bytes_end());
+    } else {
+      for (int32_t v : t.int32_data())
+        packed.push_back(static_cast<uint8_t>(v));
+    }
+    if (static_cast<int64_t>(packed.size()) != bytes) {
+      error = "tensor '" + t.name() + "' of " + std::to_string(n) +
+              " 4-bit values needs " + std::to_string(bytes) +
+              " bytes (two a byte) but holds " + std::to_string(packed.size());
+      return {};
+    }
+    SmallVector<APInt> values;
+    values.reserve(n);
+    for (int64_t i = 0; i < n; ++i)
+      values.push_back(APInt(4, (packed[i / 2] >> (4 * (i % 2))) & 0xF));
+    return DenseElementsAttr::get(type, values);
+  }
   if (t.has_raw_data() || externalBytes) {
     StringRef raw = externalBytes ? *externalBytes : StringRef(t.raw_data());
     if (elt.isInteger(1)) {
@@ -392,6 +433,7 @@ const Registry &registry() {
     populateElementwiseConverters(reg);
     populateMatMulGemmConverters(reg);
     populateNormalizationConverters(reg);
+    populateQuantizationConverters(reg);
     populateShapeConverters(reg);
     return reg;
   }();
@@ -412,9 +454,6 @@ bool isShapeOperand(StringRef opType, int operand) {
   return it != table.end() && llvm::is_contained(it->second, operand);
 }
 
-bool isDefaultDomain(StringRef domain) {
-  return domain.empty() || domain == "ai.onnx";
-}
 
 
 /// The initializers that only MatMuls read, as their second operand, and
@@ -522,6 +561,16 @@ private:
   const ImportOptions &options;
   Location fileLoc;
   int64_t opset = 0;
+  /// The versions the model imports of the other domains.
+  llvm::StringMap<int64_t> domainVersions;
+  /// The version of `domain` a node converts at: the default opset, or
+  /// what the model imports of its domain (1, the only version of
+  /// com.microsoft, when it imports none).
+  int64_t versionOf(StringRef domain) const {
+    if (isDefaultDomain(domain))
+      return opset;
+    return domainVersions.lookup(domain) ? domainVersions.lookup(domain) : 1;
+  }
   llvm::StringMap<Value> values;
   ExternalData external;
   /// The weights imported as [N, K] for the MatMuls that read them
@@ -548,7 +597,7 @@ LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
   SmallVector<std::pair<Location, std::string>> problems;
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     Location loc = nodeLoc(node, index);
-    if (!isDefaultDomain(node.domain())) {
+    if (!registry().knowsDomain(node.domain())) {
       problems.emplace_back(loc, "op type '" + node.op_type() +
                                      "' is in the unknown opset domain '" +
                                      node.domain() + "'");
@@ -556,12 +605,17 @@ LogicalResult Importer::checkGraph(const onnx::GraphProto &graph) {
         defined.insert(out);
       continue;
     }
-    if (!registry().lookup(node.op_type(), opset)) {
-      problems.emplace_back(loc, "op type '" + node.op_type() + "' (opset " +
-                                     std::to_string(opset) +
-                                     ") is not supported");
+    int64_t version = versionOf(node.domain());
+    if (!registry().lookup(node.op_type(), version, node.domain())) {
+      problems.emplace_back(
+          loc, "op type '" + node.op_type() + "' (" +
+                   (isDefaultDomain(node.domain())
+                        ? "opset " + std::to_string(version)
+                        : "domain '" + node.domain() + "' version " +
+                              std::to_string(version)) +
+                   ") is not supported");
     } else {
-      for (std::string &b : onnx_io::schemaProblems(node, opset))
+      for (std::string &b : onnx_io::schemaProblems(node, version))
         problems.emplace_back(loc, std::move(b));
     }
     for (const std::string &in : node.input())
@@ -799,7 +853,9 @@ void Importer::foldConstants(ArrayRef<Operation *> ops,
   // nothing can balloon the module.
   constexpr int64_t kMaxFoldedElements = int64_t(1) << 24;
   for (Operation *op : ops) {
-    if (isa<arith::ConstantOp>(op) || op->getNumResults() == 0 ||
+    // A quantized weight stays quantized: its dequantization is what the
+    // quantized-linear fusion takes into the GEMM's loads.
+    if (isa<arith::ConstantOp, DequantizeOp>(op) || op->getNumResults() == 0 ||
         op->getBlock() == nullptr)
       continue;
     auto constantOf = [](Value v) {
@@ -905,10 +961,12 @@ LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
   CreatedOps created;
   OpBuilder::Listener *previous = b.getListener();
   b.setListener(&created);
-  NodeContext nc(b, node, loc, opset, std::move(inputs), options.trainable);
+  int64_t version = versionOf(node.domain());
+  NodeContext nc(b, node, loc, version, std::move(inputs), options.trainable);
   nc.externalData = &external;
   nc.transposedWeights = &transposedWeights;
-  LogicalResult converted = (*registry().lookup(node.op_type(), opset))(nc);
+  LogicalResult converted =
+      (*registry().lookup(node.op_type(), version, node.domain()))(nc);
   b.setListener(previous);
   if (failed(converted))
     return failure();
@@ -936,9 +994,12 @@ LogicalResult Importer::convert(OpBuilder &b, const onnx::NodeProto &node,
 }
 
 OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
-  for (const auto &imp : model.opset_import())
+  for (const auto &imp : model.opset_import()) {
     if (isDefaultDomain(imp.domain()))
       opset = imp.version();
+    else
+      domainVersions[imp.domain()] = imp.version();
+  }
   if (opset == 0) {
     emitError(fileLoc) << "the model imports no version of the default ONNX "
                           "opset";

@@ -19,6 +19,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -224,25 +225,72 @@ template <typename T> bool take(FailureOr<T> result, T &out) {
 
 using Converter = std::function<LogicalResult(NodeContext &)>;
 
-/// Converters by op type, each with the opset range it covers.
+/// The opset domain of ONNX Runtime's contributed ops (MatMulNBits, ...).
+inline constexpr llvm::StringLiteral kMicrosoftDomain("com.microsoft");
+
+/// Whether `domain` names the default ONNX opset ("" or "ai.onnx").
+inline bool isDefaultDomain(StringRef domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+/// Converters by op type and domain, each with the version range of its
+/// domain it covers.
 class Registry {
 public:
-  /// Registers `fn` for `opType` from `sinceVersion` on (until a later
-  /// registration for the same op type takes over).
-  void onOp(StringRef opType, int64_t sinceVersion, Converter fn);
-  /// The converter for `opType` at `opset`, or null.
-  const Converter *lookup(StringRef opType, int64_t opset) const;
-  /// Every op type with a converter.
+  /// Registers `fn` for `opType` of `domain` (the default one when empty)
+  /// from `sinceVersion` on (until a later registration for the same op
+  /// type takes over).
+  void onOp(StringRef opType, int64_t sinceVersion, Converter fn,
+            StringRef domain = "");
+  /// The converter for `opType` of `domain` at `version`, or null.
+  const Converter *lookup(StringRef opType, int64_t version,
+                          StringRef domain = "") const;
+  /// Whether any converter is registered for `domain`.
+  bool knowsDomain(StringRef domain) const;
+  /// Every op type with a converter; those of another domain than the
+  /// default one as "domain.OpType".
   std::vector<std::string> opTypes() const;
 
 private:
+  static std::string key(StringRef opType, StringRef domain);
   llvm::StringMap<std::vector<std::pair<int64_t, Converter>>> table;
+  llvm::StringSet<> domains;
 };
+
+/// The name of an ONNX TensorProto data type, the 8- and 4-bit types that
+/// the ONNX library here predates included.
+std::string dataTypeName(int64_t dataType);
+
+// Quantization (Converters/Quantization.cpp), shared with the quantized
+// convolutions.
+/// Scale or zero point input `i` (named `name`) as the quantization ops
+/// read it: one element as rank 0.
+FailureOr<Value> quantizationParameter(NodeContext &n, unsigned i,
+                                       StringRef name);
+/// Fails, naming the node and the element, when input `i` is a constant
+/// scale with an element that is not positive and finite (with
+/// `allowNegative`, that is 0 or not finite: the symmetric 4-bit
+/// quantizers write negative scales).
+LogicalResult checkScale(NodeContext &n, unsigned i, StringRef name,
+                         bool allowNegative = false);
+/// tfm.dequantize and tfm.quantize, their shape rules checked.
+FailureOr<Value> dequantize(NodeContext &n, Value x, Value scale, Value zp,
+                            int64_t axis, int64_t blockSize);
+FailureOr<Value> quantize(NodeContext &n, Value x, Value scale, Value zp,
+                          Type resultElement, int64_t axis, int64_t blockSize);
+/// tfm.matmul_integer with numpy's 1-D operands and a per-row left zero
+/// point [M].
+FailureOr<Value> matmulInteger(NodeContext &n, Value a, Value b, Value aZp,
+                               Value bZp);
+/// saturate(round(acc · factor) + zp): an integer accumulator brought to
+/// the quantized type of the rank-0 `zp`, rounded once.
+FailureOr<Value> requantize(NodeContext &n, Value acc, Value factor, Value zp);
 
 void populateConvolutionConverters(Registry &registry);
 void populateElementwiseConverters(Registry &registry);
 void populateMatMulGemmConverters(Registry &registry);
 void populateNormalizationConverters(Registry &registry);
+void populateQuantizationConverters(Registry &registry);
 void populateShapeConverters(Registry &registry);
 
 } // namespace mlir::tfm::onnx_import

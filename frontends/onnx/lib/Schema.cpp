@@ -55,11 +55,27 @@ constexpr LaterSchema kLaterSchemas[] = {
     {"LpPool", 18, 1, 1, 1, 1},          {"AveragePool", 19, 1, 1, 1, 1},
     {"Cast", 19, 1, 1, 1, 1},            {"CastLike", 19, 2, 2, 1, 1},
     {"DeformConv", 19, 3, 5, 1, 1},      {"Gelu", 20, 1, 1, 1, 1},
-    {"GroupNormalization", 18, 3, 3, 1, 1}};
+    {"GroupNormalization", 18, 3, 3, 1, 1},
+    {"QuantizeLinear", 19, 2, 3, 1, 1},  {"DequantizeLinear", 19, 2, 3, 1, 1},
+    {"QLinearMatMul", 21, 8, 8, 1, 1}};
 
-const LaterSchema *laterSchema(const std::string &opType, int64_t opset) {
+/// The com.microsoft ops the importer converts, which the ONNX library does
+/// not know at all (version 1 of the domain): their arity.
+constexpr LaterSchema kMicrosoftSchemas[] = {
+    {"MatMulNBits", 1, 3, 6, 1, 1},
+    {"MatMulIntegerToFloat", 1, 4, 7, 1, 1},
+    {"DynamicQuantizeMatMul", 1, 3, 5, 1, 1},
+    {"GatherBlockQuantized", 1, 3, 4, 1, 1}};
+
+const LaterSchema *laterSchema(const onnx::NodeProto &node, int64_t opset) {
+  if (node.domain() == "com.microsoft") {
+    for (const LaterSchema &s : kMicrosoftSchemas)
+      if (node.op_type() == s.op && opset >= s.since)
+        return &s;
+    return nullptr;
+  }
   for (const LaterSchema &s : kLaterSchemas)
-    if (opType == s.op && opset >= s.since)
+    if (node.op_type() == s.op && opset >= s.since)
       return &s;
   return nullptr;
 }
@@ -192,7 +208,7 @@ std::vector<std::string>
 mlir::tfm::onnx_io::schemaProblems(const onnx::NodeProto &node,
                                    int64_t opset) {
   std::vector<std::string> problems;
-  if (const LaterSchema *later = laterSchema(node.op_type(), opset)) {
+  if (const LaterSchema *later = laterSchema(node, opset)) {
     checkArity(node, opset, later->minIn, later->maxIn, later->minOut,
                later->maxOut, problems);
     for (int i = 0; i < later->minIn && i < node.input_size(); ++i)
@@ -201,8 +217,11 @@ mlir::tfm::onnx_io::schemaProblems(const onnx::NodeProto &node,
                            " empty");
     return problems;
   }
-  const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
-      node.op_type(), static_cast<int>(opset), "");
+  const onnx::OpSchema *schema =
+      node.domain().empty() || node.domain() == "ai.onnx"
+          ? onnx::OpSchemaRegistry::Schema(node.op_type(),
+                                           static_cast<int>(opset), "")
+          : nullptr;
   if (!schema)
     return problems;
   int inputs = node.input_size();

@@ -117,3 +117,31 @@ func.func @too_many_lanes(%a: memref<8xf32>) {
   } {tfm.lanes = 256 : i64}
   return
 }
+
+// -----
+
+// Tests that the stores of one rank-0 op with two results (a fused chain
+// that keeps its intermediate, written in place over its input) run in one
+// kernel, in the host's order: a kernel per store, each recomputing the
+// chain, read %a after the first had overwritten it (DynamicQuantizeLinear's
+// expanded scale came out (max - min) - min).
+// CHECK-LABEL: func.func @two_results
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+// CHECK: %[[X:.+]] = memref.load %[[A:.+]][] : memref<f32>
+// CHECK: %[[D:.+]] = arith.subf %[[X]], %{{.+}} : f32
+// CHECK: %[[Q:.+]] = arith.divf %[[D]], %{{.+}} : f32
+// CHECK: memref.store %[[D]], %[[A]][] : memref<f32>
+// CHECK: memref.store %[[Q]], %{{.+}}[] : memref<f32>
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = thread_x
+// CHECK-NOT: scf.parallel
+// CHECK: return
+func.func @two_results(%a: memref<f32>, %b: memref<f32>, %out: memref<f32>) {
+  %x = memref.load %a[] : memref<f32>
+  %y = memref.load %b[] : memref<f32>
+  %d = arith.subf %x, %y : f32
+  %q = arith.divf %d, %y : f32
+  memref.store %d, %a[] : memref<f32>
+  memref.store %q, %out[] : memref<f32>
+  return
+}

@@ -876,3 +876,58 @@ func.func @all_reduce_weight_shape(%g: tensor<4xf32>, %n: tensor<2xf32>) -> tens
   %p = tfm.all_reduce_start %g, %n {bucket = 1 : i64} : tensor<4xf32>, tensor<2xf32>
   return %p : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a per-axis scale of the wrong length is named with the size
+// it must have.
+func.func @quantize_axis_scale(%x: tensor<4x8xf32>, %s: tensor<8xf32>) {
+  // expected-error@+1 {{a per-axis 'scale' must be [4], the size of input 'tensor<4x8xf32>' along axis 0, got 'tensor<8xf32>'}}
+  %0 = tfm.quantize %x, %s axis = 0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+// Tests that a zero point must hold the quantized type.
+func.func @quantize_zero_point_type(%x: tensor<4x8xf32>, %s: tensor<f32>, %z: tensor<i8>) {
+  // expected-error@+1 {{'zero_point' 'tensor<i8>' must hold 'ui8', the element type of the quantized values}}
+  %0 = tfm.quantize %x, %s, %z : (tensor<4x8xf32>, tensor<f32>, tensor<i8>) -> tensor<4x8xui8>
+  return
+}
+
+// -----
+
+// Tests that a blocked scale must cover the blocks.
+func.func @dequantize_blocks(%q: tensor<4x64xi4>, %s: tensor<4x3xf32>) {
+  // expected-error@+1 {{a blocked 'scale' must be [4, 2]: input 'tensor<4x64xi4>' in blocks of 32 along axis 1, got 'tensor<4x3xf32>'}}
+  %0 = tfm.dequantize %q, %s block_size = 32 : (tensor<4x64xi4>, tensor<4x3xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that an i32 (a quantized bias) takes no zero point.
+func.func @dequantize_i32_zero_point(%q: tensor<4xi32>, %s: tensor<f32>, %z: tensor<i8>) {
+  // expected-error@+1 {{an i32 'input' (a quantized bias) takes no 'zero_point'}}
+  %0 = tfm.dequantize %q, %s, %z : (tensor<4xi32>, tensor<f32>, tensor<i8>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that an integer matmul's right zero point is one per column.
+func.func @matmul_integer_zero_point(%a: tensor<8x16xui8>, %b: tensor<16x4xi8>, %z: tensor<16xi8>) {
+  // expected-error@+1 {{'rhs_zero_point' 'tensor<16xi8>' must be rank 0 or broadcast to [1, 4], its operand's shape with the contracted size 1}}
+  %0 = tfm.matmul_integer %a, %b rhs_zero_point %z : (tensor<8x16xui8>, tensor<16x4xi8>, tensor<16xi8>) -> tensor<8x4xi32>
+  return
+}
+
+// -----
+
+// Tests that a quantized linear's static input needs its scale.
+func.func @quantized_linear_static(%x: tensor<2x64xf32>, %w: tensor<8x64xi8>, %s: tensor<8xf32>) {
+  // expected-error@+1 {{'input_scale' and 'input_zero_point' are given exactly when 'input_quantization' is static}}
+  %0 = tfm.quantized_linear %x, %w scale %s input_quantization = static : (tensor<2x64xf32>, tensor<8x64xi8>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}

@@ -321,3 +321,39 @@ func.func @cache_update(%k: tensor<1x4x1x8xf32>, %p: tensor<i64>) -> tensor<1x4x
   %0 = tfm.cache_update "attention0.keys", %k, %p {axis = 2 : i64} : (tensor<1x4x1x8xf32>, tensor<i64>) -> tensor<1x4x64x8xf32>
   return %0 : tensor<1x4x64x8xf32>
 }
+
+// Tests that the quantization ops round-trip at every granularity: one
+// scale, one per index of an axis, one per block along it.
+// CHECK-LABEL: func.func @quantization
+func.func @quantization(%x: tensor<4x64xf32>, %s: tensor<f32>, %sa: tensor<4xf32>,
+                        %za: tensor<4xi8>, %sb: tensor<4x2xf32>, %zb: tensor<4x2xui4>,
+                        %q4: tensor<4x64xui4>, %b: tensor<4xi32>)
+    -> (tensor<4x64xui8>, tensor<4x64xi8>, tensor<4x64xf32>, tensor<4xf32>) {
+  // CHECK: tfm.quantize %{{.+}}, %{{.+}} : (tensor<4x64xf32>, tensor<f32>) -> tensor<4x64xui8>
+  %0 = tfm.quantize %x, %s : (tensor<4x64xf32>, tensor<f32>) -> tensor<4x64xui8>
+  // CHECK: tfm.quantize %{{.+}}, %{{.+}}, %{{.+}} axis = 0 : (tensor<4x64xf32>, tensor<4xf32>, tensor<4xi8>) -> tensor<4x64xi8>
+  %1 = tfm.quantize %x, %sa, %za axis = 0 : (tensor<4x64xf32>, tensor<4xf32>, tensor<4xi8>) -> tensor<4x64xi8>
+  // CHECK: tfm.dequantize %{{.+}}, %{{.+}}, %{{.+}} block_size = 32 : (tensor<4x64xui4>, tensor<4x2xf32>, tensor<4x2xui4>) -> tensor<4x64xf32>
+  %2 = tfm.dequantize %q4, %sb, %zb block_size = 32 : (tensor<4x64xui4>, tensor<4x2xf32>, tensor<4x2xui4>) -> tensor<4x64xf32>
+  // CHECK: tfm.dequantize %{{.+}}, %{{.+}} axis = 0 : (tensor<4xi32>, tensor<4xf32>) -> tensor<4xf32>
+  %3 = tfm.dequantize %b, %sa axis = 0 : (tensor<4xi32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2, %3 : tensor<4x64xui8>, tensor<4x64xi8>, tensor<4x64xf32>, tensor<4xf32>
+}
+
+// Tests that the integer matmul, the dynamic quantization and the
+// quantized linear round-trip.
+// CHECK-LABEL: func.func @quantized_matmuls
+func.func @quantized_matmuls(%x: tensor<2x8x64xf32>, %w: tensor<128x64xi8>, %s: tensor<128xf32>,
+                             %bias: tensor<128xf32>, %w4: tensor<128x64xui4>,
+                             %s4: tensor<128x2xf32>, %z4: tensor<128x2xui4>, %wt: tensor<64x128xi8>)
+    -> (tensor<2x8x128xi32>, tensor<2x8x128xf32>, tensor<2x8x128xf32>) {
+  // CHECK: tfm.dynamic_quantize %{{.+}} : tensor<2x8x64xf32> -> (tensor<2x8x64xui8>, tensor<f32>, tensor<ui8>)
+  %q, %qs, %qz = tfm.dynamic_quantize %x : tensor<2x8x64xf32> -> (tensor<2x8x64xui8>, tensor<f32>, tensor<ui8>)
+  // CHECK: tfm.matmul_integer %{{.+}}, %{{.+}} lhs_zero_point %{{.+}} : (tensor<2x8x64xui8>, tensor<64x128xi8>, tensor<ui8>) -> tensor<2x8x128xi32>
+  %0 = tfm.matmul_integer %q, %wt lhs_zero_point %qz : (tensor<2x8x64xui8>, tensor<64x128xi8>, tensor<ui8>) -> tensor<2x8x128xi32>
+  // CHECK: tfm.quantized_linear %{{.+}}, %{{.+}} scale %{{.+}} bias %{{.+}} input_quantization = dynamic activation = gelu : (tensor<2x8x64xf32>, tensor<128x64xi8>, tensor<128xf32>, tensor<128xf32>) -> tensor<2x8x128xf32>
+  %1 = tfm.quantized_linear %x, %w scale %s bias %bias input_quantization = dynamic activation = gelu : (tensor<2x8x64xf32>, tensor<128x64xi8>, tensor<128xf32>, tensor<128xf32>) -> tensor<2x8x128xf32>
+  // CHECK: tfm.quantized_linear %{{.+}}, %{{.+}} scale %{{.+}} zero_point %{{.+}} block_size = 32 : (tensor<2x8x64xf32>, tensor<128x64xui4>, tensor<128x2xf32>, tensor<128x2xui4>) -> tensor<2x8x128xf32>
+  %2 = tfm.quantized_linear %x, %w4 scale %s4 zero_point %z4 block_size = 32 : (tensor<2x8x64xf32>, tensor<128x64xui4>, tensor<128x2xf32>, tensor<128x2xui4>) -> tensor<2x8x128xf32>
+  return %0, %1, %2 : tensor<2x8x128xi32>, tensor<2x8x128xf32>, tensor<2x8x128xf32>
+}

@@ -50,6 +50,9 @@ const std::map<std::string, std::string> &withoutAxisMap() {
       {"tfm.cache_update", "made by tfm-derive-kv-cache itself"},
       {"tfm.cache_read", "made by tfm-derive-kv-cache itself"},
       {"tfm.kernel_call", "the lowering's output"},
+      {"tfm.dynamic_quantize",
+       "its scale and zero point are the range of the whole tensor, rank-0 "
+       "results no axis reaches; both passes refuse it at the op"},
   };
   return ops;
 }

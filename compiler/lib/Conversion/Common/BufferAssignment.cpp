@@ -1055,12 +1055,18 @@ LogicalResult BufferizedEntry::run(const OpLoweringSet &lowerings,
 }
 
 void BufferizedEntry::makeSignless() {
+  // 4-bit integers widen to bytes here too: a buffer holds one per byte
+  // (the weights writer extends them), which an i4 memref would not say
+  // to vector loads.
   auto retype = [&](Value v) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
-    if (!t || !t.getElementType().isUnsignedInteger())
+    auto elem = t ? dyn_cast<IntegerType>(t.getElementType()) : IntegerType();
+    if (!elem || (elem.isSignless() && elem.getWidth() != 4))
       return;
-    unsignedTensors.insert(v);
-    v.setType(t.clone(IntegerType::get(ctx, t.getElementTypeBitWidth())));
+    if (elem.isUnsigned())
+      unsignedTensors.insert(v);
+    declaredElements[v] = elem;
+    v.setType(t.clone(IntegerType::get(ctx, std::max(8u, elem.getWidth()))));
   };
   fn.walk([&](Operation *op) {
     for (Region &r : op->getRegions())

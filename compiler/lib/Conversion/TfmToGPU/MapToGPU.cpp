@@ -191,24 +191,36 @@ struct MapToGPUPass : public mlir::tfm::impl::MapToGPUPassBase<MapToGPUPass> {
     return success();
   }
 
-  /// A store outside any loop (a linalg op on rank-0 buffers has none), on
-  /// one thread with the loads and arithmetic it stores the result of.
-  LogicalResult mapStore(memref::StoreOp store) {
-    Block *top = store->getBlock();
+  /// Stores outside any loop (a linalg op on rank-0 buffers has none), on
+  /// one thread with the loads and arithmetic they store the results of.
+  /// The stores of one multi-result op (a fused chain that keeps an
+  /// intermediate) go to one kernel, their ops in the host's order: a
+  /// kernel each, each recomputing its chain, would read a buffer its
+  /// sibling had already overwritten in place.
+  LogicalResult mapStores(MutableArrayRef<memref::StoreOp> stores) {
+    Block *top = stores.front()->getBlock();
     BackwardSliceOptions options;
     options.filter = [&](Operation *op) { return op->getBlock() == top; };
     SetVector<Operation *> slice;
-    getBackwardSlice(store.getOperation(), &slice, options);
-    OpBuilder b(store);
-    buildGrid(b, store.getLoc(), 1, 1, [&](OpBuilder &ob, Location, Value) {
-      IRMapping map;
-      for (Operation *op : slice)
-        ob.clone(*op, map);
-      ob.clone(*store, map);
+    for (memref::StoreOp store : stores)
+      getBackwardSlice(store.getOperation(), &slice, options);
+    SmallVector<Operation *> ops(slice.begin(), slice.end());
+    for (memref::StoreOp store : stores)
+      ops.push_back(store);
+    llvm::sort(ops, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
     });
-    store.erase();
-    // What only the store used goes with it; a load the host still uses is
-    // reported as such.
+    OpBuilder b(stores.back());
+    buildGrid(b, stores.back().getLoc(), 1, 1,
+              [&](OpBuilder &ob, Location, Value) {
+                IRMapping map;
+                for (Operation *op : ops)
+                  ob.clone(*op, map);
+              });
+    for (memref::StoreOp store : stores)
+      store.erase();
+    // What only the stores used goes with them; a load the host still uses
+    // is reported as such.
     for (Operation *op : llvm::reverse(slice))
       if (op->use_empty() && !isa<memref::StoreOp>(op))
         op->erase();
@@ -224,11 +236,26 @@ struct MapToGPUPass : public mlir::tfm::impl::MapToGPUPassBase<MapToGPUPass> {
       for (Operation &op : block)
         topLevel.push_back(&op);
     // Stores first: they take loads with them, which the walk below would
-    // otherwise report.
-    for (Operation *op : topLevel)
-      if (auto store = dyn_cast<memref::StoreOp>(op))
-        if (failed(mapStore(store)))
-          return signalPassFailure();
+    // otherwise report. Consecutive ones, with nothing but loads and pure
+    // arithmetic between them, are one op's results.
+    SmallVector<memref::StoreOp> run;
+    auto flush = [&]() -> LogicalResult {
+      LogicalResult mapped = run.empty() ? success() : mapStores(run);
+      run.clear();
+      return mapped;
+    };
+    for (Operation *op : topLevel) {
+      if (auto store = dyn_cast<memref::StoreOp>(op)) {
+        run.push_back(store);
+        continue;
+      }
+      if (isa<memref::LoadOp>(op) || isPure(op))
+        continue;
+      if (failed(flush()))
+        return signalPassFailure();
+    }
+    if (failed(flush()))
+      return signalPassFailure();
     topLevel.clear();
     for (Block &block : fn.getBody())
       for (Operation &op : block)

@@ -54,7 +54,10 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
     lhs = e.narrowed(lhs, mulType);
     rhs = e.narrowed(rhs, mulType);
   }
-  e.fill(out, e.b.getFloatAttr(elem, 0.0));
+  // Integers (tfm.matmul_integer's shifted operands) wrap in `elem`.
+  bool integer = isa<IntegerType>(elem);
+  e.fill(out, integer ? Attribute(e.b.getIntegerAttr(elem, 0))
+                      : Attribute(e.b.getFloatAttr(elem, 0.0)));
   SmallVector<utils::IteratorType> its(rank, utils::IteratorType::parallel);
   its.push_back(utils::IteratorType::reduction);
   e.generic({lhs, rhs},
@@ -62,6 +65,9 @@ void mlir::tfm::lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs,
             AffineMap::get(rank + 1, 0, outExprs, ctx), its,
             [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
               Value x = a[0], y = a[1];
+              if (integer)
+                return ob.create<arith::AddIOp>(
+                    l, a[2], ob.create<arith::MulIOp>(l, x, y));
               if (mulType != elem) {
                 x = ob.create<arith::ExtFOp>(l, elem, x);
                 y = ob.create<arith::ExtFOp>(l, elem, y);
@@ -282,4 +288,5 @@ void mlir::tfm::populateTfmToLinalgLowerings(OpLoweringSet &set) {
   populateNormalizationLowerings(set);
   populateRotaryLowerings(set);
   populateOptimizerLowerings(set);
+  populateQuantizationLowerings(set);
 }

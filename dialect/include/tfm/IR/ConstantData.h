@@ -14,6 +14,14 @@
 
 namespace mlir::tfm {
 
+/// The bytes one element of `elem` (an integer or float type) takes in a
+/// buffer, and in a constant's raw data but for i1 (bit-packed there):
+/// types narrower than a byte (i1, i4) take a whole one.
+inline size_t elementBytes(Type elem) {
+  unsigned bits = elem.getIntOrFloatBitWidth();
+  return bits < 8 ? 1 : bits / 8;
+}
+
 /// A constant weight [K, N] transposed to [N, K], as tfm.linear wants it.
 DenseElementsAttr transpose2D(DenseElementsAttr weight);
 

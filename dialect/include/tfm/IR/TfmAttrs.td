@@ -26,6 +26,14 @@ def Tfm_Activation : I32EnumAttr<"Activation",
   let cppNamespace = "::mlir::tfm";
 }
 
+def Tfm_InputQuantization : I32EnumAttr<"InputQuantization",
+    "how a quantized linear reads its input", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"dynamic", 1>,
+      I32EnumAttrCase<"static_", 2, "static">]> {
+  let cppNamespace = "::mlir::tfm";
+}
+
 def Tfm_GeluApproximation : I32EnumAttr<"GeluApproximation",
     "how gelu evaluates the normal CDF", [
       I32EnumAttrCase<"none", 0>,

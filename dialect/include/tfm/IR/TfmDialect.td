@@ -72,6 +72,13 @@ def Tfm_NumericTensor : RankedTensorOf<[F32, BF16, F16, F64, I8, I16, I32, I64,
                                         UI8, UI16, UI32, UI64]>;
 def Tfm_AnyTensor : RankedTensorOf<[F32, BF16, F16, F64, I8, I16, I32, I64,
                                     UI8, UI16, UI32, UI64, I1]>;
+// Quantized values: what QuantizeLinear writes, DequantizeLinear also reads
+// i32 (a quantized bias); a quantized weight of a linear is 4 or 8 bits;
+// MatMulInteger multiplies 8-bit integers.
+def Tfm_QuantizedTensor : RankedTensorOf<[I<4>, UI<4>, I8, UI8, I16, UI16]>;
+def Tfm_DequantizableTensor : RankedTensorOf<[I<4>, UI<4>, I8, UI8, I16, UI16, I32]>;
+def Tfm_QuantizedWeightTensor : RankedTensorOf<[I<4>, UI<4>, I8, UI8]>;
+def Tfm_Integer8Tensor : RankedTensorOf<[I8, UI8]>;
 // A mask is boolean (true = attend) or additive (added to the scores).
 def Tfm_MaskTensor : RankedTensorOf<[I1, F32, BF16, F16]>;
 

@@ -765,6 +765,124 @@ def Tfm_CrossEntropyOp : Tfm_PureOp<"cross_entropy",
 }
 
 //===----------------------------------------------------------------------===//
+// Quantization: integers with explicit scales and zero points
+//===----------------------------------------------------------------------===//
+
+// How a scale (and its zero point) covers the tensor it quantizes: one for
+// the tensor (rank 0), one per index of `axis` (rank 1, `block_size` 0), or
+// one per block of `block_size` consecutive indices along `axis` (the
+// tensor's rank, its size along `axis` ceil(n / block_size), the other
+// sizes the tensor's). docs/dialect.md says why the dialect spells them as
+// operands rather than as quant types.
+
+def Tfm_QuantizeOp : Tfm_PureOp<"quantize", [Tfm_AxisMapped]> {
+  let summary = "float to integer: saturate(round(x / scale) + zero_point)";
+  let description = [{
+    ONNX QuantizeLinear: `x / scale` is rounded to the input's float type,
+    then to the nearest integer (halves to even), the zero point added, and
+    the sum saturated to the result type's range (i4 [-8, 7], ui4 [0, 15],
+    i8 [-128, 127], ...). A NaN quotient gives the zero point. Without a
+    zero point it is 0.
+
+    Shape rules: the scale's granularity as above; the zero point has the
+    scale's shape and the result's element type; the result has the
+    input's shape.
+
+    ```mlir
+    %q = tfm.quantize %x, %s, %z axis = 0 : (tensor<4x8xf32>, tensor<4xf32>, tensor<4xi8>) -> tensor<4x8xi8>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$scale,
+                       Optional<Tfm_QuantizedTensor>:$zero_point,
+                       DefaultValuedAttr<I64Attr, "1">:$axis,
+                       DefaultValuedAttr<I64Attr, "0">:$block_size);
+  let results = (outs Tfm_QuantizedTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $zero_point^)? (`axis` `=` $axis^)?
+    (`block_size` `=` $block_size^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_DequantizeOp : Tfm_PureOp<"dequantize", [Tfm_AxisMapped, InferTypeOpAdaptor]> {
+  let summary = "integer to float: (x - zero_point) · scale";
+  let description = [{
+    ONNX DequantizeLinear, in the scale's float type. An i32 input (a
+    quantized bias) takes no zero point but 0.
+
+    Shape rules: the scale's granularity as above; the zero point has the
+    scale's shape and the input's element type; the result has the input's
+    shape and the scale's element type.
+
+    ```mlir
+    %w = tfm.dequantize %q, %s, %z axis = 1 block_size = 32
+        : (tensor<64x128xui4>, tensor<64x4xf32>, tensor<64x4xui4>) -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_DequantizableTensor:$input, Tfm_FloatTensor:$scale,
+                       Optional<Tfm_QuantizedTensor>:$zero_point,
+                       DefaultValuedAttr<I64Attr, "1">:$axis,
+                       DefaultValuedAttr<I64Attr, "0">:$block_size);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $zero_point^)? (`axis` `=` $axis^)?
+    (`block_size` `=` $block_size^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfm_DynamicQuantizeOp : Tfm_PureOp<"dynamic_quantize", [InferTypeOpAdaptor]> {
+  let summary = "float to ui8 with the scale and zero point of the tensor's own range";
+  let description = [{
+    ONNX DynamicQuantizeLinear, in f32 as its definition computes: with
+    `lo = min(0, min(x))` and `hi = max(0, max(x))`, `scale = (hi - lo) /
+    255` (1 when `hi == lo`: every element is 0), `zero_point =
+    round(clamp(-lo / scale, 0, 255))`, and `result = quantize(x, scale,
+    zero_point)`. NaN elements take no part in the range.
+
+    Shape rules: the input is f32; `result` has its shape, `scale` (f32) and
+    `zero_point` (ui8) are rank 0.
+
+    ```mlir
+    %q, %s, %z = tfm.dynamic_quantize %x : tensor<2x8x16xf32> -> (tensor<2x8x16xui8>, tensor<f32>, tensor<ui8>)
+    ```
+  }];
+  let arguments = (ins TensorOf<[F32]>:$input);
+  let results = (outs TensorOf<[UI8]>:$result, 0DTensorOf<[F32]>:$scale,
+                      0DTensorOf<[UI8]>:$zero_point);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` `(` type($result) `,` type($scale) `,` type($zero_point) `)`
+  }];
+}
+
+def Tfm_MatmulIntegerOp : Tfm_PureOp<"matmul_integer",
+    [Tfm_AxisMapped, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
+  let summary = "integer matrix product with zero points, accumulated in i32";
+  let description = [{
+    ONNX MatMulInteger: `Σ_k (lhs[.., m, k] - lhs_zero_point) · (rhs[.., k, n]
+    - rhs_zero_point)` in i32 (wrapping), the batch dimensions broadcast as
+    in numpy. A zero point is absent (0), rank 0 (the tensor's), or
+    broadcasts to its operand's shape with the contracted size 1: a row's
+    zero point for `lhs` (`[.., M, 1]`), a column's for `rhs` (`[.., 1, N]`).
+
+    Shape rules: those of `tfm.matmul`; each zero point has its operand's
+    element type; the result is i32.
+
+    ```mlir
+    %y = tfm.matmul_integer %a, %b lhs_zero_point %az rhs_zero_point %bz
+        : (tensor<8x16xui8>, tensor<16x4xi8>, tensor<ui8>, tensor<4xi8>) -> tensor<8x4xi32>
+    ```
+  }];
+  let arguments = (ins Tfm_Integer8Tensor:$lhs, Tfm_Integer8Tensor:$rhs,
+                       Optional<Tfm_Integer8Tensor>:$lhs_zero_point,
+                       Optional<Tfm_Integer8Tensor>:$rhs_zero_point);
+  let results = (outs TensorOf<[I32]>:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`lhs_zero_point` $lhs_zero_point^)?
+    (`rhs_zero_point` $rhs_zero_point^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Fused ops (produced by the fusion passes; names are fixed)
 //===----------------------------------------------------------------------===//
 
@@ -857,6 +975,54 @@ def Tfm_AddLayerNormOp : Tfm_PureOp<"add_layer_norm", [Tfm_AxisMapped, Tfm_Diffe
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+def Tfm_QuantizedLinearOp : Tfm_PureOp<"quantized_linear",
+    [Tfm_AxisMapped, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
+  let summary = "a linear layer whose weight is quantized, and maybe its input";
+  let description = [{
+    `activation(x' · w'ᵀ + bias)` where `w' = dequantize(weight,
+    weight_scale, weight_zero_point)` and `x'` is the input as the
+    `input_quantization` reads it: `none`, the input itself (weight-only
+    quantization); `dynamic`, `dequantize(dynamic_quantize(input))` over the
+    whole input; `static`, `dequantize(quantize(input, input_scale,
+    input_zero_point))`. `tfm-fuse-quantized-linear` makes it of what
+    exporters write: `MatMulInteger` on `DynamicQuantizeLinear`, a matmul of
+    a `DequantizeLinear`ed weight (QDQ, `MatMulNBits`).
+
+    Shape rules: `input` is `[..., K]`, `weight` `[N, K]` (i4, ui4, i8 or
+    ui8); `weight_scale` is rank 0 (the tensor's), `[N]` (each output
+    column's) or, with `block_size`, `[N, ceil(K / block_size)]`;
+    `weight_zero_point` has its shape and the weight's type; `bias` is
+    `[N]`; `input_scale` and `input_zero_point` (i8 or ui8) are rank 0 and
+    given exactly with `static`; `dynamic` needs an f32 input. Floats share
+    one element type; the result is `[..., N]`.
+
+    ```mlir
+    %y = tfm.quantized_linear %x, %w scale %s bias %b input_quantization = dynamic activation = gelu
+        : (tensor<2x8x64xf32>, tensor<128x64xi8>, tensor<128xf32>, tensor<128xf32>) -> tensor<2x8x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_QuantizedWeightTensor:$weight,
+                       Tfm_FloatTensor:$weight_scale,
+                       Optional<Tfm_QuantizedWeightTensor>:$weight_zero_point,
+                       Optional<Tfm_FloatTensor>:$bias,
+                       Optional<Tfm_FloatTensor>:$input_scale,
+                       Optional<Tfm_Integer8Tensor>:$input_zero_point,
+                       DefaultValuedAttr<Tfm_InputQuantization,
+                           "::mlir::tfm::InputQuantization::none">:$input_quantization,
+                       DefaultValuedAttr<Tfm_Activation,
+                                         "::mlir::tfm::Activation::none">:$activation,
+                       DefaultValuedAttr<I64Attr, "0">:$block_size);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `scale` $weight_scale (`zero_point` $weight_zero_point^)?
+    (`bias` $bias^)? (`input_scale` $input_scale^)?
+    (`input_zero_point` $input_zero_point^)?
+    (`input_quantization` `=` $input_quantization^)?
+    (`activation` `=` $activation^)? (`block_size` `=` $block_size^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

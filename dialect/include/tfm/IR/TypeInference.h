@@ -123,6 +123,42 @@ FailureOr<Type> inferReduceType(const ShapeDiag &d, Type input,
                                 ArrayRef<int64_t> axes, bool keepdims,
                                 bool isMean);
 
+/// How a quantization's scale covers the tensor it quantizes (the ops of
+/// TfmOps.td's "Quantization" section).
+enum class QuantizationGranularity { PerTensor, PerAxis, Blocked };
+/// The granularity of `scale` over a tensor of type `value` (named
+/// `valueName`) with `axis` and `blockSize`; `zeroPoint`, when given, must
+/// have the scale's shape and the element type `integerElement`. Fails
+/// naming the operand that breaks the rule.
+FailureOr<QuantizationGranularity>
+checkQuantizationParameters(const ShapeDiag &d, Type value,
+                            StringRef valueName, Type scale, Type zeroPoint,
+                            Type integerElement, int64_t axis,
+                            int64_t blockSize);
+/// tfm.quantize: the parameters' rule for the input, an integer result of
+/// the input's shape.
+LogicalResult verifyQuantizeTypes(const ShapeDiag &d, Type input, Type scale,
+                                  Type zeroPoint, Type result, int64_t axis,
+                                  int64_t blockSize);
+/// tfm.dequantize: the input's shape in the scale's element type.
+FailureOr<Type> inferDequantizeType(const ShapeDiag &d, Type input, Type scale,
+                                    Type zeroPoint, int64_t axis,
+                                    int64_t blockSize);
+/// tfm.dynamic_quantize: the ui8 result and its rank-0 scale and zero point.
+LogicalResult inferDynamicQuantizeTypes(const ShapeDiag &d, Type input,
+                                        SmallVectorImpl<Type> &out);
+/// tfm.matmul_integer: tfm.matmul's shapes, the zero points' rule, i32.
+FailureOr<Type> inferMatmulIntegerType(const ShapeDiag &d, Type lhs, Type rhs,
+                                       Type lhsZeroPoint, Type rhsZeroPoint);
+/// tfm.quantized_linear (see the op's shape rules). `inputQuantization` is
+/// an InputQuantization: 0 none, 1 dynamic, 2 static.
+FailureOr<Type> inferQuantizedLinearType(const ShapeDiag &d, Type input,
+                                         Type weight, Type weightScale,
+                                         Type weightZeroPoint, Type bias,
+                                         Type inputScale, Type inputZeroPoint,
+                                         int inputQuantization,
+                                         int64_t blockSize);
+
 } // namespace mlir::tfm
 
 #endif // TFM_IR_TYPEINFERENCE_H

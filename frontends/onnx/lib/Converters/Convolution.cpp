@@ -210,25 +210,129 @@ FailureOr<Value> convAnyRank(NodeContext &n, Value x, Value w, Value bias,
                                 : conv(n, x, w, bias, win, group);
 }
 
-LogicalResult convertConv(NodeContext &n) {
-  Value x = n.input(0), w = n.input(1);
-  auto xt = n.inputType(0), wt = n.inputType(1);
-  if (failed(n.requireFloat(x)))
-    return failure();
+/// The window of a Conv-like node reading `x` with weight `w`, checked.
+FailureOr<Window> convWindow(NodeContext &n, RankedTensorType xt,
+                             RankedTensorType wt) {
+  const std::string &op = n.node.op_type();
   int64_t r = xt.getRank() - 2;
   if (r < 1 || r > 3)
-    return n.fail("Conv over " + Twine(r) +
+    return n.fail(op + " over " + Twine(r) +
                   " spatial axes is not supported (1-D, 2-D and 3-D are)");
   if (wt.getRank() != r + 2)
-    return n.fail("Conv's weight has rank " + Twine(wt.getRank()) +
+    return n.fail(op + "'s weight has rank " + Twine(wt.getRank()) +
                   "; the input's needs " + Twine(r + 2));
   SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
   if (auto given = n.intsAttr("kernel_shape"); given && *given != kernel)
-    return n.fail("Conv's kernel_shape disagrees with its weight's shape");
-  auto win = readWindow(n, xt.getShape().drop_front(2), kernel);
+    return n.fail(op + "'s kernel_shape disagrees with its weight's shape");
+  return readWindow(n, xt.getShape().drop_front(2), kernel);
+}
+
+LogicalResult convertConv(NodeContext &n) {
+  Value x = n.input(0), w = n.input(1);
+  if (failed(n.requireFloat(x)))
+    return failure();
+  auto win = convWindow(n, n.inputType(0), n.inputType(1));
   if (failed(win))
     return failure();
   return n.push(convAnyRank(n, x, w, n.input(2), *win, n.intAttr("group", 1)));
+}
+
+/// The integer convolution of ConvInteger and QLinearConv, exact: the
+/// operands less their zero points (the input's one value, the weight's
+/// one or one per output channel) as f64, whose products and sums of
+/// 8-bit differences are exact, padded with 0 (the zero point before the
+/// shift), plus the i32 `bias` when given. The result is f64.
+FailureOr<Value> integerConv(NodeContext &n, Value x, Value xZp, Value w,
+                             Value wZp, Value bias) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  const std::string &op = n.node.op_type();
+  for (auto t : {xt, wt})
+    if (!t.getElementType().isInteger(8))
+      return n.fail(op + " convolves int8 and uint8, not " +
+                    llvm::formatv("{0}", t.getElementType()).str());
+  auto win = convWindow(n, xt, wt);
+  if (failed(win))
+    return failure();
+  Type f64 = n.builder.getF64Type();
+  auto shifted = [&](Value v, Value zp, bool perChannel) -> FailureOr<Value> {
+    Value f, z;
+    if (!take(n.castTo(v, f64), f))
+      return failure();
+    if (!zp)
+      return f;
+    auto zt = cast<RankedTensorType>(zp.getType());
+    if (zt.getElementType() != cast<RankedTensorType>(v.getType()).getElementType())
+      return n.fail(op + "'s zero point " + llvm::formatv("{0}", zt).str() +
+                    " must have its operand's element type");
+    if (zt.getNumElements() == 1 && zt.getRank() <= 1) {
+      if (!take(n.reshape(zp, {}), zp))
+        return failure();
+    } else if (perChannel && zt.getRank() == 1 &&
+               zt.getDimSize(0) == wt.getDimSize(0)) {
+      SmallVector<int64_t> shape(wt.getRank(), 1);
+      shape[0] = wt.getDimSize(0);
+      if (!take(n.reshape(zp, shape), zp))
+        return failure();
+    } else {
+      return n.fail(op + "'s zero point " + llvm::formatv("{0}", zt).str() +
+                    (perChannel ? " must hold one value or one per output "
+                                  "channel"
+                                : " must hold one value"));
+    }
+    if (!take(n.castTo(zp, f64), z))
+      return failure();
+    return n.binary<SubOp>(f, z);
+  };
+  Value xf, wf, bf;
+  if (!take(shifted(x, xZp, false), xf) || !take(shifted(w, wZp, true), wf) ||
+      (bias && !take(n.castTo(bias, f64), bf)))
+    return failure();
+  return convAnyRank(n, xf, wf, bf, *win, n.intAttr("group", 1));
+}
+
+LogicalResult convertConvInteger(NodeContext &n) {
+  Value y;
+  if (!take(integerConv(n, n.input(0), n.input(2), n.input(1), n.input(3),
+                        Value()),
+            y))
+    return failure();
+  return n.push(n.castTo(y, n.builder.getI32Type()));
+}
+
+LogicalResult convertQLinearConv(NodeContext &n) {
+  // y = saturate(round((conv(x - x_zp, w - w_zp) + B) · x_scale · w_scale
+  //     / y_scale) + y_zp), w_scale one or one per output channel.
+  Value xs, ws, ys, yz, acc, xw, factor;
+  Type f32 = n.builder.getF32Type();
+  if (failed(checkScale(n, 1, "x_scale")) ||
+      failed(checkScale(n, 4, "w_scale")) ||
+      failed(checkScale(n, 6, "y_scale")) ||
+      !take(quantizationParameter(n, 1, "x_scale"), xs) ||
+      !take(quantizationParameter(n, 4, "w_scale"), ws) ||
+      !take(quantizationParameter(n, 6, "y_scale"), ys) ||
+      !take(quantizationParameter(n, 7, "y_zero_point"), yz))
+    return failure();
+  if (n.input(8) && !n.inputType(8).getElementType().isInteger(32))
+    return n.fail("QLinearConv's bias must be int32");
+  if (!take(integerConv(n, n.input(0), n.input(2), n.input(3), n.input(5),
+                        n.input(8)),
+            acc))
+    return failure();
+  auto wsType = cast<RankedTensorType>(ws.getType());
+  int64_t rank = cast<RankedTensorType>(acc.getType()).getRank();
+  if (wsType.getRank() == 1) {
+    // One per output channel: along axis 1 of the result.
+    SmallVector<int64_t> shape(rank - 1, 1);
+    shape[0] = wsType.getDimSize(0);
+    if (!take(n.reshape(ws, shape), ws))
+      return failure();
+  }
+  if (!take(n.castTo(xs, f32), xs) || !take(n.castTo(ws, f32), ws) ||
+      !take(n.castTo(ys, f32), ys) || !take(n.binary<MulOp>(xs, ws), xw) ||
+      !take(n.binary<DivOp>(xw, ys), factor))
+    return failure();
+  return n.push(requantize(n, acc, factor, yz));
 }
 
 LogicalResult convertAveragePool(NodeContext &n) {
@@ -428,5 +532,7 @@ LogicalResult convertMaxPool(NodeContext &n) {
 void mlir::tfm::onnx_import::populateConvolutionConverters(Registry &r) {
   r.onOp("MaxPool", 8, convertMaxPool);
   r.onOp("Conv", 1, convertConv);
+  r.onOp("ConvInteger", 10, convertConvInteger);
+  r.onOp("QLinearConv", 10, convertQLinearConv);
   r.onOp("AveragePool", 7, convertAveragePool);
 }

@@ -137,6 +137,37 @@ Tensor evalReduce(ReduceKind kind, const Tensor &in, Shape axes,
                   Shape outShape);
 
 //===----------------------------------------------------------------------===//
+// Quantization (QuantizationOps.cpp)
+//===----------------------------------------------------------------------===//
+
+/// ONNX QuantizeLinear into the integer `kind`: round(f32(x / scale)) +
+/// zero point (0 when null), halves to even, saturated; NaN gives the zero
+/// point. The scale's granularity is the op's (axis, blockSize).
+Tensor evalQuantize(const Tensor &x, const Tensor &scale,
+                    const Tensor *zeroPoint, ElementKind kind, int64_t axis,
+                    int64_t blockSize);
+/// ONNX DequantizeLinear into the float `kind`: (x - zero point) · scale.
+Tensor evalDequantize(const Tensor &x, const Tensor &scale,
+                      const Tensor *zeroPoint, ElementKind kind, int64_t axis,
+                      int64_t blockSize);
+/// ONNX DynamicQuantizeLinear: the ui8 values, the f32 scale and the ui8
+/// zero point, computed in f32 as its definition does.
+std::vector<Tensor> evalDynamicQuantize(const Tensor &x);
+/// ONNX MatMulInteger: exact, wrapped to i32.
+Tensor evalMatmulInteger(const Tensor &a, const Tensor &b,
+                         const Tensor *aZeroPoint, const Tensor *bZeroPoint,
+                         Shape outShape);
+/// tfm.quantized_linear: the linear of the input as `mode` quantizes it
+/// and the dequantized weight.
+Tensor evalQuantizedLinear(const Tensor &x, const Tensor &weight,
+                           const Tensor &weightScale,
+                           const Tensor *weightZeroPoint, const Tensor *bias,
+                           const Tensor *inputScale,
+                           const Tensor *inputZeroPoint,
+                           InputQuantization mode, Activation act,
+                           int64_t blockSize, Shape outShape);
+
+//===----------------------------------------------------------------------===//
 // Training (TrainingOps.cpp)
 //===----------------------------------------------------------------------===//
 

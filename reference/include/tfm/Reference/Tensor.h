@@ -14,12 +14,15 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::tfm::reference {
 
 /// The element types a tfm program can carry at its boundary.
-enum class ElementKind { F32, F16, BF16, F64, I1, I32, I64, I8, I16, U8, U16, U32, U64 };
+enum class ElementKind {
+  F32, F16, BF16, F64, I1, I32, I64, I8, I16, U8, U16, U32, U64, I4, U4
+};
 
 /// Returns "f32", "i64", ... as MLIR spells them.
 const char *elementKindName(ElementKind kind);
@@ -38,7 +41,8 @@ inline bool isIntKind(ElementKind kind) {
 /// Whether the kind holds unsigned integers.
 inline bool isUnsignedKind(ElementKind kind) {
   return kind == ElementKind::U8 || kind == ElementKind::U16 ||
-         kind == ElementKind::U32 || kind == ElementKind::U64;
+         kind == ElementKind::U32 || kind == ElementKind::U64 ||
+         kind == ElementKind::U4;
 }
 
 /// Rounds `value` to what an element of the float or i1 `kind` holds.
@@ -47,6 +51,9 @@ double roundToKind(double value, ElementKind kind);
 /// `value` as an element of the integer `kind`: narrower kinds wrap to
 /// their width, as a cast does.
 int64_t wrapToKind(int64_t value, ElementKind kind);
+
+/// The range of the integer `kind` below 64 bits, as [lowest, highest].
+std::pair<int64_t, int64_t> integerRange(ElementKind kind);
 
 /// A dense, row-major host tensor.
 struct Tensor {

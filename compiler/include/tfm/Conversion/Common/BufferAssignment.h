@@ -199,6 +199,15 @@ public:
   /// signless, as arith requires, so the lowerings whose result depends on
   /// signedness (division, order, conversions) ask here.
   bool isUnsigned(Value tensor) const { return unsignedTensors.contains(tensor); }
+  /// The element type `tensor` was declared with, before buffers made it
+  /// signless and widened 4-bit integers to bytes: the range a
+  /// quantization saturates to.
+  Type declaredElementType(Value tensor) const {
+    auto it = declaredElements.find(tensor);
+    return it != declaredElements.end()
+               ? it->second
+               : cast<ShapedType>(tensor.getType()).getElementType();
+  }
 
   /// The dense buffer the op that defines `result` writes it to: the
   /// caller's output buffer or its place in the arena. Reports an internal
@@ -375,6 +384,7 @@ private:
 
   Kind kind;
   DenseSet<Value> unsignedTensors;
+  DenseMap<Value, Type> declaredElements;
   /// The index checks made so far, by what they check: the indices, the
   /// bounds, the value skipped and the column. A tensor two ops read (the
   /// labels of a loss and of its gradient) is checked once.

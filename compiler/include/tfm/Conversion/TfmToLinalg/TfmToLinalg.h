@@ -63,6 +63,9 @@ void emitRotary(
     llvm::function_ref<Value(OpBuilder &, Location, Value)> finish = nullptr);
 /// 2-D convolution (Convolution.cpp).
 void populateConvolutionLowerings(OpLoweringSet &set);
+/// Quantize, dequantize, dynamic quantize, the integer matmul and the
+/// quantized linear (Quantization.cpp).
+void populateQuantizationLowerings(OpLoweringSet &set);
 /// Every populate function above.
 void populateTfmToLinalgLowerings(OpLoweringSet &set);
 
@@ -71,7 +74,8 @@ void populateTfmToLinalgLowerings(OpLoweringSet &set);
 Value applyActivation(OpBuilder &ob, Location l, Activation act, Value x);
 
 /// out[..., m, n] = Σ_k lhs[..., m, k] · rhs[..., k, n] on buffers, with
-/// transposes and broadcast batch dimensions.
+/// transposes and broadcast batch dimensions; floats or (wrapping)
+/// integers of one type.
 void lowerGenericMatmul(BufferizedEntry &e, Value lhs, Value rhs, bool tl,
                         bool tr, Value out);
 

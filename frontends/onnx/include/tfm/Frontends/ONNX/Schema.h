@@ -14,6 +14,8 @@ namespace mlir::tfm::onnx_io {
 /// input and output counts, required inputs left empty, attributes of the
 /// wrong type, unknown or missing. Converters rely on the schema, so a node
 /// that breaks it must not reach them. Nothing for an op without a schema.
+/// `opset` is the version of the node's domain (com.microsoft's ops have
+/// an arity table of their own).
 std::vector<std::string> schemaProblems(const onnx::NodeProto &node,
                                         int64_t opset);
 
