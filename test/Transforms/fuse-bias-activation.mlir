@@ -196,3 +196,28 @@ func.func @weight_not_constant_untransposed(%x: tensor<3x4xf32>, %w: tensor<4x5x
   %r = tfm.relu %a : tensor<3x5xf32>
   return %r : tensor<3x5xf32>
 }
+
+// -----
+
+// Tests that a quantized linear takes its bias and activation as a float
+// linear does.
+// CHECK-LABEL: func.func @quantized_bias_gelu
+// CHECK: tfm.quantized_linear %arg0, %{{.+}} scale %{{.+}} bias %{{.+}} input_quantization = dynamic activation = gelu :
+// CHECK-NOT: math.erf
+func.func @quantized_bias_gelu(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  %w = arith.constant dense<[[1, -2], [3, 4]]> : tensor<2x2xi8>
+  %s = arith.constant dense<[0.1, 0.2]> : tensor<2xf32>
+  %b = arith.constant dense<[0.5, -0.5]> : tensor<2xf32>
+  %sqrt2 = arith.constant dense<1.41421354> : tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %half = arith.constant dense<0.5> : tensor<f32>
+  %l = tfm.quantized_linear %x, %w scale %s input_quantization = dynamic : (tensor<3x2xf32>, tensor<2x2xi8>, tensor<2xf32>) -> tensor<3x2xf32>
+  %a = tfm.add %l, %b : (tensor<3x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %d = tfm.div %a, %sqrt2 : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %e = math.erf %d : tensor<3x2xf32>
+  %p = tfm.add %e, %one : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %m = tfm.mul %a, %p : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  // expected-remark@+1 {{tfm-fuse-bias-activation: fused}}
+  %g = tfm.mul %m, %half : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  return %g : tensor<3x2xf32>
+}

@@ -53,6 +53,9 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
 void mlir::tfm::buildFusionPipeline(OpPassManager &pm, bool remarks) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
+  // Quantized weights first: the float linears' recognition below must not
+  // see a dequantized weight's product as a matmul it cannot fuse.
+  fn.addPass(createFuseQuantizedLinearPass({remarks}));
   // Layer norms first: their recognition consumes the Mul/Add chains that
   // the linear recognition would otherwise see as biases.
   fn.addPass(createFuseResidualLayerNormPass({remarks}));

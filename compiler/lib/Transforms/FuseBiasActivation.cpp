@@ -72,26 +72,62 @@ struct MatmulToLinear : OpRewritePattern<MatmulOp> {
   }
 };
 
+/// `linear` (a tfm.linear or tfm.quantized_linear) again with `bias` and
+/// `act`: the epilogue both kinds of linear share.
+Value withEpilogue(PatternRewriter &rewriter, Location loc, Operation *linear,
+                   Value bias, Activation act) {
+  if (auto l = dyn_cast<LinearOp>(linear))
+    return rewriter.create<LinearOp>(loc, l.getType(), l.getInput(),
+                                     l.getWeight(), bias, act);
+  auto q = cast<QuantizedLinearOp>(linear);
+  return rewriter.create<QuantizedLinearOp>(
+      loc, q.getType(), q.getInput(), q.getWeight(), q.getWeightScale(),
+      q.getWeightZeroPoint(), bias, q.getInputScale(), q.getInputZeroPoint(),
+      q.getInputQuantization(), act, q.getBlockSize());
+}
+
+/// The linear that defines `v` (float or quantized), its bias and its
+/// activation; null when it is neither.
+struct AnyLinear {
+  Operation *op = nullptr;
+  Value bias;
+  Activation act = Activation::none;
+  explicit operator bool() const { return op; }
+};
+AnyLinear linearOf(Value v) {
+  if (auto l = v.getDefiningOp<LinearOp>())
+    return {l, l.getBias(), l.getActivation()};
+  if (auto q = v.getDefiningOp<QuantizedLinearOp>())
+    return {q, q.getBias(), q.getActivation()};
+  return {};
+}
+
 /// linear(x, W) + c, with c a bias of [N] (possibly with leading 1s), is
 /// linear(x, W, c). The bias is a constant, or a training graph's parameter.
+/// The same for a quantized linear.
 struct FoldBiasIntoLinear : OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AddOp op,
                                 PatternRewriter &rewriter) const override {
-    Value other;
-    auto linear = operandOfType<LinearOp>(op, other);
+    AnyLinear linear = linearOf(op.getLhs());
+    Value other = op.getRhs();
+    if (!linear) {
+      linear = linearOf(op.getRhs());
+      other = op.getLhs();
+    }
     if (!linear)
       return rewriter.notifyMatchFailure(op, "no operand is a linear");
-    if (linear.getBias() || linear.getActivation() != Activation::none ||
-        !linear->hasOneUse())
+    if (linear.bias || linear.act != Activation::none ||
+        !linear.op->hasOneUse())
       return rewriter.notifyMatchFailure(
           op, "the linear already has a bias or activation, or other users");
-    int64_t n = linear.getType().getShape().back();
+    auto linearType = cast<RankedTensorType>(linear.op->getResult(0).getType());
+    int64_t n = linearType.getShape().back();
     auto bt = cast<RankedTensorType>(other.getType());
-    if (op.getType() != linear.getType() || !bt.hasStaticShape() ||
+    if (op.getType() != linearType || !bt.hasStaticShape() ||
         bt.getRank() == 0 || bt.getNumElements() != n ||
         bt.getShape().back() != n ||
-        bt.getElementType() != linear.getType().getElementType())
+        bt.getElementType() != linearType.getElementType())
       return rewriter.notifyMatchFailure(op, "the addend is not a bias of [N]");
     auto biasType = RankedTensorType::get({n}, bt.getElementType());
     Value b;
@@ -102,10 +138,8 @@ struct FoldBiasIntoLinear : OpRewritePattern<AddOp> {
       b = other;
     else
       b = rewriter.create<ReshapeOp>(op.getLoc(), biasType, other);
-    rewriter.replaceOpWithNewOp<LinearOp>(op, linear.getType(),
-                                          linear.getInput(),
-                                          linear.getWeight(), b,
-                                          Activation::none);
+    rewriter.replaceOp(op, withEpilogue(rewriter, op.getLoc(), linear.op, b,
+                                        Activation::none));
     return success();
   }
 };
@@ -231,12 +265,12 @@ struct FoldActivation : OpRewritePattern<ActOp> {
     auto reshape = op.getInput().template getDefiningOp<ReshapeOp>();
     Value source = reshape && reshape->hasOneUse() ? reshape.getInput()
                                                    : op.getInput();
-    auto linear = source.template getDefiningOp<LinearOp>();
+    AnyLinear linear = linearOf(source);
     if (!linear)
       return rewriter.notifyMatchFailure(op, notLinearReason(source));
-    if (linear.getActivation() != Activation::none)
+    if (linear.act != Activation::none)
       return rewriter.notifyMatchFailure(op, "the linear has an activation");
-    if (!linear->hasOneUse())
+    if (!linear.op->hasOneUse())
       return rewriter.notifyMatchFailure(
           op, "the linear's output has other users, which need it before "
               "the activation");
@@ -247,9 +281,8 @@ struct FoldActivation : OpRewritePattern<ActOp> {
                 : Activation::gelu;
     if (log)
       log->fused.push_back(op.getLoc());
-    Value fused = rewriter.create<LinearOp>(
-        linear.getLoc(), linear.getType(), linear.getInput(),
-        linear.getWeight(), linear.getBias(), act);
+    Value fused = withEpilogue(rewriter, linear.op->getLoc(), linear.op,
+                               linear.bias, act);
     if (source != op.getInput())
       fused = rewriter.create<ReshapeOp>(reshape.getLoc(), op.getType(), fused);
     rewriter.replaceOp(op, fused);
@@ -270,22 +303,21 @@ struct FoldSiLU : OpRewritePattern<MulOp> {
       return rewriter.notifyMatchFailure(op, "not x·sigmoid(x)");
     auto reshape = x.getDefiningOp<ReshapeOp>();
     Value source = reshape ? reshape.getInput() : x;
-    auto linear = source.getDefiningOp<LinearOp>();
+    AnyLinear linear = linearOf(source);
     if (!linear)
       return rewriter.notifyMatchFailure(op, notLinearReason(source));
-    if (linear.getActivation() != Activation::none)
+    if (linear.act != Activation::none)
       return rewriter.notifyMatchFailure(op, "the linear has an activation");
     // x feeds the product and the sigmoid's negation, and nothing else.
     unsigned uses = std::distance(x.getUses().begin(), x.getUses().end());
-    if (uses != 2 || (reshape && !linear->hasOneUse()))
+    if (uses != 2 || (reshape && !linear.op->hasOneUse()))
       return rewriter.notifyMatchFailure(
           op, "the linear's output has other users, which need it before "
               "the activation");
     if (log)
       log->fused.push_back(op.getLoc());
-    Value fused = rewriter.create<LinearOp>(
-        linear.getLoc(), linear.getType(), linear.getInput(),
-        linear.getWeight(), linear.getBias(), Activation::silu);
+    Value fused = withEpilogue(rewriter, linear.op->getLoc(), linear.op,
+                               linear.bias, Activation::silu);
     if (reshape)
       fused = rewriter.create<ReshapeOp>(reshape.getLoc(), op.getType(), fused);
     rewriter.replaceOp(op, fused);

@@ -270,7 +270,8 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
                        ArrayRef<FusionSite> sites, ArrayRef<KernelSite> kernels,
                        bool json) {
   // Attention is fused where the target lowers (tfm-fuse-attention, for
-  // the CPU), so its row shows only when the compile got that far.
+  // the CPU), so its row shows only when the compile got that far; the
+  // quantized linears' only for a model that has quantized sites.
   SmallVector<const char *> kinds{"qkv",
                                   "masked-softmax",
                                   "residual-layernorm",
@@ -286,6 +287,9 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
     (s.fused ? counts[s.kind].first : counts[s.kind].second)++;
   if (counts.count("attention"))
     kinds.push_back("attention");
+  // A quantized model's row: a float model has no site of it to show.
+  if (counts.count("quantized-linear"))
+    kinds.push_back("quantized-linear");
   if (json) {
     llvm::json::Object byKind;
     for (const char *k : kinds)

@@ -26,6 +26,7 @@ void populateLinearRecognitionPatterns(RewritePatternSet &patterns);
 void populateActivationRecognitionPatterns(RewritePatternSet &patterns);
 void populateGatedMLPPatterns(RewritePatternSet &patterns);
 void populateBiasActivationPatterns(RewritePatternSet &patterns);
+void populateQuantizedLinearPatterns(RewritePatternSet &patterns);
 void populateMaskedSoftmaxPatterns(RewritePatternSet &patterns);
 void populateQKVPatterns(RewritePatternSet &patterns);
 void populateLayerNormRecognitionPatterns(RewritePatternSet &patterns);

@@ -30,13 +30,31 @@ def FuseBiasActivationPass : Tfm_FusionPass<"tfm-fuse-bias-activation"> {
   let description = [{
     First turns a matmul by a constant 2-D weight into `tfm.linear` (with
     the weight transposed at compile time) and folds a following constant
-    bias add into it. Then recognizes GELU written out with Erf or Tanh, and
+    bias add into it (and into a `tfm.quantized_linear`). Then recognizes GELU written out with Erf or Tanh, and
     folds relu or gelu into the linear's `activation`.
 
     ```mlir
     %m = tfm.matmul %x, %w : ...            %y = tfm.linear %x, %wt, %b
     %a = tfm.add %b, %m : ...        =>          activation = gelu : ...
     %y = tfm.gelu %a : ...
+    ```
+  }];
+}
+
+def FuseQuantizedLinearPass : Tfm_FusionPass<"tfm-fuse-quantized-linear"> {
+  let summary = "Makes each product by a dequantized weight one tfm.quantized_linear.";
+  let description = [{
+    A linear or matmul of a dequantized constant weight (QDQ, MatMulNBits:
+    per tensor, per output feature, or in blocks along K; a [K, N] weight
+    transposed at compile time), its input quantized statically when it is
+    a QDQ pair, and the QOperator form of dynamic quantization (a
+    `matmul_integer` of a `dynamic_quantize`d input, converted to f32 and
+    scaled by the two scales) become `tfm.quantized_linear`. Biases and
+    activations then fold into it in `tfm-fuse-bias-activation`.
+
+    ```mlir
+    %w = tfm.dequantize %q, %s axis = 1 : ...        %y = tfm.quantized_linear %x, %qt scale %s
+    %y = tfm.matmul %x, %w : ...              =>         : ...
     ```
   }];
 }
