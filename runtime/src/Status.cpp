@@ -90,6 +90,8 @@ const char *tfm::runtime::kernelName(int32_t kind) {
     return "rms_norm_backward";
   case TFM_KERNEL_ALL_REDUCE:
     return "all_reduce";
+  case TFM_KERNEL_QUANTIZED_LINEAR:
+    return "quantized_linear";
   default: return "?";
   }
 }

@@ -280,6 +280,31 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
            (!p[TFM_LINEAR_HAS_RESIDUAL] || f32({m, n}, bytes[3])) &&
            f32({m, n}, bytes[4]);
   }
+  case TFM_KERNEL_QUANTIZED_LINEAR: {
+    if (!positive(TFM_QUANTIZED_LINEAR_HAS_BIAS))
+      return false;
+    int64_t m = p[TFM_QUANTIZED_LINEAR_M], k = p[TFM_QUANTIZED_LINEAR_K],
+            n = p[TFM_QUANTIZED_LINEAR_N];
+    int64_t params = p[TFM_QUANTIZED_LINEAR_FLAGS] &
+                             TFM_QUANTIZED_LINEAR_PER_ROW
+                         ? n
+                         : 1;
+    if (p[TFM_QUANTIZED_LINEAR_FLAGS] &
+        ~int64_t(TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS |
+                 TFM_QUANTIZED_LINEAR_PER_ROW |
+                 TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT)) {
+      why = "it has unknown flags";
+      return false;
+    }
+    // The weights and their zero points are bytes.
+    return f32({m, k}, bytes[0]) && f32({n, k}, bytes[1], 1) &&
+           f32({params}, bytes[2]) &&
+           (!(p[TFM_QUANTIZED_LINEAR_FLAGS] &
+              TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT) ||
+            f32({params}, bytes[3], 1)) &&
+           (!p[TFM_QUANTIZED_LINEAR_HAS_BIAS] || f32({n}, bytes[4])) &&
+           f32({m, n}, bytes[5]);
+  }
   case TFM_KERNEL_BATCH_MATMUL: {
     if (!positive(TFM_BATCH_MATMUL_NUM_PARAMS))
       return false;

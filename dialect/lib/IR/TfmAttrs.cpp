@@ -30,7 +30,9 @@ static_assert(
         static_cast<int>(KernelKind::rms_norm) == TFM_KERNEL_RMS_NORM &&
         static_cast<int>(KernelKind::rms_norm_backward) ==
             TFM_KERNEL_RMS_NORM_BACKWARD &&
-        static_cast<int>(KernelKind::all_reduce) == TFM_KERNEL_ALL_REDUCE,
+        static_cast<int>(KernelKind::all_reduce) == TFM_KERNEL_ALL_REDUCE &&
+        static_cast<int>(KernelKind::quantized_linear) ==
+            TFM_KERNEL_QUANTIZED_LINEAR,
     "KernelKind and tfm_kernel_kind_t disagree");
 static_assert(static_cast<int>(StateKind::parameter) == TFM_STATE_PARAMETER &&
                   static_cast<int>(StateKind::adam_m) == TFM_STATE_ADAM_M &&

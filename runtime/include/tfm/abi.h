@@ -141,7 +141,17 @@ typedef struct tfm_abi_tensor_desc_t {
  *                         offset (of the member in its bucket, in
  *                         elements), the bucket's elements, the bucket's
  *                         members
- *                 args:   x (f32[N]), w (f32[1], this rank's weight) */
+ *                 args:   x (f32[N]), w (f32[1], this rank's weight)
+ *  QUANTIZED_LINEAR  y[M,N] = act(x'[M,K] · w'[N,K]ᵀ + b[N]), w' = (w − wz)·ws
+ *                 with w int8 (uint8 with UNSIGNED_WEIGHTS) and its scale ws
+ *                 (f32) and zero point wz (w's type) one, or one per row of
+ *                 w with PER_ROW; x' = (q − z)·s, x quantized to uint8 q by
+ *                 its own range as ONNX's DynamicQuantizeLinear does (an
+ *                 append to version 5). w, ws and wz never change.
+ *                 params: M, K, N, has_bias, activation, flags (a
+ *                         tfm_quantized_linear_flag_t set)
+ *                 args:   x, w, ws, wz (with HAS_ZERO_POINT, else NULL: 0),
+ *                         b (or NULL), y */
 typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_LINEAR = 1,
   TFM_KERNEL_BATCH_MATMUL = 2,
@@ -159,6 +169,7 @@ typedef enum tfm_kernel_kind_t {
   TFM_KERNEL_RMS_NORM = 11,          /* an append to version 5 */
   TFM_KERNEL_RMS_NORM_BACKWARD = 12, /* an append to version 5 */
   TFM_KERNEL_ALL_REDUCE = 13,        /* an append to version 5 */
+  TFM_KERNEL_QUANTIZED_LINEAR = 14,  /* an append to version 5 */
 } tfm_kernel_kind_t;
 
 /* Where each kind's params sit, in the order the list above gives them:
@@ -235,6 +246,26 @@ enum {
   TFM_ALL_REDUCE_NUM_PARAMS
 };
 
+/* QUANTIZED_LINEAR: sizes, then the epilogue, then a
+ * tfm_quantized_linear_flag_t set. */
+enum {
+  TFM_QUANTIZED_LINEAR_M,
+  TFM_QUANTIZED_LINEAR_K,
+  TFM_QUANTIZED_LINEAR_N,
+  TFM_QUANTIZED_LINEAR_HAS_BIAS,
+  TFM_QUANTIZED_LINEAR_ACTIVATION,
+  TFM_QUANTIZED_LINEAR_FLAGS,
+  TFM_QUANTIZED_LINEAR_NUM_PARAMS
+};
+
+/* How a QUANTIZED_LINEAR's weights are stored
+ * (params[TFM_QUANTIZED_LINEAR_FLAGS]). */
+typedef enum tfm_quantized_linear_flag_t {
+  TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS = 1, /* uint8, else int8 */
+  TFM_QUANTIZED_LINEAR_PER_ROW = 2, /* a scale (and zero point) per row of w */
+  TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT = 4, /* wz is given, else 0 */
+} tfm_quantized_linear_flag_t;
+
 /* The two calls of an ALL_REDUCE member (params[TFM_ALL_REDUCE_PHASE]). */
 typedef enum tfm_all_reduce_phase_t {
   TFM_ALL_REDUCE_START = 0,
@@ -290,6 +321,7 @@ static_assert(TFM_LINEAR_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_CONV_2D_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_ATTENTION_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_ALL_REDUCE_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
+                  TFM_QUANTIZED_LINEAR_NUM_PARAMS <= TFM_KERNEL_MAX_PARAMS &&
                   TFM_REORDER_DIMS + TFM_REORDER_MAX_RANK <=
                       TFM_KERNEL_MAX_PARAMS,
               "a kind's params fit the descriptor");

@@ -27,15 +27,13 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-namespace {
-
 /// LINEAR with at most this many rows (a decoding step, a beam) runs as a
 /// GEMV: its time is the time to read the weights once, which oneDNN's
 /// small-M matmul does at a quarter of the memory bandwidth (W7's profile,
 /// docs/generation.md). Each weight row is read once for all rows of x.
-constexpr int64_t kGemvRows = 4;
+static constexpr int64_t kGemvRows = 4;
 
-float activate(float v, int64_t act) {
+float tfm::runtime::cpu::activate(float v, int64_t act) {
   switch (act) {
   case TFM_ACTIVATION_RELU:
     return v > 0.f ? v : 0.f;
@@ -53,6 +51,8 @@ float activate(float v, int64_t act) {
     return v;
   }
 }
+
+namespace {
 
 /// acc[r, j - n0] = x[r, :] · w[j, :] for r < m and j in [n0, n1).
 void gemvRowsScalar(const float *x, int64_t m, int64_t k, const float *w,

@@ -276,6 +276,8 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
               : d.kind == TFM_KERNEL_CONV_2D    ? TFM_CONV_2D_NUM_PARAMS
               : d.kind == TFM_KERNEL_ATTENTION  ? TFM_ATTENTION_FLAGS
               : d.kind == TFM_KERNEL_ALL_REDUCE ? TFM_ALL_REDUCE_BUCKET
+              : d.kind == TFM_KERNEL_QUANTIZED_LINEAR
+                  ? TFM_QUANTIZED_LINEAR_HAS_BIAS
               : d.kind == TFM_KERNEL_REORDER
                   ? TFM_REORDER_DIMS + static_cast<int>(rank)
                   : TFM_LINEAR_HAS_BIAS;
@@ -316,6 +318,13 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
       // The session runs it (Exchange.h): it is the processes', not the
       // device's.
       return std::make_unique<NoKernel>();
+    case TFM_KERNEL_QUANTIZED_LINEAR:
+      if (!multipliesInt8Exactly()) {
+        error = "this CPU (within DNNL_MAX_CPU_ISA) has no VNNI: oneDNN "
+                "would sum u8 · s8 pairs in 16 bits, which saturate";
+        return nullptr;
+      }
+      return makeQuantizedLinearKernel(device, d);
     default:
       error = "unknown kernel kind " + std::to_string(d.kind);
       return nullptr;

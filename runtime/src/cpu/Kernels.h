@@ -3,7 +3,8 @@
 // One object per kernel descriptor of a model, created when a session is
 // created (that is when oneDNN builds its primitives), then run any number
 // of times. Semantics are those of the tfm ops, documented in tfm/abi.h.
-// One file per family: Gemm.cpp (LINEAR, BATCH_MATMUL), Normalization.cpp
+// One file per family: Gemm.cpp (LINEAR, BATCH_MATMUL), QuantizedLinear.cpp,
+// Normalization.cpp
 // (MASKED_SOFTMAX, LAYER_NORM and its backward pass), Attention.cpp,
 // Convolution.cpp, Reorder.cpp, Optimizer.cpp (ADAM, SGD).
 //
@@ -66,6 +67,16 @@ bool linearOnPackedAvx2(const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel>
 makePackedLinearKernel(std::shared_ptr<Engine> engine,
                        const tfm_abi_kernel_desc_t &desc);
+/// Whether this CPU (within DNNL_MAX_CPU_ISA) sums u8 · s8 products
+/// without saturating: it has VNNI (AVX-512 or AVX). Read once per process.
+bool multipliesInt8Exactly();
+/// QUANTIZED_LINEAR on oneDNN's u8 · s8 matmul (QuantizedLinear.cpp); for
+/// a CPU that multipliesInt8Exactly.
+std::unique_ptr<Kernel>
+makeQuantizedLinearKernel(std::shared_ptr<Engine> engine,
+                          const tfm_abi_kernel_desc_t &desc);
+/// act(v) for a tfm_activation_t, as LINEAR applies it (Gemm.cpp).
+float activate(float v, int64_t act);
 std::unique_ptr<Kernel>
 makeBatchMatmulKernel(std::shared_ptr<Engine> engine,
                       const tfm_abi_kernel_desc_t &desc);

@@ -268,6 +268,90 @@ TEST(Kernel, Bf16PathFollowsTheCpuAndTheIsaCap) {
             !narrow && __builtin_cpu_supports("avx512bf16"));
 }
 
+/// `values` as an MLIR dense literal of `type`, in rows of `cols` when
+/// given (a 2-D literal nests them).
+std::string denseLiteral(const std::vector<int> &values, const std::string &type,
+                         size_t cols = 0) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (cols && i % cols == 0)
+      s += std::string(i ? "], " : "") + "[";
+    else if (i)
+      s += ", ";
+    s += std::to_string(values[i]);
+  }
+  return s + (cols ? "]" : "") + "]> : " + type;
+}
+
+// QUANTIZED_LINEAR against the interpreter's tfm.quantized_linear: int8
+// weights with a zero point and a scale per row, and uint8 ones with one of
+// each, over sizes that fill no vector evenly; a NaN-free input whose range
+// spans both signs. Where the CPU sums u8 · s8 pairs in 16 bits (no VNNI, or
+// DNNL_MAX_CPU_ISA=AVX2), the kernel is refused, naming why, so that the
+// generated code runs instead.
+TEST(Kernel, QuantizedLinearDynamicInt8) {
+  const int64_t M = 5, K = 37, N = 19;
+  std::mt19937 gen(66);
+  std::uniform_int_distribution<int> s8(-128, 127), u8(0, 255);
+  auto x = randomFloats(M * K, 7), b = randomFloats(N, 8);
+  for (bool isUnsigned : {false, true}) {
+    tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
+                            TFM_DTYPE_F32,
+                            {M, K, N, 1, TFM_ACTIVATION_GELU,
+                             TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
+                                 (isUnsigned
+                                      ? TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS
+                                      : TFM_QUANTIZED_LINEAR_PER_ROW)},
+                            {}};
+    std::string error;
+    auto k = cpu::makeKernel(cpu::makeEngine(), d, 0, error);
+    if (!cpu::multipliesInt8Exactly()) {
+      EXPECT_FALSE(k);
+      EXPECT_NE(error.find("VNNI"), std::string::npos) << error;
+      continue;
+    }
+    ASSERT_TRUE(k) << error;
+    std::vector<int> w(N * K), zp(isUnsigned ? 1 : N);
+    for (int &v : w)
+      v = isUnsigned ? u8(gen) : s8(gen);
+    for (int &v : zp)
+      v = isUnsigned ? u8(gen) : s8(gen) / 4;
+    std::vector<float> ws(isUnsigned ? 1 : N);
+    for (size_t i = 0; i < ws.size(); ++i)
+      ws[i] = 0.01f + 0.001f * static_cast<float>(i);
+    std::vector<int8_t> wBytes(w.begin(), w.end()), zBytes(zp.begin(), zp.end());
+    std::vector<float> y(M * N);
+    void *args[] = {x.data(), wBytes.data(), ws.data(), zBytes.data(), b.data(),
+                    y.data()};
+    ASSERT_EQ(k->run(args), 0);
+    std::string it = isUnsigned ? "ui8" : "i8";
+    std::string wType = "tensor<19x37x" + it + ">";
+    std::string pType = isUnsigned ? "tensor<" + it + ">" : "tensor<19x" + it + ">";
+    std::string sType = isUnsigned ? "tensor<f32>" : "tensor<19xf32>";
+    std::string scales = "dense<[";
+    for (size_t i = 0; i < ws.size(); ++i)
+      scales += (i ? ", " : "") + std::to_string(ws[i]);
+    scales += "]> : " + sType;
+    if (isUnsigned)
+      scales = "dense<" + std::to_string(ws[0]) + "> : " + sType;
+    std::string zLiteral = isUnsigned ? "dense<" + std::to_string(zp[0]) + "> : " + pType
+                                      : denseLiteral(zp, pType);
+    InterpreterHarness h;
+    std::string src = R"mlir(
+      func.func @infer(%x: tensor<5x37xf32>, %b: tensor<19xf32>) -> tensor<5x19xf32> {
+        %w = arith.constant )mlir" + denseLiteral(w, wType, K) + R"mlir(
+        %s = arith.constant )mlir" + scales + R"mlir(
+        %z = arith.constant )mlir" + zLiteral + R"mlir(
+        %0 = tfm.quantized_linear %x, %w scale %s zero_point %z bias %b input_quantization = dynamic activation = gelu : (tensor<5x37xf32>, )mlir" +
+                      wType + ", " + sType + ", " + pType + R"mlir(, tensor<19xf32>) -> tensor<5x19xf32>
+        return %0 : tensor<5x19xf32>
+      })mlir";
+    auto want = h.eval(src, {asTensor(x, {M, K}), asTensor(b, {N})});
+    ASSERT_EQ(want.size(), 1u) << h.diagnostics;
+    expectClose(y, want.at(0));
+  }
+}
+
 TEST(Kernel, BatchMatmulTransposed) {
   const int64_t B = 3, M = 4, K = 8, N = 5;
   auto a = randomFloats(B * M * K, 5), bt = randomFloats(B * N * K, 6);

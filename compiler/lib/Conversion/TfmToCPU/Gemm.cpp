@@ -271,9 +271,59 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
   return success();
 }
 
+/// tfm.quantized_linear on QUANTIZED_LINEAR where the kernel holds it: f32,
+/// the input quantized dynamically, constant 8-bit weights with their scale
+/// (and zero point) per tensor or per output feature. Elsewhere, and on a
+/// CPU that declines the kernel (one without VNNI), the generated code.
+LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
+  auto xt = op.getInput().getType();
+  Type wElem = e.declaredElementType(op.getWeight());
+  auto isConstant = [](Value v) {
+    return !v || v.getDefiningOp<arith::ConstantOp>();
+  };
+  int64_t k = xt.getShape().back(), n = op.getWeight().getType().getDimSize(0);
+  int64_t m = product(xt.getShape().drop_back());
+  bool fits = xt.getElementType().isF32() &&
+              op.getInputQuantization() == InputQuantization::dynamic &&
+              op.getBlockSize() == 0 && wElem.getIntOrFloatBitWidth() == 8 &&
+              op.getWeightScale().getType().getRank() <= 1 &&
+              isConstant(op.getWeight()) && isConstant(op.getWeightScale()) &&
+              isConstant(op.getWeightZeroPoint()) && m > 0 && n > 0 && k > 0;
+  if (!fits)
+    return lowerGenericQuantizedLinear(op, e);
+  Value out = e.destination(op.getResult());
+  if (!out)
+    return failure();
+  Value wz = op.getWeightZeroPoint(), bias = op.getBias();
+  int64_t flags =
+      (wElem.isUnsignedInteger() ? TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS : 0) |
+      (op.getWeightScale().getType().getRank() == 1
+           ? TFM_QUANTIZED_LINEAR_PER_ROW
+           : 0) |
+      (wz ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0);
+  SmallVector<int64_t> params(TFM_QUANTIZED_LINEAR_NUM_PARAMS, 0);
+  params[TFM_QUANTIZED_LINEAR_M] = m;
+  params[TFM_QUANTIZED_LINEAR_K] = k;
+  params[TFM_QUANTIZED_LINEAR_N] = n;
+  params[TFM_QUANTIZED_LINEAR_HAS_BIAS] = bias != nullptr;
+  params[TFM_QUANTIZED_LINEAR_ACTIVATION] = abiActivation(op.getActivation());
+  params[TFM_QUANTIZED_LINEAR_FLAGS] = flags;
+  // The operands are taken before the fallback's code, which the call
+  // shares them with.
+  KernelArg x(e.denseOf(op.getInput())), w(e.denseOf(op.getWeight())),
+      ws(e.denseOf(op.getWeightScale())),
+      z(wz ? KernelArg(e.denseOf(wz)) : KernelArg()),
+      b(bias ? KernelArg(e.denseOf(bias)) : KernelArg());
+  e.callKernel(TFM_KERNEL_QUANTIZED_LINEAR, params, {},
+               {x, w, ws, z, b, KernelArg(out)}, {}, TFM_DTYPE_F32,
+               [&] { (void)lowerGenericQuantizedLinear(op, e); });
+  return success();
+}
+
 } // namespace
 
 void mlir::tfm::populateCPUGemmLowerings(OpLoweringSet &set) {
+  set.add<QuantizedLinearOp>(lowerQuantizedLinear);
   set.add<MatmulOp>(onCPU<MatmulOp>(lowerMatmul));
   set.add<LinearOp>([](LinearOp l, BufferizedEntry &e) {
     return lowerLinear(cast<CPUEntry>(e), l.getInput(), l.getWeight(),

@@ -305,7 +305,10 @@ LogicalResult lowerMatmulInteger(MatmulIntegerOp op, BufferizedEntry &e) {
   return success();
 }
 
-LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
+} // namespace
+
+LogicalResult mlir::tfm::lowerGenericQuantizedLinear(QuantizedLinearOp op,
+                                                     BufferizedEntry &e) {
   Value out = e.destination(op.getResult());
   if (!out)
     return failure();
@@ -353,12 +356,10 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   return success();
 }
 
-} // namespace
-
 void mlir::tfm::populateQuantizationLowerings(OpLoweringSet &set) {
   set.add<QuantizeOp>(lowerQuantize);
   set.add<DequantizeOp>(lowerDequantize);
   set.add<DynamicQuantizeOp>(lowerDynamicQuantize);
   set.add<MatmulIntegerOp>(lowerMatmulInteger);
-  set.add<QuantizedLinearOp>(lowerQuantizedLinear);
+  set.add<QuantizedLinearOp>(lowerGenericQuantizedLinear);
 }

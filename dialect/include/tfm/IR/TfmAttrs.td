@@ -105,7 +105,8 @@ def Tfm_KernelKind : I32EnumAttr<"KernelKind",
       I32EnumAttrCase<"attention", 10>,
       I32EnumAttrCase<"rms_norm", 11>,
       I32EnumAttrCase<"rms_norm_backward", 12>,
-      I32EnumAttrCase<"all_reduce", 13>]> {
+      I32EnumAttrCase<"all_reduce", 13>,
+      I32EnumAttrCase<"quantized_linear", 14>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

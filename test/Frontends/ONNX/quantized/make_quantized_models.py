@@ -182,6 +182,39 @@ def main():
           n("Mul", ["accf", "s"], ["y"])],
          [vi("x", [2, 5, 16])], [vi("y", None)], {"x": 3 * randn(2, 5, 16)},
          [tensor("wq", wq), tensor("ws", ws), tensor("wz", np.zeros(8, np.int8))])
+    # uint8 weights with a zero point per column, a bias and a Relu after,
+    # over a K and an N that fill no vector evenly.
+    k, cols = 300, 40
+    w = randn(k, cols) / 8
+    lo, hi = np.minimum(w.min(0), 0), np.maximum(w.max(0), 0)
+    ws = ((hi - lo) / 255).astype(np.float32)
+    wz = np.clip(np.rint(-lo / ws), 0, 255).astype(np.uint8)
+    wq = np.clip(np.rint(w / ws) + wz, 0, 255).astype(np.uint8)
+    save("dynamic_matmul_integer_uint8_13",
+         [n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+          n("MatMulInteger", ["xq", "wq", "xz", "wz"], ["acc"]),
+          n("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+          n("Mul", ["xs", "ws"], ["s"]),
+          n("Mul", ["accf", "s"], ["m"]),
+          n("Add", ["m", "bias"], ["a"]),
+          n("Relu", ["a"], ["y"])],
+         [vi("x", [2, 7, k])], [vi("y", None)], {"x": randn(2, 7, k)},
+         [tensor("wq", wq), tensor("ws", ws), tensor("wz", wz),
+          tensor("bias", randn(cols))])
+    # Products that saturate 16-bit pair sums (2 · 255 · 127 > 32767, what
+    # vpmaddubsw computes without VNNI): inputs near their maximum, which
+    # quantize to about 255, and weights of ±127.
+    w = np.where(rng.random((64, 16)) < 0.5, 127, -127).astype(np.int8)
+    w[:, :8] = 127
+    save("dynamic_matmul_integer_saturating_13",
+         [n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+          n("MatMulInteger", ["xq", "wq", "xz"], ["acc"]),
+          n("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+          n("Mul", ["xs", "ws"], ["s"]),
+          n("Mul", ["accf", "s"], ["y"])],
+         [vi("x", [4, 64])], [vi("y", None)],
+         {"x": (0.95 + 0.05 * rng.random((4, 64))).astype(np.float32)},
+         [tensor("wq", w), tensor("ws", np.array(0.01, np.float32))])
     # MatMulNBits in each form, K = 80 in blocks of 32 (the last one short).
     k, cols = 80, 12
     x = randn(3, k)

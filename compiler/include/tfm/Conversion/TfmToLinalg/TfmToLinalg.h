@@ -66,6 +66,12 @@ void populateConvolutionLowerings(OpLoweringSet &set);
 /// Quantize, dequantize, dynamic quantize, the integer matmul and the
 /// quantized linear (Quantization.cpp).
 void populateQuantizationLowerings(OpLoweringSet &set);
+/// tfm.quantized_linear as generated code: the weight dequantized into a
+/// temporary, the input quantized and dequantized in one pass (unless it
+/// is read as it is), then the generic linear. The fallback of a target's
+/// integer kernels.
+LogicalResult lowerGenericQuantizedLinear(QuantizedLinearOp op,
+                                          BufferizedEntry &e);
 /// Every populate function above.
 void populateTfmToLinalgLowerings(OpLoweringSet &set);
 

@@ -1,0 +1,247 @@
+//===- QuantizedLinear.cpp - QUANTIZED_LINEAR on oneDNN's int8 matmul -----===//
+//
+// A linear whose input is quantized by its own range at every call
+// (DynamicQuantizeLinear) and whose weights are int8: the input becomes
+// uint8, oneDNN multiplies u8 · s8 into s32 (VNNI's vpdpbusd, AMX where
+// there is one), and the epilogue here applies the zero points, the scales,
+// the bias and the activation. oneDNN 2.6 runs its brgemm path only without
+// run-time scales and zero points, so none are given to it:
+//
+//   Σ_k (q - z)(w - wz) = Σ q·w - z·Σ_k w - wz·Σ_k q + K·z·wz,
+//
+// with the weights' column sums taken once, when they are packed, and the
+// input's row sums while it is quantized. Without VNNI, u8 · s8 pairs are
+// summed in 16 bits (vpmaddubsw) and saturate (2 · 255 · 127 > 32767), so
+// the kernel is declined there and the generated code runs instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Engine.h"
+
+#include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+using namespace tfm::runtime::cpu;
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+namespace {
+
+/// DynamicQuantizeLinear's scale and zero point of x[0, n), in f32 as its
+/// definition computes them; NaN elements take no part.
+void dynamicRange(const float *x, int64_t n, float &scale, int32_t &zp) {
+  float lo = 0.f, hi = 0.f;
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    // A NaN compares false both ways, so it moves neither bound.
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  scale = hi == lo ? 1.f : (hi - lo) / 255.f;
+  float initial = 0.f - lo / scale;
+  zp = static_cast<int32_t>(std::nearbyint(std::clamp(initial, 0.f, 255.f)));
+}
+
+/// q = saturate(round(x / scale) + zp) to [0, 255], halves to even, NaN to
+/// zp; returns Σ q over the row.
+int32_t quantizeRowScalar(const float *x, int64_t k, float scale, int32_t zp,
+                          uint8_t *q) {
+  int32_t sum = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    float v = x[i] / scale;
+    int32_t r = std::isnan(v) ? zp
+                              : static_cast<int32_t>(std::clamp(
+                                    std::nearbyint(v) + static_cast<float>(zp),
+                                    0.f, 255.f));
+    q[i] = static_cast<uint8_t>(r);
+    sum += r;
+  }
+  return sum;
+}
+
+#if defined(__x86_64__)
+/// quantizeRowScalar in sixteen lanes: the same division (not a product by
+/// the reciprocal, which rounds differently), the same rounding.
+__attribute__((target("avx512f,avx512bw"))) int32_t
+quantizeRowAvx512(const float *x, int64_t k, float scale, int32_t zp,
+                  uint8_t *q) {
+  const __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps(float(zp));
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.f);
+  __m512i sum = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), s);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    __m512 r = _mm512_add_ps(
+        _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+        z);
+    r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+    r = _mm512_mask_mov_ps(r, nan, z);
+    __m512i ri = _mm512_cvtps_epi32(r);
+    sum = _mm512_add_epi32(sum, ri);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(q + i),
+                     _mm512_cvtepi32_epi8(ri));
+  }
+  return _mm512_reduce_add_epi32(sum) +
+         quantizeRowScalar(x + i, k - i, scale, zp, q + i);
+}
+#endif
+
+/// What a weight tensor (by where the model keeps it) becomes at its first
+/// run: packed for oneDNN as s8, its column sums, and each output
+/// feature's scale and zero point in the s8 domain.
+struct PackedWeights {
+  memory packed;
+  std::vector<int32_t> columnSums, zeroPoints;
+  std::vector<float> scales;
+};
+
+class QuantizedLinearKernel : public Kernel {
+public:
+  QuantizedLinearKernel(std::shared_ptr<Engine> dev,
+                        const tfm_abi_kernel_desc_t &d)
+      : dev(std::move(dev)), m(d.params[TFM_QUANTIZED_LINEAR_M]),
+        k(d.params[TFM_QUANTIZED_LINEAR_K]),
+        n(d.params[TFM_QUANTIZED_LINEAR_N]),
+        hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
+        activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
+        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]), q(m * k), acc(m * n),
+        rowSums(m) {
+    auto &eng = this->dev->engine;
+    memory::desc srcMd({m, k}, dt::u8, tag::ab);
+    memory::desc wMd({k, n}, dt::s8, tag::any);
+    memory::desc dstMd({m, n}, dt::s32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(srcMd, wMd, dstMd),
+                                    eng);
+    prim = dnnl::matmul(pd);
+    packedDesc = pd.weights_desc();
+    // w is [N, K] row-major: the [K, N] operand with strides (1, K).
+    userWeights = memory(memory::desc({k, n}, dt::s8, memory::dims{1, k}), eng,
+                         DNNL_MEMORY_NONE);
+    weightsReorder = dnnl::reorder(
+        dnnl::reorder::primitive_desc(eng, userWeights.get_desc(), eng,
+                                      packedDesc));
+    src = memory(srcMd, eng, q.data());
+    dst = memory(dstMd, eng, acc.data());
+  }
+
+  int32_t run(void *const *args) override {
+    const auto *x = static_cast<const float *>(args[0]);
+    const void *w = args[1];
+    const auto *ws = static_cast<const float *>(args[2]);
+    const void *wz =
+        flags & TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT ? args[3] : nullptr;
+    const auto *b = static_cast<const float *>(args[4]);
+    auto *y = static_cast<float *>(args[5]);
+    PackedWeights &pw = weightsOf(w, ws, wz);
+    float scale;
+    int32_t zp;
+    dynamicRange(x, m * k, scale, zp);
+    bool avx512 = vectorIsa() == VectorIsa::AVX512;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+#if defined(__x86_64__)
+      if (avx512) {
+        rowSums[r] = quantizeRowAvx512(x + r * k, k, scale, zp, &q[r * k]);
+        continue;
+      }
+#endif
+      rowSums[r] = quantizeRowScalar(x + r * k, k, scale, zp, &q[r * k]);
+    }
+    prim.execute(dev->stream, {{DNNL_ARG_SRC, src},
+                               {DNNL_ARG_WEIGHTS, pw.packed},
+                               {DNNL_ARG_DST, dst}});
+    dev->stream.wait();
+    const int64_t z = zp;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t wzj = pw.zeroPoints[j];
+        int64_t c = int64_t(acc[r * n + j]) - z * pw.columnSums[j] -
+                    wzj * rowSums[r] + k * z * wzj;
+        float v = static_cast<float>(c) * (scale * pw.scales[j]) +
+                  (hasBias ? b[j] : 0.f);
+        y[r * n + j] = activate(v, activation);
+      }
+    return 0;
+  }
+
+private:
+  /// The packed form of the constant weights at `w`, made at their first
+  /// run: a model of one shape runs this kernel on each layer's weights.
+  PackedWeights &weightsOf(const void *w, const float *ws, const void *wz) {
+    PackedWeights &pw = packedByWeights[w];
+    if (pw.packed)
+      return pw;
+    bool isUnsigned = flags & TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS;
+    bool perRow = flags & TFM_QUANTIZED_LINEAR_PER_ROW;
+    // uint8 weights less 128 are int8 ones whose zero point is 128 less.
+    std::vector<int8_t> s8(n * k);
+    const auto *u = static_cast<const uint8_t *>(w);
+    for (int64_t i = 0; i < n * k; ++i)
+      s8[i] = static_cast<int8_t>(isUnsigned ? int32_t(u[i]) - 128
+                                             : int32_t(int8_t(u[i])));
+    pw.columnSums.assign(n, 0);
+    pw.zeroPoints.assign(n, 0);
+    pw.scales.assign(n, 0.f);
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t sum = 0;
+      for (int64_t i = 0; i < k; ++i)
+        sum += s8[j * k + i];
+      pw.columnSums[j] = sum;
+      int64_t at = perRow ? j : 0;
+      int32_t given =
+          !wz ? 0
+          : isUnsigned
+              ? int32_t(static_cast<const uint8_t *>(wz)[at])
+              : int32_t(static_cast<const int8_t *>(wz)[at]);
+      pw.zeroPoints[j] = given - (isUnsigned ? 128 : 0);
+      pw.scales[j] = ws[at];
+    }
+    pw.packed = memory(packedDesc, dev->engine);
+    userWeights.set_data_handle(s8.data());
+    weightsReorder.execute(dev->stream, userWeights, pw.packed);
+    dev->stream.wait();
+    return pw;
+  }
+
+  std::shared_ptr<Engine> dev;
+  int64_t m, k, n;
+  bool hasBias;
+  int64_t activation, flags;
+  std::vector<uint8_t> q;
+  std::vector<int32_t> acc, rowSums;
+  dnnl::matmul prim;
+  memory::desc packedDesc;
+  memory src, dst, userWeights;
+  dnnl::reorder weightsReorder;
+  std::unordered_map<const void *, PackedWeights> packedByWeights;
+};
+
+} // namespace
+
+bool tfm::runtime::cpu::multipliesInt8Exactly() {
+  // Each oneDNN ISA's bits include those of the ISAs below it.
+  static const bool vnni = [] {
+    auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    return (isa & dnnl_cpu_isa_avx512_core_vnni) ==
+               dnnl_cpu_isa_avx512_core_vnni ||
+           (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+  }();
+  return vnni;
+}
+
+std::unique_ptr<Kernel>
+tfm::runtime::cpu::makeQuantizedLinearKernel(
+    std::shared_ptr<Engine> engine, const tfm_abi_kernel_desc_t &desc) {
+  return std::make_unique<QuantizedLinearKernel>(std::move(engine), desc);
+}
