@@ -69,6 +69,13 @@ int32_t quantizeRowScalar(const float *x, int64_t k, float scale, int32_t zp,
 }
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics start from a vector they leave undefined on
+// purpose (`__m512 __Y = __Y`), which its own warnings then report.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 /// quantizeRowScalar in sixteen lanes: the same division (not a product by
 /// the reciprocal, which rounds differently), the same rounding.
 __attribute__((target("avx512f,avx512bw"))) int32_t
@@ -94,6 +101,9 @@ quantizeRowAvx512(const float *x, int64_t k, float scale, int32_t zp,
   return _mm512_reduce_add_epi32(sum) +
          quantizeRowScalar(x + i, k - i, scale, zp, q + i);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 /// What a weight tensor (by where the model keeps it) becomes at its first
@@ -115,7 +125,8 @@ public:
         hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
         flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]), q(m * k), acc(m * n),
-        rowSums(m) {
+        rowSums(m), columnTerms(n), columnTerms32(n), columnScales(n),
+        columnBias(n) {
     auto &eng = this->dev->engine;
     memory::desc srcMd({m, k}, dt::u8, tag::ab);
     memory::desc wMd({k, n}, dt::s8, tag::any);
@@ -161,21 +172,57 @@ public:
                                {DNNL_ARG_WEIGHTS, pw.packed},
                                {DNNL_ARG_DST, dst}});
     dev->stream.wait();
-    const int64_t z = zp;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) {
-        int64_t wzj = pw.zeroPoints[j];
-        int64_t c = int64_t(acc[r * n + j]) - z * pw.columnSums[j] -
-                    wzj * rowSums[r] + k * z * wzj;
-        float v = static_cast<float>(c) * (scale * pw.scales[j]) +
-                  (hasBias ? b[j] : 0.f);
-        y[r * n + j] = activate(v, activation);
-      }
+    epilogue(pw, scale, zp, b, y);
     return 0;
   }
 
 private:
+  /// y = act((acc − z·Σw − wz·Σq + K·z·wz) · s·ws + b). The terms of each
+  /// column are taken once per call, so that the loop over the outputs is
+  /// int32 and f32 lanes the compiler vectorizes: |Σ(q−z)(w−wz)| < K·2^16
+  /// and each term fits in int32 while K < 2^14; larger K sums in int64.
+  void epilogue(const PackedWeights &pw, float scale, int32_t zp,
+                const float *b, float *y) {
+    const int64_t z = zp;
+    for (int64_t j = 0; j < n; ++j) {
+      columnTerms[j] = -z * pw.columnSums[j] + k * z * pw.zeroPoints[j];
+      columnTerms32[j] = static_cast<int32_t>(columnTerms[j]);
+      columnScales[j] = scale * pw.scales[j];
+      columnBias[j] = hasBias ? b[j] : 0.f;
+    }
+    const bool narrow = k < (int64_t(1) << 14);
+    const bool plain = activation == TFM_ACTIVATION_NONE ||
+                       activation == TFM_ACTIVATION_RELU;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+      const int32_t *a = &acc[r * n];
+      float *out = y + r * n;
+      const int64_t rs = rowSums[r];
+      if (narrow) {
+        const int32_t rs32 = static_cast<int32_t>(rs);
+        const int32_t *terms = columnTerms32.data();
+        const int32_t *wz = pw.zeroPoints.data();
+        for (int64_t j = 0; j < n; ++j)
+          out[j] = static_cast<float>(a[j] + terms[j] - wz[j] * rs32) *
+                       columnScales[j] +
+                   columnBias[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          out[j] = static_cast<float>(int64_t(a[j]) + columnTerms[j] -
+                                      pw.zeroPoints[j] * rs) *
+                       columnScales[j] +
+                   columnBias[j];
+      }
+      if (activation == TFM_ACTIVATION_RELU) {
+        for (int64_t j = 0; j < n; ++j)
+          out[j] = out[j] > 0.f ? out[j] : 0.f;
+      } else if (!plain) {
+        for (int64_t j = 0; j < n; ++j)
+          out[j] = activate(out[j], activation);
+      }
+    }
+  }
+
   /// The packed form of the constant weights at `w`, made at their first
   /// run: a model of one shape runs this kernel on each layer's weights.
   PackedWeights &weightsOf(const void *w, const float *ws, const void *wz) {
@@ -220,6 +267,10 @@ private:
   int64_t activation, flags;
   std::vector<uint8_t> q;
   std::vector<int32_t> acc, rowSums;
+  /// Per call: each column's constant term, its scale and its bias.
+  std::vector<int64_t> columnTerms;
+  std::vector<int32_t> columnTerms32;
+  std::vector<float> columnScales, columnBias;
   dnnl::matmul prim;
   memory::desc packedDesc;
   memory src, dst, userWeights;
