@@ -23,7 +23,9 @@ shift 2
 models="$root/test/models"
 case $target in
   tensor-proto) seeds=("$models"/*/test_data_set_0) ;;
-  onnx-import) seeds=("$models"/*_opset1[37]/model.onnx "$models"/*_opset11/model.onnx) ;;
+  onnx-import) seeds=("$models"/*_opset1[37]/model.onnx "$models"/*_opset11/model.onnx
+                      "$root"/test/Frontends/ONNX/quantized/*/model.onnx
+                      "$root"/test/Frontends/ONNX/quantized/bad) ;;
   checkpoint) seeds=("$root/test/fuzz/corpus/checkpoint") ;;
   model-metadata) seeds=("$root/test/fuzz/corpus/model-metadata") ;;
   *) usage ;;
