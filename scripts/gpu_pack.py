@@ -119,6 +119,20 @@ def pack_models(p):
                        shape + ["--dtype=" + dtype], rel_l2=1e-2)
 
 
+def pack_quantized(p):
+    # The quantized formats (docs/quantization.md), ONNX Runtime's outputs
+    # expected: the GPU runs their dequantizations and integer products as
+    # generated kernels.
+    root = os.path.join(ROOT, "test", "Frontends", "ONNX", "quantized")
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if not os.path.isfile(os.path.join(folder, "model.onnx")):
+            continue
+        data = os.path.join(folder, "test_data_set_0")
+        p.case("quantized", name, os.path.join(folder, "model.onnx"),
+               load_dir(data, "input_"), load_dir(data, "output_"))
+
+
 def pack_fixtures(p):
     root = os.path.join(ROOT, "test", "fixtures", "reference")
     for name in sorted(os.listdir(root)):
@@ -268,11 +282,12 @@ def main():
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--schedule-on-cpu", action="store_true",
                     help="compile the GPU schedule for this CPU (a dry run of the pack)")
-    ap.add_argument("--parts", default="models,fixtures,node,train,bench")
+    ap.add_argument("--parts", default="models,quantized,fixtures,node,train,bench")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     p = Packer(args)
-    parts = {"models": pack_models, "fixtures": pack_fixtures, "node": pack_node_suite,
+    parts = {"models": pack_models, "quantized": pack_quantized,
+             "fixtures": pack_fixtures, "node": pack_node_suite,
              "train": pack_training, "bench": pack_bench}
     for part in args.parts.split(","):
         print(f"packing {part}", flush=True)
