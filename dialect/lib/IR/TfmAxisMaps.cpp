@@ -116,25 +116,32 @@ SmallVector<ReshapeGroup, 6> mlir::tfm::reshapeGroups(ArrayRef<int64_t> in,
   return groups;
 }
 
-AxisMap MatmulOp::getAxisMap() {
-  int64_t lr = rankOf(getLhs()), rr = rankOf(getRhs());
-  int64_t rank = rankOf(getResult());
+/// The product of operands 0 and 1 of ranks `lr` and `rr` into a result of
+/// `rank`: batch dimensions broadcast, then [M, K] · [K, N] (each maybe
+/// transposed). tfm.matmul's and tfm.matmul_integer's.
+static AxisMap matmulAxisMap(int64_t lr, int64_t rr, int64_t rank, bool tl,
+                             bool tr) {
   AxisMap m;
   m.results.resize(rank);
   if (lr < 2 || rr < 2)
     return m;
-  // Batch dimensions broadcast; then [M, K] · [K, N].
   for (int64_t a = 0; a < lr - 2; ++a)
     m.results[rank - lr + a].push_back({0, a});
   for (int64_t a = 0; a < rr - 2; ++a)
     m.results[rank - rr + a].push_back({1, a});
-  bool tl = getTransposeLhs(), tr = getTransposeRhs();
   int64_t lm = tl ? lr - 1 : lr - 2, lk = tl ? lr - 2 : lr - 1;
   int64_t rk = tr ? rr - 1 : rr - 2, rn = tr ? rr - 2 : rr - 1;
   m.results[rank - 2].push_back({0, lm});
   m.results[rank - 1].push_back({1, rn});
   m.uses.push_back({{0, lk}, AxisUse::Contracted, OperandAxis{1, rk}, {}, {}});
   m.uses.push_back({{1, rk}, AxisUse::Contracted, OperandAxis{0, lk}, {}, {}});
+  return m;
+}
+
+AxisMap MatmulOp::getAxisMap() {
+  AxisMap m = matmulAxisMap(rankOf(getLhs()), rankOf(getRhs()),
+                            rankOf(getResult()), getTransposeLhs(),
+                            getTransposeRhs());
   m.zeros = ZeroRule::any;
   return m;
 }
@@ -430,21 +437,9 @@ AxisMap DequantizeOp::getAxisMap() {
 
 AxisMap MatmulIntegerOp::getAxisMap() {
   int64_t lr = rankOf(getLhs()), rr = rankOf(getRhs());
-  int64_t rank = rankOf(getResult());
-  AxisMap m;
-  m.results.resize(rank);
+  AxisMap m = matmulAxisMap(lr, rr, rankOf(getResult()), false, false);
   if (lr < 2 || rr < 2)
     return m;
-  for (int64_t a = 0; a < lr - 2; ++a)
-    m.results[rank - lr + a].push_back({0, a});
-  for (int64_t a = 0; a < rr - 2; ++a)
-    m.results[rank - rr + a].push_back({1, a});
-  m.results[rank - 2].push_back({0, lr - 2});
-  m.results[rank - 1].push_back({1, rr - 1});
-  m.uses.push_back({{0, lr - 1}, AxisUse::Contracted, OperandAxis{1, rr - 2},
-                    {}, {}});
-  m.uses.push_back({{1, rr - 2}, AxisUse::Contracted, OperandAxis{0, lr - 1},
-                    {}, {}});
   // A zero point per row or column is read with its row or column; a
   // nonzero one also makes zeros nonzero.
   for (unsigned i = 2; i < getNumOperands(); ++i)
