@@ -287,16 +287,20 @@ LogicalResult convertQLinearMatMul(NodeContext &n) {
 //===----------------------------------------------------------------------===//
 
 /// The unsigned `bits`-wide values packed low bits first in `bytes`, each
-/// row of `rowBytes` bytes holding `count` of them (and maybe padding).
-SmallVector<uint8_t> unpackRows(ArrayRef<char> bytes, int64_t rows,
+/// row of `rowBytes` bytes holding `count` of them (and maybe padding);
+/// `packed` is a uint8 constant, maybe a splat.
+SmallVector<uint8_t> unpackRows(DenseElementsAttr packed, int64_t rows,
                                 int64_t rowBytes, int64_t count,
                                 unsigned bits) {
+  ArrayRef<char> bytes = packed.getRawData();
+  bool splat = packed.isSplat();
   SmallVector<uint8_t> out;
   out.reserve(rows * count);
   unsigned perByte = 8 / bits, mask = (1u << bits) - 1;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < count; ++i) {
-      auto byte = static_cast<uint8_t>(bytes[r * rowBytes + i / perByte]);
+      auto byte = static_cast<uint8_t>(
+          bytes[splat ? 0 : r * rowBytes + i / perByte]);
       out.push_back((byte >> (bits * (i % perByte))) & mask);
     }
   return out;
@@ -370,12 +374,6 @@ LogicalResult convertMatMulNBits(NodeContext &n) {
   if (!bAttr)
     return n.fail("MatMulNBits's packed weight must be a constant (an "
                   "initializer)");
-  SmallVector<char> splat;
-  ArrayRef<char> bBytes = bAttr.getRawData();
-  if (bAttr.isSplat()) {
-    splat.assign(bt.getNumElements(), bBytes[0]);
-    bBytes = splat;
-  }
   if (failed(checkScale(n, 2, "scales", /*allowNegative=*/true)))
     return failure();
   Value scales;
@@ -386,7 +384,7 @@ LogicalResult convertMatMulNBits(NodeContext &n) {
     return n.fail("MatMulNBits's scales must have its input's type " +
                   llvm::formatv("{0}", elem).str());
   SmallVector<uint8_t> q =
-      unpackRows(bBytes, nOut, blocks * blob, k, static_cast<unsigned>(bits));
+      unpackRows(bAttr, nOut, blocks * blob, k, static_cast<unsigned>(bits));
   Value zp, floatZp;
   int offset = 1 << (bits - 1);
   if (Value z = n.input(3)) {
@@ -408,15 +406,9 @@ LogicalResult convertMatMulNBits(NodeContext &n) {
       DenseElementsAttr zAttr = n.constantAttr(3);
       if (!zAttr)
         return n.fail("MatMulNBits's packed zero points must be a constant");
-      SmallVector<char> zSplat;
-      ArrayRef<char> zBytes = zAttr.getRawData();
-      if (zAttr.isSplat()) {
-        zSplat.assign(zt.getNumElements(), zBytes[0]);
-        zBytes = zSplat;
-      }
       zp = n.constant(integerConstant(
           ctx, {nOut, blocks},
-          unpackRows(zBytes, nOut, rowBytes, blocks, bits), bits, 0));
+          unpackRows(zAttr, nOut, rowBytes, blocks, bits), bits, 0));
     }
     offset = 0;
   }
@@ -599,15 +591,9 @@ LogicalResult convertGatherBlockQuantized(NodeContext &n) {
                     "gather_axis 0 and quantize_axis the last");
     int64_t rows = dt.getNumElements() / std::max<int64_t>(1, shape.back());
     int64_t rowBytes = shape.back(), count = rowBytes * 8 / bits;
-    SmallVector<char> splat;
-    ArrayRef<char> bytes = data.getRawData();
-    if (data.isSplat()) {
-      splat.assign(dt.getNumElements(), bytes[0]);
-      bytes = splat;
-    }
     shape.back() = count;
     int offset = n.input(3) ? 0 : 1 << (bits - 1);
-    SmallVector<uint8_t> v = unpackRows(bytes, rows, rowBytes, count, bits);
+    SmallVector<uint8_t> v = unpackRows(data, rows, rowBytes, count, bits);
     auto t8 = RankedTensorType::get(
         shape, IntegerType::get(ctx, 8, offset ? IntegerType::Signless
                                                : IntegerType::Unsigned));
@@ -625,13 +611,7 @@ LogicalResult convertGatherBlockQuantized(NodeContext &n) {
           zt.getNumElements() != rows * zRow)
         return n.fail("GatherBlockQuantized's packed zero points must be a "
                       "uint8 constant of " + Twine(zRow) + " bytes a row");
-      SmallVector<char> zSplat;
-      ArrayRef<char> zb = z.getRawData();
-      if (z.isSplat()) {
-        zSplat.assign(zt.getNumElements(), zb[0]);
-        zb = zSplat;
-      }
-      SmallVector<uint8_t> zv = unpackRows(zb, rows, zRow, blocks, bits);
+      SmallVector<uint8_t> zv = unpackRows(z, rows, zRow, blocks, bits);
       SmallVector<int64_t> zShape(shape);
       zShape.back() = blocks;
       zp = n.constant(DenseElementsAttr::getFromRawBuffer(
