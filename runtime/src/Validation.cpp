@@ -285,23 +285,34 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
       return false;
     int64_t m = p[TFM_QUANTIZED_LINEAR_M], k = p[TFM_QUANTIZED_LINEAR_K],
             n = p[TFM_QUANTIZED_LINEAR_N];
-    int64_t params = p[TFM_QUANTIZED_LINEAR_FLAGS] &
-                             TFM_QUANTIZED_LINEAR_PER_ROW
-                         ? n
-                         : 1;
-    if (p[TFM_QUANTIZED_LINEAR_FLAGS] &
-        ~int64_t(TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS |
-                 TFM_QUANTIZED_LINEAR_PER_ROW |
-                 TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT)) {
+    int64_t flags = p[TFM_QUANTIZED_LINEAR_FLAGS],
+            block = p[TFM_QUANTIZED_LINEAR_BLOCK_SIZE];
+    if (flags & ~int64_t(TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS |
+                         TFM_QUANTIZED_LINEAR_PER_ROW |
+                         TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
+                         TFM_QUANTIZED_LINEAR_WEIGHT_ONLY |
+                         TFM_QUANTIZED_LINEAR_FOUR_BIT)) {
       why = "it has unknown flags";
       return false;
     }
+    if (block < 0 || (block > 0 && !(flags & TFM_QUANTIZED_LINEAR_PER_ROW))) {
+      why = "its block size is negative, or given without PER_ROW";
+      return false;
+    }
+    if (!(flags & TFM_QUANTIZED_LINEAR_WEIGHT_ONLY) &&
+        (block || (flags & TFM_QUANTIZED_LINEAR_FOUR_BIT))) {
+      why = "a dynamically quantized input takes 8-bit weights without "
+            "blocks";
+      return false;
+    }
+    // A scale (and zero point) per tensor, per row, or per row and block.
+    int64_t rows = flags & TFM_QUANTIZED_LINEAR_PER_ROW ? n : 1,
+            blocks = block == 0 || block >= k ? 1 : (k + block - 1) / block;
     // The weights and their zero points are bytes.
     return f32({m, k}, bytes[0]) && f32({n, k}, bytes[1], 1) &&
-           f32({params}, bytes[2]) &&
-           (!(p[TFM_QUANTIZED_LINEAR_FLAGS] &
-              TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT) ||
-            f32({params}, bytes[3], 1)) &&
+           f32({rows, blocks}, bytes[2]) &&
+           (!(flags & TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT) ||
+            f32({rows, blocks}, bytes[3], 1)) &&
            (!p[TFM_QUANTIZED_LINEAR_HAS_BIAS] || f32({n}, bytes[4])) &&
            f32({m, n}, bytes[5]);
   }

@@ -77,6 +77,9 @@ void store(const Tensor &t, void *dst) {
     case ElementKind::F32: put(dst, i, static_cast<float>(v)); break;
     case ElementKind::F64: put(dst, i, v); break;
     case ElementKind::I1: put<uint8_t>(dst, i, v != 0); break;
+    // 4-bit values take a byte each in tfm's buffers.
+    case ElementKind::I4:
+    case ElementKind::U4:
     case ElementKind::I8:
     case ElementKind::U8: put(dst, i, static_cast<uint8_t>(n)); break;
     case ElementKind::I16:
@@ -101,7 +104,9 @@ void load(const void *src, Tensor &t) {
     case ElementKind::F32: t.data[i] = at<float>(src, i); break;
     case ElementKind::F64: t.data[i] = at<double>(src, i); break;
     case ElementKind::I1: t.data[i] = at<uint8_t>(src, i) ? 1 : 0; break;
+    case ElementKind::I4:
     case ElementKind::I8: t.ints[i] = at<int8_t>(src, i); break;
+    case ElementKind::U4:
     case ElementKind::U8: t.ints[i] = at<uint8_t>(src, i); break;
     case ElementKind::I16: t.ints[i] = at<int16_t>(src, i); break;
     case ElementKind::U16: t.ints[i] = at<uint16_t>(src, i); break;

@@ -143,13 +143,17 @@ typedef struct tfm_abi_tensor_desc_t {
  *                         members
  *                 args:   x (f32[N]), w (f32[1], this rank's weight)
  *  QUANTIZED_LINEAR  y[M,N] = act(x'[M,K] · w'[N,K]ᵀ + b[N]), w' = (w − wz)·ws
- *                 with w int8 (uint8 with UNSIGNED_WEIGHTS) and its scale ws
- *                 (f32) and zero point wz (w's type) one, or one per row of
- *                 w with PER_ROW; x' = (q − z)·s, x quantized to uint8 q by
- *                 its own range as ONNX's DynamicQuantizeLinear does (an
+ *                 with w int8 (uint8 with UNSIGNED_WEIGHTS; 4-bit values
+ *                 with FOUR_BIT, still a byte each) and its scale ws (f32)
+ *                 and zero point wz (w's type) one, one per row of w with
+ *                 PER_ROW, or with PER_ROW and a BLOCK_SIZE B one per row
+ *                 and B columns, [N, ceil(K/B)]. x' = (q − z)·s, x
+ *                 quantized to uint8 q by its own range as ONNX's
+ *                 DynamicQuantizeLinear does; with WEIGHT_ONLY, x' = x (an
  *                 append to version 5). w, ws and wz never change.
  *                 params: M, K, N, has_bias, activation, flags (a
- *                         tfm_quantized_linear_flag_t set)
+ *                         tfm_quantized_linear_flag_t set), block size
+ *                         (0: none)
  *                 args:   x, w, ws, wz (with HAS_ZERO_POINT, else NULL: 0),
  *                         b (or NULL), y */
 typedef enum tfm_kernel_kind_t {
@@ -255,6 +259,7 @@ enum {
   TFM_QUANTIZED_LINEAR_HAS_BIAS,
   TFM_QUANTIZED_LINEAR_ACTIVATION,
   TFM_QUANTIZED_LINEAR_FLAGS,
+  TFM_QUANTIZED_LINEAR_BLOCK_SIZE,
   TFM_QUANTIZED_LINEAR_NUM_PARAMS
 };
 
@@ -264,6 +269,10 @@ typedef enum tfm_quantized_linear_flag_t {
   TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS = 1, /* uint8, else int8 */
   TFM_QUANTIZED_LINEAR_PER_ROW = 2, /* a scale (and zero point) per row of w */
   TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT = 4, /* wz is given, else 0 */
+  /* x is used as it is: only the weights are quantized. The dynamic
+   * quantization of x takes 8-bit weights without blocks. */
+  TFM_QUANTIZED_LINEAR_WEIGHT_ONLY = 8,
+  TFM_QUANTIZED_LINEAR_FOUR_BIT = 16, /* w and wz hold int4 (uint4) values */
 } tfm_quantized_linear_flag_t;
 
 /* The two calls of an ALL_REDUCE member (params[TFM_ALL_REDUCE_PHASE]). */

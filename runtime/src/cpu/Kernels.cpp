@@ -319,6 +319,17 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
       // device's.
       return std::make_unique<NoKernel>();
     case TFM_KERNEL_QUANTIZED_LINEAR:
+      if (d.params[TFM_QUANTIZED_LINEAR_FLAGS] &
+          TFM_QUANTIZED_LINEAR_WEIGHT_ONLY) {
+        int64_t block = d.params[TFM_QUANTIZED_LINEAR_BLOCK_SIZE];
+        if (block % 16 != 0 && block < d.params[TFM_QUANTIZED_LINEAR_K]) {
+          error = "a weight-only QUANTIZED_LINEAR takes blocks of a "
+                  "multiple of 16 columns, or of all K, not " +
+                  std::to_string(block);
+          return nullptr;
+        }
+        return makeWeightOnlyLinearKernel(d);
+      }
       if (!multipliesInt8Exactly()) {
         error = "this CPU (within DNNL_MAX_CPU_ISA) has no VNNI: oneDNN "
                 "would sum u8 · s8 pairs in 16 bits, which saturate";

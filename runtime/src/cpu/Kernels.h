@@ -75,6 +75,11 @@ bool multipliesInt8Exactly();
 std::unique_ptr<Kernel>
 makeQuantizedLinearKernel(std::shared_ptr<Engine> engine,
                           const tfm_abi_kernel_desc_t &desc);
+/// QUANTIZED_LINEAR with WEIGHT_ONLY: the weights dequantized in registers
+/// for a few rows, in panels for sgemm for more (WeightOnlyLinear.cpp); any
+/// CPU, blocks of a multiple of 16.
+std::unique_ptr<Kernel>
+makeWeightOnlyLinearKernel(const tfm_abi_kernel_desc_t &desc);
 /// act(v) for a tfm_activation_t, as LINEAR applies it (Gemm.cpp).
 float activate(float v, int64_t act);
 std::unique_ptr<Kernel>

@@ -352,6 +352,158 @@ TEST(Kernel, QuantizedLinearDynamicInt8) {
   }
 }
 
+/// `values` as an MLIR dense f32 literal of `type`, in rows of `cols` when
+/// given.
+std::string floatLiteral(const std::vector<float> &values,
+                         const std::string &type, size_t cols = 0) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (cols && i % cols == 0)
+      s += std::string(i ? "], " : "") + "[";
+    else if (i)
+      s += ", ";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", values[i]);
+    s += buf;
+  }
+  return s + (cols ? "]" : "") + "]> : " + type;
+}
+
+// QUANTIZED_LINEAR with WEIGHT_ONLY against the interpreter's
+// tfm.quantized_linear with input_quantization = none: 4- and 8-bit
+// weights, signed and unsigned, with and without zero points, per tensor,
+// per row and per block (16, 32, 64), K no multiple of a group or longer
+// than the kernel's chunk of blocks, and row
+// counts that take one pass (1 to 4 rows), several (5 to 16) and the sgemm
+// panels (more). Under DNNL_MAX_CPU_ISA=AVX2 and SSE41 (kernel-rows-*), the
+// AVX2 and portable bodies.
+TEST(Kernel, QuantizedLinearWeightOnly) {
+  struct Case {
+    int64_t m, k, n;
+    unsigned bits;
+    bool isUnsigned, zeroPoint;
+    int scales; // 0: the tensor's, 1: a row's, 2: a block's
+    int64_t block;
+    int act;
+  };
+  const Case cases[] = {
+      {1, 100, 19, 4, false, false, 2, 32, TFM_ACTIVATION_NONE},
+      {3, 77, 21, 4, true, true, 2, 16, TFM_ACTIVATION_GELU},
+      {5, 64, 33, 8, false, true, 1, 0, TFM_ACTIVATION_RELU},
+      {2, 150, 17, 8, true, true, 2, 64, TFM_ACTIVATION_SILU},
+      {4, 37, 9, 4, true, false, 0, 0, TFM_ACTIVATION_NONE},
+      {16, 45, 12, 4, false, true, 2, 64, TFM_ACTIVATION_NONE},
+      {1, 600, 5, 4, true, true, 2, 32, TFM_ACTIVATION_NONE},
+      // More blocks than the kernel takes z·s of at once (256).
+      {1, 8300, 3, 4, true, true, 2, 32, TFM_ACTIVATION_NONE},
+      {2, 4200, 3, 4, false, true, 2, 16, TFM_ACTIVATION_NONE},
+      {20, 96, 130, 4, true, true, 2, 32, TFM_ACTIVATION_GELU},
+      {33, 50, 7, 8, false, false, 2, 16, TFM_ACTIVATION_NONE},
+  };
+  std::mt19937 gen(69);
+  for (const Case &c : cases) {
+    SCOPED_TRACE("M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) +
+                 " bits=" + std::to_string(c.bits) +
+                 " block=" + std::to_string(c.block));
+    int lo = c.isUnsigned ? 0 : -(1 << (c.bits - 1));
+    int hi = c.isUnsigned ? (1 << c.bits) - 1 : (1 << (c.bits - 1)) - 1;
+    std::uniform_int_distribution<int> value(lo, hi);
+    int64_t blocks = c.scales == 2 ? (c.k + c.block - 1) / c.block : 1;
+    int64_t params = c.scales == 0 ? 1 : c.n * blocks;
+    std::vector<int> w(c.n * c.k), zp(params);
+    for (int &v : w)
+      v = value(gen);
+    for (int &v : zp)
+      v = value(gen);
+    std::vector<float> ws(params);
+    for (size_t i = 0; i < ws.size(); ++i)
+      ws[i] = 0.004f + 0.0005f * static_cast<float>(i % 13);
+    auto x = randomFloats(c.m * c.k, 70), b = randomFloats(c.n, 71);
+    int64_t flags =
+        TFM_QUANTIZED_LINEAR_WEIGHT_ONLY |
+        (c.bits == 4 ? TFM_QUANTIZED_LINEAR_FOUR_BIT : 0) |
+        (c.isUnsigned ? TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS : 0) |
+        (c.scales ? TFM_QUANTIZED_LINEAR_PER_ROW : 0) |
+        (c.zeroPoint ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0);
+    tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
+                            TFM_DTYPE_F32,
+                            {c.m, c.k, c.n, 1, c.act, flags,
+                             c.scales == 2 ? c.block : 0},
+                            {}};
+    std::string error;
+    auto k = cpu::makeKernel(cpu::makeEngine(), d, 0, error);
+    ASSERT_TRUE(k) << error;
+    // A byte each, sign- or zero-extended, as the artifact holds them.
+    std::vector<int8_t> wBytes(w.begin(), w.end()), zBytes(zp.begin(), zp.end());
+    std::vector<float> y(c.m * c.n);
+    void *args[] = {x.data(), wBytes.data(), ws.data(),
+                    c.zeroPoint ? zBytes.data() : nullptr, b.data(), y.data()};
+    // Twice: the second run reads the packed weights.
+    for (int run = 0; run < 2; ++run)
+      ASSERT_EQ(k->run(args), 0);
+
+    std::string it = std::string(c.isUnsigned ? "ui" : "i") +
+                     std::to_string(c.bits);
+    std::string wType = "tensor<" + std::to_string(c.n) + "x" +
+                        std::to_string(c.k) + "x" + it + ">";
+    std::string pShape =
+        c.scales == 0   ? ""
+        : c.scales == 1 ? std::to_string(c.n) + "x"
+                        : std::to_string(c.n) + "x" + std::to_string(blocks) + "x";
+    std::string sType = "tensor<" + pShape + "f32>",
+                zType = "tensor<" + pShape + it + ">";
+    size_t cols = c.scales == 2 ? blocks : 0;
+    std::string sLiteral = floatLiteral(ws, sType, cols),
+                zLiteral = denseLiteral(zp, zType, cols);
+    if (c.scales == 0) {
+      // Rank 0: a splat.
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.9g", ws[0]);
+      sLiteral = "dense<" + std::string(buf) + "> : " + sType;
+      zLiteral = "dense<" + std::to_string(zp[0]) + "> : " + zType;
+    }
+    std::string xType = "tensor<" + std::to_string(c.m) + "x" +
+                        std::to_string(c.k) + "xf32>";
+    std::string yType = "tensor<" + std::to_string(c.m) + "x" +
+                        std::to_string(c.n) + "xf32>";
+    std::string bType = "tensor<" + std::to_string(c.n) + "xf32>";
+    const char *acts[] = {"none", "relu", "gelu", "gelu_tanh", "silu"};
+    std::string src =
+        "func.func @infer(%x: " + xType + ", %b: " + bType + ") -> " + yType +
+        " {\n  %w = arith.constant " + denseLiteral(w, wType, c.k) +
+        "\n  %s = arith.constant " + sLiteral +
+        (c.zeroPoint ? "\n  %z = arith.constant " + zLiteral : "") +
+        "\n  %0 = tfm.quantized_linear %x, %w scale %s" +
+        (c.zeroPoint ? " zero_point %z" : "") + " bias %b activation = " +
+        acts[c.act] +
+        (c.scales == 2 ? " block_size = " + std::to_string(c.block) : "") +
+        " : (" + xType + ", " + wType + ", " + sType +
+        (c.zeroPoint ? ", " + zType : "") + ", " + bType + ") -> " + yType +
+        "\n  return %0 : " + yType + "\n}";
+    InterpreterHarness h;
+    auto want = h.eval(src, {asTensor(x, {c.m, c.k}), asTensor(b, {c.n})});
+    ASSERT_EQ(want.size(), 1u) << h.diagnostics << "\n" << src;
+    expectClose(y, want.at(0));
+  }
+}
+
+// A weight-only QUANTIZED_LINEAR's blocks are multiples of 16 (or all of
+// K): a block of 24 straddles the kernel's half-groups, and is refused,
+// naming the block.
+TEST(Kernel, QuantizedLinearWeightOnlyRefusesOddBlocks) {
+  tfm_abi_kernel_desc_t d{
+      TFM_KERNEL_QUANTIZED_LINEAR,
+      TFM_DTYPE_F32,
+      {2, 96, 8, 0, 0,
+       TFM_QUANTIZED_LINEAR_WEIGHT_ONLY | TFM_QUANTIZED_LINEAR_FOUR_BIT |
+           TFM_QUANTIZED_LINEAR_PER_ROW,
+       24},
+      {}};
+  std::string error;
+  EXPECT_FALSE(cpu::makeKernel(cpu::makeEngine(), d, 0, error));
+  EXPECT_NE(error.find("not 24"), std::string::npos) << error;
+}
+
 TEST(Kernel, BatchMatmulTransposed) {
   const int64_t B = 3, M = 4, K = 8, N = 5;
   auto a = randomFloats(B * M * K, 5), bt = randomFloats(B * N * K, 6);

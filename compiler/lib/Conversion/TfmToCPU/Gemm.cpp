@@ -271,10 +271,13 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
   return success();
 }
 
-/// tfm.quantized_linear on QUANTIZED_LINEAR where the kernel holds it: f32,
-/// the input quantized dynamically, constant 8-bit weights with their scale
-/// (and zero point) per tensor or per output feature. Elsewhere, and on a
-/// CPU that declines the kernel (one without VNNI), the generated code.
+/// tfm.quantized_linear on QUANTIZED_LINEAR where the kernel holds it: f32
+/// and constant weights with their scales (and zero points); the input
+/// quantized dynamically with 8-bit weights per tensor or per output
+/// feature, or kept in float (weight-only) with 4- or 8-bit weights per
+/// tensor, feature, or block of a multiple of 16 columns. Elsewhere, and on
+/// a CPU that declines the kernel (the dynamic one without VNNI), the
+/// generated code.
 LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   auto xt = op.getInput().getType();
   Type wElem = e.declaredElementType(op.getWeight());
@@ -283,10 +286,16 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   };
   int64_t k = xt.getShape().back(), n = op.getWeight().getType().getDimSize(0);
   int64_t m = product(xt.getShape().drop_back());
-  bool fits = xt.getElementType().isF32() &&
-              op.getInputQuantization() == InputQuantization::dynamic &&
-              op.getBlockSize() == 0 && wElem.getIntOrFloatBitWidth() == 8 &&
-              op.getWeightScale().getType().getRank() <= 1 &&
+  unsigned bits = wElem.getIntOrFloatBitWidth();
+  int64_t block = op.getBlockSize(),
+          scaleRank = op.getWeightScale().getType().getRank();
+  bool weightOnly = op.getInputQuantization() == InputQuantization::none;
+  bool layoutFits =
+      weightOnly ? (bits == 4 || bits == 8) &&
+                       (block == 0 || block % 16 == 0 || block >= k)
+                 : op.getInputQuantization() == InputQuantization::dynamic &&
+                       block == 0 && bits == 8 && scaleRank <= 1;
+  bool fits = xt.getElementType().isF32() && layoutFits &&
               isConstant(op.getWeight()) && isConstant(op.getWeightScale()) &&
               isConstant(op.getWeightZeroPoint()) && m > 0 && n > 0 && k > 0;
   if (!fits)
@@ -297,10 +306,10 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   Value wz = op.getWeightZeroPoint(), bias = op.getBias();
   int64_t flags =
       (wElem.isUnsignedInteger() ? TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS : 0) |
-      (op.getWeightScale().getType().getRank() == 1
-           ? TFM_QUANTIZED_LINEAR_PER_ROW
-           : 0) |
-      (wz ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0);
+      (scaleRank >= 1 ? TFM_QUANTIZED_LINEAR_PER_ROW : 0) |
+      (wz ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0) |
+      (weightOnly ? TFM_QUANTIZED_LINEAR_WEIGHT_ONLY : 0) |
+      (bits == 4 ? TFM_QUANTIZED_LINEAR_FOUR_BIT : 0);
   SmallVector<int64_t> params(TFM_QUANTIZED_LINEAR_NUM_PARAMS, 0);
   params[TFM_QUANTIZED_LINEAR_M] = m;
   params[TFM_QUANTIZED_LINEAR_K] = k;
@@ -308,6 +317,7 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   params[TFM_QUANTIZED_LINEAR_HAS_BIAS] = bias != nullptr;
   params[TFM_QUANTIZED_LINEAR_ACTIVATION] = abiActivation(op.getActivation());
   params[TFM_QUANTIZED_LINEAR_FLAGS] = flags;
+  params[TFM_QUANTIZED_LINEAR_BLOCK_SIZE] = scaleRank == 2 ? block : 0;
   // The operands are taken before the fallback's code, which the call
   // shares them with.
   KernelArg x(e.denseOf(op.getInput())), w(e.denseOf(op.getWeight())),

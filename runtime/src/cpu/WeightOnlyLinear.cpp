@@ -1,0 +1,617 @@
+//===- WeightOnlyLinear.cpp - QUANTIZED_LINEAR on a float input -----------===//
+//
+// A linear whose weights alone are quantized (MatMulNBits, a QDQ weight):
+// 4- or 8-bit values with a scale and zero point per tensor, per row or per
+// row and block of K.
+//
+// Decoding multiplies one row (a few, for a batch) by weights far larger
+// than any cache, so its time is the weights' bytes over the memory
+// bandwidth. The weights are repacked once, at their first run, into the
+// fewest bytes (two 4-bit values a byte; tfm buffers hold one a byte), and
+// a call reads each byte once for every four rows of x, turning it into
+// floats in registers:
+//
+//   y[m, n] = Σ_b s[n,b] · (Σ_{k∈b} u[n,k]·x[m,k] − z[n,b] · Σ_{k∈b} x[m,k])
+//
+// with u the weight shifted, its zero point with it, to a nibble (4 bits)
+// or a signed byte (8 bits), so that no zero point is subtracted per
+// weight: each block's sum of x is taken once per call, and the correction
+// is a short dot product over the row's blocks. Signed bytes, rather than
+// unsigned ones, keep the correction, and the cancellation it brings in
+// f32, small.
+//
+// More rows (a prompt) are compute-bound: each thread dequantizes a panel of
+// weight rows to f32, where it stays in cache, and multiplies it with
+// oneDNN's sgemm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Engine.h"
+
+#include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+using namespace tfm::runtime::cpu;
+
+namespace {
+
+/// K is taken in groups of 32: 16 bytes of 4-bit weights, byte i holding
+/// columns i (low nibble) and 16 + i (high), so that each half of a group
+/// is one 16-lane vector of x.
+constexpr int64_t kGroup = 32;
+/// At most this many rows of x share one pass over the weights; more rows
+/// than kGemvRows take the sgemm panels.
+constexpr int64_t kRowsPerPass = 4, kGemvRows = 16;
+/// Weight rows a thread dequantizes at once for sgemm: 128 rows of K f32
+/// stay in a core's L2 for K up to 2048.
+constexpr int64_t kPanelRows = 128;
+
+/// The weights of one tensor as the kernel reads them.
+struct PackedWeights {
+  std::vector<uint8_t> values; ///< [N, Kp/2] (4-bit) or [N, Kp] bytes
+  std::vector<float> scales;   ///< [N, blocks], 0 past K, and 16 more
+  std::vector<int16_t> zeros;  ///< [N, blocks]: z, shifted as u is; and 16
+  bool ready = false;
+};
+
+/// How a packed byte holds weights: two unsigned nibbles, or one signed
+/// value.
+enum class Format { U4, S8 };
+
+struct Shape {
+  int64_t k, n;
+  int64_t kp;     ///< K rounded up to whole groups
+  int64_t block;  ///< columns per scale: 16, or a multiple of 32
+  int64_t blocks; ///< scales per row of the packed form
+  Format format;
+  int64_t rowBytes() const { return format == Format::U4 ? kp / 2 : kp; }
+};
+
+/// Σ_b s·z·X_b for one row of the weights: the zero points' share.
+float zeroPointTerm(const float *s, const int16_t *z, const float *blockSums,
+                    int64_t blocks) {
+  float t = 0.f;
+  for (int64_t b = 0; b < blocks; ++b)
+    t += s[b] * static_cast<float>(z[b]) * blockSums[b];
+  return t;
+}
+
+/// The group g of a packed row, unsigned, as floats: lo holds its columns
+/// [0, 16), hi [16, 32).
+inline void groupScalar(const uint8_t *row, int64_t g, Format format, float *lo,
+                        float *hi) {
+  if (format == Format::U4) {
+    const uint8_t *p = row + g * 16;
+    for (int i = 0; i < 16; ++i) {
+      lo[i] = static_cast<float>(p[i] & 15);
+      hi[i] = static_cast<float>(p[i] >> 4);
+    }
+    return;
+  }
+  const uint8_t *p = row + g * kGroup;
+  for (int i = 0; i < 16; ++i) {
+    lo[i] = static_cast<float>(int8_t(p[i]));
+    hi[i] = static_cast<float>(int8_t(p[16 + i]));
+  }
+}
+
+/// Σ_k (u − z)·s·x over the row `n` for `rows` rows of x: each block's
+/// sum scaled by its scale, less the zero points' share: the portable body.
+void dotsScalar(const Shape &sh, const PackedWeights &pw, int64_t n,
+                const float *x, const float *blockSums, int64_t rows,
+                float *out) {
+  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
+  const float *s = pw.scales.data() + n * sh.blocks;
+  float lo[16], hi[16];
+  for (int64_t m = 0; m < rows; ++m)
+    out[m] = 0.f;
+  for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+    groupScalar(row, g, sh.format, lo, hi);
+    float sLo = s[g * kGroup / sh.block], sHi = s[(g * kGroup + 16) / sh.block];
+    for (int64_t m = 0; m < rows; ++m) {
+      const float *xg = x + m * sh.kp + g * kGroup;
+      float a = 0.f, c = 0.f;
+      for (int i = 0; i < 16; ++i) {
+        a += lo[i] * xg[i];
+        c += hi[i] * xg[16 + i];
+      }
+      out[m] += a * sLo + c * sHi;
+    }
+  }
+  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  for (int64_t m = 0; m < rows; ++m)
+    out[m] -= zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
+}
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics start from a vector they leave undefined on
+// purpose (`__m512 __Y = __Y`), which its own warnings then report.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+/// A 4-bit row of w' into kp floats for the sgemm panels, through the
+/// same tables as dotsAvx512U4.
+__attribute__((target("avx512f"))) void
+dequantizeRowAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t n,
+                      float *out) {
+  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
+  const float *s = pw.scales.data() + n * sh.blocks;
+  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  const __m512 iota =
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+    int64_t bLo = g * kGroup / sh.block, bHi = (g * kGroup + 16) / sh.block;
+    __m512 tLo = _mm512_mul_ps(
+        _mm512_sub_ps(iota, _mm512_set1_ps(static_cast<float>(z[bLo]))),
+        _mm512_set1_ps(s[bLo]));
+    __m512 tHi =
+        bHi == bLo ? tLo
+                   : _mm512_mul_ps(
+                         _mm512_sub_ps(
+                             iota, _mm512_set1_ps(static_cast<float>(z[bHi]))),
+                         _mm512_set1_ps(s[bHi]));
+    __m512i v = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + g * 16)));
+    _mm512_storeu_ps(out + g * kGroup, _mm512_permutexvar_ps(v, tLo));
+    _mm512_storeu_ps(out + g * kGroup + 16,
+                     _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tHi));
+  }
+}
+
+/// One group of 4-bit weights through the tables of its halves, into the
+/// accumulators of R rows of x.
+template <int R>
+__attribute__((target("avx512f"), always_inline)) inline void
+groupAvx512U4(const uint8_t *row, const float *x, int64_t kp, int64_t g,
+              __m512 tLo, __m512 tHi, __m512 *acc, __m512 *acc2) {
+  __m512i v = _mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + g * 16)));
+  __m512 wLo = _mm512_permutexvar_ps(v, tLo);
+  __m512 wHi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tHi);
+  for (int m = 0; m < R; ++m) {
+    const float *xg = x + m * kp + g * kGroup;
+    acc[m] = _mm512_fmadd_ps(wLo, _mm512_loadu_ps(xg), acc[m]);
+    acc2[m] = _mm512_fmadd_ps(wHi, _mm512_loadu_ps(xg + 16), acc2[m]);
+  }
+}
+
+/// dotsScalar for 4-bit weights in sixteen lanes, R rows of x at once,
+/// the zero points included: each block's weights become floats by vpermps
+/// from its own table (i − z)·s, i = 0..15, which reads only an index's low
+/// four bits, so that the low nibble needs no mask and no block needs a
+/// sum of its own.
+template <int R, bool HalfBlocks>
+__attribute__((target("avx512f"))) void
+dotsAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t n,
+             const float *x, const float *, float *out) {
+  // z·s of this many blocks at a time, in sixteen lanes.
+  constexpr int64_t kChunk = 256;
+  alignas(64) float zs[kChunk + 16];
+  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
+  const float *s = pw.scales.data() + n * sh.blocks;
+  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  const __m512 iota =
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 acc[R], acc2[R];
+  for (int m = 0; m < R; ++m)
+    acc[m] = acc2[m] = _mm512_setzero_ps();
+  // Two groups at a time into accumulators of their own: four independent
+  // chains of FMAs, and half the loop's bookkeeping.
+  __m512 acc3[R], acc4[R];
+  for (int m = 0; m < R; ++m)
+    acc3[m] = acc4[m] = _mm512_setzero_ps();
+  const int64_t groups = sh.kp / kGroup, perBlock = sh.block / kGroup;
+  for (int64_t b0 = 0; b0 < sh.blocks; b0 += kChunk) {
+    const int64_t b1 = std::min(sh.blocks, b0 + kChunk);
+    // Whole vectors of blocks: scales and zero points are padded for it.
+    for (int64_t b = b0; b < b1; b += 16)
+      _mm512_store_ps(
+          zs + (b - b0),
+          _mm512_mul_ps(
+              _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                  reinterpret_cast<const __m256i *>(z + b)))),
+              _mm512_loadu_ps(s + b)));
+#define TFM_TABLE(blk)                                                         \
+  _mm512_fmsub_ps(iota, _mm512_set1_ps(s[blk]), _mm512_set1_ps(zs[(blk)-b0]))
+    if constexpr (HalfBlocks) {
+      // Blocks of 16: a group's halves are two blocks (kChunk is even).
+      for (int64_t blk = b0; blk < b1; blk += 2)
+        groupAvx512U4<R>(row, x, sh.kp, blk / 2, TFM_TABLE(blk),
+                         TFM_TABLE(blk + 1), acc, acc2);
+    } else if (perBlock == 1) {
+      // Blocks of 32, the common case: a table for each group.
+      int64_t blk = b0;
+      for (; blk + 2 <= b1; blk += 2) {
+        __m512 t = TFM_TABLE(blk), u = TFM_TABLE(blk + 1);
+        groupAvx512U4<R>(row, x, sh.kp, blk, t, t, acc, acc2);
+        groupAvx512U4<R>(row, x, sh.kp, blk + 1, u, u, acc3, acc4);
+      }
+      if (blk < b1) {
+        __m512 t = TFM_TABLE(blk);
+        groupAvx512U4<R>(row, x, sh.kp, blk, t, t, acc, acc2);
+      }
+    } else {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        __m512 t = TFM_TABLE(blk);
+        int64_t g = blk * perBlock, g1 = std::min(groups, g + perBlock);
+        for (; g + 2 <= g1; g += 2) {
+          groupAvx512U4<R>(row, x, sh.kp, g, t, t, acc, acc2);
+          groupAvx512U4<R>(row, x, sh.kp, g + 1, t, t, acc3, acc4);
+        }
+        if (g < g1)
+          groupAvx512U4<R>(row, x, sh.kp, g, t, t, acc, acc2);
+      }
+    }
+#undef TFM_TABLE
+  }
+  for (int m = 0; m < R; ++m)
+    out[m] = _mm512_reduce_add_ps(_mm512_add_ps(
+        _mm512_add_ps(acc[m], acc2[m]), _mm512_add_ps(acc3[m], acc4[m])));
+}
+
+/// dotsScalar for 8-bit weights in sixteen lanes, R rows of x at once: a
+/// sum per block, scaled, and the zero points' share subtracted after.
+template <int R, bool HalfBlocks>
+__attribute__((target("avx512f"))) void
+dotsAvx512S8(const Shape &sh, const PackedWeights &pw, int64_t n,
+             const float *x, const float *blockSums, float *out) {
+  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
+  const float *s = pw.scales.data() + n * sh.blocks;
+  __m512 acc[R], accHi[R];
+  for (int m = 0; m < R; ++m)
+    acc[m] = accHi[m] = _mm512_setzero_ps();
+  const int64_t groups = sh.kp / kGroup;
+  const int64_t perBlock = HalfBlocks ? 1 : sh.block / kGroup;
+  for (int64_t g0 = 0, b = 0; g0 < groups; g0 += perBlock, ++b) {
+    __m512 lo[R], hi[R];
+    for (int m = 0; m < R; ++m)
+      lo[m] = hi[m] = _mm512_setzero_ps();
+    const int64_t g1 = std::min(groups, g0 + perBlock);
+    for (int64_t g = g0; g < g1; ++g) {
+      const auto *p = reinterpret_cast<const __m128i *>(row + g * kGroup);
+      __m512 wLo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p)));
+      __m512 wHi =
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p + 1)));
+      for (int m = 0; m < R; ++m) {
+        const float *xg = x + m * sh.kp + g * kGroup;
+        lo[m] = _mm512_fmadd_ps(wLo, _mm512_loadu_ps(xg), lo[m]);
+        hi[m] = _mm512_fmadd_ps(wHi, _mm512_loadu_ps(xg + 16), hi[m]);
+      }
+    }
+    // Blocks of 16: the halves of a group have scales of their own.
+    const __m512 sLo = _mm512_set1_ps(s[HalfBlocks ? 2 * b : b]),
+                 sHi = _mm512_set1_ps(s[HalfBlocks ? 2 * b + 1 : b]);
+    for (int m = 0; m < R; ++m) {
+      acc[m] = _mm512_fmadd_ps(lo[m], sLo, acc[m]);
+      accHi[m] = _mm512_fmadd_ps(hi[m], sHi, accHi[m]);
+    }
+  }
+  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  for (int m = 0; m < R; ++m)
+    out[m] = _mm512_reduce_add_ps(_mm512_add_ps(acc[m], accHi[m])) -
+             zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
+}
+
+/// horizontal sum of eight lanes
+__attribute__((target("avx2,fma"))) inline float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/// dotsAvx512 in eight lanes: a group is four vectors of weights.
+template <int R, Format F>
+__attribute__((target("avx2,fma"))) void
+dotsAvx2(const Shape &sh, const PackedWeights &pw, int64_t n, const float *x,
+         const float *blockSums, float *out) {
+  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
+  const float *s = pw.scales.data() + n * sh.blocks;
+  const __m256i mask = _mm256_set1_epi32(15);
+  __m256 acc[R], acc2[R];
+  for (int m = 0; m < R; ++m)
+    acc[m] = acc2[m] = _mm256_setzero_ps();
+  const int64_t groups = sh.kp / kGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256 w[4];
+    if constexpr (F == Format::U4) {
+      const uint8_t *p = row + g * 16;
+      __m256i v0 = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+      __m256i v1 = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 8)));
+      w[0] = _mm256_cvtepi32_ps(_mm256_and_si256(v0, mask));
+      w[1] = _mm256_cvtepi32_ps(_mm256_and_si256(v1, mask));
+      w[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
+      w[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
+    } else {
+      const uint8_t *p = row + g * kGroup;
+      for (int i = 0; i < 4; ++i) {
+        __m128i v =
+            _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 8 * i));
+        w[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+      }
+    }
+    // A group lies in one block, or (blocks of 16) its halves in two.
+    const __m256 sLo = _mm256_set1_ps(s[g * kGroup / sh.block]),
+                 sHi = _mm256_set1_ps(s[(g * kGroup + 16) / sh.block]);
+    for (int m = 0; m < R; ++m) {
+      const float *xg = x + m * sh.kp + g * kGroup;
+      __m256 lo = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xg + 8),
+                                  _mm256_mul_ps(w[0], _mm256_loadu_ps(xg)));
+      __m256 hi =
+          _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xg + 24),
+                          _mm256_mul_ps(w[2], _mm256_loadu_ps(xg + 16)));
+      acc[m] = _mm256_fmadd_ps(lo, sLo, acc[m]);
+      acc2[m] = _mm256_fmadd_ps(hi, sHi, acc2[m]);
+    }
+  }
+  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  for (int m = 0; m < R; ++m)
+    out[m] = sum8(_mm256_add_ps(acc[m], acc2[m])) -
+             zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+/// The dots of one weight row with R rows of x (padded) whose blocks sum
+/// to blockSums ([R, blocks]).
+using DotsFn = void (*)(const Shape &, const PackedWeights &, int64_t n,
+                        const float *x, const float *blockSums, float *out);
+
+/// The body for `rows` (1 to kRowsPerPass) rows on this CPU; null where
+/// only the portable one runs.
+DotsFn dotsFor(const Shape &sh, int64_t rows) {
+#if defined(__x86_64__)
+  VectorIsa isa = vectorIsa();
+  auto pick = [&](auto r) -> DotsFn {
+    constexpr int R = decltype(r)::value;
+    bool half = sh.block == 16;
+    if (isa == VectorIsa::AVX512)
+      switch (sh.format) {
+      case Format::U4:
+        return half ? dotsAvx512U4<R, true> : dotsAvx512U4<R, false>;
+      case Format::S8:
+        return half ? dotsAvx512S8<R, true> : dotsAvx512S8<R, false>;
+      }
+    if (isa == VectorIsa::AVX2)
+      switch (sh.format) {
+      case Format::U4:
+        return dotsAvx2<R, Format::U4>;
+      case Format::S8:
+        return dotsAvx2<R, Format::S8>;
+      }
+    return nullptr;
+  };
+  switch (rows) {
+  case 1:
+    return pick(std::integral_constant<int, 1>());
+  case 2:
+    return pick(std::integral_constant<int, 2>());
+  case 3:
+    return pick(std::integral_constant<int, 3>());
+  default:
+    return pick(std::integral_constant<int, 4>());
+  }
+#else
+  (void)sh;
+  (void)rows;
+  return nullptr;
+#endif
+}
+
+class WeightOnlyLinearKernel : public Kernel {
+public:
+  WeightOnlyLinearKernel(const tfm_abi_kernel_desc_t &d)
+      : m(d.params[TFM_QUANTIZED_LINEAR_M]),
+        hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
+        activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
+        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]),
+        givenBlock(d.params[TFM_QUANTIZED_LINEAR_BLOCK_SIZE]) {
+    sh.k = d.params[TFM_QUANTIZED_LINEAR_K];
+    sh.n = d.params[TFM_QUANTIZED_LINEAR_N];
+    sh.kp = (sh.k + kGroup - 1) / kGroup * kGroup;
+    sh.format = flags & TFM_QUANTIZED_LINEAR_FOUR_BIT ? Format::U4 : Format::S8;
+    // A block of at least K is the whole row; blocks of 16 are the only
+    // ones narrower than a group, and wider ones that are no multiple of
+    // 32 are read as blocks of 16, each scale given several times
+    // (makeWeightOnlyLinearKernel takes multiples of 16 only).
+    int64_t b = givenBlock == 0 || givenBlock >= sh.k ? sh.kp : givenBlock;
+    sh.block = b % kGroup == 0 ? b : 16;
+    sh.blocks = (sh.kp + sh.block - 1) / sh.block;
+    if (m <= kGemvRows) {
+      xPadded.assign(m * sh.kp, 0.f);
+      blockSums.assign(m * sh.blocks, 0.f);
+    }
+    for (int64_t r = 1; r <= kRowsPerPass; ++r)
+      dots[r] = dotsFor(sh, r);
+  }
+
+  int32_t run(void *const *args) override {
+    const auto *x = static_cast<const float *>(args[0]);
+    const auto *b = static_cast<const float *>(args[4]);
+    auto *y = static_cast<float *>(args[5]);
+    const PackedWeights &pw = weightsOf(args[1], args[2], args[3]);
+    if (m <= kGemvRows) {
+      gemv(pw, x, b, y);
+      return 0;
+    }
+    return panels(pw, x, b, y);
+  }
+
+private:
+  /// Up to kGemvRows rows: x padded to whole groups and each block's sums
+  /// taken, then each thread's weight rows read once per kRowsPerPass rows.
+  void gemv(const PackedWeights &pw, const float *x, const float *b, float *y) {
+    for (int64_t r = 0; r < m; ++r) {
+      float *xp = &xPadded[r * sh.kp];
+      std::memcpy(xp, x + r * sh.k, sh.k * sizeof(float));
+      float *bs = &blockSums[r * sh.blocks];
+      std::fill(bs, bs + sh.blocks, 0.f);
+      for (int64_t i = 0; i < sh.k; ++i)
+        bs[i / sh.block] += xp[i];
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < sh.n; ++j) {
+      float sums[kRowsPerPass];
+      for (int64_t r0 = 0; r0 < m; r0 += kRowsPerPass) {
+        int64_t rows = std::min(kRowsPerPass, m - r0);
+        const float *xr = &xPadded[r0 * sh.kp];
+        const float *bs = &blockSums[r0 * sh.blocks];
+        if (DotsFn f = dots[rows])
+          f(sh, pw, j, xr, bs, sums);
+        else
+          dotsScalar(sh, pw, j, xr, bs, rows, sums);
+        for (int64_t r = 0; r < rows; ++r)
+          y[(r0 + r) * sh.n + j] =
+              activate(hasBias ? sums[r] + b[j] : sums[r], activation);
+      }
+    }
+  }
+
+  /// More rows: panels of weight rows in f32, one sgemm each.
+  int32_t panels(const PackedWeights &pw, const float *x, const float *b,
+                 float *y) {
+    const int64_t count = (sh.n + kPanelRows - 1) / kPanelRows;
+    int32_t failed = 0;
+#pragma omp parallel
+    {
+      std::vector<float> panel(kPanelRows * sh.kp);
+#pragma omp for schedule(dynamic)
+      for (int64_t c = 0; c < count; ++c) {
+        int64_t j0 = c * kPanelRows, rows = std::min(kPanelRows, sh.n - j0);
+        for (int64_t j = 0; j < rows; ++j)
+          dequantizeRow(pw, j0 + j, &panel[j * sh.kp]);
+        // Inside the parallel region oneDNN's sgemm runs on this thread.
+        if (dnnl::sgemm('N', 'T', m, rows, sh.k, 1.f, x, sh.k, panel.data(),
+                        sh.kp, 0.f, y + j0, sh.n) != dnnl::status::success) {
+#pragma omp atomic write
+          failed = 1;
+          continue;
+        }
+        if (hasBias || activation != TFM_ACTIVATION_NONE)
+          for (int64_t r = 0; r < m; ++r) {
+            float *out = y + r * sh.n + j0;
+            for (int64_t j = 0; j < rows; ++j)
+              out[j] =
+                  activate(out[j] + (hasBias ? b[j0 + j] : 0.f), activation);
+          }
+      }
+    }
+    return failed;
+  }
+
+  /// Row j of w', kp floats (zeros past K).
+  void dequantizeRow(const PackedWeights &pw, int64_t j, float *out) const {
+#if defined(__x86_64__)
+    if (sh.format == Format::U4 && vectorIsa() == VectorIsa::AVX512)
+      return dequantizeRowAvx512U4(sh, pw, j, out);
+#endif
+    const uint8_t *row = pw.values.data() + j * sh.rowBytes();
+    const float *s = pw.scales.data() + j * sh.blocks;
+    const int16_t *z = pw.zeros.data() + j * sh.blocks;
+    float lo[16], hi[16];
+    for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+      groupScalar(row, g, sh.format, lo, hi);
+      int64_t bLo = g * kGroup / sh.block, bHi = (g * kGroup + 16) / sh.block;
+      for (int i = 0; i < 16; ++i) {
+        out[g * kGroup + i] = (lo[i] - static_cast<float>(z[bLo])) * s[bLo];
+        out[g * kGroup + 16 + i] =
+            (hi[i] - static_cast<float>(z[bHi])) * s[bHi];
+      }
+    }
+  }
+
+  /// The packed form of the constant weights at `w`, made at their first
+  /// run: a model of one shape runs this kernel on each layer's weights.
+  const PackedWeights &weightsOf(const void *w, const void *ws,
+                                 const void *wz) {
+    PackedWeights &pw = packedByWeights[w];
+    if (pw.ready)
+      return pw;
+    const bool isUnsigned = flags & TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS;
+    const bool perRow = flags & TFM_QUANTIZED_LINEAR_PER_ROW;
+    const bool hasZero = flags & TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT;
+    // Values are shifted to the packed format, their zero points with
+    // them: (w − z) is unchanged.
+    const bool fourBit = sh.format == Format::U4;
+    const int shift = fourBit ? (isUnsigned ? 0 : 8) : (isUnsigned ? -128 : 0);
+    auto valueAt = [&](const void *p, int64_t i) {
+      return isUnsigned ? int(static_cast<const uint8_t *>(p)[i])
+                        : int(static_cast<const int8_t *>(p)[i]);
+    };
+    const int64_t k = sh.k, n = sh.n;
+    pw.values.assign(n * sh.rowBytes(), 0);
+    // Each value is masked to its width: a 4-bit one's byte holds more, the
+    // artifact having written it sign- or zero-extended.
+    const auto *bytes = static_cast<const uint8_t *>(w);
+    const int mask = fourBit ? 15 : 255;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      uint8_t *row = pw.values.data() + j * sh.rowBytes();
+      const uint8_t *src = bytes + j * k;
+      if (!fourBit) {
+        for (int64_t i = 0; i < k; ++i)
+          row[i] = static_cast<uint8_t>((src[i] + shift) & mask);
+        continue;
+      }
+      for (int64_t i0 = 0; i0 < k; i0 += kGroup) {
+        uint8_t *out = row + i0 / 2;
+        for (int64_t i = 0; i < 16 && i0 + i < k; ++i)
+          out[i] = static_cast<uint8_t>((src[i0 + i] + shift) & mask);
+        for (int64_t i = 0; i < 16 && i0 + 16 + i < k; ++i)
+          out[i] |=
+              static_cast<uint8_t>(((src[i0 + 16 + i] + shift) & mask) << 4);
+      }
+    }
+    // Scales: per tensor, per row, or per given block; spread over this
+    // layout's blocks, 0 past K.
+    const int64_t given = givenBlock == 0 || givenBlock >= k ? 0 : givenBlock;
+    const int64_t givenBlocks = given ? (k + given - 1) / given : 1;
+    // Padded by a vector, which the last row's whole-vector reads reach.
+    pw.scales.assign(n * sh.blocks + 16, 0.f);
+    pw.zeros.assign(n * sh.blocks + 16, 0);
+    const auto *scales = static_cast<const float *>(ws);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t blk = 0; blk < sh.blocks; ++blk) {
+        int64_t first = blk * sh.block;
+        if (first >= k)
+          break;
+        int64_t at =
+            (perRow ? j * givenBlocks : 0) + (given ? first / given : 0);
+        pw.scales[j * sh.blocks + blk] = static_cast<const float *>(scales)[at];
+        pw.zeros[j * sh.blocks + blk] =
+            static_cast<int16_t>((hasZero ? valueAt(wz, at) : 0) + shift);
+      }
+    pw.ready = true;
+    return pw;
+  }
+
+  Shape sh;
+  int64_t m;
+  bool hasBias;
+  int64_t activation, flags, givenBlock;
+  std::vector<float> xPadded, blockSums;
+  /// The body for each count of rows, 1 to kRowsPerPass; null: portable.
+  DotsFn dots[kRowsPerPass + 1] = {};
+  std::unordered_map<const void *, PackedWeights> packedByWeights;
+};
+
+} // namespace
+
+std::unique_ptr<Kernel> tfm::runtime::cpu::makeWeightOnlyLinearKernel(
+    const tfm_abi_kernel_desc_t &desc) {
+  return std::make_unique<WeightOnlyLinearKernel>(desc);
+}
