@@ -174,6 +174,7 @@ case "${1:-}" in
     log "benchmarking tfm, ONNX Runtime and PyTorch (bench/run.py)"
     /usr/bin/python3 "$ROOT/bench/run.py" --tfmc "$BUILD/bin/tfmc" \
       --ceiling "$BUILD/bin/tfm-sgemm-ceiling" \
+      --int8-ceiling "$BUILD/bin/tfm-int8-ceiling" \
       --bandwidth "$BUILD/bin/tfm-read-bandwidth" --out "$BUILD/bench" "${@:2}"
     ;;
   build)

@@ -5,6 +5,12 @@ oneDNN's sgemm rate (the practical ceiling) is measured in every round.
 Prints a table of medians with tfm's time over each peer's and each
 system's share of the ceiling, and writes it as Markdown to OUT/results.md.
 
+W1-I8, W2-I8 and W9-I8 are W1, W2 and W9 after quantize_dynamic's rewrite,
+and W7-I4 and W10-I4 the decoders with 4-bit MatMulNBits weights
+(quantize_workloads.py), each run by every system from the same file; their
+accuracy is reported beside their speed, and the int8 workloads' share is
+of the int8 ceiling (oneDNN's u8 x s8 GEMM), measured in every round.
+
 W7 and W10 (decoding) have tables of their own: the prompt's time and the time per
 new token, against the weight bytes a step reads over the memory bandwidth
 (a read of a buffer far larger than the last-level cache, on 2 threads,
@@ -12,8 +18,9 @@ measured in every round). So has "lengths":
 W1's layer from one artifact compiled for sequence=1..512 against static
 compiles of the lengths it runs.
 
-Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --bandwidth READ_BANDWIDTH
-              --out DIR [--rounds N] [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,lengths]
+Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --int8-ceiling INT8_CEILING
+              --bandwidth READ_BANDWIDTH --out DIR [--rounds N]
+              [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,w1-i8,w2-i8,w9-i8,w7-i4,w10-i4,lengths]
               [--skip ort,torch]
 Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
 and node with npm for ONNX Runtime (installed into OUT on first use)."""
@@ -32,7 +39,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 # Timed runs per measurement: more for the short workloads.
 REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8, "w5": 6, "w6": 8, "w4-bf16": 8,
-        "w8-1k": 5, "w8-4k": 2, "w9": 5}
+        "w8-1k": 5, "w8-4k": 2, "w9": 5, "w1-i8": 30, "w2-i8": 8, "w9-i8": 5}
+# The quantized workloads and the float ones they are made of
+# (quantize_workloads.py): int8 encoders, 4-bit decoders.
+INT8_OF = {"w1-i8": "w1", "w2-i8": "w2", "w9-i8": "w9"}
+INT4_OF = {"w7-i4": "w7", "w10-i4": "w10"}
 # Workloads that are another compiled with --dtype=bf16 (tfm only): W6 is
 # PERFORMANCE.md's W2 in bf16; W4 in bf16 is issue 16's addition.
 BF16_OF = {"w6": "w2", "w4-bf16": "w4"}
@@ -41,7 +52,10 @@ BF16_TARGET = {"w6": "≥ 1.7× f32 W2, rel. error ≤ 1e-2",
 # PERFORMANCE.md's targets (of the ceiling).
 TARGETS = {"w1": "≥ 95%", "w2": "≥ 95%", "w3": "≥ 70%", "w4": "≥ 88%", "w5": "≥ 70%",
            "w8-1k": "≥ 90%", "w8-4k": "≥ 85%",
-           "w9": "compile ≤ 30 s, peak ≤ 4 GB; session ≤ 1 s"}
+           "w9": "compile ≤ 30 s, peak ≤ 4 GB; session ≤ 1 s",
+           "w1-i8": "VNNI: ≥ 2.5× tfm's f32 and ≥ 1.2× ORT; AVX2: ahead of ORT",
+           "w2-i8": "VNNI: ≥ 2.5× tfm's f32 and ≥ 1.2× ORT; AVX2: ahead of ORT",
+           "w9-i8": "ahead of ORT; compile ≤ 30 s, peak ≤ 2 GB"}
 DESCRIPTION = {
     "w1": "encoder layer d768 h12 ff3072, B1 S128",
     "w2": "encoder layer d768 h12 ff3072, B8 S128",
@@ -51,6 +65,9 @@ DESCRIPTION = {
     "w9": "24-layer encoder d1024 h16 ff4096 (1.2 GB of weights), B1 S128",
     "w4": "Transformer base 6+6, d512 h8 ff2048, B8 S64",
     "w5": "W4 as a training step (forward, backward, Adam)",
+    "w1-i8": "W1 after quantize_dynamic (int8 weights per tensor, u8 activations)",
+    "w2-i8": "W2 after quantize_dynamic (int8 weights per tensor, u8 activations)",
+    "w9-i8": "W9 after quantize_dynamic (int8 weights per tensor, u8 activations)",
 }
 
 
@@ -160,10 +177,14 @@ def train_step_ms(tfmc, so, out, reps):
     return statistics.median(steps[2:])
 
 
-def decode_table(args, skip, node_env, name="w7"):
+def decode_table(args, skip, node_env, name="w7", f32_tokens=None):
     """W7 (and W10, name="w10"): tfm's cached decoding (--generate) against
     PyTorch's own KV-cache loop and ONNX Runtime on the past_key_values
-    export; for W7 also tfm's uncached model rerun per token: at the longest
+    export. W7-I4 and W10-I4 (name="w7-i4") are the same with 4-bit
+    MatMulNBits weights, against ONNX Runtime on the same files (PyTorch
+    has no such operator): the bandwidth limit counts the bytes of the
+    quantized file (NAME-i4.json), and the greedy tokens are compared with
+    the f32 model's (`f32_tokens`, or a run of it). For W7 also tfm's uncached model rerun per token: at the longest
     length (160, the library's own @infer, what a static compile reruns
     without the cache), and at the length each token is decoded at (32 to
     159), from one library compiled for that range (docs/dynamic-shapes.md):
@@ -173,8 +194,16 @@ def decode_table(args, skip, node_env, name="w7"):
     import importlib
     import numpy as np
     from onnx import numpy_helper
-    decoder = importlib.import_module(f"{name}_model")
+    base = name.split("-")[0]
+    decoder = importlib.import_module(f"{base}_model")
     reruns = name == "w7"
+    quantized = name != base
+    if quantized:
+        skip = skip | {"torch"}
+        with open(os.path.join(args.out, f"{name}.json")) as f:
+            step_bytes = json.load(f)["weight_bytes_per_token"]
+    else:
+        step_bytes = decoder.weight_bytes_per_token()
     out = args.out
     prompt = ",".join(map(str, decoder.prompt_ids()[0].tolist()))
     so, rerun = os.path.join(out, f"{name}.so"), os.path.join(out, f"{name}-rerun.so")
@@ -237,8 +266,23 @@ def decode_table(args, skip, node_env, name="w7"):
             res["pt_t"].append(float(tm))
             tokens["torch"] = tok
     med = {k: statistics.median(v) if v else None for k, v in res.items()}
-    limit = decoder.weight_bytes_per_token() / (med["bw"] * 1e9) * 1e3
+    limit = step_bytes / (med["bw"] * 1e9) * 1e3
     agree = all(t == tokens["tfm"] for t in tokens.values())
+    greedy = ""
+    if quantized:
+        if f32_tokens is None:
+            f32_so = os.path.join(out, f"{base}.so")
+            if not os.path.exists(f32_so):
+                run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(out, f"{base}.onnx"),
+                     "--generate", "--max-length", str(decoder.MAXLEN), "-o", f32_so])
+            f32_tokens = run([args.tfmc, "generate", f32_so, "--prompt-ids", prompt,
+                              "--max-new-tokens", str(decoder.NEW), "--threads", "2"]).strip()
+        mine, theirs = tokens["tfm"].split(","), f32_tokens.split(",")
+        same = sum(a == b for a, b in zip(mine, theirs))
+        first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+        greedy = (f" Greedy tokens against the f32 model's: {same} of {len(theirs)} agree"
+                  + (f", the first difference at token {first + 1}" if first is not None else "")
+                  + ".")
 
     def f(v, digits=2):
         return f"{v:.{digits}f}" if v else "—"
@@ -263,16 +307,22 @@ def decode_table(args, skip, node_env, name="w7"):
         f"{share(med['pt_t'])} | {f(med['tfm_t'] / med['pt_t']) if med['pt_t'] else '—'} |",
     ]
     header = (
-        f"{name.upper()}, decoding: {decoder.DESCRIPTION}, "
+        f"{name.upper()}, decoding: {decoder.DESCRIPTION}"
+        f"{', 4-bit MatMulNBits weights (block 32, zero points)' if quantized else ''}, "
         f"B1, {decoder.PROMPT}-token prompt + {decoder.NEW} new tokens, greedy. "
         f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
-        f"{decoder.weight_bytes_per_token() / 1e6:.0f} MB of weights: limit {limit:.2f} ms "
-        f"per token. Tokens {'identical' if agree else 'DIFFER'} across "
-        f"{', '.join(sorted(tokens))}. tfm compile {compile_s:.1f} s.")
+        f"{step_bytes / 1e6:.0f} MB of weights"
+        f"{' (4-bit values, their scales and zero points)' if quantized else ''}: "
+        f"limit {limit:.2f} ms per token. Tokens {'identical' if agree else 'DIFFER'} across "
+        f"{', '.join(sorted(tokens))}.{greedy} tfm compile {compile_s:.1f} s.")
     table = ["| system | prompt ms | ms per token | % of the bandwidth limit | tfm / system |",
              "| --- | ---: | ---: | ---: | ---: |"]
     warning = ([f"**Above 100% of the limit: {', '.join(over)}.** The measured bandwidth "
                 "understates this host's; the percentages are not bounds."] if over else [])
+    DECODED[name] = tokens["tfm"]
+    if quantized:
+        return [header, ""] + table + peers[:2] + [
+            "", "Targets: ≥ 70% of the bandwidth limit, ahead of ONNX Runtime."] + warning
     if not reruns:
         return [header, ""] + table + peers + [
             "", "Targets: ≥ 70% of the bandwidth limit, ahead of ONNX Runtime and "
@@ -290,6 +340,10 @@ def decode_table(args, skip, node_env, name="w7"):
         f"{med['rerun160'] / med['tfm_t']:.1f}× against the rerun at 160, "
         f"{med['rerun'] / med['tfm_t']:.1f}× against the rerun at each token's length).",
     ] + warning
+
+# The greedy tokens of each decoder tfm ran, for the quantized ones'
+# agreement.
+DECODED = {}
 
 LENGTHS = (17, 128, 500)
 LENGTH_RANGE = (1, 512)
@@ -430,15 +484,40 @@ def data_parallel_table(args, skip):
     ] + peers
 
 
+def int8_error(args, w, f32_so):
+    """A quantized encoder against its float model in tfm, on one random
+    input: the normwise relative error of its output and the share of rows
+    whose argmax (over the last axis) agrees."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    source = INT8_OF[w]
+    if not f32_so:
+        f32_so = os.path.join(args.out, f"{source}-f32.so")
+        run([args.tfmc, "compile", *COMPILE_CPU, os.path.join(args.out, f"{source}.onnx"),
+             "-o", f32_so])
+    case, got = (os.path.join(args.out, f"{w}-{d}") for d in ("case", "outputs"))
+    run([args.tfmc, "run", f32_so, "--output-dir", case])
+    out = run([args.tfmc, "run", os.path.join(args.out, f"{w}.so"), "--test-data-dir", case,
+               "--rtol", "1", "--atol", "1", "--output-dir", got])
+    error = max(float(part.split(":")[0]) for part in out.split("rel l2 error ")[1:])
+    want = numpy_helper.to_array(onnx.load_tensor(os.path.join(case, "output_0.pb")))
+    have = numpy_helper.to_array(onnx.load_tensor(os.path.join(got, "output_0.pb")))
+    agree = float(np.mean(want.argmax(-1) == have.argmax(-1)))
+    return error, agree
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tfmc", required=True)
     ap.add_argument("--ceiling", required=True)
+    ap.add_argument("--int8-ceiling", help="tfm-int8-ceiling, for the int8 workloads' share")
     ap.add_argument("--bandwidth", help="tfm-read-bandwidth, for W7's limit")
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads",
-                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,lengths,w5-dp",
+                    default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,"
+                    "w1-i8,w2-i8,w9-i8,w7-i4,w10-i4,lengths,w5-dp",
                     help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
                     "graphs); w6 and w4-bf16 are w2 and w4 compiled with "
                     "--dtype=bf16 (tfm only); "
@@ -448,11 +527,10 @@ def main():
     ap.add_argument("--skip", default="")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
-    decode = "w7" in workloads
-    decoders = [w for w in workloads if w in ("w7", "w10")]
+    decoders = [w for w in ("w7", "w10", "w7-i4", "w10-i4") if w in workloads]
     lengths = "lengths" in workloads
     data_parallel = "w5-dp" in workloads
-    workloads = [w for w in workloads if w not in ("w7", "w10", "lengths", "w5-dp")]
+    workloads = [w for w in workloads if w not in decoders + ["lengths", "w5-dp"]]
     if decoders and not args.bandwidth:
         ap.error("W7 and W10 need --bandwidth")
     skip = set(filter(None, args.skip.split(",")))
@@ -473,6 +551,12 @@ def main():
             blas = "reference BLAS: column left out"
     log("exporting the workloads")
     run(["/usr/bin/python3", os.path.join(HERE, "export_workloads.py"), args.out])
+    for kind, of in (("int8", INT8_OF), ("int4", INT4_OF)):
+        sources = [of[w] for w in workloads + decoders if w in of]
+        if sources:
+            log(f"quantizing {', '.join(sources)} ({kind})")
+            run(["/usr/bin/python3", os.path.join(HERE, "quantize_workloads.py"), kind,
+                 args.out] + sources)
     if "ort" not in skip and not ensure_ort(args.out):
         log("ONNX Runtime is not available; its column stays empty")
         skip.add("ort")
@@ -482,7 +566,10 @@ def main():
         # W6 and W4-BF16 have their linear layers in bf16; W5 trains W4.
         source = {**BF16_OF, "w5": "w4"}.get(w, w)
         model = os.path.join(args.out, f"{source}.onnx")
-        flops[w] = json.loads(run([args.tfmc, "inspect", model, "--json"]))["gemm_flops"]
+        # A quantized workload does the float one's products, in int8.
+        flops[w] = json.loads(run([args.tfmc, "inspect",
+                                   os.path.join(args.out, f"{INT8_OF.get(w, source)}.onnx"),
+                                   "--json"]))["gemm_flops"]
         if w == "w5":
             # The backward pass has two GEMMs for each forward one (the
             # gradients of both operands), PERFORMANCE.md's accounting.
@@ -509,12 +596,18 @@ def main():
         bf16_error[w] = max(float(part.split(":")[0])
                             for part in out.split("rel l2 error ")[1:])
 
+    int8_accuracy = {w: int8_error(args, w, sos.get(INT8_OF[w]))
+                     for w in workloads if w in INT8_OF}
+
     node_env = dict(os.environ, NODE_PATH=os.path.join(args.out, "node_modules"))
     times = {(s, w): [] for s in ("tfm", "ort", "torch") for w in workloads}
-    ceilings = []
+    ceilings, int8_ceilings = [], []
+    measure_int8 = args.int8_ceiling and any(w in INT8_OF for w in workloads)
     for r in range(args.rounds):
         log(f"round {r + 1} of {args.rounds}")
         ceilings.append(float(run([args.ceiling, "5"])))
+        if measure_int8:
+            int8_ceilings.append(float(run([args.int8_ceiling, "5"])))
         for w in workloads:
             if w == "w5":
                 times[("tfm", w)].append(train_step_ms(args.tfmc, sos[w], args.out, REPS[w]))
@@ -535,13 +628,15 @@ def main():
                      str(REPS[w])], env=TORCH_ENV)))
 
     ceiling = statistics.median(ceilings)
+    int8_ceiling = statistics.median(int8_ceilings) if int8_ceilings else None
     med = {k: statistics.median(v) if v else None for k, v in times.items()}
 
     def ms(v):
         return f"{v:.3f}" if v is not None and v < 1 else (f"{v:.2f}" if v else "—")
 
     def pct(w, v):
-        return f"{flops[w] / (v * 1e6) / ceiling * 100:.0f}%" if v else "—"
+        top = int8_ceiling if w in INT8_OF else ceiling
+        return f"{flops[w] / (v * 1e6) / top * 100:.0f}%" if v and top else "—"
 
     def ratio(a, b):
         return f"{a / b:.2f}" if a and b else "—"
@@ -550,7 +645,10 @@ def main():
         f"Measured {datetime.date.today().isoformat()} on {host()}; {args.rounds} rounds, "
         "2 threads; "
         f"oneDNN sgemm ceiling {ceiling:.0f} GFLOP/s (median of the rounds: "
-        f"{min(ceilings):.0f}–{max(ceilings):.0f}). PyTorch's BLAS: {blas}, with "
+        f"{min(ceilings):.0f}–{max(ceilings):.0f})"
+        + (f"; int8 ceiling (oneDNN's u8·s8→s32 GEMM, the share of the -I8 rows) "
+           f"{int8_ceiling:.0f} GOP/s" if int8_ceiling else "")
+        + f". PyTorch's BLAS: {blas}, with "
         + (f"OPENBLAS_CORETYPE={TORCH_ENV['OPENBLAS_CORETYPE']}." if COMPILE_CPU else
          f"{' and '.join(PINNING)} unset (its best kernels)."),
         "",
@@ -574,6 +672,12 @@ def main():
                 f"{compile_s[w]:.2f} | {peak_mb[w]:.0f} |")
             continue
         target = TARGETS[w]
+        if w in INT8_OF:
+            f32 = med.get(("tfm", INT8_OF[w]))
+            error, agree = int8_accuracy[w]
+            target += (f": {f32 / t:.2f}× tfm's f32" if f32 else "") + \
+                (f", {o / t:.2f}× ORT" if o else "") + \
+                f"; rel. l2 error {error:.2g} against f32, argmax agreement {agree:.1%}"
         if w == "w9":
             load, session = session_ms(args.tfmc, sos[w])
             target += f": load {load:.0f} ms, session {session:.0f} ms"
@@ -581,10 +685,9 @@ def main():
             f"| {w.upper()}: {DESCRIPTION[w]} | {flops[w] / 1e9:.3g} | {ms(t)} | {ms(o)} | "
             f"{ms(p)} | {ratio(t, o)} | {ratio(t, p)} | {pct(w, t)} | {pct(w, o)} | "
             f"{pct(w, p)} | {target} | {compile_s[w]:.2f} | {peak_mb[w]:.0f} |")
-    if decode:
-        lines += [""] + decode_table(args, skip, node_env)
-    if "w10" in decoders:
-        lines += [""] + decode_table(args, skip, node_env, "w10")
+    for name in decoders:
+        lines += [""] + decode_table(args, skip, node_env, name,
+                                     DECODED.get(INT4_OF.get(name, name)))
     if lengths:
         lines += [""] + lengths_table(args)
     if data_parallel:

@@ -2,7 +2,10 @@
 """The PyTorch eager peer: times one workload of export_workloads.py on 2
 threads and prints its median in ms. W5 is one training step of W4: forward,
 cross-entropy over the last axis against fixed labels, backward, and an
-Adam step, the same graph tfmc compiles with --train. W5-DDP is W5 on 2
+Adam step, the same graph tfmc compiles with --train. A name ending in -i8
+(W1-I8, W2-I8, W9-I8) is the float workload after PyTorch's own dynamic
+quantization, torch.ao.quantization.quantize_dynamic over its nn.Linear
+layers in qint8, as its users quantize. W5-DDP is W5 on 2
 processes of 1 thread, each on its own 8 rows, under DistributedDataParallel
 over gloo on the loopback (tfm's w5-dp against 1 process of 2 threads).
 Usage: torch_peer.py WORKLOAD REPS"""
@@ -65,6 +68,12 @@ if name == "w5-ddp":
 
 torch.set_num_threads(2)
 torch.manual_seed(0)
+# A quantized layer takes the encoder's standard path: the fused one of
+# PyTorch 1.13 reads linear1.weight as a tensor, which a dynamically
+# quantized Linear's is not (it fails), and it is chosen only where the
+# activation is ReLU or GELU, which the flag says.
+quantized = name.endswith("-i8")
+name = name.removesuffix("-i8")
 if name in ("w4", "w5"):
     d, h, ff, layers, b, s = 512, 8, 2048, 6, 8, 64
     model = nn.Transformer(d, h, layers, layers, ff, dropout=0.0, batch_first=True)
@@ -85,6 +94,10 @@ if name in ("w4", "w5"):
 elif name == "w9":
     layer = nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True)
     enc = nn.TransformerEncoder(layer, 24, enable_nested_tensor=False).eval()
+    if quantized:
+        enc = torch.ao.quantization.quantize_dynamic(enc, {nn.Linear}, dtype=torch.qint8)
+        for layer in enc.layers:
+            layer.activation_relu_or_gelu = 0  # see below
     x = torch.randn(1, 128, 1024)
     run = lambda: enc(x)
 else:
@@ -92,6 +105,9 @@ else:
                       "w3": (256, 4, 1024, 1, 32), "w8-1k": (768, 12, 3072, 1, 1024),
                       "w8-4k": (768, 12, 3072, 1, 4096)}[name]
     layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True).eval()
+    if quantized:
+        layer = torch.ao.quantization.quantize_dynamic(layer, {nn.Linear}, dtype=torch.qint8)
+        layer.activation_relu_or_gelu = 0  # see below
     x = torch.randn(b, s, d)
     run = lambda: layer(x)
 with torch.inference_mode() if name != "w5" else contextlib.nullcontext():
