@@ -290,11 +290,15 @@ std::string denseLiteral(const std::vector<int> &values, const std::string &type
 // DNNL_MAX_CPU_ISA=AVX2), the kernel is refused, naming why, so that the
 // generated code runs instead.
 TEST(Kernel, QuantizedLinearDynamicInt8) {
-  const int64_t M = 5, K = 37, N = 19;
+  const int64_t K = 37, N = 19;
   std::mt19937 gen(66);
   std::uniform_int_distribution<int> s8(-128, 127), u8(0, 255);
-  auto x = randomFloats(M * K, 7), b = randomFloats(N, 8);
+  auto b = randomFloats(N, 8);
+  // 150 rows: the row blocks (64 and 64 and 22), each a thread's.
+  for (int64_t M : {5, 150})
   for (bool isUnsigned : {false, true}) {
+    SCOPED_TRACE("M=" + std::to_string(M));
+    auto x = randomFloats(M * K, 7);
     tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
                             TFM_DTYPE_F32,
                             {M, K, N, 1, TFM_ACTIVATION_GELU,
@@ -337,14 +341,16 @@ TEST(Kernel, QuantizedLinearDynamicInt8) {
     std::string zLiteral = isUnsigned ? "dense<" + std::to_string(zp[0]) + "> : " + pType
                                       : denseLiteral(zp, pType);
     InterpreterHarness h;
+    std::string xType = "tensor<" + std::to_string(M) + "x37xf32>",
+                yType = "tensor<" + std::to_string(M) + "x19xf32>";
     std::string src = R"mlir(
-      func.func @infer(%x: tensor<5x37xf32>, %b: tensor<19xf32>) -> tensor<5x19xf32> {
+      func.func @infer(%x: )mlir" + xType + R"mlir(, %b: tensor<19xf32>) -> )mlir" + yType + R"mlir( {
         %w = arith.constant )mlir" + denseLiteral(w, wType, K) + R"mlir(
         %s = arith.constant )mlir" + scales + R"mlir(
         %z = arith.constant )mlir" + zLiteral + R"mlir(
-        %0 = tfm.quantized_linear %x, %w scale %s zero_point %z bias %b input_quantization = dynamic activation = gelu : (tensor<5x37xf32>, )mlir" +
-                      wType + ", " + sType + ", " + pType + R"mlir(, tensor<19xf32>) -> tensor<5x19xf32>
-        return %0 : tensor<5x19xf32>
+        %0 = tfm.quantized_linear %x, %w scale %s zero_point %z bias %b input_quantization = dynamic activation = gelu : ()mlir" + xType + ", " +
+                      wType + ", " + sType + ", " + pType + R"mlir(, tensor<19xf32>) -> )mlir" + yType + R"mlir(
+        return %0 : )mlir" + yType + R"mlir(
       })mlir";
     auto want = h.eval(src, {asTensor(x, {M, K}), asTensor(b, {N})});
     ASSERT_EQ(want.size(), 1u) << h.diagnostics;
