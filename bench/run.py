@@ -20,7 +20,7 @@ compiles of the lengths it runs.
 
 Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --int8-ceiling INT8_CEILING
               --bandwidth READ_BANDWIDTH --out DIR [--rounds N]
-              [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,w1-i8,w2-i8,w9-i8,w7-i4,w10-i4,lengths]
+              [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,w1-i8,w2-i8,w9-i8,w1-q8,w2-q8,w7-i4,w10-i4,lengths]
               [--skip ort,torch]
 Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
 and node with npm for ONNX Runtime (installed into OUT on first use)."""
@@ -39,10 +39,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.30.0"
 # Timed runs per measurement: more for the short workloads.
 REPS = {"w1": 30, "w2": 8, "w3": 200, "w4": 8, "w5": 6, "w6": 8, "w4-bf16": 8,
-        "w8-1k": 5, "w8-4k": 2, "w9": 5, "w1-i8": 30, "w2-i8": 8, "w9-i8": 5}
+        "w8-1k": 5, "w8-4k": 2, "w9": 5, "w1-i8": 30, "w2-i8": 8, "w9-i8": 5,
+        "w1-q8": 30, "w2-q8": 8}
 # The quantized workloads and the float ones they are made of
 # (quantize_workloads.py): int8 encoders, 4-bit decoders.
-INT8_OF = {"w1-i8": "w1", "w2-i8": "w2", "w9-i8": "w9"}
+INT8_OF = {"w1-i8": "w1", "w2-i8": "w2", "w9-i8": "w9", "w1-q8": "w1",
+           "w2-q8": "w2"}
+# Quantized by tfm itself (tfmc compile --quantize=int8, per output feature)
+# from the float model; the peers run the file their own tools wrote.
+QUANTIZED_BY_TFM = {"w1-q8": "w1-i8", "w2-q8": "w2-i8"}
 INT4_OF = {"w7-i4": "w7", "w10-i4": "w10"}
 # Workloads that are another compiled with --dtype=bf16 (tfm only): W6 is
 # PERFORMANCE.md's W2 in bf16; W4 in bf16 is issue 16's addition.
@@ -55,7 +60,8 @@ TARGETS = {"w1": "≥ 95%", "w2": "≥ 95%", "w3": "≥ 70%", "w4": "≥ 88%", "
            "w9": "compile ≤ 30 s, peak ≤ 4 GB; session ≤ 1 s",
            "w1-i8": "VNNI: ≥ 2.5× tfm's f32 and ≥ 1.2× ORT; AVX2: ahead of ORT",
            "w2-i8": "VNNI: ≥ 2.5× tfm's f32 and ≥ 1.2× ORT; AVX2: ahead of ORT",
-           "w9-i8": "ahead of ORT; compile ≤ 30 s, peak ≤ 2 GB"}
+           "w9-i8": "ahead of ORT; compile ≤ 30 s, peak ≤ 2 GB",
+           "w1-q8": "as W1-I8", "w2-q8": "as W2-I8"}
 DESCRIPTION = {
     "w1": "encoder layer d768 h12 ff3072, B1 S128",
     "w2": "encoder layer d768 h12 ff3072, B8 S128",
@@ -68,6 +74,10 @@ DESCRIPTION = {
     "w1-i8": "W1 after quantize_dynamic (int8 weights per tensor, u8 activations)",
     "w2-i8": "W2 after quantize_dynamic (int8 weights per tensor, u8 activations)",
     "w9-i8": "W9 after quantize_dynamic (int8 weights per tensor, u8 activations)",
+    "w1-q8": "W1 by tfmc --quantize=int8 (int8 weights per output feature, u8 "
+             "activations); the peers on W1-I8",
+    "w2-q8": "W2 by tfmc --quantize=int8 (int8 weights per output feature, u8 "
+             "activations); the peers on W2-I8",
 }
 
 
@@ -517,7 +527,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads",
                     default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,"
-                    "w1-i8,w2-i8,w9-i8,w7-i4,w10-i4,lengths,w5-dp",
+                    "w1-i8,w2-i8,w9-i8,w1-q8,w2-q8,w7-i4,w10-i4,lengths,w5-dp",
                     help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
                     "graphs); w6 and w4-bf16 are w2 and w4 compiled with "
                     "--dtype=bf16 (tfm only); "
@@ -552,7 +562,7 @@ def main():
     log("exporting the workloads")
     run(["/usr/bin/python3", os.path.join(HERE, "export_workloads.py"), args.out])
     for kind, of in (("int8", INT8_OF), ("int4", INT4_OF)):
-        sources = [of[w] for w in workloads + decoders if w in of]
+        sources = list(dict.fromkeys(of[w] for w in workloads + decoders if w in of))
         if sources:
             log(f"quantizing {', '.join(sources)} ({kind})")
             run(["/usr/bin/python3", os.path.join(HERE, "quantize_workloads.py"), kind,
@@ -564,7 +574,8 @@ def main():
     flops, compile_s, peak_mb, sos = {}, {}, {}, {}
     for w in workloads:
         # W6 and W4-BF16 have their linear layers in bf16; W5 trains W4.
-        source = {**BF16_OF, "w5": "w4"}.get(w, w)
+        source = {**BF16_OF, **{q: INT8_OF[q] for q in QUANTIZED_BY_TFM},
+                  "w5": "w4"}.get(w, w)
         model = os.path.join(args.out, f"{source}.onnx")
         # A quantized workload does the float one's products, in int8.
         flops[w] = json.loads(run([args.tfmc, "inspect",
@@ -579,6 +590,8 @@ def main():
         compile_s[w], peak_mb[w] = compile_peak(
             [args.tfmc, "compile", *COMPILE_CPU, model, "-o", sos[w]] +
             (["--dtype=bf16"] if w in BF16_OF else []) +
+            (["--quantize=int8", "--quantize-check=false"]
+             if w in QUANTIZED_BY_TFM else []) +
             (["--train", "--optimizer=adam", "--lr=1e-3"] if w == "w5" else []))
     bf16_error = {}
     for w in (w for w in workloads if w in BF16_OF):
@@ -621,11 +634,12 @@ def main():
             if "ort" not in skip and w != "w5":  # ONNX Runtime does not train
                 times[("ort", w)].append(float(run(
                     ["node", os.path.join(HERE, "ort_peer.js"),
-                     os.path.join(args.out, f"{w}.onnx"), str(REPS[w])], env=node_env)))
+                     os.path.join(args.out, f"{QUANTIZED_BY_TFM.get(w, w)}.onnx"),
+                     str(REPS[w])], env=node_env)))
             if "torch" not in skip:
                 times[("torch", w)].append(float(run(
-                    ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), w,
-                     str(REPS[w])], env=TORCH_ENV)))
+                    ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"),
+                     QUANTIZED_BY_TFM.get(w, w), str(REPS[w])], env=TORCH_ENV)))
 
     ceiling = statistics.median(ceilings)
     int8_ceiling = statistics.median(int8_ceilings) if int8_ceilings else None

@@ -32,11 +32,17 @@ def tfmc_path():
                        "put it on PATH")
 
 
+# tfmc's flags that are on unless turned off: False must say so.
+_ON_BY_DEFAULT = {"quantize-check", "gpu-tma"}
+
+
 def _flag(name, value):
     """--name=value as tfmc spells it (underscores become dashes)."""
     name = name.replace("_", "-")
     if value is True:
         return [f"--{name}"]
+    if value is False and name in _ON_BY_DEFAULT:
+        return [f"--{name}=false"]
     if value is False or value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -135,6 +141,11 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
     generate: True, or {"max_length": ..., "prefill_chunk": ...}.
     fusion_report: keep the fusion report, as a dict, in
       module.fusion_report.
+    quantize="int8" or "int4" (a tfmc flag, as below) quantizes the float
+      linear layers' weights; module.quantization_report then holds, as a
+      dict, the layers quantized and kept float and each output's error
+      against the float model (quantize_check=False skips the latter;
+      quantize_block_size=128 sets int4's blocks).
     Any other keyword is a tfmc compile flag (external_weights=True).
     Raises tfm.CompileError with tfmc's message when the model is refused."""
     keep = None
@@ -165,7 +176,8 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
             raise InvalidArgument(f"{flag} takes True or a dict of options")
     for k, v in options.items():
         args += _flag(k, v)
-    if fusion_report:
+    quantized = options.get("quantize") not in (None, "none")
+    if fusion_report or quantized:
         args.append("--fusion-report=json")
     try:
         proc = subprocess.run(args, capture_output=True, text=True)
@@ -185,6 +197,10 @@ def compile(model, output=None, target="cpu", shapes=None, dtype="f32",
         error.exit_code = proc.returncode
         raise error
     module = Module(output, _keep=keep)
-    if fusion_report:
-        module.fusion_report = json.loads(proc.stdout)
+    if fusion_report or quantized:
+        report = json.loads(proc.stdout)
+        if fusion_report:
+            module.fusion_report = report
+        if quantized:
+            module.quantization_report = report.get("quantization")
     return module

@@ -34,6 +34,8 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.parallelGlueIterations = parallelGlueIterations;
   o.remarks = remarks;
   o.fuse = fuse;
+  o.quantize = quantize;
+  o.quantizeBlockSize = quantizeBlockSize;
   if (generate)
     o.generation = GenerationOptions{maxLength, prefillChunk};
   if (train) {
@@ -94,6 +96,15 @@ void mlir::tfm::buildTrainingPipeline(OpPassManager &pm, bool remarks,
 
 void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
                                    const CompilerOptions &options) {
+  if (options.quantize != QuantizeMode::None) {
+    // Before fusion, which folds biases and activations into the quantized
+    // linears and packs only float weights (QKV, gated MLP); after a
+    // canonicalization that folds the weights' transposes into constants.
+    OpPassManager &fn = pm.nest<func::FuncOp>();
+    fn.addPass(createCanonicalizerPass());
+    fn.addPass(createQuantizePass(
+        {options.quantize, options.quantizeBlockSize, options.remarks}));
+  }
   if (options.training)
     buildTrainingPipeline(pm, options.remarks, *options.training,
                           options.target);
@@ -118,6 +129,12 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
                                               std::string &error) {
   if (stage == Stage::tfm)
     return success();
+  if (options.training && options.quantize != QuantizeMode::None) {
+    error = "--quantize makes an inference model, and a quantized model "
+            "does not train: train in f32, then compile the trained model "
+            "with --quantize";
+    return failure();
+  }
   if (stage == Stage::fused) {
     buildFrontPipeline(pm, options);
     return success();

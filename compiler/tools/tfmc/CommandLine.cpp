@@ -176,6 +176,25 @@ cl::opt<mlir::tfm::ComputeType>
                    "a model file is compiled"),
           cl::init(mlir::tfm::ComputeType::F32), mlir::tfm::computeTypeValues(),
           cl::cat(compileCat), cl::cat(runCat), cl::cat(generateCat));
+cl::opt<mlir::tfm::QuantizeMode> quantizeOpt(
+    "quantize",
+    cl::desc("Quantize the float linear layers' weights: int8 (per output "
+             "feature, inputs quantized at run time) or int4 (weight-only, "
+             "in blocks along K, for decoding); compile reports the error "
+             "against f32 per output"),
+    cl::init(mlir::tfm::QuantizeMode::None), mlir::tfm::quantizeModeValues(),
+    cl::cat(compileCat), cl::cat(runCat), cl::cat(generateCat));
+cl::opt<int64_t> quantizeBlockSizeOpt(
+    "quantize-block-size",
+    cl::desc("With --quantize=int4: the weights along K that share a scale "
+             "and a zero point (a multiple of 16; 32 or 128 are usual)"),
+    cl::init(32), cl::cat(compileCat), cl::cat(runCat), cl::cat(generateCat));
+cl::opt<bool> quantizeCheckOpt(
+    "quantize-check",
+    cl::desc("With --quantize and --emit=so: also compile the float model "
+             "and report how far each output of the quantized one is from "
+             "it, on the --input files or random inputs (default on)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<std::string> fusionReport(
     "fusion-report",
     cl::desc("Report every fusion site, fused or missed with the reason, "
@@ -309,16 +328,21 @@ cl::opt<std::string> testDataDir(
     cl::desc("Read input_N.pb and compare with output_N.pb (ONNX layout); "
              "a model folder runs each test_data_set_N in it"),
     cl::value_desc("dir"), cl::cat(runCat));
-cl::list<std::string> inputs("input", cl::desc("Feed input NAME from a .pb"),
-                             cl::value_desc("NAME=FILE.pb"), cl::cat(runCat));
+cl::list<std::string> inputs(
+    "input",
+    cl::desc("Feed input NAME from a .pb (compile --quantize: the inputs the "
+             "error is measured on)"),
+    cl::value_desc("NAME=FILE.pb"), cl::cat(runCat), cl::cat(compileCat));
 cl::opt<std::string> outputDir("output-dir",
                                cl::desc("Write outputs as output_N.pb"),
                                cl::value_desc("dir"), cl::cat(runCat));
 cl::opt<uint64_t>
     seed("seed",
-         cl::desc("Seed of the random inputs (run), or of sampling, which it "
-                  "turns on (generate): the same seed draws the same tokens"),
-         cl::init(0), cl::cat(runCat), cl::cat(generateCat));
+         cl::desc("Seed of the random inputs (run, and compile --quantize's "
+                  "check), or of sampling, which it turns on (generate): the "
+                  "same seed draws the same tokens"),
+         cl::init(0), cl::cat(runCat), cl::cat(generateCat),
+         cl::cat(compileCat));
 cl::opt<double> rtol("rtol", cl::desc("Relative tolerance of the comparison"),
                      cl::init(1e-4), cl::cat(runCat));
 cl::opt<double> atol("atol", cl::desc("Absolute tolerance of the comparison"),
@@ -331,7 +355,8 @@ cl::opt<double> relL2(
 cl::opt<std::string> entry("entry",
                            cl::desc("Function to run (default: @infer, or "
                                     "the only public function)"),
-                           cl::value_desc("name"), cl::cat(runCat));
+                           cl::value_desc("name"), cl::cat(runCat),
+                           cl::cat(compileCat));
 cl::opt<unsigned>
     bench("bench",
           cl::desc("After the checked run, time N runs and print the median "
@@ -424,6 +449,8 @@ CompileOptions compileOptions() {
   options.progress = !quietOpt;
   options.artifact.producer = "tfmc " TFM_VERSION_STRING;
   options.compiler.parallelGlueIterations = parallelGlueIterations;
+  options.compiler.quantize = quantizeOpt;
+  options.compiler.quantizeBlockSize = quantizeBlockSizeOpt;
   return options;
 }
 
@@ -530,6 +557,7 @@ struct Situation {
   Stage stage = Stage::so; // compile's
   bool generate = false;   // compile --generate
   bool sampling = false;   // generate's
+  mlir::tfm::QuantizeMode quantize = mlir::tfm::QuantizeMode::None;
 };
 
 /// Where some flags apply: given any of `flags` to one of `subcommands`,
@@ -566,6 +594,35 @@ const std::vector<FlagRule> &flagRules() {
          {&fusionReport},
          [](const Situation &s) { return s.stage != Stage::tfm; },
          "--fusion-report needs --emit=fused (or a later stage)"},
+        {{"compile"},
+         {&quantizeOpt},
+         [](const Situation &s) { return s.stage != Stage::tfm; },
+         "--quantize applies when compiling past the import (--emit=fused "
+         "or later)"},
+        {{"compile", "run", "generate"},
+         {&quantizeBlockSizeOpt},
+         [](const Situation &s) {
+           return s.quantize == mlir::tfm::QuantizeMode::Int4;
+         },
+         "--quantize-block-size applies to --quantize=int4"},
+        {{"compile"},
+         {&quantizeCheckOpt, std::addressof(inputs), &seed, &entry},
+         [](const Situation &s) {
+           return s.quantize != mlir::tfm::QuantizeMode::None &&
+                  s.stage == Stage::so && !s.gpu;
+         },
+         "--quantize-check, --input, --seed and --entry apply to --quantize "
+         "with --emit=so for the CPU, where the quantized library runs "
+         "beside the float one"},
+        {runners,
+         {&quantizeOpt},
+         [](const Situation &s) { return !s.compiled; },
+         "--quantize applies when a model file is compiled; '{0}' is "
+         "already compiled"},
+        {{"run"},
+         {&quantizeOpt},
+         [](const Situation &s) { return !s.reference; },
+         "--quantize applies to compiled code, not to --reference"},
         {{"compile"},
          {&externalWeights},
          [](const Situation &s) { return s.stage == Stage::so; },
@@ -707,6 +764,7 @@ Situation situationOf(StringRef subcommand, const ModelSource &model) {
   s.reference = useReference;
   s.gpu = StringRef(device).starts_with("cuda");
   s.scheduleOnCPU = gpuScheduleOnCPU;
+  s.quantize = quantizeOpt;
   return s;
 }
 
@@ -934,7 +992,13 @@ CompileCommand readCompile() {
   c.options.compiler.gpuScheduleOnCPU = gpuScheduleOnCPU;
   c.options.compiler.reverseGrid = reverseGrid;
   c.options.compiler.gpuTma = gpuTma;
-  c.options.compiler.remarks = c.report;
+  // The quantization summary is made of tfm-quantize's remarks.
+  c.options.compiler.remarks =
+      c.report || quantizeOpt != mlir::tfm::QuantizeMode::None;
+  c.quantizeCheck = quantizeCheckOpt;
+  c.checkInputs.inputs.assign(inputs.begin(), inputs.end());
+  c.checkInputs.seed = seed;
+  c.checkInputs.entry = entry;
   c.options.artifact.externalWeights = externalWeights;
   c.options.artifact.cpu = targetCpu;
   return c;
@@ -1048,6 +1112,17 @@ bool CompileCommand::validate() const {
   if (maxLengthOpt < 0 || prefillChunkOpt < 1) {
     error() << "--max-length must be positive and --prefill-chunk at least "
                "1\n";
+    valid = false;
+  }
+  if (trainFlag && quantizeOpt != mlir::tfm::QuantizeMode::None) {
+    error() << "--quantize makes an inference model, and a quantized model "
+               "does not train: train in f32, then compile the trained model "
+               "with --quantize\n";
+    valid = false;
+  }
+  if (quantizeBlockSizeOpt < 16 || quantizeBlockSizeOpt % 16) {
+    error() << "--quantize-block-size must be a multiple of 16, not "
+            << quantizeBlockSizeOpt << "\n";
     valid = false;
   }
   // The backward pass's GEMMs and the optimizer have no bf16 or f16 form,

@@ -51,6 +51,10 @@ struct CompileCommand {
   std::string output;
   bool report = false, reportJson = false;
   CompileOptions options;
+  /// With --quantize: measure the error against the float model, on
+  /// `checkInputs`' inputs (its --input files, --seed and --entry).
+  bool quantizeCheck = true;
+  RunOptions checkInputs;
   bool validate() const;
 };
 

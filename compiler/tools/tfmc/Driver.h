@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/Support/JSON.h"
 #include "tfm/IR/InputValues.h"
 #include "tfm/Pipelines/Pipelines.h"
 #include "tfm/Reference/Tensor.h"
@@ -190,6 +191,46 @@ int inspectCompiled(llvm::StringRef soPath, bool json);
 int runCompiled(llvm::StringRef soPath, const RunOptions &options,
                 const Signature *known = nullptr);
 
+/// A model library loaded through the runtime with one session, to run its
+/// entries on the interpreter's tensors: what `tfmc run` and the check of
+/// `tfmc compile --quantize` run compiled code through.
+class CompiledModel {
+public:
+  /// Loads `soPath` on `device` with `threads` (0: the runtime's choice);
+  /// null, with the runtime's message printed, on failure.
+  static std::unique_ptr<CompiledModel> load(llvm::StringRef soPath,
+                                             int32_t threads,
+                                             const std::string &device,
+                                             bool profile = false,
+                                             bool allowTF32 = false);
+  ~CompiledModel();
+  /// `requested` where given, else "infer", else the only entry; "" (and
+  /// an error printed) when none is.
+  std::string entryNamed(llvm::StringRef requested) const;
+  /// The entry's inputs and outputs from the library's metadata; printed
+  /// and std::nullopt when they cannot be held.
+  std::optional<Signature> signature(const std::string &entry) const;
+  /// Runs `sig.entry` on `args`; std::nullopt, with the message printed,
+  /// on failure.
+  std::optional<std::vector<reference::Tensor>>
+  run(const Signature &sig, const std::vector<reference::Tensor> &args);
+
+  tfm_context_t *context = nullptr;
+  tfm_module_t *module = nullptr;
+  tfm_session_t *session = nullptr;
+
+private:
+  CompiledModel() = default;
+  std::string path;
+};
+
+/// Reads the inputs of `sig` from --input files and --test-data-dir, the
+/// rest random as each input's values make sense (token ids below the
+/// vocabulary, masks of ones) from `options.seed`; reports and fails on a
+/// file that does not fit.
+bool gatherInputs(const Signature &sig, const RunOptions &options,
+                  std::vector<reference::Tensor> &out);
+
 /// Prints the summary of `tfmc inspect` (text, or JSON with `json`) to `os`.
 int runInspect(mlir::ModuleOp module, bool json, llvm::raw_ostream &os);
 
@@ -200,6 +241,46 @@ struct FusionSite {
   std::string reason; // why it was missed
   bool fused;
 };
+
+/// What `tfmc compile --quantize` did: the layers tfm-quantize quantized
+/// and those it kept float, and how far each output of the quantized
+/// library is from the float model's on the same inputs.
+struct QuantizationReport {
+  QuantizeMode mode = QuantizeMode::None;
+  int64_t blockSize = 0;
+  int64_t quantized = 0;
+  std::vector<FusionSite> kept; // with the reason
+  struct Output {
+    std::string name;
+    std::vector<int64_t> shape;
+    double relL2 = 0, maxAbs = 0, largest = 0; // float outputs
+    /// The rows (all axes but the last) whose argmax over the last axis
+    /// agrees, for a float output of rank >= 2.
+    std::optional<double> argmaxAgreement;
+    int64_t rows = 0;
+    std::optional<double> equal; // an integer output's equal share
+    std::string note;            // why it is not compared
+  };
+  std::vector<Output> outputs;
+  std::string entry, inputs;
+  std::string notMeasured; // why `outputs` is empty
+};
+
+/// Compiles `floatModule` (the model as imported) as `options` say but
+/// without quantization, runs it and `quantizedSo` on the CPU on the same
+/// inputs (`inputs`' --input files, else random ones), and fills
+/// `report.outputs`. Reports and fails when a step does.
+bool measureQuantizationError(mlir::ModuleOp floatModule,
+                              llvm::StringRef quantizedSo,
+                              const CompileOptions &options,
+                              const RunOptions &inputs,
+                              QuantizationReport &report);
+
+/// The report as tfmc prints it on stderr, and as the JSON fusion report's
+/// "quantization" member.
+void printQuantizationReport(llvm::raw_ostream &os,
+                             const QuantizationReport &report);
+llvm::json::Object quantizationReportJson(const QuantizationReport &report);
 
 /// The kernel an op got on the GPU as tfm-lower-to-gpu reported it, or a
 /// GEMM's generated kernel as tfm-tile-gpu-matmul did (`gemm`; its `op` is

@@ -227,11 +227,13 @@ mlir::tfm::tfmc::FusionRemarkCollector::FusionRemarkCollector(
                               d.getLocation(), /*gemm=*/true});
           return success();
         }
-        if (!msg.starts_with("tfm-fuse-"))
+        // The fusions' sites, and --quantize's layers (tfm-quantize).
+        if (!msg.starts_with("tfm-fuse-") && !msg.starts_with("tfm-quantize: "))
           return failure();
         auto [flag, rest] = msg.split(": ");
-        FusionSite site{flag.drop_front(strlen("tfm-fuse-")).str(),
-                        d.getLocation(), "", rest == "fused"};
+        flag.consume_front("tfm-fuse-");
+        flag.consume_front("tfm-");
+        FusionSite site{flag.str(), d.getLocation(), "", rest == "fused"};
         if (!site.fused)
           site.reason = rest.drop_front(strlen("missed: ")).str();
         sites.push_back(std::move(site));

@@ -157,8 +157,11 @@ bool checkInput(const Port &port, unsigned i, Tensor &t) {
   return false;
 }
 
-bool gatherInputs(const Signature &sig, const RunOptions &opts,
-                  std::vector<Tensor> &args) {
+} // namespace
+
+bool mlir::tfm::tfmc::gatherInputs(const Signature &sig,
+                                   const RunOptions &opts,
+                                   std::vector<Tensor> &args) {
   unsigned n = sig.inputs.size();
   std::vector<std::optional<Tensor>> given(n);
   if (!opts.testDataDir.empty()) {
@@ -224,6 +227,8 @@ bool gatherInputs(const Signature &sig, const RunOptions &opts,
   }
   return true;
 }
+
+namespace {
 
 void printTensor(const std::string &name, const Tensor &t, unsigned limit) {
   llvm::outs() << name << ": " << t.typeString() << "\n  [";

@@ -179,51 +179,121 @@ bool signatureOfEntry(tfm_module_t *module, const std::string &entry,
   return true;
 }
 
-/// Owns the runtime handles of one run.
-struct Loaded {
-  tfm_context_t *context = nullptr;
-  tfm_module_t *module = nullptr;
-  tfm_session_t *session = nullptr;
-  ~Loaded() {
-    tfm_session_release(session);
-    tfm_module_release(module);
-    tfm_context_release(context);
+} // namespace
+
+std::unique_ptr<CompiledModel>
+CompiledModel::load(StringRef soPath, int32_t threads,
+                    const std::string &device, bool profile, bool allowTF32) {
+  std::unique_ptr<CompiledModel> m(new CompiledModel);
+  tfm_context_options_t co;
+  tfm_context_options_init(&co);
+  co.num_threads = threads;
+  co.device = device.c_str();
+  if (!ok(tfm_context_create(&co, &m->context)) ||
+      !ok(tfm_module_load(m->context, soPath.str().c_str(), &m->module)))
+    return nullptr;
+  tfm_session_options_t so;
+  tfm_session_options_init(&so);
+  so.profile = profile;
+  so.allow_tf32 = allowTF32;
+  if (!ok(tfm_session_create(m->module, &so, &m->session)))
+    return nullptr;
+  m->path = soPath.str();
+  return m;
+}
+
+CompiledModel::~CompiledModel() {
+  tfm_session_release(session);
+  tfm_module_release(module);
+  tfm_context_release(context);
+}
+
+std::string CompiledModel::entryNamed(StringRef requested) const {
+  if (!requested.empty())
+    return requested.str();
+  size_t numEntries = tfm_module_num_entries(module);
+  for (size_t i = 0; i < numEntries; ++i)
+    if (std::strcmp(tfm_module_entry_name(module, i), "infer") == 0)
+      return "infer";
+  if (numEntries == 1)
+    return tfm_module_entry_name(module, 0);
+  error() << "'" << path << "' has " << numEntries
+          << " entry points and none is 'infer'; name one with --entry\n";
+  return "";
+}
+
+std::optional<Signature>
+CompiledModel::signature(const std::string &entry) const {
+  Signature sig;
+  if (!signatureOfEntry(module, entry, sig))
+    return std::nullopt;
+  sig.numGraphInputs = sig.inputs.size();
+  return sig;
+}
+
+namespace {
+
+/// Runtime tensors for a set of inputs; released by the caller.
+bool makeInputs(const std::vector<Tensor> &args,
+                std::vector<tfm_tensor_t *> &out) {
+  for (const Tensor &t : args) {
+    tfm_tensor_t *rtT = nullptr;
+    if (!ok(tfm_tensor_create(dtypeOf(t.kind), t.shape.data(), t.shape.size(),
+                              &rtT)))
+      return false;
+    store(t, tfm_tensor_data(rtT));
+    out.push_back(rtT);
   }
-};
+  return true;
+}
+
+void releaseAll(std::vector<tfm_tensor_t *> &ts) {
+  for (tfm_tensor_t *t : ts)
+    tfm_tensor_release(t);
+  ts.clear();
+}
 
 } // namespace
 
+std::optional<std::vector<Tensor>>
+CompiledModel::run(const Signature &sig, const std::vector<Tensor> &args) {
+  std::vector<tfm_tensor_t *> in, out(sig.outputs.size(), nullptr);
+  if (!makeInputs(args, in)) {
+    releaseAll(in);
+    return std::nullopt;
+  }
+  bool good = ok(tfm_session_run(session, sig.entry.c_str(), in.data(),
+                                 in.size(), out.data(), out.size()));
+  releaseAll(in);
+  if (!good)
+    return std::nullopt;
+  std::vector<Tensor> results;
+  for (auto [i, t] : llvm::enumerate(out)) {
+    // A dynamic entry's outputs have the run's sizes.
+    const int64_t *dims = tfm_tensor_dims(t);
+    Tensor r(sig.outputs[i].kind,
+             std::vector<int64_t>(dims, dims + tfm_tensor_rank(t)));
+    ::load(tfm_tensor_data(t), r);
+    results.push_back(std::move(r));
+  }
+  releaseAll(out);
+  return results;
+}
+
 int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
                                   const Signature *known) {
-  Loaded rt;
-  tfm_context_options_t co;
-  tfm_context_options_init(&co);
-  co.num_threads = opts.threads;
-  co.device = opts.device.c_str();
-  if (!ok(tfm_context_create(&co, &rt.context)) ||
-      !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
+  std::unique_ptr<CompiledModel> rt =
+      CompiledModel::load(soPath, opts.threads, opts.device,
+                          !opts.profile.empty(), opts.allowTF32);
+  if (!rt)
     return kExitInputError;
-
-  // The entry: --entry, else "infer", else the only one.
-  std::string entry = opts.entry;
-  size_t numEntries = tfm_module_num_entries(rt.module);
-  if (entry.empty()) {
-    for (size_t i = 0; i < numEntries; ++i)
-      if (std::strcmp(tfm_module_entry_name(rt.module, i), "infer") == 0)
-        entry = "infer";
-    if (entry.empty() && numEntries == 1)
-      entry = tfm_module_entry_name(rt.module, 0);
-    if (entry.empty()) {
-      error() << "'" << soPath << "' has " << numEntries
-              << " entry points and none is 'infer'; name one with --entry\n";
-      return kExitInputError;
-    }
-  }
-
-  Signature sig;
-  if (!signatureOfEntry(rt.module, entry, sig))
+  std::string entry = rt->entryNamed(opts.entry);
+  if (entry.empty())
     return kExitInputError;
-  sig.numGraphInputs = sig.inputs.size();
+  std::optional<Signature> found = rt->signature(entry);
+  if (!found)
+    return kExitInputError;
+  Signature &sig = *found;
   if (known) {
     // Same types by construction; take the ONNX numbering.
     for (auto [mine, theirs] : llvm::zip(sig.inputs, known->inputs))
@@ -231,12 +301,6 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
     sig.numGraphInputs = known->numGraphInputs;
   }
 
-  tfm_session_options_t so;
-  tfm_session_options_init(&so);
-  so.profile = !opts.profile.empty();
-  so.allow_tf32 = opts.allowTF32;
-  if (!ok(tfm_session_create(rt.module, &so, &rt.session)))
-    return kExitInputError;
   // The profile covers the checked run and the timed ones.
   auto writeProfile = [&]() {
     if (opts.profile.empty())
@@ -244,58 +308,16 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
     tfm_profile_format_t format = StringRef(opts.profile).ends_with(".json")
                                       ? TFM_PROFILE_TRACE
                                       : TFM_PROFILE_TABLE;
-    return ok(tfm_session_write_profile(rt.session, opts.profile.c_str(),
+    return ok(tfm_session_write_profile(rt->session, opts.profile.c_str(),
                                         format))
                ? kExitOk
                : kExitInputError;
   };
 
-  // Runtime tensors for a set of inputs; released by the caller.
-  auto makeInputs = [&](const std::vector<Tensor> &args,
-                        std::vector<tfm_tensor_t *> &out) {
-    for (const Tensor &t : args) {
-      tfm_tensor_t *rtT = nullptr;
-      if (!ok(tfm_tensor_create(dtypeOf(t.kind), t.shape.data(),
-                                t.shape.size(), &rtT)))
-        return false;
-      store(t, tfm_tensor_data(rtT));
-      out.push_back(rtT);
-    }
-    return true;
-  };
-  auto releaseAll = [](std::vector<tfm_tensor_t *> &ts) {
-    for (tfm_tensor_t *t : ts)
-      tfm_tensor_release(t);
-    ts.clear();
-  };
-
   std::vector<Tensor> fed;
   int rc = runWith(
       sig, opts,
-      [&](const std::vector<Tensor> &args)
-          -> std::optional<std::vector<Tensor>> {
-        std::vector<tfm_tensor_t *> in, out(sig.outputs.size(), nullptr);
-        if (!makeInputs(args, in)) {
-          releaseAll(in);
-          return std::nullopt;
-        }
-        bool good = ok(tfm_session_run(rt.session, entry.c_str(), in.data(),
-                                       in.size(), out.data(), out.size()));
-        releaseAll(in);
-        if (!good)
-          return std::nullopt;
-        std::vector<Tensor> results;
-        for (auto [i, t] : llvm::enumerate(out)) {
-          // A dynamic entry's outputs have the run's sizes.
-          const int64_t *dims = tfm_tensor_dims(t);
-          Tensor r(sig.outputs[i].kind,
-                   std::vector<int64_t>(dims, dims + tfm_tensor_rank(t)));
-          load(tfm_tensor_data(t), r);
-          results.push_back(std::move(r));
-        }
-        releaseAll(out);
-        return results;
-      },
+      [&](const std::vector<Tensor> &args) { return rt->run(sig, args); },
       &fed);
   if (rc != kExitOk || opts.bench == 0) {
     int written = writeProfile();
@@ -312,7 +334,7 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   std::vector<double> ms;
   for (unsigned i = 0; i < opts.bench + 1; ++i) {
     auto start = std::chrono::steady_clock::now();
-    bool good = ok(tfm_session_run(rt.session, entry.c_str(), in.data(),
+    bool good = ok(tfm_session_run(rt->session, entry.c_str(), in.data(),
                                    in.size(), out.data(), out.size()));
     auto end = std::chrono::steady_clock::now();
     if (!good) {
@@ -331,13 +353,25 @@ int mlir::tfm::tfmc::runCompiled(StringRef soPath, const RunOptions &opts,
   llvm::outs() << llvm::format("bench: %u runs, median %.3f ms, min %.3f ms, "
                                "max %.3f ms, threads %d, device %s\n",
                                opts.bench, median, ms.front(), ms.back(),
-                               tfm_context_num_threads(rt.context),
-                               tfm_session_device(rt.session));
-  llvm::outs() << "kernels: " << tfm_session_describe(rt.session) << "\n";
+                               tfm_context_num_threads(rt->context),
+                               tfm_session_device(rt->session));
+  llvm::outs() << "kernels: " << tfm_session_describe(rt->session) << "\n";
   return writeProfile();
 }
 
 namespace {
+
+/// Owns the runtime handles of one training run.
+struct Loaded {
+  tfm_context_t *context = nullptr;
+  tfm_module_t *module = nullptr;
+  tfm_session_t *session = nullptr;
+  ~Loaded() {
+    tfm_session_release(session);
+    tfm_module_release(module);
+    tfm_context_release(context);
+  }
+};
 
 int trainOnRank(StringRef soPath, const TrainOptions &opts,
                 const Signature *known, DataParallel &dp) {

@@ -268,7 +268,8 @@ llvm::json::Object kernelReportJson(ArrayRef<KernelSite> kernels) {
 
 void printFusionReport(llvm::raw_ostream &os, StringRef model,
                        ArrayRef<FusionSite> sites, ArrayRef<KernelSite> kernels,
-                       bool json) {
+                       bool json,
+                       const QuantizationReport *quantization = nullptr) {
   // Attention is fused where the target lowers (tfm-fuse-attention, for
   // the CPU), so its row shows only when the compile got that far; the
   // quantized linears' only for a model that has quantized sites.
@@ -290,6 +291,9 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
   // A quantized model's row: a float model has no site of it to show.
   if (counts.count("quantized-linear"))
     kinds.push_back("quantized-linear");
+  // --quantize's layers: quantized ("fused") or kept float ("missed").
+  if (counts.count("quantize"))
+    kinds.push_back("quantize");
   if (json) {
     llvm::json::Object byKind;
     for (const char *k : kinds)
@@ -308,6 +312,8 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
     // The GPU's kernels, where the compile lowered for it.
     if (!kernels.empty())
       report["gpu"] = kernelReportJson(kernels);
+    if (quantization)
+      report["quantization"] = quantizationReportJson(*quantization);
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
     return;
   }
@@ -324,16 +330,65 @@ void printFusionReport(llvm::raw_ostream &os, StringRef model,
     printKernelReport(os, kernels);
 }
 
+/// What --quantize did, from tfm-quantize's sites, and the error against
+/// the float model where the library can be run here.
+std::optional<QuantizationReport>
+quantizationReport(const CompileCommand &c, ArrayRef<FusionSite> sites,
+                   ModuleOp floatModule) {
+  QuantizationReport r;
+  r.mode = c.options.compiler.quantize;
+  r.blockSize = c.options.compiler.quantizeBlockSize;
+  for (const FusionSite &s : sites)
+    if (s.kind == "quantize") {
+      if (s.fused)
+        ++r.quantized;
+      else
+        r.kept.push_back(s);
+    }
+  if (floatModule) {
+    if (!measureQuantizationError(floatModule, c.output, c.options,
+                                  c.checkInputs, r))
+      return std::nullopt;
+  } else if (c.stage != Stage::so) {
+    r.notMeasured = "the check runs the compiled library (--emit=so)";
+  } else if (c.options.compiler.target != mlir::tfm::Target::CPU) {
+    r.notMeasured = "the check runs on this CPU, and the library is for "
+                    "--target=cuda";
+  } else {
+    r.notMeasured = "--quantize-check=false";
+  }
+  return r;
+}
+
 int runCompile(MLIRContext &context, const CompileCommand &c) {
   return withModel(context, c.model, [&](ModuleOp module) -> int {
     // The passes report every site as a remark.
     std::vector<FusionSite> sites;
     std::vector<KernelSite> kernels;
     FusionRemarkCollector collect(&context, sites, &kernels);
+    bool quantize =
+        c.options.compiler.quantize != mlir::tfm::QuantizeMode::None;
+    // The model as imported, for the float library the error is measured
+    // against (its constants are shared, not copied).
+    OwningOpRef<ModuleOp> floatModule;
+    if (quantize && c.quantizeCheck && c.stage == Stage::so &&
+        c.options.compiler.target == mlir::tfm::Target::CPU)
+      floatModule = module.clone();
     int rc = compileTo(module, c.stage, c.output, c.options);
-    if (rc == kExitOk && c.report)
+    if (rc != kExitOk)
+      return rc;
+    std::optional<QuantizationReport> quantization;
+    if (quantize) {
+      quantization = quantizationReport(
+          c, sites, floatModule ? *floatModule : ModuleOp());
+      if (!quantization)
+        return kExitInputError;
+      printQuantizationReport(llvm::errs(), *quantization);
+    }
+    if (c.report)
       printFusionReport(c.output != "-" ? llvm::outs() : llvm::errs(),
-                        c.model.file, sites, kernels, c.reportJson);
+                        c.model.file, sites, kernels, c.reportJson,
+                        quantization ? &*quantization : nullptr);
     return rc;
   });
 }

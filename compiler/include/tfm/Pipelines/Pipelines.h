@@ -20,6 +20,7 @@
 
 #include "tfm/Conversion/ComputeType.h"
 #include "tfm/Transforms/Autodiff.h"
+#include "tfm/Transforms/QuantizeMode.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -68,6 +69,10 @@ struct CompilerOptions {
   std::optional<TrainingOptions> training;
   /// Set to also build @prefill and @decode_step with a KV cache.
   std::optional<GenerationOptions> generation;
+  /// What the float linear layers' constant weights become (tfm-quantize).
+  QuantizeMode quantize = QuantizeMode::None;
+  /// With QuantizeMode::Int4: the weights along K that share a scale.
+  int64_t quantizeBlockSize = 32;
   /// The GPU architecture the CUDA target compiles for.
   std::string gpuArch = "sm_80";
   /// For the CUDA target: run the kernels' schedule (the loops mapped to
@@ -146,6 +151,16 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
   Option<int64_t> prefillChunk{
       *this, "prefill-chunk",
       llvm::cl::desc("With generate: the tokens @prefill takes at once"),
+      llvm::cl::init(32)};
+  Option<QuantizeMode> quantize{
+      *this, "quantize",
+      llvm::cl::desc("What the float linear layers' constant weights become "
+                     "(tfm-quantize)"),
+      llvm::cl::init(QuantizeMode::None), quantizeModeValues()};
+  Option<int64_t> quantizeBlockSize{
+      *this, "quantize-block-size",
+      llvm::cl::desc("With quantize=int4: the weights along K that share a "
+                     "scale and a zero point"),
       llvm::cl::init(32)};
   Option<bool> train{*this, "train",
                      llvm::cl::desc("Also build @train_step"),

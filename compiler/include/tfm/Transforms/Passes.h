@@ -5,6 +5,7 @@
 
 #include "tfm/Conversion/ComputeType.h"
 #include "tfm/IR/TfmDialect.h"
+#include "tfm/Transforms/QuantizeMode.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -59,6 +59,38 @@ def FuseQuantizedLinearPass : Tfm_FusionPass<"tfm-fuse-quantized-linear"> {
   }];
 }
 
+def QuantizePass : Pass<"tfm-quantize", "::mlir::func::FuncOp"> {
+  let summary = "Quantizes the float linear layers' constant weights (tfmc --quantize).";
+  let description = [{
+    Each product of an activation by a constant 2-D float weight (a
+    `tfm.matmul` or `tfm.linear`) becomes a `tfm.quantized_linear`: with
+    `mode=int8` the weight symmetric int8 per output feature and the input
+    quantized at run time (`input_quantization = dynamic`); with
+    `mode=int4` the weight unsigned 4-bit with a scale and a zero point per
+    block of `block-size` along K, the input float. A layer that cannot be
+    quantized stays float, and with `remarks` its remark says why. Runs
+    before the fusions, which fold biases and activations into the result.
+
+    ```mlir
+    %y = tfm.matmul %x, %w : ...      =>    %y = tfm.quantized_linear %x, %q scale %s
+                                               input_quantization = dynamic : ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "::mlir::tfm::QuantizeMode",
+           /*default=*/"::mlir::tfm::QuantizeMode::None",
+           "What the weights become (none, int8, int4)",
+           "::mlir::tfm::quantizeModeValues()">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"32",
+           "With mode=int4: the weights along K that share a scale and a "
+           "zero point (a multiple of 16)">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark for every layer, quantized or kept float">
+  ];
+  let dependentDialects = ["::mlir::tfm::TfmDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def FuseMaskedSoftmaxPass : Tfm_FusionPass<"tfm-fuse-masked-softmax"> {
   let summary = "Fuses score scaling, masking and softmax into tfm.masked_softmax.";
   let description = [{
