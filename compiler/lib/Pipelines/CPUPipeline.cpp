@@ -14,6 +14,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
@@ -50,6 +51,12 @@ void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createConvertMathToLLVMPass());
   // What erf and tanh the approximation left (f64) become libm calls.
   pm.addPass(createConvertMathToLibmPass());
+  // bf16 rounding and widening as integer ops on the bits: on a CPU without
+  // bf16 instructions LLVM would call __truncsfbf2, which the artifact's
+  // link does not provide (a bf16 cast's glue, --dtype=bf16's casts).
+  arith::ArithExpandOpsPassOptions expandBf16;
+  expandBf16.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expandBf16));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions funcOptions;

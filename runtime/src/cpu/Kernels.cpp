@@ -330,9 +330,10 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
         }
         return makeWeightOnlyLinearKernel(d);
       }
-      if (!multipliesInt8Exactly()) {
-        error = "this CPU (within DNNL_MAX_CPU_ISA) has no VNNI: oneDNN "
-                "would sum u8 · s8 pairs in 16 bits, which saturate";
+      if (!multipliesInt8Exactly() && vectorIsa() == VectorIsa::Scalar) {
+        error = "this CPU (within DNNL_MAX_CPU_ISA) has neither VNNI nor "
+                "AVX2: oneDNN would sum u8 · s8 pairs in 16 bits, which "
+                "saturate, and the kernel's exact 16-bit product needs AVX2";
         return nullptr;
       }
       return makeQuantizedLinearKernel(device, d);

@@ -67,11 +67,13 @@ bool linearOnPackedAvx2(const tfm_abi_kernel_desc_t &desc);
 std::unique_ptr<Kernel>
 makePackedLinearKernel(std::shared_ptr<Engine> engine,
                        const tfm_abi_kernel_desc_t &desc);
-/// Whether this CPU (within DNNL_MAX_CPU_ISA) sums u8 · s8 products
-/// without saturating: it has VNNI (AVX-512 or AVX). Read once per process.
+/// Whether oneDNN sums u8 · s8 products on this CPU (within
+/// DNNL_MAX_CPU_ISA) without saturating: it has VNNI (AVX-512 or AVX). Read
+/// once per process.
 bool multipliesInt8Exactly();
-/// QUANTIZED_LINEAR on oneDNN's u8 · s8 matmul (QuantizedLinear.cpp); for
-/// a CPU that multipliesInt8Exactly.
+/// QUANTIZED_LINEAR (QuantizedLinear.cpp): on oneDNN's u8 · s8 matmul
+/// where it multipliesInt8Exactly, else (AVX2) on the kernel's own product
+/// of the operands widened to 16 bits.
 std::unique_ptr<Kernel>
 makeQuantizedLinearKernel(std::shared_ptr<Engine> engine,
                           const tfm_abi_kernel_desc_t &desc);

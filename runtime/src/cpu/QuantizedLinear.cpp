@@ -10,9 +10,13 @@
 //   Σ_k (q - z)(w - wz) = Σ q·w - z·Σ_k w - wz·Σ_k q + K·z·wz,
 //
 // with the weights' column sums taken once, when they are packed, and the
-// input's row sums while it is quantized. Without VNNI, u8 · s8 pairs are
-// summed in 16 bits (vpmaddubsw) and saturate (2 · 255 · 127 > 32767), so
-// the kernel is declined there and the generated code runs instead.
+// input's row sums while it is quantized. Without VNNI, oneDNN sums u8 · s8
+// pairs in 16 bits (vpmaddubsw), which saturate (2 · 255 · 127 > 32767), so
+// there the product is this file's own: both operands widened to 16 bits
+// and multiplied in pairs by vpmaddwd, whose 32-bit sums are exact. On Zen 3
+// that runs two vpmaddwd a cycle, as many products as vpmaddubsw feeding
+// vpmaddwd would, at twice f32's FMA rate. A CPU without AVX2 declines the
+// kernel, and the generated code runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,11 +110,128 @@ quantizeRowAvx512(const float *x, int64_t k, float scale, int32_t zp,
 #endif
 #endif
 
+#if defined(__x86_64__)
+/// quantizeRowScalar in eight lanes, the row written widened to 16 bits
+/// for the widened product (and padded with a 0 to an even length).
+__attribute__((target("avx2,fma"))) int32_t
+quantizeRowAvx2(const float *x, int64_t k, float scale, int32_t zp,
+                int16_t *q) {
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(float(zp));
+  const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.f);
+  __m256i sum = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), s);
+    __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    __m256 r = _mm256_add_ps(
+        _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+    r = _mm256_blendv_ps(r, z, nan);
+    __m256i ri = _mm256_cvtps_epi32(r);
+    sum = _mm256_add_epi32(sum, ri);
+    // Eight int32 in [0, 255] to eight int16, in order.
+    __m128i packed = _mm_packs_epi32(_mm256_castsi256_si128(ri),
+                                     _mm256_extracti128_si256(ri, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(q + i), packed);
+  }
+  int32_t total = 0;
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i *>(lanes), sum);
+  for (int32_t l : lanes)
+    total += l;
+  uint8_t tail[8];
+  total += quantizeRowScalar(x + i, k - i, scale, zp, tail);
+  for (int64_t j = i; j < k; ++j)
+    q[j] = tail[j - i];
+  if (k % 2)
+    q[k] = 0;
+  return total;
+}
+
+/// The widened product's tile: c[r][0, 16) (+)= Σ_p a[r][2p, 2p + 2) ·
+/// b[p] for MR rows, where b[p] holds the pair of weights (k = 2p, 2p + 1)
+/// of each of 16 columns. Each vpmaddwd takes one pair of every column for
+/// one row, its 32-bit lanes exact sums of two products of at most
+/// 255 · 128.
+template <int MR>
+__attribute__((target("avx2"))) void
+widenedTile(const int16_t *a, int64_t lda, const int16_t *b, int64_t pairs,
+            int32_t *c, int64_t ldc, bool first) {
+  __m256i acc[MR][2];
+  for (int r = 0; r < MR; ++r)
+    for (int h = 0; h < 2; ++h)
+      acc[r][h] = first ? _mm256_setzero_si256()
+                        : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(
+                              c + r * ldc + 8 * h));
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + 32 * p));
+    __m256i b1 =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + 32 * p + 16));
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
+      __m256i av = _mm256_set1_epi32(pair);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int h = 0; h < 2; ++h)
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + r * ldc + 8 * h),
+                          acc[r][h]);
+}
+#endif
+
+/// The widened weights: panels of 16 columns, each K/2 pairs of the 16
+/// columns' two weights, so a tile reads its panel in order.
+constexpr int64_t kPanel = 16;
+std::vector<int16_t> widenWeights(const int8_t *w, int64_t n, int64_t k) {
+  int64_t kp = (k + 1) / 2 * 2, panels = (n + kPanel - 1) / kPanel;
+  std::vector<int16_t> b(panels * kp * kPanel, 0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t p = j / kPanel, col = j % kPanel;
+      b[(p * kp / 2 + i / 2) * 2 * kPanel + col * 2 + i % 2] = w[j * k + i];
+    }
+  return b;
+}
+
+/// acc[m][np) = a[m][kp) · bᵀ for the widened operands, the column panels
+/// shared among the threads; K in chunks whose panel stays in L1 while
+/// every row passes over it.
+void widenedProduct(const int16_t *a, int64_t m, int64_t kp,
+                    const int16_t *b, int64_t np, int32_t *acc) {
+#if defined(__x86_64__)
+  constexpr int64_t kChunk = 512, kRows = 6;
+  const int64_t panels = np / kPanel;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t k0 = 0; k0 < kp; k0 += kChunk) {
+      int64_t pairs = (std::min(kp, k0 + kChunk) - k0) / 2;
+      const int16_t *panel = b + p * kp * kPanel + k0 * kPanel;
+      for (int64_t r = 0; r < m; r += kRows) {
+        const int16_t *rows = a + r * kp + k0;
+        int32_t *c = acc + r * np + p * kPanel;
+        bool first = k0 == 0;
+        switch (std::min(kRows, m - r)) {
+        case 6: widenedTile<6>(rows, kp, panel, pairs, c, np, first); break;
+        case 5: widenedTile<5>(rows, kp, panel, pairs, c, np, first); break;
+        case 4: widenedTile<4>(rows, kp, panel, pairs, c, np, first); break;
+        case 3: widenedTile<3>(rows, kp, panel, pairs, c, np, first); break;
+        case 2: widenedTile<2>(rows, kp, panel, pairs, c, np, first); break;
+        default: widenedTile<1>(rows, kp, panel, pairs, c, np, first); break;
+        }
+      }
+    }
+#endif
+}
+
 /// What a weight tensor (by where the model keeps it) becomes at its first
 /// run: packed for oneDNN as s8, its column sums, and each output
 /// feature's scale and zero point in the s8 domain.
 struct PackedWeights {
-  memory packed;
+  memory packed;                 // for oneDNN
+  std::vector<int16_t> widened;  // for the widened product
   std::vector<int32_t> columnSums, zeroPoints;
   std::vector<float> scales;
 };
@@ -124,9 +245,16 @@ public:
         n(d.params[TFM_QUANTIZED_LINEAR_N]),
         hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
-        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]), q(m * k), acc(m * n),
-        rowSums(m), columnTerms(n), columnTerms32(n), columnScales(n),
-        columnBias(n) {
+        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]),
+        widened(!multipliesInt8Exactly()), kp((k + 1) / 2 * 2),
+        accStride(widened ? (n + kPanel - 1) / kPanel * kPanel : n),
+        acc(m * accStride), rowSums(m), columnTerms(n), columnTerms32(n),
+        columnScales(n), columnBias(n) {
+    if (widened) {
+      q16.resize(m * kp);
+      return;
+    }
+    q.resize(m * k);
     auto &eng = this->dev->engine;
     memory::desc srcMd({m, k}, dt::u8, tag::ab);
     memory::desc wMd({k, n}, dt::s8, tag::any);
@@ -161,6 +289,10 @@ public:
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
 #if defined(__x86_64__)
+      if (widened) {
+        rowSums[r] = quantizeRowAvx2(x + r * k, k, scale, zp, &q16[r * kp]);
+        continue;
+      }
       if (avx512) {
         rowSums[r] = quantizeRowAvx512(x + r * k, k, scale, zp, &q[r * k]);
         continue;
@@ -168,10 +300,15 @@ public:
 #endif
       rowSums[r] = quantizeRowScalar(x + r * k, k, scale, zp, &q[r * k]);
     }
-    prim.execute(dev->stream, {{DNNL_ARG_SRC, src},
-                               {DNNL_ARG_WEIGHTS, pw.packed},
-                               {DNNL_ARG_DST, dst}});
-    dev->stream.wait();
+    if (widened) {
+      widenedProduct(q16.data(), m, kp, pw.widened.data(), accStride,
+                     acc.data());
+    } else {
+      prim.execute(dev->stream, {{DNNL_ARG_SRC, src},
+                                 {DNNL_ARG_WEIGHTS, pw.packed},
+                                 {DNNL_ARG_DST, dst}});
+      dev->stream.wait();
+    }
     epilogue(pw, scale, zp, b, y);
     return 0;
   }
@@ -195,7 +332,7 @@ private:
                        activation == TFM_ACTIVATION_RELU;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
-      const int32_t *a = &acc[r * n];
+      const int32_t *a = &acc[r * accStride];
       float *out = y + r * n;
       const int64_t rs = rowSums[r];
       if (narrow) {
@@ -227,7 +364,7 @@ private:
   /// run: a model of one shape runs this kernel on each layer's weights.
   PackedWeights &weightsOf(const void *w, const float *ws, const void *wz) {
     PackedWeights &pw = packedByWeights[w];
-    if (pw.packed)
+    if (pw.packed || !pw.widened.empty())
       return pw;
     bool isUnsigned = flags & TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS;
     bool perRow = flags & TFM_QUANTIZED_LINEAR_PER_ROW;
@@ -254,6 +391,10 @@ private:
       pw.zeroPoints[j] = given - (isUnsigned ? 128 : 0);
       pw.scales[j] = ws[at];
     }
+    if (widened) {
+      pw.widened = widenWeights(s8.data(), n, k);
+      return pw;
+    }
     pw.packed = memory(packedDesc, dev->engine);
     userWeights.set_data_handle(s8.data());
     weightsReorder.execute(dev->stream, userWeights, pw.packed);
@@ -265,7 +406,12 @@ private:
   int64_t m, k, n;
   bool hasBias;
   int64_t activation, flags;
+  /// Without VNNI: the widened product, on the input in 16 bits (q16, rows
+  /// of kp, K made even) into rows of accStride (N made whole panels).
+  bool widened;
+  int64_t kp, accStride;
   std::vector<uint8_t> q;
+  std::vector<int16_t> q16;
   std::vector<int32_t> acc, rowSums;
   /// Per call: each column's constant term, its scale and its bias.
   std::vector<int64_t> columnTerms;
