@@ -36,6 +36,7 @@ TfmPipelineOptions::toCompilerOptions(std::string &error) const {
   o.fuse = fuse;
   o.quantize = quantize;
   o.quantizeBlockSize = quantizeBlockSize;
+  o.quantizeSevenBit = quantizeSevenBit;
   if (generate)
     o.generation = GenerationOptions{maxLength, prefillChunk};
   if (train) {
@@ -102,8 +103,8 @@ void mlir::tfm::buildFrontPipeline(OpPassManager &pm,
     // canonicalization that folds the weights' transposes into constants.
     OpPassManager &fn = pm.nest<func::FuncOp>();
     fn.addPass(createCanonicalizerPass());
-    fn.addPass(createQuantizePass(
-        {options.quantize, options.quantizeBlockSize, options.remarks}));
+    fn.addPass(createQuantizePass({options.quantize, options.quantizeBlockSize,
+                                   options.quantizeSevenBit, options.remarks}));
   }
   if (options.training)
     buildTrainingPipeline(pm, options.remarks, *options.training,

@@ -133,6 +133,21 @@ bool mlir::tfm::checkTargetCpu(StringRef cpu, std::string &why) {
   return false;
 }
 
+bool mlir::tfm::targetCpuHas(StringRef cpu, StringRef feature) {
+  if (cpu == "native") {
+    llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+    auto it = host.find(feature);
+    return it != host.end() && it->second;
+  }
+  std::string why;
+  const llvm::Target *target = nativeTarget(why);
+  if (!target || !checkTargetCpu(cpu, why))
+    return false;
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(
+      llvm::sys::getDefaultTargetTriple(), cpu, ""));
+  return info && info->checkFeatures(("+" + feature).str());
+}
+
 FailureOr<WeightsBlob> mlir::tfm::weightsBlob(ModuleOp module) {
   auto values = module->getAttrOfType<ArrayAttr>("tfm.weights");
   auto offsets = module->getAttrOfType<DenseI64ArrayAttr>("tfm.weight_offsets");

@@ -10,6 +10,9 @@
 //   feature (max |w| / 127), the input quantized to uint8 at every run by
 //   its range, as quantize_dynamic with per_channel does. 127 rather than
 //   128 keeps the weight's range symmetric, so no zero point is needed.
+//   With `seven-bit`, 64 instead (quantize_dynamic's reduce_range): a CPU
+//   without VNNI sums pairs of u8 · s8 products in 16 bits, exact only
+//   while 2 · 255 · |w| fits.
 // * int4: weight-only, unsigned 4-bit with a scale and a zero point per
 //   block of `block-size` along K, as MatMulNBits' asymmetric quantizer
 //   writes them: the block's range widened to hold 0, s = (max - min) / 15,
@@ -147,9 +150,9 @@ struct Quantized {
   int64_t blockSize = 0;
 };
 
-/// int8, symmetric, per output feature.
+/// int8, symmetric in [-top, top], per output feature.
 Quantized quantizeInt8(MLIRContext *ctx, ArrayRef<float> w, int64_t n,
-                       int64_t k, Type element) {
+                       int64_t k, float top, Type element) {
   std::vector<int8_t> q(n * k);
   std::vector<float> scales(n);
   for (int64_t r = 0; r < n; ++r) {
@@ -157,11 +160,11 @@ Quantized quantizeInt8(MLIRContext *ctx, ArrayRef<float> w, int64_t n,
     for (int64_t c = 0; c < k; ++c)
       most = std::max(most, std::fabs(w[r * k + c]));
     // An all-zero row quantizes to zeros by any scale; 1 is a valid one.
-    float s = most > 0 ? most / 127.0f : 1.0f;
+    float s = most > 0 ? most / top : 1.0f;
     scales[r] = s;
     for (int64_t c = 0; c < k; ++c)
       q[r * k + c] = static_cast<int8_t>(
-          std::clamp(std::nearbyint(w[r * k + c] / s), -127.0f, 127.0f));
+          std::clamp(std::nearbyint(w[r * k + c] / s), -top, top));
   }
   return {integerConstant(ctx, {n, k}, 8, false, q),
           floatConstant({n}, element, scales), {}, 0};
@@ -267,7 +270,8 @@ struct QuantizePass
     }
     MLIRContext *ctx = &getContext();
     Quantized q = mode == QuantizeMode::Int8
-                      ? quantizeInt8(ctx, w, n, k, element)
+                      ? quantizeInt8(ctx, w, n, k, sevenBit ? 64.f : 127.f,
+                                     element)
                       : quantizeInt4(ctx, w, n, k, blockSize, element);
     InputQuantization input = mode == QuantizeMode::Int8
                                   ? InputQuantization::dynamic

@@ -454,6 +454,17 @@ CompileOptions compileOptions() {
   return options;
 }
 
+/// int8 weights within 7 bits where the library's CPU has no VNNI, whose
+/// 16-bit pair sums would saturate on full ones (docs/quantization.md).
+void chooseInt8WeightBits(CompileOptions &options) {
+  const std::string &cpu = options.artifact.cpu;
+  options.compiler.quantizeSevenBit =
+      options.compiler.quantize == mlir::tfm::QuantizeMode::Int8 &&
+      options.compiler.target == mlir::tfm::Target::CPU &&
+      !mlir::tfm::targetCpuHas(cpu, "avx512vnni") &&
+      !mlir::tfm::targetCpuHas(cpu, "avxvnni");
+}
+
 void printUsage(llvm::raw_ostream &os) {
   os << "OVERVIEW: tfm, a compiler for Transformer models\n\n"
         "USAGE: tfmc <subcommand> [options] <model>\n\nSUBCOMMANDS:\n";
@@ -827,6 +838,7 @@ CompileOptions compileOptionsForDevice() {
     options.compiler.reverseGrid = reverseGrid;
     options.compiler.gpuTma = gpuTma;
   }
+  chooseInt8WeightBits(options);
   return options;
 }
 
@@ -1001,6 +1013,7 @@ CompileCommand readCompile() {
   c.checkInputs.entry = entry;
   c.options.artifact.externalWeights = externalWeights;
   c.options.artifact.cpu = targetCpu;
+  chooseInt8WeightBits(c.options);
   return c;
 }
 

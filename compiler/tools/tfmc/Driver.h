@@ -248,6 +248,7 @@ struct FusionSite {
 struct QuantizationReport {
   QuantizeMode mode = QuantizeMode::None;
   int64_t blockSize = 0;
+  bool sevenBit = false; // int8 weights within 7 bits (no VNNI)
   int64_t quantized = 0;
   std::vector<FusionSite> kept; // with the reason
   struct Output {

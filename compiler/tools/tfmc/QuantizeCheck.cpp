@@ -141,7 +141,10 @@ void mlir::tfm::tfmc::printQuantizationReport(llvm::raw_ostream &os,
      << (r.quantized == 1 ? "" : "s") << " to "
      << quantizeModeName(r.mode)
      << (r.mode == QuantizeMode::Int8
-             ? " (weights per output feature, inputs quantized at run time)"
+             ? std::string(" (weights per output feature") +
+                   (r.sevenBit ? " within 7 bits, for a CPU without VNNI"
+                               : "") +
+                   ", inputs quantized at run time)"
              : llvm::formatv(" (weight-only, blocks of {0} along K)",
                              r.blockSize)
                    .str());
@@ -209,6 +212,8 @@ mlir::tfm::tfmc::quantizationReportJson(const QuantizationReport &r) {
                           {"kept_in_float", std::move(kept)}};
   if (r.mode == QuantizeMode::Int4)
     json["block_size"] = r.blockSize;
+  if (r.mode == QuantizeMode::Int8)
+    json["weight_bits"] = r.sevenBit ? 7 : 8;
   if (!r.outputs.empty()) {
     json["entry"] = r.entry;
     json["inputs"] = r.inputs;

@@ -338,6 +338,7 @@ quantizationReport(const CompileCommand &c, ArrayRef<FusionSite> sites,
   QuantizationReport r;
   r.mode = c.options.compiler.quantize;
   r.blockSize = c.options.compiler.quantizeBlockSize;
+  r.sevenBit = c.options.compiler.quantizeSevenBit;
   for (const FusionSite &s : sites)
     if (s.kind == "quantize") {
       if (s.fused)

@@ -11,12 +11,13 @@
 //
 // with the weights' column sums taken once, when they are packed, and the
 // input's row sums while it is quantized. Without VNNI, oneDNN sums u8 · s8
-// pairs in 16 bits (vpmaddubsw), which saturate (2 · 255 · 127 > 32767), so
-// there the product is this file's own: both operands widened to 16 bits
-// and multiplied in pairs by vpmaddwd, whose 32-bit sums are exact. On Zen 3
-// that runs two vpmaddwd a cycle, as many products as vpmaddubsw feeding
-// vpmaddwd would, at twice f32's FMA rate. A CPU without AVX2 declines the
-// kernel, and the generated code runs.
+// pairs in 16 bits (vpmaddubsw), which saturate when 255 · (|w0| + |w1|) >
+// 32767: it stays exact for weights within 7 bits (|w| <= 64, as
+// tfm-quantize writes them for such a CPU), and other weights take this
+// file's own product: both operands widened to 16 bits and multiplied in
+// pairs by vpmaddwd, whose 32-bit sums are exact, at f32's rate of products
+// on Zen 3 (one vpmaddwd a cycle) where vpmaddubsw gives twice that. A CPU
+// without AVX2 declines the kernel, and the generated code runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,11 +112,12 @@ quantizeRowAvx512(const float *x, int64_t k, float scale, int32_t zp,
 #endif
 
 #if defined(__x86_64__)
-/// quantizeRowScalar in eight lanes, the row written widened to 16 bits
-/// for the widened product (and padded with a 0 to an even length).
+/// quantizeRowScalar in eight lanes: into uint8 for oneDNN, or widened to
+/// 16 bits for the widened product (and then padded with a 0 to an even
+/// length).
+template <typename T>
 __attribute__((target("avx2,fma"))) int32_t
-quantizeRowAvx2(const float *x, int64_t k, float scale, int32_t zp,
-                int16_t *q) {
+quantizeRowAvx2(const float *x, int64_t k, float scale, int32_t zp, T *q) {
   const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(float(zp));
   const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.f);
   __m256i sum = _mm256_setzero_si256();
@@ -129,10 +131,14 @@ quantizeRowAvx2(const float *x, int64_t k, float scale, int32_t zp,
     r = _mm256_blendv_ps(r, z, nan);
     __m256i ri = _mm256_cvtps_epi32(r);
     sum = _mm256_add_epi32(sum, ri);
-    // Eight int32 in [0, 255] to eight int16, in order.
+    // Eight int32 in [0, 255] to eight int16, in order (and to bytes).
     __m128i packed = _mm_packs_epi32(_mm256_castsi256_si128(ri),
                                      _mm256_extracti128_si256(ri, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(q + i), packed);
+    if constexpr (sizeof(T) == 2)
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(q + i), packed);
+    else
+      _mm_storel_epi64(reinterpret_cast<__m128i *>(q + i),
+                       _mm_packus_epi16(packed, packed));
   }
   int32_t total = 0;
   alignas(32) int32_t lanes[8];
@@ -143,7 +149,7 @@ quantizeRowAvx2(const float *x, int64_t k, float scale, int32_t zp,
   total += quantizeRowScalar(x + i, k - i, scale, zp, tail);
   for (int64_t j = i; j < k; ++j)
     q[j] = tail[j - i];
-  if (k % 2)
+  if (sizeof(T) == 2 && k % 2)
     q[k] = 0;
   return total;
 }
@@ -153,33 +159,54 @@ quantizeRowAvx2(const float *x, int64_t k, float scale, int32_t zp,
 /// of each of 16 columns. Each vpmaddwd takes one pair of every column for
 /// one row, its 32-bit lanes exact sums of two products of at most
 /// 255 · 128.
+// The tile's steps for row R, on its accumulators LO and HI (macros: a
+// lambda would not take the function's target).
+#define TFM_WIDENED_LOAD(R, LO, HI)                                            \
+  if constexpr (MR > R) {                                                      \
+    LO = first ? _mm256_setzero_si256()                                        \
+               : _mm256_loadu_si256(                                           \
+                     reinterpret_cast<const __m256i *>(c + R * ldc));          \
+    HI = first ? _mm256_setzero_si256()                                        \
+               : _mm256_loadu_si256(                                           \
+                     reinterpret_cast<const __m256i *>(c + R * ldc + 8));      \
+  }
+#define TFM_WIDENED_STEP(R, LO, HI)                                            \
+  if constexpr (MR > R) {                                                      \
+    int32_t pair;                                                              \
+    std::memcpy(&pair, a + R * lda + 2 * p, sizeof pair);                      \
+    __m256i av = _mm256_set1_epi32(pair);                                      \
+    LO = _mm256_add_epi32(LO, _mm256_madd_epi16(av, b0));                      \
+    HI = _mm256_add_epi32(HI, _mm256_madd_epi16(av, b1));                      \
+  }
+#define TFM_WIDENED_STORE(R, LO, HI)                                           \
+  if constexpr (MR > R) {                                                      \
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + R * ldc), LO);         \
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + R * ldc + 8), HI);     \
+  }
+#define TFM_WIDENED_ROWS(DO)                                                   \
+  DO(0, c00, c01) DO(1, c10, c11) DO(2, c20, c21) DO(3, c30, c31)              \
+  DO(4, c40, c41) DO(5, c50, c51)
+
 template <int MR>
 __attribute__((target("avx2"))) void
 widenedTile(const int16_t *a, int64_t lda, const int16_t *b, int64_t pairs,
             int32_t *c, int64_t ldc, bool first) {
-  __m256i acc[MR][2];
-  for (int r = 0; r < MR; ++r)
-    for (int h = 0; h < 2; ++h)
-      acc[r][h] = first ? _mm256_setzero_si256()
-                        : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(
-                              c + r * ldc + 8 * h));
+  // Twelve named accumulators: GCC 12 keeps an array of vectors on the
+  // stack, which halved the rate.
+  __m256i c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  TFM_WIDENED_ROWS(TFM_WIDENED_LOAD)
   for (int64_t p = 0; p < pairs; ++p) {
     __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + 32 * p));
     __m256i b1 =
         _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + 32 * p + 16));
-    for (int r = 0; r < MR; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
-      __m256i av = _mm256_set1_epi32(pair);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
-    }
+    TFM_WIDENED_ROWS(TFM_WIDENED_STEP)
   }
-  for (int r = 0; r < MR; ++r)
-    for (int h = 0; h < 2; ++h)
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + r * ldc + 8 * h),
-                          acc[r][h]);
+  TFM_WIDENED_ROWS(TFM_WIDENED_STORE)
 }
+#undef TFM_WIDENED_ROWS
+#undef TFM_WIDENED_STORE
+#undef TFM_WIDENED_STEP
+#undef TFM_WIDENED_LOAD
 #endif
 
 /// The widened weights: panels of 16 columns, each K/2 pairs of the 16
@@ -245,16 +272,10 @@ public:
         n(d.params[TFM_QUANTIZED_LINEAR_N]),
         hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
-        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]),
-        widened(!multipliesInt8Exactly()), kp((k + 1) / 2 * 2),
-        accStride(widened ? (n + kPanel - 1) / kPanel * kPanel : n),
-        acc(m * accStride), rowSums(m), columnTerms(n), columnTerms32(n),
-        columnScales(n), columnBias(n) {
-    if (widened) {
-      q16.resize(m * kp);
-      return;
-    }
-    q.resize(m * k);
+        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]), kp((k + 1) / 2 * 2),
+        np((n + kPanel - 1) / kPanel * kPanel), q(m * k), acc(m * np),
+        rowSums(m), columnTerms(n), columnTerms32(n), columnScales(n),
+        columnBias(n) {
     auto &eng = this->dev->engine;
     memory::desc srcMd({m, k}, dt::u8, tag::ab);
     memory::desc wMd({k, n}, dt::s8, tag::any);
@@ -285,24 +306,32 @@ public:
     float scale;
     int32_t zp;
     dynamicRange(x, m * k, scale, zp);
-    bool avx512 = vectorIsa() == VectorIsa::AVX512;
+    const bool widened = !pw.widened.empty();
+    if (widened)
+      q16.resize(m * kp);
+    const VectorIsa isa = vectorIsa();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
+      const float *row = x + r * k;
 #if defined(__x86_64__)
       if (widened) {
-        rowSums[r] = quantizeRowAvx2(x + r * k, k, scale, zp, &q16[r * kp]);
+        rowSums[r] = quantizeRowAvx2(row, k, scale, zp, &q16[r * kp]);
         continue;
       }
-      if (avx512) {
-        rowSums[r] = quantizeRowAvx512(x + r * k, k, scale, zp, &q[r * k]);
+      if (isa == VectorIsa::AVX512) {
+        rowSums[r] = quantizeRowAvx512(row, k, scale, zp, &q[r * k]);
+        continue;
+      }
+      if (isa == VectorIsa::AVX2) {
+        rowSums[r] = quantizeRowAvx2(row, k, scale, zp, &q[r * k]);
         continue;
       }
 #endif
-      rowSums[r] = quantizeRowScalar(x + r * k, k, scale, zp, &q[r * k]);
+      rowSums[r] = quantizeRowScalar(row, k, scale, zp, &q[r * k]);
     }
+    accStride = widened ? np : n;
     if (widened) {
-      widenedProduct(q16.data(), m, kp, pw.widened.data(), accStride,
-                     acc.data());
+      widenedProduct(q16.data(), m, kp, pw.widened.data(), np, acc.data());
     } else {
       prim.execute(dev->stream, {{DNNL_ARG_SRC, src},
                                  {DNNL_ARG_WEIGHTS, pw.packed},
@@ -391,7 +420,13 @@ private:
       pw.zeroPoints[j] = given - (isUnsigned ? 128 : 0);
       pw.scales[j] = ws[at];
     }
-    if (widened) {
+    // oneDNN's 16-bit pair sums (vpmaddubsw, without VNNI) stay exact
+    // while |w| <= 64: 2 · 255 · 64 <= 32767, as weights quantized to 7
+    // bits are (tfm-quantize for such a CPU, or a quantizer's reduce_range).
+    int32_t widest = 0;
+    for (int8_t v : s8)
+      widest = std::max(widest, std::abs(int32_t(v)));
+    if (!multipliesInt8Exactly() && widest > 64) {
       pw.widened = widenWeights(s8.data(), n, k);
       return pw;
     }
@@ -406,10 +441,10 @@ private:
   int64_t m, k, n;
   bool hasBias;
   int64_t activation, flags;
-  /// Without VNNI: the widened product, on the input in 16 bits (q16, rows
-  /// of kp, K made even) into rows of accStride (N made whole panels).
-  bool widened;
-  int64_t kp, accStride;
+  /// Without VNNI, for weights beyond 7 bits: the widened product, on the
+  /// input in 16 bits (q16, rows of kp: K made even) into rows of np (N
+  /// made whole panels). accStride: the last call's rows of acc.
+  int64_t kp, np, accStride = 0;
   std::vector<uint8_t> q;
   std::vector<int16_t> q16;
   std::vector<int32_t> acc, rowSums;

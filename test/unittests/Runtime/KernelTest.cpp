@@ -299,11 +299,21 @@ TEST(Kernel, QuantizedLinearDynamicInt8) {
   auto b = randomFloats(N, 8);
   // 150 rows: the row blocks (64 and 64 and 22), each a thread's; K = 1101:
   // the widened product's chunks of K (512), the last one odd.
+  // Weights within 7 bits (|w - 128| <= 64 for uint8), which oneDNN's
+  // 16-bit pair sums take exactly even without VNNI; beyond; and weights of
+  // 127 with inputs near the top of their range, each pair 2 · 255 · 127.
+  enum Range { Full, SevenBit, Saturating };
+  std::uniform_int_distribution<int> s7(-64, 64), u7(64, 192);
+  for (Range range : {Full, SevenBit, Saturating})
   for (int64_t K : {37, 1101})
   for (int64_t M : {5, 150})
   for (bool isUnsigned : {false, true}) {
-    SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K));
+    SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                 " range " + std::to_string(range));
     auto x = randomFloats(M * K, 7);
+    if (range == Saturating)
+      for (float &v : x)
+        v = v < -0.9f ? v : 0.95f + 0.05f * v;
     tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
                             TFM_DTYPE_F32,
                             {M, K, N, 1, TFM_ACTIVATION_GELU,
@@ -324,7 +334,9 @@ TEST(Kernel, QuantizedLinearDynamicInt8) {
     ASSERT_TRUE(k) << error;
     std::vector<int> w(N * K), zp(isUnsigned ? 1 : N);
     for (int &v : w)
-      v = isUnsigned ? u8(gen) : s8(gen);
+      v = range == SevenBit    ? (isUnsigned ? u7(gen) : s7(gen))
+          : range == Saturating ? (isUnsigned ? 255 : 127)
+                                : (isUnsigned ? u8(gen) : s8(gen));
     for (int &v : zp)
       v = isUnsigned ? u8(gen) : s8(gen) / 4;
     std::vector<float> ws(isUnsigned ? 1 : N);

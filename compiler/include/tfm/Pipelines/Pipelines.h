@@ -73,6 +73,8 @@ struct CompilerOptions {
   QuantizeMode quantize = QuantizeMode::None;
   /// With QuantizeMode::Int4: the weights along K that share a scale.
   int64_t quantizeBlockSize = 32;
+  /// With QuantizeMode::Int8: weights within 7 bits, for a CPU without VNNI.
+  bool quantizeSevenBit = false;
   /// The GPU architecture the CUDA target compiles for.
   std::string gpuArch = "sm_80";
   /// For the CUDA target: run the kernels' schedule (the loops mapped to
@@ -162,6 +164,11 @@ struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
       llvm::cl::desc("With quantize=int4: the weights along K that share a "
                      "scale and a zero point"),
       llvm::cl::init(32)};
+  Option<bool> quantizeSevenBit{
+      *this, "quantize-seven-bit",
+      llvm::cl::desc("With quantize=int8: weights in [-64, 64], for a CPU "
+                     "without VNNI"),
+      llvm::cl::init(false)};
   Option<bool> train{*this, "train",
                      llvm::cl::desc("Also build @train_step"),
                      llvm::cl::init(false)};

@@ -66,6 +66,11 @@ LogicalResult writeWeightsObject(const WeightsBlob &layout, StringRef path,
 /// the reason and the valid names in `why`.
 bool checkTargetCpu(StringRef cpu, std::string &why);
 
+/// Whether the code generated for `cpu` (as checkTargetCpu takes it) may
+/// use the LLVM feature `feature` ("avx512vnni"): what the library built
+/// for it can count on.
+bool targetCpuHas(StringRef cpu, StringRef feature);
+
 /// Writes `ir` as a relocatable object file at `path`.
 LogicalResult writeObjectFile(llvm::Module &ir, const ArtifactOptions &options,
                               StringRef path, std::string &error);

@@ -84,6 +84,9 @@ def QuantizePass : Pass<"tfm-quantize", "::mlir::func::FuncOp"> {
     Option<"blockSize", "block-size", "int64_t", /*default=*/"32",
            "With mode=int4: the weights along K that share a scale and a "
            "zero point (a multiple of 16)">,
+    Option<"sevenBit", "seven-bit", "bool", /*default=*/"false",
+           "With mode=int8: weights in [-64, 64], which a CPU without VNNI "
+           "multiplies exactly at its full int8 rate">,
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark for every layer, quantized or kept float">
   ];
