@@ -302,6 +302,36 @@ dotsAvx512S8(const Shape &sh, const PackedWeights &pw, int64_t n,
              zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
 }
 
+/// A 4-bit row of w' into kp floats for the sgemm panels in eight lanes:
+/// each nibble converted, less its zero point, times its scale, the same
+/// two roundings as the portable body's (i − z) · s.
+__attribute__((target("avx2,fma"))) void
+dequantizeRowAvx2U4(const Shape &sh, const PackedWeights &pw, int64_t n,
+                    float *out) {
+  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
+  const float *s = pw.scales.data() + n * sh.blocks;
+  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  const __m256i low = _mm256_set1_epi32(15);
+  for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+    // A group's first 16 columns are its bytes' low nibbles, the next 16
+    // their high ones; each run of 16 lies in one block.
+    int64_t bLo = g * kGroup / sh.block, bHi = (g * kGroup + 16) / sh.block;
+    const __m256 sLo = _mm256_set1_ps(s[bLo]), sHi = _mm256_set1_ps(s[bHi]);
+    const __m256 zLo = _mm256_set1_ps(static_cast<float>(z[bLo])),
+                 zHi = _mm256_set1_ps(static_cast<float>(z[bHi]));
+    for (int half = 0; half < 2; ++half) {
+      __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+          reinterpret_cast<const __m128i *>(row + g * 16 + 8 * half)));
+      __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, low));
+      __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+      _mm256_storeu_ps(out + g * kGroup + 8 * half,
+                       _mm256_mul_ps(_mm256_sub_ps(lo, zLo), sLo));
+      _mm256_storeu_ps(out + g * kGroup + 16 + 8 * half,
+                       _mm256_mul_ps(_mm256_sub_ps(hi, zHi), sHi));
+    }
+  }
+}
+
 /// horizontal sum of eight lanes
 __attribute__((target("avx2,fma"))) inline float sum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -518,6 +548,8 @@ private:
 #if defined(__x86_64__)
     if (sh.format == Format::U4 && vectorIsa() == VectorIsa::AVX512)
       return dequantizeRowAvx512U4(sh, pw, j, out);
+    if (sh.format == Format::U4 && vectorIsa() == VectorIsa::AVX2)
+      return dequantizeRowAvx2U4(sh, pw, j, out);
 #endif
     const uint8_t *row = pw.values.data() + j * sh.rowBytes();
     const float *s = pw.scales.data() + j * sh.blocks;

@@ -424,6 +424,8 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
       {1, 8300, 3, 4, true, true, 2, 32, TFM_ACTIVATION_NONE},
       {2, 4200, 3, 4, false, true, 2, 16, TFM_ACTIVATION_NONE},
       {20, 96, 130, 4, true, true, 2, 32, TFM_ACTIVATION_GELU},
+      // The panels with two blocks a group (each half its own scale).
+      {24, 80, 40, 4, true, true, 2, 16, TFM_ACTIVATION_NONE},
       {33, 50, 7, 8, false, false, 2, 16, TFM_ACTIVATION_NONE},
   };
   std::mt19937 gen(69);
