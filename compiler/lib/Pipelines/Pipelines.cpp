@@ -131,9 +131,7 @@ LogicalResult mlir::tfm::buildPipelineToStage(OpPassManager &pm, Stage stage,
   if (stage == Stage::tfm)
     return success();
   if (options.training && options.quantize != QuantizeMode::None) {
-    error = "--quantize makes an inference model, and a quantized model "
-            "does not train: train in f32, then compile the trained model "
-            "with --quantize";
+    error = kQuantizedTrainingRefusal;
     return failure();
   }
   if (stage == Stage::fused) {

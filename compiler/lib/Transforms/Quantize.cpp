@@ -91,24 +91,23 @@ float toFloat(APFloat v) {
 
 /// The weight as f32, [N, K] row-major.
 std::vector<float> weightRows(const Layer &layer, int64_t n, int64_t k) {
-  std::vector<float> rows(n * k);
-  int64_t i = 0;
-  auto put = [&](float v) {
-    // Element i of the stored layout: [N, K] as it is, or [K, N].
-    int64_t r = layer.isNK ? i / k : i % n, c = layer.isNK ? i % k : i / n;
-    rows[r * k + c] = v;
-    ++i;
-  };
-  if (layer.weight.isSplat()) {
-    std::fill(rows.begin(), rows.end(),
-              toFloat(layer.weight.getSplatValue<APFloat>()));
-  } else if (layer.weight.getElementType().isF32()) {
-    for (float v : layer.weight.getValues<float>())
-      put(v);
-  } else {
+  if (layer.weight.isSplat())
+    return std::vector<float>(n * k,
+                              toFloat(layer.weight.getSplatValue<APFloat>()));
+  std::vector<float> stored;
+  stored.reserve(n * k);
+  if (layer.weight.getElementType().isF32())
+    stored.assign(layer.weight.getValues<float>().begin(),
+                  layer.weight.getValues<float>().end());
+  else
     for (const APFloat &v : layer.weight.getValues<APFloat>())
-      put(toFloat(v));
-  }
+      stored.push_back(toFloat(v));
+  if (layer.isNK)
+    return stored;
+  std::vector<float> rows(n * k);
+  for (int64_t c = 0; c < k; ++c)
+    for (int64_t r = 0; r < n; ++r)
+      rows[r * k + c] = stored[c * n + r];
   return rows;
 }
 

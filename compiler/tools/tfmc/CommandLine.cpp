@@ -1128,9 +1128,7 @@ bool CompileCommand::validate() const {
     valid = false;
   }
   if (trainFlag && quantizeOpt != mlir::tfm::QuantizeMode::None) {
-    error() << "--quantize makes an inference model, and a quantized model "
-               "does not train: train in f32, then compile the trained model "
-               "with --quantize\n";
+    error() << mlir::tfm::kQuantizedTrainingRefusal << "\n";
     valid = false;
   }
   if (quantizeBlockSizeOpt < 16 || quantizeBlockSizeOpt % 16) {

@@ -329,7 +329,6 @@ public:
 #endif
       rowSums[r] = quantizeRowScalar(row, k, scale, zp, &q[r * k]);
     }
-    accStride = widened ? np : n;
     if (widened) {
       widenedProduct(q16.data(), m, kp, pw.widened.data(), np, acc.data());
     } else {
@@ -338,7 +337,7 @@ public:
                                  {DNNL_ARG_DST, dst}});
       dev->stream.wait();
     }
-    epilogue(pw, scale, zp, b, y);
+    epilogue(pw, scale, zp, b, y, widened ? np : n);
     return 0;
   }
 
@@ -347,8 +346,9 @@ private:
   /// column are taken once per call, so that the loop over the outputs is
   /// int32 and f32 lanes the compiler vectorizes: |Σ(q−z)(w−wz)| < K·2^16
   /// and each term fits in int32 while K < 2^14; larger K sums in int64.
+  /// acc's rows are `stride` apart.
   void epilogue(const PackedWeights &pw, float scale, int32_t zp,
-                const float *b, float *y) {
+                const float *b, float *y, int64_t stride) {
     const int64_t z = zp;
     for (int64_t j = 0; j < n; ++j) {
       columnTerms[j] = -z * pw.columnSums[j] + k * z * pw.zeroPoints[j];
@@ -361,7 +361,7 @@ private:
                        activation == TFM_ACTIVATION_RELU;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
-      const int32_t *a = &acc[r * accStride];
+      const int32_t *a = &acc[r * stride];
       float *out = y + r * n;
       const int64_t rs = rowSums[r];
       if (narrow) {
@@ -423,10 +423,9 @@ private:
     // oneDNN's 16-bit pair sums (vpmaddubsw, without VNNI) stay exact
     // while |w| <= 64: 2 · 255 · 64 <= 32767, as weights quantized to 7
     // bits are (tfm-quantize for such a CPU, or a quantizer's reduce_range).
-    int32_t widest = 0;
-    for (int8_t v : s8)
-      widest = std::max(widest, std::abs(int32_t(v)));
-    if (!multipliesInt8Exactly() && widest > 64) {
+    if (!multipliesInt8Exactly() &&
+        std::any_of(s8.begin(), s8.end(),
+                    [](int8_t v) { return v > 64 || v < -64; })) {
       pw.widened = widenWeights(s8.data(), n, k);
       return pw;
     }
@@ -443,8 +442,8 @@ private:
   int64_t activation, flags;
   /// Without VNNI, for weights beyond 7 bits: the widened product, on the
   /// input in 16 bits (q16, rows of kp: K made even) into rows of np (N
-  /// made whole panels). accStride: the last call's rows of acc.
-  int64_t kp, np, accStride = 0;
+  /// made whole panels).
+  int64_t kp, np;
   std::vector<uint8_t> q;
   std::vector<int16_t> q16;
   std::vector<int32_t> acc, rowSums;

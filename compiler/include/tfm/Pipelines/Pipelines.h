@@ -94,6 +94,12 @@ struct CompilerOptions {
   int64_t parallelGlueIterations = 65536;
 };
 
+/// Why --quantize refuses --train, as the pipeline and tfmc's usage check
+/// both say it.
+inline constexpr const char *kQuantizedTrainingRefusal =
+    "--quantize makes an inference model, and a quantized model does not "
+    "train: train in f32, then compile the trained model with --quantize";
+
 /// The options of the registered pipelines: CompilerOptions as pass
 /// options, the training options expanded from TrainingOptions.def.
 struct TfmPipelineOptions : public PassPipelineOptions<TfmPipelineOptions> {
