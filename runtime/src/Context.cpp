@@ -40,6 +40,9 @@ tfm_status_t tfm_context_create(const tfm_context_options_t *options,
     if (options->struct_size >= offsetof(tfm_context_options_t, device) +
                                     sizeof(const char *))
       opts.device = options->device;
+    if (options->struct_size >= offsetof(tfm_context_options_t, inspect_only) +
+                                    sizeof(int32_t))
+      opts.inspect_only = options->inspect_only;
   }
   if (opts.num_threads < 0)
     return makeStatus(TFM_STATUS_INVALID_ARGUMENT,
@@ -60,6 +63,7 @@ tfm_status_t tfm_context_create(const tfm_context_options_t *options,
       makeDevice(device);
     auto *ctx = new tfm_context_s;
     ctx->device = device;
+    ctx->inspectOnly = opts.inspect_only != 0;
     unsigned hw = std::thread::hardware_concurrency();
     ctx->numThreads =
         opts.num_threads ? opts.num_threads : static_cast<int32_t>(hw ? hw : 1);
@@ -79,6 +83,10 @@ int32_t tfm_context_num_threads(const tfm_context_t *context) {
 
 const char *tfm_context_device(const tfm_context_t *context) {
   return context ? context->device.c_str() : "";
+}
+
+int32_t tfm_context_inspect_only(const tfm_context_t *context) {
+  return context && context->inspectOnly;
 }
 
 } // extern "C"

@@ -282,6 +282,8 @@ struct tfm_context_s : tfm::runtime::RefCounted {
   int32_t numThreads = 1;
   /// The device every session uses; empty: each model's own target.
   std::string device;
+  /// Modules are read, not run: see tfm_context_options_t.inspect_only.
+  bool inspectOnly = false;
 };
 
 struct tfm_module_s : tfm::runtime::RefCounted {
@@ -290,6 +292,9 @@ struct tfm_module_s : tfm::runtime::RefCounted {
   void *handle = nullptr; // from dlopen
   const tfm_abi_model_t *model = nullptr;
   std::string path;
+  /// Why this CPU cannot run the module's code; set only when an
+  /// inspect_only context loaded it anyway, for tfm_session_create to say.
+  std::string cpuRefusal;
   std::vector<char> externalWeights;
   const void *weights = nullptr;
   /// The largest buffer a kernel may touch: no valid descriptor exceeds it.

@@ -223,14 +223,16 @@ tfm_status_t tfm_module_load(tfm_context_t *context, const char *path,
     // generated for, it would die on an illegal instruction.
     if (const char *features = modelCpuFeatures(m->model)) {
       std::vector<std::string> missing = missingCpuFeatures(features);
-      if (!missing.empty())
-        return makeStatus(
-            TFM_STATUS_INCOMPATIBLE,
+      if (!missing.empty()) {
+        m->cpuRefusal = fmt::format(
             "'{}' was compiled for CPU '{}' and uses {}, which this CPU "
             "lacks; recompile it for a CPU this one covers (tfmc compile "
             "--cpu={}, a portable level this CPU has, or --cpu=native on "
             "this machine)",
             path, m->model->cpu, fmt::join(missing, ", "), portableCpuLevel());
+        if (!context->inspectOnly)
+          return makeStatus(TFM_STATUS_INCOMPATIBLE, "{}", m->cpuRefusal);
+      }
     }
     listPublicEntries(*m);
     int32_t target;

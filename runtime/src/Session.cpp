@@ -363,6 +363,8 @@ tfm_status_t tfm_session_create(tfm_module_t *module,
   if (tfm_status_t s = readOptions(options, opts, "tfm_session_options_t",
                                    "tfm_session_options_init"))
     return s;
+  if (!module->cpuRefusal.empty())
+    return makeStatus(TFM_STATUS_INCOMPATIBLE, "{}", module->cpuRefusal);
   return guarded("tfm_session_create", [&]() -> tfm_status_t {
     auto s = std::make_unique<tfm_session_s>();
     s->module = module;

@@ -536,7 +536,11 @@ int mlir::tfm::tfmc::trainCompiled(StringRef soPath, const TrainOptions &opts,
 
 int mlir::tfm::tfmc::inspectCompiled(StringRef soPath, bool json) {
   Loaded rt;
-  if (!ok(tfm_context_create(nullptr, &rt.context)) ||
+  // Inspecting a library for another CPU reads it; it runs nothing.
+  tfm_context_options_t co;
+  tfm_context_options_init(&co);
+  co.inspect_only = 1;
+  if (!ok(tfm_context_create(&co, &rt.context)) ||
       !ok(tfm_module_load(rt.context, soPath.str().c_str(), &rt.module)))
     return kExitInputError;
   llvm::json::Array entries;

@@ -162,6 +162,12 @@ typedef struct tfm_context_options_t {
    * CPU, or the first GPU. A model compiled for another target than the
    * device named fails to load with TFM_STATUS_INCOMPATIBLE. */
   const char *device;
+  /* Nonzero: modules are loaded to read what they describe, not to run.
+   * A library compiled for CPU features this CPU lacks then loads, so its
+   * entries and target can be listed on any machine, and
+   * tfm_session_create refuses it with TFM_STATUS_INCOMPATIBLE, naming the
+   * features, as tfm_module_load does otherwise. */
+  int32_t inspect_only;
 } tfm_context_options_t;
 
 TFM_API void tfm_context_options_init(tfm_context_options_t *options);
@@ -173,6 +179,8 @@ TFM_API int32_t tfm_context_num_threads(const tfm_context_t *context);
 /* The device the context's options named; "" when each model runs on its
  * own target. Owned by the context. */
 TFM_API const char *tfm_context_device(const tfm_context_t *context);
+/* Whether the context's options set inspect_only. */
+TFM_API int32_t tfm_context_inspect_only(const tfm_context_t *context);
 
 /*===-- Modules -----------------------------------------------------------===*/
 
@@ -580,7 +588,8 @@ TFM_API void tfm_generation_release(tfm_generation_t *generation);
  * "cuda"), the CPU its host code was compiled for ("x86-64-v3", or the
  * build host's name for `tfmc compile --cpu=native`), and the x86-64
  * features that code may use, comma-separated ("avx,avx2,fma,..."), which
- * tfm_module_load checked against this CPU. The last two are "" for a
+ * tfm_module_load checked against this CPU (tfm_session_create, for a
+ * context that is inspect_only). The last two are "" for a
  * library from before they were recorded. The strings live as long as the
  * module. */
 TFM_API const char *tfm_module_target(const tfm_module_t *module);

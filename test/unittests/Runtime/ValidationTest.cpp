@@ -221,6 +221,36 @@ TEST_F(Corrupted, AnUnknownCpuFeatureIsRefusedAtLoad) {
       << msg;
 }
 
+// An inspect_only context reads a library for a CPU this one does not
+// cover (`tfmc inspect` of one built for another machine): the load
+// succeeds and says what it was built for, and the refusal moves to the
+// session, before any of the library's code could run.
+TEST_F(Corrupted, AnInspectOnlyContextLoadsALibraryThisCpuCannotRun) {
+  std::string path =
+      lib.patched(&lib.model->cpu_features[0], 'X', "cpu_features_inspect");
+  tfm_context_options_t co;
+  tfm_context_options_init(&co);
+  co.inspect_only = 1;
+  tfm_context_t *ctx = nullptr;
+  ASSERT_EQ(take(tfm_context_create(&co, &ctx)).first, TFM_STATUS_OK);
+  EXPECT_EQ(tfm_context_inspect_only(ctx), 1);
+  tfm_module_t *module = nullptr;
+  auto [code, msg] = take(tfm_module_load(ctx, path.c_str(), &module));
+  ASSERT_EQ(code, TFM_STATUS_OK) << msg;
+  EXPECT_EQ(std::string(tfm_module_cpu_features(module)).rfind("Xse3,", 0),
+            0u);
+  EXPECT_GT(tfm_module_num_entries(module), 0u);
+  tfm_session_t *session = nullptr;
+  std::tie(code, msg) = take(tfm_session_create(module, nullptr, &session));
+  EXPECT_EQ(code, TFM_STATUS_INCOMPATIBLE);
+  EXPECT_EQ(session, nullptr);
+  EXPECT_NE(msg.find("and uses Xse3, which this CPU lacks; recompile it"),
+            std::string::npos)
+      << msg;
+  tfm_module_release(module);
+  tfm_context_release(ctx);
+}
+
 // What the inputs take (labels in [0, 5) for train_step): a kind this
 // runtime does not know, or an empty range, is corruption.
 TEST_F(Corrupted, InputValuesOfNoKnownKindAreRefusedAtLoad) {
