@@ -51,9 +51,9 @@ void mlir::tfm::buildCPUToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createConvertMathToLLVMPass());
   // What erf and tanh the approximation left (f64) become libm calls.
   pm.addPass(createConvertMathToLibmPass());
-  // bf16 rounding and widening as integer ops on the bits: on a CPU without
-  // bf16 instructions LLVM would call __truncsfbf2, which the artifact's
-  // link does not provide (a bf16 cast's glue, --dtype=bf16's casts).
+  // bf16 rounding and widening as integer ops on the bits, inline: on a CPU
+  // without bf16 instructions LLVM would call __truncsfbf2 per element (a
+  // bf16 cast's glue, --dtype=bf16's casts).
   arith::ArithExpandOpsPassOptions expandBf16;
   expandBf16.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expandBf16));

@@ -110,9 +110,9 @@ void mlir::tfm::buildGPUScheduleOnCPUPipeline(OpPassManager &pm, StringRef arch,
   pm.addPass(createEmulateGPUKernelsPass());
   // What is left of the kernels' vector ops, as the CPU lowers them.
   pm.addNestedPass<func::FuncOp>(createWidenContractionsPass());
-  // bf16 rounding and widening as integer ops on the bits: a CPU without
-  // bf16 instructions would otherwise call __truncsfbf2, which the
-  // artifact's link does not provide.
+  // bf16 rounding and widening as integer ops on the bits, inline: a CPU
+  // without bf16 instructions would otherwise call __truncsfbf2 per
+  // element.
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));

@@ -91,6 +91,37 @@ makeTargetMachine(const ArtifactOptions &options, std::string &error) {
   return tm;
 }
 
+/// Defines __truncsfbf2 in `ir`, hidden. arith-expand writes the casts to
+/// bf16 as integer work, but on a CPU without bf16 conversions LLVM still
+/// calls the routine when it legalizes a select, phi or vector of bf16 by
+/// widening it to f32 and rounding back (the GPU emulation's bf16 tiles),
+/// and the artifact's link has no compiler runtime to provide it. The
+/// rounding is the expansion's: to nearest even, a NaN to the quiet 0x7fc0.
+void defineBf16Rounding(llvm::Module &ir) {
+  constexpr llvm::StringLiteral kName = "__truncsfbf2";
+  if (llvm::Function *f = ir.getFunction(kName); f && !f->isDeclaration())
+    return;
+  llvm::LLVMContext &ctx = ir.getContext();
+  auto *type = llvm::FunctionType::get(llvm::Type::getBFloatTy(ctx),
+                                       {llvm::Type::getFloatTy(ctx)}, false);
+  auto *fn = llvm::cast<llvm::Function>(
+      ir.getOrInsertFunction(kName, type).getCallee());
+  fn->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  fn->setVisibility(llvm::GlobalValue::HiddenVisibility);
+  fn->setDoesNotThrow();
+  fn->setMemoryEffects(llvm::MemoryEffects::none());
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value *x = fn->getArg(0);
+  llvm::Value *bits = b.CreateBitCast(x, b.getInt32Ty());
+  llvm::Value *lsb = b.CreateAnd(b.CreateLShr(bits, 16), 1);
+  llvm::Value *rounded =
+      b.CreateLShr(b.CreateAdd(bits, b.CreateAdd(lsb, b.getInt32(0x7fff))), 16);
+  llvm::Value *half =
+      b.CreateSelect(b.CreateFCmpUNO(x, x), b.getInt16(0x7fc0),
+                     b.CreateTrunc(rounded, b.getInt16Ty()));
+  b.CreateRet(b.CreateBitCast(half, llvm::Type::getBFloatTy(ctx)));
+}
+
 /// What the metadata says of `tm`'s CPU (artifact::CpuTarget).
 artifact::CpuTarget cpuTargetOf(const llvm::TargetMachine &tm) {
   artifact::CpuTarget cpu{tm.getTargetCPU().str(), ""};
@@ -388,6 +419,7 @@ LogicalResult mlir::tfm::writeObjectFile(llvm::Module &ir,
     error = "cannot write '" + path.str() + "': " + ec.message();
     return failure();
   }
+  defineBf16Rounding(ir);
   llvm::legacy::PassManager pm;
   if (tm->addPassesToEmitFile(pm, out.os(), nullptr,
                               llvm::CodeGenFileType::ObjectFile)) {
