@@ -58,6 +58,7 @@ struct PackedWeights {
   std::vector<uint8_t> values; ///< [N, Kp/2] (4-bit) or [N, Kp] bytes
   std::vector<float> scales;   ///< [N, blocks], 0 past K, and 16 more
   std::vector<int16_t> zeros;  ///< [N, blocks]: z, shifted as u is; and 16
+  std::vector<float> scaledZeros; ///< [N, blocks]: s·z, and 16
   bool ready = false;
 };
 
@@ -72,6 +73,28 @@ struct Shape {
   int64_t blocks; ///< scales per row of the packed form
   Format format;
   int64_t rowBytes() const { return format == Format::U4 ? kp / 2 : kp; }
+};
+
+/// The blocks of the halves of group 0, 1, ... in turn, without a division
+/// per group: a group lies in one block, or (blocks of 16) its halves in
+/// two.
+class BlockWalk {
+public:
+  explicit BlockWalk(const Shape &sh)
+      : half(sh.block == 16), perBlock(half ? 1 : sh.block / kGroup) {}
+  int64_t lo() const { return half ? 2 * group : block; }
+  int64_t hi() const { return half ? 2 * group + 1 : block; }
+  void next() {
+    ++group;
+    if (!half && --left == 0) {
+      ++block;
+      left = perBlock;
+    }
+  }
+
+private:
+  bool half;
+  int64_t perBlock, group = 0, block = 0, left = perBlock;
 };
 
 /// Σ_b s·z·X_b for one row of the weights: the zero points' share.
@@ -112,9 +135,10 @@ void dotsScalar(const Shape &sh, const PackedWeights &pw, int64_t n,
   float lo[16], hi[16];
   for (int64_t m = 0; m < rows; ++m)
     out[m] = 0.f;
-  for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+  BlockWalk walk(sh);
+  for (int64_t g = 0; g < sh.kp / kGroup; ++g, walk.next()) {
     groupScalar(row, g, sh.format, lo, hi);
-    float sLo = s[g * kGroup / sh.block], sHi = s[(g * kGroup + 16) / sh.block];
+    float sLo = s[walk.lo()], sHi = s[walk.hi()];
     for (int64_t m = 0; m < rows; ++m) {
       const float *xg = x + m * sh.kp + g * kGroup;
       float a = 0.f, c = 0.f;
@@ -149,8 +173,9 @@ dequantizeRowAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t n,
   const int16_t *z = pw.zeros.data() + n * sh.blocks;
   const __m512 iota =
       _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
-    int64_t bLo = g * kGroup / sh.block, bHi = (g * kGroup + 16) / sh.block;
+  BlockWalk walk(sh);
+  for (int64_t g = 0; g < sh.kp / kGroup; ++g, walk.next()) {
+    const int64_t bLo = walk.lo(), bHi = walk.hi();
     __m512 tLo = _mm512_mul_ps(
         _mm512_sub_ps(iota, _mm512_set1_ps(static_cast<float>(z[bLo]))),
         _mm512_set1_ps(s[bLo]));
@@ -312,10 +337,11 @@ dequantizeRowAvx2U4(const Shape &sh, const PackedWeights &pw, int64_t n,
   const float *s = pw.scales.data() + n * sh.blocks;
   const int16_t *z = pw.zeros.data() + n * sh.blocks;
   const __m256i low = _mm256_set1_epi32(15);
-  for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+  BlockWalk walk(sh);
+  for (int64_t g = 0; g < sh.kp / kGroup; ++g, walk.next()) {
     // A group's first 16 columns are its bytes' low nibbles, the next 16
     // their high ones; each run of 16 lies in one block.
-    int64_t bLo = g * kGroup / sh.block, bHi = (g * kGroup + 16) / sh.block;
+    const int64_t bLo = walk.lo(), bHi = walk.hi();
     const __m256 sLo = _mm256_set1_ps(s[bLo]), sHi = _mm256_set1_ps(s[bHi]);
     const __m256 zLo = _mm256_set1_ps(static_cast<float>(z[bLo])),
                  zHi = _mm256_set1_ps(static_cast<float>(z[bHi]));
@@ -340,56 +366,86 @@ __attribute__((target("avx2,fma"))) inline float sum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/// dotsAvx512 in eight lanes: a group is four vectors of weights.
-template <int R, Format F>
+/// One group of weights as four vectors of eight floats: columns [0, 8),
+/// [8, 16), [16, 24), [24, 32).
+template <Format F>
+__attribute__((target("avx2,fma"), always_inline)) inline void
+groupAvx2(const uint8_t *row, int64_t g, __m256 *w) {
+  if constexpr (F == Format::U4) {
+    const __m256i mask = _mm256_set1_epi32(15);
+    const uint8_t *p = row + g * 16;
+    __m256i v0 = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+    __m256i v1 = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 8)));
+    w[0] = _mm256_cvtepi32_ps(_mm256_and_si256(v0, mask));
+    w[1] = _mm256_cvtepi32_ps(_mm256_and_si256(v1, mask));
+    w[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
+    w[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
+  } else {
+    const uint8_t *p = row + g * kGroup;
+    for (int i = 0; i < 4; ++i)
+      w[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 8 * i))));
+  }
+}
+
+/// Σ_b t[b]·u[b] over `blocks` floats in eight lanes.
+__attribute__((target("avx2,fma"))) inline float
+dotAvx2(const float *t, const float *u, int64_t blocks) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(t + b), _mm256_loadu_ps(u + b), acc);
+  float rest = 0.f;
+  for (; b < blocks; ++b)
+    rest += t[b] * u[b];
+  return sum8(acc) + rest;
+}
+
+/// dotsAvx512 in eight lanes: a group is four vectors of weights, each
+/// block's sum scaled once it is complete. The loops follow the blocks, so
+/// that no group divides its index by the block size (a 64-bit division
+/// per group had been most of the time).
+template <int R, Format F, bool HalfBlocks>
 __attribute__((target("avx2,fma"))) void
 dotsAvx2(const Shape &sh, const PackedWeights &pw, int64_t n, const float *x,
          const float *blockSums, float *out) {
   const uint8_t *row = pw.values.data() + n * sh.rowBytes();
   const float *s = pw.scales.data() + n * sh.blocks;
-  const __m256i mask = _mm256_set1_epi32(15);
   __m256 acc[R], acc2[R];
   for (int m = 0; m < R; ++m)
     acc[m] = acc2[m] = _mm256_setzero_ps();
   const int64_t groups = sh.kp / kGroup;
-  for (int64_t g = 0; g < groups; ++g) {
-    __m256 w[4];
-    if constexpr (F == Format::U4) {
-      const uint8_t *p = row + g * 16;
-      __m256i v0 = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
-      __m256i v1 = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 8)));
-      w[0] = _mm256_cvtepi32_ps(_mm256_and_si256(v0, mask));
-      w[1] = _mm256_cvtepi32_ps(_mm256_and_si256(v1, mask));
-      w[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
-      w[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
-    } else {
-      const uint8_t *p = row + g * kGroup;
-      for (int i = 0; i < 4; ++i) {
-        __m128i v =
-            _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 8 * i));
-        w[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+  const int64_t perBlock = HalfBlocks ? 1 : sh.block / kGroup;
+  for (int64_t g0 = 0, b = 0; g0 < groups; g0 += perBlock, ++b) {
+    __m256 lo[R], hi[R];
+    for (int m = 0; m < R; ++m)
+      lo[m] = hi[m] = _mm256_setzero_ps();
+    const int64_t g1 = std::min(groups, g0 + perBlock);
+    for (int64_t g = g0; g < g1; ++g) {
+      __m256 w[4];
+      groupAvx2<F>(row, g, w);
+      for (int m = 0; m < R; ++m) {
+        const float *xg = x + m * sh.kp + g * kGroup;
+        lo[m] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(xg), lo[m]);
+        lo[m] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xg + 8), lo[m]);
+        hi[m] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xg + 16), hi[m]);
+        hi[m] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xg + 24), hi[m]);
       }
     }
-    // A group lies in one block, or (blocks of 16) its halves in two.
-    const __m256 sLo = _mm256_set1_ps(s[g * kGroup / sh.block]),
-                 sHi = _mm256_set1_ps(s[(g * kGroup + 16) / sh.block]);
+    // Blocks of 16: the halves of a group have scales of their own.
+    const __m256 sLo = _mm256_set1_ps(s[HalfBlocks ? 2 * b : b]),
+                 sHi = _mm256_set1_ps(s[HalfBlocks ? 2 * b + 1 : b]);
     for (int m = 0; m < R; ++m) {
-      const float *xg = x + m * sh.kp + g * kGroup;
-      __m256 lo = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xg + 8),
-                                  _mm256_mul_ps(w[0], _mm256_loadu_ps(xg)));
-      __m256 hi =
-          _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xg + 24),
-                          _mm256_mul_ps(w[2], _mm256_loadu_ps(xg + 16)));
-      acc[m] = _mm256_fmadd_ps(lo, sLo, acc[m]);
-      acc2[m] = _mm256_fmadd_ps(hi, sHi, acc2[m]);
+      acc[m] = _mm256_fmadd_ps(lo[m], sLo, acc[m]);
+      acc2[m] = _mm256_fmadd_ps(hi[m], sHi, acc2[m]);
     }
   }
-  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  const float *zs = pw.scaledZeros.data() + n * sh.blocks;
   for (int m = 0; m < R; ++m)
     out[m] = sum8(_mm256_add_ps(acc[m], acc2[m])) -
-             zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
+             dotAvx2(zs, blockSums + m * sh.blocks, sh.blocks);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -419,9 +475,11 @@ DotsFn dotsFor(const Shape &sh, int64_t rows) {
     if (isa == VectorIsa::AVX2)
       switch (sh.format) {
       case Format::U4:
-        return dotsAvx2<R, Format::U4>;
+        return half ? dotsAvx2<R, Format::U4, true>
+                    : dotsAvx2<R, Format::U4, false>;
       case Format::S8:
-        return dotsAvx2<R, Format::S8>;
+        return half ? dotsAvx2<R, Format::S8, true>
+                    : dotsAvx2<R, Format::S8, false>;
       }
     return nullptr;
   };
@@ -489,9 +547,13 @@ private:
       float *xp = &xPadded[r * sh.kp];
       std::memcpy(xp, x + r * sh.k, sh.k * sizeof(float));
       float *bs = &blockSums[r * sh.blocks];
-      std::fill(bs, bs + sh.blocks, 0.f);
-      for (int64_t i = 0; i < sh.k; ++i)
-        bs[i / sh.block] += xp[i];
+      for (int64_t blk = 0; blk < sh.blocks; ++blk) {
+        float sum = 0.f;
+        for (int64_t i = blk * sh.block, e = std::min(sh.k, i + sh.block);
+             i < e; ++i)
+          sum += xp[i];
+        bs[blk] = sum;
+      }
     }
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < sh.n; ++j) {
@@ -555,9 +617,10 @@ private:
     const float *s = pw.scales.data() + j * sh.blocks;
     const int16_t *z = pw.zeros.data() + j * sh.blocks;
     float lo[16], hi[16];
-    for (int64_t g = 0; g < sh.kp / kGroup; ++g) {
+    BlockWalk walk(sh);
+    for (int64_t g = 0; g < sh.kp / kGroup; ++g, walk.next()) {
       groupScalar(row, g, sh.format, lo, hi);
-      int64_t bLo = g * kGroup / sh.block, bHi = (g * kGroup + 16) / sh.block;
+      const int64_t bLo = walk.lo(), bHi = walk.hi();
       for (int i = 0; i < 16; ++i) {
         out[g * kGroup + i] = (lo[i] - static_cast<float>(z[bLo])) * s[bLo];
         out[g * kGroup + 16 + i] =
@@ -627,6 +690,10 @@ private:
         pw.zeros[j * sh.blocks + blk] =
             static_cast<int16_t>((hasZero ? valueAt(wz, at) : 0) + shift);
       }
+    // zeroPointTerm's products, once: the same s·z it rounds.
+    pw.scaledZeros.assign(pw.zeros.size(), 0.f);
+    for (size_t i = 0; i < pw.zeros.size(); ++i)
+      pw.scaledZeros[i] = pw.scales[i] * static_cast<float>(pw.zeros[i]);
     pw.ready = true;
     return pw;
   }
