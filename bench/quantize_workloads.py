@@ -15,10 +15,14 @@ and onnx only, so that every system reads the same file:
          the range widened to hold 0, zero point round(-min / scale), values
          clamp(round(w / scale) + zero point, 0, 15), two a byte low nibble
          first, zero points packed the same way.
+  int4a4 (W7-I4A4, W10-I4A4): int4's rewrite with accuracy_level 4 on every
+         MatMulNBits, which lets a runtime round the input to int8 in each
+         block (ONNX Runtime's int8 kernels; tfm's `blocked` input).
 
-Writes NAME-i8.onnx or NAME-i4.onnx beside NAME.onnx, and NAME-i4.json with
+Writes NAME-i8.onnx, NAME-i4.onnx or NAME-i4a4.onnx beside NAME.onnx, and
+NAME-i4.json (NAME-i4a4.json) with
 the bytes of weights a decoding step reads in the quantized file.
-Usage: quantize_workloads.py int8|int4 DIR NAME..."""
+Usage: quantize_workloads.py int8|int4|int4a4 DIR NAME..."""
 import json
 import os
 import sys
@@ -117,7 +121,7 @@ def quantize_blocks(w):
     return packed, scale.reshape(-1), zpacked.reshape(-1)
 
 
-def int4(model):
+def int4(model, accuracy_level=0):
     def convert(node, w, added):
         k, n = w.shape
         packed, scale, zp = quantize_blocks(w)
@@ -129,7 +133,8 @@ def int4(model):
             "MatMulNBits", [node.input[0], f"{base}_Q4", f"{base}_scales",
                             f"{base}_zero_points"],
             list(node.output), name=f"{node.name}_Q4", domain="com.microsoft",
-            K=k, N=n, bits=4, block_size=BLOCK)]
+            K=k, N=n, bits=4, block_size=BLOCK,
+            **({"accuracy_level": accuracy_level} if accuracy_level else {}))]
 
     rewrite(model, convert)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
@@ -153,7 +158,7 @@ def step_bytes(model, float_bytes_per_token):
 
 def main():
     kind, out, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-    suffix = {"int8": "i8", "int4": "i4"}[kind]
+    suffix = {"int8": "i8", "int4": "i4", "int4a4": "i4a4"}[kind]
     for name in names:
         for variant in ("", "-past"):
             src = os.path.join(out, f"{name}{variant}.onnx")
@@ -161,13 +166,16 @@ def main():
             if not os.path.exists(src) or os.path.exists(dst):
                 continue
             model = onnx.load(src)
-            (int8 if kind == "int8" else int4)(model)
+            if kind == "int8":
+                int8(model)
+            else:
+                int4(model, 4 if kind == "int4a4" else 0)
             onnx.save(model, dst)
-            if kind == "int4" and not variant:
+            if kind != "int8" and not variant:
                 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
                 import importlib
                 decoder = importlib.import_module(f"{name}_model")
-                with open(os.path.join(out, f"{name}-i4.json"), "w") as f:
+                with open(os.path.join(out, f"{name}-{suffix}.json"), "w") as f:
                     json.dump({"weight_bytes_per_token":
                                step_bytes(model, decoder.weight_bytes_per_token())}, f)
 

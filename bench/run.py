@@ -7,7 +7,9 @@ system's share of the ceiling, and writes it as Markdown to OUT/results.md.
 
 W1-I8, W2-I8 and W9-I8 are W1, W2 and W9 after quantize_dynamic's rewrite,
 and W7-I4 and W10-I4 the decoders with 4-bit MatMulNBits weights
-(quantize_workloads.py), each run by every system from the same file; their
+(quantize_workloads.py), W7-I4A4 and W10-I4A4 the same at accuracy_level 4
+(the input may be rounded to int8 in each block, as ONNX Runtime and tfm
+then do), each run by every system from the same file; their
 accuracy is reported beside their speed, and the int8 workloads' share is
 of the int8 ceiling (oneDNN's u8 x s8 GEMM), measured in every round.
 
@@ -20,7 +22,7 @@ compiles of the lengths it runs.
 
 Usage: run.py --tfmc TFMC --ceiling SGEMM_CEILING --int8-ceiling INT8_CEILING
               --bandwidth READ_BANDWIDTH --out DIR [--rounds N]
-              [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,w1-i8,w2-i8,w9-i8,w1-q8,w2-q8,w7-i4,w10-i4,lengths]
+              [--workloads w1,...,w7,w8-1k,w8-4k,w9,w10,w1-i8,w2-i8,w9-i8,w1-q8,w2-q8,w7-i4,w10-i4,w7-i4a4,w10-i4a4,lengths]
               [--skip ort,torch]
 Needs Debian's python3-torch and python3-onnx (run it with /usr/bin/python3),
 and node with npm for ONNX Runtime (installed into OUT on first use)."""
@@ -49,6 +51,7 @@ INT8_OF = {"w1-i8": "w1", "w2-i8": "w2", "w9-i8": "w9", "w1-q8": "w1",
 # from the float model; the peers run the file their own tools wrote.
 QUANTIZED_BY_TFM = {"w1-q8": "w1-i8", "w2-q8": "w2-i8"}
 INT4_OF = {"w7-i4": "w7", "w10-i4": "w10"}
+INT4A4_OF = {"w7-i4a4": "w7", "w10-i4a4": "w10"}
 # Workloads that are another compiled with --dtype=bf16 (tfm only): W6 is
 # PERFORMANCE.md's W2 in bf16; W4 in bf16 is issue 16's addition.
 BF16_OF = {"w6": "w2", "w4-bf16": "w4"}
@@ -318,7 +321,8 @@ def decode_table(args, skip, node_env, name="w7", f32_tokens=None):
     ]
     header = (
         f"{name.upper()}, decoding: {decoder.DESCRIPTION}"
-        f"{', 4-bit MatMulNBits weights (block 32, zero points)' if quantized else ''}, "
+        f"{', 4-bit MatMulNBits weights (block 32, zero points)' if quantized else ''}"
+        f"{', accuracy_level 4' if name.endswith('a4') else ''}, "
         f"B1, {decoder.PROMPT}-token prompt + {decoder.NEW} new tokens, greedy. "
         f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
         f"{step_bytes / 1e6:.0f} MB of weights"
@@ -527,7 +531,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads",
                     default="w1,w2,w3,w4,w5,w6,w4-bf16,w7,w8-1k,w8-4k,w9,w10,"
-                    "w1-i8,w2-i8,w9-i8,w1-q8,w2-q8,w7-i4,w10-i4,lengths,w5-dp",
+                    "w1-i8,w2-i8,w9-i8,w1-q8,w2-q8,w7-i4,w10-i4,w7-i4a4,w10-i4a4,lengths,w5-dp",
                     help="w5 trains w4 (no ONNX Runtime peer: it runs inference "
                     "graphs); w6 and w4-bf16 are w2 and w4 compiled with "
                     "--dtype=bf16 (tfm only); "
@@ -537,7 +541,8 @@ def main():
     ap.add_argument("--skip", default="")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
-    decoders = [w for w in ("w7", "w10", "w7-i4", "w10-i4") if w in workloads]
+    decoders = [w for w in ("w7", "w10", "w7-i4", "w10-i4", "w7-i4a4", "w10-i4a4")
+                if w in workloads]
     lengths = "lengths" in workloads
     data_parallel = "w5-dp" in workloads
     workloads = [w for w in workloads if w not in decoders + ["lengths", "w5-dp"]]
@@ -561,7 +566,7 @@ def main():
             blas = "reference BLAS: column left out"
     log("exporting the workloads")
     run(["/usr/bin/python3", os.path.join(HERE, "export_workloads.py"), args.out])
-    for kind, of in (("int8", INT8_OF), ("int4", INT4_OF)):
+    for kind, of in (("int8", INT8_OF), ("int4", INT4_OF), ("int4a4", INT4A4_OF)):
         sources = list(dict.fromkeys(of[w] for w in workloads + decoders if w in of))
         if sources:
             log(f"quantizing {', '.join(sources)} ({kind})")
@@ -701,7 +706,7 @@ def main():
             f"{pct(w, p)} | {target} | {compile_s[w]:.2f} | {peak_mb[w]:.0f} |")
     for name in decoders:
         lines += [""] + decode_table(args, skip, node_env, name,
-                                     DECODED.get(INT4_OF.get(name, name)))
+                                     DECODED.get({**INT4_OF, **INT4A4_OF}.get(name, name)))
     if lengths:
         lines += [""] + lengths_table(args)
     if data_parallel:

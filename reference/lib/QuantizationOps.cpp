@@ -146,6 +146,39 @@ Tensor mlir::tfm::reference::evalMatmulInteger(const Tensor &a, const Tensor &b,
   return out;
 }
 
+namespace {
+
+/// x with each row's blocks of `block` along its last axis rounded to
+/// symmetric int8, in f32 as a kernel computes it: s = max|x| / 127 over
+/// the block, x' = s · clamp(round_half_even(x / s), -127, 127); NaNs take
+/// no part in the maximum and become 0, as does a block whose maximum is 0.
+Tensor blockRoundedInput(const Tensor &x, int64_t block) {
+  Tensor out(x.kind, x.shape);
+  const int64_t k = x.shape.empty() ? 1 : x.shape.back();
+  const int64_t rows = k ? x.numElements() / k : 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b0 = 0; b0 < k; b0 += block) {
+      const int64_t b1 = std::min(k, b0 + block);
+      float amax = 0.f;
+      for (int64_t i = b0; i < b1; ++i) {
+        float v = static_cast<float>(x.data[r * k + i]);
+        if (!std::isnan(v))
+          amax = std::max(amax, std::fabs(v));
+      }
+      const float s = amax / 127.f;
+      for (int64_t i = b0; i < b1; ++i) {
+        float v = static_cast<float>(x.data[r * k + i]);
+        float q = s > 0.f && !std::isnan(v)
+                      ? std::clamp(std::nearbyint(v / s), -127.f, 127.f)
+                      : 0.f;
+        out.data[r * k + i] = roundToKind(q * s, x.kind);
+      }
+    }
+  return out;
+}
+
+} // namespace
+
 Tensor mlir::tfm::reference::evalQuantizedLinear(
     const Tensor &x, const Tensor &weight, const Tensor &weightScale,
     const Tensor *weightZeroPoint, const Tensor *bias, const Tensor *inputScale,
@@ -168,6 +201,8 @@ Tensor mlir::tfm::reference::evalQuantizedLinear(
                                      0),
                       w, bias, act, outShape);
   }
+  case InputQuantization::blocked:
+    return evalLinear(blockRoundedInput(x, blockSize), w, bias, act, outShape);
   }
   return evalLinear(x, w, bias, act, outShape);
 }

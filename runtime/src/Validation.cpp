@@ -291,8 +291,16 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
                          TFM_QUANTIZED_LINEAR_PER_ROW |
                          TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
                          TFM_QUANTIZED_LINEAR_WEIGHT_ONLY |
-                         TFM_QUANTIZED_LINEAR_FOUR_BIT)) {
+                         TFM_QUANTIZED_LINEAR_FOUR_BIT |
+                         TFM_QUANTIZED_LINEAR_BLOCKED_INPUT)) {
       why = "it has unknown flags";
+      return false;
+    }
+    if ((flags & TFM_QUANTIZED_LINEAR_BLOCKED_INPUT) &&
+        (!(flags & TFM_QUANTIZED_LINEAR_WEIGHT_ONLY) || block <= 0 ||
+         k % block != 0)) {
+      why = "a blocked input needs the weight-only layouts and a block "
+            "size that divides K";
       return false;
     }
     if (block < 0 || (block > 0 && !(flags & TFM_QUANTIZED_LINEAR_PER_ROW))) {

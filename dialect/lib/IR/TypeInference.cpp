@@ -929,6 +929,10 @@ FailureOr<Type> mlir::tfm::inferQuantizedLinearType(
                     "got ",
                     fmtType(inputScaleT), " and ", fmtType(*zp));
   }
+  if (inputQuantization == 3 && (blockSize <= 0 || k % blockSize != 0))
+    return d.fail("a blocked quantization of the input needs the weight's "
+                  "'block_size', dividing K = ",
+                  k, "; got ", blockSize);
   if (inputQuantization == 1 && !elem.isF32())
     return d.fail("a dynamic quantization of the input needs an f32 "
                   "'input', got ",

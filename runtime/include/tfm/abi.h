@@ -273,6 +273,10 @@ typedef enum tfm_quantized_linear_flag_t {
    * quantization of x takes 8-bit weights without blocks. */
   TFM_QUANTIZED_LINEAR_WEIGHT_ONLY = 8,
   TFM_QUANTIZED_LINEAR_FOUR_BIT = 16, /* w and wz hold int4 (uint4) values */
+  /* With WEIGHT_ONLY's layouts: x is read with each row's blocks of
+   * BLOCK_SIZE (which divides K) rounded to symmetric int8, as
+   * tfm.quantized_linear's `blocked` input quantization defines. */
+  TFM_QUANTIZED_LINEAR_BLOCKED_INPUT = 32,
 } tfm_quantized_linear_flag_t;
 
 /* The two calls of an ALL_REDUCE member (params[TFM_ALL_REDUCE_PHASE]). */

@@ -931,3 +931,12 @@ func.func @quantized_linear_static(%x: tensor<2x64xf32>, %w: tensor<8x64xi8>, %s
   %0 = tfm.quantized_linear %x, %w scale %s input_quantization = static : (tensor<2x64xf32>, tensor<8x64xi8>, tensor<8xf32>) -> tensor<2x8xf32>
   return
 }
+
+// -----
+
+// Tests that a blocked input needs the weight's blocks, whole along K.
+func.func @quantized_linear_blocked(%x: tensor<2x64xf32>, %w: tensor<8x64xi8>, %s: tensor<8xf32>) {
+  // expected-error@+1 {{a blocked quantization of the input needs the weight's 'block_size', dividing K = 64; got 0}}
+  %0 = tfm.quantized_linear %x, %w scale %s input_quantization = blocked : (tensor<2x64xf32>, tensor<8x64xi8>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}

@@ -355,5 +355,7 @@ func.func @quantized_matmuls(%x: tensor<2x8x64xf32>, %w: tensor<128x64xi8>, %s: 
   %1 = tfm.quantized_linear %x, %w scale %s bias %bias input_quantization = dynamic activation = gelu : (tensor<2x8x64xf32>, tensor<128x64xi8>, tensor<128xf32>, tensor<128xf32>) -> tensor<2x8x128xf32>
   // CHECK: tfm.quantized_linear %{{.+}}, %{{.+}} scale %{{.+}} zero_point %{{.+}} block_size = 32 : (tensor<2x8x64xf32>, tensor<128x64xui4>, tensor<128x2xf32>, tensor<128x2xui4>) -> tensor<2x8x128xf32>
   %2 = tfm.quantized_linear %x, %w4 scale %s4 zero_point %z4 block_size = 32 : (tensor<2x8x64xf32>, tensor<128x64xui4>, tensor<128x2xf32>, tensor<128x2xui4>) -> tensor<2x8x128xf32>
+  // CHECK: tfm.quantized_linear %{{.+}}, %{{.+}} scale %{{.+}} zero_point %{{.+}} input_quantization = blocked block_size = 32 : (tensor<2x8x64xf32>, tensor<128x64xui4>, tensor<128x2xf32>, tensor<128x2xui4>) -> tensor<2x8x128xf32>
+  %3 = tfm.quantized_linear %x, %w4 scale %s4 zero_point %z4 input_quantization = blocked block_size = 32 : (tensor<2x8x64xf32>, tensor<128x64xui4>, tensor<128x2xf32>, tensor<128x2xui4>) -> tensor<2x8x128xf32>
   return %0, %1, %2 : tensor<2x8x128xi32>, tensor<2x8x128xf32>, tensor<2x8x128xf32>
 }

@@ -402,7 +402,11 @@ std::string floatLiteral(const std::vector<float> &values,
 // than the kernel's chunk of blocks, and row
 // counts that take one pass (1 to 4 rows), several (5 to 16) and the sgemm
 // panels (more). Under DNNL_MAX_CPU_ISA=AVX2 and SSE41 (kernel-rows-*), the
-// AVX2 and portable bodies.
+// AVX2 and portable bodies. With BLOCKED_INPUT, against input_quantization
+// = blocked: the AVX2 integer body (4 bits, blocks of 32 and 64, 1 to 4
+// rows, and more in several passes), and the float bodies on the rounded
+// input elsewhere (8 bits, blocks of 16, the panels); an input kept in
+// float would miss by far more than the tolerance.
 TEST(Kernel, QuantizedLinearWeightOnly) {
   struct Case {
     int64_t m, k, n;
@@ -411,6 +415,7 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
     int scales; // 0: the tensor's, 1: a row's, 2: a block's
     int64_t block;
     int act;
+    bool blocked = false;
   };
   const Case cases[] = {
       {1, 100, 19, 4, false, false, 2, 32, TFM_ACTIVATION_NONE},
@@ -427,12 +432,20 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
       // The panels with two blocks a group (each half its own scale).
       {24, 80, 40, 4, true, true, 2, 16, TFM_ACTIVATION_NONE},
       {33, 50, 7, 8, false, false, 2, 16, TFM_ACTIVATION_NONE},
+      {1, 96, 19, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
+      {3, 128, 21, 4, false, true, 2, 64, TFM_ACTIVATION_GELU, true},
+      {4, 64, 9, 4, true, false, 2, 32, TFM_ACTIVATION_NONE, true},
+      {7, 160, 13, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
+      {2, 96, 17, 8, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
+      {1, 64, 7, 4, true, true, 2, 16, TFM_ACTIVATION_NONE, true},
+      {20, 64, 30, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
   };
   std::mt19937 gen(69);
   for (const Case &c : cases) {
     SCOPED_TRACE("M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) +
                  " bits=" + std::to_string(c.bits) +
-                 " block=" + std::to_string(c.block));
+                 " block=" + std::to_string(c.block) +
+                 (c.blocked ? " blocked" : ""));
     int lo = c.isUnsigned ? 0 : -(1 << (c.bits - 1));
     int hi = c.isUnsigned ? (1 << c.bits) - 1 : (1 << (c.bits - 1)) - 1;
     std::uniform_int_distribution<int> value(lo, hi);
@@ -452,7 +465,8 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
         (c.bits == 4 ? TFM_QUANTIZED_LINEAR_FOUR_BIT : 0) |
         (c.isUnsigned ? TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS : 0) |
         (c.scales ? TFM_QUANTIZED_LINEAR_PER_ROW : 0) |
-        (c.zeroPoint ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0);
+        (c.zeroPoint ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0) |
+        (c.blocked ? TFM_QUANTIZED_LINEAR_BLOCKED_INPUT : 0);
     tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
                             TFM_DTYPE_F32,
                             {c.m, c.k, c.n, 1, c.act, flags,
@@ -502,8 +516,9 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
         "\n  %s = arith.constant " + sLiteral +
         (c.zeroPoint ? "\n  %z = arith.constant " + zLiteral : "") +
         "\n  %0 = tfm.quantized_linear %x, %w scale %s" +
-        (c.zeroPoint ? " zero_point %z" : "") + " bias %b activation = " +
-        acts[c.act] +
+        (c.zeroPoint ? " zero_point %z" : "") + " bias %b" +
+        (c.blocked ? " input_quantization = blocked" : "") +
+        " activation = " + acts[c.act] +
         (c.scales == 2 ? " block_size = " + std::to_string(c.block) : "") +
         " : (" + xType + ", " + wType + ", " + sType +
         (c.zeroPoint ? ", " + zType : "") + ", " + bType + ") -> " + yType +

@@ -289,7 +289,11 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   unsigned bits = wElem.getIntOrFloatBitWidth();
   int64_t block = op.getBlockSize(),
           scaleRank = op.getWeightScale().getType().getRank();
-  bool weightOnly = op.getInputQuantization() == InputQuantization::none;
+  // A blocked input is rounded by the weight-only kernel itself.
+  bool blockedInput =
+      op.getInputQuantization() == InputQuantization::blocked;
+  bool weightOnly =
+      op.getInputQuantization() == InputQuantization::none || blockedInput;
   bool layoutFits =
       weightOnly ? (bits == 4 || bits == 8) &&
                        (block == 0 || block % 16 == 0 || block >= k)
@@ -309,7 +313,8 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
       (scaleRank >= 1 ? TFM_QUANTIZED_LINEAR_PER_ROW : 0) |
       (wz ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0) |
       (weightOnly ? TFM_QUANTIZED_LINEAR_WEIGHT_ONLY : 0) |
-      (bits == 4 ? TFM_QUANTIZED_LINEAR_FOUR_BIT : 0);
+      (bits == 4 ? TFM_QUANTIZED_LINEAR_FOUR_BIT : 0) |
+      (blockedInput ? TFM_QUANTIZED_LINEAR_BLOCKED_INPUT : 0);
   SmallVector<int64_t> params(TFM_QUANTIZED_LINEAR_NUM_PARAMS, 0);
   params[TFM_QUANTIZED_LINEAR_M] = m;
   params[TFM_QUANTIZED_LINEAR_K] = k;

@@ -273,6 +273,61 @@ LogicalResult lowerDynamicQuantize(DynamicQuantizeOp op, BufferizedEntry &e) {
   return success();
 }
 
+/// x rounded per block to symmetric int8, as tfm.quantized_linear's
+/// `blocked` reads its input, into a temporary of x's type: the blocks' |x|
+/// maxima in one reduction (maxnum passes NaNs over), then each element
+/// against its block's scale.
+Value emitBlockRounding(BufferizedEntry &e, Value x, int64_t block) {
+  MLIRContext *ctx = e.ctx;
+  Type f32 = e.b.getF32Type();
+  auto xType = cast<MemRefType>(x.getType());
+  Type elem = xType.getElementType();
+  int64_t k = xType.getShape().back(), rows = xType.getNumElements() / k,
+          blocks = k / block;
+  Value cut = e.reshape(x, MemRefType::get({rows, blocks, block}, elem));
+  Value amax = e.temporary(MemRefType::get({rows, blocks}, f32));
+  e.fill(amax, e.b.getF32FloatAttr(0));
+  AffineExpr d0 = getAffineDimExpr(0, ctx), d1 = getAffineDimExpr(1, ctx),
+             d2 = getAffineDimExpr(2, ctx);
+  AffineMap all = AffineMap::get(3, 0, {d0, d1, d2}, ctx),
+            perBlock = AffineMap::get(3, 0, {d0, d1}, ctx);
+  e.generic({cut}, {all}, amax, perBlock,
+            {utils::IteratorType::parallel, utils::IteratorType::parallel,
+             utils::IteratorType::reduction},
+            [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+              Value v = toFloat(ob, l, a[0], f32);
+              return ob.create<arith::MaxNumFOp>(
+                  l, a[1], ob.create<math::AbsFOp>(l, v));
+            });
+  Value rounded =
+      e.temporary(MemRefType::get({rows, blocks, block}, elem));
+  auto c = [&](OpBuilder &ob, Location l, double v) -> Value {
+    return ob.create<arith::ConstantOp>(l, ob.getF32FloatAttr(v));
+  };
+  e.elementwise(
+      {cut, e.reshape(amax, MemRefType::get({rows, blocks, 1}, f32))},
+      rounded,
+      [&](OpBuilder &ob, Location l, ValueRange a) -> Value {
+        Value v = toFloat(ob, l, a[0], f32);
+        Value s = ob.create<arith::DivFOp>(l, a[1], c(ob, l, 127));
+        Value q = ob.create<math::RoundEvenOp>(
+            l, ob.create<arith::DivFOp>(l, v, s));
+        q = ob.create<arith::MaximumFOp>(
+            l, ob.create<arith::MinimumFOp>(l, q, c(ob, l, 127)),
+            c(ob, l, -127));
+        // A zero scale or a NaN element: 0.
+        Value usable = ob.create<arith::AndIOp>(
+            l,
+            ob.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGT, s,
+                                     c(ob, l, 0)),
+            ob.create<arith::CmpFOp>(l, arith::CmpFPredicate::ORD, v, v));
+        Value y = ob.create<arith::SelectOp>(
+            l, usable, ob.create<arith::MulFOp>(l, q, s), c(ob, l, 0));
+        return toFloat(ob, l, y, elem);
+      });
+  return e.reshape(rounded, xType);
+}
+
 /// `v - zp` in i32, into a temporary of `v`'s shape: the operand of the
 /// integer product, its zero point broadcast numpy-style.
 Value shiftedOperand(BufferizedEntry &e, Value tensor, Value zpTensor) {
@@ -322,7 +377,9 @@ LogicalResult mlir::tfm::lowerGenericQuantizedLinear(QuantizedLinearOp op,
                  wzp ? e.bufferOf(wzp) : Value(), wzp && e.isUnsigned(wzp),
                  op.getWeightScale().getType(), block ? 1 : 0, block, w);
   Value x = e.denseOf(op.getInput());
-  if (op.getInputQuantization() != InputQuantization::none) {
+  if (op.getInputQuantization() == InputQuantization::blocked) {
+    x = emitBlockRounding(e, x, block);
+  } else if (op.getInputQuantization() != InputQuantization::none) {
     // x' = dequantize(quantize(x)) in one pass, with the scale and zero
     // point given (static) or of x's range (dynamic).
     auto xType = cast<MemRefType>(x.getType());

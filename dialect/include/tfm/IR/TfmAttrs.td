@@ -30,7 +30,8 @@ def Tfm_InputQuantization : I32EnumAttr<"InputQuantization",
     "how a quantized linear reads its input", [
       I32EnumAttrCase<"none", 0>,
       I32EnumAttrCase<"dynamic", 1>,
-      I32EnumAttrCase<"static_", 2, "static">]> {
+      I32EnumAttrCase<"static_", 2, "static">,
+      I32EnumAttrCase<"blocked", 3>]> {
   let cppNamespace = "::mlir::tfm";
 }
 

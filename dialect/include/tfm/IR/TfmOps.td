@@ -986,16 +986,23 @@ def Tfm_QuantizedLinearOp : Tfm_PureOp<"quantized_linear",
     `input_quantization` reads it: `none`, the input itself (weight-only
     quantization); `dynamic`, `dequantize(dynamic_quantize(input))` over the
     whole input; `static`, `dequantize(quantize(input, input_scale,
-    input_zero_point))`. `tfm-fuse-quantized-linear` makes it of what
-    exporters write: `MatMulInteger` on `DynamicQuantizeLinear`, a matmul of
-    a `DequantizeLinear`ed weight (QDQ, `MatMulNBits`).
+    input_zero_point))`; `blocked`, each row cut into the weight's blocks of
+    `block_size` along K, each block rounded to symmetric int8 by a scale
+    of its own, `s · clamp(round_half_even(x / s), -127, 127)` with `s =
+    max |x| / 127` over the block (NaNs ignored, and read as 0; a block of
+    zeros stays 0): what `MatMulNBits` with `accuracy_level` 4 allows, so
+    that a kernel may take int8 dot products. `tfm-fuse-quantized-linear`
+    makes it of what exporters write: `MatMulInteger` on
+    `DynamicQuantizeLinear`, a matmul of a `DequantizeLinear`ed weight (QDQ,
+    `MatMulNBits`); the ONNX importer makes the `blocked` ones.
 
     Shape rules: `input` is `[..., K]`, `weight` `[N, K]` (i4, ui4, i8 or
     ui8); `weight_scale` is rank 0 (the tensor's), `[N]` (each output
     column's) or, with `block_size`, `[N, ceil(K / block_size)]`;
     `weight_zero_point` has its shape and the weight's type; `bias` is
     `[N]`; `input_scale` and `input_zero_point` (i8 or ui8) are rank 0 and
-    given exactly with `static`; `dynamic` needs an f32 input. Floats share
+    given exactly with `static`; `dynamic` needs an f32 input, `blocked` a
+    `block_size`. Floats share
     one element type; the result is `[..., N]`.
 
     ```mlir

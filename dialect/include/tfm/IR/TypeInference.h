@@ -151,7 +151,7 @@ LogicalResult inferDynamicQuantizeTypes(const ShapeDiag &d, Type input,
 FailureOr<Type> inferMatmulIntegerType(const ShapeDiag &d, Type lhs, Type rhs,
                                        Type lhsZeroPoint, Type rhsZeroPoint);
 /// tfm.quantized_linear (see the op's shape rules). `inputQuantization` is
-/// an InputQuantization: 0 none, 1 dynamic, 2 static.
+/// an InputQuantization: 0 none, 1 dynamic, 2 static, 3 blocked.
 FailureOr<Type> inferQuantizedLinearType(const ShapeDiag &d, Type input,
                                          Type weight, Type weightScale,
                                          Type weightZeroPoint, Type bias,

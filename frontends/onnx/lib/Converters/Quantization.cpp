@@ -445,6 +445,34 @@ LogicalResult convertMatMulNBits(NodeContext &n) {
       block = 1;
     }
   }
+  Value bias = n.input(5);
+  if (bias) {
+    auto bt2 = n.inputType(5);
+    if (bt2.getRank() != 1 || bt2.getDimSize(0) != nOut)
+      return n.fail("MatMulNBits's bias " + llvm::formatv("{0}", bt2).str() +
+                    " must be [N = " + Twine(nOut) + "]");
+  }
+  // accuracy_level 4 lets the input be rounded to int8 in each block, which
+  // the kernels then multiply in integers: the linear is built here, its
+  // input `blocked`. Any other level, or a layout that op does not take
+  // (float zero points, a g_idx that gathers, a K that does not fill its
+  // last block), computes in the input's type, as a higher accuracy may.
+  if (n.intAttr("accuracy_level", 0) == 4 && !floatZp && block == bs &&
+      k % bs == 0) {
+    auto diag = ShapeDiag{n.loc, QuantizedLinearOp::getOperationName()};
+    auto type = inferQuantizedLinearType(
+        diag, n.input(0).getType(), w.getType(), scales.getType(),
+        zp ? zp.getType() : Type(), bias ? bias.getType() : Type(), Type(),
+        Type(), static_cast<int>(InputQuantization::blocked), bs);
+    if (failed(type))
+      return failure();
+    return n.push(n.builder
+                      .create<QuantizedLinearOp>(
+                          n.loc, *type, n.input(0), w, scales, zp, bias,
+                          Value(), Value(), InputQuantization::blocked,
+                          Activation::none, bs)
+                      .getResult());
+  }
   Value dq;
   if (!take(dequantize(n, w, scales, zp, 1, block), dq))
     return failure();
@@ -462,13 +490,6 @@ LogicalResult convertMatMulNBits(NodeContext &n) {
         !take(n.gather(zs, idx, 1), spread) ||
         !take(n.binary<SubOp>(dq, spread), dq))
       return failure();
-  }
-  Value bias = n.input(5);
-  if (bias) {
-    auto bt2 = n.inputType(5);
-    if (bt2.getRank() != 1 || bt2.getDimSize(0) != nOut)
-      return n.fail("MatMulNBits's bias " + llvm::formatv("{0}", bt2).str() +
-                    " must be [N = " + Twine(nOut) + "]");
   }
   return n.push(n.linear(n.input(0), dq, bias));
 }

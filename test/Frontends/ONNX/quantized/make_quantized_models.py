@@ -5,7 +5,7 @@ blocks of int4 (opsets 13 and 21), the QOperator pattern that
 quantize_dynamic writes (DynamicQuantizeLinear, MatMulInteger, Cast, Mul),
 and ONNX Runtime's com.microsoft ops: MatMulNBits (4 and 8 bits, with and
 without zero points, uint8 and float zero points, a K that does not fill its
-last block, a bias), MatMulIntegerToFloat, DynamicQuantizeMatMul and
+last block, a bias, accuracy_level 4), MatMulIntegerToFloat, DynamicQuantizeMatMul and
 GatherBlockQuantized (int4 and packed uint8 tables).
 
 Each case is a folder in the ONNX backend-test layout; bad/ holds models
@@ -323,6 +323,25 @@ def bad_models():
         xk, [good_b, scales, tensor("z", np.zeros(16, np.uint8))])
     bad("nbits_scale_zero", [n("MatMulNBits", ["x", "b", "s"], ["y"], name="mm0", **attrs)], xk,
         [good_b, tensor("s", np.zeros(16, np.float32))])
+    # MatMulNBits at accuracy_level 4, which lets ONNX Runtime round the
+    # input to int8 in each block: K = 128 in blocks of 32 and 64, 4 bits.
+    k, cols = 128, 12
+    x = randn(3, k)
+    for block, sym, bias in [(32, False, True), (64, True, False)]:
+        w = randn(cols, k) / 4
+        b, scale, zp, _ = nbits_weight(w, 4, block, sym)
+        ins = ["x", "b", "s"]
+        inits = [tensor("b", b), tensor("s", scale.ravel())]
+        if not sym:
+            ins.append("z")
+            inits.append(tensor("z", zp.ravel()))
+        if bias:
+            ins += [""] * (5 - len(ins)) + ["bias"]
+            inits.append(tensor("bias", randn(cols)))
+        name = f"matmulnbits_4bit_b{block}_{'sym' if sym else 'zp'}_acc4"
+        save(name, [n("MatMulNBits", ins, ["y"], domain=MS, K=k, N=cols, bits=4,
+                      block_size=block, accuracy_level=4)],
+             [vi("x", [3, k])], [vi("y", None)], {"x": x}, inits, microsoft=True)
 
 
 if __name__ == "__main__":
