@@ -471,49 +471,95 @@ dotsAvx2(const Shape &sh, const PackedWeights &pw, int64_t n, const float *x,
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 /// A blocked input as the integer body reads it, for R rows: q [R, kp]
-/// int8, and per row and block sx and sx·Q ([R, blocks]).
+/// int8 in pairedColumn's order, and per row and block sx and sx·Q ([R,
+/// blocks]).
 struct BlockedInput {
   const int8_t *q;
   const float *scale, *sums;
 };
 
-/// The dots of a blocked input with 4-bit weights in blocks of a multiple
-/// of 32 (see the file's comment), R rows of x at once.
-template <int R>
+/// Where column i of a row of x lies in the integer body's q: two groups
+/// (g even, g + 1) are 32 bytes of weights, whose low nibbles are columns
+/// [0, 16) of each and whose high ones columns [16, 32), so q holds g's
+/// [0, 16), g + 1's [0, 16), g's [16, 32), g + 1's [16, 32). A last group
+/// without a pair keeps its order.
+inline int64_t pairedColumn(int64_t i, int64_t groups) {
+  const int64_t g = i / kGroup, c = i % kGroup;
+  if (g >= groups - groups % 2)
+    return i;
+  return (g & ~int64_t(1)) * kGroup + (c / 16) * 32 + (g & 1) * 16 + c % 16;
+}
+
+/// The dots of a blocked input with 4-bit weights (see the file's
+/// comment), R rows of x at once, two groups a step: one load of 32 bytes
+/// of weights, two vpmaddubsw whose sums (at most 4·15·127) add in 16
+/// bits, one vpmaddwd into the two groups' four lanes each. Blocks of 32
+/// (Block32: each group its own scale) or of a multiple of 64 (a pair in
+/// one block).
+template <int R, bool Block32>
 __attribute__((target("avx2,fma"))) void
 dotsAvx2BlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
                   const BlockedInput &in, float *out) {
   const uint8_t *row = pw.values.data() + n * sh.rowBytes();
   const float *s = pw.scales.data() + n * sh.blocks;
-  const __m128i nibble = _mm_set1_epi8(15);
+  const __m256i nibble = _mm256_set1_epi8(15);
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   __m256 acc[R];
   for (int m = 0; m < R; ++m)
     acc[m] = _mm256_setzero_ps();
-  const int64_t groups = sh.kp / kGroup, perBlock = sh.block / kGroup;
-  for (int64_t g0 = 0, b = 0; g0 < groups; g0 += perBlock, ++b) {
-    __m256i d[R];
-    for (int m = 0; m < R; ++m)
-      d[m] = _mm256_setzero_si256();
-    for (int64_t g = g0; g < g0 + perBlock; ++g) {
-      // Columns [0, 16) in the low lane, [16, 32) in the high one, as q
-      // lies.
-      __m128i bytes =
-          _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + g * 16));
-      __m256i w = _mm256_set_m128i(
-          _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble),
-          _mm_and_si128(bytes, nibble));
-      for (int m = 0; m < R; ++m) {
-        __m256i q = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i *>(in.q + m * sh.kp + g * kGroup));
-        d[m] = _mm256_add_epi32(
-            d[m], _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), ones));
+  const int64_t groups = sh.kp / kGroup, pairsPerBlock = sh.block / 64;
+  int64_t b = 0, left = pairsPerBlock;
+  for (int64_t g = 0; g + 1 < groups; g += 2) {
+    __m256i bytes =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + g * 16));
+    __m256i lo = _mm256_and_si256(bytes, nibble),
+            hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+    for (int m = 0; m < R; ++m) {
+      const int8_t *q = in.q + m * sh.kp + g * kGroup;
+      __m256i d = _mm256_madd_epi16(
+          _mm256_add_epi16(
+              _mm256_maddubs_epi16(
+                  lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q))),
+              _mm256_maddubs_epi16(hi, _mm256_loadu_si256(
+                                           reinterpret_cast<const __m256i *>(
+                                               q + 32)))),
+          ones);
+      __m256 scale;
+      const float *sx = in.scale + m * sh.blocks;
+      if constexpr (Block32) {
+        // s[g], s[g + 1] times sx[g], sx[g + 1], each over four lanes.
+        __m128 c = _mm_mul_ps(
+            _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(s + g))),
+            _mm_castpd_ps(
+                _mm_load_sd(reinterpret_cast<const double *>(sx + g))));
+        scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(c), spread);
+      } else {
+        scale = _mm256_set1_ps(s[b] * sx[b]);
       }
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[m]);
     }
-    for (int m = 0; m < R; ++m)
+    if (!Block32 && --left == 0) {
+      ++b;
+      left = pairsPerBlock;
+    }
+  }
+  if (groups % 2) {
+    // The last group, in its own order: columns [0, 16) in the low lane.
+    const int64_t g = groups - 1, blk = Block32 ? g : b;
+    __m128i bytes =
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + g * 16));
+    const __m128i low = _mm_set1_epi8(15);
+    __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low),
+                                 _mm_and_si128(bytes, low));
+    for (int m = 0; m < R; ++m) {
+      __m256i q = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i *>(in.q + m * sh.kp + g * kGroup));
+      __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), ones);
       acc[m] = _mm256_fmadd_ps(
-          _mm256_cvtepi32_ps(d[m]),
-          _mm256_set1_ps(s[b] * in.scale[m * sh.blocks + b]), acc[m]);
+          _mm256_cvtepi32_ps(d),
+          _mm256_set1_ps(s[blk] * in.scale[m * sh.blocks + blk]), acc[m]);
+    }
   }
   const float *zs = pw.scaledZeros.data() + n * sh.blocks;
   for (int m = 0; m < R; ++m)
@@ -602,9 +648,14 @@ public:
     // The integer body reads x's blocks as the weights' layout has them.
     integerBody = blockedInput && m <= kGemvRows &&
                   sh.format == Format::U4 && sh.block == givenBlock &&
-                  givenBlock % kGroup == 0 &&
+                  (givenBlock == kGroup || givenBlock % 64 == 0) &&
                   vectorIsa() == VectorIsa::AVX2;
     if (integerBody) {
+      const bool b32 = givenBlock == kGroup;
+      integerDots[1] = b32 ? dotsAvx2BlockedU4<1, true> : dotsAvx2BlockedU4<1, false>;
+      integerDots[2] = b32 ? dotsAvx2BlockedU4<2, true> : dotsAvx2BlockedU4<2, false>;
+      integerDots[3] = b32 ? dotsAvx2BlockedU4<3, true> : dotsAvx2BlockedU4<3, false>;
+      integerDots[4] = b32 ? dotsAvx2BlockedU4<4, true> : dotsAvx2BlockedU4<4, false>;
       xq.assign(m * sh.kp, 0);
       xScale.assign(m * sh.blocks, 0.f);
       xSums.assign(m * sh.blocks, 0.f);
@@ -642,7 +693,8 @@ private:
                       : 0.f;
         to[i] = q * s;
         if (integerBody) {
-          xq[r * sh.kp + i] = static_cast<int8_t>(q);
+          xq[r * sh.kp + pairedColumn(i, sh.kp / kGroup)] =
+              static_cast<int8_t>(q);
           sum += static_cast<int32_t>(q);
         }
       }
@@ -682,19 +734,7 @@ private:
         if (integerBody) {
           BlockedInput in{&xq[r0 * sh.kp], &xScale[r0 * sh.blocks],
                           &xSums[r0 * sh.blocks]};
-          switch (rows) {
-          case 1:
-            dotsAvx2BlockedU4<1>(sh, pw, j, in, sums);
-            break;
-          case 2:
-            dotsAvx2BlockedU4<2>(sh, pw, j, in, sums);
-            break;
-          case 3:
-            dotsAvx2BlockedU4<3>(sh, pw, j, in, sums);
-            break;
-          default:
-            dotsAvx2BlockedU4<4>(sh, pw, j, in, sums);
-          }
+          integerDots[rows](sh, pw, j, in, sums);
         } else
 #endif
         if (DotsFn f = dots[rows])
@@ -844,8 +884,14 @@ private:
   bool hasBias;
   int64_t activation, flags, givenBlock;
   bool blockedInput;
-  /// The AVX2 integer body takes a blocked input (see the file's comment).
+  /// The AVX2 integer body takes a blocked input (see the file's comment),
+  /// for each count of rows.
   bool integerBody = false;
+#if defined(__x86_64__)
+  using IntegerDotsFn = void (*)(const Shape &, const PackedWeights &,
+                                 int64_t, const BlockedInput &, float *);
+  IntegerDotsFn integerDots[kRowsPerPass + 1] = {};
+#endif
   std::vector<float> xPadded, blockSums;
   /// A blocked input: for the integer body, q and each block's sx and
   /// sx·Σq; for the panels, x' whole.

@@ -403,8 +403,8 @@ std::string floatLiteral(const std::vector<float> &values,
 // counts that take one pass (1 to 4 rows), several (5 to 16) and the sgemm
 // panels (more). Under DNNL_MAX_CPU_ISA=AVX2 and SSE41 (kernel-rows-*), the
 // AVX2 and portable bodies. With BLOCKED_INPUT, against input_quantization
-// = blocked: the AVX2 integer body (4 bits, blocks of 32 and 64, 1 to 4
-// rows, and more in several passes), and the float bodies on the rounded
+// = blocked: the AVX2 integer body (4 bits, blocks of 32, 64 and 128, an
+// odd count of groups, 1 to 4 rows, and more in several passes), and the float bodies on the rounded
 // input elsewhere (8 bits, blocks of 16, the panels); an input kept in
 // float would miss by far more than the tolerance.
 TEST(Kernel, QuantizedLinearWeightOnly) {
@@ -436,6 +436,7 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
       {3, 128, 21, 4, false, true, 2, 64, TFM_ACTIVATION_GELU, true},
       {4, 64, 9, 4, true, false, 2, 32, TFM_ACTIVATION_NONE, true},
       {7, 160, 13, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
+      {2, 256, 11, 4, true, true, 2, 128, TFM_ACTIVATION_NONE, true},
       {2, 96, 17, 8, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
       {1, 64, 7, 4, true, true, 2, 16, TFM_ACTIVATION_NONE, true},
       {20, 64, 30, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
