@@ -459,17 +459,7 @@ dotsAvx2(const Shape &sh, const PackedWeights &pw, int64_t n, const float *x,
     out[m] = sum8(_mm256_add_ps(acc[m], acc2[m])) -
              dotAvx2(zs, blockSums + m * sh.blocks, sh.blocks);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
 
-#if defined(__x86_64__)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 /// A blocked input as the integer body reads it, for R rows: q [R, kp]
 /// int8 in pairedColumn's order, and per row and block sx and sx·Q ([R,
 /// blocks]).
