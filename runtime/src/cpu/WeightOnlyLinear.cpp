@@ -109,12 +109,12 @@ private:
   int64_t perBlock, group = 0, block = 0, left = perBlock;
 };
 
-/// Σ_b s·z·X_b for one row of the weights: the zero points' share.
-float zeroPointTerm(const float *s, const int16_t *z, const float *blockSums,
-                    int64_t blocks) {
+/// Σ_b (s·z)·X_b for one row of the weights: the zero points' share, from
+/// the row's PackedWeights::scaledZeros.
+float zeroPointTerm(const float *zs, const float *blockSums, int64_t blocks) {
   float t = 0.f;
   for (int64_t b = 0; b < blocks; ++b)
-    t += s[b] * static_cast<float>(z[b]) * blockSums[b];
+    t += zs[b] * blockSums[b];
   return t;
 }
 
@@ -161,9 +161,9 @@ void dotsScalar(const Shape &sh, const PackedWeights &pw, int64_t n,
       out[m] += a * sLo + c * sHi;
     }
   }
-  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  const float *zs = pw.scaledZeros.data() + n * sh.blocks;
   for (int64_t m = 0; m < rows; ++m)
-    out[m] -= zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
+    out[m] -= zeroPointTerm(zs, blockSums + m * sh.blocks, sh.blocks);
 }
 
 #if defined(__x86_64__)
@@ -333,10 +333,10 @@ dotsAvx512S8(const Shape &sh, const PackedWeights &pw, int64_t n,
       accHi[m] = _mm512_fmadd_ps(hi[m], sHi, accHi[m]);
     }
   }
-  const int16_t *z = pw.zeros.data() + n * sh.blocks;
+  const float *zs = pw.scaledZeros.data() + n * sh.blocks;
   for (int m = 0; m < R; ++m)
     out[m] = _mm512_reduce_add_ps(_mm512_add_ps(acc[m], accHi[m])) -
-             zeroPointTerm(s, z, blockSums + m * sh.blocks, sh.blocks);
+             zeroPointTerm(zs, blockSums + m * sh.blocks, sh.blocks);
 }
 
 /// A 4-bit row of w' into kp floats for the sgemm panels in eight lanes:
@@ -704,6 +704,9 @@ private:
         roundBlocks(x + r * sh.k, r, xp);
       else
         std::memcpy(xp, x + r * sh.k, sh.k * sizeof(float));
+      // The integer body takes its own sums of q (roundBlocks).
+      if (integerBody)
+        continue;
       float *bs = &blockSums[r * sh.blocks];
       for (int64_t blk = 0; blk < sh.blocks; ++blk) {
         float sum = 0.f;
@@ -861,7 +864,7 @@ private:
         pw.zeros[j * sh.blocks + blk] =
             static_cast<int16_t>((hasZero ? valueAt(wz, at) : 0) + shift);
       }
-    // zeroPointTerm's products, once: the same s·z it rounds.
+    // The zero points' share needs s·z per block: taken once here.
     pw.scaledZeros.assign(pw.zeros.size(), 0.f);
     for (size_t i = 0; i < pw.zeros.size(); ++i)
       pw.scaledZeros[i] = pw.scales[i] * static_cast<float>(pw.zeros[i]);
