@@ -71,6 +71,10 @@ makePackedLinearKernel(std::shared_ptr<Engine> engine,
 /// DNNL_MAX_CPU_ISA) without saturating: it has VNNI (AVX-512 or AVX). Read
 /// once per process.
 bool multipliesInt8Exactly();
+/// Whether this CPU has AVX-512's VNNI (vpdpbusd on 64 bytes), within
+/// DNNL_MAX_CPU_ISA, for the weight-only kernel's integer body. Read once
+/// per process.
+bool hasAvx512Vnni();
 /// QUANTIZED_LINEAR (QuantizedLinear.cpp): on oneDNN's u8 · s8 matmul
 /// where it multipliesInt8Exactly, else (AVX2) on the kernel's own product
 /// of the operands widened to 16 bits.

@@ -471,6 +471,14 @@ bool tfm::runtime::cpu::multipliesInt8Exactly() {
   return vnni;
 }
 
+bool tfm::runtime::cpu::hasAvx512Vnni() {
+  static const bool vnni =
+      vectorIsa() == VectorIsa::AVX512 &&
+      (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) &
+       dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+  return vnni;
+}
+
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeQuantizedLinearKernel(
     std::shared_ptr<Engine> engine, const tfm_abi_kernel_desc_t &desc) {

@@ -403,10 +403,13 @@ std::string floatLiteral(const std::vector<float> &values,
 // counts that take one pass (1 to 4 rows), several (5 to 16) and the sgemm
 // panels (more). Under DNNL_MAX_CPU_ISA=AVX2 and SSE41 (kernel-rows-*), the
 // AVX2 and portable bodies. With BLOCKED_INPUT, against input_quantization
-// = blocked: the AVX2 integer body (4 bits, blocks of 32, 64 and 128, an
-// odd count of groups, 1 to 4 rows, and more in several passes), and the float bodies on the rounded
-// input elsewhere (8 bits, blocks of 16, the panels); an input kept in
-// float would miss by far more than the tolerance.
+// = blocked: the integer bodies (4 bits, blocks of 32, 64, 128 and 256;
+// natively on a CPU with AVX-512 VNNI its body, whose quads of groups end
+// with 1, 2 or 3 groups here, and under kernel-rows-* the AVX2 one, whose
+// pairs end with an odd group), 1 to 4 rows, and more in several passes;
+// and the float bodies on the rounded input elsewhere (8 bits, blocks of
+// 16, the panels). An input kept in float would miss by far more than the
+// tolerance.
 TEST(Kernel, QuantizedLinearWeightOnly) {
   struct Case {
     int64_t m, k, n;
@@ -440,6 +443,11 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
       {2, 96, 17, 8, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
       {1, 64, 7, 4, true, true, 2, 16, TFM_ACTIVATION_NONE, true},
       {20, 64, 30, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
+      {1, 480, 19, 4, true, true, 2, 32, TFM_ACTIVATION_NONE, true},
+      {2, 448, 9, 4, false, true, 2, 64, TFM_ACTIVATION_NONE, true},
+      {16, 224, 5, 4, true, false, 2, 32, TFM_ACTIVATION_RELU, true},
+      {1, 640, 7, 4, true, true, 2, 128, TFM_ACTIVATION_NONE, true},
+      {4, 1024, 6, 4, false, false, 2, 256, TFM_ACTIVATION_NONE, true},
   };
   std::mt19937 gen(69);
   for (const Case &c : cases) {
