@@ -566,6 +566,65 @@ inline int64_t quadColumn(int64_t i) {
   return (g / 4) * 128 + (c / 16) * 64 + (g % 4) * 16 + c % 16;
 }
 
+/// A row of a blocked input for an integer body, in eight lanes: each block
+/// of `block` (a multiple of 32 dividing k) rounded exactly as
+/// roundBlocks does (the same division, halves to even, NaN to 0), its q
+/// stored sixteen at a time where quadColumn or pairedColumn puts them, and
+/// its sx and sx·Σq. A scalar loop had cost as long as reading the weights
+/// of a 768-wide layer.
+__attribute__((target("avx2,fma"))) void
+roundBlocksAvx2(const float *x, int64_t k, int64_t block, bool quadOrder,
+                int64_t groups, int8_t *q, float *scale, float *sums) {
+  const __m256 signless = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
+  for (int64_t b0 = 0, b = 0; b0 < k; b0 += block, ++b) {
+    // maxps returns its second operand when either is NaN: NaNs add nothing.
+    __m256 amax = _mm256_setzero_ps();
+    for (int64_t i = b0; i < b0 + block; i += 8)
+      amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), signless),
+                           amax);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax),
+                           _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float sx = _mm_cvtss_f32(m4) / 127.f;
+    __m256i total = _mm256_setzero_si256();
+    if (sx > 0.f) {
+      const __m256 sv = _mm256_set1_ps(sx);
+      for (int64_t i = b0; i < b0 + block; i += 16) {
+        __m256i r[2];
+        for (int h = 0; h < 2; ++h) {
+          __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * h), sv);
+          __m256 keep = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+          v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          v = _mm256_and_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), keep);
+          r[h] = _mm256_cvtps_epi32(v);
+          total = _mm256_add_epi32(total, r[h]);
+        }
+        // Sixteen int32 in [-127, 127] to bytes, in order.
+        __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]),
+                                             0xd8);
+        __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(w),
+                                        _mm256_extracti128_si256(w, 1));
+        int64_t at = quadOrder ? quadColumn(i) : pairedColumn(i, groups);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(q + at), bytes);
+      }
+    } else {
+      for (int64_t i = b0; i < b0 + block; i += 16)
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(
+                             q + (quadOrder ? quadColumn(i)
+                                            : pairedColumn(i, groups))),
+                         _mm_setzero_si128());
+    }
+    __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total),
+                               _mm256_extracti128_si256(total, 1));
+    t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4e));
+    t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0xb1));
+    scale[b] = sx;
+    sums[b] = sx * static_cast<float>(_mm_cvtsi128_si32(t4));
+  }
+}
+
 /// How blocks fall on the AVX-512 integer body's quads of groups.
 enum class QuadBlocks {
   Group, ///< blocks of 32: each group its own scale
@@ -778,32 +837,21 @@ private:
   }
 #endif
 
-  /// Row r of a blocked input rounded into `to` (k floats): each block of
-  /// givenBlock as tfm.quantized_linear's `blocked` reads it. With the
-  /// integer body, also its int8 values, each block's scale and sx·Σq.
-  void roundBlocks(const float *x, int64_t r, float *to) {
-    for (int64_t b0 = 0, b = 0; b0 < sh.k; b0 += givenBlock, ++b) {
+  /// A row of a blocked input rounded into `to` (k floats): each block of
+  /// givenBlock as tfm.quantized_linear's `blocked` reads it, for the
+  /// float bodies (roundBlocksAvx2 gives the integer ones q).
+  void roundBlocks(const float *x, float *to) {
+    for (int64_t b0 = 0; b0 < sh.k; b0 += givenBlock) {
       float amax = 0.f;
       for (int64_t i = b0; i < b0 + givenBlock; ++i)
         if (!std::isnan(x[i]))
           amax = std::max(amax, std::fabs(x[i]));
       const float s = amax / 127.f;
-      int32_t sum = 0;
       for (int64_t i = b0; i < b0 + givenBlock; ++i) {
         float q = s > 0.f && !std::isnan(x[i])
                       ? std::clamp(std::nearbyint(x[i] / s), -127.f, 127.f)
                       : 0.f;
         to[i] = q * s;
-        if (integerBody) {
-          xq[r * xqStride + (quadOrder ? quadColumn(i)
-                                       : pairedColumn(i, sh.kp / kGroup))] =
-              static_cast<int8_t>(q);
-          sum += static_cast<int32_t>(q);
-        }
-      }
-      if (integerBody) {
-        xScale[r * sh.blocks + b] = s;
-        xSums[r * sh.blocks + b] = s * static_cast<float>(sum);
       }
     }
   }
@@ -813,13 +861,19 @@ private:
   void gemv(const PackedWeights &pw, const float *x, const float *b, float *y) {
     for (int64_t r = 0; r < m; ++r) {
       float *xp = &xPadded[r * sh.kp];
+#if defined(__x86_64__)
+      // The integer bodies read q alone.
+      if (integerBody) {
+        roundBlocksAvx2(x + r * sh.k, sh.k, givenBlock, quadOrder,
+                        sh.kp / kGroup, &xq[r * xqStride],
+                        &xScale[r * sh.blocks], &xSums[r * sh.blocks]);
+        continue;
+      }
+#endif
       if (blockedInput)
-        roundBlocks(x + r * sh.k, r, xp);
+        roundBlocks(x + r * sh.k, xp);
       else
         std::memcpy(xp, x + r * sh.k, sh.k * sizeof(float));
-      // The integer body takes its own sums of q (roundBlocks).
-      if (integerBody)
-        continue;
       float *bs = &blockSums[r * sh.blocks];
       for (int64_t blk = 0; blk < sh.blocks; ++blk) {
         float sum = 0.f;
@@ -860,7 +914,7 @@ private:
     if (blockedInput) {
       xRounded.resize(m * sh.k);
       for (int64_t r = 0; r < m; ++r)
-        roundBlocks(x + r * sh.k, r, &xRounded[r * sh.k]);
+        roundBlocks(x + r * sh.k, &xRounded[r * sh.k]);
       x = xRounded.data();
     }
     const int64_t count = (sh.n + kPanelRows - 1) / kPanelRows;
