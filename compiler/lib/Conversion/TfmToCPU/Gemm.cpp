@@ -254,9 +254,30 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
   if (product(scoreShape) == 0 || d == 0 || dv == 0)
     return op.emitError("the CPU backend needs non-empty attention operands");
   Value scores = e.temporary(MemRefType::get(scoreShape, e.b.getF32Type()));
-  e.batchMatmul({e.denseOf(op.getQuery()), 0, {batch, sq, d}, {sq * d, d, 1}},
-                {e.denseOf(op.getKey()), 0, {batch, d, sk}, {sk * d, 1, d}},
-                {scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}});
+  // BATCH_MATMUL takes two batch dimensions at any strides: the operands are
+  // read where the plan keeps them (a key cache in kᵀ's layout, read as its
+  // transpose, would otherwise be copied whole at every step).
+  const bool inPlace = qs.size() <= 4;
+  auto operand = [&](Value v, bool transposed) -> StridedView {
+    ArrayRef<int64_t> shape = cast<ShapedType>(v.getType()).getShape();
+    int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    StridedView view =
+        inPlace ? e.viewOf(v)
+                : StridedView{e.denseOf(v), 0, {batch, rows, cols},
+                              {rows * cols, cols, 1}};
+    if (transposed) {
+      size_t r = view.shape.size();
+      std::swap(view.shape[r - 1], view.shape[r - 2]);
+      std::swap(view.strides[r - 1], view.strides[r - 2]);
+    }
+    return view;
+  };
+  StridedView scoreView{scores, 0, SmallVector<int64_t>(scoreShape),
+                        rowMajorStrides(scoreShape)};
+  if (!inPlace)
+    scoreView = {scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}};
+  e.batchMatmul(operand(op.getQuery(), false), operand(op.getKey(), true),
+                scoreView);
   double scale = attentionScale(op);
   MaskKind kind = attentionMaskKind(op);
   // The softmax works in place over the scores.
@@ -264,10 +285,11 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
                              op.getMask() ? e.denseOf(op.getMask()) : Value(),
                              kind, scale, op.getCausal(), scores, op)))
     return failure();
-  Value out = e.destination(op.getResult());
-  e.batchMatmul({scores, 0, {batch, sq, sk}, {sq * sk, sk, 1}},
-                {e.denseOf(op.getValue()), 0, {batch, sk, dv}, {sk * dv, dv, 1}},
-                {out, 0, {batch, sq, dv}, {sq * dv, dv, 1}});
+  StridedView out = e.destinationView(op.getResult());
+  if (!inPlace)
+    out = {e.destination(op.getResult()), 0, {batch, sq, dv},
+           {sq * dv, dv, 1}};
+  e.batchMatmul(scoreView, operand(op.getValue(), false), out);
   return success();
 }
 

@@ -1,7 +1,8 @@
 //===- LayoutRules.cpp - What the CPU's kernels read and write in place ---===//
 //
 // BATCH_MATMUL reads and writes any element strides, so a transpose that
-// feeds a strided matmul, or that follows one, is a view; so does ATTENTION
+// feeds a strided matmul (or attention computed unfused, whose products it
+// runs), or that follows one, is a view; so does ATTENTION
 // (rows at any strides; a view whose elements are not dense is copied),
 // which also rotates its query and keys as it loads them, so a rotary
 // embedding that only it reads is never stored; LINEAR writes one packed
@@ -87,14 +88,15 @@ public:
   StringRef getTarget() const override { return "cpu"; }
 
   bool readsStrided(Operation *op, unsigned index) const override {
+    // Unfused, attention's two products are BATCH_MATMULs, which take up to
+    // two batch dimensions at any strides.
     if (auto a = dyn_cast<AttentionOp>(op))
-      return index < 3 && usesAttentionKernel(a);
+      return index < 3 &&
+             (usesAttentionKernel(a) || a.getQuery().getType().getRank() <= 4);
     auto mm = dyn_cast<MatmulOp>(op);
     return mm && isStridedMatmul(mm);
   }
   bool writesStrided(Operation *op, unsigned) const override {
-    if (auto a = dyn_cast<AttentionOp>(op))
-      return usesAttentionKernel(a);
     return readsStrided(op, 0);
   }
 
