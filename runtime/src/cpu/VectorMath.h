@@ -1,7 +1,7 @@
 //===- VectorMath.h - Exponentials in vector lanes -------------*- C++ -*-===//
 //
-// The kernels' exponentials, in the lanes they run in: scalar libm calls
-// would cost as much as the GEMMs around them.
+// The kernels' exponentials and activations, in the lanes they run in:
+// scalar libm calls would cost as much as the GEMMs around them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,8 +9,12 @@
 #define TFM_RUNTIME_SRC_CPU_VECTORMATH_H
 
 #if defined(__x86_64__)
+#include "tfm/abi.h"
+
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <iterator>
 
 namespace tfm::runtime::cpu {
@@ -37,6 +41,74 @@ __attribute__((target("avx2,fma"))) inline __m256 exp2Clamped(__m256 x) {
   __m256i e = _mm256_slli_epi32(
       _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/// erf(x) = 1 − t·p(t)·e^(−x²), t = 1 / (1 + 0.3275911·|x|), for x ≥ 0
+/// (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7, the form
+/// oneDNN's own GELU takes); p's coefficients lowest first.
+constexpr float kErfT = 0.3275911f;
+constexpr float kErfPoly[] = {0.254829592f, -0.284496736f, 1.421413741f,
+                              -1.453152027f, 1.061405429f};
+
+/// e^x in eight lanes, x clamped as exp2Clamped clamps x·log2(e).
+__attribute__((target("avx2,fma"))) inline __m256 expLanes(__m256 x) {
+  return exp2Clamped(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)));
+}
+
+/// The activation of TFM_ACTIVATION_* `act` in eight lanes, as `activate`
+/// (Gemm.cpp) computes it one at a time (GELU's erf within 1.5e-7).
+__attribute__((target("avx2,fma"))) inline __m256 activateLanes(__m256 v,
+                                                                int64_t act) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  switch (act) {
+  case TFM_ACTIVATION_RELU:
+    return _mm256_max_ps(v, _mm256_setzero_ps());
+  case TFM_ACTIVATION_GELU: {
+    __m256 z = _mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f));
+    __m256 sign = _mm256_and_ps(z, _mm256_set1_ps(-0.f));
+    __m256 a = _mm256_xor_ps(z, sign);
+    __m256 t =
+        _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(kErfT), a, one));
+    __m256 p = _mm256_set1_ps(kErfPoly[std::size(kErfPoly) - 1]);
+    for (size_t i = std::size(kErfPoly) - 1; i-- > 0;)
+      p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kErfPoly[i]));
+    __m256 e =
+        expLanes(_mm256_mul_ps(_mm256_xor_ps(a, _mm256_set1_ps(-0.f)), a));
+    __m256 erf = _mm256_fnmadd_ps(_mm256_mul_ps(t, p), e, one);
+    erf = _mm256_or_ps(erf, sign);
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                         _mm256_add_ps(one, erf));
+  }
+  case TFM_ACTIVATION_GELU_TANH: {
+    // 1 + tanh(u) = 2 − 2 / (1 + e^2u), exact at both ends.
+    __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+    __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286536f),
+                             _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), v3, v));
+    __m256 e = expLanes(_mm256_add_ps(u, u));
+    return _mm256_mul_ps(
+        v, _mm256_sub_ps(one, _mm256_div_ps(one, _mm256_add_ps(one, e))));
+  }
+  case TFM_ACTIVATION_SILU: {
+    __m256 e = expLanes(_mm256_xor_ps(v, _mm256_set1_ps(-0.f)));
+    return _mm256_div_ps(v, _mm256_add_ps(one, e));
+  }
+  default:
+    return v;
+  }
+}
+
+/// activateLanes over y[0, n), the last n % 8 one at a time.
+__attribute__((target("avx2,fma"))) inline void
+activateRow(float *y, int64_t n, int64_t act) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(y + j, activateLanes(_mm256_loadu_ps(y + j), act));
+  if (j < n) {
+    alignas(32) float tail[8] = {};
+    std::copy(y + j, y + n, tail);
+    _mm256_store_ps(tail, activateLanes(_mm256_load_ps(tail), act));
+    std::copy(tail, tail + (n - j), y + j);
+  }
 }
 
 } // namespace tfm::runtime::cpu

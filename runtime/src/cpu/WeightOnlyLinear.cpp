@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Engine.h"
+#include "VectorMath.h"
 
 #include <omp.h>
 #if defined(__x86_64__)
@@ -71,7 +72,11 @@ struct PackedWeights {
   std::vector<uint8_t> values; ///< [N, Kp/2] (4-bit) or [N, Kp] bytes
   std::vector<float> scales;   ///< [N, blocks], 0 past K, and 16 more
   std::vector<int16_t> zeros;  ///< [N, blocks]: z, shifted as u is; and 16
-  std::vector<float> scaledZeros; ///< [N, blocks]: s·z, and 16
+  std::vector<float> scaledZeros; ///< [N, blocks]: s·z, and 16 (float bodies)
+  /// [N, blocks]: z as a byte (4 bits: 0..15), for the integer bodies,
+  /// which take s·z from the scales they have just read: 1 byte a block
+  /// from memory instead of 4.
+  std::vector<uint8_t> zeroBytes;
   bool ready = false;
 };
 
@@ -416,6 +421,26 @@ dotAvx2(const float *t, const float *u, int64_t blocks) {
   return sum8(acc) + rest;
 }
 
+/// Σ_b z[b]·s[b]·u[b] over `blocks` in eight lanes: the zero points' share
+/// of an integer body, z·s rounded as PackedWeights::scaledZeros is.
+__attribute__((target("avx2,fma"))) inline float
+zeroShareAvx2(const uint8_t *z, const float *s, const float *u,
+              int64_t blocks) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    __m256 zs = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+            reinterpret_cast<const __m128i *>(z + b)))),
+        _mm256_loadu_ps(s + b));
+    acc = _mm256_fmadd_ps(zs, _mm256_loadu_ps(u + b), acc);
+  }
+  float rest = 0.f;
+  for (; b < blocks; ++b)
+    rest += static_cast<float>(z[b]) * s[b] * u[b];
+  return sum8(acc) + rest;
+}
+
 /// dotsAvx512 in eight lanes: a group is four vectors of weights, each
 /// block's sum scaled once it is complete. The loops follow the blocks, so
 /// that no group divides its index by the block size (a 64-bit division
@@ -552,9 +577,10 @@ dotsAvx2BlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
           _mm256_set1_ps(s[blk] * in.scale[m * sh.blocks + blk]), acc[m]);
     }
   }
-  const float *zs = pw.scaledZeros.data() + n * sh.blocks;
+  const uint8_t *z = pw.zeroBytes.data() + n * sh.blocks;
   for (int m = 0; m < R; ++m)
-    out[m] = sum8(acc[m]) - dotAvx2(zs, in.sums + m * sh.blocks, sh.blocks);
+    out[m] = sum8(acc[m]) -
+             zeroShareAvx2(z, s, in.sums + m * sh.blocks, sh.blocks);
 }
 /// How the AVX-512 integer body lays x's columns out: four groups (64
 /// bytes of weights, whose low nibbles are columns [0, 16) of each and whose
@@ -694,10 +720,10 @@ dotsAvx512VnniBlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
       left = quadsPerBlock;
     }
   }
-  const float *zs = pw.scaledZeros.data() + n * sh.blocks;
+  const uint8_t *z = pw.zeroBytes.data() + n * sh.blocks;
   for (int m = 0; m < R; ++m)
     out[m] = _mm512_reduce_add_ps(acc[m]) -
-             dotAvx2(zs, in.sums + m * sh.blocks, sh.blocks);
+             zeroShareAvx2(z, s, in.sums + m * sh.blocks, sh.blocks);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -883,28 +909,48 @@ private:
         bs[blk] = sum;
       }
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < sh.n; ++j) {
-      float sums[kRowsPerPass];
-      for (int64_t r0 = 0; r0 < m; r0 += kRowsPerPass) {
-        int64_t rows = std::min(kRowsPerPass, m - r0);
-        const float *xr = &xPadded[r0 * sh.kp];
-        const float *bs = &blockSums[r0 * sh.blocks];
+    // Each thread's columns, in whole vectors, then their activation in
+    // lanes: one call of `activate` a column had been a tenth of a step.
+#pragma omp parallel
+    {
+      const int64_t threads = omp_get_num_threads(),
+                    t = omp_get_thread_num();
+      const int64_t per = (sh.n + 8 * threads - 1) / (8 * threads) * 8;
+      const int64_t j0 = std::min(sh.n, t * per),
+                    j1 = std::min(sh.n, j0 + per);
+      for (int64_t j = j0; j < j1; ++j) {
+        float sums[kRowsPerPass];
+        for (int64_t r0 = 0; r0 < m; r0 += kRowsPerPass) {
+          int64_t rows = std::min(kRowsPerPass, m - r0);
+          const float *xr = &xPadded[r0 * sh.kp];
+          const float *bs = &blockSums[r0 * sh.blocks];
 #if defined(__x86_64__)
-        if (integerBody) {
-          BlockedInput in{&xq[r0 * xqStride], &xScale[r0 * sh.blocks],
-                          &xSums[r0 * sh.blocks]};
-          integerDots[rows](sh, pw, j, in, sums);
-        } else
+          if (integerBody) {
+            BlockedInput in{&xq[r0 * xqStride], &xScale[r0 * sh.blocks],
+                            &xSums[r0 * sh.blocks]};
+            integerDots[rows](sh, pw, j, in, sums);
+          } else
 #endif
-        if (DotsFn f = dots[rows])
-          f(sh, pw, j, xr, bs, sums);
-        else
-          dotsScalar(sh, pw, j, xr, bs, rows, sums);
-        for (int64_t r = 0; r < rows; ++r)
-          y[(r0 + r) * sh.n + j] =
-              activate(hasBias ? sums[r] + b[j] : sums[r], activation);
+          if (DotsFn f = dots[rows])
+            f(sh, pw, j, xr, bs, sums);
+          else
+            dotsScalar(sh, pw, j, xr, bs, rows, sums);
+          for (int64_t r = 0; r < rows; ++r)
+            y[(r0 + r) * sh.n + j] = hasBias ? sums[r] + b[j] : sums[r];
+        }
       }
+      if (activation != TFM_ACTIVATION_NONE && j0 < j1)
+        for (int64_t r = 0; r < m; ++r) {
+          float *row = y + r * sh.n;
+#if defined(__x86_64__)
+          if (vectorIsa() != VectorIsa::Scalar) {
+            activateRow(row + j0, j1 - j0, activation);
+            continue;
+          }
+#endif
+          for (int64_t j = j0; j < j1; ++j)
+            row[j] = activate(row[j], activation);
+        }
     }
   }
 
@@ -1032,9 +1078,13 @@ private:
             static_cast<int16_t>((hasZero ? valueAt(wz, at) : 0) + shift);
       }
     // The zero points' share needs s·z per block: taken once here.
-    pw.scaledZeros.assign(pw.zeros.size(), 0.f);
-    for (size_t i = 0; i < pw.zeros.size(); ++i)
-      pw.scaledZeros[i] = pw.scales[i] * static_cast<float>(pw.zeros[i]);
+    if (integerBody) {
+      pw.zeroBytes.assign(pw.zeros.begin(), pw.zeros.end());
+    } else {
+      pw.scaledZeros.assign(pw.zeros.size(), 0.f);
+      for (size_t i = 0; i < pw.zeros.size(); ++i)
+        pw.scaledZeros[i] = pw.scales[i] * static_cast<float>(pw.zeros[i]);
+    }
     pw.ready = true;
     return pw;
   }
