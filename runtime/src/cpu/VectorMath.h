@@ -97,7 +97,7 @@ __attribute__((target("avx2,fma"))) inline __m256 activateLanes(__m256 v,
   }
 }
 
-/// activateLanes over y[0, n), the last n % 8 one at a time.
+/// activateLanes over y[0, n), the last n % 8 through a padded vector.
 __attribute__((target("avx2,fma"))) inline void
 activateRow(float *y, int64_t n, int64_t act) {
   int64_t j = 0;

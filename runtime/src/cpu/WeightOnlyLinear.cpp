@@ -491,6 +491,7 @@ dotsAvx2(const Shape &sh, const PackedWeights &pw, int64_t n, const float *x,
 /// blocks]).
 struct BlockedInput {
   const int8_t *q;
+  int64_t stride; ///< between q's rows: the body's layout of a row
   const float *scale, *sums;
 };
 
@@ -532,7 +533,7 @@ dotsAvx2BlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
     __m256i lo = _mm256_and_si256(bytes, nibble),
             hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
     for (int m = 0; m < R; ++m) {
-      const int8_t *q = in.q + m * sh.kp + g * kGroup;
+      const int8_t *q = in.q + m * in.stride + g * kGroup;
       __m256i d = _mm256_madd_epi16(
           _mm256_add_epi16(
               _mm256_maddubs_epi16(
@@ -570,7 +571,7 @@ dotsAvx2BlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
                                  _mm_and_si128(bytes, low));
     for (int m = 0; m < R; ++m) {
       __m256i q = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i *>(in.q + m * sh.kp + g * kGroup));
+          reinterpret_cast<const __m256i *>(in.q + m * in.stride + g * kGroup));
       __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), ones);
       acc[m] = _mm256_fmadd_ps(
           _mm256_cvtepi32_ps(d),
@@ -614,10 +615,12 @@ roundBlocksAvx2(const float *x, int64_t k, int64_t block, bool quadOrder,
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
     const float sx = _mm_cvtss_f32(m4) / 127.f;
+    // A block of zeros (sx = 0) stores zeros.
     __m256i total = _mm256_setzero_si256();
-    if (sx > 0.f) {
-      const __m256 sv = _mm256_set1_ps(sx);
-      for (int64_t i = b0; i < b0 + block; i += 16) {
+    const __m256 sv = _mm256_set1_ps(sx);
+    for (int64_t i = b0; i < b0 + block; i += 16) {
+      __m128i bytes = _mm_setzero_si128();
+      if (sx > 0.f) {
         __m256i r[2];
         for (int h = 0; h < 2; ++h) {
           __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * h), sv);
@@ -630,17 +633,11 @@ roundBlocksAvx2(const float *x, int64_t k, int64_t block, bool quadOrder,
         // Sixteen int32 in [-127, 127] to bytes, in order.
         __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]),
                                              0xd8);
-        __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(w),
-                                        _mm256_extracti128_si256(w, 1));
-        int64_t at = quadOrder ? quadColumn(i) : pairedColumn(i, groups);
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(q + at), bytes);
+        bytes = _mm_packs_epi16(_mm256_castsi256_si128(w),
+                                _mm256_extracti128_si256(w, 1));
       }
-    } else {
-      for (int64_t i = b0; i < b0 + block; i += 16)
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(
-                             q + (quadOrder ? quadColumn(i)
-                                            : pairedColumn(i, groups))),
-                         _mm_setzero_si128());
+      int64_t at = quadOrder ? quadColumn(i) : pairedColumn(i, groups);
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(q + at), bytes);
     }
     __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total),
                                _mm256_extracti128_si256(total, 1));
@@ -675,7 +672,7 @@ dotsAvx512VnniBlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
           ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)
           : _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const int64_t groups = sh.kp / kGroup, quads = (groups + 3) / 4;
-  const int64_t kq = quads * 128, quadsPerBlock = sh.block / 128;
+  const int64_t quadsPerBlock = sh.block / 128;
   __m512 acc[R];
   for (int m = 0; m < R; ++m)
     acc[m] = _mm512_setzero_ps();
@@ -700,7 +697,7 @@ dotsAvx512VnniBlockedU4(const Shape &sh, const PackedWeights &pw, int64_t n,
     if constexpr (B != QuadBlocks::Whole)
       ws = _mm_maskz_loadu_ps(scaleMask, s + first);
     for (int m = 0; m < R; ++m) {
-      const int8_t *q = in.q + m * kq + t * 128;
+      const int8_t *q = in.q + m * in.stride + t * 128;
       __m512i d = _mm512_dpbusd_epi32(
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
                               _mm512_loadu_si512(q)),
@@ -798,10 +795,6 @@ public:
     int64_t b = givenBlock == 0 || givenBlock >= sh.k ? sh.kp : givenBlock;
     sh.block = b % kGroup == 0 ? b : 16;
     sh.blocks = (sh.kp + sh.block - 1) / sh.block;
-    if (m <= kGemvRows) {
-      xPadded.assign(m * sh.kp, 0.f);
-      blockSums.assign(m * sh.blocks, 0.f);
-    }
     for (int64_t r = 1; r <= kRowsPerPass; ++r)
       dots[r] = dotsFor(sh, r);
 #if defined(__x86_64__)
@@ -839,6 +832,11 @@ public:
       xSums.assign(m * sh.blocks, 0.f);
     }
 #endif
+    // The float bodies read x padded to whole groups, and its blocks' sums.
+    if (m <= kGemvRows && !integerBody) {
+      xPadded.assign(m * sh.kp, 0.f);
+      blockSums.assign(m * sh.blocks, 0.f);
+    }
   }
 
   int32_t run(void *const *args) override {
@@ -886,7 +884,6 @@ private:
   /// taken, then each thread's weight rows read once per kRowsPerPass rows.
   void gemv(const PackedWeights &pw, const float *x, const float *b, float *y) {
     for (int64_t r = 0; r < m; ++r) {
-      float *xp = &xPadded[r * sh.kp];
 #if defined(__x86_64__)
       // The integer bodies read q alone.
       if (integerBody) {
@@ -896,6 +893,7 @@ private:
         continue;
       }
 #endif
+      float *xp = &xPadded[r * sh.kp];
       if (blockedInput)
         roundBlocks(x + r * sh.k, xp);
       else
@@ -922,19 +920,21 @@ private:
         float sums[kRowsPerPass];
         for (int64_t r0 = 0; r0 < m; r0 += kRowsPerPass) {
           int64_t rows = std::min(kRowsPerPass, m - r0);
-          const float *xr = &xPadded[r0 * sh.kp];
-          const float *bs = &blockSums[r0 * sh.blocks];
 #if defined(__x86_64__)
           if (integerBody) {
-            BlockedInput in{&xq[r0 * xqStride], &xScale[r0 * sh.blocks],
-                            &xSums[r0 * sh.blocks]};
+            BlockedInput in{&xq[r0 * xqStride], xqStride,
+                            &xScale[r0 * sh.blocks], &xSums[r0 * sh.blocks]};
             integerDots[rows](sh, pw, j, in, sums);
           } else
 #endif
-          if (DotsFn f = dots[rows])
-            f(sh, pw, j, xr, bs, sums);
-          else
-            dotsScalar(sh, pw, j, xr, bs, rows, sums);
+          {
+            const float *xr = &xPadded[r0 * sh.kp];
+            const float *bs = &blockSums[r0 * sh.blocks];
+            if (DotsFn f = dots[rows])
+              f(sh, pw, j, xr, bs, sums);
+            else
+              dotsScalar(sh, pw, j, xr, bs, rows, sums);
+          }
           for (int64_t r = 0; r < rows; ++r)
             y[(r0 + r) * sh.n + j] = hasBias ? sums[r] + b[j] : sums[r];
         }
