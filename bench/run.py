@@ -14,7 +14,8 @@ accuracy is reported beside their speed, and the int8 workloads' share is
 of the int8 ceiling (oneDNN's u8 x s8 GEMM), measured in every round.
 
 W7 and W10 (decoding) have tables of their own: the prompt's time and the time per
-new token, against the weight bytes a step reads over the memory bandwidth
+new token, against the bytes a token reads (the weights, and the KV cache of
+the positions before it) over the memory bandwidth
 (a read of a buffer far larger than the last-level cache, on 2 threads,
 measured in every round). So has "lengths":
 W1's layer from one artifact compiled for sequence=1..512 against static
@@ -195,8 +196,8 @@ def decode_table(args, skip, node_env, name="w7", f32_tokens=None):
     PyTorch's own KV-cache loop and ONNX Runtime on the past_key_values
     export. W7-I4 and W10-I4 (name="w7-i4") are the same with 4-bit
     MatMulNBits weights, against ONNX Runtime on the same files (PyTorch
-    has no such operator): the bandwidth limit counts the bytes of the
-    quantized file (NAME-i4.json), and the greedy tokens are compared with
+    has no such operator): the bandwidth limit counts the weights' bytes in
+    the quantized file (NAME-i4.json), with the same f32 KV cache, and the greedy tokens are compared with
     the f32 model's (`f32_tokens`, or a run of it). For W7 also tfm's uncached model rerun per token: at the longest
     length (160, the library's own @infer, what a static compile reruns
     without the cache), and at the length each token is decoded at (32 to
@@ -217,6 +218,10 @@ def decode_table(args, skip, node_env, name="w7", f32_tokens=None):
             step_bytes = json.load(f)["weight_bytes_per_token"]
     else:
         step_bytes = decoder.weight_bytes_per_token()
+    # A token reads the KV cache of the positions before it too, in f32
+    # for every variant (../shared/PERFORMANCE.md: weights plus the cache).
+    weight_bytes, kv_bytes = step_bytes, decoder.kv_bytes_per_token()
+    step_bytes = weight_bytes + kv_bytes
     out = args.out
     prompt = ",".join(map(str, decoder.prompt_ids()[0].tolist()))
     so, rerun = os.path.join(out, f"{name}.so"), os.path.join(out, f"{name}-rerun.so")
@@ -325,8 +330,9 @@ def decode_table(args, skip, node_env, name="w7", f32_tokens=None):
         f"{', accuracy_level 4' if name.endswith('a4') else ''}, "
         f"B1, {decoder.PROMPT}-token prompt + {decoder.NEW} new tokens, greedy. "
         f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
-        f"{step_bytes / 1e6:.0f} MB of weights"
-        f"{' (4-bit values, their scales and zero points)' if quantized else ''}: "
+        f"{weight_bytes / 1e6:.0f} MB of weights"
+        f"{' (4-bit values, their scales and zero points)' if quantized else ''} and "
+        f"{kv_bytes / 1e6:.1f} MB of KV cache on average: "
         f"limit {limit:.2f} ms per token. Tokens {'identical' if agree else 'DIFFER'} across "
         f"{', '.join(sorted(tokens))}.{greedy} tfm compile {compile_s:.1f} s.")
     table = ["| system | prompt ms | ms per token | % of the bandwidth limit | tfm / system |",

@@ -104,4 +104,13 @@ def weight_bytes_per_token():
     return 4 * (LAYERS * per_layer + VOCAB * D + 2 * D + 2 * D)
 
 
+def kv_bytes_per_token():
+    """The bytes of the KV cache a token must read, on average over the
+    bench's generation: the step at position p attends to the keys and
+    values of positions 0..p (f32), and the NEW tokens take NEW - 1 steps,
+    at positions PROMPT..MAXLEN - 2 (the first comes from the prompt)."""
+    positions = sum(p + 1 for p in range(PROMPT, MAXLEN - 1))
+    return 4 * LAYERS * 2 * D * positions / NEW
+
+
 DESCRIPTION = f"GPT decoder {LAYERS} layers d{D} h{H} ff{FF}, vocabulary {VOCAB}"

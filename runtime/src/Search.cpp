@@ -12,19 +12,38 @@ using namespace tfm::runtime;
 
 namespace {
 
-/// log(softmax(row / temperature)) in double.
-std::vector<double> logSoftmax(const float *row, int64_t n, double temperature) {
-  std::vector<double> out(n);
+/// log Σ_v exp(row[v] / temperature), in double: what each logit less is
+/// its log-probability.
+double logNormalizer(const float *row, int64_t n, double temperature) {
   double peak = -INFINITY;
   for (int64_t v = 0; v < n; ++v)
     peak = std::max(peak, row[v] / temperature);
   double sum = 0;
   for (int64_t v = 0; v < n; ++v)
     sum += std::exp(row[v] / temperature - peak);
-  double norm = peak + std::log(sum);
+  return peak + std::log(sum);
+}
+
+/// log(softmax(row / temperature)) in double.
+std::vector<double> logSoftmax(const float *row, int64_t n, double temperature) {
+  std::vector<double> out(n);
+  double norm = logNormalizer(row, n, temperature);
   for (int64_t v = 0; v < n; ++v)
     out[v] = row[v] / temperature - norm;
   return out;
+}
+
+struct Candidate {
+  int64_t row, token;
+  double logProb;
+};
+
+/// The order candidates are kept in: the most likely first; equal ones by
+/// row, then by token, so that the order is total.
+bool ranksBefore(const Candidate &a, const Candidate &b) {
+  if (a.logProb != b.logProb)
+    return a.logProb > b.logProb;
+  return a.row != b.row ? a.row < b.row : a.token < b.token;
 }
 
 } // namespace
@@ -102,31 +121,42 @@ std::vector<int64_t> Search::advance(const float *logits) {
     return {};
   if (opts.sample)
     return sampleStep(logits);
-  struct Candidate {
-    int64_t row, token;
-    double logProb;
-  };
-  std::vector<Candidate> candidates;
-  for (size_t b = 0; b < beams.size(); ++b) {
-    std::vector<double> lp = logSoftmax(logits + b * vocab, vocab, 1.0);
-    for (int64_t v = 0; v < vocab; ++v)
-      candidates.push_back({static_cast<int64_t>(b), v,
-                            beams[b].logProb + lp[v]});
-  }
-  // The best 2·K: enough that K go on even if K of them end here.
+  // The best 2·K: enough that K go on even if K of them end here. Only a
+  // row's own best 2·K can be among them, so each row is read once, into a
+  // short sorted list, instead of ranking the vocabulary of every row.
   size_t k = static_cast<size_t>(opts.beamWidth);
-  size_t take = std::min(candidates.size(), 2 * k);
-  std::partial_sort(candidates.begin(), candidates.begin() + take,
-                    candidates.end(),
-                    [](const Candidate &a, const Candidate &b) {
-                      if (a.logProb != b.logProb)
-                        return a.logProb > b.logProb;
-                      return a.row != b.row ? a.row < b.row
-                                            : a.token < b.token;
-                    });
+  size_t take = std::min<size_t>(beams.size() * vocab, 2 * k);
+  size_t perRow = std::min<size_t>(vocab, take);
+  std::vector<Candidate> candidates;
+  candidates.reserve(beams.size() * perRow);
+  for (size_t b = 0; b < beams.size(); ++b) {
+    const float *row = logits + b * vocab;
+    const double norm = logNormalizer(row, vocab, 1.0), prior = beams[b].logProb;
+    const size_t first = candidates.size();
+    // A logit below the worst kept one cannot rank before it: its
+    // log-probability is at most as high, and its token comes later.
+    float worst = -INFINITY;
+    for (int64_t v = 0; v < vocab; ++v) {
+      if (row[v] < worst)
+        continue;
+      Candidate c{static_cast<int64_t>(b), v, prior + (row[v] / 1.0 - norm)};
+      if (candidates.size() - first == perRow) {
+        if (!ranksBefore(c, candidates.back()))
+          continue;
+        candidates.pop_back();
+      }
+      candidates.insert(std::upper_bound(candidates.begin() + first,
+                                         candidates.end(), c, ranksBefore),
+                        c);
+      if (candidates.size() - first == perRow)
+        worst = row[candidates.back().token];
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), ranksBefore);
+  candidates.resize(std::min(candidates.size(), take));
   std::vector<Hypothesis> next;
   std::vector<int64_t> rows;
-  for (size_t i = 0; i < take && next.size() < k; ++i) {
+  for (size_t i = 0; i < candidates.size() && next.size() < k; ++i) {
     const Candidate &c = candidates[i];
     Hypothesis h = beams[c.row];
     h.tokens.push_back(c.token);
