@@ -443,9 +443,14 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
             dq = p[TFM_ATTENTION_D], dv = p[TFM_ATTENTION_DV],
             flags = p[TFM_ATTENTION_FLAGS];
     constexpr int64_t rotary = TFM_ATTENTION_ROTARY_Q | TFM_ATTENTION_ROTARY_K;
-    if (flags < 0 || flags >= 2 * TFM_ATTENTION_ROTARY_POS ||
-        (flags >= TFM_ATTENTION_ROTARY_INTERLEAVED && !(flags & rotary)) ||
-        ((flags & rotary) && dq % 2 != 0)) {
+    const bool transposed = flags & TFM_ATTENTION_KEYS_TRANSPOSED;
+    const int64_t rotaryFlags = flags & (TFM_ATTENTION_KEYS_TRANSPOSED - 1);
+    if (flags < 0 || flags >= 2 * TFM_ATTENTION_KEYS_TRANSPOSED ||
+        (rotaryFlags >= TFM_ATTENTION_ROTARY_INTERLEAVED &&
+         !(flags & rotary)) ||
+        ((flags & rotary) && dq % 2 != 0) ||
+        (transposed && (sq > TFM_ATTENTION_FEW_QUERIES ||
+                        (flags & TFM_ATTENTION_ROTARY_K)))) {
       why = fmt::format("its flags are {}", flags);
       return false;
     }
@@ -461,7 +466,9 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
                     uint64_t &out) {
       const int64_t *st = d.strides + 3 * operand;
       const int64_t four[] = {st[0], st[1], st[2], 1};
-      return strided(dims, four, out);
+      // kᵀ: the rows dense, the columns st[2] apart.
+      const int64_t columns[] = {st[0], st[1], 1, st[2]};
+      return strided(dims, operand == 1 && transposed ? columns : four, out);
     };
     if (!rows(0, {b1, b2, sq, dq}, bytes[0]) ||
         !rows(1, {b1, b2 / group, sk, dq}, bytes[1]) ||

@@ -119,7 +119,14 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 fparams: scale
  *                 With ROTARY_Q or ROTARY_K, the query or the keys
  *                 are read unrotated and rotated as they are loaded.
- *                 strides: q, k, v, o: (b1, b2, row) each, in elements
+ *                 strides: q, k, v, o: (b1, b2, row) each, in elements;
+ *                          with KEYS_TRANSPOSED, k's third is the stride
+ *                          of its columns, its rows being dense (kᵀ, as
+ *                          a decoder's key cache may be kept)
+ *                 At most TFM_ATTENTION_FEW_QUERIES queries are computed
+ *                 with each key and value read once, and only up to the
+ *                 last key a query sees (its mask's trailing -inf, the
+ *                 causal triangle).
  *                 args:    q, k, v, mask (or NULL), o, and with ROTARY_Q
  *                          or ROTARY_K, cos and sin
  *  RMS_NORM       LAYER_NORM's params, fparams and args, but RMSNorm:
@@ -307,7 +314,15 @@ typedef enum tfm_attention_flag_t {
   TFM_ATTENTION_ROTARY_B1 = 512,
   TFM_ATTENTION_ROTARY_B2 = 1024,
   TFM_ATTENTION_ROTARY_POS = 2048,
+  /* k is read as kᵀ (its strides: b1, b2, column), for at most
+   * TFM_ATTENTION_FEW_QUERIES queries and without ROTARY_K. Appends to
+   * version 5, as GROUPED. */
+  TFM_ATTENTION_KEYS_TRANSPOSED = 4096,
 } tfm_attention_flag_t;
+
+/* The most queries (Sq) for which ATTENTION reads each key and value once
+ * per key head, without blocks: decoding's one query a head, or a few. */
+enum { TFM_ATTENTION_FEW_QUERIES = 4 };
 
 /* The activation a LINEAR kernel applies after the bias
  * (params[TFM_LINEAR_ACTIVATION]). */

@@ -230,6 +230,19 @@ RowFn pickRowFn() {
   }
 }
 
+/// Where the rotary tables' row for row `row` of (i1, i2) of a rotated
+/// operand of `heads` heads and `rows` rows starts, by the ROTARY_B1, B2
+/// and POS flags of `flags`.
+int64_t tableOffset(int64_t flags, int64_t dq, int64_t i1, int64_t i2,
+                    int64_t row, int64_t heads, int64_t rows) {
+  int64_t t2 = flags & TFM_ATTENTION_ROTARY_B2 ? heads : 1,
+          ts = flags & TFM_ATTENTION_ROTARY_POS ? rows : 1;
+  int64_t j1 = flags & TFM_ATTENTION_ROTARY_B1 ? i1 : 0,
+          j2 = flags & TFM_ATTENTION_ROTARY_B2 ? i2 : 0,
+          js = flags & TFM_ATTENTION_ROTARY_POS ? row : 0;
+  return ((j1 * t2 + j2) * ts + js) * dq;
+}
+
 /// Row `x` of D elements rotated into `out` by a row of each table: x·cos
 /// + rotate(x)·sin, rotate pairing column j with j + D/2 (or 2j with 2j + 1
 /// when interleaved), each half of the pairs computed as the neutral
@@ -388,12 +401,7 @@ private:
   std::pair<const float *, const float *> tableRow(int64_t i1, int64_t i2,
                                                    int64_t row, int64_t heads,
                                                    int64_t rows) const {
-    int64_t t2 = flags & TFM_ATTENTION_ROTARY_B2 ? heads : 1,
-            ts = flags & TFM_ATTENTION_ROTARY_POS ? rows : 1;
-    int64_t j1 = flags & TFM_ATTENTION_ROTARY_B1 ? i1 : 0,
-            j2 = flags & TFM_ATTENTION_ROTARY_B2 ? i2 : 0,
-            js = flags & TFM_ATTENTION_ROTARY_POS ? row : 0;
-    int64_t at = ((j1 * t2 + j2) * ts + js) * dq;
+    int64_t at = tableOffset(flags, dq, i1, i2, row, heads, rows);
     return {cosTable + at, sinTable + at};
   }
 
@@ -645,10 +653,236 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
   }
 }
 
+/// The one or few queries of a decoding step over a cache: no blocks and no
+/// GEMM calls (a dispatch costs more than such a block's work), each key
+/// and value head read once for every query row of its group, and only as
+/// far as the last key any of those rows sees. A mask's trailing −inf (a
+/// cache's positions not yet written) and the causal triangle cut the rows
+/// short: an excluded key's weight is exactly 0, unless a row excludes every
+/// key, which divides 0 by 0 either way. So a step at position p reads p + 1
+/// positions of the cache, not all it was compiled for. Keys may come as kᵀ
+/// (KEYS_TRANSPOSED), the layout a decoder's key cache is often kept in, for
+/// which the scores of consecutive keys are consecutive lanes.
+class FewQueryAttention : public Kernel {
+public:
+  explicit FewQueryAttention(const tfm_abi_kernel_desc_t &d)
+      : b1(d.params[TFM_ATTENTION_B1]), b2(d.params[TFM_ATTENTION_B2]),
+        sq(d.params[TFM_ATTENTION_SQ]), sk(d.params[TFM_ATTENTION_SK]),
+        dq(d.params[TFM_ATTENTION_D]), dv(d.params[TFM_ATTENTION_DV]),
+        flags(d.params[TFM_ATTENTION_FLAGS]),
+        group(flags & TFM_ATTENTION_GROUPED ? d.params[TFM_ATTENTION_KV_GROUP]
+                                            : 1),
+        scale(static_cast<float>(d.fparams[0]) * kLog2e), rowFn(pickRowFn()),
+        isa(vectorIsa()) {
+    std::copy(d.strides, d.strides + 12, strides);
+  }
+
+  int32_t run(void *const *args) override {
+    Args a{static_cast<const float *>(args[0]),
+           static_cast<const float *>(args[1]),
+           static_cast<const float *>(args[2]),
+           static_cast<const float *>(args[3]), static_cast<float *>(args[4]),
+           nullptr, nullptr};
+    if (flags & TFM_ATTENTION_ROTARY_Q) {
+      a.cos = static_cast<const float *>(args[5]);
+      a.sin = static_cast<const float *>(args[6]);
+    }
+    // A task is a key head and some of its group's query heads: the whole
+    // group, unless that leaves a thread without two tasks.
+    const int threads = omp_get_max_threads();
+    const int64_t heads = b1 * (b2 / group);
+    const int64_t parts =
+        std::clamp<int64_t>((2 * threads + heads - 1) / heads, 1, group);
+    const int64_t perPart = (group + parts - 1) / parts;
+    if (static_cast<int>(scratch.size()) < threads)
+      scratch.resize(threads);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t t = 0; t < heads * parts; ++t) {
+      int64_t i1 = t / parts / (b2 / group), h = t / parts % (b2 / group);
+      int64_t first = h * group + t % parts * perPart,
+              last = std::min((h + 1) * group, first + perPart);
+      if (first < last)
+        task(a, i1, h, first, last, scratch[omp_get_thread_num()]);
+    }
+    return 0;
+  }
+
+private:
+  struct Args {
+    const float *q, *k, *v, *mask;
+    float *o;
+    const float *cos, *sin;
+  };
+  /// A thread's rows: queries (rotated, dense), scores, outputs.
+  struct Scratch {
+    std::vector<float> q, s, out, l;
+    std::vector<int64_t> keep;
+    std::vector<const float *> mask;
+  };
+
+  template <typename T>
+  T *rowOf(T *base, int which, int64_t i1, int64_t i2, int64_t row) const {
+    const int64_t *st = strides + 3 * which;
+    return base + i1 * st[0] + i2 * st[1] + row * st[2];
+  }
+
+  void task(const Args &a, int64_t i1, int64_t h, int64_t first, int64_t last,
+            Scratch &w) const {
+#if defined(__x86_64__)
+    if (isa == VectorIsa::AVX512)
+      return taskAvx512(a, i1, h, first, last, w);
+    if (isa == VectorIsa::AVX2)
+      return taskAvx2(a, i1, h, first, last, w);
+#endif
+    taskBody(a, i1, h, first, last, w);
+  }
+
+#if defined(__x86_64__)
+  // The body's loops, vectorized for each ISA by the compiler: they run
+  // along keys or along columns, never across lanes.
+  __attribute__((target("avx512f"))) void
+  taskAvx512(const Args &a, int64_t i1, int64_t h, int64_t first,
+             int64_t last, Scratch &w) const {
+    taskBody(a, i1, h, first, last, w);
+  }
+  __attribute__((target("avx2,fma"))) void
+  taskAvx2(const Args &a, int64_t i1, int64_t h, int64_t first, int64_t last,
+           Scratch &w) const {
+    taskBody(a, i1, h, first, last, w);
+  }
+#endif
+
+  /// Query heads [first, last) of key head h, every query row of each.
+  __attribute__((always_inline)) inline void
+  taskBody(const Args &a, int64_t i1, int64_t h, int64_t first, int64_t last,
+           Scratch &w) const {
+    const int64_t rows = (last - first) * sq;
+    w.q.resize(rows * dq);
+    w.out.assign(rows * dv, 0.f);
+    w.l.assign(rows, 0.f);
+    w.keep.resize(rows);
+    w.mask.assign(rows, nullptr);
+    const bool causal = flags & TFM_ATTENTION_CAUSAL;
+    int64_t keys = 0;
+    for (int64_t i2 = first; i2 < last; ++i2)
+      for (int64_t r = 0; r < sq; ++r) {
+        const int64_t t = (i2 - first) * sq + r;
+        const float *q = rowOf(a.q, 0, i1, i2, r);
+        float *qt = w.q.data() + t * dq;
+        if (flags & TFM_ATTENTION_ROTARY_Q) {
+          auto [cos, sin] = tableRow(a, i1, i2, r);
+          rotateRow(q, cos, sin, dq, flags & TFM_ATTENTION_ROTARY_INTERLEAVED,
+                    qt);
+        } else {
+          std::copy(q, q + dq, qt);
+        }
+        // The scores come out scaled and in base 2, as the blocks' GEMMs
+        // write them.
+        for (int64_t c = 0; c < dq; ++c)
+          qt[c] *= scale;
+        int64_t keep = causal ? std::min(sk, r + 1) : sk;
+        if (flags & TFM_ATTENTION_HAS_MASK) {
+          int64_t m2 = flags & TFM_ATTENTION_MASK_B2 ? b2 : 1;
+          int64_t mq = flags & TFM_ATTENTION_MASK_Q ? sq : 1;
+          int64_t j1 = flags & TFM_ATTENTION_MASK_B1 ? i1 : 0;
+          int64_t j2 = flags & TFM_ATTENTION_MASK_B2 ? i2 : 0;
+          const float *m = a.mask + ((j1 * m2 + j2) * mq +
+                                     (flags & TFM_ATTENTION_MASK_Q ? r : 0)) *
+                                        sk;
+          while (keep > 0 && m[keep - 1] == kNegInf)
+            --keep;
+          w.mask[t] = m;
+        }
+        w.keep[t] = keep;
+        keys = std::max(keys, keep);
+      }
+    w.s.assign(rows * keys, 0.f);
+    float *s = w.s.data();
+    if (flags & TFM_ATTENTION_KEYS_TRANSPOSED) {
+      // kᵀ's rows: column c of every key at once, each read once.
+      for (int64_t c = 0; c < dq; ++c) {
+        const float *kc = rowOf(a.k, 1, i1, h, c);
+        for (int64_t t = 0; t < rows; ++t) {
+          const float qc = w.q[t * dq + c];
+          float *st = s + t * keys;
+          for (int64_t j = 0; j < keys; ++j)
+            st[j] += qc * kc[j];
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < keys; ++j) {
+        const float *kj = rowOf(a.k, 1, i1, h, j);
+        for (int64_t t = 0; t < rows; ++t)
+          s[t * keys + j] = dot(w.q.data() + t * dq, kj, dq);
+      }
+    }
+    for (int64_t t = 0; t < rows; ++t) {
+      float m = kNegInf;
+      rowFn(s + t * keys, w.mask[t], w.keep[t], keys, m, w.l[t]);
+    }
+    // Past a row's keep its weights are 0.
+    for (int64_t j = 0; j < keys; ++j) {
+      const float *vj = rowOf(a.v, 2, i1, h, j);
+      for (int64_t t = 0; t < rows; ++t) {
+        const float p = s[t * keys + j];
+        float *ot = w.out.data() + t * dv;
+        for (int64_t c = 0; c < dv; ++c)
+          ot[c] += p * vj[c];
+      }
+    }
+    for (int64_t i2 = first; i2 < last; ++i2)
+      for (int64_t r = 0; r < sq; ++r) {
+        const int64_t t = (i2 - first) * sq + r;
+        // A row that kept no key divides 0 by 0, as the unfused softmax does.
+        const float inv = 1.f / w.l[t];
+        float *o = rowOf(a.o, 3, i1, i2, r);
+        for (int64_t c = 0; c < dv; ++c)
+          o[c] = w.out[t * dv + c] * inv;
+      }
+  }
+
+  /// The partial sums dot keeps, one vector of AVX-512 (two of AVX2).
+  static constexpr int64_t kLanes = 16;
+
+  /// q·k in kLanes partial sums, which the compiler keeps in lanes.
+  __attribute__((always_inline)) static inline float
+  dot(const float *q, const float *k, int64_t n) {
+    float part[kLanes] = {};
+    int64_t c = 0;
+    for (; c + kLanes <= n; c += kLanes)
+      for (int64_t u = 0; u < kLanes; ++u)
+        part[u] += q[c + u] * k[c + u];
+    for (; c < n; ++c)
+      part[0] += q[c] * k[c];
+    float sum = 0.f;
+    for (float p : part)
+      sum += p;
+    return sum;
+  }
+
+  std::pair<const float *, const float *>
+  tableRow(const Args &a, int64_t i1, int64_t i2, int64_t row) const {
+    int64_t at = tableOffset(flags, dq, i1, i2, row, b2, sq);
+    return {a.cos + at, a.sin + at};
+  }
+
+  int64_t b1, b2, sq, sk, dq, dv, flags, group;
+  int64_t strides[12];
+  /// scale·log2(e): the softmax works in base 2 (onlineSoftmaxRow*).
+  float scale;
+  RowFn rowFn;
+  VectorIsa isa;
+  std::vector<Scratch> scratch;
+};
+
 } // namespace
 
 std::unique_ptr<Kernel>
 tfm::runtime::cpu::makeAttentionKernel(std::shared_ptr<Engine> engine,
                                        const tfm_abi_kernel_desc_t &d) {
+  // The rotated keys are the blocks' to rotate as they load them.
+  if (d.params[TFM_ATTENTION_SQ] <= TFM_ATTENTION_FEW_QUERIES &&
+      !(d.params[TFM_ATTENTION_FLAGS] & TFM_ATTENTION_ROTARY_K))
+    return std::make_unique<FewQueryAttention>(d);
   return std::make_unique<AttentionKernel>(std::move(engine), d);
 }

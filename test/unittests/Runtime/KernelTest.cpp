@@ -806,6 +806,90 @@ TEST(Kernel, AttentionGroupedQueryHeads) {
   expectClose(o, want.at(0));
 }
 
+// A decoding step's attention: one query a head, grouped heads (6 over 2),
+// keys kept as kᵀ, and a mask whose trailing -inf are the cache positions
+// not yet written (25 of 40 in one batch row, 37 in the other). Past them
+// the kernel's keys and values hold NaN: read, they would poison the rows.
+TEST(Kernel, AttentionFewQueriesTransposedKeysReadTheWrittenPrefix) {
+  const int64_t B = 2, H = 6, KV = 2, G = H / KV, Sk = 40, D = 20, Dv = 12;
+  const int64_t written[B] = {25, 37};
+  auto q = randomFloats(B * H * D, 31), kt = randomFloats(B * KV * D * Sk, 32),
+       v = randomFloats(B * KV * Sk * Dv, 33), m = randomFloats(B * Sk, 34);
+  // The interpreter's operands: keys [B, H, Sk, D] and values [B, H, Sk, Dv],
+  // each key and value head repeated for its group.
+  std::vector<float> keys(B * H * Sk * D), values(B * H * Sk * Dv);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < Sk; ++j) {
+        for (int64_t c = 0; c < D; ++c)
+          keys[((b * H + h) * Sk + j) * D + c] =
+              kt[((b * KV + h / G) * D + c) * Sk + j];
+        for (int64_t c = 0; c < Dv; ++c)
+          values[((b * H + h) * Sk + j) * Dv + c] =
+              v[((b * KV + h / G) * Sk + j) * Dv + c];
+      }
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = written[b]; j < Sk; ++j) {
+      m[b * Sk + j] = -INFINITY;
+      for (int64_t h = 0; h < KV; ++h) {
+        for (int64_t c = 0; c < D; ++c)
+          kt[((b * KV + h) * D + c) * Sk + j] = NAN;
+        for (int64_t c = 0; c < Dv; ++c)
+          v[((b * KV + h) * Sk + j) * Dv + c] = NAN;
+      }
+    }
+  auto k = make({TFM_KERNEL_ATTENTION, 0,
+                 {B, H, 1, Sk, D, Dv,
+                  TFM_ATTENTION_HAS_MASK | TFM_ATTENTION_MASK_B1 |
+                      TFM_ATTENTION_GROUPED | TFM_ATTENTION_KEYS_TRANSPOSED,
+                  G},
+                 {0.25},
+                 {H * D, D, D,              // q[b, h, 0, :]
+                  KV * D * Sk, D * Sk, Sk,  // kᵀ[b, h, c, :], its columns Sk apart
+                  KV * Sk * Dv, Sk * Dv, Dv, // v
+                  H * Dv, Dv, Dv}});         // o
+  std::vector<float> o(B * H * Dv);
+  void *args[] = {q.data(), kt.data(), v.data(), m.data(), o.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<2x6x1x20xf32>, %k: tensor<2x6x40x20xf32>, %v: tensor<2x6x40x12xf32>, %m: tensor<2x1x1x40xf32>) -> tensor<2x6x1x12xf32> {
+      %a = tfm.attention %q, %k, %v, mask %m {scale = 2.500000e-01 : f64} : (tensor<2x6x1x20xf32>, tensor<2x6x40x20xf32>, tensor<2x6x40x12xf32>, tensor<2x1x1x40xf32>) -> tensor<2x6x1x12xf32>
+      return %a : tensor<2x6x1x12xf32>
+    })mlir",
+                     {asTensor(q, {B, H, 1, D}), asTensor(keys, {B, H, Sk, D}),
+                      asTensor(values, {B, H, Sk, Dv}),
+                      asTensor(m, {B, 1, 1, Sk})});
+  expectClose(o, want.at(0));
+}
+
+// Three queries (a beam's rows, or a short chunk) over 50 keys in their
+// own layout, causal, with a mask row per query: each row stops at its own
+// diagonal, and the head dimension leaves a tail after sixteen lanes.
+TEST(Kernel, AttentionFewQueriesCausalWithRowMasks) {
+  const int64_t H = 2, Sq = 3, Sk = 50, D = 20;
+  auto q = randomFloats(H * Sq * D, 35), key = randomFloats(H * Sk * D, 36),
+       v = randomFloats(H * Sk * D, 37), m = randomFloats(Sq * Sk, 38);
+  auto k = make({TFM_KERNEL_ATTENTION, 0,
+                 {1, H, Sq, Sk, D, D,
+                  TFM_ATTENTION_CAUSAL | TFM_ATTENTION_HAS_MASK |
+                      TFM_ATTENTION_MASK_Q},
+                 {0.5},
+                 {0, Sq * D, D, 0, Sk * D, D, 0, Sk * D, D, 0, Sq * D, D}});
+  std::vector<float> o(H * Sq * D);
+  void *args[] = {q.data(), key.data(), v.data(), m.data(), o.data()};
+  ASSERT_EQ(k->run(args), 0);
+  InterpreterHarness h;
+  auto want = h.eval(R"mlir(
+    func.func @infer(%q: tensor<2x3x20xf32>, %k: tensor<2x50x20xf32>, %v: tensor<2x50x20xf32>, %m: tensor<3x50xf32>) -> tensor<2x3x20xf32> {
+      %a = tfm.attention %q, %k, %v, mask %m causal {scale = 5.000000e-01 : f64} : (tensor<2x3x20xf32>, tensor<2x50x20xf32>, tensor<2x50x20xf32>, tensor<3x50xf32>) -> tensor<2x3x20xf32>
+      return %a : tensor<2x3x20xf32>
+    })mlir",
+                     {asTensor(q, {H, Sq, D}), asTensor(key, {H, Sk, D}),
+                      asTensor(v, {H, Sk, D}), asTensor(m, {Sq, Sk})});
+  expectClose(o, want.at(0));
+}
+
 TEST(Kernel, AddLayerNormWithSum) {
   const int64_t M = 5, N = 12;
   auto x = randomFloats(M * N, 9), r = randomFloats(M * N, 10),

@@ -495,21 +495,26 @@ TEST_F(CorruptedDynamic, ARangePastTheLastBucketIsRefusedAtLoad) {
       << msg;
 }
 
-// The library's longer buckets compute attention on the ATTENTION kernel.
+// The library's longer buckets compute attention on the ATTENTION kernel
+// (and its shortest, of at most TFM_ATTENTION_FEW_QUERIES positions, whose
+// single key row would hide a stride): the one with the most keys.
 const tfm_abi_kernel_desc_t *firstAttention(const tfm_abi_model_t *model) {
+  const tfm_abi_kernel_desc_t *longest = nullptr;
   for (int32_t i = 0; i < model->num_kernels; ++i)
-    if (model->kernels[i].kind == TFM_KERNEL_ATTENTION)
-      return &model->kernels[i];
-  return nullptr;
+    if (model->kernels[i].kind == TFM_KERNEL_ATTENTION &&
+        (!longest || model->kernels[i].params[TFM_ATTENTION_SK] >
+                         longest->params[TFM_ATTENTION_SK]))
+      longest = &model->kernels[i];
+  return longest;
 }
 
 TEST_F(CorruptedDynamic, UnknownAttentionFlagsAreRefusedAtLoad) {
   const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
   ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
   auto [code, msg] =
-      loadAndRun(lib.patched(&k->params[6], int64_t(4096), "attention_flags"));
+      loadAndRun(lib.patched(&k->params[6], int64_t(8192), "attention_flags"));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
-  EXPECT_NE(msg.find("its flags are 4096"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("its flags are 8192"), std::string::npos) << msg;
 }
 
 // How to read the rotary tables, with nothing said to be rotated.
@@ -536,6 +541,21 @@ TEST_F(CorruptedDynamic, AGroupedAttentionWithoutGroupsIsRefusedAtLoad) {
       k->params[TFM_ATTENTION_FLAGS] | TFM_ATTENTION_GROUPED, "grouped"));
   EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
   EXPECT_NE(msg.find("do not form groups of 0"), std::string::npos) << msg;
+}
+
+// kᵀ keys are read for few queries only, and never rotated.
+TEST_F(CorruptedDynamic, TransposedKeysForManyQueriesAreRefusedAtLoad) {
+  const tfm_abi_kernel_desc_t *k = firstAttention(lib.model);
+  ASSERT_TRUE(k) << "the encoder's long buckets must use ATTENTION";
+  ASSERT_GT(k->params[TFM_ATTENTION_SQ], TFM_ATTENTION_FEW_QUERIES);
+  int64_t flags =
+      k->params[TFM_ATTENTION_FLAGS] | TFM_ATTENTION_KEYS_TRANSPOSED;
+  auto [code, msg] = loadAndRun(
+      lib.patched(&k->params[TFM_ATTENTION_FLAGS], flags, "transposed"));
+  EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+  EXPECT_NE(msg.find("its flags are " + std::to_string(flags)),
+            std::string::npos)
+      << msg;
 }
 
 TEST_F(CorruptedDynamic, AnAttentionRowStridePastItsBufferIsRefused) {

@@ -141,9 +141,22 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
            rotatedKeys = rotatedInAttention(op.getKey());
   Value query = rotatedQuery ? rotatedQuery.getInput() : op.getQuery(),
         key = rotatedKeys ? rotatedKeys.getInput() : op.getKey();
+  // A few queries read keys kept as kᵀ (a decoder's key cache) in place;
+  // rotated, the kernel's blocks rotate them as they load rows.
+  const bool fewQueries = sq <= TFM_ATTENTION_FEW_QUERIES;
+  int64_t flags = op.getCausal() ? TFM_ATTENTION_CAUSAL : 0;
   for (Value operand : {query, key, Value(op.getValue())}) {
     StridedView view = e.viewOf(operand);
-    if (!attentionStrides(view, strides)) {
+    size_t r = view.shape.size();
+    if (operand == key && fewQueries && !rotatedKeys &&
+        view.strides[r - 2] == 1 && view.strides[r - 1] != 1) {
+      SmallVector<int64_t> lead(view.strides.begin(), view.strides.end() - 2);
+      while (lead.size() < 2)
+        lead.insert(lead.begin(), 0);
+      llvm::append_range(strides, lead);
+      strides.push_back(view.strides[r - 1]);
+      flags |= TFM_ATTENTION_KEYS_TRANSPOSED;
+    } else if (!attentionStrides(view, strides)) {
       Value dense = e.denseOf(operand);
       auto shape = cast<MemRefType>(dense.getType()).getShape();
       view = {dense, 0, SmallVector<int64_t>(shape),
@@ -152,7 +165,6 @@ LogicalResult lowerAttentionKernel(AttentionOp op, CPUEntry &e) {
     }
     args.push_back(KernelArg(view.base, view.offset));
   }
-  int64_t flags = op.getCausal() ? TFM_ATTENTION_CAUSAL : 0;
   Value maskBuf;
   if (Value mask = op.getMask()) {
     flags |= TFM_ATTENTION_HAS_MASK;

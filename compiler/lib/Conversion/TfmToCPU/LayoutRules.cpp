@@ -30,13 +30,17 @@ bool mlir::tfm::usesAttentionKernel(AttentionOp op) {
   // The unfused graph would need the keys and values repeated per head.
   if (op.getKVGroup() != 1)
     return true;
-  // Where it is faster. The kernel pays a GEMM dispatch (about 4 µs) per
+  ArrayRef<int64_t> qs = qt.getShape();
+  int64_t sq = qs[qs.size() - 2], sk = kt.getShape()[qs.size() - 2];
+  // A few queries (decoding) take no GEMMs, and read a cache only as far as
+  // its positions are written.
+  if (sq <= TFM_ATTENTION_FEW_QUERIES)
+    return true;
+  // Elsewhere, where it is faster. The kernel pays a GEMM dispatch (about 4 µs) per
   // block of 64 queries and 512 keys; the unfused graph pays three kernel
   // calls (about 30 µs) and writes, reads and rewrites the scores (12 bytes
   // a score, at about 20 GB/s). Measured on W1-W4 and W8: many small heads
   // (W4's 64 of 64 x 64) stay unfused, long sequences always fuse.
-  ArrayRef<int64_t> qs = qt.getShape();
-  int64_t sq = qs[qs.size() - 2], sk = kt.getShape()[qs.size() - 2];
   double groups = static_cast<double>(product(qs.drop_back(2)));
   double blocks = groups * std::ceil(sq / 64.0) * std::ceil(sk / 512.0);
   double fusedUs = 4.0 * blocks;
