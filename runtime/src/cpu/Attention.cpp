@@ -230,6 +230,28 @@ RowFn pickRowFn() {
   }
 }
 
+/// Row `row` of (i1, i2) in operand `which` (0 query, 1 key, 2 value, 3
+/// output) by its three of the kernel's `strides`.
+template <typename T>
+T *operandRow(const int64_t *strides, T *base, int which, int64_t i1,
+              int64_t i2, int64_t row) {
+  const int64_t *st = strides + 3 * which;
+  return base + i1 * st[0] + i2 * st[1] + row * st[2];
+}
+
+/// The mask's row for query `row` of (i1, i2), by the MASK_* flags: one
+/// row for all queries without MASK_Q.
+const float *maskRow(int64_t flags, const float *mask, int64_t b2,
+                     int64_t sq, int64_t sk, int64_t i1, int64_t i2,
+                     int64_t row) {
+  int64_t m2 = flags & TFM_ATTENTION_MASK_B2 ? b2 : 1;
+  int64_t mq = flags & TFM_ATTENTION_MASK_Q ? sq : 1;
+  int64_t j1 = flags & TFM_ATTENTION_MASK_B1 ? i1 : 0;
+  int64_t j2 = flags & TFM_ATTENTION_MASK_B2 ? i2 : 0;
+  int64_t js = flags & TFM_ATTENTION_MASK_Q ? row : 0;
+  return mask + ((j1 * m2 + j2) * mq + js) * sk;
+}
+
 /// Where the rotary tables' row for row `row` of (i1, i2) of a rotated
 /// operand of `heads` heads and `rows` rows starts, by the ROTARY_B1, B2
 /// and POS flags of `flags`.
@@ -409,8 +431,7 @@ private:
   /// 3 output), by its three strides; i2 is a key head for keys and values.
   template <typename T>
   T *rowOf(T *base, int which, int64_t i1, int64_t i2, int64_t row) const {
-    const int64_t *st = strides + 3 * which;
-    return base + i1 * st[0] + i2 * st[1] + row * st[2];
+    return operandRow(strides, base, which, i1, i2, row);
   }
 
   /// Key block k0 of (i1, key head h), packed.
@@ -563,15 +584,9 @@ void AttentionKernel::Worker::task(const float *q, const float *k,
   const float *maskRows = nullptr;
   int64_t maskRowStride = 0;
   if (a.flags & TFM_ATTENTION_HAS_MASK) {
-    int64_t m2 = a.flags & TFM_ATTENTION_MASK_B2 ? a.b2 : 1;
-    int64_t mq = a.flags & TFM_ATTENTION_MASK_Q ? a.sq : 1;
-    int64_t j1 = a.flags & TFM_ATTENTION_MASK_B1 ? i1 : 0;
-    int64_t j2 = a.flags & TFM_ATTENTION_MASK_B2 ? i2 : 0;
-    maskRows = mask + (j1 * m2 + j2) * mq * a.sk;
-    if (a.flags & TFM_ATTENTION_MASK_Q) {
-      maskRows += q0 * a.sk;
+    maskRows = maskRow(a.flags, mask, a.b2, a.sq, a.sk, i1, i2, q0);
+    if (a.flags & TFM_ATTENTION_MASK_Q)
       maskRowStride = a.sk;
-    }
   }
   if (a.rotates(TFM_ATTENTION_ROTARY_Q)) {
     bool interleaved = a.flags & TFM_ATTENTION_ROTARY_INTERLEAVED;
@@ -722,8 +737,7 @@ private:
 
   template <typename T>
   T *rowOf(T *base, int which, int64_t i1, int64_t i2, int64_t row) const {
-    const int64_t *st = strides + 3 * which;
-    return base + i1 * st[0] + i2 * st[1] + row * st[2];
+    return operandRow(strides, base, which, i1, i2, row);
   }
 
   void task(const Args &a, int64_t i1, int64_t h, int64_t first, int64_t last,
@@ -782,13 +796,7 @@ private:
           qt[c] *= scale;
         int64_t keep = causal ? std::min(sk, r + 1) : sk;
         if (flags & TFM_ATTENTION_HAS_MASK) {
-          int64_t m2 = flags & TFM_ATTENTION_MASK_B2 ? b2 : 1;
-          int64_t mq = flags & TFM_ATTENTION_MASK_Q ? sq : 1;
-          int64_t j1 = flags & TFM_ATTENTION_MASK_B1 ? i1 : 0;
-          int64_t j2 = flags & TFM_ATTENTION_MASK_B2 ? i2 : 0;
-          const float *m = a.mask + ((j1 * m2 + j2) * mq +
-                                     (flags & TFM_ATTENTION_MASK_Q ? r : 0)) *
-                                        sk;
+          const float *m = maskRow(flags, a.mask, b2, sq, sk, i1, i2, r);
           while (keep > 0 && m[keep - 1] == kNegInf)
             --keep;
           w.mask[t] = m;
