@@ -20,6 +20,20 @@
 // unsigned ones, keep the correction, and the cancellation it brings in
 // f32, small.
 //
+// On AVX-512, 4-bit weights in float are laid out in tiles of 16 columns,
+// a vector's lanes, each dword of a tile's 64-byte chunk holding eight k
+// of its column. A nibble then becomes a float without a conversion:
+// shifted to the top of the mantissa and OR-ed into 1.0's bits, it reads
+// 1 + u/16. With S_b a block's Σ x·(1 + u/16) = X_b + Σ u·x / 16,
+//
+//   y[m, n] = Σ_b s[n,b] · (16·S_b − (16 + z[n,b])·X_b)
+//
+// which costs a shift, a ternary logic op and an FMA per 16 weights and
+// row of x. Along K, in the rows' layout, each 16 had cost a zero
+// extension, a vpermps through the block's table (i − z)·s and an FMA, and
+// bound the body by its instructions at about 19 G weights a second a
+// core, where DRAM gives 2 cores about 60.
+//
 // More rows (a prompt) are compute-bound: each thread dequantizes a panel of
 // weight rows to f32, where it stays in cache, and multiplies it with
 // oneDNN's sgemm.
@@ -69,13 +83,17 @@ constexpr int64_t kPanelRows = 128;
 
 /// The weights of one tensor as the kernel reads them.
 struct PackedWeights {
-  std::vector<uint8_t> values; ///< [N, Kp/2] (4-bit) or [N, Kp] bytes
-  std::vector<float> scales;   ///< [N, blocks], 0 past K, and 16 more
+  /// [N, Kp/2] (4-bit) or [N, Kp] bytes; in tiles (Shape::tiles), [tiles,
+  /// Kp/8, 16] dwords of eight nibbles, k = 8c + j at bits 4j.
+  std::vector<uint8_t> values;
+  /// [N, blocks], 0 past K, and 16 more; in tiles, [tiles, blocks, 16], 0
+  /// past N.
+  std::vector<float> scales;
   std::vector<int16_t> zeros;  ///< [N, blocks]: z, shifted as u is; and 16
   std::vector<float> scaledZeros; ///< [N, blocks]: s·z, and 16 (float bodies)
   /// [N, blocks]: z as a byte (4 bits: 0..15), for the integer bodies,
   /// which take s·z from the scales they have just read: 1 byte a block
-  /// from memory instead of 4.
+  /// from memory instead of 4. In tiles, [tiles, blocks, 16].
   std::vector<uint8_t> zeroBytes;
   bool ready = false;
 };
@@ -90,7 +108,10 @@ struct Shape {
   int64_t block;  ///< columns per scale: 16, or a multiple of 32
   int64_t blocks; ///< scales per row of the packed form
   Format format;
+  /// The weights are in tiles of 16 columns (see the file's comment).
+  bool tiles = false;
   int64_t rowBytes() const { return format == Format::U4 ? kp / 2 : kp; }
+  int64_t tileCount() const { return (n + 15) / 16; }
 };
 
 /// The blocks of the halves of group 0, 1, ... in turn, without a division
@@ -181,125 +202,111 @@ void dotsScalar(const Shape &sh, const PackedWeights &pw, int64_t n,
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-/// A 4-bit row of w' into kp floats for the sgemm panels, through the
-/// same tables as dotsAvx512U4.
-__attribute__((target("avx512f"))) void
-dequantizeRowAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t n,
-                      float *out) {
-  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
-  const float *s = pw.scales.data() + n * sh.blocks;
-  const int16_t *z = pw.zeros.data() + n * sh.blocks;
-  const __m512 iota =
-      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  BlockWalk walk(sh);
-  for (int64_t g = 0; g < sh.kp / kGroup; ++g, walk.next()) {
-    const int64_t bLo = walk.lo(), bHi = walk.hi();
-    __m512 tLo = _mm512_mul_ps(
-        _mm512_sub_ps(iota, _mm512_set1_ps(static_cast<float>(z[bLo]))),
-        _mm512_set1_ps(s[bLo]));
-    __m512 tHi =
-        bHi == bLo ? tLo
-                   : _mm512_mul_ps(
-                         _mm512_sub_ps(
-                             iota, _mm512_set1_ps(static_cast<float>(z[bHi]))),
-                         _mm512_set1_ps(s[bHi]));
-    __m512i v = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + g * 16)));
-    _mm512_storeu_ps(out + g * kGroup, _mm512_permutexvar_ps(v, tLo));
-    _mm512_storeu_ps(out + g * kGroup + 16,
-                     _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tHi));
-  }
+/// One of the eight weights that each dword of a tile's chunk holds, k =
+/// 8c + J, as the float 1 + u/16: the nibble shifted to the top of the
+/// mantissa and OR-ed into 1.0's bits (ternary logic 0xEA: a & b | c).
+template <int J>
+__attribute__((target("avx512f"), always_inline)) inline __m512
+tileNibbleAvx512(__m512i v) {
+  __m512i t;
+  if constexpr (J < 5)
+    t = _mm512_slli_epi32(v, 19 - 4 * J);
+  else
+    t = _mm512_srli_epi32(v, 4 * J - 19);
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      t, _mm512_set1_epi32(0x00780000), _mm512_set1_epi32(0x3f800000), 0xea));
 }
 
-/// One group of 4-bit weights through the tables of its halves, into the
-/// accumulators of R rows of x.
-template <int R>
+/// A tile's chunk (64 bytes: k = 8c .. 8c + 7 of its 16 columns) as eight
+/// vectors of 1 + u/16, w[j] holding k = 8c + j.
 __attribute__((target("avx512f"), always_inline)) inline void
-groupAvx512U4(const uint8_t *row, const float *x, int64_t kp, int64_t g,
-              __m512 tLo, __m512 tHi, __m512 *acc, __m512 *acc2) {
-  __m512i v = _mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + g * 16)));
-  __m512 wLo = _mm512_permutexvar_ps(v, tLo);
-  __m512 wHi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tHi);
-  for (int m = 0; m < R; ++m) {
-    const float *xg = x + m * kp + g * kGroup;
-    acc[m] = _mm512_fmadd_ps(wLo, _mm512_loadu_ps(xg), acc[m]);
-    acc2[m] = _mm512_fmadd_ps(wHi, _mm512_loadu_ps(xg + 16), acc2[m]);
-  }
+tileChunkAvx512(const uint8_t *chunk, __m512 *w) {
+  const __m512i v = _mm512_loadu_si512(chunk);
+  w[0] = tileNibbleAvx512<0>(v);
+  w[1] = tileNibbleAvx512<1>(v);
+  w[2] = tileNibbleAvx512<2>(v);
+  w[3] = tileNibbleAvx512<3>(v);
+  w[4] = tileNibbleAvx512<4>(v);
+  w[5] = tileNibbleAvx512<5>(v);
+  w[6] = tileNibbleAvx512<6>(v);
+  w[7] = tileNibbleAvx512<7>(v);
 }
 
-/// dotsScalar for 4-bit weights in sixteen lanes, R rows of x at once,
-/// the zero points included: each block's weights become floats by vpermps
-/// from its own table (i − z)·s, i = 0..15, which reads only an index's low
-/// four bits, so that the low nibble needs no mask and no block needs a
-/// sum of its own.
-template <int R, bool HalfBlocks>
+/// The dots of one tile (16 columns) with R rows of x, into out [R, 16]:
+/// Σ_b s·(16·S_b − (16 + z)·X_b), S_b the block's Σ x·(1 + u/16) (see the
+/// file's comment). Few rows keep several accumulators a row, so that
+/// consecutive FMAs do not wait on each other.
+template <int R>
 __attribute__((target("avx512f"))) void
-dotsAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t n,
-             const float *x, const float *, float *out) {
-  // z·s of this many blocks at a time, in sixteen lanes.
-  constexpr int64_t kChunk = 256;
-  alignas(64) float zs[kChunk + 16];
-  const uint8_t *row = pw.values.data() + n * sh.rowBytes();
-  const float *s = pw.scales.data() + n * sh.blocks;
-  const int16_t *z = pw.zeros.data() + n * sh.blocks;
-  const __m512 iota =
-      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512 acc[R], acc2[R];
+tileDotsAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t tile,
+                 const float *x, const float *blockSums, float *out) {
+  constexpr int A = R == 1 ? 4 : R < 4 ? 2 : 1;
+  const int64_t chunks = sh.kp / 8, perBlock = sh.block / 8;
+  const uint8_t *p = pw.values.data() + tile * chunks * 64;
+  const float *s = pw.scales.data() + tile * sh.blocks * 16;
+  const uint8_t *z = pw.zeroBytes.data() + tile * sh.blocks * 16;
+  __m512 total[R];
   for (int m = 0; m < R; ++m)
-    acc[m] = acc2[m] = _mm512_setzero_ps();
-  // Two groups at a time into accumulators of their own: four independent
-  // chains of FMAs, and half the loop's bookkeeping.
-  __m512 acc3[R], acc4[R];
-  for (int m = 0; m < R; ++m)
-    acc3[m] = acc4[m] = _mm512_setzero_ps();
-  const int64_t groups = sh.kp / kGroup, perBlock = sh.block / kGroup;
-  for (int64_t b0 = 0; b0 < sh.blocks; b0 += kChunk) {
-    const int64_t b1 = std::min(sh.blocks, b0 + kChunk);
-    // Whole vectors of blocks: scales and zero points are padded for it.
-    for (int64_t b = b0; b < b1; b += 16)
-      _mm512_store_ps(
-          zs + (b - b0),
-          _mm512_mul_ps(
-              _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
-                  reinterpret_cast<const __m256i *>(z + b)))),
-              _mm512_loadu_ps(s + b)));
-#define TFM_TABLE(blk)                                                         \
-  _mm512_fmsub_ps(iota, _mm512_set1_ps(s[blk]), _mm512_set1_ps(zs[(blk)-b0]))
-    if constexpr (HalfBlocks) {
-      // Blocks of 16: a group's halves are two blocks (kChunk is even).
-      for (int64_t blk = b0; blk < b1; blk += 2)
-        groupAvx512U4<R>(row, x, sh.kp, blk / 2, TFM_TABLE(blk),
-                         TFM_TABLE(blk + 1), acc, acc2);
-    } else if (perBlock == 1) {
-      // Blocks of 32, the common case: a table for each group.
-      int64_t blk = b0;
-      for (; blk + 2 <= b1; blk += 2) {
-        __m512 t = TFM_TABLE(blk), u = TFM_TABLE(blk + 1);
-        groupAvx512U4<R>(row, x, sh.kp, blk, t, t, acc, acc2);
-        groupAvx512U4<R>(row, x, sh.kp, blk + 1, u, u, acc3, acc4);
-      }
-      if (blk < b1) {
-        __m512 t = TFM_TABLE(blk);
-        groupAvx512U4<R>(row, x, sh.kp, blk, t, t, acc, acc2);
-      }
-    } else {
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        __m512 t = TFM_TABLE(blk);
-        int64_t g = blk * perBlock, g1 = std::min(groups, g + perBlock);
-        for (; g + 2 <= g1; g += 2) {
-          groupAvx512U4<R>(row, x, sh.kp, g, t, t, acc, acc2);
-          groupAvx512U4<R>(row, x, sh.kp, g + 1, t, t, acc3, acc4);
-        }
-        if (g < g1)
-          groupAvx512U4<R>(row, x, sh.kp, g, t, t, acc, acc2);
-      }
+    total[m] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < sh.blocks; ++b) {
+    __m512 a[R][A];
+    for (int m = 0; m < R; ++m)
+      for (int i = 0; i < A; ++i)
+        a[m][i] = _mm512_setzero_ps();
+    const int64_t c1 = std::min(chunks, (b + 1) * perBlock);
+    for (int64_t c = b * perBlock; c < c1; ++c) {
+      __m512 w[8];
+      tileChunkAvx512(p + c * 64, w);
+      for (int j = 0; j < 8; ++j)
+        for (int m = 0; m < R; ++m)
+          a[m][j % A] = _mm512_fmadd_ps(
+              w[j], _mm512_set1_ps(x[m * sh.kp + c * 8 + j]), a[m][j % A]);
     }
-#undef TFM_TABLE
+    const __m512 scale = _mm512_loadu_ps(s + b * 16);
+    const __m512 zero = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(z + b * 16))));
+    for (int m = 0; m < R; ++m) {
+      __m512 sum = a[m][0];
+      for (int i = 1; i < A; ++i)
+        sum = _mm512_add_ps(sum, a[m][i]);
+      const float xb = blockSums[m * sh.blocks + b];
+      // 16·S − (16 + z)·X, (16 + z)·X rounded once.
+      __m512 t = _mm512_fmsub_ps(
+          sum, _mm512_set1_ps(16.f),
+          _mm512_fmadd_ps(zero, _mm512_set1_ps(xb), _mm512_set1_ps(16.f * xb)));
+      total[m] = _mm512_fmadd_ps(t, scale, total[m]);
+    }
   }
   for (int m = 0; m < R; ++m)
-    out[m] = _mm512_reduce_add_ps(_mm512_add_ps(
-        _mm512_add_ps(acc[m], acc2[m]), _mm512_add_ps(acc3[m], acc4[m])));
+    _mm512_storeu_ps(out + 16 * m, total[m]);
+}
+
+/// A tile's w' into `out` ([kp, ld], its 16 columns at out[k·ld, +16)) for
+/// the sgemm panels: u − z exact in floats, times s, as the portable
+/// body's (i − z)·s rounds.
+__attribute__((target("avx512f"))) void
+dequantizeTileAvx512U4(const Shape &sh, const PackedWeights &pw, int64_t tile,
+                       float *out, int64_t ld) {
+  const int64_t chunks = sh.kp / 8, perBlock = sh.block / 8;
+  const uint8_t *p = pw.values.data() + tile * chunks * 64;
+  const float *s = pw.scales.data() + tile * sh.blocks * 16;
+  const uint8_t *z = pw.zeroBytes.data() + tile * sh.blocks * 16;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c / perBlock;
+    const __m512 scale = _mm512_loadu_ps(s + b * 16);
+    // 16·(1 + u/16) − (16 + z) = u − z.
+    const __m512 shift = _mm512_add_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i *>(z + b * 16)))),
+        _mm512_set1_ps(16.f));
+    __m512 w[8];
+    tileChunkAvx512(p + c * 64, w);
+    for (int j = 0; j < 8; ++j)
+      _mm512_storeu_ps(out + (c * 8 + j) * ld,
+                       _mm512_mul_ps(_mm512_fmsub_ps(w[j], _mm512_set1_ps(16.f),
+                                                     shift),
+                                     scale));
+  }
 }
 
 /// dotsScalar for 8-bit weights in sixteen lanes, R rows of x at once: a
@@ -740,14 +747,10 @@ DotsFn dotsFor(const Shape &sh, int64_t rows) {
   auto pick = [&](auto r) -> DotsFn {
     constexpr int R = decltype(r)::value;
     bool half = sh.block == 16;
-    if (isa == VectorIsa::AVX512)
-      switch (sh.format) {
-      case Format::U4:
-        return half ? dotsAvx512U4<R, true> : dotsAvx512U4<R, false>;
-      case Format::S8:
-        return half ? dotsAvx512S8<R, true> : dotsAvx512S8<R, false>;
-      }
-    if (isa == VectorIsa::AVX2)
+    // 4-bit weights in float take the tiles on AVX-512 (tileDotsFor).
+    if (isa == VectorIsa::AVX512 && sh.format == Format::S8)
+      return half ? dotsAvx512S8<R, true> : dotsAvx512S8<R, false>;
+    if (isa != VectorIsa::Scalar)
       switch (sh.format) {
       case Format::U4:
         return half ? dotsAvx2<R, Format::U4, true>
@@ -775,6 +778,11 @@ DotsFn dotsFor(const Shape &sh, int64_t rows) {
 #endif
 }
 
+/// The dots of one tile of weights with R rows of x, into [R, 16].
+using TileDotsFn = void (*)(const Shape &, const PackedWeights &,
+                            int64_t tile, const float *x,
+                            const float *blockSums, float *out);
+
 class WeightOnlyLinearKernel : public Kernel {
 public:
   WeightOnlyLinearKernel(const tfm_abi_kernel_desc_t &d)
@@ -795,8 +803,6 @@ public:
     int64_t b = givenBlock == 0 || givenBlock >= sh.k ? sh.kp : givenBlock;
     sh.block = b % kGroup == 0 ? b : 16;
     sh.blocks = (sh.kp + sh.block - 1) / sh.block;
-    for (int64_t r = 1; r <= kRowsPerPass; ++r)
-      dots[r] = dotsFor(sh, r);
 #if defined(__x86_64__)
     // The integer bodies read x's blocks as the weights' layout has them:
     // VNNI's in quads of groups (blocks of 32, 64 or a multiple of 128),
@@ -824,6 +830,14 @@ public:
       integerDots[3] = b32 ? dotsAvx2BlockedU4<3, true> : dotsAvx2BlockedU4<3, false>;
       integerDots[4] = b32 ? dotsAvx2BlockedU4<4, true> : dotsAvx2BlockedU4<4, false>;
     }
+    sh.tiles = !integerBody && sh.format == Format::U4 &&
+               vectorIsa() == VectorIsa::AVX512;
+    if (sh.tiles) {
+      tileDots[1] = tileDotsAvx512U4<1>;
+      tileDots[2] = tileDotsAvx512U4<2>;
+      tileDots[3] = tileDotsAvx512U4<3>;
+      tileDots[4] = tileDotsAvx512U4<4>;
+    }
     if (integerBody) {
       const int64_t groups = sh.kp / kGroup;
       xqStride = quadOrder ? (groups + 3) / 4 * 128 : sh.kp;
@@ -832,6 +846,8 @@ public:
       xSums.assign(m * sh.blocks, 0.f);
     }
 #endif
+    for (int64_t r = 1; r <= kRowsPerPass && !sh.tiles; ++r)
+      dots[r] = dotsFor(sh, r);
     // The float bodies read x padded to whole groups, and its blocks' sums.
     if (m <= kGemvRows && !integerBody) {
       xPadded.assign(m * sh.kp, 0.f);
@@ -913,9 +929,16 @@ private:
     {
       const int64_t threads = omp_get_num_threads(),
                     t = omp_get_thread_num();
-      const int64_t per = (sh.n + 8 * threads - 1) / (8 * threads) * 8;
+      // Whole tiles, or whole vectors of the activation's lanes.
+      const int64_t unit = sh.tiles ? 16 : 8;
+      const int64_t per = (sh.n + unit * threads - 1) / (unit * threads) * unit;
       const int64_t j0 = std::min(sh.n, t * per),
                     j1 = std::min(sh.n, j0 + per);
+#if defined(__x86_64__)
+      if (sh.tiles)
+        tileGemv(pw, b, y, j0, j1);
+      else
+#endif
       for (int64_t j = j0; j < j1; ++j) {
         float sums[kRowsPerPass];
         for (int64_t r0 = 0; r0 < m; r0 += kRowsPerPass) {
@@ -954,6 +977,27 @@ private:
     }
   }
 
+#if defined(__x86_64__)
+  /// gemv's columns [j0, j1) (whole tiles but at N) from the tiles.
+  void tileGemv(const PackedWeights &pw, const float *b, float *y, int64_t j0,
+                int64_t j1) {
+    alignas(64) float sums[kRowsPerPass * 16];
+    for (int64_t j = j0; j < j1; j += 16) {
+      const int64_t cols = std::min<int64_t>(16, j1 - j);
+      for (int64_t r0 = 0; r0 < m; r0 += kRowsPerPass) {
+        const int64_t rows = std::min(kRowsPerPass, m - r0);
+        tileDots[rows](sh, pw, j / 16, &xPadded[r0 * sh.kp],
+                       &blockSums[r0 * sh.blocks], sums);
+        for (int64_t r = 0; r < rows; ++r) {
+          float *out = y + (r0 + r) * sh.n + j;
+          for (int64_t c = 0; c < cols; ++c)
+            out[c] = hasBias ? sums[16 * r + c] + b[j + c] : sums[16 * r + c];
+        }
+      }
+    }
+  }
+#endif
+
   /// More rows: panels of weight rows in f32, one sgemm each.
   int32_t panels(const PackedWeights &pw, const float *x, const float *b,
                  float *y) {
@@ -971,11 +1015,23 @@ private:
 #pragma omp for schedule(dynamic)
       for (int64_t c = 0; c < count; ++c) {
         int64_t j0 = c * kPanelRows, rows = std::min(kPanelRows, sh.n - j0);
-        for (int64_t j = 0; j < rows; ++j)
-          dequantizeRow(pw, j0 + j, &panel[j * sh.kp]);
+        // Tiles give the panel as [kp, kPanelRows], rows as [rows, kp].
+        bool byK = false;
+#if defined(__x86_64__)
+        if (sh.tiles) {
+          byK = true;
+          for (int64_t j = 0; j < rows; j += 16)
+            dequantizeTileAvx512U4(sh, pw, (j0 + j) / 16, &panel[j],
+                                   kPanelRows);
+        }
+#endif
+        if (!byK)
+          for (int64_t j = 0; j < rows; ++j)
+            dequantizeRow(pw, j0 + j, &panel[j * sh.kp]);
         // Inside the parallel region oneDNN's sgemm runs on this thread.
-        if (dnnl::sgemm('N', 'T', m, rows, sh.k, 1.f, x, sh.k, panel.data(),
-                        sh.kp, 0.f, y + j0, sh.n) != dnnl::status::success) {
+        if (dnnl::sgemm('N', byK ? 'N' : 'T', m, rows, sh.k, 1.f, x, sh.k,
+                        panel.data(), byK ? kPanelRows : sh.kp, 0.f, y + j0,
+                        sh.n) != dnnl::status::success) {
 #pragma omp atomic write
           failed = 1;
           continue;
@@ -995,9 +1051,7 @@ private:
   /// Row j of w', kp floats (zeros past K).
   void dequantizeRow(const PackedWeights &pw, int64_t j, float *out) const {
 #if defined(__x86_64__)
-    if (sh.format == Format::U4 && vectorIsa() == VectorIsa::AVX512)
-      return dequantizeRowAvx512U4(sh, pw, j, out);
-    if (sh.format == Format::U4 && vectorIsa() == VectorIsa::AVX2)
+    if (sh.format == Format::U4 && vectorIsa() != VectorIsa::Scalar)
       return dequantizeRowAvx2U4(sh, pw, j, out);
 #endif
     const uint8_t *row = pw.values.data() + j * sh.rowBytes();
@@ -1035,11 +1089,42 @@ private:
                         : int(static_cast<const int8_t *>(p)[i]);
     };
     const int64_t k = sh.k, n = sh.n;
-    pw.values.assign(n * sh.rowBytes(), 0);
     // Each value is masked to its width: a 4-bit one's byte holds more, the
     // artifact having written it sign- or zero-extended.
     const auto *bytes = static_cast<const uint8_t *>(w);
     const int mask = fourBit ? 15 : 255;
+    const int64_t given = givenBlock == 0 || givenBlock >= k ? 0 : givenBlock;
+    const int64_t givenBlocks = given ? (k + given - 1) / given : 1;
+    // Where the scale and zero point of row j's block blk are given.
+    auto paramAt = [&](int64_t j, int64_t blk) {
+      return (perRow ? j * givenBlocks : 0) +
+             (given ? blk * sh.block / given : 0);
+    };
+    const auto *scales = static_cast<const float *>(ws);
+    if (sh.tiles) {
+      const int64_t tiles = sh.tileCount(), chunks = sh.kp / 8;
+      pw.values.assign(tiles * chunks * 64, 0);
+      pw.scales.assign(tiles * sh.blocks * 16, 0.f);
+      pw.zeroBytes.assign(tiles * sh.blocks * 16, 0);
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < tiles; ++t)
+        for (int64_t j = 16 * t; j < std::min(n, 16 * t + 16); ++j) {
+          uint8_t *lane = pw.values.data() + t * chunks * 64 + (j % 16) * 4;
+          for (int64_t i = 0; i < k; ++i)
+            lane[(i / 8) * 64 + (i % 8) / 2] |= static_cast<uint8_t>(
+                ((bytes[j * k + i] + shift) & mask) << (4 * (i % 2)));
+          for (int64_t blk = 0; blk < sh.blocks && blk * sh.block < k; ++blk) {
+            const int64_t at = paramAt(j, blk),
+                          to = (t * sh.blocks + blk) * 16 + j % 16;
+            pw.scales[to] = scales[at];
+            pw.zeroBytes[to] =
+                static_cast<uint8_t>((hasZero ? valueAt(wz, at) : 0) + shift);
+          }
+        }
+      pw.ready = true;
+      return pw;
+    }
+    pw.values.assign(n * sh.rowBytes(), 0);
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; ++j) {
       uint8_t *row = pw.values.data() + j * sh.rowBytes();
@@ -1059,21 +1144,16 @@ private:
       }
     }
     // Scales: per tensor, per row, or per given block; spread over this
-    // layout's blocks, 0 past K.
-    const int64_t given = givenBlock == 0 || givenBlock >= k ? 0 : givenBlock;
-    const int64_t givenBlocks = given ? (k + given - 1) / given : 1;
-    // Padded by a vector, which the last row's whole-vector reads reach.
+    // layout's blocks, 0 past K. Padded by a vector, which the last row's
+    // whole-vector reads reach.
     pw.scales.assign(n * sh.blocks + 16, 0.f);
     pw.zeros.assign(n * sh.blocks + 16, 0);
-    const auto *scales = static_cast<const float *>(ws);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t blk = 0; blk < sh.blocks; ++blk) {
-        int64_t first = blk * sh.block;
-        if (first >= k)
+        if (blk * sh.block >= k)
           break;
-        int64_t at =
-            (perRow ? j * givenBlocks : 0) + (given ? first / given : 0);
-        pw.scales[j * sh.blocks + blk] = static_cast<const float *>(scales)[at];
+        int64_t at = paramAt(j, blk);
+        pw.scales[j * sh.blocks + blk] = scales[at];
         pw.zeros[j * sh.blocks + blk] =
             static_cast<int16_t>((hasZero ? valueAt(wz, at) : 0) + shift);
       }
@@ -1103,6 +1183,7 @@ private:
   using IntegerDotsFn = void (*)(const Shape &, const PackedWeights &,
                                  int64_t, const BlockedInput &, float *);
   IntegerDotsFn integerDots[kRowsPerPass + 1] = {};
+  TileDotsFn tileDots[kRowsPerPass + 1] = {};
 #endif
   std::vector<float> xPadded, blockSums;
   /// A blocked input: for the integer body, q and each block's sx and

@@ -409,7 +409,8 @@ std::string floatLiteral(const std::vector<float> &values,
 // pairs end with an odd group), 1 to 4 rows, and more in several passes;
 // and the float bodies on the rounded input elsewhere (8 bits, blocks of
 // 16, the panels). An input kept in float would miss by far more than the
-// tolerance.
+// tolerance. On AVX-512, 4-bit weights in float take the tiles of 16
+// columns, N past a whole tile, in the passes of rows and the panels.
 TEST(Kernel, QuantizedLinearWeightOnly) {
   struct Case {
     int64_t m, k, n;
@@ -448,6 +449,14 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
       {16, 224, 5, 4, true, false, 2, 32, TFM_ACTIVATION_RELU, true},
       {1, 640, 7, 4, true, true, 2, 128, TFM_ACTIVATION_NONE, true},
       {4, 1024, 6, 4, false, false, 2, 256, TFM_ACTIVATION_NONE, true},
+      // On AVX-512, 4-bit weights in float are read in tiles of 16
+      // columns: N past a whole tile, several passes of rows, blocks of 128,
+      // of a row (K no multiple of a group), of 48 (three half-groups), and
+      // the panels from tiles.
+      {4, 256, 40, 4, true, true, 2, 128, TFM_ACTIVATION_NONE},
+      {6, 200, 50, 4, false, true, 1, 0, TFM_ACTIVATION_SILU},
+      {2, 96, 35, 4, true, true, 2, 48, TFM_ACTIVATION_NONE},
+      {40, 128, 70, 4, false, false, 2, 64, TFM_ACTIVATION_RELU},
   };
   std::mt19937 gen(69);
   for (const Case &c : cases) {
