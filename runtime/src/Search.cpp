@@ -1,6 +1,8 @@
 //===- Search.cpp - Choosing generated tokens: greedy, beam, sampling -----===//
 
 #include "Search.h"
+#include "cpu/VectorIsa.h"
+#include "cpu/VectorMath.h"
 
 #include "tfm/CounterRNG.h"
 
@@ -14,7 +16,77 @@ namespace {
 
 /// log Σ_v exp(row[v] / temperature), in double: what each logit less is
 /// its log-probability.
+#if defined(__x86_64__)
+/// logNormalizer in four lanes: the same terms, summed in another order. One
+/// libm exp a logit had been about 0.15 ms of a greedy step over 32000.
+__attribute__((target("avx2,fma"))) double
+logNormalizerAvx2(const float *row, int64_t n, double temperature) {
+  // The peak of row / t is the peak of row, divided: a division by t > 0
+  // keeps the order. maxps returns its second operand when either is NaN:
+  // NaNs are passed over, as std::max passes them.
+  __m256 peaks = _mm256_set1_ps(-INFINITY);
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8)
+    peaks = _mm256_max_ps(_mm256_loadu_ps(row + v), peaks);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, peaks);
+  float top = -INFINITY;
+  for (float l : lanes)
+    top = std::max(top, l);
+  for (; v < n; ++v)
+    top = std::max(top, row[v]);
+  const double peak = top / temperature;
+  // Every logit −inf: each term is NaN, as std::exp(−inf − −inf) is. A
+  // temperature of 1 (greedy, beams) divides by nothing.
+  const bool divide = temperature != 1.0;
+  const __m256d t = _mm256_set1_pd(temperature), shift = _mm256_set1_pd(peak);
+  __m256d sums = _mm256_setzero_pd();
+  for (v = 0; v + 4 <= n; v += 4) {
+    __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(row + v));
+    if (divide)
+      x = _mm256_div_pd(x, t);
+    sums = _mm256_add_pd(sums, cpu::expDoubleLanes(_mm256_sub_pd(x, shift)));
+  }
+  double parts[4];
+  _mm256_storeu_pd(parts, sums);
+  double sum = (parts[0] + parts[1]) + (parts[2] + parts[3]);
+  for (; v < n; ++v)
+    sum += std::exp(row[v] / temperature - peak);
+  return peak + std::log(sum);
+}
+#endif
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) int64_t
+skipBelowAvx2(const float *row, int64_t v, int64_t n, float worst) {
+  const __m256 w = _mm256_set1_ps(worst);
+  for (; v + 8 <= n; v += 8)
+    if (_mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_loadu_ps(row + v), w, _CMP_NLT_UQ)))
+      break;
+  return v;
+}
+#endif
+
+/// The first v' ≥ v, stepping by eight, whose eight logits are not all
+/// below `worst` (a NaN is not below), or the tail of fewer than eight:
+/// most of a greedy step's logits are, once two are kept.
+int64_t skipBelow(const float *row, int64_t v, int64_t n, float worst) {
+#if defined(__x86_64__)
+  if (cpu::vectorIsa() != cpu::VectorIsa::Scalar)
+    return skipBelowAvx2(row, v, n, worst);
+#endif
+  for (; v + 8 <= n; v += 8)
+    if (!std::all_of(row + v, row + v + 8, [&](float l) { return l < worst; }))
+      break;
+  return v;
+}
+
 double logNormalizer(const float *row, int64_t n, double temperature) {
+#if defined(__x86_64__)
+  if (cpu::vectorIsa() != cpu::VectorIsa::Scalar)
+    return logNormalizerAvx2(row, n, temperature);
+#endif
   double peak = -INFINITY;
   for (int64_t v = 0; v < n; ++v)
     peak = std::max(peak, row[v] / temperature);
@@ -136,13 +208,13 @@ std::vector<int64_t> Search::advance(const float *logits) {
     // A logit below the worst kept one cannot rank before it: its
     // log-probability is at most as high, and its token comes later.
     float worst = -INFINITY;
-    for (int64_t v = 0; v < vocab; ++v) {
+    auto consider = [&](int64_t v) {
       if (row[v] < worst)
-        continue;
+        return;
       Candidate c{static_cast<int64_t>(b), v, prior + (row[v] / 1.0 - norm)};
       if (candidates.size() - first == perRow) {
         if (!ranksBefore(c, candidates.back()))
-          continue;
+          return;
         candidates.pop_back();
       }
       candidates.insert(std::upper_bound(candidates.begin() + first,
@@ -150,6 +222,11 @@ std::vector<int64_t> Search::advance(const float *logits) {
                         c);
       if (candidates.size() - first == perRow)
         worst = row[candidates.back().token];
+    };
+    for (int64_t v = 0; v < vocab;) {
+      v = skipBelow(row, v, vocab, worst);
+      for (const int64_t end = std::min<int64_t>(vocab, v + 8); v < end; ++v)
+        consider(v);
     }
   }
   std::sort(candidates.begin(), candidates.end(), ranksBefore);

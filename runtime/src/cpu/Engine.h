@@ -4,6 +4,7 @@
 #define TFM_RUNTIME_SRC_CPU_ENGINE_H
 
 #include "Kernels.h"
+#include "VectorIsa.h"
 
 #include <dnnl.hpp>
 
@@ -24,13 +25,6 @@ inline dnnl::memory::desc rowMajor(dnnl::memory::dims dims) {
                             : dims.size() == 2 ? tag::ab
                                                : tag::abc);
 }
-
-/// The widest vector instructions the runtime's own row loops may use: what
-/// the CPU has, within oneDNN's DNNL_MAX_CPU_ISA when it is set, so that
-/// one variable limits every kernel (and tests reach the narrower paths on
-/// a wide machine). Read once per process.
-enum class VectorIsa { Scalar, AVX2, AVX512 };
-VectorIsa vectorIsa();
 
 } // namespace tfm::runtime::cpu
 

@@ -6,7 +6,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -32,27 +31,6 @@ bool tfm::runtime::cpu::multipliesBf16() {
       (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) &
        dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
   return bf16;
-}
-
-VectorIsa tfm::runtime::cpu::vectorIsa() {
-  static const VectorIsa isa = [] {
-#if defined(__x86_64__)
-    std::string limit;
-    if (const char *env = std::getenv("DNNL_MAX_CPU_ISA"))
-      for (const char *c = env; *c; ++c)
-        limit += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
-    bool wide = limit.empty() || limit == "all" ||
-                limit.compare(0, 6, "avx512") == 0 ||
-                limit.compare(0, 5, "avx10") == 0;
-    bool avx2 = wide || limit.compare(0, 4, "avx2") == 0;
-    if (wide && __builtin_cpu_supports("avx512f"))
-      return VectorIsa::AVX512;
-    if (avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return VectorIsa::AVX2;
-#endif
-    return VectorIsa::Scalar;
-  }();
-  return isa;
 }
 
 int32_t tfm::runtime::cpu::setThreads(int32_t threads) {

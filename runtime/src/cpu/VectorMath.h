@@ -43,6 +43,41 @@ __attribute__((target("avx2,fma"))) inline __m256 exp2Clamped(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/// e^r = Σ r^i / i! to i = 12, for |r| ≤ ln 2 / 2, where the first term
+/// left out (r^13 / 13!) is below 1.7e-16: the Taylor coefficients from 1/12!
+/// down to 1/2!.
+constexpr double kExpTaylor[] = {
+    1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
+    1.0 / 40320,     1.0 / 5040,     1.0 / 720,     1.0 / 120,
+    1.0 / 24,        1.0 / 6,        1.0 / 2};
+/// Below this, e^x is taken as 0: 2^n stays a normal double, and what is
+/// lost is under e^-708 ≈ 3e-308 a term.
+constexpr double kExpDoubleLowest = -708.0;
+
+/// e^x in four double lanes for x ≤ 709, to within about an ulp: x = n·ln 2
+/// + r (ln 2 in two parts, so that r is exact), e^r by kExpTaylor, 2^n
+/// from n's bits. NaN stays NaN; below kExpDoubleLowest, 0.
+__attribute__((target("avx2,fma"))) inline __m256d expDoubleLanes(__m256d x) {
+  const __m256d lowest = _mm256_set1_pd(kExpDoubleLowest);
+  // maxpd returns its second operand when either is NaN: NaN goes on.
+  __m256d c = _mm256_max_pd(lowest, x);
+  __m256d n = _mm256_round_pd(_mm256_mul_pd(c, _mm256_set1_pd(1.4426950408889634)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), c);
+  r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+  __m256d p = _mm256_set1_pd(kExpTaylor[0]);
+  for (size_t i = 1; i < std::size(kExpTaylor); ++i)
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kExpTaylor[i]));
+  p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
+  p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
+  __m256i e = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)),
+                       _mm256_set1_epi64x(1023)),
+      52);
+  __m256d y = _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+  return _mm256_andnot_pd(_mm256_cmp_pd(x, lowest, _CMP_LT_OQ), y);
+}
+
 /// erf(x) = 1 − t·p(t)·e^(−x²), t = 1 / (1 + 0.3275911·|x|), for x ≥ 0
 /// (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7, the form
 /// oneDNN's own GELU takes); p's coefficients lowest first.

@@ -9,11 +9,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Search.h"
+#include "cpu/VectorIsa.h"
+#include "cpu/VectorMath.h"
 
 #include "tfm/CounterRNG.h"
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -125,5 +129,43 @@ TEST(Search, ParentsNameTheRowsEachBeamContinues) {
   EXPECT_EQ(parents[0], 1);
   EXPECT_EQ(search.liveHypotheses()[0].tokens, (std::vector<int64_t>{2, 0}));
 }
+
+#if defined(__x86_64__)
+// The Search's normalizer takes e^x in double lanes (every x ≤ 0 there):
+// within 2 ulp of libm's exp over [-708, 0] and past both ends, NaN kept,
+// 0 below the lowest.
+__attribute__((target("avx2,fma"))) void expectDoubleExpLanes() {
+  std::vector<double> xs{0.0, -0.0, -1e-300, -1e-17, -0.34657359, -0.5,
+                         -1.0, -707.9, -708.0};
+  for (int i = 0; i <= 200000; ++i)
+    xs.push_back(-708.0 * i / 200000.0 - 1e-3 * (i % 7));
+  xs.resize(xs.size() / 4 * 4);
+  for (size_t i = 0; i < xs.size(); i += 4) {
+    double got[4];
+    _mm256_storeu_pd(got, cpu::expDoubleLanes(_mm256_loadu_pd(&xs[i])));
+    for (int l = 0; l < 4; ++l) {
+      double x = xs[i + l], want = std::exp(x);
+      if (x < cpu::kExpDoubleLowest) {
+        EXPECT_EQ(got[l], 0.0) << "at " << x;
+        continue;
+      }
+      EXPECT_LE(std::fabs(got[l] - want), 2 * std::ldexp(DBL_EPSILON, std::ilogb(want)))
+          << "at " << x << ": " << got[l] << " against " << want;
+    }
+  }
+  double edge[4] = {NAN, -INFINITY, -708.5, -1000.0}, got[4];
+  _mm256_storeu_pd(got, cpu::expDoubleLanes(_mm256_loadu_pd(edge)));
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_EQ(got[1], 0.0);
+  EXPECT_EQ(got[2], 0.0);
+  EXPECT_EQ(got[3], 0.0);
+}
+
+TEST(Search, DoubleExpLanesFollowLibm) {
+  if (cpu::vectorIsa() == cpu::VectorIsa::Scalar)
+    GTEST_SKIP() << "no AVX2 within DNNL_MAX_CPU_ISA";
+  expectDoubleExpLanes();
+}
+#endif
 
 } // namespace
