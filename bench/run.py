@@ -324,12 +324,15 @@ def decode_table(args, skip, node_env, name="w7", f32_tokens=None):
         f"| PyTorch eager (its own KV-cache loop) | {f(med['pt_p'])} | {f(med['pt_t'])} | "
         f"{share(med['pt_t'])} | {f(med['tfm_t'] / med['pt_t']) if med['pt_t'] else '—'} |",
     ]
+    # A shared host's bandwidth can move by half between rounds.
+    bw_rounds = (f" (rounds: {min(res['bw']):.1f}–{max(res['bw']):.1f})"
+                 if len(res["bw"]) > 1 else "")
     header = (
         f"{name.upper()}, decoding: {decoder.DESCRIPTION}"
         f"{', 4-bit MatMulNBits weights (block 32, zero points)' if quantized else ''}"
         f"{', accuracy_level 4' if name.endswith('a4') else ''}, "
         f"B1, {decoder.PROMPT}-token prompt + {decoder.NEW} new tokens, greedy. "
-        f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s; a step reads "
+        f"Memory bandwidth (read, 2 threads) {med['bw']:.1f} GB/s{bw_rounds}; a step reads "
         f"{weight_bytes / 1e6:.0f} MB of weights"
         f"{' (4-bit values, their scales and zero points)' if quantized else ''} and "
         f"{kv_bytes / 1e6:.1f} MB of KV cache on average: "
