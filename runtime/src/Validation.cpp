@@ -19,6 +19,7 @@
 #include <elf.h>
 #include <link.h>
 
+#include <cmath>
 #include <cstring>
 
 using namespace tfm::runtime;
@@ -292,9 +293,21 @@ bool tfm::runtime::kernelFootprint(const tfm_abi_kernel_desc_t &d,
                          TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
                          TFM_QUANTIZED_LINEAR_WEIGHT_ONLY |
                          TFM_QUANTIZED_LINEAR_FOUR_BIT |
-                         TFM_QUANTIZED_LINEAR_BLOCKED_INPUT)) {
+                         TFM_QUANTIZED_LINEAR_BLOCKED_INPUT |
+                         TFM_QUANTIZED_LINEAR_STATIC_INPUT)) {
       why = "it has unknown flags";
       return false;
+    }
+    if (flags & TFM_QUANTIZED_LINEAR_STATIC_INPUT) {
+      // The kernel takes the scale in f32.
+      const float s = static_cast<float>(d.fparams[0]);
+      const int64_t z = p[TFM_QUANTIZED_LINEAR_INPUT_ZERO_POINT];
+      if ((flags & TFM_QUANTIZED_LINEAR_WEIGHT_ONLY) || !(s > 0.f) ||
+          !std::isfinite(s) || z < 0 || z > 255) {
+        why = "a static input needs the dynamic input's layouts, a positive "
+              "finite scale and a zero point in [0, 255]";
+        return false;
+      }
     }
     if ((flags & TFM_QUANTIZED_LINEAR_BLOCKED_INPUT) &&
         (!(flags & TFM_QUANTIZED_LINEAR_WEIGHT_ONLY) || block <= 0 ||

@@ -183,3 +183,41 @@ func.func @infer(%ids: tensor<2x3xi64> {tfm.name = "ids"}, %table: tensor<10x4xf
   %e = tfm.embedding %table, %ids : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   return %e : tensor<2x3x4xf32>
 }
+
+// -----
+
+// Tests that a quantized linear whose input is quantized by constants (a
+// static QDQ) is one QUANTIZED_LINEAR kernel call with STATIC_INPUT (flags
+// 2 | 64: a scale per row, the static input), the input's zero point in
+// params[7] (uint8's 128 as it is; int8's -3 as 125) and its scale in
+// fparams; with a scale that is no constant, the generated code.
+// CHECK-LABEL: func.func @__tfm_entry_static_u8
+// CHECK: tfm.kernel_call %{{.+}}, <kind = quantized_linear, dtype = f32, params = [4, 3, 2, 0, 0, 66, 0, 128], fparams = [2.000000e-02]>
+// CHECK-LABEL: func.func @__tfm_entry_static_s8
+// CHECK: tfm.kernel_call %{{.+}}, <kind = quantized_linear, dtype = f32, params = [4, 3, 2, 0, 0, 66, 0, 125], fparams = [5.000000e-01]>
+// CHECK-LABEL: func.func @__tfm_entry_static_given
+// CHECK-NOT: tfm.kernel_call
+// CHECK: return
+func.func @static_u8(%x: tensor<4x3xf32> {tfm.name = "x"}) -> (tensor<4x2xf32> {tfm.name = "y"}) {
+  %w = arith.constant dense<[[1, -2, 3], [4, 5, -6]]> : tensor<2x3xi8>
+  %s = arith.constant dense<[0.5, 0.25]> : tensor<2xf32>
+  %xs = arith.constant dense<0.02> : tensor<f32>
+  %xz = arith.constant dense<128> : tensor<ui8>
+  %y = tfm.quantized_linear %x, %w scale %s input_scale %xs input_zero_point %xz input_quantization = static : (tensor<4x3xf32>, tensor<2x3xi8>, tensor<2xf32>, tensor<f32>, tensor<ui8>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+func.func @static_s8(%x: tensor<4x3xf32> {tfm.name = "x"}) -> (tensor<4x2xf32> {tfm.name = "y"}) {
+  %w = arith.constant dense<[[1, -2, 3], [4, 5, -6]]> : tensor<2x3xi8>
+  %s = arith.constant dense<[0.5, 0.25]> : tensor<2xf32>
+  %xs = arith.constant dense<0.5> : tensor<f32>
+  %xz = arith.constant dense<-3> : tensor<i8>
+  %y = tfm.quantized_linear %x, %w scale %s input_scale %xs input_zero_point %xz input_quantization = static : (tensor<4x3xf32>, tensor<2x3xi8>, tensor<2xf32>, tensor<f32>, tensor<i8>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+func.func @static_given(%x: tensor<4x3xf32> {tfm.name = "x"}, %xs: tensor<f32> {tfm.name = "xs"}) -> (tensor<4x2xf32> {tfm.name = "y"}) {
+  %w = arith.constant dense<[[1, -2, 3], [4, 5, -6]]> : tensor<2x3xi8>
+  %s = arith.constant dense<[0.5, 0.25]> : tensor<2xf32>
+  %xz = arith.constant dense<128> : tensor<ui8>
+  %y = tfm.quantized_linear %x, %w scale %s input_scale %xs input_zero_point %xz input_quantization = static : (tensor<4x3xf32>, tensor<2x3xi8>, tensor<2xf32>, tensor<f32>, tensor<ui8>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}

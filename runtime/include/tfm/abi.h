@@ -156,8 +156,12 @@ typedef struct tfm_abi_tensor_desc_t {
  *                 PER_ROW, or with PER_ROW and a BLOCK_SIZE B one per row
  *                 and B columns, [N, ceil(K/B)]. x' = (q − z)·s, x
  *                 quantized to uint8 q by its own range as ONNX's
- *                 DynamicQuantizeLinear does; with WEIGHT_ONLY, x' = x (an
- *                 append to version 5). w, ws and wz never change.
+ *                 DynamicQuantizeLinear does; with STATIC_INPUT, by the
+ *                 given scale s (fparams[0]) and zero point z
+ *                 (params[INPUT_ZERO_POINT]), q = saturate(round(x / s) +
+ *                 z) to [0, 255], halves to even, NaN to z; with
+ *                 WEIGHT_ONLY, x' = x (an append to version 5). w, ws and
+ *                 wz never change.
  *                 params: M, K, N, has_bias, activation, flags (a
  *                         tfm_quantized_linear_flag_t set), block size
  *                         (0: none)
@@ -267,6 +271,9 @@ enum {
   TFM_QUANTIZED_LINEAR_ACTIVATION,
   TFM_QUANTIZED_LINEAR_FLAGS,
   TFM_QUANTIZED_LINEAR_BLOCK_SIZE,
+  /* With STATIC_INPUT: the input's zero point, 0 to 255. An int8 input's
+   * (-128 to 127) is given 128 more: q and z both move by 128, x' not. */
+  TFM_QUANTIZED_LINEAR_INPUT_ZERO_POINT,
   TFM_QUANTIZED_LINEAR_NUM_PARAMS
 };
 
@@ -284,6 +291,9 @@ typedef enum tfm_quantized_linear_flag_t {
    * BLOCK_SIZE (which divides K) rounded to symmetric int8, as
    * tfm.quantized_linear's `blocked` input quantization defines. */
   TFM_QUANTIZED_LINEAR_BLOCKED_INPUT = 32,
+  /* x is quantized by a given scale and zero point (QuantizeLinear's), not
+   * by its range; the dynamic input's layouts. */
+  TFM_QUANTIZED_LINEAR_STATIC_INPUT = 64,
 } tfm_quantized_linear_flag_t;
 
 /* The two calls of an ALL_REDUCE member (params[TFM_ALL_REDUCE_PHASE]). */

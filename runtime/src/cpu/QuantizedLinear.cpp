@@ -1,8 +1,8 @@
 //===- QuantizedLinear.cpp - QUANTIZED_LINEAR on oneDNN's int8 matmul -----===//
 //
 // A linear whose input is quantized by its own range at every call
-// (DynamicQuantizeLinear) and whose weights are int8: the input becomes
-// uint8, oneDNN multiplies u8 · s8 into s32 (VNNI's vpdpbusd, AMX where
+// (DynamicQuantizeLinear), or by a given scale and zero point (a static
+// QuantizeLinear), and whose weights are int8: the input becomes uint8, oneDNN multiplies u8 · s8 into s32 (VNNI's vpdpbusd, AMX where
 // there is one), and the epilogue here applies the zero points, the scales,
 // the bias and the activation. oneDNN 2.6 runs its brgemm path only without
 // run-time scales and zero points, so none are given to it:
@@ -272,7 +272,12 @@ public:
         n(d.params[TFM_QUANTIZED_LINEAR_N]),
         hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
-        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]), kp((k + 1) / 2 * 2),
+        flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]),
+        staticInput(flags & TFM_QUANTIZED_LINEAR_STATIC_INPUT),
+        staticScale(static_cast<float>(d.fparams[0])),
+        staticZeroPoint(
+            static_cast<int32_t>(d.params[TFM_QUANTIZED_LINEAR_INPUT_ZERO_POINT])),
+        kp((k + 1) / 2 * 2),
         np((n + kPanel - 1) / kPanel * kPanel), q(m * k), acc(m * np),
         rowSums(m), columnTerms(n), columnTerms32(n), columnScales(n),
         columnBias(n) {
@@ -303,9 +308,10 @@ public:
     const auto *b = static_cast<const float *>(args[4]);
     auto *y = static_cast<float *>(args[5]);
     PackedWeights &pw = weightsOf(w, ws, wz);
-    float scale;
-    int32_t zp;
-    dynamicRange(x, m * k, scale, zp);
+    float scale = staticScale;
+    int32_t zp = staticZeroPoint;
+    if (!staticInput)
+      dynamicRange(x, m * k, scale, zp);
     const bool widened = !pw.widened.empty();
     if (widened)
       q16.resize(m * kp);
@@ -440,6 +446,10 @@ private:
   int64_t m, k, n;
   bool hasBias;
   int64_t activation, flags;
+  /// STATIC_INPUT: the input's given scale and zero point (uint8's).
+  bool staticInput;
+  float staticScale;
+  int32_t staticZeroPoint;
   /// Without VNNI, for weights beyond 7 bits: the widened product, on the
   /// input in 16 bits (q16, rows of kp: K made even) into rows of np (N
   /// made whole panels).

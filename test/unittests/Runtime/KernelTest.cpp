@@ -395,6 +395,83 @@ std::string floatLiteral(const std::vector<float> &values,
   return s + (cols ? "]" : "") + "]> : " + type;
 }
 
+// QUANTIZED_LINEAR with STATIC_INPUT against the interpreter's
+// tfm.quantized_linear with input_quantization = static: uint8 and int8
+// inputs (the int8 zero point given 128 more), a scale small enough that
+// most of the input saturates at either end, a NaN (which quantizes to the
+// zero point), and full-range int8 weights, so that under
+// DNNL_MAX_CPU_ISA=AVX2 (kernel-rows-AVX2) the widened product runs.
+TEST(Kernel, QuantizedLinearStaticInput) {
+  const int64_t N = 21;
+  std::mt19937 gen(67);
+  std::uniform_int_distribution<int> s8(-128, 127);
+  auto b = randomFloats(N, 10);
+  for (bool signedInput : {false, true})
+  for (int64_t K : {37, 1101})
+  for (int64_t M : {3, 70}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                 (signedInput ? " int8 input" : " uint8 input"));
+    auto x = randomFloats(M * K, 11);
+    x[K + 2] = NAN;
+    const float xs = signedInput ? 0.006f : 0.004f;
+    const int xz = signedInput ? -20 : 100;
+    tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
+                            TFM_DTYPE_F32,
+                            {M, K, N, 1, TFM_ACTIVATION_RELU,
+                             TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
+                                 TFM_QUANTIZED_LINEAR_PER_ROW |
+                                 TFM_QUANTIZED_LINEAR_STATIC_INPUT,
+                             0, signedInput ? xz + 128 : xz},
+                            {xs}};
+    std::string error;
+    auto k = cpu::makeKernel(cpu::makeEngine(), d, 0, error);
+    if (!cpu::multipliesInt8Exactly() &&
+        cpu::vectorIsa() == cpu::VectorIsa::Scalar) {
+      EXPECT_FALSE(k);
+      continue;
+    }
+    ASSERT_TRUE(k) << error;
+    std::vector<int> w(N * K), zp(N);
+    for (int &v : w)
+      v = s8(gen);
+    for (int &v : zp)
+      v = s8(gen) / 4;
+    std::vector<float> ws(N);
+    for (size_t i = 0; i < ws.size(); ++i)
+      ws[i] = 0.002f + 0.0003f * static_cast<float>(i);
+    std::vector<int8_t> wBytes(w.begin(), w.end()), zBytes(zp.begin(), zp.end());
+    std::vector<float> y(M * N);
+    void *args[] = {x.data(), wBytes.data(), ws.data(), zBytes.data(), b.data(),
+                    y.data()};
+    ASSERT_EQ(k->run(args), 0);
+    std::string wType = "tensor<21x" + std::to_string(K) + "xi8>";
+    std::string xType = "tensor<" + std::to_string(M) + "x" +
+                        std::to_string(K) + "xf32>",
+                yType = "tensor<" + std::to_string(M) + "x21xf32>",
+                xzType = signedInput ? "tensor<i8>" : "tensor<ui8>";
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.9g", xs);
+    std::string src =
+        "func.func @infer(%x: " + xType + ", %b: tensor<21xf32>) -> " + yType +
+        " {\n  %w = arith.constant " + denseLiteral(w, wType, K) +
+        "\n  %s = arith.constant " + floatLiteral(ws, "tensor<21xf32>") +
+        "\n  %z = arith.constant " + denseLiteral(zp, "tensor<21xi8>") +
+        "\n  %xs = arith.constant dense<" + scale + "> : tensor<f32>" +
+        "\n  %xz = arith.constant dense<" + std::to_string(xz) + "> : " +
+        xzType +
+        "\n  %0 = tfm.quantized_linear %x, %w scale %s zero_point %z bias %b "
+        "input_scale %xs input_zero_point %xz input_quantization = static "
+        "activation = relu : (" +
+        xType + ", " + wType + ", tensor<21xf32>, tensor<21xi8>, " +
+        "tensor<21xf32>, tensor<f32>, " + xzType + ") -> " + yType +
+        "\n  return %0 : " + yType + "\n}";
+    InterpreterHarness h;
+    auto want = h.eval(src, {asTensor(x, {M, K}), asTensor(b, {N})});
+    ASSERT_EQ(want.size(), 1u) << h.diagnostics << "\n" << src;
+    expectClose(y, want.at(0));
+  }
+}
+
 // QUANTIZED_LINEAR with WEIGHT_ONLY against the interpreter's
 // tfm.quantized_linear with input_quantization = none: 4- and 8-bit
 // weights, signed and unsigned, with and without zero points, per tensor,

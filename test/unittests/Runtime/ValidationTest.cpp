@@ -159,6 +159,28 @@ TEST_F(Corrupted, AKernelLargerThanEveryBufferIsRefusedAtLoad) {
   EXPECT_NE(msg.find("kernel 0"), std::string::npos) << msg;
 }
 
+TEST_F(Corrupted, AStaticInputOutOfRangeIsRefusedAtLoad) {
+  // Kernel 0 made a QUANTIZED_LINEAR whose static input's zero point is
+  // past uint8, then one whose scale is 0: the kernel would quantize to
+  // values its product does not hold, or divide by zero.
+  tfm_abi_kernel_desc_t q = lib.model->kernels[0];
+  q.kind = TFM_KERNEL_QUANTIZED_LINEAR;
+  const int64_t params[TFM_QUANTIZED_LINEAR_NUM_PARAMS] = {
+      4, 3, 2, 0, 0, TFM_QUANTIZED_LINEAR_STATIC_INPUT, 0, 256};
+  std::copy(std::begin(params), std::end(params), q.params);
+  q.fparams[0] = 0.5;
+  for (auto [zp, scale] : {std::pair<int64_t, double>{256, 0.5}, {10, 0.0}}) {
+    q.params[TFM_QUANTIZED_LINEAR_INPUT_ZERO_POINT] = zp;
+    q.fparams[0] = scale;
+    auto [code, msg] = loadAndRun(
+        lib.patched(&lib.model->kernels[0], q, "static_input"));
+    EXPECT_EQ(code, TFM_STATUS_DATA_LOSS);
+    EXPECT_NE(msg.find("kernel 0 (quantized_linear): a static input needs"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST_F(Corrupted, AKernelLargerThanItsArgumentStopsTheRun) {
   // The classifier's LINEAR reads x[M=4, K=3]; with M = 5 it would read past
   // the input, though not past the model's largest buffer.

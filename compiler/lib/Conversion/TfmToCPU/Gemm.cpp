@@ -305,10 +305,33 @@ LogicalResult lowerAttention(AttentionOp op, CPUEntry &e) {
   return success();
 }
 
+/// A static input's constant scale and zero point as QUANTIZED_LINEAR takes
+/// them (an int8 zero point 128 more, see TFM_QUANTIZED_LINEAR_INPUT_ZERO_POINT),
+/// or nothing where they are not constants or the kernel would refuse them.
+std::optional<std::pair<double, int64_t>> staticInputOf(QuantizedLinearOp op) {
+  auto scale = op.getInputScale().getDefiningOp<arith::ConstantOp>();
+  auto zero = op.getInputZeroPoint().getDefiningOp<arith::ConstantOp>();
+  if (!scale || !zero)
+    return std::nullopt;
+  auto s = dyn_cast<DenseFPElementsAttr>(scale.getValue());
+  auto z = dyn_cast<DenseIntElementsAttr>(zero.getValue());
+  if (!s || !z || !s.isSplat() || !z.isSplat())
+    return std::nullopt;
+  float sv = s.getSplatValue<APFloat>().convertToFloat();
+  if (!(sv > 0.f) || !std::isfinite(sv))
+    return std::nullopt;
+  bool isUnsigned = z.getElementType().isUnsignedInteger();
+  APInt zv = z.getSplatValue<APInt>();
+  int64_t zp = isUnsigned ? int64_t(zv.getZExtValue()) : zv.getSExtValue() + 128;
+  if (zp < 0 || zp > 255)
+    return std::nullopt;
+  return std::make_pair(double(sv), zp);
+}
+
 /// tfm.quantized_linear on QUANTIZED_LINEAR where the kernel holds it: f32
 /// and constant weights with their scales (and zero points); the input
-/// quantized dynamically with 8-bit weights per tensor or per output
-/// feature, or kept in float (weight-only) with 4- or 8-bit weights per
+/// quantized dynamically, or statically by constants, with 8-bit weights
+/// per tensor or per output feature, or kept in float (weight-only) with 4- or 8-bit weights per
 /// tensor, feature, or block of a multiple of 16 columns. Elsewhere, and on
 /// a CPU that declines the kernel (the dynamic one without VNNI), the
 /// generated code.
@@ -328,10 +351,14 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
       op.getInputQuantization() == InputQuantization::blocked;
   bool weightOnly =
       op.getInputQuantization() == InputQuantization::none || blockedInput;
+  std::optional<std::pair<double, int64_t>> staticInput;
+  if (op.getInputQuantization() == InputQuantization::static_)
+    staticInput = staticInputOf(op);
   bool layoutFits =
       weightOnly ? (bits == 4 || bits == 8) &&
                        (block == 0 || block % 16 == 0 || block >= k)
-                 : op.getInputQuantization() == InputQuantization::dynamic &&
+                 : (op.getInputQuantization() == InputQuantization::dynamic ||
+                    staticInput) &&
                        block == 0 && bits == 8 && scaleRank <= 1;
   bool fits = xt.getElementType().isF32() && layoutFits &&
               isConstant(op.getWeight()) && isConstant(op.getWeightScale()) &&
@@ -348,7 +375,8 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
       (wz ? TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT : 0) |
       (weightOnly ? TFM_QUANTIZED_LINEAR_WEIGHT_ONLY : 0) |
       (bits == 4 ? TFM_QUANTIZED_LINEAR_FOUR_BIT : 0) |
-      (blockedInput ? TFM_QUANTIZED_LINEAR_BLOCKED_INPUT : 0);
+      (blockedInput ? TFM_QUANTIZED_LINEAR_BLOCKED_INPUT : 0) |
+      (staticInput ? TFM_QUANTIZED_LINEAR_STATIC_INPUT : 0);
   SmallVector<int64_t> params(TFM_QUANTIZED_LINEAR_NUM_PARAMS, 0);
   params[TFM_QUANTIZED_LINEAR_M] = m;
   params[TFM_QUANTIZED_LINEAR_K] = k;
@@ -357,13 +385,18 @@ LogicalResult lowerQuantizedLinear(QuantizedLinearOp op, BufferizedEntry &e) {
   params[TFM_QUANTIZED_LINEAR_ACTIVATION] = abiActivation(op.getActivation());
   params[TFM_QUANTIZED_LINEAR_FLAGS] = flags;
   params[TFM_QUANTIZED_LINEAR_BLOCK_SIZE] = scaleRank == 2 ? block : 0;
+  SmallVector<double> fparams;
+  if (staticInput) {
+    params[TFM_QUANTIZED_LINEAR_INPUT_ZERO_POINT] = staticInput->second;
+    fparams.push_back(staticInput->first);
+  }
   // The operands are taken before the fallback's code, which the call
   // shares them with.
   KernelArg x(e.denseOf(op.getInput())), w(e.denseOf(op.getWeight())),
       ws(e.denseOf(op.getWeightScale())),
       z(wz ? KernelArg(e.denseOf(wz)) : KernelArg()),
       b(bias ? KernelArg(e.denseOf(bias)) : KernelArg());
-  e.callKernel(TFM_KERNEL_QUANTIZED_LINEAR, params, {},
+  e.callKernel(TFM_KERNEL_QUANTIZED_LINEAR, params, fparams,
                {x, w, ws, z, b, KernelArg(out)}, {}, TFM_DTYPE_F32,
                [&] { (void)lowerGenericQuantizedLinear(op, e); });
   return success();
