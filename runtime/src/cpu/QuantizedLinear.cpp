@@ -52,33 +52,10 @@ void rangeScalar(const float *x, int64_t n, float &lo, float &hi) {
 }
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 reductions start from a vector they leave undefined on
-// purpose, which its own warnings then report.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 // minps(v, lo) is v < lo ? v : lo, NaN included (it returns its second
 // operand): rangeScalar's comparisons, in lanes, which the compiler would
-// not reorder into a reduction without being allowed to ignore NaNs.
-__attribute__((target("avx512f"))) void rangeAvx512(const float *x, int64_t n,
-                                                    float &lo, float &hi) {
-  __m512 l = _mm512_set1_ps(lo), h = _mm512_set1_ps(hi);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 v = _mm512_loadu_ps(x + i);
-    l = _mm512_min_ps(v, l);
-    h = _mm512_max_ps(v, h);
-  }
-  lo = _mm512_reduce_min_ps(l);
-  hi = _mm512_reduce_max_ps(h);
-  rangeScalar(x + i, n - i, lo, hi);
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
+// not reorder into a reduction without being allowed to ignore NaNs. Eight
+// lanes on AVX-512 too: the pass is bound by memory.
 __attribute__((target("avx2"))) void rangeAvx2(const float *x, int64_t n,
                                                float &lo, float &hi) {
   __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
@@ -111,9 +88,7 @@ void dynamicRange(const float *x, int64_t n, float &scale, int32_t &zp) {
     const int64_t len = std::min(kChunk, n - c * kChunk);
     float l = 0.f, h = 0.f;
 #if defined(__x86_64__)
-    if (isa == VectorIsa::AVX512)
-      rangeAvx512(p, len, l, h);
-    else if (isa == VectorIsa::AVX2)
+    if (isa != VectorIsa::Scalar)
       rangeAvx2(p, len, l, h);
     else
 #endif

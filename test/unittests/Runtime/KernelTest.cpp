@@ -286,8 +286,8 @@ std::string denseLiteral(const std::vector<int> &values, const std::string &type
 
 // QUANTIZED_LINEAR against the interpreter's tfm.quantized_linear: int8
 // weights with a zero point and a scale per row, and uint8 ones with one of
-// each, over sizes that fill no vector evenly; a NaN-free input whose range
-// spans both signs, so that many pairs of products exceed the 16 bits that
+// each, over sizes that fill no vector evenly; an input whose range spans
+// both signs (with one NaN in the full-range cases), so that many pairs of products exceed the 16 bits that
 // vpmaddubsw sums them in. Without VNNI (or under DNNL_MAX_CPU_ISA=AVX2,
 // kernel-rows-AVX2) the kernel's own widened product runs, and must be as
 // exact; without AVX2 either (kernel-rows-SSE41) the kernel is refused,
@@ -314,6 +314,10 @@ TEST(Kernel, QuantizedLinearDynamicInt8) {
     if (range == Saturating)
       for (float &v : x)
         v = v < -0.9f ? v : 0.95f + 0.05f * v;
+    // A NaN, which moves neither end of the range and quantizes to the
+    // zero point.
+    if (range == Full)
+      x[M * K / 2] = NAN;
     tfm_abi_kernel_desc_t d{TFM_KERNEL_QUANTIZED_LINEAR,
                             TFM_DTYPE_F32,
                             {M, K, N, 1, TFM_ACTIVATION_GELU,
