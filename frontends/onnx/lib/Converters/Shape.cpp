@@ -224,15 +224,21 @@ LogicalResult convertSlice(NodeContext &n) {
       start = start < -dim ? -1 : start + dim;
     if (end < 0)
       end = end < -dim ? -1 : end + dim;
+    // Counted so that no step overflows, however large (a fuzzed model's
+    // INT64_MAX, or INT64_MIN, whose negation is no int64).
     int64_t size;
     if (step > 0) {
       start = clamp(start, 0, dim);
       end = clamp(end, 0, dim);
-      size = end > start ? (end - start + step - 1) / step : 0;
+      size = end > start ? (end - start - 1) / step + 1 : 0;
     } else {
       start = clamp(start, -1, dim - 1);
       end = clamp(end, -1, dim - 1);
-      size = start > end ? (start - end - step - 1) / -step : 0;
+      const uint64_t stride = uint64_t(0) - static_cast<uint64_t>(step);
+      size = start > end ? static_cast<int64_t>(
+                               static_cast<uint64_t>(start - end - 1) / stride) +
+                               1
+                         : 0;
     }
     outStarts[*ax] = size ? start : 0;
     sizes[*ax] = size;
