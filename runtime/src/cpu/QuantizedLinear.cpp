@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -306,6 +307,7 @@ struct PackedWeights {
   std::vector<int16_t> widened;  // for the widened product
   std::vector<int32_t> columnSums, zeroPoints;
   std::vector<float> scales;
+  bool symmetric = false; ///< every zero point 0
 };
 
 class QuantizedLinearKernel : public Kernel {
@@ -342,6 +344,7 @@ public:
                                       packedDesc));
     src = memory(srcMd, eng, q.data());
     dst = memory(dstMd, eng, acc.data());
+    makeFused(srcMd);
   }
 
   int32_t run(void *const *args) override {
@@ -380,6 +383,8 @@ public:
 #endif
       rowSums[r] = quantizeRowScalar(row, k, scale, zp, &q[r * k]);
     }
+    if (!widened && fused && pw.symmetric)
+      return runFused(pw, scale, zp, b, y);
     if (widened) {
       widenedProduct(q16.data(), m, kp, pw.widened.data(), np, acc.data());
     } else {
@@ -393,6 +398,70 @@ public:
   }
 
 private:
+  /// With every weight zero point 0 (symmetric weights, as quantize_dynamic
+  /// writes them) the epilogue is a product and a sum per column, which
+  /// oneDNN's binary post-ops apply as the matmul writes f32 into y: no
+  /// int32 [M, N] buffer to write and read back, no pass of the epilogue's
+  /// own. Left unmade where oneDNN would take a reference implementation.
+  void makeFused(const memory::desc &srcMd) {
+    auto &eng = dev->engine;
+    memory::desc column({1, n}, dt::f32, tag::ab);
+    dnnl::post_ops ops;
+    ops.append_binary(dnnl::algorithm::binary_mul, column);
+    ops.append_binary(dnnl::algorithm::binary_add, column);
+    if (activation == TFM_ACTIVATION_RELU)
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    memory::desc outMd({m, n}, dt::f32, tag::ab);
+    try {
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(srcMd, packedDesc, outMd), attr, eng);
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+        return;
+      fused = dnnl::matmul(pd);
+    } catch (const dnnl::error &) {
+      return;
+    }
+    columnMul = memory(column, eng, columnScales.data());
+    columnAdd = memory(column, eng, columnBias.data());
+    fusedOut = memory(outMd, eng, DNNL_MEMORY_NONE);
+  }
+
+  /// y = act(acc · s·ws + (s·ws·(−z·Σw) + b)) through the fused matmul.
+  int32_t runFused(const PackedWeights &pw, float scale, int32_t zp,
+                   const float *b, float *y) {
+    for (int64_t j = 0; j < n; ++j) {
+      columnScales[j] = scale * pw.scales[j];
+      columnBias[j] =
+          columnScales[j] * static_cast<float>(-int64_t(zp) * pw.columnSums[j]) +
+          (hasBias ? b[j] : 0.f);
+    }
+    fusedOut.set_data_handle(y);
+    fused.execute(dev->stream,
+                  {{DNNL_ARG_SRC, src},
+                   {DNNL_ARG_WEIGHTS, pw.packed},
+                   {DNNL_ARG_DST, fusedOut},
+                   {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, columnMul},
+                   {DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, columnAdd}});
+    dev->stream.wait();
+    if (activation == TFM_ACTIVATION_NONE || activation == TFM_ACTIVATION_RELU)
+      return 0;
+    const VectorIsa isa = vectorIsa();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+#if defined(__x86_64__)
+      if (isa != VectorIsa::Scalar) {
+        activateRow(y + r * n, n, activation);
+        continue;
+      }
+#endif
+      for (int64_t j = 0; j < n; ++j)
+        y[r * n + j] = activate(y[r * n + j], activation);
+    }
+    return 0;
+  }
+
   /// y = act((acc − z·Σw − wz·Σq + K·z·wz) · s·ws + b). The terms of each
   /// column are taken once per call, so that the loop over the outputs is
   /// int32 and f32 lanes the compiler vectorizes: |Σ(q−z)(w−wz)| < K·2^16
@@ -500,6 +569,8 @@ private:
       pw.zeroPoints[j] = given - (isUnsigned ? 128 : 0);
       pw.scales[j] = ws[at];
     }
+    pw.symmetric = std::all_of(pw.zeroPoints.begin(), pw.zeroPoints.end(),
+                               [](int32_t z) { return z == 0; });
     // oneDNN's 16-bit pair sums (vpmaddubsw, without VNNI) stay exact
     // while |w| <= 64: 2 · 255 · 64 <= 32767, as weights quantized to 7
     // bits are (tfm-quantize for such a CPU, or a quantizer's reduce_range).
@@ -536,6 +607,10 @@ private:
   std::vector<int32_t> columnTerms32;
   std::vector<float> columnScales, columnBias;
   dnnl::matmul prim;
+  /// makeFused's matmul, and its per-call columns (columnScales, columnBias)
+  /// and output; empty where oneDNN has no fast one.
+  dnnl::matmul fused;
+  memory columnMul, columnAdd, fusedOut;
   memory::desc packedDesc;
   memory src, dst, userWeights;
   dnnl::reorder weightsReorder;
