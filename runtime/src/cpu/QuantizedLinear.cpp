@@ -344,7 +344,6 @@ public:
                                       packedDesc));
     src = memory(srcMd, eng, q.data());
     dst = memory(dstMd, eng, acc.data());
-    makeFused(srcMd);
   }
 
   int32_t run(void *const *args) override {
@@ -383,6 +382,12 @@ public:
 #endif
       rowSums[r] = quantizeRowScalar(row, k, scale, zp, &q[r * k]);
     }
+    // Made at the first symmetric weights: a JIT compile that asymmetric
+    // ones would not use.
+    if (!widened && pw.symmetric && !fusedTried) {
+      fusedTried = true;
+      makeFused();
+    }
     if (!widened && fused && pw.symmetric)
       return runFused(pw, scale, zp, b, y);
     if (widened) {
@@ -403,8 +408,9 @@ private:
   /// oneDNN's binary post-ops apply as the matmul writes f32 into y: no
   /// int32 [M, N] buffer to write and read back, no pass of the epilogue's
   /// own. Left unmade where oneDNN would take a reference implementation.
-  void makeFused(const memory::desc &srcMd) {
+  void makeFused() {
     auto &eng = dev->engine;
+    memory::desc srcMd({m, k}, dt::u8, tag::ab);
     memory::desc column({1, n}, dt::f32, tag::ab);
     dnnl::post_ops ops;
     ops.append_binary(dnnl::algorithm::binary_mul, column);
@@ -610,6 +616,7 @@ private:
   /// makeFused's matmul, and its per-call columns (columnScales, columnBias)
   /// and output; empty where oneDNN has no fast one.
   dnnl::matmul fused;
+  bool fusedTried = false;
   memory columnMul, columnAdd, fusedOut;
   memory::desc packedDesc;
   memory src, dst, userWeights;
