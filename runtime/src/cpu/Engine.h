@@ -8,6 +8,13 @@
 
 #include <dnnl.hpp>
 
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
 namespace tfm::runtime::cpu {
 
 class Engine {
@@ -15,6 +22,24 @@ public:
   Engine() : engine(dnnl::engine::kind::cpu, 0), stream(engine) {}
   dnnl::engine engine;
   dnnl::stream stream;
+
+  /// What a kernel derives from a constant tensor at `tensor` in the form
+  /// `layout` names (packed weights), made by `make` once for all of the
+  /// session's kernels that ask: a decoder's prompt and step read each
+  /// weight through two kernels, which had packed it twice.
+  std::shared_ptr<void> derived(const void *tensor, const std::string &layout,
+                                const std::function<std::shared_ptr<void>()> &make) {
+    std::lock_guard<std::mutex> lock(derivedMutex);
+    std::shared_ptr<void> &slot = derivedForms[{tensor, layout}];
+    if (!slot)
+      slot = make();
+    return slot;
+  }
+
+private:
+  std::mutex derivedMutex;
+  std::map<std::pair<const void *, std::string>, std::shared_ptr<void>>
+      derivedForms;
 };
 
 /// A dense row-major f32 descriptor of rank 1 to 3.

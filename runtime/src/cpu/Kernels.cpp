@@ -306,7 +306,7 @@ tfm::runtime::cpu::makeKernel(const std::shared_ptr<Engine> &device,
                   std::to_string(block);
           return nullptr;
         }
-        return makeWeightOnlyLinearKernel(d);
+        return makeWeightOnlyLinearKernel(device, d);
       }
       if (!multipliesInt8Exactly() && vectorIsa() == VectorIsa::Scalar) {
         error = "this CPU (within DNNL_MAX_CPU_ISA) has neither VNNI nor "

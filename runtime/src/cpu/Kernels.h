@@ -85,7 +85,8 @@ makeQuantizedLinearKernel(std::shared_ptr<Engine> engine,
 /// for a few rows, in panels for sgemm for more (WeightOnlyLinear.cpp); any
 /// CPU, blocks of a multiple of 16.
 std::unique_ptr<Kernel>
-makeWeightOnlyLinearKernel(const tfm_abi_kernel_desc_t &desc);
+makeWeightOnlyLinearKernel(std::shared_ptr<Engine> engine,
+                           const tfm_abi_kernel_desc_t &desc);
 /// act(v) for a tfm_activation_t, as LINEAR applies it (Gemm.cpp).
 float activate(float v, int64_t act);
 std::unique_ptr<Kernel>

@@ -55,6 +55,7 @@
 #include "Engine.h"
 #include "VectorMath.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -95,7 +96,6 @@ struct PackedWeights {
   /// which take s·z from the scales they have just read: 1 byte a block
   /// from memory instead of 4. In tiles, [tiles, blocks, 16].
   std::vector<uint8_t> zeroBytes;
-  bool ready = false;
 };
 
 /// How a packed byte holds weights: two unsigned nibbles, or one signed
@@ -785,8 +785,9 @@ using TileDotsFn = void (*)(const Shape &, const PackedWeights &,
 
 class WeightOnlyLinearKernel : public Kernel {
 public:
-  WeightOnlyLinearKernel(const tfm_abi_kernel_desc_t &d)
-      : m(d.params[TFM_QUANTIZED_LINEAR_M]),
+  WeightOnlyLinearKernel(std::shared_ptr<Engine> engine,
+                         const tfm_abi_kernel_desc_t &d)
+      : engine(std::move(engine)), m(d.params[TFM_QUANTIZED_LINEAR_M]),
         hasBias(d.params[TFM_QUANTIZED_LINEAR_HAS_BIAS]),
         activation(d.params[TFM_QUANTIZED_LINEAR_ACTIVATION]),
         flags(d.params[TFM_QUANTIZED_LINEAR_FLAGS]),
@@ -1071,12 +1072,35 @@ private:
   }
 
   /// The packed form of the constant weights at `w`, made at their first
-  /// run: a model of one shape runs this kernel on each layer's weights.
+  /// run: a model of one shape runs this kernel on each layer's weights,
+  /// and the session's other kernels that read `w` in this layout (a
+  /// decoder's prompt and step) share it.
   const PackedWeights &weightsOf(const void *w, const void *ws,
                                  const void *wz) {
-    PackedWeights &pw = packedByWeights[w];
-    if (pw.ready)
-      return pw;
+    std::shared_ptr<PackedWeights> &pw = packedByWeights[w];
+    if (!pw) {
+      const int64_t layoutFlags =
+          flags & (TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS |
+                   TFM_QUANTIZED_LINEAR_PER_ROW |
+                   TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
+                   TFM_QUANTIZED_LINEAR_FOUR_BIT);
+      const std::string layout = fmt::format(
+          "weight-only k={} n={} block={} given={} flags={} tiles={} "
+          "integer={} scales={} zeros={}",
+          sh.k, sh.n, sh.block, givenBlock, layoutFlags, sh.tiles, integerBody,
+          ws, wz);
+      pw = std::static_pointer_cast<PackedWeights>(
+          engine->derived(w, layout, [&] {
+            auto made = std::make_shared<PackedWeights>();
+            pack(*made, w, ws, wz);
+            return std::shared_ptr<void>(made);
+          }));
+    }
+    return *pw;
+  }
+
+  /// pw made from the weights at `w`, their scales and zero points.
+  void pack(PackedWeights &pw, const void *w, const void *ws, const void *wz) {
     const bool isUnsigned = flags & TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS;
     const bool perRow = flags & TFM_QUANTIZED_LINEAR_PER_ROW;
     const bool hasZero = flags & TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT;
@@ -1121,8 +1145,7 @@ private:
                 static_cast<uint8_t>((hasZero ? valueAt(wz, at) : 0) + shift);
           }
         }
-      pw.ready = true;
-      return pw;
+      return;
     }
     pw.values.assign(n * sh.rowBytes(), 0);
 #pragma omp parallel for schedule(static)
@@ -1165,10 +1188,10 @@ private:
       for (size_t i = 0; i < pw.zeros.size(); ++i)
         pw.scaledZeros[i] = pw.scales[i] * static_cast<float>(pw.zeros[i]);
     }
-    pw.ready = true;
-    return pw;
   }
 
+  /// Where packed weights are shared (Engine::derived).
+  std::shared_ptr<Engine> engine;
   Shape sh;
   int64_t m;
   bool hasBias;
@@ -1192,12 +1215,13 @@ private:
   std::vector<float> xScale, xSums, xRounded;
   /// The body for each count of rows, 1 to kRowsPerPass; null: portable.
   DotsFn dots[kRowsPerPass + 1] = {};
-  std::unordered_map<const void *, PackedWeights> packedByWeights;
+  std::unordered_map<const void *, std::shared_ptr<PackedWeights>>
+      packedByWeights;
 };
 
 } // namespace
 
 std::unique_ptr<Kernel> tfm::runtime::cpu::makeWeightOnlyLinearKernel(
-    const tfm_abi_kernel_desc_t &desc) {
-  return std::make_unique<WeightOnlyLinearKernel>(desc);
+    std::shared_ptr<Engine> engine, const tfm_abi_kernel_desc_t &desc) {
+  return std::make_unique<WeightOnlyLinearKernel>(std::move(engine), desc);
 }

@@ -635,6 +635,72 @@ TEST(Kernel, QuantizedLinearWeightOnly) {
 // A weight-only QUANTIZED_LINEAR's blocks are multiples of 16 (or all of
 // K): a block of 24 straddles the kernel's half-groups, and is refused,
 // naming the block.
+// A session's kernels that read one weight tensor in one layout share its
+// packed form (Engine::derived): a decoder's prompt (20 rows, the panels)
+// packs it, and its step (1 row) reads that form. The step's output must
+// be bit for bit a step's on weights it packed itself, on an engine of its
+// own. With a blocked input, the step's integer body (VNNI's, AVX2's) reads
+// another layout than the prompt's panels, and must not take theirs.
+TEST(Kernel, QuantizedLinearWeightOnlySharesPackedWeights) {
+  for (bool blocked : {false, true}) {
+  SCOPED_TRACE(blocked ? "blocked input" : "float input");
+  const int64_t K = 96, N = 40, blocks = K / 32;
+  std::mt19937 gen(68);
+  std::uniform_int_distribution<int> u4(0, 15);
+  std::vector<int8_t> w(N * K), z(N * blocks);
+  for (int8_t &v : w)
+    v = static_cast<int8_t>(u4(gen));
+  for (int8_t &v : z)
+    v = static_cast<int8_t>(u4(gen));
+  std::vector<float> ws(N * blocks, 0.01f), b(N, 0.f);
+  auto x = randomFloats(20 * K, 72);
+  const int64_t flags =
+      TFM_QUANTIZED_LINEAR_WEIGHT_ONLY | TFM_QUANTIZED_LINEAR_FOUR_BIT |
+      TFM_QUANTIZED_LINEAR_UNSIGNED_WEIGHTS | TFM_QUANTIZED_LINEAR_PER_ROW |
+      TFM_QUANTIZED_LINEAR_HAS_ZERO_POINT |
+      (blocked ? TFM_QUANTIZED_LINEAR_BLOCKED_INPUT : 0);
+  auto desc = [&](int64_t m) {
+    return tfm_abi_kernel_desc_t{TFM_KERNEL_QUANTIZED_LINEAR,
+                                 TFM_DTYPE_F32,
+                                 {m, K, N, 0, 0, flags, 32},
+                                 {}};
+  };
+  std::string error;
+  auto shared = cpu::makeEngine();
+  auto prompt = cpu::makeKernel(shared, desc(20), 0, error);
+  auto step = cpu::makeKernel(shared, desc(1), 0, error);
+  auto alone = cpu::makeKernel(cpu::makeEngine(), desc(1), 0, error);
+  ASSERT_TRUE(prompt && step && alone) << error;
+  std::vector<float> y20(20 * N), y1(N), yAlone(N);
+  void *a20[] = {x.data(), w.data(), ws.data(), z.data(), b.data(), y20.data()};
+  void *a1[] = {x.data(), w.data(), ws.data(), z.data(), b.data(), y1.data()};
+  void *aAlone[] = {x.data(), w.data(), ws.data(), z.data(), b.data(),
+                    yAlone.data()};
+  ASSERT_EQ(prompt->run(a20), 0);
+  ASSERT_EQ(step->run(a1), 0);
+  ASSERT_EQ(alone->run(aAlone), 0);
+  EXPECT_EQ(y1, yAlone);
+  for (int64_t j = 0; j < N; ++j)
+    EXPECT_NEAR(y1[j], y20[j], 1e-5 + 1e-4 * std::fabs(y20[j])) << "at " << j;
+  }
+}
+
+// Engine::derived makes a form once per tensor and layout.
+TEST(Kernel, EngineMakesEachDerivedFormOnce) {
+  cpu::Engine e;
+  int made = 0, tensor = 0, other = 0;
+  auto make = [&] {
+    ++made;
+    return std::make_shared<int>(made);
+  };
+  auto a = e.derived(&tensor, "one", make), b = e.derived(&tensor, "one", make);
+  auto c = e.derived(&tensor, "two", make), d = e.derived(&other, "one", make);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, d);
+  EXPECT_EQ(made, 3);
+}
+
 TEST(Kernel, QuantizedLinearWeightOnlyRefusesOddBlocks) {
   tfm_abi_kernel_desc_t d{
       TFM_KERNEL_QUANTIZED_LINEAR,
