@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Engine.h"
+#include "VectorMath.h"
 
 #include <omp.h>
 #if defined(__x86_64__)
@@ -50,6 +51,17 @@ float tfm::runtime::cpu::activate(float v, int64_t act) {
   default:
     return v;
   }
+}
+
+void tfm::runtime::cpu::activateRowInLanes(float *y, int64_t n, int64_t act) {
+  if (act == TFM_ACTIVATION_NONE)
+    return;
+#if defined(__x86_64__)
+  if (vectorIsa() != VectorIsa::Scalar)
+    return activateRow(y, n, act);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = activate(y[i], act);
 }
 
 namespace {

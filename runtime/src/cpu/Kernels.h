@@ -89,6 +89,9 @@ makeWeightOnlyLinearKernel(std::shared_ptr<Engine> engine,
                            const tfm_abi_kernel_desc_t &desc);
 /// act(v) for a tfm_activation_t, as LINEAR applies it (Gemm.cpp).
 float activate(float v, int64_t act);
+/// y[i] = act(y[i]) over y[0, n): in vector lanes (activateRow) where the
+/// CPU has them within vectorIsa(), else one at a time; nothing for NONE.
+void activateRowInLanes(float *y, int64_t n, int64_t act);
 std::unique_ptr<Kernel>
 makeBatchMatmulKernel(std::shared_ptr<Engine> engine,
                       const tfm_abi_kernel_desc_t &desc);

@@ -22,7 +22,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Engine.h"
-#include "VectorMath.h"
 
 #include <omp.h>
 #if defined(__x86_64__)
@@ -451,20 +450,12 @@ private:
                    {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, columnMul},
                    {DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, columnAdd}});
     dev->stream.wait();
-    if (activation == TFM_ACTIVATION_NONE || activation == TFM_ACTIVATION_RELU)
+    // ReLU was the matmul's last post-op.
+    if (activation == TFM_ACTIVATION_RELU)
       return 0;
-    const VectorIsa isa = vectorIsa();
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < m; ++r) {
-#if defined(__x86_64__)
-      if (isa != VectorIsa::Scalar) {
-        activateRow(y + r * n, n, activation);
-        continue;
-      }
-#endif
-      for (int64_t j = 0; j < n; ++j)
-        y[r * n + j] = activate(y[r * n + j], activation);
-    }
+    for (int64_t r = 0; r < m; ++r)
+      activateRowInLanes(y + r * n, n, activation);
     return 0;
   }
 
@@ -486,39 +477,30 @@ private:
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
 #if defined(__x86_64__)
-      if (isa == VectorIsa::AVX512) {
+      if (isa == VectorIsa::AVX512)
         epilogueRowAvx512(pw, &acc[r * stride], rowSums[r], y + r * n);
-        continue;
-      }
-      if (isa == VectorIsa::AVX2) {
+      else if (isa == VectorIsa::AVX2)
         epilogueRowAvx2(pw, &acc[r * stride], rowSums[r], y + r * n);
-        continue;
-      }
+      else
 #endif
-      epilogueRow(pw, &acc[r * stride], rowSums[r], y + r * n);
-      if (activation != TFM_ACTIVATION_NONE)
-        for (int64_t j = 0; j < n; ++j)
-          y[r * n + j] = activate(y[r * n + j], activation);
+        epilogueRow(pw, &acc[r * stride], rowSums[r], y + r * n);
+      activateRowInLanes(y + r * n, n, activation);
     }
   }
 
 #if defined(__x86_64__)
   // epilogueRow in the lanes of each ISA (the runtime's baseline, SSE2, has
   // no 32-bit integer product: the loop had been scalar, a tenth of an
-  // encoder layer), the activation after it in vector lanes.
+  // encoder layer).
   __attribute__((target("avx512f"))) void
   epilogueRowAvx512(const PackedWeights &pw, const int32_t *a, int64_t rs,
                     float *out) const {
     epilogueRow(pw, a, rs, out);
-    if (activation != TFM_ACTIVATION_NONE)
-      activateRow(out, n, activation);
   }
   __attribute__((target("avx2,fma"))) void
   epilogueRowAvx2(const PackedWeights &pw, const int32_t *a, int64_t rs,
                   float *out) const {
     epilogueRow(pw, a, rs, out);
-    if (activation != TFM_ACTIVATION_NONE)
-      activateRow(out, n, activation);
   }
 #endif
 

@@ -53,7 +53,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Engine.h"
-#include "VectorMath.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -963,18 +962,9 @@ private:
             y[(r0 + r) * sh.n + j] = hasBias ? sums[r] + b[j] : sums[r];
         }
       }
-      if (activation != TFM_ACTIVATION_NONE && j0 < j1)
-        for (int64_t r = 0; r < m; ++r) {
-          float *row = y + r * sh.n;
-#if defined(__x86_64__)
-          if (vectorIsa() != VectorIsa::Scalar) {
-            activateRow(row + j0, j1 - j0, activation);
-            continue;
-          }
-#endif
-          for (int64_t j = j0; j < j1; ++j)
-            row[j] = activate(row[j], activation);
-        }
+      if (j0 < j1)
+        for (int64_t r = 0; r < m; ++r)
+          activateRowInLanes(y + r * sh.n + j0, j1 - j0, activation);
     }
   }
 
